@@ -1,0 +1,407 @@
+/*
+ * proto.h - the rpfs wire protocol.
+ *
+ * Every frame starts with a fixed 48-byte header. All integers on the wire are
+ * fixed-width little-endian; byte order is converted only in proto.c, at the
+ * wire boundary. In memory, the structs below are in host order.
+ *
+ *   off size field
+ *     0    4 magic     PROTO_MAGIC
+ *     4    2 version   PROTO_VERSION
+ *     6    2 op        enum proto_op
+ *     8    8 tag       matches a reply (and its data frames) to its request
+ *    16    4 status    replies: 0 or -errno; requests: 0
+ *    20    2 credits   replies/ctrl: request credits returned to the client
+ *    22    2 flags     PROTO_F_*
+ *    24    4 body_len  bytes of encoded body that follow the header
+ *    28    4 reserved  must be 0
+ *    32    8 bulk_len  request: bytes of write data that follow the body
+ *                      (the server pulls them); data frame: bytes that follow
+ *    40    8 aux       request: bytes of client memory offered for read data
+ *                      (the server pushes into it); data frame: the offset in
+ *                      that memory where the frame's bytes belong
+ *
+ * Bodies are sequences of fixed-width little-endian fields; strings are a u16
+ * length followed by that many bytes (no NUL on the wire); byte blobs are a
+ * u32 length followed by the bytes. Which fields a body carries is fixed per
+ * op (see proto.c). A decoder validates every length, count and offset
+ * before use and rejects trailing bytes.
+ */
+#ifndef RPFS_PROTO_H
+#define RPFS_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROTO_MAGIC 0x53465052u /* "RPFS" as little-endian bytes */
+#define PROTO_VERSION 1
+#define PROTO_HDR_LEN 48
+
+#define PROTO_MAX_BODY (128u * 1024)           /* largest encoded body */
+#define PROTO_MAX_BULK (256ull * 1024 * 1024)  /* largest bulk per request */
+#define PROTO_MAX_NAME 255                     /* one path component */
+#define PROTO_MAX_PATH 4095                    /* symlink target */
+#define PROTO_MAX_XATTR_NAME 255
+#define PROTO_MAX_XATTR_VALUE 65536
+#define PROTO_MAX_GROUPS 32                    /* supplementary gids sent */
+#define PROTO_MAX_SEGS 1024                    /* file-list entries per I/O request */
+#define PROTO_MAX_IODS 256
+#define PROTO_MAX_HOST 255
+
+/* Header flags. */
+#define PROTO_F_REPLY 0x1u /* a reply to the request with the same tag */
+#define PROTO_F_DATA 0x2u  /* a data frame carrying read data for tag */
+#define PROTO_F_CTRL 0x4u  /* transport control (credits, handshake) */
+#define PROTO_F_ALL (PROTO_F_REPLY | PROTO_F_DATA | PROTO_F_CTRL)
+
+enum proto_op {
+	/* transport control, handled inside common/net */
+	PROTO_OP_NET_HELLO = 1, /* handshake: reply carries the credit limit */
+	PROTO_OP_NET_CREDIT = 2, /* credits returned without a reply */
+
+	/* metadata manager */
+	PROTO_OP_MOUNT = 10,  /* fs parameters and iod table */
+	PROTO_OP_LOOKUP,      /* parent, name -> attr */
+	PROTO_OP_GETATTR,     /* ino -> attr */
+	PROTO_OP_SETATTR,     /* ino, valid, mode/uid/gid/size/atime/mtime -> attr */
+	PROTO_OP_CREATE,      /* parent, name, mode, flags -> attr */
+	PROTO_OP_MKDIR,       /* parent, name, mode -> attr */
+	PROTO_OP_MKNOD,       /* parent, name, mode, rdev -> attr */
+	PROTO_OP_UNLINK,      /* parent, name -> freed */
+	PROTO_OP_RMDIR,       /* parent, name */
+	PROTO_OP_RENAME,      /* parent, name, newparent, newname, flags -> freed */
+	PROTO_OP_LINK,        /* ino, newparent, newname -> attr */
+	PROTO_OP_SYMLINK,     /* parent, name, target -> attr */
+	PROTO_OP_READLINK,    /* ino -> target */
+	PROTO_OP_READDIR,     /* ino, cookie, max -> dirents */
+	PROTO_OP_STATFS,      /* -> statfs (aggregated over the iods) */
+	PROTO_OP_GETXATTR,    /* ino, xname, max -> xvalue (or size if max 0) */
+	PROTO_OP_SETXATTR,    /* ino, xname, xvalue, flags */
+	PROTO_OP_LISTXATTR,   /* ino, max -> xvalue (NUL-separated names) */
+	PROTO_OP_REMOVEXATTR, /* ino, xname */
+	PROTO_OP_OPEN,        /* ino, flags -> attr; permission check */
+	PROTO_OP_ACCESS,      /* ino, mode(mask) */
+	PROTO_OP_SETSIZE,     /* ino, size: grow size to at least size, set mtime */
+	PROTO_OP_PURGE,       /* ino: drop an inode whose last link is gone */
+	PROTO_OP_MGR_LAST,
+
+	/* I/O daemon */
+	PROTO_OP_IO_READ = 40, /* ino, segs; data pushed into aux bytes */
+	PROTO_OP_IO_WRITE,     /* ino, segs; data pulled from bulk_len bytes */
+	PROTO_OP_IO_TRUNCATE,  /* ino, size (local object size) */
+	PROTO_OP_IO_REMOVE,    /* ino */
+	PROTO_OP_IO_FSYNC,     /* ino, flags (1 = datasync) */
+	PROTO_OP_IO_STATFS,    /* -> statfs of the data directory */
+	PROTO_OP_IO_LAST,
+};
+
+/* A decoded frame header, in host order. */
+struct proto_hdr {
+	uint16_t version;
+	uint16_t op;
+	uint64_t tag;
+	int32_t status;
+	uint16_t credits;
+	uint16_t flags;
+	uint32_t body_len;
+	uint64_t bulk_len;
+	uint64_t aux;
+};
+
+/* Write cursor over a caller-owned buffer. Overflow sets err and stops. */
+struct wbuf {
+	uint8_t *p;
+	size_t len; /* bytes written */
+	size_t cap;
+	int err;    /* 0 or -EMSGSIZE once a put did not fit */
+};
+
+/* Read cursor over received bytes. Underflow sets err and yields zeros. */
+struct rbuf {
+	const uint8_t *p;
+	size_t len;
+	size_t off;
+	int err;    /* 0 or -EBADMSG once a get ran past the end or was invalid */
+};
+
+/* A string or blob that points into a received message (not NUL-terminated). */
+struct proto_str {
+	const char *p;
+	uint32_t len;
+};
+
+struct proto_time {
+	int64_t sec;
+	uint32_t nsec;
+};
+
+/* A file's striping: iod k of the file (k < count) is (first + k) % niods. */
+struct proto_layout {
+	uint32_t unit;  /* stripe unit in bytes, 4096..64 MiB, power of two */
+	uint16_t count; /* number of iods the file is striped over, >= 1 */
+	uint16_t first; /* index of the first iod in the iod table */
+};
+
+struct proto_attr {
+	uint64_t ino;
+	uint32_t mode;
+	uint32_t nlink;
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t rdev;
+	uint64_t size;
+	uint64_t blocks; /* 512-byte blocks */
+	struct proto_time atime, mtime, ctime;
+	struct proto_layout layout; /* all zero for non-regular files */
+};
+
+/* Caller identity, carried by every mgr request. */
+struct proto_cred {
+	uint32_t uid;
+	uint32_t gid;
+	uint16_t ngroups;
+	uint32_t groups[PROTO_MAX_GROUPS];
+};
+
+/* SETATTR valid bits. */
+#define PROTO_SA_MODE 0x01u
+#define PROTO_SA_UID 0x02u
+#define PROTO_SA_GID 0x04u
+#define PROTO_SA_SIZE 0x08u
+#define PROTO_SA_ATIME 0x10u
+#define PROTO_SA_MTIME 0x20u
+#define PROTO_SA_ATIME_NOW 0x40u
+#define PROTO_SA_MTIME_NOW 0x80u
+#define PROTO_SA_CTIME 0x100u
+#define PROTO_SA_ALL 0x1ffu
+
+/* RENAME flags (same values as Linux RENAME_*). */
+#define PROTO_RENAME_NOREPLACE 0x1u
+#define PROTO_RENAME_EXCHANGE 0x2u
+
+/* CREATE flags. */
+#define PROTO_CREATE_EXCL 0x1u
+
+/* SETXATTR flags (same values as XATTR_CREATE / XATTR_REPLACE). */
+#define PROTO_XATTR_CREATE 0x1u
+#define PROTO_XATTR_REPLACE 0x2u
+
+/*
+ * A metadata request. Which fields an op carries is fixed in proto.c's table;
+ * the others are ignored by the encoder and zeroed by the decoder. Strings
+ * point into the decoded message and live as long as it does.
+ */
+struct proto_mreq {
+	struct proto_cred cred;
+	uint64_t ino;            /* GETATTR SETATTR LINK READLINK READDIR *XATTR OPEN ACCESS SETSIZE PURGE */
+	uint64_t parent;         /* LOOKUP CREATE MKDIR MKNOD UNLINK RMDIR RENAME SYMLINK */
+	struct proto_str name;   /* same ops as parent */
+	uint64_t newparent;      /* RENAME LINK */
+	struct proto_str newname;/* RENAME LINK */
+	uint32_t mode;           /* SETATTR CREATE MKDIR MKNOD; ACCESS: R_OK|W_OK|X_OK mask */
+	uint32_t rdev;           /* MKNOD */
+	uint32_t flags;          /* CREATE RENAME SETXATTR OPEN(O_* accmode bits) FSYNC */
+	uint32_t valid;          /* SETATTR: PROTO_SA_* */
+	uint32_t uid, gid;       /* SETATTR */
+	uint64_t size;           /* SETATTR SETSIZE */
+	struct proto_time atime, mtime; /* SETATTR; SETSIZE mtime */
+	struct proto_str target; /* SYMLINK */
+	struct proto_str xname;  /* GETXATTR SETXATTR REMOVEXATTR */
+	struct proto_str xvalue; /* SETXATTR */
+	uint64_t cookie;         /* READDIR: resume after this cookie, 0 = start */
+	uint32_t max;            /* READDIR: max reply body bytes; GET/LISTXATTR: buffer size */
+};
+
+/* An inode freed by UNLINK or RENAME: the client removes its stripe objects. */
+struct proto_freed {
+	uint64_t ino;            /* 0 = nothing freed */
+	struct proto_layout layout;
+};
+
+struct proto_statfs {
+	uint64_t bsize;          /* block size the counts are in */
+	uint64_t blocks, bfree, bavail;
+	uint64_t files, ffree;
+	uint32_t namemax;
+};
+
+/*
+ * A metadata reply. As with requests, the op decides which fields travel.
+ * dirents points at the encoded entry list; walk it with proto_dirent_next().
+ */
+struct proto_mrep {
+	struct proto_attr attr;    /* LOOKUP GETATTR SETATTR CREATE MKDIR MKNOD LINK SYMLINK OPEN SETSIZE */
+	struct proto_freed freed;  /* UNLINK RENAME */
+	struct proto_str target;   /* READLINK */
+	struct proto_str xvalue;   /* GETXATTR LISTXATTR (empty when size query) */
+	uint32_t xsize;            /* GETXATTR LISTXATTR: full size of the value */
+	struct proto_statfs st;    /* STATFS */
+	uint32_t ndirents;         /* READDIR */
+	int eof;                   /* READDIR: no entries after these */
+	struct proto_str dirents;  /* READDIR: encoded entries */
+};
+
+struct proto_dirent {
+	uint64_t cookie;           /* pass back in READDIR to resume after this */
+	struct proto_str name;
+	struct proto_attr attr;
+};
+
+/* One iod of the file system, as the mgr hands it to clients. */
+struct proto_iod {
+	uint16_t id;               /* index in the iod table */
+	struct proto_str host;
+	uint16_t port;
+};
+
+/* MOUNT reply: everything a client needs to start doing I/O. */
+struct proto_mount {
+	uint64_t fsid;
+	struct proto_layout deflayout; /* first is ignored */
+	uint16_t niods;
+	struct proto_iod iods[PROTO_MAX_IODS];
+};
+
+/* A file-list entry: a range of the iod's local object. */
+struct proto_seg {
+	uint64_t off;
+	uint64_t len;
+};
+
+/*
+ * An I/O request to an iod. For IO_READ the segment lengths must add up to
+ * the header's aux (read memory); for IO_WRITE, to its bulk_len.
+ * segs points at caller storage filled by the decoder (nsegs entries).
+ */
+struct proto_ioreq {
+	uint64_t ino;
+	uint64_t size;             /* IO_TRUNCATE: new local object size */
+	uint32_t flags;            /* IO_FSYNC: 1 = datasync */
+	uint32_t nsegs;            /* IO_READ IO_WRITE: 1..PROTO_MAX_SEGS */
+	struct proto_seg *segs;
+};
+
+/* ---- header ---- */
+
+/**
+ * Encode a frame header into exactly PROTO_HDR_LEN bytes.
+ * @param[out] out PROTO_HDR_LEN bytes
+ * @param[in] h the header; version and magic are filled in
+ */
+void proto_hdr_encode(uint8_t *out, const struct proto_hdr *h);
+
+/**
+ * Decode and validate a frame header.
+ * @param[in] in PROTO_HDR_LEN bytes
+ * @param[out] h the decoded header
+ * @param[out] why on error, a static string naming the bad field
+ * @return 0 on success, or
+ *	-EPROTO bad magic or unknown flags or nonzero reserved field;
+ *	-EPROTONOSUPPORT version mismatch;
+ *	-EMSGSIZE body_len > PROTO_MAX_BODY or bulk_len/aux > PROTO_MAX_BULK
+ *	 (aux is checked only when it is a length, i.e. not on data frames).
+ */
+int proto_hdr_decode(const uint8_t *in, struct proto_hdr *h, const char **why);
+
+/* ---- cursors ---- */
+void wb_init(struct wbuf *w, void *buf, size_t cap);
+void wb_u8(struct wbuf *w, uint8_t v);
+void wb_u16(struct wbuf *w, uint16_t v);
+void wb_u32(struct wbuf *w, uint32_t v);
+void wb_u64(struct wbuf *w, uint64_t v);
+void wb_str(struct wbuf *w, const char *s, size_t len);  /* u16 length + bytes */
+void wb_blob(struct wbuf *w, const void *p, size_t len); /* u32 length + bytes */
+
+void rb_init(struct rbuf *r, const void *buf, size_t len);
+uint8_t rb_u8(struct rbuf *r);
+uint16_t rb_u16(struct rbuf *r);
+uint32_t rb_u32(struct rbuf *r);
+uint64_t rb_u64(struct rbuf *r);
+/* Strings are checked against max and for embedded NULs. */
+struct proto_str rb_str(struct rbuf *r, uint32_t max);
+struct proto_str rb_blob(struct rbuf *r, uint32_t max);
+
+/* ---- bodies ---- */
+
+/**
+ * Encode a metadata request body for op.
+ * @param[out] w destination cursor
+ * @return 0, or -EINVAL unknown op or a field out of range, -EMSGSIZE no room
+ */
+int proto_mreq_encode(struct wbuf *w, uint16_t op, const struct proto_mreq *m);
+
+/**
+ * Decode and validate a metadata request body.
+ * Names must be 1..PROTO_MAX_NAME bytes, contain no '/' or NUL and not be
+ * "." or ".."; ngroups <= PROTO_MAX_GROUPS; SETATTR valid within
+ * PROTO_SA_ALL; flags within the op's known bits; nsec < 1e9.
+ * @return 0, or -EBADMSG (truncated, trailing bytes or invalid field),
+ *	-EOPNOTSUPP unknown op. *why names the field.
+ */
+int proto_mreq_decode(const void *buf, size_t len, uint16_t op,
+		      struct proto_mreq *m, const char **why);
+
+/** Encode a metadata reply body for op. @return 0, -EINVAL, -EMSGSIZE */
+int proto_mrep_encode(struct wbuf *w, uint16_t op, const struct proto_mrep *m);
+
+/**
+ * Decode a metadata reply body for op (only called when status is 0).
+ * @return 0, -EBADMSG, -EOPNOTSUPP
+ */
+int proto_mrep_decode(const void *buf, size_t len, uint16_t op,
+		      struct proto_mrep *m, const char **why);
+
+/** Append one directory entry to a READDIR reply being built. */
+void proto_dirent_put(struct wbuf *w, uint64_t cookie, const char *name,
+		      size_t namelen, const struct proto_attr *a);
+
+/** Bytes proto_dirent_put() will use for a name of namelen bytes. */
+size_t proto_dirent_size(size_t namelen);
+
+/**
+ * Take the next entry from a READDIR reply's entry list.
+ * @param[in,out] r cursor over mrep.dirents (init with rb_init)
+ * @return 1 an entry was read, 0 end of list, -EBADMSG malformed
+ */
+int proto_dirent_next(struct rbuf *r, struct proto_dirent *d);
+
+/** MOUNT reply body. @return 0, -EINVAL, -EMSGSIZE / -EBADMSG */
+int proto_mount_encode(struct wbuf *w, const struct proto_mount *m);
+int proto_mount_decode(const void *buf, size_t len, struct proto_mount *m,
+		       const char **why);
+
+/**
+ * Encode an iod request body for op (IO_*).
+ * @return 0, -EINVAL (nsegs 0 or > PROTO_MAX_SEGS for READ/WRITE), -EMSGSIZE
+ */
+int proto_ioreq_encode(struct wbuf *w, uint16_t op, const struct proto_ioreq *q);
+
+/**
+ * Decode an iod request body. segs must have room for PROTO_MAX_SEGS.
+ * For IO_READ/IO_WRITE checks: 1 <= nsegs <= PROTO_MAX_SEGS, each len > 0,
+ * off + len does not overflow and is <= 2^62, and the lengths add up to
+ * expect_bytes (the header's aux for READ, bulk_len for WRITE).
+ * @return 0, -EBADMSG, -EOPNOTSUPP
+ */
+int proto_ioreq_decode(const void *buf, size_t len, uint16_t op,
+		       uint64_t expect_bytes, struct proto_ioreq *q,
+		       struct proto_seg *segs, const char **why);
+
+/** IO_STATFS reply body. */
+int proto_statfs_encode(struct wbuf *w, const struct proto_statfs *s);
+int proto_statfs_decode(const void *buf, size_t len, struct proto_statfs *s,
+			const char **why);
+
+/** Layout as text, "unit=65536,count=4,first=0" (first optional on parse). */
+int proto_layout_format(char *buf, size_t cap, const struct proto_layout *l);
+/**
+ * Parse a layout string. Accepts keys unit, count, first in any order.
+ * @return 0, or -EINVAL (unknown key, bad number, unit not a power of two in
+ *	[4096, 64 MiB], count 0 or > PROTO_MAX_IODS)
+ */
+int proto_layout_parse(const char *s, size_t len, struct proto_layout *l);
+
+/** Name of an op for log lines ("LOOKUP", "IO_READ", "op#77"). Thread-safe. */
+const char *proto_op_name(uint16_t op);
+
+#endif
