@@ -1,0 +1,1470 @@
+/*
+ * test_proto.c - unit tests of the wire codec (common/proto.c).
+ *
+ * Every body is also built by an independent raw encoder written here from
+ * the wire description, so the tests pin the byte layout, not just the
+ * round trip. Malformed inputs are built with the raw encoder (which does
+ * not validate) and must be rejected with the right error and field name.
+ *
+ * Run with no arguments: exits 0 when everything passes, 1 otherwise, and
+ * prints each failed check. `test_proto --write-corpus DIR` writes seed
+ * inputs for tests/fuzz/fuzz_proto.c into DIR instead.
+ */
+#include "proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int failures;
+static int checks;
+
+#define CHECK(cond, ...)                                                     \
+	do {                                                                 \
+		checks++;                                                    \
+		if (!(cond)) {                                               \
+			failures++;                                          \
+			fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__,       \
+				__LINE__, #cond);                            \
+			fprintf(stderr, __VA_ARGS__);                        \
+			fputc('\n', stderr);                                 \
+		}                                                            \
+	} while (0)
+
+/* Check that a decode failed with err and named field why. */
+#define CHECK_ERR(rc, err, why, field, ctx)                                  \
+	CHECK((rc) == (err) && (why) && strcmp((why), (field)) == 0,         \
+	      "%s: rc %d (want %d) why \"%s\" (want \"%s\")", (ctx), (rc),   \
+	      (err), (why) ? (why) : "(null)", (field))
+
+static struct proto_str S(const char *s)
+{
+	return (struct proto_str){ s, (uint32_t)strlen(s) };
+}
+
+static struct proto_str SL(const char *s, size_t len)
+{
+	return (struct proto_str){ s, (uint32_t)len };
+}
+
+static bool str_eq(struct proto_str a, struct proto_str b)
+{
+	return a.len == b.len && (a.len == 0 || memcmp(a.p, b.p, a.len) == 0);
+}
+
+/* Decode from an exact-size heap copy so ASan catches any overread. */
+static uint8_t *dup_exact(const uint8_t *p, size_t len)
+{
+	uint8_t *d = malloc(len ? len : 1);
+
+	if (!d)
+		abort();
+	if (len)
+		memcpy(d, p, len);
+	return d;
+}
+
+/* ---------------------------------------------------------------- header */
+
+static void test_header(void)
+{
+	struct proto_hdr h = { .op = PROTO_OP_IO_READ, .tag = 0x0102030405060708ull,
+			       .status = -5, .credits = 7, .flags = PROTO_F_REPLY,
+			       .body_len = 1234, .bulk_len = 5555, .aux = 4096 };
+	struct proto_hdr d;
+	uint8_t b[PROTO_HDR_LEN], c[PROTO_HDR_LEN];
+	const char *why;
+	int rc;
+
+	proto_hdr_encode(b, &h);
+	/* exact bytes: magic "RPFS", little-endian fields */
+	CHECK(memcmp(b, "RPFS", 4) == 0, "magic bytes");
+	CHECK(b[4] == 1 && b[5] == 0, "version bytes");
+	CHECK(b[6] == 40 && b[7] == 0, "op bytes");
+	CHECK(b[8] == 8 && b[15] == 1, "tag bytes");
+	CHECK(b[16] == 0xfb && b[19] == 0xff, "status bytes");
+	CHECK(b[24] == 0xd2 && b[25] == 0x04, "body_len bytes");
+	for (int i = 28; i < 32; i++)
+		CHECK(b[i] == 0, "reserved byte %d", i);
+	rc = proto_hdr_decode(b, &d, &why);
+	CHECK(rc == 0, "decode rc %d", rc);
+	CHECK(d.version == PROTO_VERSION && d.op == h.op && d.tag == h.tag &&
+	      d.status == -5 && d.credits == 7 && d.flags == h.flags &&
+	      d.body_len == 1234 && d.bulk_len == 5555 && d.aux == 4096,
+	      "header round trip");
+
+	/* limits are inclusive */
+	h.body_len = PROTO_MAX_BODY;
+	h.bulk_len = PROTO_MAX_BULK;
+	h.aux = PROTO_MAX_BULK;
+	h.flags = PROTO_F_ALL;
+	proto_hdr_encode(b, &h);
+	CHECK(proto_hdr_decode(b, &d, &why) == 0, "max limits accepted");
+
+#define BAD(mutate, err, field)                                              \
+	do {                                                                 \
+		h = (struct proto_hdr){ .op = PROTO_OP_GETATTR, .tag = 9 };  \
+		proto_hdr_encode(c, &h);                                     \
+		mutate;                                                      \
+		why = NULL;                                                  \
+		rc = proto_hdr_decode(c, &d, &why);                          \
+		CHECK_ERR(rc, err, why, field, #mutate);                     \
+	} while (0)
+
+	BAD(c[0] ^= 1, -EPROTO, "magic");
+	BAD(c[3] = 0, -EPROTO, "magic");
+	BAD(c[4] = 2, -EPROTONOSUPPORT, "version");
+	BAD(c[5] = 1, -EPROTONOSUPPORT, "version");
+	BAD(c[4] = 0, -EPROTONOSUPPORT, "version");
+	BAD(c[22] = 0x8, -EPROTO, "flags");
+	BAD(c[23] = 0x1, -EPROTO, "flags");
+	BAD(c[28] = 1, -EPROTO, "reserved");
+	BAD(c[31] = 0x80, -EPROTO, "reserved");
+	/* body_len = PROTO_MAX_BODY + 1 */
+	BAD((c[24] = 1, c[25] = 0, c[26] = 2), -EMSGSIZE, "body_len");
+	BAD(c[27] = 0xff, -EMSGSIZE, "body_len");
+	/* bulk_len = 2^28 + 1 */
+	BAD((c[32] = 1, c[35] = 0x10), -EMSGSIZE, "bulk_len");
+	BAD(c[39] = 0x80, -EMSGSIZE, "bulk_len");
+	BAD((c[40] = 1, c[43] = 0x10), -EMSGSIZE, "aux");
+	BAD(c[47] = 0xff, -EMSGSIZE, "aux");
+#undef BAD
+
+	/* on a data frame aux is an offset, not a length */
+	h = (struct proto_hdr){ .op = PROTO_OP_IO_READ, .flags = PROTO_F_DATA,
+				.bulk_len = 100, .aux = 1ull << 40 };
+	proto_hdr_encode(c, &h);
+	CHECK(proto_hdr_decode(c, &d, &why) == 0 && d.aux == 1ull << 40,
+	      "data frame aux offset");
+	/* but its bulk_len is still bounded */
+	h.bulk_len = PROTO_MAX_BULK + 1;
+	proto_hdr_encode(c, &h);
+	CHECK(proto_hdr_decode(c, &d, &why) == -EMSGSIZE, "data frame bulk");
+}
+
+/* --------------------------------------------------------------- cursors */
+
+static void test_cursors(void)
+{
+	uint8_t b[16];
+	struct wbuf w;
+	struct rbuf r;
+	struct proto_str s;
+
+	wb_init(&w, b, sizeof(b));
+	wb_u8(&w, 0x11);
+	wb_u16(&w, 0x2233);
+	wb_u32(&w, 0x44556677);
+	wb_u64(&w, 0x8899aabbccddeeffull);
+	CHECK(w.err == 0 && w.len == 15, "wb len %zu err %d", w.len, w.err);
+	CHECK(b[1] == 0x33 && b[2] == 0x22 && b[3] == 0x77 && b[6] == 0x44 &&
+	      b[7] == 0xff && b[14] == 0x88, "wb little-endian");
+	wb_u16(&w, 1);
+	CHECK(w.err == -EMSGSIZE && w.len == 15, "wb overflow");
+	wb_u8(&w, 1);
+	CHECK(w.err == -EMSGSIZE && w.len == 15, "wb stays failed");
+
+	rb_init(&r, b, 15);
+	CHECK(rb_u8(&r) == 0x11 && rb_u16(&r) == 0x2233 &&
+	      rb_u32(&r) == 0x44556677 && rb_u64(&r) == 0x8899aabbccddeeffull,
+	      "rb values");
+	CHECK(r.err == 0 && r.off == 15, "rb off");
+	CHECK(rb_u8(&r) == 0 && r.err == -EBADMSG, "rb underflow");
+	rb_init(&r, b + 1, 3);
+	CHECK(rb_u32(&r) == 0 && r.err == -EBADMSG && r.off == 0,
+	      "rb partial read");
+	rb_init(&r, NULL, 0);
+	CHECK(rb_u8(&r) == 0 && r.err == -EBADMSG, "rb empty");
+
+	/* strings */
+	wb_init(&w, b, sizeof(b));
+	wb_str(&w, "abc", 3);
+	wb_blob(&w, "x\0y", 3);
+	CHECK(w.err == 0 && w.len == 12, "str/blob len");
+	rb_init(&r, b, w.len);
+	s = rb_str(&r, 3);
+	CHECK(str_eq(s, S("abc")), "rb_str");
+	s = rb_blob(&r, 3);
+	CHECK(r.err == 0 && str_eq(s, SL("x\0y", 3)), "rb_blob with NUL");
+	rb_init(&r, b, w.len);
+	s = rb_str(&r, 2);
+	CHECK(r.err == -EBADMSG && s.len == 0 && s.p, "rb_str max");
+	/* a string with a NUL */
+	wb_init(&w, b, sizeof(b));
+	wb_str(&w, "a\0b", 3);
+	rb_init(&r, b, w.len);
+	s = rb_str(&r, 100);
+	CHECK(r.err == -EBADMSG && s.len == 0, "rb_str NUL");
+	/* a string whose length runs past the end */
+	rb_init(&r, b, 4);
+	s = rb_str(&r, 100);
+	CHECK(r.err == -EBADMSG && s.len == 0, "rb_str truncated");
+	/* wb_str too long for u16 */
+	{
+		static char big[70000];
+		uint8_t bb[8];
+
+		wb_init(&w, bb, sizeof(bb));
+		wb_str(&w, big, sizeof(big));
+		CHECK(w.err == -EMSGSIZE && w.len == 0, "wb_str > 65535");
+	}
+	/* a string that does not fit */
+	wb_init(&w, b, 4);
+	wb_str(&w, "abcdef", 6);
+	CHECK(w.err == -EMSGSIZE, "wb_str no room");
+}
+
+/* ---------------------------------------------------- metadata requests */
+
+/* Field bits as the protocol description lists them (test's own copy). */
+enum {
+	T_INO = 1 << 0, T_PARENT = 1 << 1, T_NAME = 1 << 2, T_NEWPARENT = 1 << 3,
+	T_NEWNAME = 1 << 4, T_MODE = 1 << 5, T_RDEV = 1 << 6, T_FLAGS = 1 << 7,
+	T_VALID = 1 << 8, T_UID = 1 << 9, T_GID = 1 << 10, T_SIZE = 1 << 11,
+	T_ATIME = 1 << 12, T_MTIME = 1 << 13, T_TARGET = 1 << 14,
+	T_XNAME = 1 << 15, T_XVALUE = 1 << 16, T_COOKIE = 1 << 17,
+	T_MAX = 1 << 18,
+};
+
+static const struct { uint16_t op; uint32_t f; } req_ops[] = {
+	{ PROTO_OP_MOUNT, 0 },
+	{ PROTO_OP_LOOKUP, T_PARENT | T_NAME },
+	{ PROTO_OP_GETATTR, T_INO },
+	{ PROTO_OP_SETATTR, T_INO | T_VALID | T_MODE | T_UID | T_GID | T_SIZE |
+				    T_ATIME | T_MTIME },
+	{ PROTO_OP_CREATE, T_PARENT | T_NAME | T_MODE | T_FLAGS },
+	{ PROTO_OP_MKDIR, T_PARENT | T_NAME | T_MODE },
+	{ PROTO_OP_MKNOD, T_PARENT | T_NAME | T_MODE | T_RDEV },
+	{ PROTO_OP_UNLINK, T_PARENT | T_NAME },
+	{ PROTO_OP_RMDIR, T_PARENT | T_NAME },
+	{ PROTO_OP_RENAME, T_PARENT | T_NAME | T_NEWPARENT | T_NEWNAME | T_FLAGS },
+	{ PROTO_OP_LINK, T_INO | T_NEWPARENT | T_NEWNAME },
+	{ PROTO_OP_SYMLINK, T_PARENT | T_NAME | T_TARGET },
+	{ PROTO_OP_READLINK, T_INO },
+	{ PROTO_OP_READDIR, T_INO | T_COOKIE | T_MAX },
+	{ PROTO_OP_STATFS, 0 },
+	{ PROTO_OP_GETXATTR, T_INO | T_XNAME | T_MAX },
+	{ PROTO_OP_SETXATTR, T_INO | T_XNAME | T_XVALUE | T_FLAGS },
+	{ PROTO_OP_LISTXATTR, T_INO | T_MAX },
+	{ PROTO_OP_REMOVEXATTR, T_INO | T_XNAME },
+	{ PROTO_OP_OPEN, T_INO | T_FLAGS },
+	{ PROTO_OP_ACCESS, T_INO | T_MODE },
+	{ PROTO_OP_SETSIZE, T_INO | T_SIZE | T_MTIME },
+	{ PROTO_OP_PURGE, T_INO },
+};
+#define N_REQ_OPS (sizeof(req_ops) / sizeof(req_ops[0]))
+
+static uint32_t req_fields(uint16_t op)
+{
+	for (size_t i = 0; i < N_REQ_OPS; i++)
+		if (req_ops[i].op == op)
+			return req_ops[i].f;
+	abort();
+}
+
+/* Independent, non-validating encoder: cred, then fields in struct order. */
+static void raw_mreq(struct wbuf *w, uint32_t f, const struct proto_mreq *m,
+		     unsigned ngroups_wire)
+{
+	wb_u32(w, m->cred.uid);
+	wb_u32(w, m->cred.gid);
+	wb_u16(w, (uint16_t)ngroups_wire);
+	for (unsigned i = 0; i < ngroups_wire; i++)
+		wb_u32(w, i < PROTO_MAX_GROUPS ? m->cred.groups[i] : i);
+	if (f & T_INO) wb_u64(w, m->ino);
+	if (f & T_PARENT) wb_u64(w, m->parent);
+	if (f & T_NAME) wb_str(w, m->name.p, m->name.len);
+	if (f & T_NEWPARENT) wb_u64(w, m->newparent);
+	if (f & T_NEWNAME) wb_str(w, m->newname.p, m->newname.len);
+	if (f & T_MODE) wb_u32(w, m->mode);
+	if (f & T_RDEV) wb_u32(w, m->rdev);
+	if (f & T_FLAGS) wb_u32(w, m->flags);
+	if (f & T_VALID) wb_u32(w, m->valid);
+	if (f & T_UID) wb_u32(w, m->uid);
+	if (f & T_GID) wb_u32(w, m->gid);
+	if (f & T_SIZE) wb_u64(w, m->size);
+	if (f & T_ATIME) { wb_u64(w, (uint64_t)m->atime.sec); wb_u32(w, m->atime.nsec); }
+	if (f & T_MTIME) { wb_u64(w, (uint64_t)m->mtime.sec); wb_u32(w, m->mtime.nsec); }
+	if (f & T_TARGET) wb_str(w, m->target.p, m->target.len);
+	if (f & T_XNAME) wb_str(w, m->xname.p, m->xname.len);
+	if (f & T_XVALUE) wb_blob(w, m->xvalue.p, m->xvalue.len);
+	if (f & T_COOKIE) wb_u64(w, m->cookie);
+	if (f & T_MAX) wb_u32(w, m->max);
+}
+
+/* A request with every field set to a valid, non-trivial value for op. */
+static void full_mreq(uint16_t op, struct proto_mreq *m)
+{
+	static const char xval[] = "bin\0ary\xff value";
+
+	memset(m, 0, sizeof(*m));
+	m->cred.uid = 1000;
+	m->cred.gid = 100;
+	m->cred.ngroups = 3;
+	m->cred.groups[0] = 4;
+	m->cred.groups[1] = 24;
+	m->cred.groups[2] = 0xfffffffeu;
+	m->ino = 0x1122334455667788ull;
+	m->parent = 0x99aabbccddeeff01ull;
+	m->name = S("file name with spaces.txt");
+	m->newparent = 42;
+	m->newname = S("\xc3\xa9t\xc3\xa9");
+	m->mode = op == PROTO_OP_ACCESS ? 5 : 0100644;
+	m->rdev = 0x00080001;
+	switch (op) {
+	case PROTO_OP_CREATE: m->flags = PROTO_CREATE_EXCL; break;
+	case PROTO_OP_RENAME: m->flags = PROTO_RENAME_EXCHANGE; break;
+	case PROTO_OP_SETXATTR: m->flags = PROTO_XATTR_REPLACE; break;
+	case PROTO_OP_OPEN: m->flags = 0x8002; break;
+	default: m->flags = 0; break;
+	}
+	m->valid = PROTO_SA_MODE | PROTO_SA_SIZE | PROTO_SA_MTIME | PROTO_SA_CTIME;
+	m->uid = 65534;
+	m->gid = 65533;
+	m->size = 1ull << 40;
+	m->atime = (struct proto_time){ -1234567890123ll, 999999999 };
+	m->mtime = (struct proto_time){ 1700000000, 123456789 };
+	m->target = S("../some/where/else");
+	m->xname = S("user.rpfs.layout");
+	m->xvalue = SL(xval, sizeof(xval) - 1);
+	m->cookie = 0xdeadbeefcafef00dull;
+	m->max = 65536;
+}
+
+/* Compare a decoded request with the expected one, field by field. */
+static void check_mreq_eq(const char *ctx, uint32_t f, const struct proto_mreq *want,
+			  const struct proto_mreq *got)
+{
+	CHECK(got->cred.uid == want->cred.uid && got->cred.gid == want->cred.gid &&
+	      got->cred.ngroups == want->cred.ngroups, "%s: cred", ctx);
+	for (unsigned i = 0; i < want->cred.ngroups && i < PROTO_MAX_GROUPS; i++)
+		CHECK(got->cred.groups[i] == want->cred.groups[i], "%s: group %u", ctx, i);
+#define FLD(bit, expr) CHECK((f & (bit)) ? (expr) : true, "%s: %s", ctx, #bit)
+#define ZERO(bit, expr) CHECK((f & (bit)) ? true : (expr), "%s: %s not zero", ctx, #bit)
+	FLD(T_INO, got->ino == want->ino);
+	ZERO(T_INO, got->ino == 0);
+	FLD(T_PARENT, got->parent == want->parent);
+	ZERO(T_PARENT, got->parent == 0);
+	FLD(T_NAME, str_eq(got->name, want->name));
+	ZERO(T_NAME, got->name.len == 0);
+	FLD(T_NEWPARENT, got->newparent == want->newparent);
+	ZERO(T_NEWPARENT, got->newparent == 0);
+	FLD(T_NEWNAME, str_eq(got->newname, want->newname));
+	ZERO(T_NEWNAME, got->newname.len == 0);
+	FLD(T_MODE, got->mode == want->mode);
+	ZERO(T_MODE, got->mode == 0);
+	FLD(T_RDEV, got->rdev == want->rdev);
+	ZERO(T_RDEV, got->rdev == 0);
+	FLD(T_FLAGS, got->flags == want->flags);
+	ZERO(T_FLAGS, got->flags == 0);
+	FLD(T_VALID, got->valid == want->valid);
+	ZERO(T_VALID, got->valid == 0);
+	FLD(T_UID, got->uid == want->uid);
+	ZERO(T_UID, got->uid == 0);
+	FLD(T_GID, got->gid == want->gid);
+	ZERO(T_GID, got->gid == 0);
+	FLD(T_SIZE, got->size == want->size);
+	ZERO(T_SIZE, got->size == 0);
+	FLD(T_ATIME, got->atime.sec == want->atime.sec && got->atime.nsec == want->atime.nsec);
+	ZERO(T_ATIME, got->atime.sec == 0 && got->atime.nsec == 0);
+	FLD(T_MTIME, got->mtime.sec == want->mtime.sec && got->mtime.nsec == want->mtime.nsec);
+	ZERO(T_MTIME, got->mtime.sec == 0 && got->mtime.nsec == 0);
+	FLD(T_TARGET, str_eq(got->target, want->target));
+	ZERO(T_TARGET, got->target.len == 0);
+	FLD(T_XNAME, str_eq(got->xname, want->xname));
+	ZERO(T_XNAME, got->xname.len == 0);
+	FLD(T_XVALUE, str_eq(got->xvalue, want->xvalue));
+	ZERO(T_XVALUE, got->xvalue.len == 0);
+	FLD(T_COOKIE, got->cookie == want->cookie);
+	ZERO(T_COOKIE, got->cookie == 0);
+	FLD(T_MAX, got->max == want->max);
+	ZERO(T_MAX, got->max == 0);
+#undef FLD
+#undef ZERO
+}
+
+static uint8_t gbuf[PROTO_MAX_BODY + 64];
+static uint8_t gbuf2[PROTO_MAX_BODY + 64];
+
+/* Round-trip every mgr op, compare with the raw encoding, and truncate the
+ * body at every byte offset. */
+static void test_mreq_roundtrip(void)
+{
+	for (size_t i = 0; i < N_REQ_OPS; i++) {
+		uint16_t op = req_ops[i].op;
+		uint32_t f = req_ops[i].f;
+		const char *ctx = proto_op_name(op);
+		struct proto_mreq m, d;
+		struct wbuf w, w2;
+		const char *why = NULL;
+		uint8_t *cp;
+		int rc;
+
+		full_mreq(op, &m);
+		wb_init(&w, gbuf, sizeof(gbuf));
+		rc = proto_mreq_encode(&w, op, &m);
+		CHECK(rc == 0, "%s: encode rc %d", ctx, rc);
+		wb_init(&w2, gbuf2, sizeof(gbuf2));
+		raw_mreq(&w2, f, &m, m.cred.ngroups);
+		CHECK(w.len == w2.len && memcmp(gbuf, gbuf2, w.len) == 0,
+		      "%s: wire bytes differ from the description", ctx);
+
+		cp = dup_exact(gbuf, w.len);
+		rc = proto_mreq_decode(cp, w.len, op, &d, &why);
+		CHECK(rc == 0, "%s: decode rc %d why %s", ctx, rc, rc ? why : "");
+		if (rc == 0)
+			check_mreq_eq(ctx, f, &m, &d);
+		free(cp);
+
+		/* every truncation fails, and cleanly */
+		for (size_t n = 0; n < w.len; n++) {
+			cp = dup_exact(gbuf, n);
+			why = NULL;
+			rc = proto_mreq_decode(cp, n, op, &d, &why);
+			CHECK(rc == -EBADMSG && why, "%s: truncated at %zu: rc %d",
+			      ctx, n, rc);
+			free(cp);
+		}
+		/* a trailing byte fails */
+		gbuf[w.len] = 0;
+		cp = dup_exact(gbuf, w.len + 1);
+		rc = proto_mreq_decode(cp, w.len + 1, op, &d, &why);
+		CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", ctx);
+		free(cp);
+
+		/* minimal values too: no groups, empty xvalue, zero numbers */
+		memset(&m, 0, sizeof(m));
+		m.name = m.newname = S("x");
+		m.target = S("t");
+		m.xname = S("n");
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_mreq_encode(&w, op, &m) == 0, "%s: minimal encode", ctx);
+		rc = proto_mreq_decode(gbuf, w.len, op, &d, &why);
+		CHECK(rc == 0, "%s: minimal decode rc %d", ctx, rc);
+		if (rc == 0)
+			check_mreq_eq(ctx, f, &m, &d);
+	}
+	/* full 32 groups */
+	{
+		struct proto_mreq m, d;
+		struct wbuf w;
+		const char *why;
+
+		full_mreq(PROTO_OP_GETATTR, &m);
+		m.cred.ngroups = PROTO_MAX_GROUPS;
+		for (int i = 0; i < PROTO_MAX_GROUPS; i++)
+			m.cred.groups[i] = 1000u + (unsigned)i;
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_mreq_encode(&w, PROTO_OP_GETATTR, &m) == 0, "32 groups enc");
+		CHECK(proto_mreq_decode(gbuf, w.len, PROTO_OP_GETATTR, &d, &why) == 0 &&
+		      d.cred.ngroups == 32 && d.cred.groups[31] == 1031, "32 groups dec");
+	}
+	/* no room */
+	{
+		struct proto_mreq m;
+		struct wbuf w;
+
+		full_mreq(PROTO_OP_SYMLINK, &m);
+		wb_init(&w, gbuf, 20);
+		CHECK(proto_mreq_encode(&w, PROTO_OP_SYMLINK, &m) == -EMSGSIZE,
+		      "encode no room");
+	}
+}
+
+/* Build op's request with m (no validation), decode, expect failure. */
+static void bad_mreq(int line, uint16_t op, const struct proto_mreq *m,
+		     unsigned ngroups_wire, const char *field)
+{
+	struct proto_mreq d;
+	struct wbuf w;
+	const char *why = NULL;
+	uint8_t *cp;
+	char ctx[96];
+	int rc;
+
+	snprintf(ctx, sizeof(ctx), "line %d %s", line, proto_op_name(op));
+	wb_init(&w, gbuf, sizeof(gbuf));
+	raw_mreq(&w, req_fields(op), m, ngroups_wire);
+	CHECK(w.err == 0, "%s: raw encode", ctx);
+	cp = dup_exact(gbuf, w.len);
+	rc = proto_mreq_decode(cp, w.len, op, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, field, ctx);
+	free(cp);
+	/* the encoder refuses the same values */
+	if (ngroups_wire == m->cred.ngroups) {
+		wb_init(&w, gbuf, sizeof(gbuf));
+		rc = proto_mreq_encode(&w, op, m);
+		CHECK(rc == -EINVAL && w.len == 0, "%s: encode rc %d", ctx, rc);
+	}
+}
+
+#define BAD_REQ(op, field, ...)                                              \
+	do {                                                                 \
+		struct proto_mreq m_;                                        \
+		full_mreq(op, &m_);                                          \
+		__VA_ARGS__;                                                 \
+		bad_mreq(__LINE__, op, &m_, m_.cred.ngroups, field);         \
+	} while (0)
+
+static void test_mreq_bad(void)
+{
+	static char longname[PROTO_MAX_NAME + 2];
+	static char longtarget[PROTO_MAX_PATH + 2];
+	static char bigvalue[PROTO_MAX_XATTR_VALUE + 2];
+	struct proto_mreq m, d;
+	const char *why;
+	int rc;
+
+	memset(longname, 'a', sizeof(longname) - 1);
+	memset(longtarget, 'b', sizeof(longtarget) - 1);
+
+	/* names, in every op that carries one */
+	static const uint16_t name_ops[] = { PROTO_OP_LOOKUP, PROTO_OP_CREATE,
+		PROTO_OP_MKDIR, PROTO_OP_MKNOD, PROTO_OP_UNLINK, PROTO_OP_RMDIR,
+		PROTO_OP_RENAME, PROTO_OP_SYMLINK };
+	for (size_t i = 0; i < sizeof(name_ops) / sizeof(name_ops[0]); i++) {
+		uint16_t op = name_ops[i];
+
+		BAD_REQ(op, "name", m_.name = S(""));
+		BAD_REQ(op, "name", m_.name = S("."));
+		BAD_REQ(op, "name", m_.name = S(".."));
+		BAD_REQ(op, "name", m_.name = S("a/b"));
+		BAD_REQ(op, "name", m_.name = S("/"));
+		BAD_REQ(op, "name", m_.name = SL("a\0b", 3));
+		BAD_REQ(op, "name", m_.name = SL(longname, PROTO_MAX_NAME + 1));
+	}
+	/* names that are fine */
+	{
+		struct wbuf w;
+		static const char *const ok[] = { "...", ".a", "a.", "..b", " ", "\xff" };
+
+		for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+			full_mreq(PROTO_OP_LOOKUP, &m);
+			m.name = S(ok[i]);
+			wb_init(&w, gbuf, sizeof(gbuf));
+			CHECK(proto_mreq_encode(&w, PROTO_OP_LOOKUP, &m) == 0 &&
+			      proto_mreq_decode(gbuf, w.len, PROTO_OP_LOOKUP, &d, &why) == 0,
+			      "name \"%s\" accepted", ok[i]);
+		}
+		full_mreq(PROTO_OP_LOOKUP, &m);
+		m.name = SL(longname, PROTO_MAX_NAME);
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_mreq_encode(&w, PROTO_OP_LOOKUP, &m) == 0 &&
+		      proto_mreq_decode(gbuf, w.len, PROTO_OP_LOOKUP, &d, &why) == 0 &&
+		      d.name.len == PROTO_MAX_NAME, "255-byte name accepted");
+		full_mreq(PROTO_OP_SYMLINK, &m);
+		m.target = SL(longtarget, PROTO_MAX_PATH);
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_mreq_encode(&w, PROTO_OP_SYMLINK, &m) == 0 &&
+		      proto_mreq_decode(gbuf, w.len, PROTO_OP_SYMLINK, &d, &why) == 0 &&
+		      d.target.len == PROTO_MAX_PATH, "4095-byte target accepted");
+		full_mreq(PROTO_OP_SETXATTR, &m);
+		m.xvalue = SL(bigvalue, PROTO_MAX_XATTR_VALUE);
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_mreq_encode(&w, PROTO_OP_SETXATTR, &m) == 0 &&
+		      proto_mreq_decode(gbuf, w.len, PROTO_OP_SETXATTR, &d, &why) == 0 &&
+		      d.xvalue.len == PROTO_MAX_XATTR_VALUE, "64 KiB xvalue accepted");
+		full_mreq(PROTO_OP_SETATTR, &m);
+		m.valid = PROTO_SA_ALL;
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_mreq_encode(&w, PROTO_OP_SETATTR, &m) == 0 &&
+		      proto_mreq_decode(gbuf, w.len, PROTO_OP_SETATTR, &d, &why) == 0,
+		      "valid ALL accepted");
+		full_mreq(PROTO_OP_ACCESS, &m);
+		m.mode = 7;
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_mreq_encode(&w, PROTO_OP_ACCESS, &m) == 0 &&
+		      proto_mreq_decode(gbuf, w.len, PROTO_OP_ACCESS, &d, &why) == 0,
+		      "access 7 accepted");
+	}
+	BAD_REQ(PROTO_OP_RENAME, "newname", m_.newname = S(".."));
+	BAD_REQ(PROTO_OP_RENAME, "newname", m_.newname = S("x/"));
+	BAD_REQ(PROTO_OP_LINK, "newname", m_.newname = S(""));
+	BAD_REQ(PROTO_OP_LINK, "newname", m_.newname = SL(longname, 256));
+
+	/* symlink targets */
+	BAD_REQ(PROTO_OP_SYMLINK, "target", m_.target = S(""));
+	BAD_REQ(PROTO_OP_SYMLINK, "target", m_.target = SL("a\0", 2));
+	BAD_REQ(PROTO_OP_SYMLINK, "target", m_.target = SL(longtarget, PROTO_MAX_PATH + 1));
+
+	/* xattrs */
+	BAD_REQ(PROTO_OP_GETXATTR, "xname", m_.xname = S(""));
+	BAD_REQ(PROTO_OP_SETXATTR, "xname", m_.xname = SL("user.\0", 6));
+	BAD_REQ(PROTO_OP_REMOVEXATTR, "xname", m_.xname = SL(longname, 256));
+	BAD_REQ(PROTO_OP_SETXATTR, "xvalue", m_.xvalue = SL(bigvalue, PROTO_MAX_XATTR_VALUE + 1));
+
+	/* flags */
+	BAD_REQ(PROTO_OP_RENAME, "flags", m_.flags = 3);
+	BAD_REQ(PROTO_OP_RENAME, "flags", m_.flags = 4);
+	BAD_REQ(PROTO_OP_RENAME, "flags", m_.flags = 0x80000001u);
+	BAD_REQ(PROTO_OP_CREATE, "flags", m_.flags = 2);
+	BAD_REQ(PROTO_OP_CREATE, "flags", m_.flags = 0x41);
+	BAD_REQ(PROTO_OP_SETXATTR, "flags", m_.flags = 3);
+	BAD_REQ(PROTO_OP_SETXATTR, "flags", m_.flags = 8);
+	BAD_REQ(PROTO_OP_ACCESS, "mode", m_.mode = 8);
+	BAD_REQ(PROTO_OP_ACCESS, "mode", m_.mode = 0100007);
+	BAD_REQ(PROTO_OP_SETATTR, "valid", m_.valid = 0x200);
+	BAD_REQ(PROTO_OP_SETATTR, "valid", m_.valid = 0xffffffffu);
+	BAD_REQ(PROTO_OP_MKDIR, "mode", m_.mode = 0x10000);
+
+	/* times */
+	BAD_REQ(PROTO_OP_SETATTR, "atime.nsec", m_.atime.nsec = 1000000000u);
+	BAD_REQ(PROTO_OP_SETATTR, "mtime.nsec", m_.mtime.nsec = 0xffffffffu);
+	BAD_REQ(PROTO_OP_SETSIZE, "mtime.nsec", m_.mtime.nsec = 1000000000u);
+
+	/* too many groups: the decoder stops before reading them */
+	full_mreq(PROTO_OP_GETATTR, &m);
+	bad_mreq(__LINE__, PROTO_OP_GETATTR, &m, PROTO_MAX_GROUPS + 1, "cred.ngroups");
+	bad_mreq(__LINE__, PROTO_OP_GETATTR, &m, 1000, "cred.ngroups");
+	m.cred.ngroups = PROTO_MAX_GROUPS + 1;
+	{
+		struct wbuf w;
+
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_mreq_encode(&w, PROTO_OP_GETATTR, &m) == -EINVAL,
+		      "encode 33 groups");
+	}
+	/* ngroups claims more than are there */
+	{
+		struct wbuf w;
+
+		wb_init(&w, gbuf, sizeof(gbuf));
+		wb_u32(&w, 1);
+		wb_u32(&w, 1);
+		wb_u16(&w, 5);
+		wb_u32(&w, 1);
+		rc = proto_mreq_decode(gbuf, w.len, PROTO_OP_STATFS, &d, &why);
+		CHECK_ERR(rc, -EBADMSG, why, "cred.groups", "short groups");
+	}
+
+	/* unknown ops */
+	static const uint16_t bad_ops[] = { 0, PROTO_OP_NET_HELLO, 9,
+		PROTO_OP_MGR_LAST, PROTO_OP_IO_READ, PROTO_OP_IO_STATFS, 999, 0xffff };
+	for (size_t i = 0; i < sizeof(bad_ops) / sizeof(bad_ops[0]); i++) {
+		struct wbuf w;
+
+		full_mreq(PROTO_OP_GETATTR, &m);
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_mreq_encode(&w, bad_ops[i], &m) == -EINVAL && w.len == 0,
+		      "encode op %u", bad_ops[i]);
+		rc = proto_mreq_decode(gbuf, 10, bad_ops[i], &d, &why);
+		CHECK(rc == -EOPNOTSUPP, "decode op %u: %d", bad_ops[i], rc);
+	}
+	/* NULL and empty input */
+	rc = proto_mreq_decode(NULL, 0, PROTO_OP_STATFS, &d, &why);
+	CHECK(rc == -EBADMSG, "empty body: %d", rc);
+	rc = proto_mreq_decode(gbuf, 0, PROTO_OP_STATFS, &d, NULL);
+	CHECK(rc == -EBADMSG, "NULL why: %d", rc);
+}
+
+/* ------------------------------------------------------ metadata replies */
+
+enum { R_ATTR = 1, R_FREED = 2, R_TARGET = 4, R_XATTR = 8, R_STATFS = 16,
+       R_DIRENTS = 32 };
+
+static const struct { uint16_t op; uint32_t f; } rep_ops[] = {
+	{ PROTO_OP_LOOKUP, R_ATTR }, { PROTO_OP_GETATTR, R_ATTR },
+	{ PROTO_OP_SETATTR, R_ATTR }, { PROTO_OP_CREATE, R_ATTR },
+	{ PROTO_OP_MKDIR, R_ATTR }, { PROTO_OP_MKNOD, R_ATTR },
+	{ PROTO_OP_UNLINK, R_FREED }, { PROTO_OP_RMDIR, 0 },
+	{ PROTO_OP_RENAME, R_FREED }, { PROTO_OP_LINK, R_ATTR },
+	{ PROTO_OP_SYMLINK, R_ATTR }, { PROTO_OP_READLINK, R_TARGET },
+	{ PROTO_OP_READDIR, R_DIRENTS }, { PROTO_OP_STATFS, R_STATFS },
+	{ PROTO_OP_GETXATTR, R_XATTR }, { PROTO_OP_SETXATTR, 0 },
+	{ PROTO_OP_LISTXATTR, R_XATTR }, { PROTO_OP_REMOVEXATTR, 0 },
+	{ PROTO_OP_OPEN, R_ATTR }, { PROTO_OP_ACCESS, 0 },
+	{ PROTO_OP_SETSIZE, R_ATTR }, { PROTO_OP_PURGE, 0 },
+};
+#define N_REP_OPS (sizeof(rep_ops) / sizeof(rep_ops[0]))
+
+static void raw_time(struct wbuf *w, const struct proto_time *t)
+{
+	wb_u64(w, (uint64_t)t->sec);
+	wb_u32(w, t->nsec);
+}
+
+static void raw_layout(struct wbuf *w, const struct proto_layout *l)
+{
+	wb_u32(w, l->unit);
+	wb_u16(w, l->count);
+	wb_u16(w, l->first);
+}
+
+static void raw_attr(struct wbuf *w, const struct proto_attr *a)
+{
+	wb_u64(w, a->ino);
+	wb_u32(w, a->mode);
+	wb_u32(w, a->nlink);
+	wb_u32(w, a->uid);
+	wb_u32(w, a->gid);
+	wb_u32(w, a->rdev);
+	wb_u64(w, a->size);
+	wb_u64(w, a->blocks);
+	raw_time(w, &a->atime);
+	raw_time(w, &a->mtime);
+	raw_time(w, &a->ctime);
+	raw_layout(w, &a->layout);
+}
+
+static void raw_statfs(struct wbuf *w, const struct proto_statfs *s)
+{
+	wb_u64(w, s->bsize);
+	wb_u64(w, s->blocks);
+	wb_u64(w, s->bfree);
+	wb_u64(w, s->bavail);
+	wb_u64(w, s->files);
+	wb_u64(w, s->ffree);
+	wb_u32(w, s->namemax);
+}
+
+static void raw_mrep(struct wbuf *w, uint32_t f, const struct proto_mrep *m,
+		     uint8_t eof_wire)
+{
+	if (f & R_ATTR) raw_attr(w, &m->attr);
+	if (f & R_FREED) { wb_u64(w, m->freed.ino); raw_layout(w, &m->freed.layout); }
+	if (f & R_TARGET) wb_str(w, m->target.p, m->target.len);
+	if (f & R_XATTR) { wb_u32(w, m->xsize); wb_blob(w, m->xvalue.p, m->xvalue.len); }
+	if (f & R_STATFS) raw_statfs(w, &m->st);
+	if (f & R_DIRENTS) {
+		wb_u32(w, m->ndirents);
+		wb_u8(w, eof_wire);
+		wb_blob(w, m->dirents.p, m->dirents.len);
+	}
+}
+
+static void sample_attr(struct proto_attr *a, uint64_t ino)
+{
+	memset(a, 0, sizeof(*a));
+	a->ino = ino;
+	a->mode = 0100640;
+	a->nlink = 3;
+	a->uid = 1000;
+	a->gid = 0xfffffff0u;
+	a->rdev = 0x1234;
+	a->size = 0x123456789abull;
+	a->blocks = 0x91a2b3c4ull;
+	a->atime = (struct proto_time){ -5, 1 };
+	a->mtime = (struct proto_time){ 1700000001, 999999999 };
+	a->ctime = (struct proto_time){ INT64_MAX, 0 };
+	a->layout = (struct proto_layout){ 65536, 4, 2 };
+}
+
+static bool attr_eq(const struct proto_attr *a, const struct proto_attr *b)
+{
+	return a->ino == b->ino && a->mode == b->mode && a->nlink == b->nlink &&
+	       a->uid == b->uid && a->gid == b->gid && a->rdev == b->rdev &&
+	       a->size == b->size && a->blocks == b->blocks &&
+	       a->atime.sec == b->atime.sec && a->atime.nsec == b->atime.nsec &&
+	       a->mtime.sec == b->mtime.sec && a->mtime.nsec == b->mtime.nsec &&
+	       a->ctime.sec == b->ctime.sec && a->ctime.nsec == b->ctime.nsec &&
+	       a->layout.unit == b->layout.unit && a->layout.count == b->layout.count &&
+	       a->layout.first == b->layout.first;
+}
+
+static uint8_t dirbuf[8192];
+static const char *const dnames[] = { "a", "second entry", "\xe2\x98\x83 snow" };
+
+/* Build a 3-entry dirent list into dirbuf. */
+static size_t build_dirents(void)
+{
+	struct wbuf w;
+	struct proto_attr a;
+
+	wb_init(&w, dirbuf, sizeof(dirbuf));
+	for (int i = 0; i < 3; i++) {
+		size_t before = w.len;
+
+		sample_attr(&a, 100u + (unsigned)i);
+		if (i == 1)
+			a.layout = (struct proto_layout){ 0, 0, 0 };
+		proto_dirent_put(&w, 1000u + (unsigned)i, dnames[i], strlen(dnames[i]), &a);
+		CHECK(w.len - before == proto_dirent_size(strlen(dnames[i])),
+		      "dirent_size %d", i);
+	}
+	CHECK(w.err == 0, "dirent put");
+	return w.len;
+}
+
+static void full_mrep(struct proto_mrep *m)
+{
+	static const char xv[] = "value\0with nul";
+
+	memset(m, 0, sizeof(*m));
+	sample_attr(&m->attr, 77);
+	m->freed.ino = 0xabcdef;
+	m->freed.layout = (struct proto_layout){ 1u << 26, 256, 255 };
+	m->target = S("/abs/target");
+	m->xvalue = SL(xv, sizeof(xv) - 1);
+	m->xsize = sizeof(xv) - 1;
+	m->st = (struct proto_statfs){ 4096, 1ull << 40, 1ull << 39, 1ull << 38,
+				       1000000, 999999, 255 };
+	m->ndirents = 3;
+	m->eof = 1;
+	m->dirents = SL((const char *)dirbuf, build_dirents());
+}
+
+static void test_mrep(void)
+{
+	struct proto_mrep m, d;
+	const char *why = NULL;
+	int rc;
+
+	for (size_t i = 0; i < N_REP_OPS; i++) {
+		uint16_t op = rep_ops[i].op;
+		uint32_t f = rep_ops[i].f;
+		const char *ctx = proto_op_name(op);
+		struct wbuf w, w2;
+		uint8_t *cp;
+
+		full_mrep(&m);
+		wb_init(&w, gbuf, sizeof(gbuf));
+		rc = proto_mrep_encode(&w, op, &m);
+		CHECK(rc == 0, "%s: rep encode %d", ctx, rc);
+		wb_init(&w2, gbuf2, sizeof(gbuf2));
+		raw_mrep(&w2, f, &m, 1);
+		CHECK(w.len == w2.len && memcmp(gbuf, gbuf2, w.len) == 0,
+		      "%s: reply wire bytes differ", ctx);
+		cp = dup_exact(gbuf, w.len);
+		rc = proto_mrep_decode(cp, w.len, op, &d, &why);
+		CHECK(rc == 0, "%s: rep decode %d %s", ctx, rc, rc ? why : "");
+		CHECK((f & R_ATTR) ? attr_eq(&d.attr, &m.attr) : d.attr.ino == 0,
+		      "%s: attr", ctx);
+		CHECK((f & R_FREED) ? d.freed.ino == m.freed.ino &&
+		      d.freed.layout.unit == m.freed.layout.unit &&
+		      d.freed.layout.count == 256 && d.freed.layout.first == 255
+				    : d.freed.ino == 0, "%s: freed", ctx);
+		CHECK((f & R_TARGET) ? str_eq(d.target, m.target) : d.target.len == 0,
+		      "%s: target", ctx);
+		CHECK((f & R_XATTR) ? str_eq(d.xvalue, m.xvalue) && d.xsize == m.xsize
+				    : d.xvalue.len == 0 && d.xsize == 0, "%s: xattr", ctx);
+		CHECK((f & R_STATFS) ? memcmp(&d.st, &m.st, sizeof(d.st)) == 0
+				     : d.st.bsize == 0, "%s: statfs", ctx);
+		CHECK((f & R_DIRENTS) ? d.ndirents == 3 && d.eof == 1 &&
+		      str_eq(d.dirents, m.dirents)
+				      : d.ndirents == 0 && d.dirents.len == 0,
+		      "%s: dirents", ctx);
+		if ((f & R_DIRENTS) && rc == 0) {
+			struct proto_dirent de;
+			struct rbuf r;
+			int n = 0;
+
+			rb_init(&r, d.dirents.p, d.dirents.len);
+			while ((rc = proto_dirent_next(&r, &de)) == 1) {
+				struct proto_attr a;
+
+				sample_attr(&a, 100u + (unsigned)n);
+				if (n == 1)
+					a.layout = (struct proto_layout){ 0, 0, 0 };
+				CHECK(n < 3 && de.cookie == 1000u + (unsigned)n &&
+				      str_eq(de.name, S(dnames[n])) && attr_eq(&de.attr, &a),
+				      "dirent %d", n);
+				n++;
+			}
+			CHECK(rc == 0 && n == 3, "dirent walk rc %d n %d", rc, n);
+		}
+		free(cp);
+		for (size_t n = 0; n < w.len; n++) {
+			cp = dup_exact(gbuf, n);
+			why = NULL;
+			rc = proto_mrep_decode(cp, n, op, &d, &why);
+			CHECK(rc == -EBADMSG && why, "%s: rep truncated at %zu: %d",
+			      ctx, n, rc);
+			free(cp);
+		}
+		gbuf[w.len] = 0;
+		rc = proto_mrep_decode(gbuf, w.len + 1, op, &d, &why);
+		CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", ctx);
+	}
+
+	/* xattr size query: empty value, full size */
+	{
+		struct wbuf w;
+
+		full_mrep(&m);
+		m.xvalue = SL(NULL, 0);
+		m.xsize = 65536;
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_mrep_encode(&w, PROTO_OP_GETXATTR, &m) == 0, "size query enc");
+		rc = proto_mrep_decode(gbuf, w.len, PROTO_OP_GETXATTR, &d, &why);
+		CHECK(rc == 0 && d.xsize == 65536 && d.xvalue.len == 0, "size query dec");
+	}
+
+	/* malformed replies */
+#define BAD_REP(op_, field, eofw, ...)                                        \
+	do {                                                                 \
+		struct wbuf w_;                                              \
+		uint8_t *cp_;                                                \
+		full_mrep(&m);                                               \
+		__VA_ARGS__;                                                 \
+		wb_init(&w_, gbuf, sizeof(gbuf));                            \
+		for (size_t j_ = 0; j_ < N_REP_OPS; j_++)                    \
+			if (rep_ops[j_].op == (op_))                          \
+				raw_mrep(&w_, rep_ops[j_].f, &m, eofw);      \
+		cp_ = dup_exact(gbuf, w_.len);                               \
+		why = NULL;                                                  \
+		rc = proto_mrep_decode(cp_, w_.len, op_, &d, &why);           \
+		CHECK_ERR(rc, -EBADMSG, why, field, #__VA_ARGS__);           \
+		free(cp_);                                                   \
+		if ((eofw) <= 1) {                                           \
+			wb_init(&w_, gbuf, sizeof(gbuf));                    \
+			CHECK(proto_mrep_encode(&w_, op_, &m) == -EINVAL,     \
+			      "encode %s", #__VA_ARGS__);                    \
+		}                                                            \
+	} while (0)
+
+	BAD_REP(PROTO_OP_GETATTR, "attr.atime.nsec", 0, m.attr.atime.nsec = 1000000000u);
+	BAD_REP(PROTO_OP_LOOKUP, "attr.mtime.nsec", 0, m.attr.mtime.nsec = 2000000000u);
+	BAD_REP(PROTO_OP_CREATE, "attr.ctime.nsec", 0, m.attr.ctime.nsec = 0xffffffffu);
+	BAD_REP(PROTO_OP_OPEN, "attr.layout", 0, m.attr.layout.unit = 4097);
+	BAD_REP(PROTO_OP_OPEN, "attr.layout", 0, m.attr.layout.unit = 2048);
+	BAD_REP(PROTO_OP_OPEN, "attr.layout", 0, m.attr.layout.unit = 1u << 27);
+	BAD_REP(PROTO_OP_OPEN, "attr.layout", 0, m.attr.layout.count = 0);
+	BAD_REP(PROTO_OP_OPEN, "attr.layout", 0, m.attr.layout = (struct proto_layout){ 0, 1, 0 });
+	BAD_REP(PROTO_OP_OPEN, "attr.layout", 0, m.attr.layout = (struct proto_layout){ 0, 0, 1 });
+	BAD_REP(PROTO_OP_UNLINK, "freed.layout", 0, m.freed.layout.unit = 12345);
+	BAD_REP(PROTO_OP_RENAME, "freed.layout", 0, m.freed.layout.count = 0);
+	BAD_REP(PROTO_OP_READLINK, "target", 0, m.target = S(""));
+	BAD_REP(PROTO_OP_READLINK, "target", 0, m.target = SL("a\0b", 3));
+	BAD_REP(PROTO_OP_GETXATTR, "xsize", 0, m.xsize = m.xvalue.len - 1);
+	BAD_REP(PROTO_OP_LISTXATTR, "xattr", 0, m.xvalue = SL((const char *)gbuf2, PROTO_MAX_XATTR_VALUE + 1); m.xsize = PROTO_MAX_XATTR_VALUE + 1);
+	BAD_REP(PROTO_OP_READDIR, "ndirents", 0, m.ndirents = 100);
+	BAD_REP(PROTO_OP_READDIR, "eof", 2, m.eof = 1);
+	BAD_REP(PROTO_OP_READDIR, "eof", 0xff, m.eof = 1);
+	BAD_REP(PROTO_OP_READDIR, "dirents", 0, m.dirents = SL((const char *)gbuf2, PROTO_MAX_BODY + 1));
+
+	/* dirent entries are validated as they are walked */
+	{
+		static const struct { const char *name; size_t len; } bad[] = {
+			{ "", 0 }, { "...\0", 4 }, { "a/b", 3 }, { "a\0b", 3 },
+		};
+		struct proto_attr a;
+		struct proto_dirent de;
+		struct wbuf w;
+		struct rbuf r;
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			sample_attr(&a, 5);
+			wb_init(&w, dirbuf, sizeof(dirbuf));
+			proto_dirent_put(&w, 1, "ok", 2, &a);
+			proto_dirent_put(&w, 2, bad[i].name, bad[i].len, &a);
+			rb_init(&r, dirbuf, w.len);
+			CHECK(proto_dirent_next(&r, &de) == 1, "good dirent first");
+			CHECK(proto_dirent_next(&r, &de) == -EBADMSG, "bad dirent %zu", i);
+			CHECK(proto_dirent_next(&r, &de) == -EBADMSG, "stays bad %zu", i);
+		}
+		/* every listing starts with "." and "..": those are entries */
+		sample_attr(&a, 5);
+		wb_init(&w, dirbuf, sizeof(dirbuf));
+		proto_dirent_put(&w, 1, ".", 1, &a);
+		proto_dirent_put(&w, 2, "..", 2, &a);
+		rb_init(&r, dirbuf, w.len);
+		CHECK(proto_dirent_next(&r, &de) == 1 && de.name.len == 1, "dot dirent");
+		CHECK(proto_dirent_next(&r, &de) == 1 && de.name.len == 2, "dotdot dirent");
+		CHECK(proto_dirent_next(&r, &de) == 0, "end after dotdot");
+		sample_attr(&a, 5);
+		a.layout.count = 0;
+		wb_init(&w, dirbuf, sizeof(dirbuf));
+		proto_dirent_put(&w, 1, "x", 1, &a);
+		rb_init(&r, dirbuf, w.len);
+		CHECK(proto_dirent_next(&r, &de) == -EBADMSG, "dirent bad layout");
+		sample_attr(&a, 5);
+		a.ctime.nsec = 1000000000u;
+		wb_init(&w, dirbuf, sizeof(dirbuf));
+		proto_dirent_put(&w, 1, "x", 1, &a);
+		rb_init(&r, dirbuf, w.len);
+		CHECK(proto_dirent_next(&r, &de) == -EBADMSG, "dirent bad nsec");
+		/* truncated list */
+		sample_attr(&a, 5);
+		wb_init(&w, dirbuf, sizeof(dirbuf));
+		proto_dirent_put(&w, 1, "xyz", 3, &a);
+		for (size_t n = 1; n < w.len; n++) {
+			uint8_t *cp = dup_exact(dirbuf, n);
+
+			rb_init(&r, cp, n);
+			CHECK(proto_dirent_next(&r, &de) == -EBADMSG, "dirent cut at %zu", n);
+			free(cp);
+		}
+		/* a full buffer: put fails as a whole */
+		wb_init(&w, dirbuf, proto_dirent_size(3) - 1);
+		proto_dirent_put(&w, 1, "xyz", 3, &a);
+		CHECK(w.err == -EMSGSIZE && w.len == 0, "dirent put no room");
+		/* empty list */
+		rb_init(&r, NULL, 0);
+		CHECK(proto_dirent_next(&r, &de) == 0, "empty dirent list");
+	}
+
+	/* MOUNT and non-mgr ops are not mreps */
+	static const uint16_t bad_ops[] = { PROTO_OP_MOUNT, 0, PROTO_OP_NET_CREDIT,
+		PROTO_OP_MGR_LAST, PROTO_OP_IO_WRITE, 0xffff };
+	for (size_t i = 0; i < sizeof(bad_ops) / sizeof(bad_ops[0]); i++) {
+		struct wbuf w;
+
+		full_mrep(&m);
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_mrep_encode(&w, bad_ops[i], &m) == -EINVAL, "rep enc op %u",
+		      bad_ops[i]);
+		CHECK(proto_mrep_decode(gbuf, 0, bad_ops[i], &d, &why) == -EOPNOTSUPP,
+		      "rep dec op %u", bad_ops[i]);
+	}
+}
+
+/* ----------------------------------------------------------------- mount */
+
+static void sample_mount(struct proto_mount *m, uint16_t n)
+{
+	static const char *const hosts[] = { "127.0.0.1", "iod-1.example.org", "::1", "h" };
+
+	memset(m, 0, sizeof(*m));
+	m->fsid = 0x0123456789abcdefull;
+	m->deflayout = (struct proto_layout){ 65536, n, 0 };
+	m->niods = n;
+	for (uint16_t i = 0; i < n; i++) {
+		m->iods[i].id = i;
+		m->iods[i].host = S(hosts[i % 4]);
+		m->iods[i].port = (uint16_t)(7401 + i);
+	}
+}
+
+static void test_mount(void)
+{
+	static char longhost[PROTO_MAX_HOST + 2];
+	struct proto_mount m, d;
+	struct wbuf w, w2;
+	const char *why;
+	uint8_t *cp;
+	int rc;
+
+	memset(longhost, 'h', sizeof(longhost) - 1);
+	sample_mount(&m, 4);
+	m.deflayout.count = 3;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_mount_encode(&w, &m) == 0, "mount encode");
+	wb_init(&w2, gbuf2, sizeof(gbuf2));
+	wb_u64(&w2, m.fsid);
+	raw_layout(&w2, &m.deflayout);
+	wb_u16(&w2, 4);
+	for (int i = 0; i < 4; i++) {
+		wb_u16(&w2, m.iods[i].id);
+		wb_str(&w2, m.iods[i].host.p, m.iods[i].host.len);
+		wb_u16(&w2, m.iods[i].port);
+	}
+	CHECK(w.len == w2.len && memcmp(gbuf, gbuf2, w.len) == 0, "mount wire bytes");
+	cp = dup_exact(gbuf, w.len);
+	rc = proto_mount_decode(cp, w.len, &d, &why);
+	CHECK(rc == 0 && d.fsid == m.fsid && d.niods == 4 && d.deflayout.unit == 65536 &&
+	      d.deflayout.count == 3, "mount decode %d", rc);
+	for (int i = 0; i < 4 && rc == 0; i++)
+		CHECK(d.iods[i].id == i && str_eq(d.iods[i].host, m.iods[i].host) &&
+		      d.iods[i].port == m.iods[i].port, "mount iod %d", i);
+	free(cp);
+	for (size_t n = 0; n < w.len; n++) {
+		cp = dup_exact(gbuf, n);
+		CHECK(proto_mount_decode(cp, n, &d, &why) == -EBADMSG, "mount cut %zu", n);
+		free(cp);
+	}
+	gbuf[w.len] = 7;
+	rc = proto_mount_decode(gbuf, w.len + 1, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "mount trailing");
+
+	/* the largest table */
+	sample_mount(&m, PROTO_MAX_IODS);
+	m.iods[PROTO_MAX_IODS - 1].host = SL(longhost, PROTO_MAX_HOST);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_mount_encode(&w, &m) == 0, "mount 256 enc");
+	rc = proto_mount_decode(gbuf, w.len, &d, &why);
+	CHECK(rc == 0 && d.niods == PROTO_MAX_IODS &&
+	      d.iods[255].host.len == PROTO_MAX_HOST, "mount 256 dec %d", rc);
+
+#define BAD_MOUNT(field, nwire, ...)                                         \
+	do {                                                                 \
+		sample_mount(&m, 4);                                         \
+		__VA_ARGS__;                                                 \
+		wb_init(&w, gbuf, sizeof(gbuf));                             \
+		CHECK(proto_mount_encode(&w, &m) == -EINVAL, "mount enc %s", \
+		      #__VA_ARGS__);                                         \
+		wb_init(&w, gbuf, sizeof(gbuf));                             \
+		wb_u64(&w, m.fsid);                                          \
+		raw_layout(&w, &m.deflayout);                                \
+		wb_u16(&w, nwire);                                           \
+		for (unsigned i_ = 0, n_ = (nwire); i_ < n_ && i_ < PROTO_MAX_IODS; i_++) { \
+			wb_u16(&w, m.iods[i_].id);                           \
+			wb_str(&w, m.iods[i_].host.p, m.iods[i_].host.len);  \
+			wb_u16(&w, m.iods[i_].port);                         \
+		}                                                            \
+		cp = dup_exact(gbuf, w.len);                                 \
+		why = NULL;                                                  \
+		rc = proto_mount_decode(cp, w.len, &d, &why);                \
+		CHECK_ERR(rc, -EBADMSG, why, field, #__VA_ARGS__);           \
+		free(cp);                                                    \
+	} while (0)
+
+	BAD_MOUNT("niods", 0, m.niods = 0);
+	BAD_MOUNT("niods", 257, m.niods = 257);
+	BAD_MOUNT("niods", 0xffff, m.niods = 0xffff);
+	BAD_MOUNT("iod.id", 4, m.iods[2].id = 3);
+	BAD_MOUNT("iod.port", 4, m.iods[3].port = 0);
+	BAD_MOUNT("iod.host", 4, m.iods[0].host = S(""));
+	BAD_MOUNT("iod", 4, m.iods[1].host = SL(longhost, PROTO_MAX_HOST + 1));
+	BAD_MOUNT("iod", 4, m.iods[1].host = SL("a\0b", 3));
+	BAD_MOUNT("deflayout.unit", 4, m.deflayout.unit = 1000);
+	BAD_MOUNT("deflayout.count", 4, m.deflayout.count = 0);
+	BAD_MOUNT("deflayout.count", 4, m.deflayout.count = 5);
+}
+
+/* --------------------------------------------------------- iod requests */
+
+static void test_ioreq(void)
+{
+	static struct proto_seg segs[PROTO_MAX_SEGS + 1], out[PROTO_MAX_SEGS];
+	struct proto_ioreq q, d;
+	struct wbuf w;
+	const char *why;
+	uint8_t *cp;
+	uint64_t sum;
+	int rc;
+
+	/* read and write, with 1, 3 and 1024 segments */
+	static const uint32_t counts[] = { 1, 3, PROTO_MAX_SEGS };
+	for (int op = PROTO_OP_IO_READ; op <= PROTO_OP_IO_WRITE; op++) {
+		for (size_t c = 0; c < 3; c++) {
+			uint32_t n = counts[c];
+
+			sum = 0;
+			for (uint32_t i = 0; i < n; i++) {
+				segs[i].off = (uint64_t)i * 1000003u + (i == 0 ? (1ull << 61) : 0);
+				segs[i].len = 1 + i * 7u;
+				sum += segs[i].len;
+			}
+			q = (struct proto_ioreq){ .ino = 0xfeedfacecafebeefull,
+						  .nsegs = n, .segs = segs,
+						  .size = 77, .flags = 1 };
+			wb_init(&w, gbuf, sizeof(gbuf));
+			rc = proto_ioreq_encode(&w, (uint16_t)op, &q);
+			CHECK(rc == 0 && w.len == 8 + 4 + 16 * (size_t)n,
+			      "io enc op %d n %u rc %d len %zu", op, n, rc, w.len);
+			CHECK(gbuf[8] == (uint8_t)n && gbuf[9] == (uint8_t)(n >> 8),
+			      "nsegs bytes");
+			cp = dup_exact(gbuf, w.len);
+			rc = proto_ioreq_decode(cp, w.len, (uint16_t)op, sum, &d, out, &why);
+			CHECK(rc == 0 && d.ino == q.ino && d.nsegs == n && d.segs == out &&
+			      d.size == 0 && d.flags == 0, "io dec op %d n %u rc %d", op, n, rc);
+			for (uint32_t i = 0; i < n && rc == 0; i++)
+				CHECK(out[i].off == segs[i].off && out[i].len == segs[i].len,
+				      "seg %u", i);
+			rc = proto_ioreq_decode(cp, w.len, (uint16_t)op, sum + 1, &d, out, &why);
+			CHECK_ERR(rc, -EBADMSG, why, "segs sum", "sum + 1");
+			rc = proto_ioreq_decode(cp, w.len, (uint16_t)op, sum - 1, &d, out, &why);
+			CHECK_ERR(rc, -EBADMSG, why, "segs sum", "sum - 1");
+			free(cp);
+			if (n <= 3) {
+				for (size_t k = 0; k < w.len; k++) {
+					cp = dup_exact(gbuf, k);
+					rc = proto_ioreq_decode(cp, k, (uint16_t)op, sum, &d, out, &why);
+					CHECK(rc == -EBADMSG, "io cut %zu: %d", k, rc);
+					free(cp);
+				}
+				gbuf[w.len] = 0;
+				rc = proto_ioreq_decode(gbuf, w.len + 1, (uint16_t)op, sum, &d,
+							out, &why);
+				CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "io trailing");
+			}
+		}
+	}
+
+	/* truncate, remove, fsync, statfs */
+	{
+		static const struct { uint16_t op; size_t len; } o[] = {
+			{ PROTO_OP_IO_TRUNCATE, 16 }, { PROTO_OP_IO_REMOVE, 8 },
+			{ PROTO_OP_IO_FSYNC, 12 }, { PROTO_OP_IO_STATFS, 0 },
+		};
+		for (size_t i = 0; i < 4; i++) {
+			q = (struct proto_ioreq){ .ino = 12345, .size = 1ull << 62,
+						  .flags = 1, .nsegs = 0 };
+			wb_init(&w, gbuf, sizeof(gbuf));
+			rc = proto_ioreq_encode(&w, o[i].op, &q);
+			CHECK(rc == 0 && w.len == o[i].len, "%s enc", proto_op_name(o[i].op));
+			cp = dup_exact(gbuf, w.len);
+			rc = proto_ioreq_decode(cp, w.len, o[i].op, 0, &d, out, &why);
+			CHECK(rc == 0, "%s dec %d", proto_op_name(o[i].op), rc);
+			CHECK(d.ino == (o[i].len ? 12345u : 0u), "ino");
+			CHECK(d.size == (o[i].op == PROTO_OP_IO_TRUNCATE ? 1ull << 62 : 0), "size");
+			CHECK(d.flags == (o[i].op == PROTO_OP_IO_FSYNC ? 1u : 0u), "flags");
+			free(cp);
+			for (size_t k = 0; k < w.len; k++) {
+				cp = dup_exact(gbuf, k);
+				CHECK(proto_ioreq_decode(cp, k, o[i].op, 0, &d, out, &why) ==
+				      -EBADMSG, "%s cut %zu", proto_op_name(o[i].op), k);
+				free(cp);
+			}
+			gbuf[w.len] = 0;
+			rc = proto_ioreq_decode(gbuf, w.len + 1, o[i].op, 0, &d, out, &why);
+			CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", proto_op_name(o[i].op));
+		}
+	}
+
+	/* bad requests */
+#define BAD_IO(op, expect, field, ...)                                       \
+	do {                                                                 \
+		wb_init(&w, gbuf, sizeof(gbuf));                             \
+		__VA_ARGS__;                                                 \
+		cp = dup_exact(gbuf, w.len);                                 \
+		why = NULL;                                                  \
+		rc = proto_ioreq_decode(cp, w.len, op, expect, &d, out, &why); \
+		CHECK_ERR(rc, -EBADMSG, why, field, #__VA_ARGS__);           \
+		free(cp);                                                    \
+	} while (0)
+
+	BAD_IO(PROTO_OP_IO_READ, 0, "nsegs", wb_u64(&w, 1); wb_u32(&w, 0));
+	BAD_IO(PROTO_OP_IO_READ, 0, "nsegs", wb_u64(&w, 1); wb_u32(&w, PROTO_MAX_SEGS + 1));
+	BAD_IO(PROTO_OP_IO_WRITE, 0, "nsegs", wb_u64(&w, 1); wb_u32(&w, 0xffffffffu));
+	BAD_IO(PROTO_OP_IO_WRITE, 10, "segs", wb_u64(&w, 1); wb_u32(&w, 2);
+	       wb_u64(&w, 0); wb_u64(&w, 10));
+	BAD_IO(PROTO_OP_IO_READ, 0, "seg", wb_u64(&w, 1); wb_u32(&w, 1);
+	       wb_u64(&w, 0); wb_u64(&w, 0));
+	BAD_IO(PROTO_OP_IO_READ, 2, "seg", wb_u64(&w, 1); wb_u32(&w, 1);
+	       wb_u64(&w, UINT64_MAX); wb_u64(&w, 2));
+	BAD_IO(PROTO_OP_IO_READ, 1, "seg", wb_u64(&w, 1); wb_u32(&w, 1);
+	       wb_u64(&w, 1ull << 62); wb_u64(&w, 1));
+	BAD_IO(PROTO_OP_IO_READ, 1ull << 62, "seg", wb_u64(&w, 1); wb_u32(&w, 1);
+	       wb_u64(&w, 1); wb_u64(&w, 1ull << 62));
+	BAD_IO(PROTO_OP_IO_WRITE, 0, "seg", wb_u64(&w, 1); wb_u32(&w, 2);
+	       wb_u64(&w, 0); wb_u64(&w, UINT64_MAX); wb_u64(&w, 0); wb_u64(&w, 1));
+	BAD_IO(PROTO_OP_IO_WRITE, 1, "segs sum", wb_u64(&w, 1); wb_u32(&w, 2);
+	       wb_u64(&w, 0); wb_u64(&w, 1ull << 61); wb_u64(&w, 0);
+	       wb_u64(&w, 1ull << 61));
+	BAD_IO(PROTO_OP_IO_TRUNCATE, 0, "size", wb_u64(&w, 1); wb_u64(&w, (1ull << 62) + 1));
+	BAD_IO(PROTO_OP_IO_TRUNCATE, 0, "size", wb_u64(&w, 1); wb_u64(&w, UINT64_MAX));
+	BAD_IO(PROTO_OP_IO_FSYNC, 0, "flags", wb_u64(&w, 1); wb_u32(&w, 2));
+	BAD_IO(PROTO_OP_IO_FSYNC, 0, "flags", wb_u64(&w, 1); wb_u32(&w, 0x80000000u));
+
+	/* a segment ending exactly at 2^62 is fine */
+	wb_init(&w, gbuf, sizeof(gbuf));
+	wb_u64(&w, 1); wb_u32(&w, 1); wb_u64(&w, (1ull << 62) - 4096); wb_u64(&w, 4096);
+	CHECK(proto_ioreq_decode(gbuf, w.len, PROTO_OP_IO_READ, 4096, &d, out, &why) == 0,
+	      "seg at 2^62");
+
+	/* encoder checks */
+	segs[0] = (struct proto_seg){ 0, 1 };
+	q = (struct proto_ioreq){ .ino = 1, .nsegs = 0, .segs = segs };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_READ, &q) == -EINVAL, "enc 0 segs");
+	q.nsegs = PROTO_MAX_SEGS + 1;
+	CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_WRITE, &q) == -EINVAL, "enc 1025 segs");
+	q.nsegs = 1;
+	segs[0].len = 0;
+	CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_WRITE, &q) == -EINVAL, "enc len 0");
+	segs[0] = (struct proto_seg){ UINT64_MAX - 1, 5 };
+	CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_WRITE, &q) == -EINVAL, "enc overflow");
+	q.size = (1ull << 62) + 1;
+	CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_TRUNCATE, &q) == -EINVAL, "enc size");
+	q.flags = 2;
+	CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_FSYNC, &q) == -EINVAL, "enc fsync flags");
+	CHECK(proto_ioreq_encode(&w, PROTO_OP_GETATTR, &q) == -EINVAL, "enc mgr op");
+	CHECK(w.len == 0, "nothing written on -EINVAL");
+	segs[0] = (struct proto_seg){ 0, 100 };
+	wb_init(&w, gbuf, 10);
+	CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_WRITE, &q) == -EMSGSIZE, "enc no room");
+	static const uint16_t bad_ops[] = { 0, PROTO_OP_NET_HELLO, PROTO_OP_LOOKUP,
+		PROTO_OP_IO_LAST, 39, 0xffff };
+	for (size_t i = 0; i < sizeof(bad_ops) / sizeof(bad_ops[0]); i++)
+		CHECK(proto_ioreq_decode(gbuf, 8, bad_ops[i], 0, &d, out, &why) ==
+		      -EOPNOTSUPP, "io op %u", bad_ops[i]);
+}
+
+/* ----------------------------------------------------------------- misc */
+
+static void test_statfs(void)
+{
+	struct proto_statfs s = { 4096, 100, 50, 40, 1000, 900, 255 }, d;
+	struct wbuf w;
+	const char *why;
+	uint8_t *cp;
+	int rc;
+
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_statfs_encode(&w, &s) == 0 && w.len == 52, "statfs enc");
+	rc = proto_statfs_decode(gbuf, w.len, &d, &why);
+	CHECK(rc == 0 && memcmp(&s, &d, sizeof(s)) == 0, "statfs dec");
+	for (size_t n = 0; n < w.len; n++) {
+		cp = dup_exact(gbuf, n);
+		CHECK(proto_statfs_decode(cp, n, &d, &why) == -EBADMSG, "statfs cut %zu", n);
+		free(cp);
+	}
+	rc = proto_statfs_decode(gbuf, w.len + 1, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "statfs trailing");
+	wb_init(&w, gbuf, 51);
+	CHECK(proto_statfs_encode(&w, &s) == -EMSGSIZE, "statfs no room");
+}
+
+static void test_layout(void)
+{
+	struct proto_layout l = { 65536, 4, 2 }, d;
+	char buf[64];
+
+	CHECK(proto_layout_format(buf, sizeof(buf), &l) == 0 &&
+	      strcmp(buf, "unit=65536,count=4,first=2") == 0, "format: %s", buf);
+	CHECK(proto_layout_format(buf, 10, &l) == -ERANGE, "format small");
+	CHECK(proto_layout_format(buf, strlen("unit=65536,count=4,first=2"), &l) ==
+	      -ERANGE, "format exact-1");
+	CHECK(proto_layout_format(buf, strlen("unit=65536,count=4,first=2") + 1, &l) ==
+	      0, "format exact");
+
+	static const struct { const char *s; uint32_t u; uint16_t c, f; } ok[] = {
+		{ "unit=65536,count=4,first=2", 65536, 4, 2 },
+		{ "count=1,unit=4096", 4096, 1, 0 },
+		{ "first=255,count=256,unit=67108864", 1u << 26, 256, 255 },
+		{ "unit=1048576,count=3\n", 1u << 20, 3, 0 },
+		{ "unit=8192,count=2,first=0", 8192, 2, 0 },
+		{ "unit=0008192,count=02", 8192, 2, 0 },
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		memset(&d, 0xee, sizeof(d));
+		int rc = proto_layout_parse(ok[i].s, strlen(ok[i].s), &d);
+
+		CHECK(rc == 0 && d.unit == ok[i].u && d.count == ok[i].c &&
+		      d.first == ok[i].f, "parse \"%s\": %d", ok[i].s, rc);
+	}
+	/* with trailing NUL as some xattr tools send */
+	CHECK(proto_layout_parse("unit=4096,count=1", 18, &d) == 0, "trailing NUL");
+	static const char *const bad[] = {
+		"", "unit=65536", "count=4", "unit=65536,count=0",
+		"unit=65536,count=257", "unit=65537,count=1", "unit=2048,count=1",
+		"unit=134217728,count=1", "unit=0,count=1", "unit=65536,count=4,",
+		",unit=65536,count=4", "unit=65536,,count=4", "unit=65536,count=4,first=256",
+		"unit=65536,count=4,bogus=1", "unit=65536,count=4,unit=4096",
+		"unit=-4096,count=1", "unit=+4096,count=1", "unit= 4096,count=1",
+		"unit=4096 ,count=1", "unit=4096,count=1x", "unit=99999999999,count=1",
+		"unit=4294971392,count=1", "unit=4096,count", "unit=4096,count=",
+		"unit==4096,count=1", "UNIT=4096,count=1", "unit=4096,count=1\n\n",
+		"unit=4096;count=1", "unit", "=", ",",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		size_t len = strlen(bad[i]);
+		char *cp = (char *)dup_exact((const uint8_t *)bad[i], len);
+
+		CHECK(proto_layout_parse(cp, len, &d) == -EINVAL, "parse bad \"%s\"", bad[i]);
+		free(cp);
+	}
+	/* not NUL-terminated: only len bytes count */
+	CHECK(proto_layout_parse("unit=4096,count=12", 17, &d) == 0 && d.count == 1,
+	      "parse respects len");
+	CHECK(proto_layout_parse(NULL, 0, &d) == -EINVAL, "parse NULL");
+}
+
+static void test_op_names(void)
+{
+	CHECK(strcmp(proto_op_name(PROTO_OP_LOOKUP), "LOOKUP") == 0, "LOOKUP");
+	CHECK(strcmp(proto_op_name(PROTO_OP_IO_READ), "IO_READ") == 0, "IO_READ");
+	CHECK(strcmp(proto_op_name(PROTO_OP_PURGE), "PURGE") == 0, "PURGE");
+	CHECK(strcmp(proto_op_name(PROTO_OP_NET_HELLO), "NET_HELLO") == 0, "HELLO");
+	CHECK(strcmp(proto_op_name(77), "op#77") == 0, "op#77");
+	CHECK(strcmp(proto_op_name(0), "op#0") == 0, "op#0");
+	CHECK(strcmp(proto_op_name(PROTO_OP_MGR_LAST), "op#33") == 0, "MGR_LAST");
+	CHECK(strcmp(proto_op_name(65535), "op#65535") == 0, "op#65535");
+	for (int op = PROTO_OP_MOUNT; op < PROTO_OP_MGR_LAST; op++)
+		CHECK(strncmp(proto_op_name((uint16_t)op), "op#", 3) != 0, "name %d", op);
+	for (int op = PROTO_OP_IO_READ; op < PROTO_OP_IO_LAST; op++)
+		CHECK(strncmp(proto_op_name((uint16_t)op), "IO_", 3) == 0, "name %d", op);
+}
+
+/* ------------------------------------------------------ fuzz seed corpus */
+
+/* One seed file: selector byte, 48-byte header, body (see fuzz_proto.c). */
+static int write_seed(const char *dir, const char *name, uint8_t sel,
+		      uint16_t op, uint64_t bulk, uint64_t aux,
+		      const uint8_t *body, size_t len)
+{
+	struct proto_hdr h = { .op = op, .tag = 1, .body_len = (uint32_t)len,
+			       .bulk_len = bulk, .aux = aux };
+	uint8_t hb[PROTO_HDR_LEN];
+	char path[4096];
+	int fd;
+
+	proto_hdr_encode(hb, &h);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, &sel, 1) != 1 || write(fd, hb, sizeof(hb)) != (ssize_t)sizeof(hb) ||
+	    (len && write(fd, body, len) != (ssize_t)len)) {
+		close(fd);
+		return -EIO;
+	}
+	return close(fd) ? -errno : 0;
+}
+
+/* Write a valid message of every class into dir. */
+static int write_corpus(const char *dir)
+{
+	struct proto_mreq m;
+	struct proto_mrep r;
+	struct proto_mount mt;
+	struct proto_ioreq q;
+	struct proto_seg segs[3] = { { 0, 4096 }, { 65536, 100 }, { 1 << 20, 1 } };
+	struct wbuf w;
+	char name[64];
+	int rc = 0;
+
+	for (size_t i = 0; i < N_REQ_OPS; i++) {
+		full_mreq(req_ops[i].op, &m);
+		wb_init(&w, gbuf, sizeof(gbuf));
+		proto_mreq_encode(&w, req_ops[i].op, &m);
+		snprintf(name, sizeof(name), "mreq-%s", proto_op_name(req_ops[i].op));
+		rc |= write_seed(dir, name, 0, req_ops[i].op, 0, 0, gbuf, w.len);
+	}
+	for (size_t i = 0; i < N_REP_OPS; i++) {
+		full_mrep(&r);
+		wb_init(&w, gbuf, sizeof(gbuf));
+		proto_mrep_encode(&w, rep_ops[i].op, &r);
+		snprintf(name, sizeof(name), "mrep-%s", proto_op_name(rep_ops[i].op));
+		rc |= write_seed(dir, name, 1, rep_ops[i].op, 0, 0, gbuf, w.len);
+	}
+	sample_mount(&mt, 4);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_mount_encode(&w, &mt);
+	rc |= write_seed(dir, "mount", 2, PROTO_OP_MOUNT, 0, 0, gbuf, w.len);
+	for (uint16_t op = PROTO_OP_IO_READ; op < PROTO_OP_IO_LAST; op++) {
+		q = (struct proto_ioreq){ .ino = 9, .size = 12345, .flags = 1,
+					  .nsegs = 3, .segs = segs };
+		wb_init(&w, gbuf, sizeof(gbuf));
+		proto_ioreq_encode(&w, op, &q);
+		snprintf(name, sizeof(name), "ioreq-%s", proto_op_name(op));
+		rc |= write_seed(dir, name, 3, op, op == PROTO_OP_IO_WRITE ? 4197 : 0,
+				 op == PROTO_OP_IO_READ ? 4197 : 0, gbuf, w.len);
+	}
+	full_mrep(&r);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_statfs_encode(&w, &r.st);
+	rc |= write_seed(dir, "statfs", 4, PROTO_OP_IO_STATFS, 0, 0, gbuf, w.len);
+	rc |= write_seed(dir, "layout", 5, 0, 0, 0,
+			 (const uint8_t *)"unit=65536,count=4,first=2", 26);
+	return rc ? -EIO : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && strcmp(argv[1], "--write-corpus") == 0) {
+		int rc = write_corpus(argv[2]);
+
+		if (rc)
+			fprintf(stderr, "test_proto: writing corpus to %s: %s\n",
+				argv[2], strerror(-rc));
+		return rc ? 1 : 0;
+	}
+	test_header();
+	test_cursors();
+	test_mreq_roundtrip();
+	test_mreq_bad();
+	test_mrep();
+	test_mount();
+	test_ioreq();
+	test_statfs();
+	test_layout();
+	test_op_names();
+	printf("test_proto: %d checks, %d failed\n", checks, failures);
+	return failures ? 1 : 0;
+}
