@@ -1,0 +1,296 @@
+/*
+ * net.c - the backend-independent part of the transport: defaults, option
+ * checks, dispatch of every net_* call to the backend chosen when the
+ * client or server was created, counters, and small iovec/time helpers the
+ * backends share.
+ */
+#include "net_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* Fill o with the defaults (NET_DEFAULT_CREDITS, NET_DEFAULT_TIMEOUT_MS). */
+void net_opts_default(struct net_opts *o)
+{
+	o->credits = NET_DEFAULT_CREDITS;
+	o->timeout_ms = NET_DEFAULT_TIMEOUT_MS;
+}
+
+/* Copy o (or the defaults when NULL) into out and check the ranges.
+ * credits go on the wire as u16. */
+static int net_opts_check(const struct net_opts *o, struct net_opts *out)
+{
+	if (o)
+		*out = *o;
+	else
+		net_opts_default(out);
+	if (out->credits < 1 || out->credits > 65535 || out->timeout_ms < 1)
+		return -EINVAL;
+	return 0;
+}
+
+/* The client backend. Only tcp exists today; a verbs backend will be picked
+ * here (by an option or address scheme) once it lands. */
+static const struct net_client_ops *net_client_backend(void)
+{
+	return &tcp_client_ops;
+}
+
+/* Same for servers. */
+static const struct net_server_ops *net_server_backend(void)
+{
+	return &tcp_server_ops;
+}
+
+/* ------------------------------------------------------------------ client */
+
+/* Create a client through its backend (which starts the progress thread). */
+int net_client_new(struct net_client **out, const struct net_opts *o)
+{
+	struct net_opts opts;
+	int rc = net_opts_check(o, &opts);
+
+	if (rc)
+		return rc;
+	return net_client_backend()->client_new(out, &opts);
+}
+
+/* Stop the progress thread and free everything (calls must be done). */
+void net_client_free(struct net_client *cl)
+{
+	if (cl)
+		cl->ops->client_free(cl);
+}
+
+/* Create a lazily connecting handle to host:port. */
+int net_conn_new(struct net_client *cl, const char *host, uint16_t port,
+		 struct net_conn **out)
+{
+	if (!cl || !host || !host[0] || strlen(host) > PROTO_MAX_HOST ||
+	    port == 0 || !out)
+		return -EINVAL;
+	return cl->ops->conn_new(cl, host, port, out);
+}
+
+/* Snapshot one counter block field by field (relaxed loads). */
+static void net_stats_snapshot(const struct net_stats *in, struct net_stats *out)
+{
+#define NET_SNAP(f) out->f = __atomic_load_n(&in->f, __ATOMIC_RELAXED)
+	NET_SNAP(msgs_tx);
+	NET_SNAP(msgs_rx);
+	NET_SNAP(bytes_tx);
+	NET_SNAP(bytes_rx);
+	NET_SNAP(bulk_pull_bytes);
+	NET_SNAP(bulk_push_bytes);
+	NET_SNAP(data_frames);
+	NET_SNAP(credit_waits);
+	NET_SNAP(timeouts);
+	NET_SNAP(reconnects);
+	NET_SNAP(conn_errors);
+	NET_SNAP(rejects);
+#undef NET_SNAP
+}
+
+/* Counters of the whole client. */
+void net_client_stats(struct net_client *cl, struct net_stats *st)
+{
+	net_stats_snapshot(&cl->st, st);
+}
+
+/* Send a call through the connection's backend. */
+int net_call_submit(struct net_conn *c, struct net_call *call)
+{
+	if (!c || !call)
+		return -EINVAL;
+	return c->cl->ops->submit(c, call);
+}
+
+/* Wait for a submitted call through its connection's backend. */
+int net_call_wait(struct net_call *call)
+{
+	if (!call || !call->conn)
+		return -EINVAL;
+	return call->conn->cl->ops->wait(call);
+}
+
+/* submit + wait, the common synchronous case. */
+int net_call_run(struct net_conn *c, struct net_call *call)
+{
+	int rc = net_call_submit(c, call);
+
+	if (rc)
+		return rc;
+	return net_call_wait(call);
+}
+
+/* ------------------------------------------------------------------ server */
+
+/* Create a listening server through its backend. */
+int net_server_new(struct net_server **out, struct ev_loop *loop,
+		   const char *host, uint16_t port, net_req_fn fn, void *arg,
+		   const struct net_opts *o)
+{
+	struct net_opts opts;
+	int rc = net_opts_check(o, &opts);
+
+	if (rc)
+		return rc;
+	if (!out || !loop || !host || !fn)
+		return -EINVAL;
+	return net_server_backend()->server_new(out, loop, host, port, fn, arg,
+						&opts);
+}
+
+/* Close everything; in-flight requests are dropped. */
+void net_server_free(struct net_server *s)
+{
+	if (s)
+		s->ops->server_free(s);
+}
+
+/* The bound port. */
+uint16_t net_server_port(const struct net_server *s)
+{
+	return s->ops->server_port(s);
+}
+
+/* Counters of the server. */
+void net_server_stats(struct net_server *s, struct net_stats *st)
+{
+	net_stats_snapshot(&s->st, st);
+}
+
+int net_sreq_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
+		  net_xfer_fn cb, void *arg)
+{
+	return r->conn->srv->ops->pull(r, iov, cnt, cb, arg);
+}
+
+int net_sreq_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
+		  int cnt, net_xfer_fn cb, void *arg)
+{
+	return r->conn->srv->ops->push(r, off, iov, cnt, cb, arg);
+}
+
+int net_sreq_reply(struct net_sreq *r, int32_t status, const void *body,
+		   uint32_t len)
+{
+	return r->conn->srv->ops->reply(r, status, body, len);
+}
+
+void net_sreq_reject(struct net_sreq *r, const char *why)
+{
+	r->conn->srv->ops->reject(r, why);
+}
+
+/* The peer string kept by the backend at accept time. */
+const char *net_sconn_peer(const struct net_sconn *c)
+{
+	return c->peer;
+}
+
+/* ----------------------------------------------------------------- helpers */
+
+uint64_t net_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct timespec net_ns_to_ts(uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
+			       .tv_nsec = (long)(ns % 1000000000ull) };
+	return ts;
+}
+
+int net_ms_left(uint64_t deadline_ns)
+{
+	uint64_t now = net_now_ns();
+	uint64_t ms;
+
+	if (now >= deadline_ns)
+		return 0;
+	ms = (deadline_ns - now + 999999) / 1000000;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+uint64_t net_iov_total(const struct iovec *iov, int cnt)
+{
+	uint64_t sum = 0;
+
+	for (int i = 0; i < cnt; i++) {
+		if (iov[i].iov_len > UINT64_MAX - sum)
+			return UINT64_MAX;
+		sum += iov[i].iov_len;
+	}
+	return sum;
+}
+
+/* Walks iov from the start: O(cnt) per call, fine for <= NET_MAX_IOV. */
+void net_iov_copy_in(const struct iovec *iov, int cnt, uint64_t off,
+		     const void *src, size_t n)
+{
+	const uint8_t *s = src;
+
+	for (int i = 0; i < cnt && n > 0; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		size_t k = iov[i].iov_len - off;
+		if (k > n)
+			k = n;
+		memcpy((uint8_t *)iov[i].iov_base + off, s, k);
+		s += k;
+		n -= k;
+		off = 0;
+	}
+}
+
+int net_iov_slice(const struct iovec *iov, int cnt, uint64_t off, uint64_t len,
+		  struct iovec *out, int max)
+{
+	int n = 0;
+
+	for (int i = 0; i < cnt && len > 0 && n < max; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		uint64_t k = iov[i].iov_len - off;
+		if (k > len)
+			k = len;
+		out[n].iov_base = (uint8_t *)iov[i].iov_base + off;
+		out[n].iov_len = k;
+		n++;
+		len -= k;
+		off = 0;
+	}
+	return n;
+}
+
+void net_addr_format(const void *sa, char *buf, size_t cap)
+{
+	const struct sockaddr *s = sa;
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (s->sa_family == AF_INET) {
+		const struct sockaddr_in *in = sa;
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		snprintf(buf, cap, "%s:%u", host, ntohs(in->sin_port));
+	} else if (s->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = sa;
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		snprintf(buf, cap, "[%s]:%u", host, ntohs(in6->sin6_port));
+	} else {
+		snprintf(buf, cap, "unknown");
+	}
+}

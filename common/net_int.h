@@ -1,0 +1,100 @@
+/*
+ * net_int.h - private to the transport: the backend ops tables that
+ * net.c dispatches through, the common heads every backend embeds in its
+ * own client/connection/server structs, and small shared helpers.
+ *
+ * A backend (tcp_*.c today, verbs later) allocates its own structs with
+ * the matching head as first member and fills in the ops pointer; net.c
+ * only ever follows head->ops.
+ */
+#ifndef RPFS_NET_INT_H
+#define RPFS_NET_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <sys/uio.h>
+
+#include "net.h"
+
+#define NET_CONTAINER_OF(p, type, member) \
+	((type *)(void *)((char *)(p) - offsetof(type, member)))
+
+/* Counter update: relaxed atomics, readable at any time from any thread. */
+#define NET_STAT_ADD(st, field, n) \
+	__atomic_fetch_add(&(st)->field, (uint64_t)(n), __ATOMIC_RELAXED)
+
+struct net_client_ops {
+	const char *name;
+	int (*client_new)(struct net_client **out, const struct net_opts *o);
+	void (*client_free)(struct net_client *cl);
+	int (*conn_new)(struct net_client *cl, const char *host, uint16_t port,
+			struct net_conn **out);
+	int (*submit)(struct net_conn *c, struct net_call *call);
+	int (*wait)(struct net_call *call);
+};
+
+struct net_server_ops {
+	const char *name;
+	int (*server_new)(struct net_server **out, struct ev_loop *loop,
+			  const char *host, uint16_t port, net_req_fn fn,
+			  void *arg, const struct net_opts *o);
+	void (*server_free)(struct net_server *s);
+	uint16_t (*server_port)(const struct net_server *s);
+	int (*pull)(struct net_sreq *r, const struct iovec *iov, int cnt,
+		    net_xfer_fn cb, void *arg);
+	int (*push)(struct net_sreq *r, uint64_t off, const struct iovec *iov,
+		    int cnt, net_xfer_fn cb, void *arg);
+	int (*reply)(struct net_sreq *r, int32_t status, const void *body,
+		     uint32_t len);
+	void (*reject)(struct net_sreq *r, const char *why);
+};
+
+/* Head of every backend's client. Immutable after creation except st. */
+struct net_client {
+	const struct net_client_ops *ops;
+	struct net_opts opts;
+	struct net_stats st; /* atomics (NET_STAT_ADD) */
+};
+
+/* Head of every backend's client connection. Immutable after creation. */
+struct net_conn {
+	struct net_client *cl;
+};
+
+/* Head of every backend's server. Loop thread only, except st (atomics). */
+struct net_server {
+	const struct net_server_ops *ops;
+	struct net_opts opts;
+	struct net_stats st;
+};
+
+/* Head of every backend's server connection. Loop thread only. */
+struct net_sconn {
+	struct net_server *srv;
+	char peer[64]; /* "host:port" for log lines */
+};
+
+extern const struct net_client_ops tcp_client_ops;
+extern const struct net_server_ops tcp_server_ops;
+
+/* CLOCK_MONOTONIC now, in nanoseconds. */
+uint64_t net_now_ns(void);
+/* An absolute CLOCK_MONOTONIC time as a timespec. */
+struct timespec net_ns_to_ts(uint64_t ns);
+/* Milliseconds from now until deadline, 0 if past, capped at INT_MAX. */
+int net_ms_left(uint64_t deadline_ns);
+/* Sum of iovec lengths; UINT64_MAX if it overflows. */
+uint64_t net_iov_total(const struct iovec *iov, int cnt);
+/* Copy n bytes from src into the memory described by iov at offset off.
+ * The caller has checked that off + n fits. */
+void net_iov_copy_in(const struct iovec *iov, int cnt, uint64_t off,
+		     const void *src, size_t n);
+/* Describe bytes [off, off + len) of iov in out (at most max entries).
+ * @return entries used (may cover less than len when max is reached) */
+int net_iov_slice(const struct iovec *iov, int cnt, uint64_t off, uint64_t len,
+		  struct iovec *out, int max);
+/* Format a sockaddr as "host:port" ("[v6]:port"). */
+void net_addr_format(const void *sa, char *buf, size_t cap);
+
+#endif

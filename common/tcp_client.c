@@ -1,0 +1,1021 @@
+/*
+ * tcp_client.c - the client half of the TCP backend.
+ *
+ * Threads: any number of callers submit and wait; one progress thread per
+ * client owns every socket's receive side (epoll, level triggered, plus an
+ * eventfd for control). Only the progress thread reads sockets, completes
+ * calls and tears connections down, so once it has torn a connection down
+ * nothing can write into a failed call's memory any more. Callers that
+ * need a teardown (timeout, send failure) ask for it and wait for it.
+ *
+ * Waiters sleep on a futex on their own call's state word: a completion
+ * wakes exactly the one caller it concerns (no thundering herd).
+ *
+ * Locks, in order: connect_lock -> lock; send_lock -> lock. The progress
+ * thread takes lock, releases it, and only then send_lock (to close a fd).
+ */
+#include "net_int.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define TCP_STG_SIZE 8192     /* receive staging per connection */
+#define TCP_DIRECT_MIN 2048   /* payload left above which we readv directly */
+#define TCP_RX_BUDGET 64      /* reads per connection per wakeup (fairness) */
+
+_Static_assert(sizeof(enum net_call_state) == sizeof(int), "futex word");
+
+enum tcp_rx_phase { RX_HDR, RX_BODY, RX_DATA, RX_SKIP };
+
+struct tcp_client;
+
+struct tcp_conn {
+	struct net_conn base;
+	struct tcp_client *tc;
+	char host[PROTO_MAX_HOST + 1];   /* immutable */
+	uint16_t port;                   /* immutable */
+	struct tcp_conn *next_conn;      /* tc->lock */
+
+	pthread_mutex_t connect_lock;    /* serialises connection setup */
+	pthread_mutex_t send_lock;       /* one frame at a time; close(fd) */
+	pthread_mutex_t lock;            /* fields below, and calls' private parts */
+	pthread_cond_t credit_cv;        /* credits returned / conn state changed */
+	int fd;                          /* lock; -1 when down */
+	int up;                          /* lock */
+	int ever_up;                     /* lock */
+	uint64_t gen;                    /* lock; ++ on every (re)connect */
+	int credits, credit_max;         /* lock */
+	uint64_t next_tag;               /* lock */
+	struct net_call **tab;           /* lock; pending calls by tag */
+	unsigned tab_mask;               /* lock */
+	int kill;                        /* lock; teardown requested */
+
+	/* progress thread only */
+	uint64_t rx_gen;
+	enum tcp_rx_phase phase;
+	struct proto_hdr h;
+	struct net_call *rx_call;
+	uint64_t rx_left, rx_pos;
+	uint32_t stg_off, stg_len;
+	uint8_t stg[TCP_STG_SIZE];
+};
+
+struct tcp_client {
+	struct net_client base;
+	int epfd, evfd;                  /* immutable */
+	pthread_t thr;
+	int stop;                        /* atomic */
+	pthread_mutex_t lock;            /* conns list */
+	struct tcp_conn *conns;
+	struct iovec scratch[NET_MAX_IOV]; /* progress thread only */
+};
+
+static void tcp_futex_wait(int *addr, int val, const struct timespec *abs)
+{
+	/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. */
+	syscall(SYS_futex, addr, FUTEX_WAIT_BITSET_PRIVATE, val, abs, NULL,
+		FUTEX_BITSET_MATCH_ANY);
+}
+
+static void tcp_futex_wake(int *addr)
+{
+	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* Publish a call's completion and wake its waiter. Its other fields must be
+ * final; after the store the caller may free the call at once (a wake on
+ * reused memory is only a spurious wakeup, which waiters tolerate). */
+static void tcp_call_done(struct net_call *call)
+{
+	__atomic_store_n(&call->state, NET_CALL_DONE, __ATOMIC_RELEASE);
+	tcp_futex_wake((int *)&call->state);
+}
+
+/* Nudge the progress thread (kill requests, stop). */
+static void tcp_kick(struct tcp_client *tc)
+{
+	uint64_t one = 1;
+	ssize_t n = write(tc->evfd, &one, sizeof(one));
+	(void)n;
+}
+
+/* ----------------------------------------------------------- pending table */
+
+static void tcp_tab_insert(struct tcp_conn *c, struct net_call *call)
+{
+	struct net_call **b = &c->tab[call->tag & c->tab_mask];
+
+	call->next = *b;
+	*b = call;
+}
+
+/* Find a pending call by tag. Caller holds c->lock. O(chain). */
+static struct net_call *tcp_tab_find(struct tcp_conn *c, uint64_t tag)
+{
+	for (struct net_call *p = c->tab[tag & c->tab_mask]; p; p = p->next)
+		if (p->tag == tag)
+			return p;
+	return NULL;
+}
+
+static void tcp_tab_remove(struct tcp_conn *c, struct net_call *call)
+{
+	struct net_call **pp = &c->tab[call->tag & c->tab_mask];
+
+	for (; *pp; pp = &(*pp)->next)
+		if (*pp == call) {
+			*pp = call->next;
+			call->next = NULL;
+			return;
+		}
+}
+
+/* --------------------------------------------------------------- teardown */
+
+/*
+ * Tear a connection down from the progress thread: stop reading it, fail
+ * every pending call (culprit gets culprit_err, calls already marked by
+ * their waiter keep that error, the rest get -EIO), then close the socket
+ * once no sender is using it. Safe to call when already down.
+ */
+static void tcp_conn_down(struct tcp_conn *c, struct net_call *culprit,
+			  int culprit_err)
+{
+	struct tcp_client *tc = c->tc;
+	int fd;
+
+	pthread_mutex_lock(&c->lock);
+	c->kill = 0;
+	if (!c->up) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	fd = c->fd;
+	c->up = 0;
+	c->fd = -1;
+	c->credits = 0;
+	epoll_ctl(tc->epfd, EPOLL_CTL_DEL, fd, NULL);
+	shutdown(fd, SHUT_RDWR); /* unblocks a sender in poll/sendmsg */
+	for (unsigned i = 0; i <= c->tab_mask; i++) {
+		struct net_call *p = c->tab[i];
+		c->tab[i] = NULL;
+		while (p) {
+			struct net_call *nx = p->next;
+			p->next = NULL;
+			if (p == culprit)
+				p->err = culprit_err;
+			else if (!p->err)
+				p->err = -EIO;
+			tcp_call_done(p);
+			p = nx;
+		}
+	}
+	pthread_cond_broadcast(&c->credit_cv);
+	pthread_mutex_unlock(&c->lock);
+
+	pthread_mutex_lock(&c->send_lock);
+	close(fd);
+	pthread_mutex_unlock(&c->send_lock);
+	NET_STAT_ADD(&tc->base.st, conn_errors, 1);
+	log_debug("net: connection to %s:%u closed", c->host, c->port);
+}
+
+/*
+ * Fail a call the caller gave up on: mark it with err, ask the progress
+ * thread to tear its connection down, and wait until it has (after which
+ * no byte will land in the call's memory). Cost: one round trip through
+ * the progress thread.
+ */
+static void tcp_call_abort(struct net_call *call, int err)
+{
+	struct tcp_conn *c = NET_CONTAINER_OF(call->conn, struct tcp_conn, base);
+	int need_kick = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE) {
+		if (!call->err)
+			call->err = err;
+		c->kill = 1;
+		need_kick = 1;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (need_kick)
+		tcp_kick(c->tc);
+	while (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE) {
+		struct timespec ts = net_ns_to_ts(net_now_ns() + 1000000000ull);
+		tcp_futex_wait((int *)&call->state, NET_CALL_SENT, &ts);
+	}
+}
+
+/* ----------------------------------------------------------- connect side */
+
+/* Poll one fd for ev until deadline. @return 0, -ETIMEDOUT, -errno */
+static int tcp_poll(int fd, short ev, uint64_t deadline)
+{
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = ev };
+		int ms = net_ms_left(deadline);
+		if (ms == 0)
+			return -ETIMEDOUT;
+		int n = poll(&p, 1, ms);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n > 0)
+			return 0;
+	}
+}
+
+/*
+ * Write all of iov (any count) to fd by sendmsg(MSG_NOSIGNAL), polling when
+ * the socket is full, until deadline. Modifies iov. @return 0, -ETIMEDOUT,
+ * -EIO (peer gone or socket shut down)
+ */
+static int tcp_send_all(int fd, struct iovec *iov, int cnt, uint64_t deadline,
+			uint64_t *sent)
+{
+	int i = 0;
+
+	while (i < cnt) {
+		if (iov[i].iov_len == 0) {
+			i++;
+			continue;
+		}
+		struct msghdr m = { .msg_iov = iov + i,
+				    .msg_iovlen = (size_t)(cnt - i > IOV_MAX ? IOV_MAX : cnt - i) };
+		ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				return -EIO;
+			int rc = tcp_poll(fd, POLLOUT, deadline);
+			if (rc)
+				return rc == -ETIMEDOUT ? rc : -EIO;
+			continue;
+		}
+		*sent += (uint64_t)n;
+		while (n > 0 && i < cnt) {
+			if ((size_t)n >= iov[i].iov_len) {
+				n -= (ssize_t)iov[i].iov_len;
+				iov[i].iov_len = 0;
+				i++;
+			} else {
+				iov[i].iov_base = (uint8_t *)iov[i].iov_base + n;
+				iov[i].iov_len -= (size_t)n;
+				n = 0;
+			}
+		}
+	}
+	return 0;
+}
+
+/* Read exactly len bytes from a non-blocking fd until deadline.
+ * @return 0, -ETIMEDOUT, -ECONNRESET (EOF), -errno */
+static int tcp_recv_all(int fd, void *buf, size_t len, uint64_t deadline)
+{
+	uint8_t *p = buf;
+
+	while (len > 0) {
+		ssize_t n = recv(fd, p, len, 0);
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n == 0)
+			return -ECONNRESET;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		int rc = tcp_poll(fd, POLLIN, deadline);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Non-blocking connect to one address, waiting until deadline.
+ * @return fd, or -errno */
+static int tcp_dial_one(const struct addrinfo *ai, uint64_t deadline)
+{
+	int fd, rc, one = 1, err = 0;
+	socklen_t el = sizeof(err);
+
+	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    ai->ai_protocol);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		if (errno != EINPROGRESS) {
+			rc = -errno;
+			goto out_close_fd;
+		}
+		rc = tcp_poll(fd, POLLOUT, deadline);
+		if (rc)
+			goto out_close_fd;
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0) {
+			rc = -errno;
+			goto out_close_fd;
+		}
+		if (err) {
+			rc = -err;
+			goto out_close_fd;
+		}
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+
+out_close_fd:
+	close(fd);
+	return rc;
+}
+
+/* Resolve host:port and connect to the first address that answers.
+ * @return fd, or -ECONNREFUSED/-EHOSTUNREACH/-ETIMEDOUT/-ENOTCONN */
+static int tcp_dial(const char *host, uint16_t port, uint64_t deadline)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res, *ai;
+	char ps[8];
+	int rc = -ENOTCONN;
+
+	snprintf(ps, sizeof(ps), "%u", port);
+	if (getaddrinfo(host, ps, &hints, &res) != 0)
+		return -EHOSTUNREACH;
+	for (ai = res; ai; ai = ai->ai_next) {
+		rc = tcp_dial_one(ai, deadline);
+		if (rc >= 0 || rc == -ETIMEDOUT)
+			break;
+	}
+	freeaddrinfo(res);
+	if (rc == -ENETUNREACH)
+		rc = -EHOSTUNREACH;
+	else if (rc < 0 && rc != -ECONNREFUSED && rc != -EHOSTUNREACH &&
+		 rc != -ETIMEDOUT)
+		rc = -ENOTCONN;
+	return rc;
+}
+
+/*
+ * Transport handshake on a fresh socket: send NET_HELLO (CTRL), read the
+ * server's CTRL|REPLY carrying our credit limit. The single place where
+ * authentication will be added. @return 0, -ETIMEDOUT, -ENOTCONN
+ */
+static int tcp_client_handshake(struct tcp_client *tc, int fd, uint64_t deadline,
+				int *credits)
+{
+	uint8_t buf[PROTO_HDR_LEN];
+	struct proto_hdr h = { .op = PROTO_OP_NET_HELLO, .flags = PROTO_F_CTRL };
+	struct iovec iov = { buf, sizeof(buf) };
+	const char *why = "?";
+	uint64_t sent = 0;
+	int rc;
+
+	proto_hdr_encode(buf, &h);
+	rc = tcp_send_all(fd, &iov, 1, deadline, &sent);
+	if (rc)
+		return rc == -ETIMEDOUT ? rc : -ENOTCONN;
+	rc = tcp_recv_all(fd, buf, sizeof(buf), deadline);
+	if (rc)
+		return rc == -ETIMEDOUT ? rc : -ENOTCONN;
+	NET_STAT_ADD(&tc->base.st, bytes_tx, sent);
+	NET_STAT_ADD(&tc->base.st, bytes_rx, sizeof(buf));
+	NET_STAT_ADD(&tc->base.st, msgs_tx, 1);
+	NET_STAT_ADD(&tc->base.st, msgs_rx, 1);
+	rc = proto_hdr_decode(buf, &h, &why);
+	if (rc == 0 && h.flags != (PROTO_F_CTRL | PROTO_F_REPLY))
+		why = "handshake reply flags", rc = -EPROTO;
+	else if (rc == 0 && (h.op != PROTO_OP_NET_HELLO || h.status != 0 ||
+			     h.credits == 0 || h.body_len || h.bulk_len))
+		why = "handshake reply fields", rc = -EPROTO;
+	if (rc) {
+		log_warn("net: handshake failed: %s", why);
+		return -ENOTCONN;
+	}
+	*credits = h.credits;
+	return 0;
+}
+
+/*
+ * Make sure c is connected: one caller at a time dials, handshakes and
+ * installs the socket; the others wait on connect_lock and then find it up.
+ * @return 0, or the dial/handshake error
+ */
+static int tcp_conn_connect(struct tcp_conn *c, uint64_t deadline)
+{
+	struct tcp_client *tc = c->tc;
+	struct timespec ts;
+	int fd, rc, credits = 0;
+	unsigned nb;
+
+	/* timedlock wants CLOCK_REALTIME (clocklock is not known to tsan). */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t now = net_now_ns(), rt = (uint64_t)ts.tv_sec * 1000000000ull +
+		(uint64_t)ts.tv_nsec + (deadline > now ? deadline - now : 0);
+	ts = net_ns_to_ts(rt);
+	rc = pthread_mutex_timedlock(&c->connect_lock, &ts);
+	if (rc)
+		return rc == ETIMEDOUT ? -ETIMEDOUT : -rc;
+	pthread_mutex_lock(&c->lock);
+	rc = c->up;
+	pthread_mutex_unlock(&c->lock);
+	if (rc) {
+		rc = 0;
+		goto out_unlock;
+	}
+	fd = tcp_dial(c->host, c->port, deadline);
+	if (fd < 0) {
+		rc = fd;
+		goto out_unlock;
+	}
+	rc = tcp_client_handshake(tc, fd, deadline, &credits);
+	if (rc)
+		goto out_close_fd;
+
+	/* Pending table: a power of two around the credit limit. */
+	for (nb = 16; nb < (unsigned)credits && nb < 4096; nb <<= 1)
+		;
+	pthread_mutex_lock(&c->lock);
+	if (nb - 1 > c->tab_mask) {
+		struct net_call **t = calloc(nb, sizeof(*t));
+		if (!t) {
+			pthread_mutex_unlock(&c->lock);
+			rc = -ENOMEM;
+			goto out_close_fd;
+		}
+		free(c->tab); /* empty: the last teardown drained it */
+		c->tab = t;
+		c->tab_mask = nb - 1;
+	}
+	c->fd = fd;
+	c->up = 1;
+	c->gen++;
+	c->credits = c->credit_max = credits;
+	c->kill = 0;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+	if (epoll_ctl(tc->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		rc = -errno;
+		c->up = 0;
+		c->fd = -1;
+		pthread_mutex_unlock(&c->lock);
+		goto out_close_fd;
+	}
+	if (c->ever_up)
+		NET_STAT_ADD(&tc->base.st, reconnects, 1);
+	c->ever_up = 1;
+	pthread_cond_broadcast(&c->credit_cv);
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->connect_lock);
+	return 0;
+
+out_close_fd:
+	close(fd);
+out_unlock:
+	pthread_mutex_unlock(&c->connect_lock);
+	if (rc)
+		NET_STAT_ADD(&tc->base.st, conn_errors, 1);
+	return rc;
+}
+
+/* ------------------------------------------------------------ submit/wait */
+
+/* Check a call's "in" fields. @return 0 or -EINVAL */
+static int tcp_call_check(const struct net_call *call, uint64_t *wr, uint64_t *rd)
+{
+	if (call->wr_cnt < 0 || call->wr_cnt > NET_MAX_IOV || call->rd_cnt < 0 ||
+	    call->rd_cnt > NET_MAX_IOV || call->body_len > PROTO_MAX_BODY ||
+	    (call->body_len && !call->body) || (call->wr_cnt && !call->wr_iov) ||
+	    (call->rd_cnt && !call->rd_iov) || (call->rep_cap && !call->rep_buf) ||
+	    call->op == PROTO_OP_NET_HELLO || call->op == PROTO_OP_NET_CREDIT)
+		return -EINVAL;
+	*wr = net_iov_total(call->wr_iov, call->wr_cnt);
+	*rd = net_iov_total(call->rd_iov, call->rd_cnt);
+	if (*wr > PROTO_MAX_BULK || *rd > PROTO_MAX_BULK)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * Send a call: connect if needed, take a credit (waiting up to the
+ * deadline), register the call by tag, then write header + body + write
+ * data under the send lock. Cost: one sendmsg for small calls.
+ */
+static int tcp_submit(struct net_conn *nc, struct net_call *call)
+{
+	struct tcp_conn *c = NET_CONTAINER_OF(nc, struct tcp_conn, base);
+	struct tcp_client *tc = c->tc;
+	struct iovec iov_stack[8], *iov = iov_stack;
+	uint8_t hb[PROTO_HDR_LEN];
+	uint64_t wr, rd, deadline, mygen, sent = 0;
+	int rc, waited = 0, ok, fd, cnt;
+
+	rc = tcp_call_check(call, &wr, &rd);
+	if (rc)
+		return rc;
+	deadline = net_now_ns() + (uint64_t)tc->base.opts.timeout_ms * 1000000ull;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		if (!c->up) {
+			pthread_mutex_unlock(&c->lock);
+			rc = tcp_conn_connect(c, deadline);
+			if (rc)
+				return rc;
+			pthread_mutex_lock(&c->lock);
+			continue;
+		}
+		if (c->credits > 0)
+			break;
+		if (!waited) {
+			waited = 1;
+			NET_STAT_ADD(&tc->base.st, credit_waits, 1);
+		}
+		struct timespec ts = net_ns_to_ts(deadline);
+		rc = pthread_cond_timedwait(&c->credit_cv, &c->lock, &ts);
+		if (rc == ETIMEDOUT && !(c->up && c->credits > 0)) {
+			pthread_mutex_unlock(&c->lock);
+			NET_STAT_ADD(&tc->base.st, timeouts, 1);
+			return -ETIMEDOUT;
+		}
+	}
+	c->credits--;
+	call->tag = ++c->next_tag;
+	call->conn = nc;
+	call->err = 0;
+	call->status = 0;
+	call->rep_len = 0;
+	call->rd_bytes = 0;
+	call->deadline_ns = deadline;
+	__atomic_store_n(&call->state, NET_CALL_SENT, __ATOMIC_RELAXED);
+	tcp_tab_insert(c, call);
+	mygen = c->gen;
+	pthread_mutex_unlock(&c->lock);
+
+	struct proto_hdr h = { .op = call->op, .tag = call->tag,
+			       .body_len = call->body_len, .bulk_len = wr, .aux = rd };
+	proto_hdr_encode(hb, &h);
+	cnt = 2 + call->wr_cnt;
+	if (cnt > (int)(sizeof(iov_stack) / sizeof(iov_stack[0]))) {
+		iov = malloc((size_t)cnt * sizeof(*iov)); /* small: <= 16 KiB */
+		if (!iov) {
+			tcp_call_abort(call, -EIO);
+			__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
+			return -EIO;
+		}
+	}
+	iov[0] = (struct iovec){ hb, sizeof(hb) };
+	iov[1] = (struct iovec){ (void *)call->body, call->body_len };
+	for (int i = 0; i < call->wr_cnt; i++)
+		iov[2 + i] = call->wr_iov[i];
+
+	pthread_mutex_lock(&c->send_lock);
+	pthread_mutex_lock(&c->lock);
+	ok = c->up && c->gen == mygen;
+	fd = c->fd;
+	pthread_mutex_unlock(&c->lock);
+	rc = ok ? tcp_send_all(fd, iov, cnt, deadline, &sent) : -EIO;
+	pthread_mutex_unlock(&c->send_lock);
+	if (iov != iov_stack)
+		free(iov);
+	NET_STAT_ADD(&tc->base.st, bytes_tx, sent);
+	if (rc) {
+		/* Part of a frame may be on the wire: the stream is lost. */
+		tcp_call_abort(call, rc);
+		rc = call->err ? call->err : rc;
+		if (rc == -ETIMEDOUT)
+			NET_STAT_ADD(&tc->base.st, timeouts, 1);
+		__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
+		return rc == -ETIMEDOUT ? rc : -EIO;
+	}
+	NET_STAT_ADD(&tc->base.st, msgs_tx, 1);
+	NET_STAT_ADD(&tc->base.st, bulk_pull_bytes, wr);
+	return 0;
+}
+
+/*
+ * Wait for the reply until the call's deadline; on timeout have the
+ * connection torn down so nothing lands in the call's memory later.
+ */
+static int tcp_wait(struct net_call *call)
+{
+	struct tcp_conn *c = NET_CONTAINER_OF(call->conn, struct tcp_conn, base);
+	struct timespec ts = net_ns_to_ts(call->deadline_ns);
+	int rc, s;
+
+	for (;;) {
+		s = __atomic_load_n(&call->state, __ATOMIC_ACQUIRE);
+		if (s == NET_CALL_DONE)
+			break;
+		if (s != NET_CALL_SENT)
+			return -EINVAL;
+		if (net_now_ns() >= call->deadline_ns) {
+			tcp_call_abort(call, -ETIMEDOUT);
+			break;
+		}
+		tcp_futex_wait((int *)&call->state, NET_CALL_SENT, &ts);
+	}
+	rc = call->err;
+	if (rc == -ETIMEDOUT)
+		NET_STAT_ADD(&c->tc->base.st, timeouts, 1);
+	__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
+	return rc;
+}
+
+/* -------------------------------------------------------- progress thread */
+
+/* Start reading a frame whose header is in c->h. Progress thread.
+ * @return 0, or -EPROTO with culprit and cerr set for teardown */
+static int tcp_rx_hdr(struct tcp_conn *c, struct net_call **culprit, int *cerr)
+{
+	struct tcp_client *tc = c->tc;
+	struct proto_hdr *h = &c->h;
+	struct net_call *call = NULL;
+	const char *why = NULL;
+
+	pthread_mutex_lock(&c->lock);
+	if (h->flags == PROTO_F_CTRL && h->op == PROTO_OP_NET_CREDIT && !h->bulk_len) {
+		c->credits += h->credits;
+		if (c->credits > c->credit_max)
+			c->credits = c->credit_max;
+		pthread_cond_broadcast(&c->credit_cv);
+		NET_STAT_ADD(&tc->base.st, msgs_rx, 1);
+		c->phase = RX_SKIP;
+		c->rx_left = h->body_len;
+	} else if (h->flags == PROTO_F_DATA || h->flags == PROTO_F_REPLY) {
+		call = tcp_tab_find(c, h->tag);
+		if (!call) {
+			why = "reply for unknown tag";
+		} else if (h->flags == PROTO_F_DATA) {
+			uint64_t rd = net_iov_total(call->rd_iov, call->rd_cnt);
+			if (h->body_len || h->aux > rd || h->bulk_len > rd - h->aux) {
+				why = "data frame outside read memory";
+			} else {
+				c->phase = RX_DATA;
+				c->rx_left = h->bulk_len;
+				c->rx_pos = h->aux;
+				NET_STAT_ADD(&tc->base.st, data_frames, 1);
+				NET_STAT_ADD(&tc->base.st, bulk_push_bytes, h->bulk_len);
+			}
+		} else if (h->bulk_len || h->body_len > call->rep_cap) {
+			why = "reply body larger than reply buffer";
+		} else {
+			c->phase = RX_BODY;
+			c->rx_left = h->body_len;
+			c->rx_pos = 0;
+		}
+	} else {
+		why = "unexpected frame flags";
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (why) {
+		log_warn("net: %s:%u: %s (op %u tag %llu); closing", c->host,
+			 c->port, why, h->op, (unsigned long long)h->tag);
+		*culprit = call;
+		*cerr = -EPROTO;
+		return -EPROTO;
+	}
+	c->rx_call = call;
+	return 0;
+}
+
+/* A frame's payload is all in: complete a reply. Progress thread. */
+static void tcp_rx_finish(struct tcp_conn *c)
+{
+	struct net_call *call = c->rx_call;
+
+	c->phase = RX_HDR;
+	c->rx_call = NULL;
+	if (!call)
+		return;
+	if (c->h.flags == PROTO_F_DATA) {
+		call->rd_bytes += c->h.bulk_len;
+		return;
+	}
+	pthread_mutex_lock(&c->lock);
+	tcp_tab_remove(c, call);
+	call->status = c->h.status;
+	call->rep_len = c->h.body_len;
+	call->err = 0;
+	c->credits += c->h.credits;
+	if (c->credits > c->credit_max)
+		c->credits = c->credit_max;
+	if (c->h.credits)
+		pthread_cond_signal(&c->credit_cv);
+	tcp_call_done(call);
+	pthread_mutex_unlock(&c->lock);
+	NET_STAT_ADD(&c->tc->base.st, msgs_rx, 1);
+}
+
+/* Deliver n bytes of payload from src to the current frame's target. */
+static void tcp_rx_deliver(struct tcp_conn *c, const uint8_t *src, size_t n)
+{
+	struct net_call *call = c->rx_call;
+
+	if (c->phase == RX_BODY)
+		memcpy((uint8_t *)call->rep_buf + c->rx_pos, src, n);
+	else if (c->phase == RX_DATA)
+		net_iov_copy_in(call->rd_iov, call->rd_cnt, c->rx_pos, src, n);
+	c->rx_pos += n;
+	c->rx_left -= n;
+}
+
+/*
+ * One receive step on c: parse a header or move payload, from the staging
+ * buffer or straight from the socket into the caller's memory.
+ * @return 1 progress, 0 would block, <0 error (teardown; culprit set)
+ */
+static int tcp_rx_step(struct tcp_conn *c, int fd, struct net_call **culprit,
+		       int *cerr)
+{
+	struct tcp_client *tc = c->tc;
+	uint32_t avail = c->stg_len - c->stg_off;
+	ssize_t n;
+
+	if (c->phase == RX_HDR && avail >= PROTO_HDR_LEN) {
+		const char *why = "?";
+		int rc = proto_hdr_decode(c->stg + c->stg_off, &c->h, &why);
+		c->stg_off += PROTO_HDR_LEN;
+		if (rc) {
+			log_warn("net: %s:%u: bad frame header: %s; closing",
+				 c->host, c->port, why);
+			return -EPROTO;
+		}
+		rc = tcp_rx_hdr(c, culprit, cerr);
+		if (rc)
+			return rc;
+		if (c->rx_left == 0)
+			tcp_rx_finish(c);
+		return 1;
+	}
+	if (c->phase != RX_HDR && avail > 0) {
+		size_t k = avail < c->rx_left ? avail : (size_t)c->rx_left;
+		tcp_rx_deliver(c, c->stg + c->stg_off, k);
+		c->stg_off += (uint32_t)k;
+		if (c->rx_left == 0)
+			tcp_rx_finish(c);
+		return 1;
+	}
+	if (c->phase != RX_HDR && c->phase != RX_SKIP &&
+	    c->rx_left >= TCP_DIRECT_MIN) {
+		/* Straight into the caller's memory: no copy. */
+		struct iovec one, *v = &one;
+		int cnt = 1;
+		if (c->phase == RX_BODY) {
+			one.iov_base = (uint8_t *)c->rx_call->rep_buf + c->rx_pos;
+			one.iov_len = c->rx_left;
+		} else {
+			v = tc->scratch;
+			cnt = net_iov_slice(c->rx_call->rd_iov, c->rx_call->rd_cnt,
+					    c->rx_pos, c->rx_left, v, IOV_MAX);
+		}
+		n = readv(fd, v, cnt);
+		if (n > 0) {
+			NET_STAT_ADD(&tc->base.st, bytes_rx, n);
+			c->rx_pos += (uint64_t)n;
+			c->rx_left -= (uint64_t)n;
+			if (c->rx_left == 0)
+				tcp_rx_finish(c);
+			return 1;
+		}
+	} else {
+		/* Refill staging (compact first). */
+		if (c->stg_off > 0) {
+			memmove(c->stg, c->stg + c->stg_off, avail);
+			c->stg_off = 0;
+			c->stg_len = avail;
+		}
+		n = recv(fd, c->stg + c->stg_len, TCP_STG_SIZE - c->stg_len, 0);
+		if (n > 0) {
+			NET_STAT_ADD(&tc->base.st, bytes_rx, n);
+			c->stg_len += (uint32_t)n;
+			return 1;
+		}
+	}
+	if (n == 0) {
+		if (c->phase != RX_HDR || avail)
+			log_info("net: %s:%u: connection closed mid-frame",
+				 c->host, c->port);
+		return -ECONNRESET;
+	}
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		return 0;
+	return -errno;
+}
+
+/* Whether the next receive step can run from staged bytes alone. */
+static int tcp_rx_staged(const struct tcp_conn *c)
+{
+	uint32_t avail = c->stg_len - c->stg_off;
+
+	return c->phase == RX_HDR ? avail >= PROTO_HDR_LEN : avail > 0;
+}
+
+/* The socket of c is readable: receive within a budget (level-triggered
+ * epoll brings us back for the rest). Tears down on error. */
+static void tcp_rx(struct tcp_conn *c)
+{
+	struct net_call *culprit = NULL;
+	int fd, rc = 0, kill, cerr = 0;
+
+	pthread_mutex_lock(&c->lock);
+	fd = c->fd;
+	kill = c->kill;
+	if (c->up && c->rx_gen != c->gen) {
+		c->rx_gen = c->gen;
+		c->phase = RX_HDR;
+		c->rx_call = NULL;
+		c->stg_off = c->stg_len = 0;
+	}
+	if (!c->up) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (kill) {
+		tcp_conn_down(c, NULL, 0);
+		return;
+	}
+	/* After the budget, still drain what is staged: level-triggered epoll
+	 * would not bring us back for bytes already out of the socket. */
+	for (int i = 0; i < TCP_RX_BUDGET || tcp_rx_staged(c); i++) {
+		rc = tcp_rx_step(c, fd, &culprit, &cerr);
+		if (rc <= 0)
+			break;
+	}
+	if (rc < 0)
+		tcp_conn_down(c, culprit, cerr);
+}
+
+/* Act on teardown requests from waiters/senders. Progress thread. */
+static void tcp_do_kills(struct tcp_client *tc)
+{
+	pthread_mutex_lock(&tc->lock);
+	for (struct tcp_conn *c = tc->conns; c; c = c->next_conn) {
+		pthread_mutex_lock(&c->lock);
+		int k = c->kill;
+		pthread_mutex_unlock(&c->lock);
+		if (k)
+			tcp_conn_down(c, NULL, 0);
+	}
+	pthread_mutex_unlock(&tc->lock);
+}
+
+/* The progress thread: wait on epoll, read replies, serve kill requests. */
+static void *tcp_progress(void *arg)
+{
+	struct tcp_client *tc = arg;
+	struct epoll_event ev[64];
+
+	while (!__atomic_load_n(&tc->stop, __ATOMIC_ACQUIRE)) {
+		int n = epoll_wait(tc->epfd, ev, 64, -1);
+		if (n < 0) {
+			if (errno != EINTR)
+				log_err("net: epoll_wait: %s", strerror(errno));
+			continue;
+		}
+		for (int i = 0; i < n; i++) {
+			if (ev[i].data.ptr == NULL) {
+				uint64_t v;
+				ssize_t r = read(tc->evfd, &v, sizeof(v));
+				(void)r;
+				tcp_do_kills(tc);
+			} else {
+				tcp_rx(ev[i].data.ptr);
+			}
+		}
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+static int tcp_client_new(struct net_client **out, const struct net_opts *o)
+{
+	struct tcp_client *tc;
+	int rc;
+
+	tc = calloc(1, sizeof(*tc));
+	if (!tc)
+		return -ENOMEM;
+	tc->base.ops = &tcp_client_ops;
+	tc->base.opts = *o;
+	pthread_mutex_init(&tc->lock, NULL);
+	tc->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (tc->epfd < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	tc->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (tc->evfd < 0) {
+		rc = -errno;
+		goto out_close_epfd;
+	}
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	if (epoll_ctl(tc->epfd, EPOLL_CTL_ADD, tc->evfd, &ev) < 0) {
+		rc = -errno;
+		goto out_close_evfd;
+	}
+	rc = -pthread_create(&tc->thr, NULL, tcp_progress, tc);
+	if (rc)
+		goto out_close_evfd;
+	*out = &tc->base;
+	return 0;
+
+out_close_evfd:
+	close(tc->evfd);
+out_close_epfd:
+	close(tc->epfd);
+out_free:
+	pthread_mutex_destroy(&tc->lock);
+	free(tc);
+	return rc;
+}
+
+static void tcp_client_free(struct net_client *cl)
+{
+	struct tcp_client *tc = NET_CONTAINER_OF(cl, struct tcp_client, base);
+	struct tcp_conn *c, *nx;
+
+	__atomic_store_n(&tc->stop, 1, __ATOMIC_RELEASE);
+	tcp_kick(tc);
+	pthread_join(tc->thr, NULL);
+	for (c = tc->conns; c; c = nx) {
+		nx = c->next_conn;
+		if (c->fd >= 0)
+			close(c->fd);
+		free(c->tab);
+		pthread_cond_destroy(&c->credit_cv);
+		pthread_mutex_destroy(&c->lock);
+		pthread_mutex_destroy(&c->send_lock);
+		pthread_mutex_destroy(&c->connect_lock);
+		free(c);
+	}
+	close(tc->evfd);
+	close(tc->epfd);
+	pthread_mutex_destroy(&tc->lock);
+	free(tc);
+}
+
+static int tcp_conn_new(struct net_client *cl, const char *host, uint16_t port,
+			struct net_conn **out)
+{
+	struct tcp_client *tc = NET_CONTAINER_OF(cl, struct tcp_client, base);
+	struct tcp_conn *c;
+	pthread_condattr_t ca;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->tab = calloc(16, sizeof(*c->tab));
+	if (!c->tab) {
+		free(c);
+		return -ENOMEM;
+	}
+	c->tab_mask = 15;
+	c->base.cl = cl;
+	c->tc = tc;
+	snprintf(c->host, sizeof(c->host), "%s", host);
+	c->port = port;
+	c->fd = -1;
+	pthread_mutex_init(&c->connect_lock, NULL);
+	pthread_mutex_init(&c->send_lock, NULL);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->credit_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_lock(&tc->lock);
+	c->next_conn = tc->conns;
+	tc->conns = c;
+	pthread_mutex_unlock(&tc->lock);
+	*out = &c->base;
+	return 0;
+}
+
+const struct net_client_ops tcp_client_ops = {
+	.name = "tcp",
+	.client_new = tcp_client_new,
+	.client_free = tcp_client_free,
+	.conn_new = tcp_conn_new,
+	.submit = tcp_submit,
+	.wait = tcp_wait,
+};

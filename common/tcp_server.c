@@ -1,0 +1,949 @@
+/*
+ * tcp_server.c - the server half of the TCP backend, inside one libev loop.
+ *
+ * Each connection runs an input state machine: header -> body -> dispatch
+ * to the handler; while a request is with the handler nothing more is read
+ * from that connection except the request's own write data, which
+ * net_sreq_pull() reads straight into the handler's memory. After the reply
+ * any unpulled write data is read and dropped, and the next header is read.
+ * Output is a queue of frames (data frames referencing the handler's iov,
+ * replies with their small body copied) written with sendmsg as the socket
+ * allows.
+ *
+ * A broken or malformed connection is closed at once (fd, watchers) but its
+ * struct lives on while the handler still holds its request; transfer
+ * callbacks of a closed connection run later from a fed event with -EIO,
+ * never from inside the call that caused the close.
+ *
+ * Everything here runs in the loop thread; only the counters are atomics.
+ */
+#include "net_int.h"
+#include "log.h"
+
+#include <ev.h>
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define TSRV_STG_SIZE 16384     /* receive staging per connection */
+#define TSRV_DIRECT_MIN 4096    /* pull bytes left above which we readv directly */
+#define TSRV_BUDGET 32          /* reads per readable event (fairness) */
+
+enum tsrv_in { IN_HDR, IN_BODY, IN_REQ, IN_DISCARD };
+
+/* One output frame, or a transfer completion to deliver later. */
+struct tsrv_frame {
+	struct tsrv_frame *next;
+	net_xfer_fn cb;           /* push completion, NULL for replies */
+	void *arg;
+	int rc;                   /* for deferred completions */
+	int cnt, cur;             /* iov entries, first unwritten */
+	uint8_t hdr[PROTO_HDR_LEN];
+	struct iovec iov[];       /* [0] = hdr; then body copy or handler iov */
+};
+
+struct tsrv_server;
+
+struct tsrv_conn {
+	struct net_sconn base;
+	struct tsrv_server *srv;
+	struct tsrv_conn *prev, *next;  /* server list */
+	int fd;                         /* -1 once closed */
+	int dead;                       /* closed; waiting for handler to let go */
+	int holds;                      /* callbacks on the stack using us */
+	int hello_done;
+	ev_io rw, ww;
+	ev_idle kick;                   /* never started; fed to run deferred cbs */
+
+	/* input */
+	enum tsrv_in in;
+	struct proto_hdr h;
+	uint8_t *body;                  /* grows up to PROTO_MAX_BODY */
+	uint32_t body_cap, body_got;
+	uint64_t discard_left;
+	uint32_t stg_off, stg_len;
+	uint8_t *stg;                   /* TSRV_STG_SIZE */
+
+	/* the request with the handler (one at a time) */
+	struct net_sreq req;
+	int req_busy;
+
+	/* pull in progress */
+	int pull_active;
+	struct iovec *pull_iov;         /* NET_MAX_IOV, allocated at first pull */
+	int pull_cnt, pull_cur;
+	uint64_t pull_total, pull_left;
+	net_xfer_fn pull_cb;
+	void *pull_arg;
+
+	/* output queue, and completions to deliver from the kick watcher */
+	struct tsrv_frame *out_head, *out_tail;
+	struct tsrv_frame *done_head, *done_tail;
+};
+
+struct tsrv_server {
+	struct net_server base;
+	struct ev_loop *loop;
+	ev_io accept_w;
+	ev_timer accept_retry;          /* re-arms accept after EMFILE */
+	int lfd;
+	uint16_t port;
+	net_req_fn fn;
+	void *fn_arg;
+	struct tsrv_conn *conns;
+};
+
+static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why);
+static void tsrv_want_read(struct tsrv_conn *c);
+static int tsrv_staged(const struct tsrv_conn *c);
+static void tsrv_flush(struct tsrv_conn *c);
+
+/* ---------------------------------------------------------------- lifetime */
+
+/* Free a connection's memory (fd already closed). */
+static void tsrv_conn_destroy(struct tsrv_conn *c)
+{
+	struct tsrv_server *s = c->srv;
+	struct tsrv_frame *f, *nx;
+
+	ev_clear_pending(s->loop, &c->kick);
+	ev_clear_pending(s->loop, &c->rw);
+	ev_clear_pending(s->loop, &c->ww);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	for (f = c->out_head; f; f = nx) {
+		nx = f->next;
+		free(f);
+	}
+	for (f = c->done_head; f; f = nx) {
+		nx = f->next;
+		free(f);
+	}
+	free(c->pull_iov);
+	free(c->body);
+	free(c->stg);
+	free(c);
+}
+
+static void tsrv_hold(struct tsrv_conn *c)
+{
+	c->holds++;
+}
+
+/* Drop a hold; free a dead connection nobody uses any more. */
+static void tsrv_release(struct tsrv_conn *c)
+{
+	if (--c->holds == 0 && c->dead && !c->req_busy && !c->done_head)
+		tsrv_conn_destroy(c);
+}
+
+/* Queue a transfer completion to run from the kick watcher. */
+static void tsrv_defer(struct tsrv_conn *c, struct tsrv_frame *f, int rc)
+{
+	f->rc = rc;
+	f->next = NULL;
+	if (c->done_tail)
+		c->done_tail->next = f;
+	else
+		c->done_head = f;
+	c->done_tail = f;
+	ev_feed_event(c->srv->loop, &c->kick, EV_CUSTOM);
+}
+
+/* Deliver queued transfer completions. Runs from the loop, never nested. */
+static void tsrv_kick_cb(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	struct tsrv_conn *c = w->data;
+
+	tsrv_hold(c);
+	while (c->done_head) {
+		struct tsrv_frame *f = c->done_head;
+		c->done_head = f->next;
+		if (!c->done_head)
+			c->done_tail = NULL;
+		net_xfer_fn cb = f->cb;
+		void *arg = f->arg;
+		int rc = f->rc;
+		free(f);
+		if (cb)
+			cb(&c->req, rc, arg);
+	}
+	tsrv_release(c);
+}
+
+/*
+ * Close a connection: stop its watchers and close the fd, turn pending
+ * pushes and a pending pull into -EIO completions (delivered later), drop
+ * queued replies. The struct is freed once the handler lets go.
+ */
+static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why)
+{
+	struct tsrv_server *s = c->srv;
+	struct tsrv_frame *f, *nx;
+
+	if (c->dead)
+		return;
+	if (warn)
+		log_warn("net: %s: %s; closing connection", c->base.peer, why);
+	else
+		log_debug("net: %s: %s; closing connection", c->base.peer, why);
+	c->dead = 1;
+	ev_io_stop(s->loop, &c->rw);
+	ev_io_stop(s->loop, &c->ww);
+	close(c->fd);
+	c->fd = -1;
+	for (f = c->out_head; f; f = nx) {
+		nx = f->next;
+		if (f->cb)
+			tsrv_defer(c, f, -EIO);
+		else
+			free(f);
+	}
+	c->out_head = c->out_tail = NULL;
+	if (c->pull_active) {
+		c->pull_active = 0;
+		f = calloc(1, sizeof(*f));
+		if (f) {
+			f->cb = c->pull_cb;
+			f->arg = c->pull_arg;
+			tsrv_defer(c, f, -EIO);
+		} else {
+			log_err("net: %s: out of memory failing a pull", c->base.peer);
+		}
+	}
+	tsrv_hold(c);
+	tsrv_release(c);
+}
+
+/* ------------------------------------------------------------------- input */
+
+/* Make the request in c->h/c->body the handler's. */
+static void tsrv_dispatch(struct tsrv_conn *c)
+{
+	struct tsrv_server *s = c->srv;
+	struct net_sreq *r = &c->req;
+
+	memset(r, 0, sizeof(*r));
+	r->conn = &c->base;
+	r->hdr = c->h;
+	r->body = c->body;
+	r->body_len = c->h.body_len;
+	c->req_busy = 1;
+	c->in = IN_REQ;
+	NET_STAT_ADD(&s->base.st, msgs_rx, 1);
+	tsrv_want_read(c);
+	s->fn(r, s->fn_arg);
+}
+
+/* Answer the transport handshake: grant our credit limit. The one place
+ * where authentication will be checked. */
+static void tsrv_hello(struct tsrv_conn *c)
+{
+	struct tsrv_server *s = c->srv;
+	struct tsrv_frame *f = calloc(1, sizeof(*f) + sizeof(struct iovec));
+	struct proto_hdr h = { .op = PROTO_OP_NET_HELLO, .tag = c->h.tag,
+			       .credits = (uint16_t)s->base.opts.credits,
+			       .flags = PROTO_F_CTRL | PROTO_F_REPLY };
+
+	if (!f) {
+		tsrv_conn_close(c, 1, "out of memory");
+		return;
+	}
+	c->hello_done = 1;
+	proto_hdr_encode(f->hdr, &h);
+	f->cnt = 1;
+	f->iov[0] = (struct iovec){ f->hdr, PROTO_HDR_LEN };
+	if (c->out_tail)
+		c->out_tail->next = f;
+	else
+		c->out_head = f;
+	c->out_tail = f;
+	NET_STAT_ADD(&s->base.st, msgs_tx, 1);
+	tsrv_flush(c);
+}
+
+/* A whole header is in c->h: validate it and pick the next state.
+ * @return 0, or -EPROTO after closing the connection */
+static int tsrv_on_hdr(struct tsrv_conn *c)
+{
+	struct proto_hdr *h = &c->h;
+	const char *why = NULL;
+
+	if (h->flags & (PROTO_F_REPLY | PROTO_F_DATA))
+		why = "reply or data flag on a request";
+	else if (h->status != 0)
+		why = "nonzero status on a request";
+	else if (h->flags & PROTO_F_CTRL) {
+		if (h->op != PROTO_OP_NET_HELLO || c->hello_done || h->bulk_len ||
+		    h->aux || h->body_len)
+			why = "unexpected control frame";
+	} else if (!c->hello_done)
+		why = "request before handshake";
+	else if (h->op == PROTO_OP_NET_HELLO || h->op == PROTO_OP_NET_CREDIT)
+		why = "control op without control flag";
+	if (why) {
+		NET_STAT_ADD(&c->srv->base.st, rejects, 1);
+		tsrv_conn_close(c, 1, why);
+		return -EPROTO;
+	}
+	if (h->flags & PROTO_F_CTRL) {
+		tsrv_hello(c);
+		return c->dead ? -EIO : 0;
+	}
+	if (h->body_len > c->body_cap) {
+		uint32_t cap = c->body_cap ? c->body_cap : 4096;
+		while (cap < h->body_len)
+			cap *= 2;
+		if (cap > PROTO_MAX_BODY)
+			cap = PROTO_MAX_BODY;
+		uint8_t *nb = realloc(c->body, cap);
+		if (!nb) {
+			tsrv_conn_close(c, 1, "out of memory for a request body");
+			return -ENOMEM;
+		}
+		c->body = nb;
+		c->body_cap = cap;
+	}
+	c->body_got = 0;
+	c->in = IN_BODY;
+	if (h->body_len == 0)
+		tsrv_dispatch(c);
+	return 0;
+}
+
+/* Move staged bytes into the active pull's iov; complete it when full. */
+static void tsrv_pull_take(struct tsrv_conn *c, const uint8_t *src, size_t n)
+{
+	while (n > 0 && c->pull_cur < c->pull_cnt) {
+		struct iovec *v = &c->pull_iov[c->pull_cur];
+		size_t k = v->iov_len < n ? v->iov_len : n;
+		memcpy(v->iov_base, src, k);
+		v->iov_base = (uint8_t *)v->iov_base + k;
+		v->iov_len -= k;
+		src += k;
+		n -= k;
+		c->pull_left -= k;
+		if (v->iov_len == 0)
+			c->pull_cur++;
+	}
+}
+
+/* Account n bytes read directly into the pull iov. */
+static void tsrv_pull_advance(struct tsrv_conn *c, size_t n)
+{
+	c->pull_left -= n;
+	while (n > 0 && c->pull_cur < c->pull_cnt) {
+		struct iovec *v = &c->pull_iov[c->pull_cur];
+		size_t k = v->iov_len < n ? v->iov_len : n;
+		v->iov_base = (uint8_t *)v->iov_base + k;
+		v->iov_len -= k;
+		n -= k;
+		if (v->iov_len == 0)
+			c->pull_cur++;
+	}
+	while (c->pull_cur < c->pull_cnt && c->pull_iov[c->pull_cur].iov_len == 0)
+		c->pull_cur++;
+}
+
+/* The active pull is complete: account it and run its callback. */
+static void tsrv_pull_done(struct tsrv_conn *c)
+{
+	net_xfer_fn cb = c->pull_cb;
+	void *arg = c->pull_arg;
+
+	c->pull_active = 0;
+	c->req.pulled += c->pull_total;
+	NET_STAT_ADD(&c->srv->base.st, bulk_pull_bytes, c->pull_total);
+	tsrv_want_read(c);
+	cb(&c->req, 0, arg);
+}
+
+/*
+ * One input step: consume staged bytes for the current state, or read
+ * from the socket (straight into the pull iov when a large pull is active).
+ * @return 1 progress, 0 nothing to do / would block, <0 connection closed
+ */
+static int tsrv_in_step(struct tsrv_conn *c)
+{
+	struct tsrv_server *s = c->srv;
+	uint32_t avail = c->stg_len - c->stg_off;
+	ssize_t n;
+
+	switch (c->in) {
+	case IN_HDR:
+		if (avail >= PROTO_HDR_LEN) {
+			const char *why = "?";
+			int rc = proto_hdr_decode(c->stg + c->stg_off, &c->h, &why);
+			c->stg_off += PROTO_HDR_LEN;
+			if (rc) {
+				char msg[96];
+				snprintf(msg, sizeof(msg), "bad header: %s", why);
+				NET_STAT_ADD(&s->base.st, rejects, 1);
+				tsrv_conn_close(c, 1, msg);
+				return -EPROTO;
+			}
+			return tsrv_on_hdr(c) ? -EPROTO : 1;
+		}
+		break;
+	case IN_BODY:
+		if (avail > 0) {
+			uint32_t k = c->h.body_len - c->body_got;
+			if (k > avail)
+				k = avail;
+			memcpy(c->body + c->body_got, c->stg + c->stg_off, k);
+			c->stg_off += k;
+			c->body_got += k;
+			if (c->body_got == c->h.body_len)
+				tsrv_dispatch(c);
+			return 1;
+		}
+		if (c->h.body_len - c->body_got >= TSRV_DIRECT_MIN) {
+			n = recv(c->fd, c->body + c->body_got,
+				 c->h.body_len - c->body_got, 0);
+			if (n > 0) {
+				NET_STAT_ADD(&s->base.st, bytes_rx, n);
+				c->body_got += (uint32_t)n;
+				if (c->body_got == c->h.body_len)
+					tsrv_dispatch(c);
+				return 1;
+			}
+			goto out_err;
+		}
+		break;
+	case IN_REQ:
+		if (!c->pull_active)
+			return 0;
+		if (avail > 0) {
+			size_t k = avail < c->pull_left ? avail : (size_t)c->pull_left;
+			tsrv_pull_take(c, c->stg + c->stg_off, k);
+			c->stg_off += (uint32_t)k;
+			if (c->pull_left == 0)
+				tsrv_pull_done(c);
+			return 1;
+		}
+		if (c->pull_left >= TSRV_DIRECT_MIN) {
+			int cnt = c->pull_cnt - c->pull_cur;
+			n = readv(c->fd, c->pull_iov + c->pull_cur,
+				  cnt > IOV_MAX ? IOV_MAX : cnt);
+			if (n > 0) {
+				NET_STAT_ADD(&s->base.st, bytes_rx, n);
+				tsrv_pull_advance(c, (size_t)n);
+				if (c->pull_left == 0)
+					tsrv_pull_done(c);
+				return 1;
+			}
+			goto out_err;
+		}
+		break;
+	case IN_DISCARD:
+		if (avail > 0) {
+			uint32_t k = avail < c->discard_left ? avail : (uint32_t)c->discard_left;
+			c->stg_off += k;
+			c->discard_left -= k;
+			if (c->discard_left == 0)
+				c->in = IN_HDR;
+			return 1;
+		}
+		break;
+	}
+
+	/* Refill the staging buffer (compact first). */
+	if (c->stg_off > 0) {
+		memmove(c->stg, c->stg + c->stg_off, avail);
+		c->stg_off = 0;
+		c->stg_len = avail;
+	}
+	n = recv(c->fd, c->stg + c->stg_len, TSRV_STG_SIZE - c->stg_len, 0);
+	if (n > 0) {
+		NET_STAT_ADD(&s->base.st, bytes_rx, n);
+		c->stg_len += (uint32_t)n;
+		return 1;
+	}
+out_err:
+	if (n == 0) {
+		int clean = c->in == IN_HDR && c->stg_len == c->stg_off;
+		if (!clean)
+			NET_STAT_ADD(&s->base.st, conn_errors, 1);
+		tsrv_conn_close(c, 0, clean ? "peer closed" : "peer closed mid-request");
+		return -ECONNRESET;
+	}
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		return 0;
+	NET_STAT_ADD(&s->base.st, conn_errors, 1);
+	tsrv_conn_close(c, 0, strerror(errno));
+	return -EIO;
+}
+
+/* Whether the current input state can progress from staged bytes alone. */
+static int tsrv_staged(const struct tsrv_conn *c)
+{
+	uint32_t avail = c->stg_len - c->stg_off;
+
+	switch (c->in) {
+	case IN_HDR:
+		return avail >= PROTO_HDR_LEN;
+	case IN_REQ:
+		return c->pull_active && avail > 0;
+	default:
+		return avail > 0;
+	}
+}
+
+/* Readable (or fed): run input steps within a budget. */
+static void tsrv_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct tsrv_conn *c = w->data;
+
+	tsrv_hold(c);
+	/* After the budget, still drain what is staged: level-triggered
+	 * watchers would not fire again for bytes already read. */
+	for (int i = 0; !c->dead && (i < TSRV_BUDGET || tsrv_staged(c)); i++)
+		if (tsrv_in_step(c) <= 0)
+			break;
+	tsrv_release(c);
+}
+
+/* Whether input should be read now: not while a request is with the
+ * handler, unless it is pulling. Restarts processing of staged bytes. */
+static void tsrv_want_read(struct tsrv_conn *c)
+{
+	struct ev_loop *loop = c->srv->loop;
+	int want = !c->dead && (c->in != IN_REQ || c->pull_active);
+
+	if (want) {
+		if (!ev_is_active(&c->rw))
+			ev_io_start(loop, &c->rw);
+		if (tsrv_staged(c))
+			ev_feed_event(loop, &c->rw, EV_READ);
+	} else if (ev_is_active(&c->rw)) {
+		ev_io_stop(loop, &c->rw);
+	}
+}
+
+/* ------------------------------------------------------------------ output */
+
+/*
+ * Write as much of the output queue as the socket takes, gathering several
+ * frames per sendmsg. Completed pushes get their callbacks deferred.
+ */
+static void tsrv_flush(struct tsrv_conn *c)
+{
+	struct tsrv_server *s = c->srv;
+	struct iovec v[IOV_MAX];
+
+	while (c->out_head && !c->dead) {
+		int cnt = 0;
+		for (struct tsrv_frame *f = c->out_head; f && cnt < IOV_MAX; f = f->next)
+			for (int i = f->cur; i < f->cnt && cnt < IOV_MAX; i++)
+				v[cnt++] = f->iov[i];
+		struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)cnt };
+		ssize_t n = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			NET_STAT_ADD(&s->base.st, conn_errors, 1);
+			tsrv_conn_close(c, 0, strerror(errno));
+			return;
+		}
+		NET_STAT_ADD(&s->base.st, bytes_tx, n);
+		while (n >= 0 && c->out_head) {
+			struct tsrv_frame *f = c->out_head;
+			while (f->cur < f->cnt && (size_t)n >= f->iov[f->cur].iov_len) {
+				n -= (ssize_t)f->iov[f->cur].iov_len;
+				f->cur++;
+			}
+			if (f->cur < f->cnt) {
+				f->iov[f->cur].iov_base = (uint8_t *)f->iov[f->cur].iov_base + n;
+				f->iov[f->cur].iov_len -= (size_t)n;
+				break;
+			}
+			c->out_head = f->next;
+			if (!c->out_head)
+				c->out_tail = NULL;
+			if (f->cb)
+				tsrv_defer(c, f, 0);
+			else
+				free(f);
+		}
+	}
+	if (c->dead)
+		return;
+	if (c->out_head && !ev_is_active(&c->ww))
+		ev_io_start(s->loop, &c->ww);
+	else if (!c->out_head && ev_is_active(&c->ww))
+		ev_io_stop(s->loop, &c->ww);
+}
+
+static void tsrv_write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct tsrv_conn *c = w->data;
+
+	tsrv_hold(c);
+	tsrv_flush(c);
+	tsrv_release(c);
+}
+
+/* Append a frame to the output queue and try to write. */
+static void tsrv_queue(struct tsrv_conn *c, struct tsrv_frame *f)
+{
+	f->next = NULL;
+	if (c->out_tail)
+		c->out_tail->next = f;
+	else
+		c->out_head = f;
+	c->out_tail = f;
+	tsrv_flush(c);
+}
+
+/* ---------------------------------------------------------------- requests */
+
+static struct tsrv_conn *tsrv_of(struct net_sreq *r)
+{
+	return NET_CONTAINER_OF(r->conn, struct tsrv_conn, base);
+}
+
+/* Start pulling the next write bytes of r into iov. */
+static int tsrv_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
+		     net_xfer_fn cb, void *arg)
+{
+	struct tsrv_conn *c = tsrv_of(r);
+	uint64_t total;
+
+	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb ||
+	    c->pull_active || !c->req_busy)
+		return -EINVAL;
+	total = net_iov_total(iov, cnt);
+	if (total > r->hdr.bulk_len - r->pulled)
+		return -EINVAL;
+	if (c->dead || total == 0) {
+		struct tsrv_frame *f = calloc(1, sizeof(*f));
+		if (!f)
+			return -ENOMEM;
+		f->cb = cb;
+		f->arg = arg;
+		tsrv_defer(c, f, c->dead ? -EIO : 0);
+		return 0;
+	}
+	if (!c->pull_iov) {
+		c->pull_iov = malloc(NET_MAX_IOV * sizeof(*c->pull_iov));
+		if (!c->pull_iov)
+			return -ENOMEM;
+	}
+	memcpy(c->pull_iov, iov, (size_t)cnt * sizeof(*iov));
+	c->pull_cnt = cnt;
+	c->pull_cur = 0;
+	while (c->pull_cur < cnt && c->pull_iov[c->pull_cur].iov_len == 0)
+		c->pull_cur++;
+	c->pull_total = c->pull_left = total;
+	c->pull_cb = cb;
+	c->pull_arg = arg;
+	c->pull_active = 1;
+	tsrv_want_read(c);
+	return 0;
+}
+
+/* Queue a data frame carrying iov for client offset off. */
+static int tsrv_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
+		     int cnt, net_xfer_fn cb, void *arg)
+{
+	struct tsrv_conn *c = tsrv_of(r);
+	struct tsrv_server *s = c->srv;
+	struct tsrv_frame *f;
+	uint64_t total;
+
+	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb || !c->req_busy)
+		return -EINVAL;
+	total = net_iov_total(iov, cnt);
+	if (off > r->hdr.aux || total > r->hdr.aux - off)
+		return -EINVAL;
+	f = calloc(1, sizeof(*f) + (size_t)(cnt + 1) * sizeof(struct iovec));
+	if (!f)
+		return -ENOMEM;
+	f->cb = cb;
+	f->arg = arg;
+	if (c->dead) {
+		tsrv_defer(c, f, -EIO);
+		return 0;
+	}
+	struct proto_hdr h = { .op = r->hdr.op, .tag = r->hdr.tag,
+			       .flags = PROTO_F_DATA, .bulk_len = total, .aux = off };
+	proto_hdr_encode(f->hdr, &h);
+	f->iov[0] = (struct iovec){ f->hdr, PROTO_HDR_LEN };
+	memcpy(f->iov + 1, iov, (size_t)cnt * sizeof(*iov));
+	f->cnt = cnt + 1;
+	NET_STAT_ADD(&s->base.st, data_frames, 1);
+	NET_STAT_ADD(&s->base.st, bulk_push_bytes, total);
+	tsrv_hold(c);
+	tsrv_queue(c, f);
+	tsrv_release(c);
+	return 0;
+}
+
+/* After a reply: drop unpulled write data, then read the next header. */
+static void tsrv_resume_input(struct tsrv_conn *c)
+{
+	uint64_t left = c->req.hdr.bulk_len - c->req.pulled;
+
+	c->pull_active = 0;
+	c->discard_left = left;
+	c->in = left ? IN_DISCARD : IN_HDR;
+	tsrv_want_read(c);
+}
+
+/*
+ * Send the reply for r and free r. Tries to write header + body at once
+ * (no copy); only what the socket does not take is copied into a frame.
+ */
+static int tsrv_reply(struct net_sreq *r, int32_t status, const void *body,
+		      uint32_t len)
+{
+	struct tsrv_conn *c = tsrv_of(r);
+	struct tsrv_server *s = c->srv;
+	uint8_t hb[PROTO_HDR_LEN];
+	size_t sent = 0, total = PROTO_HDR_LEN + (size_t)len;
+	int rc = 0;
+
+	if (!c->req_busy)
+		return -EINVAL;
+	tsrv_hold(c);
+	c->req_busy = 0;
+	if (c->dead)
+		goto out_release;
+	if (len > PROTO_MAX_BODY || (len && !body)) {
+		log_err("net: %s: reply body of %u bytes too large", c->base.peer, len);
+		tsrv_conn_close(c, 0, "reply too large");
+		rc = -EMSGSIZE;
+		goto out_release;
+	}
+	struct proto_hdr h = { .op = r->hdr.op, .tag = r->hdr.tag, .status = status,
+			       .credits = 1, .flags = PROTO_F_REPLY, .body_len = len };
+	proto_hdr_encode(hb, &h);
+	NET_STAT_ADD(&s->base.st, msgs_tx, 1);
+	if (!c->out_head) {
+		struct iovec v[2] = { { hb, PROTO_HDR_LEN }, { (void *)body, len } };
+		struct msghdr m = { .msg_iov = v, .msg_iovlen = len ? 2 : 1 };
+		ssize_t n;
+		do
+			n = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		while (n < 0 && errno == EINTR);
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+			NET_STAT_ADD(&s->base.st, conn_errors, 1);
+			tsrv_conn_close(c, 0, strerror(errno));
+			goto out_release;
+		}
+		if (n > 0) {
+			sent = (size_t)n;
+			NET_STAT_ADD(&s->base.st, bytes_tx, n);
+		}
+	}
+	if (sent < total) {
+		size_t rest = total - sent;
+		struct tsrv_frame *f = calloc(1, sizeof(*f) + sizeof(struct iovec) + rest);
+		if (!f) {
+			tsrv_conn_close(c, 1, "out of memory queueing a reply");
+			rc = -ENOMEM;
+			goto out_release;
+		}
+		uint8_t *p = (uint8_t *)(f->iov + 1);
+		if (sent < PROTO_HDR_LEN) {
+			memcpy(p, hb + sent, PROTO_HDR_LEN - sent);
+			if (len)
+				memcpy(p + PROTO_HDR_LEN - sent, body, len);
+		} else {
+			memcpy(p, (const uint8_t *)body + (sent - PROTO_HDR_LEN), rest);
+		}
+		f->iov[0] = (struct iovec){ p, rest };
+		f->cnt = 1;
+		tsrv_queue(c, f);
+	}
+	if (!c->dead)
+		tsrv_resume_input(c);
+out_release:
+	tsrv_release(c);
+	return rc;
+}
+
+/* Close the connection of a malformed request, naming the peer. */
+static void tsrv_reject(struct net_sreq *r, const char *why)
+{
+	struct tsrv_conn *c = tsrv_of(r);
+
+	tsrv_hold(c);
+	c->req_busy = 0;
+	NET_STAT_ADD(&c->srv->base.st, rejects, 1);
+	if (!c->dead)
+		tsrv_conn_close(c, 1, why ? why : "rejected");
+	tsrv_release(c);
+}
+
+/* ----------------------------------------------------------------- accept */
+
+/* Accept every pending connection. */
+static void tsrv_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct tsrv_server *s = w->data;
+
+	for (;;) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		int one = 1;
+		int fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			/* Out of fds or memory: pause accepting for a moment
+			 * instead of spinning on a level-triggered watcher. */
+			log_warn("net: accept: %s; pausing accepts", strerror(errno));
+			ev_io_stop(loop, &s->accept_w);
+			ev_timer_start(loop, &s->accept_retry);
+			return;
+		}
+		struct tsrv_conn *c = calloc(1, sizeof(*c));
+		uint8_t *stg = malloc(TSRV_STG_SIZE);
+		if (!c || !stg) {
+			log_warn("net: out of memory accepting a connection");
+			free(c);
+			free(stg);
+			close(fd);
+			continue;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		c->base.srv = &s->base;
+		net_addr_format(&ss, c->base.peer, sizeof(c->base.peer));
+		c->srv = s;
+		c->fd = fd;
+		c->stg = stg;
+		c->in = IN_HDR;
+		ev_io_init(&c->rw, tsrv_read_cb, fd, EV_READ);
+		ev_io_init(&c->ww, tsrv_write_cb, fd, EV_WRITE);
+		ev_idle_init(&c->kick, tsrv_kick_cb);
+		c->rw.data = c->ww.data = c->kick.data = c;
+		c->next = s->conns;
+		if (s->conns)
+			s->conns->prev = c;
+		s->conns = c;
+		ev_io_start(loop, &c->rw);
+		log_debug("net: connection from %s", c->base.peer);
+	}
+}
+
+/* Resume accepting after a pause. */
+static void tsrv_accept_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct tsrv_server *s = w->data;
+
+	ev_io_start(loop, &s->accept_w);
+}
+
+/* Bind and listen on host:port (port 0 picks one). */
+static int tsrv_server_new(struct net_server **out, struct ev_loop *loop,
+			   const char *host, uint16_t port, net_req_fn fn,
+			   void *arg, const struct net_opts *o)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE };
+	struct addrinfo *res;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct tsrv_server *s;
+	char ps[8];
+	int rc, one = 1;
+
+	snprintf(ps, sizeof(ps), "%u", port);
+	if (getaddrinfo(host[0] ? host : NULL, ps, &hints, &res) != 0)
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		rc = -ENOMEM;
+		goto out_free_res;
+	}
+	s->base.ops = &tcp_server_ops;
+	s->base.opts = *o;
+	s->loop = loop;
+	s->fn = fn;
+	s->fn_arg = arg;
+	s->lfd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s->lfd < 0) {
+		rc = -errno;
+		goto out_free_s;
+	}
+	setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(s->lfd, res->ai_addr, res->ai_addrlen) < 0 ||
+	    listen(s->lfd, 256) < 0 ||
+	    getsockname(s->lfd, (struct sockaddr *)&ss, &sl) < 0) {
+		rc = -errno;
+		goto out_close_lfd;
+	}
+	s->port = ss.ss_family == AF_INET6 ?
+		ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) :
+		ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	ev_io_init(&s->accept_w, tsrv_accept_cb, s->lfd, EV_READ);
+	s->accept_w.data = s;
+	ev_timer_init(&s->accept_retry, tsrv_accept_retry_cb, 0.1, 0.);
+	s->accept_retry.data = s;
+	ev_io_start(loop, &s->accept_w);
+	freeaddrinfo(res);
+	*out = &s->base;
+	return 0;
+
+out_close_lfd:
+	close(s->lfd);
+out_free_s:
+	free(s);
+out_free_res:
+	freeaddrinfo(res);
+	return rc;
+}
+
+/* Stop listening, close and free every connection (requests dropped: the
+ * handler must not touch them afterwards). */
+static void tsrv_server_free(struct net_server *ns)
+{
+	struct tsrv_server *s = NET_CONTAINER_OF(ns, struct tsrv_server, base);
+
+	ev_io_stop(s->loop, &s->accept_w);
+	ev_timer_stop(s->loop, &s->accept_retry);
+	close(s->lfd);
+	while (s->conns) {
+		struct tsrv_conn *c = s->conns;
+		if (!c->dead) {
+			ev_io_stop(s->loop, &c->rw);
+			ev_io_stop(s->loop, &c->ww);
+			close(c->fd);
+		}
+		tsrv_conn_destroy(c);
+	}
+	free(s);
+}
+
+static uint16_t tsrv_server_port(const struct net_server *ns)
+{
+	return NET_CONTAINER_OF(ns, struct tsrv_server, base)->port;
+}
+
+const struct net_server_ops tcp_server_ops = {
+	.name = "tcp",
+	.server_new = tsrv_server_new,
+	.server_free = tsrv_server_free,
+	.server_port = tsrv_server_port,
+	.pull = tsrv_pull,
+	.push = tsrv_push,
+	.reply = tsrv_reply,
+	.reject = tsrv_reject,
+};
