@@ -1,0 +1,318 @@
+/*
+ * iod_main.c - rpfs-iod: command line, data directory and its lock, the
+ * libev loop, signals. The work is done by iod_ops (requests), iod_store
+ * (objects) and iod_buf (bulk buffers).
+ */
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "iod_buf.h"
+#include "iod_ops.h"
+#include "iod_store.h"
+#include "log.h"
+#include "net.h"
+
+#define PROG "rpfs-iod"
+
+struct iod_args {
+	char host[PROTO_MAX_HOST + 1];
+	uint16_t port;
+	const char *data;
+	int level;
+	int credits;
+};
+
+/* Print usage to stderr. */
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: " PROG " --listen HOST:PORT --data DIR [--log-level LEVEL]"
+		" [--credits N]\n");
+}
+
+/* Parse "HOST:PORT" (HOST may be "[v6addr]"). Port 0 picks a free port.
+ * @return 0 or -EINVAL */
+static int parse_hostport(const char *s, char *host, size_t cap, uint16_t *port)
+{
+	const char *colon = strrchr(s, ':');
+	const char *h = s;
+	size_t hlen;
+	char *end;
+	unsigned long p;
+
+	if (!colon || colon == s || colon[1] == '\0')
+		return -EINVAL;
+	hlen = (size_t)(colon - s);
+	if (h[0] == '[') {
+		if (hlen < 3 || h[hlen - 1] != ']')
+			return -EINVAL;
+		h++;
+		hlen -= 2;
+	} else if (memchr(h, ':', hlen)) {
+		return -EINVAL; /* an IPv6 address needs brackets */
+	}
+	if (hlen == 0 || hlen >= cap)
+		return -EINVAL;
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	if (errno || *end || p > 65535 || colon[1] == '-' || colon[1] == '+')
+		return -EINVAL;
+	memcpy(host, h, hlen);
+	host[hlen] = '\0';
+	*port = (uint16_t)p;
+	return 0;
+}
+
+/* Parse the command line; on a bad argument print why and return -EINVAL. */
+static int parse_args(int argc, char **argv, struct iod_args *a)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "data", required_argument, NULL, 'd' },
+		{ "log-level", required_argument, NULL, 'v' },
+		{ "credits", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int have_listen = 0, c;
+	char *end;
+	long n;
+
+	memset(a, 0, sizeof(*a));
+	a->level = LOG_INFO;
+	a->credits = NET_DEFAULT_CREDITS;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			if (parse_hostport(optarg, a->host, sizeof(a->host), &a->port) < 0) {
+				fprintf(stderr, PROG ": --listen: expected HOST:PORT, got \"%s\"\n",
+					optarg);
+				return -EINVAL;
+			}
+			have_listen = 1;
+			break;
+		case 'd':
+			if (!*optarg) {
+				fprintf(stderr, PROG ": --data: expected a directory, got \"\"\n");
+				return -EINVAL;
+			}
+			a->data = optarg;
+			break;
+		case 'v':
+			a->level = log_level_parse(optarg);
+			if (a->level < LOG_ERR) {
+				fprintf(stderr, PROG ": --log-level: expected err, warning, "
+					"notice, info, debug or 3..7, got \"%s\"\n", optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'c':
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || n < 1 || n > 65535) {
+				fprintf(stderr, PROG ": --credits: expected a number in "
+					"1..65535, got \"%s\"\n", optarg);
+				return -EINVAL;
+			}
+			a->credits = (int)n;
+			break;
+		case 'h':
+			usage();
+			return -ECANCELED;
+		case ':':
+			fprintf(stderr, PROG ": %s: missing argument\n", argv[optind - 1]);
+			return -EINVAL;
+		default:
+			fprintf(stderr, PROG ": %s: unknown option\n", argv[optind - 1]);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": %s: unexpected argument\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (!have_listen) {
+		fprintf(stderr, PROG ": --listen: missing (expected HOST:PORT)\n");
+		return -EINVAL;
+	}
+	if (!a->data) {
+		fprintf(stderr, PROG ": --data: missing (expected a directory)\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* mkdir -p dir (mode 0700 for what we create). @return 0 or -errno */
+static int make_dir_p(const char *dir)
+{
+	char path[PATH_MAX];
+	size_t len = strlen(dir);
+
+	if (len >= sizeof(path))
+		return -ENAMETOOLONG;
+	memcpy(path, dir, len + 1);
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Take DIR/.lock exclusively so two iods never share a data directory.
+ * @return the lock fd (kept open for the life of the process) or -errno;
+ *	-EWOULDBLOCK when another process holds it */
+static int lock_data_dir(const char *dir)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	if (snprintf(path, sizeof(path), "%s/.lock", dir) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
+	if (ftruncate(fd, 0) == 0)
+		dprintf(fd, "%ld\n", (long)getpid());
+	return fd;
+}
+
+/* Raise the open-file limit to its hard maximum: the fd cache and many
+ * client connections both need fds. Failure is harmless. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/* SIGTERM/SIGINT: leave the loop for a clean shutdown. */
+static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	log_notice("signal %d: shutting down", w->signum);
+	ev_break(loop, EVBREAK_ALL);
+}
+
+/* Parse arguments, set up the data directory, store, buffer zones and
+ * server, run the loop until SIGTERM/SIGINT, then tear down in reverse.
+ * Exit 0 after a clean shutdown, 1 on a start-up failure, 2 on bad args. */
+int main(int argc, char **argv)
+{
+	struct iod_args a;
+	struct iod_buf_config bc;
+	struct iod_buf_pool *pool;
+	struct iod_store *st;
+	struct iod_ops *ops;
+	struct net_server *srv;
+	struct net_opts no;
+	struct ev_loop *loop;
+	ev_signal sigterm_w, sigint_w;
+	int rc, lockfd, status = 1;
+
+	rc = parse_args(argc, argv, &a);
+	if (rc == -ECANCELED)
+		return 0;
+	if (rc < 0) {
+		usage();
+		return 2;
+	}
+	log_init(PROG, a.level);
+	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
+
+	rc = make_dir_p(a.data);
+	if (rc < 0) {
+		log_err("--data %s: cannot create: %s", a.data, strerror(-rc));
+		return 1;
+	}
+	lockfd = lock_data_dir(a.data);
+	if (lockfd == -EWOULDBLOCK) {
+		log_err("--data %s: in use by another rpfs-iod (%s/.lock is locked)",
+			a.data, a.data);
+		return 1;
+	}
+	if (lockfd < 0) {
+		log_err("--data %s: cannot lock %s/.lock: %s", a.data, a.data,
+			strerror(-lockfd));
+		return 1;
+	}
+	loop = ev_default_loop(0);
+	if (!loop) {
+		log_err("cannot initialise the event loop");
+		goto out_close_lock;
+	}
+	iod_buf_config_default(&bc);
+	rc = iod_buf_pool_new(&pool, &bc);
+	if (rc < 0) {
+		log_err("cannot allocate the buffer zones: %s", strerror(-rc));
+		goto out_close_lock;
+	}
+	rc = iod_store_open(&st, a.data, IOD_STORE_DEFAULT_FDS);
+	if (rc < 0) {
+		log_err("--data %s: %s", a.data, strerror(-rc));
+		goto out_free_pool;
+	}
+	rc = iod_ops_new(&ops, loop, st, pool);
+	if (rc < 0) {
+		log_err("cannot set up the request handler: %s", strerror(-rc));
+		goto out_close_store;
+	}
+	net_opts_default(&no);
+	no.credits = a.credits;
+	rc = net_server_new(&srv, loop, a.host, a.port, iod_ops_handle, ops, &no);
+	if (rc < 0) {
+		log_err("--listen %s:%u: %s", a.host, a.port, strerror(-rc));
+		goto out_free_ops;
+	}
+	ev_signal_init(&sigterm_w, on_signal, SIGTERM);
+	ev_signal_start(loop, &sigterm_w);
+	ev_signal_init(&sigint_w, on_signal, SIGINT);
+	ev_signal_start(loop, &sigint_w);
+
+	if (strchr(a.host, ':'))
+		log_notice("ready: listening on [%s]:%u, data %s", a.host,
+			   net_server_port(srv), a.data);
+	else
+		log_notice("ready: listening on %s:%u, data %s", a.host,
+			   net_server_port(srv), a.data);
+	ev_run(loop, 0);
+
+	ev_signal_stop(loop, &sigint_w);
+	ev_signal_stop(loop, &sigterm_w);
+	status = 0;
+	net_server_free(srv);
+out_free_ops:
+	iod_ops_free(ops);
+out_close_store:
+	iod_store_close(st);
+out_free_pool:
+	iod_buf_pool_free(pool);
+out_close_lock:
+	close(lockfd);
+	return status;
+}

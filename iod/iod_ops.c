@@ -1,0 +1,573 @@
+/*
+ * iod_ops.c - the iod request handler.
+ *
+ * Each request gets a context from a free list (with room for
+ * PROTO_MAX_SEGS file segments). IO_WRITE and IO_READ move their bulk data
+ * in transfer units of min(2 MiB, max(64 KiB, half the request)), rounded
+ * down to a power of two, through at most two pooled buffers ("slots"):
+ * while one slot's unit is on the network the other's is on disk. Disk I/O
+ * is synchronous in the loop thread (page cache). Pull and push completions
+ * may run inside net_sreq_pull/push or later from the loop; the request is
+ * driven by one re-entrancy-guarded function, req_advance().
+ */
+#include "iod_ops.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "proto.h"
+
+#define OPS_FREE_KEEP 64 /* idle contexts kept for reuse */
+
+/* Life of a request. */
+enum req_state {
+	REQ_RUNNING = 0, /* transferring: disk work or pulls/pushes under way */
+	REQ_WAIT_BUF,    /* holds no buffer; queued in the pool for one */
+	REQ_READY,       /* handed a buffer; queued for a deferred resume */
+	REQ_DONE,        /* replied; the context is back on the free list */
+};
+
+/* Life of one of a request's two buffers. */
+enum slot_state {
+	SLOT_EMPTY = 0, /* no buffer attached */
+	SLOT_IDLE,      /* buffer attached, not in use */
+	SLOT_PULLING,   /* net_sreq_pull filling it (write) */
+	SLOT_FULL,      /* pulled data waiting to go to disk (write) */
+	SLOT_PUSHING,   /* net_sreq_push sending it (read) */
+};
+
+struct io_req;
+
+/* A transfer buffer of one request (loop thread only, as every field). */
+struct slot {
+	struct io_req *req;
+	enum slot_state st;
+	struct iod_buf buf;
+	struct iovec iov;  /* what is being pulled/pushed; stays valid meanwhile */
+	uint64_t off;      /* offset of this unit within the request's bulk */
+	size_t len;        /* bytes of this unit */
+};
+
+/* Per-request state (loop thread only, as every field). */
+struct io_req {
+	struct iod_ops *ops;
+	struct net_sreq *r;
+	enum req_state state;
+	uint16_t op;
+	struct proto_ioreq q;
+	uint64_t total;      /* bulk bytes: bulk_len (write) or aux (read) */
+	size_t unit;         /* transfer unit */
+	uint64_t net_off;    /* write: bytes asked of net_sreq_pull so far */
+	uint64_t disk_off;   /* bytes done on disk (write) / read from disk (read) */
+	uint32_t seg;        /* disk cursor: segment index ... */
+	uint64_t seg_off;    /* ... and offset within it */
+	int inflight;        /* pulls or pushes not yet completed */
+	int err;             /* first error, 0 or -errno */
+	int busy, again;     /* req_advance re-entrancy guard */
+	struct slot slot[2];
+	struct iod_buf_waiter waiter;
+	struct io_req *next, *prev; /* live list, or free list via next */
+	struct io_req *ready_next;  /* deferred resume queue */
+	struct proto_seg segs[PROTO_MAX_SEGS];
+};
+
+struct iod_ops {
+	struct ev_loop *loop;
+	struct iod_store *st;
+	struct iod_buf_pool *pool;
+	struct io_req *live;        /* requests in flight (loop thread only) */
+	struct io_req *free;        /* idle contexts (loop thread only) */
+	unsigned nfree;
+	struct io_req *ready_head, *ready_tail; /* resumes to run from idle */
+	ev_idle resume_w;           /* runs the deferred resumes */
+};
+
+static void req_advance(struct io_req *q);
+static void resume_cb(struct ev_loop *loop, ev_idle *w, int revents);
+
+/* Allocate the handler and its (high priority) resume watcher. */
+int iod_ops_new(struct iod_ops **out, struct ev_loop *loop,
+		struct iod_store *st, struct iod_buf_pool *pool)
+{
+	struct iod_ops *ops = calloc(1, sizeof(*ops));
+
+	if (!ops)
+		return -ENOMEM;
+	ops->loop = loop;
+	ops->st = st;
+	ops->pool = pool;
+	ev_idle_init(&ops->resume_w, resume_cb);
+	ev_set_priority(&ops->resume_w, EV_MAXPRI);
+	ops->resume_w.data = ops;
+	*out = ops;
+	return 0;
+}
+
+/* Return every buffer a request holds to the pool (may wake waiters). */
+static void req_release_bufs(struct io_req *q)
+{
+	for (int i = 0; i < 2; i++) {
+		if (q->slot[i].st != SLOT_EMPTY) {
+			q->slot[i].st = SLOT_EMPTY;
+			iod_buf_put(q->ops->pool, &q->slot[i].buf);
+		}
+	}
+}
+
+/* Abandon live requests (the server already dropped them), free contexts. */
+void iod_ops_free(struct iod_ops *ops)
+{
+	struct io_req *q, *n;
+
+	if (!ops)
+		return;
+	ev_idle_stop(ops->loop, &ops->resume_w);
+	for (q = ops->live; q; q = q->next)
+		iod_buf_cancel(ops->pool, &q->waiter);
+	for (q = ops->live; q; q = n) {
+		n = q->next;
+		if (q->state == REQ_READY)
+			iod_buf_put(ops->pool, &q->waiter.buf);
+		req_release_bufs(q);
+		free(q);
+	}
+	for (q = ops->free; q; q = n) {
+		n = q->next;
+		free(q);
+	}
+	free(ops);
+}
+
+/* Take a context from the free list (or malloc one: ~17 KiB, only until the
+ * list covers the peak concurrency) and link it into the live list. */
+static struct io_req *req_get(struct iod_ops *ops, struct net_sreq *r)
+{
+	struct io_req *q = ops->free;
+
+	if (q) {
+		ops->free = q->next;
+		ops->nfree--;
+	} else {
+		q = malloc(sizeof(*q));
+		if (!q)
+			return NULL;
+	}
+	memset(q, 0, offsetof(struct io_req, segs));
+	q->ops = ops;
+	q->r = r;
+	q->slot[0].req = q;
+	q->slot[1].req = q;
+	q->next = ops->live;
+	if (ops->live)
+		ops->live->prev = q;
+	ops->live = q;
+	return q;
+}
+
+/* Unlink from the live list and keep the context for reuse. */
+static void req_put(struct io_req *q)
+{
+	struct iod_ops *ops = q->ops;
+
+	if (q->prev)
+		q->prev->next = q->next;
+	else
+		ops->live = q->next;
+	if (q->next)
+		q->next->prev = q->prev;
+	q->state = REQ_DONE;
+	if (ops->nfree >= OPS_FREE_KEEP) {
+		free(q);
+		return;
+	}
+	q->next = ops->free;
+	ops->free = q;
+	ops->nfree++;
+}
+
+/* Release buffers, send the reply (or just free r after a transport
+ * failure), recycle the context. */
+static void req_finish(struct io_req *q, int32_t status, const void *body,
+		       uint32_t len)
+{
+	struct net_sreq *r = q->r;
+
+	req_release_bufs(q);
+	if (status < 0 && status != -ENOENT)
+		log_debug("%s ino %llu from %s: %s", proto_op_name(q->op),
+			  (unsigned long long)q->q.ino, net_sconn_peer(r->conn),
+			  strerror(-status));
+	req_put(q);
+	net_sreq_reply(r, status, body, len);
+}
+
+/* Pool hand-off: the buffer now belongs to the request; resume it from the
+ * loop, not from inside whoever released the buffer. */
+static void req_wake(struct iod_buf_waiter *w)
+{
+	struct io_req *q = w->arg;
+	struct iod_ops *ops = q->ops;
+
+	q->state = REQ_READY;
+	q->ready_next = NULL;
+	if (ops->ready_tail)
+		ops->ready_tail->ready_next = q;
+	else
+		ops->ready_head = q;
+	ops->ready_tail = q;
+	ev_idle_start(ops->loop, &ops->resume_w);
+}
+
+/* Run the deferred resumes queued by req_wake. */
+static void resume_cb(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	struct iod_ops *ops = w->data;
+	struct io_req *q;
+
+	ev_idle_stop(loop, w);
+	while ((q = ops->ready_head)) {
+		ops->ready_head = q->ready_next;
+		if (!ops->ready_head)
+			ops->ready_tail = NULL;
+		q->slot[0].buf = q->waiter.buf;
+		q->slot[0].st = SLOT_IDLE;
+		q->state = REQ_RUNNING;
+		req_advance(q);
+	}
+}
+
+/* Transfer unit for a request of total bytes: half of it, rounded down to a
+ * power of two, within [64 KiB, 2 MiB]. */
+static size_t unit_for(uint64_t total)
+{
+	size_t u = IOD_BUF_MIN;
+
+	while (u < IOD_BUF_MAX && (uint64_t)u * 2 <= total / 2)
+		u *= 2;
+	return u;
+}
+
+/*
+ * Find a slot ready to carry the next unit: an idle one, else an empty one
+ * that gets a fresh buffer. When the request holds no buffer at all and the
+ * pool is dry, it queues for one (REQ_WAIT_BUF) and returns NULL; when it
+ * holds one that is busy, it just waits for that one. Cost: O(zones).
+ */
+static struct slot *slot_acquire(struct io_req *q, uint64_t left)
+{
+	struct slot *empty = NULL;
+	int held = 0;
+	size_t want = q->unit < left ? q->unit : (size_t)left;
+
+	for (int i = 0; i < 2; i++) {
+		if (q->slot[i].st == SLOT_IDLE)
+			return &q->slot[i];
+		if (q->slot[i].st == SLOT_EMPTY)
+			empty = &q->slot[i];
+		else
+			held++;
+	}
+	if (!empty)
+		return NULL;
+	if (iod_buf_get(q->ops->pool, want, &empty->buf) == 0) {
+		empty->st = SLOT_IDLE;
+		return empty;
+	}
+	if (!held) {
+		q->state = REQ_WAIT_BUF;
+		q->waiter.fn = req_wake;
+		q->waiter.arg = q;
+		iod_buf_wait(q->ops->pool, &q->waiter);
+	}
+	return NULL;
+}
+
+/*
+ * Move len bytes between buf and the object along the segment list,
+ * starting at the disk cursor, and advance it. Units are consumed in bulk
+ * order, so the cursor only moves forward. Cost: one pwrite/pread per
+ * segment piece.
+ */
+static int disk_xfer(struct io_req *q, uint8_t *buf, size_t len, int write)
+{
+	while (len) {
+		const struct proto_seg *sg = &q->segs[q->seg];
+		uint64_t n = sg->len - q->seg_off;
+		int rc;
+
+		if (n > len)
+			n = len;
+		if (write)
+			rc = iod_store_write(q->ops->st, q->q.ino, sg->off + q->seg_off,
+					     buf, (size_t)n);
+		else
+			rc = iod_store_read(q->ops->st, q->q.ino, sg->off + q->seg_off,
+					    buf, (size_t)n);
+		if (rc < 0)
+			return rc;
+		buf += n;
+		len -= (size_t)n;
+		q->seg_off += n;
+		if (q->seg_off == sg->len) {
+			q->seg++;
+			q->seg_off = 0;
+		}
+	}
+	return 0;
+}
+
+/* Pull completion: the slot's unit is in (or the connection failed). */
+static void pull_done(struct net_sreq *r, int rc, void *arg)
+{
+	struct slot *s = arg;
+	struct io_req *q = s->req;
+
+	q->inflight--;
+	if (rc < 0) {
+		s->st = SLOT_IDLE;
+		if (!q->err)
+			q->err = rc;
+	} else {
+		s->st = SLOT_FULL;
+	}
+	req_advance(q);
+}
+
+/* Push completion: the slot's buffer may be reused. */
+static void push_done(struct net_sreq *r, int rc, void *arg)
+{
+	struct slot *s = arg;
+	struct io_req *q = s->req;
+
+	q->inflight--;
+	s->st = SLOT_IDLE;
+	if (rc < 0 && !q->err)
+		q->err = rc;
+	req_advance(q);
+}
+
+/*
+ * One step of an IO_WRITE. Pulls go one at a time, in order; a new pull is
+ * started before the previous unit is written, so the network fills one
+ * slot while the disk drains the other.
+ * @return 1 progress made, 0 nothing to do now, -1 request finished
+ */
+static int write_step(struct io_req *q)
+{
+	struct slot *s, *full = NULL;
+
+	if (q->err) {
+		if (q->inflight)
+			return 0;
+		req_finish(q, q->err, NULL, 0);
+		return -1;
+	}
+	if (!q->inflight && q->net_off < q->total && q->state == REQ_RUNNING &&
+	    (s = slot_acquire(q, q->total - q->net_off))) {
+		uint64_t left = q->total - q->net_off;
+		int rc;
+
+		s->len = s->buf.size < q->unit ? s->buf.size : q->unit;
+		if (s->len > left)
+			s->len = (size_t)left;
+		s->off = q->net_off;
+		s->iov.iov_base = s->buf.p;
+		s->iov.iov_len = s->len;
+		s->st = SLOT_PULLING;
+		q->net_off += s->len;
+		q->inflight++;
+		rc = net_sreq_pull(q->r, &s->iov, 1, pull_done, s);
+		if (rc < 0) {
+			q->inflight--;
+			s->st = SLOT_IDLE;
+			q->err = rc;
+		}
+		return 1;
+	}
+	for (int i = 0; i < 2; i++)
+		if (q->slot[i].st == SLOT_FULL &&
+		    (!full || q->slot[i].off < full->off))
+			full = &q->slot[i];
+	if (full) {
+		int rc = disk_xfer(q, full->buf.p, full->len, 1);
+
+		full->st = SLOT_IDLE;
+		q->disk_off += full->len;
+		if (rc < 0)
+			q->err = rc;
+		return 1;
+	}
+	if (q->disk_off == q->total && !q->inflight) {
+		req_finish(q, 0, NULL, 0);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * One step of an IO_READ: read the next unit from disk into an idle slot
+ * and push it at its offset in the client's memory; up to two pushes are in
+ * flight, so disk reads overlap the sending of the previous unit.
+ * @return 1 progress made, 0 nothing to do now, -1 request finished
+ */
+static int read_step(struct io_req *q)
+{
+	struct slot *s;
+
+	if (q->err) {
+		if (q->inflight)
+			return 0;
+		req_finish(q, q->err, NULL, 0);
+		return -1;
+	}
+	if (q->disk_off < q->total && q->state == REQ_RUNNING &&
+	    (s = slot_acquire(q, q->total - q->disk_off))) {
+		uint64_t left = q->total - q->disk_off;
+		int rc;
+
+		s->len = s->buf.size < q->unit ? s->buf.size : q->unit;
+		if (s->len > left)
+			s->len = (size_t)left;
+		rc = disk_xfer(q, s->buf.p, s->len, 0);
+		if (rc < 0) {
+			q->err = rc;
+			return 1;
+		}
+		s->off = q->disk_off;
+		s->iov.iov_base = s->buf.p;
+		s->iov.iov_len = s->len;
+		s->st = SLOT_PUSHING;
+		q->disk_off += s->len;
+		q->inflight++;
+		rc = net_sreq_push(q->r, s->off, &s->iov, 1, push_done, s);
+		if (rc < 0) {
+			q->inflight--;
+			s->st = SLOT_IDLE;
+			q->err = rc;
+		}
+		return 1;
+	}
+	if (q->disk_off == q->total && !q->inflight) {
+		req_finish(q, 0, NULL, 0);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Drive a bulk request as far as it can go now. Completions that run while
+ * we are inside (synchronous pull/push callbacks) only note their result
+ * and ask for another pass, so the state is never changed under our feet.
+ */
+static void req_advance(struct io_req *q)
+{
+	if (q->busy) {
+		q->again = 1;
+		return;
+	}
+	q->busy = 1;
+	for (;;) {
+		int rc;
+
+		q->again = 0;
+		rc = q->op == PROTO_OP_IO_WRITE ? write_step(q) : read_step(q);
+		if (rc < 0)
+			return; /* finished: q is recycled, don't touch it */
+		if (rc == 0 && !q->again)
+			break;
+	}
+	q->busy = 0;
+}
+
+/* Serve the small ops synchronously and reply. */
+static void req_simple(struct io_req *q)
+{
+	struct iod_ops *ops = q->ops;
+	uint8_t body[128];
+	struct wbuf w;
+	struct proto_statfs sf;
+	int rc;
+
+	switch (q->op) {
+	case PROTO_OP_IO_TRUNCATE:
+		rc = iod_store_truncate(ops->st, q->q.ino, q->q.size);
+		break;
+	case PROTO_OP_IO_REMOVE:
+		rc = iod_store_remove(ops->st, q->q.ino);
+		break;
+	case PROTO_OP_IO_FSYNC:
+		rc = iod_store_fsync(ops->st, q->q.ino, q->q.flags & 1);
+		break;
+	case PROTO_OP_IO_STATFS:
+		rc = iod_store_statfs(ops->st, &sf);
+		if (rc < 0)
+			break;
+		wb_init(&w, body, sizeof(body));
+		rc = proto_statfs_encode(&w, &sf);
+		if (rc == 0 && w.err)
+			rc = w.err;
+		if (rc < 0)
+			break;
+		req_finish(q, 0, body, (uint32_t)w.len);
+		return;
+	default:
+		rc = -EOPNOTSUPP;
+		break;
+	}
+	req_finish(q, rc, NULL, 0);
+}
+
+/*
+ * net_req_fn: decode the request and start it. Malformed bodies close the
+ * connection (reject); unknown ops get -EOPNOTSUPP; a context allocation
+ * failure gets -ENOMEM.
+ */
+void iod_ops_handle(struct net_sreq *r, void *arg)
+{
+	struct iod_ops *ops = arg;
+	uint16_t op = r->hdr.op;
+	const char *why = "malformed body";
+	struct io_req *q;
+	uint64_t expect;
+	int rc;
+
+	if (op < PROTO_OP_IO_READ || op >= PROTO_OP_IO_LAST) {
+		log_debug("%s from %s: not an iod op", proto_op_name(op),
+			  net_sconn_peer(r->conn));
+		net_sreq_reply(r, -EOPNOTSUPP, NULL, 0);
+		return;
+	}
+	q = req_get(ops, r);
+	if (!q) {
+		net_sreq_reply(r, -ENOMEM, NULL, 0);
+		return;
+	}
+	q->op = op;
+	expect = op == PROTO_OP_IO_READ ? r->hdr.aux :
+		 op == PROTO_OP_IO_WRITE ? r->hdr.bulk_len : 0;
+	rc = proto_ioreq_decode(r->body, r->body_len, op, expect, &q->q,
+				q->segs, &why);
+	if (rc == -EOPNOTSUPP) {
+		req_finish(q, -EOPNOTSUPP, NULL, 0);
+		return;
+	}
+	if (rc < 0) {
+		req_put(q);
+		net_sreq_reject(r, why ? why : "malformed body");
+		return;
+	}
+	if (op != PROTO_OP_IO_READ && op != PROTO_OP_IO_WRITE) {
+		req_simple(q);
+		return;
+	}
+	q->total = expect;
+	q->unit = unit_for(expect);
+	log_debug("%s ino %llu: %u segs, %llu bytes, unit %zu",
+		  proto_op_name(op), (unsigned long long)q->q.ino, q->q.nsegs,
+		  (unsigned long long)expect, q->unit);
+	req_advance(q);
+}

@@ -1,0 +1,38 @@
+/*
+ * iod_ops.h - the iod request handler: decodes IO_* requests and runs them
+ * against the object store, moving bulk data through pooled buffers with
+ * double-buffered pipelining (pull/push of unit i+1 overlaps the disk I/O
+ * of unit i).
+ *
+ * Loop thread only.
+ */
+#ifndef RPFS_IOD_OPS_H
+#define RPFS_IOD_OPS_H
+
+#include "iod_buf.h"
+#include "iod_store.h"
+#include "net.h"
+
+struct ev_loop;
+struct iod_ops;
+
+/**
+ * Create the handler state.
+ * @param[in] loop the loop the server runs in (for deferred resumes)
+ * @param[in] st the object store (borrowed)
+ * @param[in] pool the buffer pool (borrowed)
+ * @return 0, -ENOMEM
+ */
+int iod_ops_new(struct iod_ops **out, struct ev_loop *loop,
+		struct iod_store *st, struct iod_buf_pool *pool);
+
+/**
+ * Free the handler. Call after net_server_free(): requests still in flight
+ * are abandoned (their buffers go back to the pool, nothing is replied).
+ */
+void iod_ops_free(struct iod_ops *ops);
+
+/** The net_req_fn to pass to net_server_new() with arg = the iod_ops. */
+void iod_ops_handle(struct net_sreq *r, void *arg);
+
+#endif

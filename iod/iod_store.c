@@ -1,0 +1,381 @@
+/* iod_store.c - stripe objects on the local file system, fd cache (LRU). */
+#include "iod_store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define NIL UINT32_MAX
+
+/* One cached open object. */
+struct fd_ent {
+	uint64_t ino;       /* object id (loop thread only, as every field) */
+	int fd;             /* -1 when the slot is free */
+	uint32_t hnext;     /* hash chain */
+	uint32_t prev, next;/* LRU list, head = most recent */
+};
+
+struct iod_store {
+	char *dir;          /* data directory (loop thread only, as every field) */
+	int objfd;          /* dir/objects */
+	struct fd_ent *ent; /* max_fds slots */
+	unsigned max_fds;
+	unsigned nused;     /* slots holding an fd */
+	uint32_t *bucket;   /* hash heads, nbucket (power of two) */
+	uint32_t nbucket;
+	uint32_t lru_head, lru_tail;
+	uint32_t free_head; /* free slots, chained through next */
+};
+
+/* Fibonacci hash of ino into the bucket table. */
+static uint32_t st_hash(const struct iod_store *st, uint64_t ino)
+{
+	return (uint32_t)((ino * 0x9e3779b97f4a7c15ull) >> 32) & (st->nbucket - 1);
+}
+
+/* Make dir/objects and allocate the cache tables. */
+int iod_store_open(struct iod_store **out, const char *dir, unsigned max_fds)
+{
+	struct iod_store *st;
+	int rc, dfd;
+
+	if (!dir || !*dir || max_fds == 0 || max_fds > 65536)
+		return -EINVAL;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->objfd = -1;
+	st->max_fds = max_fds;
+	st->dir = strdup(dir);
+	st->ent = calloc(max_fds, sizeof(*st->ent));
+	st->nbucket = 1;
+	while (st->nbucket < 2 * max_fds)
+		st->nbucket <<= 1;
+	st->bucket = malloc(sizeof(*st->bucket) * st->nbucket);
+	if (!st->dir || !st->ent || !st->bucket) {
+		rc = -ENOMEM;
+		goto out_free_st;
+	}
+	for (uint32_t i = 0; i < st->nbucket; i++)
+		st->bucket[i] = NIL;
+	for (unsigned i = 0; i < max_fds; i++) {
+		st->ent[i].fd = -1;
+		st->ent[i].next = i + 1 < max_fds ? i + 1 : NIL;
+	}
+	st->free_head = 0;
+	st->lru_head = st->lru_tail = NIL;
+
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		rc = -errno;
+		goto out_free_st;
+	}
+	if (mkdirat(dfd, "objects", 0700) < 0 && errno != EEXIST) {
+		rc = -errno;
+		goto out_close_dfd;
+	}
+	st->objfd = openat(dfd, "objects", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (st->objfd < 0) {
+		rc = -errno;
+		goto out_close_dfd;
+	}
+	close(dfd);
+	*out = st;
+	return 0;
+
+out_close_dfd:
+	close(dfd);
+out_free_st:
+	free(st->bucket);
+	free(st->ent);
+	free(st->dir);
+	free(st);
+	return rc;
+}
+
+/* Close every cached fd, then the objects dir, then free. */
+void iod_store_close(struct iod_store *st)
+{
+	if (!st)
+		return;
+	for (unsigned i = 0; i < st->max_fds; i++)
+		if (st->ent[i].fd >= 0)
+			close(st->ent[i].fd);
+	if (st->objfd >= 0)
+		close(st->objfd);
+	free(st->bucket);
+	free(st->ent);
+	free(st->dir);
+	free(st);
+}
+
+/* Number of open fds in the cache. */
+unsigned iod_store_cached(const struct iod_store *st)
+{
+	return st->nused;
+}
+
+/* Unlink slot i from the LRU list. */
+static void lru_unlink(struct iod_store *st, uint32_t i)
+{
+	struct fd_ent *e = &st->ent[i];
+
+	if (e->prev != NIL)
+		st->ent[e->prev].next = e->next;
+	else
+		st->lru_head = e->next;
+	if (e->next != NIL)
+		st->ent[e->next].prev = e->prev;
+	else
+		st->lru_tail = e->prev;
+}
+
+/* Put slot i at the head (most recently used). */
+static void lru_push_head(struct iod_store *st, uint32_t i)
+{
+	struct fd_ent *e = &st->ent[i];
+
+	e->prev = NIL;
+	e->next = st->lru_head;
+	if (st->lru_head != NIL)
+		st->ent[st->lru_head].prev = i;
+	else
+		st->lru_tail = i;
+	st->lru_head = i;
+}
+
+/* Find ino's slot, or NIL. Cost: O(chain). */
+static uint32_t cache_find(struct iod_store *st, uint64_t ino)
+{
+	for (uint32_t i = st->bucket[st_hash(st, ino)]; i != NIL; i = st->ent[i].hnext)
+		if (st->ent[i].ino == ino)
+			return i;
+	return NIL;
+}
+
+/* Drop slot i: close its fd, unhash it, return it to the free list. */
+static void cache_drop(struct iod_store *st, uint32_t i)
+{
+	struct fd_ent *e = &st->ent[i];
+	uint32_t *pp = &st->bucket[st_hash(st, e->ino)];
+
+	while (*pp != i)
+		pp = &st->ent[*pp].hnext;
+	*pp = e->hnext;
+	lru_unlink(st, i);
+	close(e->fd);
+	e->fd = -1;
+	e->next = st->free_head;
+	st->free_head = i;
+	st->nused--;
+}
+
+/* Insert an open fd for ino, evicting the least recently used if full. */
+static void cache_insert(struct iod_store *st, uint64_t ino, int fd)
+{
+	uint32_t i, h;
+
+	if (st->free_head == NIL)
+		cache_drop(st, st->lru_tail);
+	i = st->free_head;
+	st->free_head = st->ent[i].next;
+	st->ent[i].ino = ino;
+	st->ent[i].fd = fd;
+	h = st_hash(st, ino);
+	st->ent[i].hnext = st->bucket[h];
+	st->bucket[h] = i;
+	lru_push_head(st, i);
+	st->nused++;
+}
+
+/* "XX/YY/<16 hex>" relative to objects/: XX low byte of ino, YY the next. */
+static void obj_path(char *buf, size_t cap, uint64_t ino)
+{
+	snprintf(buf, cap, "%02x/%02x/%016llx", (unsigned)(ino & 0xff),
+		 (unsigned)((ino >> 8) & 0xff), (unsigned long long)ino);
+}
+
+/* Create objects/XX and objects/XX/YY for ino if they are missing. */
+static int make_dirs(struct iod_store *st, uint64_t ino)
+{
+	char d[8];
+
+	snprintf(d, sizeof(d), "%02x", (unsigned)(ino & 0xff));
+	if (mkdirat(st->objfd, d, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	snprintf(d, sizeof(d), "%02x/%02x", (unsigned)(ino & 0xff),
+		 (unsigned)((ino >> 8) & 0xff));
+	if (mkdirat(st->objfd, d, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/*
+ * Return an fd for object ino: from the cache (moved to the LRU head), or
+ * opened now (creating it and its directories when create is set). Running
+ * out of fds evicts cached ones and retries. Cost: a hash lookup on a hit,
+ * an openat (plus maybe two mkdirat) on a miss.
+ * @return fd >= 0, -ENOENT missing and !create, other -errno
+ */
+static int obj_fd(struct iod_store *st, uint64_t ino, int create)
+{
+	char path[64];
+	uint32_t i = cache_find(st, ino);
+	int fd, dirs_made = 0;
+
+	if (i != NIL) {
+		lru_unlink(st, i);
+		lru_push_head(st, i);
+		return st->ent[i].fd;
+	}
+	obj_path(path, sizeof(path), ino);
+	for (;;) {
+		fd = openat(st->objfd, path,
+			    O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+		if (fd >= 0)
+			break;
+		if (errno == ENOENT && create && !dirs_made) {
+			int rc = make_dirs(st, ino);
+			if (rc < 0)
+				return rc;
+			dirs_made = 1;
+			continue;
+		}
+		if ((errno == EMFILE || errno == ENFILE) && st->nused > 0) {
+			cache_drop(st, st->lru_tail);
+			continue;
+		}
+		return -errno;
+	}
+	cache_insert(st, ino, fd);
+	return fd;
+}
+
+/* pwrite loop over short writes; creates the object. */
+int iod_store_write(struct iod_store *st, uint64_t ino, uint64_t off,
+		    const void *buf, size_t len)
+{
+	const char *p = buf;
+	int fd = obj_fd(st, ino, 1);
+
+	if (fd < 0)
+		return fd;
+	if (off > (uint64_t)INT64_MAX - len)
+		return -EFBIG;
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* pread loop; zero-fills from the first EOF (holes, missing object). */
+int iod_store_read(struct iod_store *st, uint64_t ino, uint64_t off,
+		   void *buf, size_t len)
+{
+	char *p = buf;
+	int fd = obj_fd(st, ino, 0);
+
+	if (fd == -ENOENT) {
+		memset(buf, 0, len);
+		return 0;
+	}
+	if (fd < 0)
+		return fd;
+	if (off > (uint64_t)INT64_MAX - len) {
+		memset(buf, 0, len);
+		return 0;
+	}
+	while (len) {
+		ssize_t n = pread(fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0) {
+			memset(p, 0, len);
+			break;
+		}
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* ftruncate through the cache, creating the object if needed. */
+int iod_store_truncate(struct iod_store *st, uint64_t ino, uint64_t size)
+{
+	int fd;
+
+	if (size > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	fd = obj_fd(st, ino, 1);
+	if (fd < 0)
+		return fd;
+	if (ftruncate(fd, (off_t)size) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Drop the cached fd first so no stale fd outlives the name, then unlink. */
+int iod_store_remove(struct iod_store *st, uint64_t ino)
+{
+	char path[64];
+	uint32_t i = cache_find(st, ino);
+
+	if (i != NIL)
+		cache_drop(st, i);
+	obj_path(path, sizeof(path), ino);
+	if (unlinkat(st->objfd, path, 0) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+/* fsync/fdatasync the object; a missing object has nothing to flush. */
+int iod_store_fsync(struct iod_store *st, uint64_t ino, int datasync)
+{
+	int fd = obj_fd(st, ino, 0);
+
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	if ((datasync ? fdatasync(fd) : fsync(fd)) < 0)
+		return -errno;
+	return 0;
+}
+
+/* statvfs of the data directory, in fragment-size blocks. */
+int iod_store_statfs(struct iod_store *st, struct proto_statfs *out)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(st->objfd, &sv) < 0)
+		return -errno;
+	out->bsize = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
+	out->blocks = sv.f_blocks;
+	out->bfree = sv.f_bfree;
+	out->bavail = sv.f_bavail;
+	out->files = sv.f_files;
+	out->ffree = sv.f_ffree;
+	out->namemax = (uint32_t)sv.f_namemax;
+	return 0;
+}

@@ -1,0 +1,81 @@
+/*
+ * iod_store.h - stripe objects as local files, with a cache of open fds.
+ *
+ * Object ino lives at DIR/objects/XX/YY/<ino as 16 hex digits>, where XX is
+ * the low byte of ino and YY the next byte (both two hex digits), so
+ * consecutive inodes spread over 256 directories. Subdirectories are made
+ * lazily. Up to a fixed number of object fds stay open in an LRU cache;
+ * every operation, remove and truncate included, goes through it.
+ *
+ * Not thread-safe: loop thread only. An fd returned by the store is valid
+ * only until the next store call.
+ */
+#ifndef RPFS_IOD_STORE_H
+#define RPFS_IOD_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "proto.h"
+
+#define IOD_STORE_DEFAULT_FDS 256
+
+struct iod_store;
+
+/**
+ * Open the store under dir (which must exist); creates dir/objects.
+ * @param[in] dir the data directory (copied)
+ * @param[in] max_fds fds kept open, 1..65536
+ * @return 0, -EINVAL, -ENOMEM, -errno from mkdir/open of dir/objects
+ */
+int iod_store_open(struct iod_store **out, const char *dir, unsigned max_fds);
+
+/** Close every cached fd and free the store. */
+void iod_store_close(struct iod_store *st);
+
+/**
+ * Write len bytes of buf at off in object ino, creating it if missing.
+ * Loops over short writes.
+ * @return 0, -ENOSPC, -EDQUOT, -EFBIG, -EIO, -EMFILE, other -errno
+ */
+int iod_store_write(struct iod_store *st, uint64_t ino, uint64_t off,
+		    const void *buf, size_t len);
+
+/**
+ * Read len bytes at off from object ino into buf. Bytes past the end of the
+ * object, or of a missing object, read as zeros.
+ * @return 0, -EIO, other -errno
+ */
+int iod_store_read(struct iod_store *st, uint64_t ino, uint64_t off,
+		   void *buf, size_t len);
+
+/**
+ * Set object ino's size, creating it if missing.
+ * @return 0, -EINVAL size too large, -ENOSPC, other -errno
+ */
+int iod_store_truncate(struct iod_store *st, uint64_t ino, uint64_t size);
+
+/**
+ * Remove object ino (drops its cached fd). A missing object is success.
+ * @return 0, -errno from unlink
+ */
+int iod_store_remove(struct iod_store *st, uint64_t ino);
+
+/**
+ * Flush object ino to stable storage (fdatasync if datasync). A missing
+ * object is success.
+ * @return 0, -EIO, other -errno
+ */
+int iod_store_fsync(struct iod_store *st, uint64_t ino, int datasync);
+
+/**
+ * Capacity of the data directory's file system.
+ * @return 0, -errno from statvfs
+ */
+int iod_store_statfs(struct iod_store *st, struct proto_statfs *out);
+
+/** Number of fds currently cached (for tests). */
+unsigned iod_store_cached(const struct iod_store *st);
+
+#endif
