@@ -1,0 +1,742 @@
+/* mgr_db.c - LMDB storage of the mgr namespace: records, keys, counters. */
+#include "mgr_db.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "log.h"
+
+#define MGR_DB_MAPSIZE (4ull << 30)
+#define MGR_DB_MAXDBS 8
+#define MGR_KEY_MAX (8 + PROTO_MAX_NAME)
+
+/* On-disk inode record header; the symlink target follows it. */
+struct mgr_irec {
+	uint32_t version;
+	uint32_t mode, nlink, uid, gid, rdev, flags;
+	uint32_t target_len;
+	uint64_t size, parent, next_seq;
+	int64_t asec, msec, csec;
+	uint32_t ansec, mnsec, cnsec;
+	uint32_t unit;
+	uint16_t count, first;
+	uint32_t pad; /* explicit, so no uninitialised bytes reach the disk */
+};
+
+/* Dirent value. */
+struct mgr_dval {
+	uint64_t child;
+	uint64_t seq;
+};
+
+/* Map an LMDB or errno result to -errno and log unexpected ones. */
+static int db_err(int rc, const char *what)
+{
+	if (rc == 0)
+		return 0;
+	if (rc == MDB_NOTFOUND)
+		return -ENOENT;
+	if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL)
+		return -ENOSPC;
+	if (rc == MDB_KEYEXIST)
+		return -EEXIST;
+	log_err("lmdb %s: %s", what, mdb_strerror(rc));
+	return rc > 0 && rc < 4096 ? -rc : -EIO;
+}
+
+/* Build an 8-byte big-endian key, optionally followed by bytes. */
+static size_t db_key(uint8_t *k, uint64_t id, const void *tail, size_t len)
+{
+	uint64_t be = htobe64(id);
+
+	memcpy(k, &be, 8);
+	if (len)
+		memcpy(k + 8, tail, len);
+	return 8 + len;
+}
+
+/* Current wall-clock time for timestamps. */
+void mgr_db_now(struct proto_time *t)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	t->sec = ts.tv_sec;
+	t->nsec = (uint32_t)ts.tv_nsec;
+}
+
+/* Read a u64 from meta; *v = def when missing. */
+static int meta_get_u64(struct mgr_db *db, MDB_txn *txn, const char *key,
+			uint64_t *v, uint64_t def)
+{
+	MDB_val k = { strlen(key), (void *)key }, d;
+	int rc = mdb_get(txn, db->meta, &k, &d);
+
+	if (rc == MDB_NOTFOUND) {
+		*v = def;
+		return 0;
+	}
+	if (rc)
+		return db_err(rc, "meta get");
+	if (d.mv_size != 8)
+		return -EIO;
+	memcpy(v, d.mv_data, 8);
+	return 0;
+}
+
+/* Write a u64 to meta. */
+static int meta_put_u64(struct mgr_db *db, MDB_txn *txn, const char *key,
+			uint64_t v)
+{
+	MDB_val k = { strlen(key), (void *)key }, d = { 8, &v };
+
+	return db_err(mdb_put(txn, db->meta, &k, &d, 0), "meta put");
+}
+
+/* Begin a transaction on db's environment. */
+int mgr_db_begin(struct mgr_db *db, int rdonly, MDB_txn **txn)
+{
+	return db_err(mdb_txn_begin(db->env, NULL, rdonly ? MDB_RDONLY : 0, txn),
+		      "txn begin");
+}
+
+/* Commit; with default flags this fsyncs, so an acknowledged op survives. */
+int mgr_db_commit(MDB_txn *txn)
+{
+	return db_err(mdb_txn_commit(txn), "commit");
+}
+
+/* Abort a transaction. */
+void mgr_db_abort(MDB_txn *txn)
+{
+	mdb_txn_abort(txn);
+}
+
+/* Load and unpack inode ino. Cost: one B-tree lookup, no copy of target. */
+int mgr_db_inode_get(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+		     struct mgr_inode *in)
+{
+	uint8_t kb[8];
+	MDB_val k = { db_key(kb, ino, NULL, 0), kb }, d;
+	struct mgr_irec r;
+	int rc = mdb_get(txn, db->inodes, &k, &d);
+
+	if (rc)
+		return db_err(rc, "inode get");
+	if (d.mv_size < sizeof(r))
+		return -EIO;
+	memcpy(&r, d.mv_data, sizeof(r));
+	if (r.version != MGR_IREC_VERSION || d.mv_size != sizeof(r) + r.target_len)
+		return -EIO;
+	in->mode = r.mode;
+	in->nlink = r.nlink;
+	in->uid = r.uid;
+	in->gid = r.gid;
+	in->rdev = r.rdev;
+	in->flags = r.flags;
+	in->size = r.size;
+	in->parent = r.parent;
+	in->next_seq = r.next_seq;
+	in->atime = (struct proto_time){ r.asec, r.ansec };
+	in->mtime = (struct proto_time){ r.msec, r.mnsec };
+	in->ctime = (struct proto_time){ r.csec, r.cnsec };
+	in->layout = (struct proto_layout){ r.unit, r.count, r.first };
+	in->target_len = r.target_len;
+	in->target = r.target_len ? (const char *)d.mv_data + sizeof(r) : NULL;
+	return 0;
+}
+
+/* Pack and store inode ino, writing the record in place with MDB_RESERVE. */
+int mgr_db_inode_put(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+		     const struct mgr_inode *in)
+{
+	uint8_t kb[8];
+	MDB_val k = { db_key(kb, ino, NULL, 0), kb };
+	MDB_val d = { sizeof(struct mgr_irec) + in->target_len, NULL };
+	struct mgr_irec r = {
+		.pad = 0, .version = MGR_IREC_VERSION, .mode = in->mode, .nlink = in->nlink,
+		.uid = in->uid, .gid = in->gid, .rdev = in->rdev,
+		.flags = in->flags, .target_len = in->target_len,
+		.size = in->size, .parent = in->parent,
+		.next_seq = in->next_seq,
+		.asec = in->atime.sec, .msec = in->mtime.sec,
+		.csec = in->ctime.sec, .ansec = in->atime.nsec,
+		.mnsec = in->mtime.nsec, .cnsec = in->ctime.nsec,
+		.unit = in->layout.unit, .count = in->layout.count,
+		.first = in->layout.first,
+	};
+	int rc = mdb_put(txn, db->inodes, &k, &d, MDB_RESERVE);
+
+	if (rc)
+		return db_err(rc, "inode put");
+	memcpy(d.mv_data, &r, sizeof(r));
+	if (in->target_len)
+		memmove((uint8_t *)d.mv_data + sizeof(r), in->target,
+			in->target_len);
+	return 0;
+}
+
+/* Delete every key of dbi starting with the 8-byte prefix of id. */
+static int db_del_prefix(MDB_txn *txn, MDB_dbi dbi, uint64_t id)
+{
+	uint8_t kb[8];
+	MDB_val k = { db_key(kb, id, NULL, 0), kb }, d;
+	MDB_cursor *c;
+	int rc = mdb_cursor_open(txn, dbi, &c);
+
+	if (rc)
+		return db_err(rc, "cursor open");
+	rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE);
+	while (rc == 0 && k.mv_size >= 8 && memcmp(k.mv_data, kb, 8) == 0) {
+		rc = mdb_cursor_del(c, 0);
+		if (rc)
+			break;
+		rc = mdb_cursor_get(c, &k, &d, MDB_GET_CURRENT);
+		if (rc == EINVAL) /* cursor past the end after delete */
+			rc = MDB_NOTFOUND;
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : db_err(rc, "delete prefix");
+}
+
+/* Delete inode ino with its xattrs and orphan mark, and uncount it. */
+int mgr_db_inode_del(struct mgr_db *db, MDB_txn *txn, uint64_t ino)
+{
+	uint8_t kb[8];
+	MDB_val k = { db_key(kb, ino, NULL, 0), kb };
+	uint64_t n;
+	int rc = mdb_del(txn, db->inodes, &k, NULL);
+
+	if (rc)
+		return db_err(rc, "inode del");
+	rc = mdb_del(txn, db->orphans, &k, NULL);
+	if (rc && rc != MDB_NOTFOUND)
+		return db_err(rc, "orphan del");
+	rc = db_del_prefix(txn, db->xattrs, ino);
+	if (rc)
+		return rc;
+	rc = meta_get_u64(db, txn, "ninodes", &n, 1);
+	if (rc)
+		return rc;
+	return meta_put_u64(db, txn, "ninodes", n ? n - 1 : 0);
+}
+
+/* Take the next inode number from the never-reused counter. */
+int mgr_db_inode_alloc(struct mgr_db *db, MDB_txn *txn, uint64_t *ino)
+{
+	uint64_t next, n;
+	int rc = meta_get_u64(db, txn, "next_ino", &next, MGR_ROOT_INO + 1);
+
+	if (!rc)
+		rc = meta_put_u64(db, txn, "next_ino", next + 1);
+	if (!rc)
+		rc = meta_get_u64(db, txn, "ninodes", &n, 1);
+	if (!rc)
+		rc = meta_put_u64(db, txn, "ninodes", n + 1);
+	if (!rc)
+		*ino = next;
+	return rc;
+}
+
+/* Inodes in use (for statfs). */
+uint64_t mgr_db_inode_count(struct mgr_db *db, MDB_txn *txn)
+{
+	uint64_t n = 0;
+
+	meta_get_u64(db, txn, "ninodes", &n, 1);
+	return n;
+}
+
+/* Fetch the raw dirent value of parent/name. */
+static int dirent_raw(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
+		      const char *name, size_t len, struct mgr_dval *v)
+{
+	uint8_t kb[MGR_KEY_MAX];
+	MDB_val k, d;
+	int rc;
+
+	if (len == 0 || len > PROTO_MAX_NAME)
+		return -ENOENT;
+	k = (MDB_val){ db_key(kb, parent, name, len), kb };
+	rc = mdb_get(txn, db->dirents, &k, &d);
+	if (rc)
+		return db_err(rc, "dirent get");
+	if (d.mv_size != sizeof(*v))
+		return -EIO;
+	memcpy(v, d.mv_data, sizeof(*v));
+	return 0;
+}
+
+/* Look up name in parent. */
+int mgr_db_dirent_get(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
+		      const char *name, size_t len, uint64_t *child)
+{
+	struct mgr_dval v;
+	int rc = dirent_raw(db, txn, parent, name, len, &v);
+
+	if (!rc)
+		*child = v.child;
+	return rc;
+}
+
+/* Link name into parent with a fresh cookie; two puts (dirents, dirseq). */
+int mgr_db_dirent_add(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
+		      struct mgr_inode *pdir, const char *name, size_t len,
+		      uint64_t child)
+{
+	uint8_t kb[MGR_KEY_MAX], sb[16];
+	struct mgr_dval v = { child, pdir->next_seq };
+	uint64_t seq_be = htobe64(v.seq);
+	MDB_val k, d = { sizeof(v), &v }, sk, sd = { len, (void *)name };
+	int rc;
+
+	if (len == 0 || len > PROTO_MAX_NAME)
+		return -EINVAL;
+	k = (MDB_val){ db_key(kb, parent, name, len), kb };
+	rc = mdb_put(txn, db->dirents, &k, &d, MDB_NOOVERWRITE);
+	if (rc)
+		return db_err(rc, "dirent add");
+	sk = (MDB_val){ db_key(sb, parent, &seq_be, 8), sb };
+	rc = mdb_put(txn, db->dirseq, &sk, &sd, 0);
+	if (rc)
+		return db_err(rc, "dirseq add");
+	pdir->next_seq++;
+	return 0;
+}
+
+/* Repoint parent/name at child, keeping its cookie (RENAME_EXCHANGE). */
+int mgr_db_dirent_set(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
+		      const char *name, size_t len, uint64_t child)
+{
+	uint8_t kb[MGR_KEY_MAX];
+	struct mgr_dval v;
+	MDB_val k, d = { sizeof(v), &v };
+	int rc = dirent_raw(db, txn, parent, name, len, &v);
+
+	if (rc)
+		return rc;
+	v.child = child;
+	k = (MDB_val){ db_key(kb, parent, name, len), kb };
+	return db_err(mdb_put(txn, db->dirents, &k, &d, 0), "dirent set");
+}
+
+/* Unlink name from parent (both indexes). */
+int mgr_db_dirent_del(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
+		      const char *name, size_t len)
+{
+	uint8_t kb[MGR_KEY_MAX], sb[16];
+	struct mgr_dval v;
+	uint64_t seq_be;
+	MDB_val k, sk;
+	int rc = dirent_raw(db, txn, parent, name, len, &v);
+
+	if (rc)
+		return rc;
+	k = (MDB_val){ db_key(kb, parent, name, len), kb };
+	rc = mdb_del(txn, db->dirents, &k, NULL);
+	if (rc)
+		return db_err(rc, "dirent del");
+	seq_be = htobe64(v.seq);
+	sk = (MDB_val){ db_key(sb, parent, &seq_be, 8), sb };
+	rc = mdb_del(txn, db->dirseq, &sk, NULL);
+	if (rc && rc != MDB_NOTFOUND)
+		return db_err(rc, "dirseq del");
+	return 0;
+}
+
+/* Walk dirseq from (dir, after + 1). */
+int mgr_db_readdir(struct mgr_db *db, MDB_txn *txn, uint64_t dir,
+		   uint64_t after, mgr_db_dirent_fn fn, void *arg)
+{
+	uint8_t sb[16], pre[8];
+	uint64_t seq_be = htobe64(after + 1), seq, child;
+	MDB_val k = { db_key(sb, dir, &seq_be, 8), sb }, d;
+	MDB_cursor *c;
+	int rc, ret = 1;
+
+	if (after == UINT64_MAX)
+		return 1;
+	db_key(pre, dir, NULL, 0);
+	rc = mdb_cursor_open(txn, db->dirseq, &c);
+	if (rc)
+		return db_err(rc, "cursor open");
+	for (rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+		if (k.mv_size != 16 || memcmp(k.mv_data, pre, 8) != 0)
+			break;
+		memcpy(&seq_be, (uint8_t *)k.mv_data + 8, 8);
+		seq = be64toh(seq_be);
+		if (mgr_db_dirent_get(db, txn, dir, d.mv_data, d.mv_size,
+				      &child) != 0) {
+			log_err("dirseq %llu/%llu has no dirent",
+				(unsigned long long)dir, (unsigned long long)seq);
+			continue;
+		}
+		if (fn(arg, seq, d.mv_data, d.mv_size, child)) {
+			ret = 0;
+			break;
+		}
+	}
+	mdb_cursor_close(c);
+	if (rc && rc != MDB_NOTFOUND)
+		return db_err(rc, "readdir");
+	return ret;
+}
+
+/* Stop at the first entry. */
+static int dir_any(void *arg, uint64_t seq, const char *name, size_t len,
+		   uint64_t child)
+{
+	return 1;
+}
+
+/* Is dir empty? Cost: one cursor seek. */
+int mgr_db_dir_empty(struct mgr_db *db, MDB_txn *txn, uint64_t dir)
+{
+	return mgr_db_readdir(db, txn, dir, 0, dir_any, NULL);
+}
+
+/* Get xattr ino/name. */
+int mgr_db_xattr_get(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+		     const char *name, size_t len, const void **val,
+		     size_t *vlen)
+{
+	uint8_t kb[MGR_KEY_MAX];
+	MDB_val k, d;
+	int rc;
+
+	if (len == 0 || len > PROTO_MAX_XATTR_NAME)
+		return -ENODATA;
+	k = (MDB_val){ db_key(kb, ino, name, len), kb };
+	rc = mdb_get(txn, db->xattrs, &k, &d);
+	if (rc == MDB_NOTFOUND)
+		return -ENODATA;
+	if (rc)
+		return db_err(rc, "xattr get");
+	*val = d.mv_data;
+	*vlen = d.mv_size;
+	return 0;
+}
+
+/* Set xattr ino/name. */
+int mgr_db_xattr_put(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+		     const char *name, size_t len, const void *val,
+		     size_t vlen)
+{
+	uint8_t kb[MGR_KEY_MAX];
+	MDB_val k, d = { vlen, (void *)val };
+
+	if (len == 0 || len > PROTO_MAX_XATTR_NAME)
+		return -EINVAL;
+	k = (MDB_val){ db_key(kb, ino, name, len), kb };
+	return db_err(mdb_put(txn, db->xattrs, &k, &d, 0), "xattr put");
+}
+
+/* Remove xattr ino/name. */
+int mgr_db_xattr_del(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+		     const char *name, size_t len)
+{
+	uint8_t kb[MGR_KEY_MAX];
+	MDB_val k;
+	int rc;
+
+	if (len == 0 || len > PROTO_MAX_XATTR_NAME)
+		return -ENODATA;
+	k = (MDB_val){ db_key(kb, ino, name, len), kb };
+	rc = mdb_del(txn, db->xattrs, &k, NULL);
+	if (rc == MDB_NOTFOUND)
+		return -ENODATA;
+	return db_err(rc, "xattr del");
+}
+
+/* Walk the names of ino's xattrs in name order. */
+int mgr_db_xattr_list(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+		      mgr_db_xname_fn fn, void *arg)
+{
+	uint8_t kb[8];
+	MDB_val k = { db_key(kb, ino, NULL, 0), kb }, d;
+	MDB_cursor *c;
+	int rc, ret = 0;
+
+	rc = mdb_cursor_open(txn, db->xattrs, &c);
+	if (rc)
+		return db_err(rc, "cursor open");
+	for (rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+		if (k.mv_size <= 8 || memcmp(k.mv_data, kb, 8) != 0)
+			break;
+		ret = fn(arg, (const char *)k.mv_data + 8, k.mv_size - 8);
+		if (ret)
+			break;
+	}
+	mdb_cursor_close(c);
+	if (rc && rc != MDB_NOTFOUND)
+		return db_err(rc, "xattr list");
+	return ret;
+}
+
+/* Mark ino as an orphan (nlink 0, stripe objects not yet removed). */
+int mgr_db_orphan_add(struct mgr_db *db, MDB_txn *txn, uint64_t ino)
+{
+	uint8_t kb[8];
+	MDB_val k = { db_key(kb, ino, NULL, 0), kb }, d = { 0, kb };
+
+	return db_err(mdb_put(txn, db->orphans, &k, &d, 0), "orphan add");
+}
+
+/* Is ino marked as an orphan? */
+int mgr_db_orphan_is(struct mgr_db *db, MDB_txn *txn, uint64_t ino)
+{
+	uint8_t kb[8];
+	MDB_val k = { db_key(kb, ino, NULL, 0), kb }, d;
+	int rc = mdb_get(txn, db->orphans, &k, &d);
+
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	return rc ? db_err(rc, "orphan get") : 1;
+}
+
+/* Post-increment the layout rotation counter. */
+int mgr_db_rotate(struct mgr_db *db, MDB_txn *txn, uint64_t *val)
+{
+	int rc = meta_get_u64(db, txn, "rotation", val, 0);
+
+	return rc ? rc : meta_put_u64(db, txn, "rotation", *val + 1);
+}
+
+/* Create the root directory and fsid in a fresh store. */
+static int db_format(struct mgr_db *db, MDB_txn *txn)
+{
+	struct mgr_inode root = { 0 };
+	uint64_t fsid = 0;
+
+	if (getrandom(&fsid, sizeof(fsid), 0) != sizeof(fsid))
+		return -EIO;
+	mgr_db_now(&root.ctime);
+	root.atime = root.mtime = root.ctime;
+	root.mode = S_IFDIR | 0755;
+	root.nlink = 2;
+	root.parent = MGR_ROOT_INO;
+	root.next_seq = MGR_SEQ_FIRST;
+	int rc = mgr_db_inode_put(db, txn, MGR_ROOT_INO, &root);
+	if (!rc)
+		rc = meta_put_u64(db, txn, "next_ino", MGR_ROOT_INO + 1);
+	if (!rc)
+		rc = meta_put_u64(db, txn, "ninodes", 1);
+	if (!rc)
+		rc = meta_put_u64(db, txn, "fsid", fsid);
+	return rc;
+}
+
+/* Open the env and its named databases; format a new store. */
+int mgr_db_open(struct mgr_db **out, const char *dir)
+{
+	struct mgr_db *db;
+	MDB_txn *txn;
+	uint64_t v;
+	int rc;
+
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		return -errno;
+	db = calloc(1, sizeof(*db));
+	if (!db)
+		return -ENOMEM;
+	rc = mdb_env_create(&db->env);
+	if (rc) {
+		rc = db_err(rc, "env create");
+		goto out_free_db;
+	}
+	rc = mdb_env_set_mapsize(db->env, MGR_DB_MAPSIZE);
+	if (!rc)
+		rc = mdb_env_set_maxdbs(db->env, MGR_DB_MAXDBS);
+	if (!rc)
+		rc = mdb_env_open(db->env, dir, 0, 0600);
+	if (rc) {
+		rc = db_err(rc, "env open");
+		goto out_close_env;
+	}
+	rc = mdb_txn_begin(db->env, NULL, 0, &txn);
+	if (rc) {
+		rc = db_err(rc, "txn begin");
+		goto out_close_env;
+	}
+	rc = mdb_dbi_open(txn, "inodes", MDB_CREATE, &db->inodes);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "dirents", MDB_CREATE, &db->dirents);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "dirseq", MDB_CREATE, &db->dirseq);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "xattrs", MDB_CREATE, &db->xattrs);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "orphans", MDB_CREATE, &db->orphans);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &db->meta);
+	rc = db_err(rc, "dbi open");
+	if (!rc)
+		rc = meta_get_u64(db, txn, "fsid", &v, 0);
+	if (!rc && v == 0) {
+		rc = db_format(db, txn);
+		if (!rc)
+			rc = meta_get_u64(db, txn, "fsid", &v, 0);
+	}
+	if (rc) {
+		mdb_txn_abort(txn);
+		goto out_close_env;
+	}
+	db->fsid = v;
+	rc = mgr_db_commit(txn);
+	if (rc)
+		goto out_close_env;
+	*out = db;
+	return 0;
+
+out_close_env:
+	mdb_env_close(db->env);
+out_free_db:
+	free(db);
+	return rc;
+}
+
+/* Serialize the iod table: u16 n, then per iod u16 port, u8 len, host. */
+static size_t iodtab_pack(uint8_t *buf, const struct mgr_iod *iods, uint16_t n)
+{
+	size_t off = 2;
+
+	memcpy(buf, &n, 2);
+	for (uint16_t i = 0; i < n; i++) {
+		uint8_t hl = (uint8_t)strlen(iods[i].host);
+
+		memcpy(buf + off, &iods[i].port, 2);
+		buf[off + 2] = hl;
+		memcpy(buf + off + 3, iods[i].host, hl);
+		off += 3 + hl;
+	}
+	return off;
+}
+
+/* Parse a stored iod table; @return 0 or -EIO when corrupt. */
+static int iodtab_unpack(const uint8_t *p, size_t len, struct mgr_iod *iods,
+			 uint16_t *n)
+{
+	size_t off = 2;
+
+	if (len < 2)
+		return -EIO;
+	memcpy(n, p, 2);
+	if (*n == 0 || *n > PROTO_MAX_IODS)
+		return -EIO;
+	for (uint16_t i = 0; i < *n; i++) {
+		if (off + 3 > len || off + 3 + p[off + 2] > len)
+			return -EIO;
+		memcpy(&iods[i].port, p + off, 2);
+		memcpy(iods[i].host, p + off + 3, p[off + 2]);
+		iods[i].host[p[off + 2]] = '\0';
+		off += 3 + p[off + 2];
+	}
+	return off == len ? 0 : -EIO;
+}
+
+/* Compare the stored table with the given one; describe the first difference. */
+static int iodtab_diff(const struct mgr_iod *old, uint16_t on,
+		       const struct mgr_iod *cur, uint16_t cn, char *msg,
+		       size_t cap)
+{
+	for (uint16_t i = 0; i < on || i < cn; i++) {
+		if (i >= on) {
+			snprintf(msg, cap, "the database has %u iods, the command line %u (extra --iod %s:%u)",
+				 on, cn, cur[i].host, cur[i].port);
+			return -EEXIST;
+		}
+		if (i >= cn) {
+			snprintf(msg, cap, "the database has %u iods, the command line %u (missing iod %u %s:%u)",
+				 on, cn, i, old[i].host, old[i].port);
+			return -EEXIST;
+		}
+		if (strcmp(old[i].host, cur[i].host) || old[i].port != cur[i].port) {
+			snprintf(msg, cap, "iod %u is %s:%u in the database but %s:%u on the command line",
+				 i, old[i].host, old[i].port, cur[i].host, cur[i].port);
+			return -EEXIST;
+		}
+	}
+	return 0;
+}
+
+/* Record or verify the iod table and default layout (one write txn). */
+int mgr_db_config(struct mgr_db *db, const struct mgr_iod *iods, uint16_t n,
+		  uint32_t unit, uint16_t count, char *msg, size_t msgcap)
+{
+	static uint8_t buf[2 + PROTO_MAX_IODS * (3 + PROTO_MAX_HOST)];
+	static struct mgr_iod old[PROTO_MAX_IODS];
+	MDB_val k = { 4, "iods" }, d, lk = { 9, "deflayout" };
+	struct proto_layout lay = { 65536, n, 0 }, stored;
+	uint16_t on;
+	MDB_txn *txn;
+	int rc, have = 0;
+
+	if (n == 0 || n > PROTO_MAX_IODS || count > n)
+		return -EINVAL;
+	rc = mgr_db_begin(db, 0, &txn);
+	if (rc)
+		return rc;
+	rc = mdb_get(txn, db->meta, &k, &d);
+	if (rc == MDB_NOTFOUND) {
+		d = (MDB_val){ iodtab_pack(buf, iods, n), buf };
+		rc = db_err(mdb_put(txn, db->meta, &k, &d, 0), "iods put");
+	} else if (rc == 0) {
+		rc = iodtab_unpack(d.mv_data, d.mv_size, old, &on);
+		if (rc)
+			snprintf(msg, msgcap, "stored iod table is corrupt");
+		else
+			rc = iodtab_diff(old, on, iods, n, msg, msgcap);
+	} else {
+		rc = db_err(rc, "iods get");
+	}
+	if (rc)
+		goto out_abort;
+	rc = mdb_get(txn, db->meta, &lk, &d);
+	if (rc == 0 && d.mv_size == sizeof(stored)) {
+		memcpy(&stored, d.mv_data, sizeof(stored));
+		lay = stored;
+		have = 1;
+	} else if (rc && rc != MDB_NOTFOUND) {
+		rc = db_err(rc, "deflayout get");
+		goto out_abort;
+	}
+	if (unit)
+		lay.unit = unit;
+	if (count)
+		lay.count = count;
+	if (have && (lay.unit != stored.unit || lay.count != stored.count))
+		log_notice("default layout changed from unit=%u,count=%u to unit=%u,count=%u",
+			   stored.unit, stored.count, lay.unit, lay.count);
+	d = (MDB_val){ sizeof(lay), &lay };
+	rc = db_err(mdb_put(txn, db->meta, &lk, &d, 0), "deflayout put");
+	if (rc)
+		goto out_abort;
+	rc = mgr_db_commit(txn);
+	if (rc)
+		return rc;
+	db->niods = n;
+	memcpy(db->iods, iods, n * sizeof(*iods));
+	db->deflayout = lay;
+	return 0;
+
+out_abort:
+	mgr_db_abort(txn);
+	return rc;
+}
+
+/* Close the env. */
+void mgr_db_close(struct mgr_db *db)
+{
+	if (!db)
+		return;
+	mdb_env_close(db->env);
+	free(db);
+}

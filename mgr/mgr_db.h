@@ -1,0 +1,167 @@
+/*
+ * mgr_db.h - the mgr's namespace store in LMDB.
+ *
+ * Named databases inside one environment (--db DIR):
+ *   inodes   ino (u64 BE)                    -> struct mgr_irec + symlink target
+ *   dirents  parent (u64 BE) + name          -> struct mgr_dval (child, seq)
+ *   dirseq   parent (u64 BE) + seq (u64 BE)  -> name   (readdir order/cookies)
+ *   xattrs   ino (u64 BE) + name             -> value
+ *   orphans  ino (u64 BE)                    -> (empty) inodes with nlink 0
+ *   meta     string key                      -> counters, fsid, iod table, layout
+ * Keys are big-endian so that a cursor walks one directory (or one inode's
+ * xattrs) in order; this is a storage format, not wire byte order. Values are
+ * host order (an LMDB file is not portable across architectures anyway).
+ *
+ * Readdir cookies: each directory entry gets a per-directory sequence number
+ * from the directory's next_seq when it is linked. Cookies 1 and 2 are "."
+ * and ".."; entries start at 3. Resuming after a cookie walks dirseq from
+ * cookie + 1, so concurrent adds and removes never make readdir skip or repeat
+ * an entry that stayed in place.
+ *
+ * All functions run in the caller's transaction (mgr_db_begin) and are used
+ * from one thread (the mgr's loop thread) only.
+ */
+#ifndef RPFS_MGR_DB_H
+#define RPFS_MGR_DB_H
+
+#include <lmdb.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+#define MGR_ROOT_INO 1
+#define MGR_SEQ_FIRST 3       /* cookies 1, 2 are "." and ".." */
+#define MGR_IREC_VERSION 1
+
+/* Inode flags. */
+#define MGR_IF_DIRLAYOUT 0x1u /* dir: layout holds the default for new files */
+
+/* An inode in memory. target points into LMDB memory (valid until the txn
+ * ends) after mgr_db_inode_get, or at caller memory for mgr_db_inode_put. */
+struct mgr_inode {
+	uint32_t mode, nlink, uid, gid, rdev, flags;
+	uint64_t size;
+	uint64_t parent;    /* dirs: parent directory ino (root: itself) */
+	uint64_t next_seq;  /* dirs: sequence number of the next entry */
+	struct proto_time atime, mtime, ctime;
+	struct proto_layout layout; /* regular: file layout; dir: see flags */
+	const char *target; /* symlinks */
+	uint32_t target_len;
+};
+
+/* One iod of the table, as configured. */
+struct mgr_iod {
+	char host[PROTO_MAX_HOST + 1];
+	uint16_t port;
+};
+
+/* The open store. Fields are set at open/config and read-only afterwards. */
+struct mgr_db {
+	MDB_env *env;
+	MDB_dbi inodes, dirents, dirseq, xattrs, orphans, meta;
+	uint64_t fsid;
+	uint16_t niods;
+	struct mgr_iod iods[PROTO_MAX_IODS];
+	struct proto_layout deflayout; /* count resolved (never 0), first 0 */
+};
+
+/**
+ * Open (creating if needed) the environment in dir; creates the root inode
+ * and the fsid at first start.
+ * @param[out] out the store
+ * @return 0, -ENOMEM, -errno from mkdir or LMDB (mapped: MDB_* -> -EIO)
+ */
+int mgr_db_open(struct mgr_db **out, const char *dir);
+
+/**
+ * Check or record the iod table and the default layout. At first start the
+ * table is stored; later it must match. unit/count of 0 mean "not given":
+ * the defaults (65536, all iods) are used at first start, the stored values
+ * are kept later; given and different values replace the stored ones.
+ * @param[out] msg on -EEXIST, a message naming what differs
+ * @return 0, -EEXIST table differs, -EINVAL bad count, -EIO
+ */
+int mgr_db_config(struct mgr_db *db, const struct mgr_iod *iods, uint16_t n,
+		  uint32_t unit, uint16_t count, char *msg, size_t msgcap);
+
+/** Close the environment (every txn must be finished) and free db. */
+void mgr_db_close(struct mgr_db *db);
+
+/** Begin a transaction. @return 0, -EIO */
+int mgr_db_begin(struct mgr_db *db, int rdonly, MDB_txn **txn);
+/** Commit (durably) and end txn. @return 0, -ENOSPC map full, -EIO */
+int mgr_db_commit(MDB_txn *txn);
+/** Abort txn (also used to end read transactions). */
+void mgr_db_abort(MDB_txn *txn);
+
+/** Load an inode. @return 0, -ENOENT, -EIO (corrupt record) */
+int mgr_db_inode_get(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+		     struct mgr_inode *in);
+/** Store an inode. @return 0, -ENOSPC, -EIO */
+int mgr_db_inode_put(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+		     const struct mgr_inode *in);
+/** Delete an inode, its xattrs and its orphan mark. @return 0, -EIO */
+int mgr_db_inode_del(struct mgr_db *db, MDB_txn *txn, uint64_t ino);
+/** Take the next inode number (never reused) and count it. @return 0, -EIO */
+int mgr_db_inode_alloc(struct mgr_db *db, MDB_txn *txn, uint64_t *ino);
+/** Number of inodes in use. */
+uint64_t mgr_db_inode_count(struct mgr_db *db, MDB_txn *txn);
+
+/** Look a name up in parent. @return 0, -ENOENT, -EIO */
+int mgr_db_dirent_get(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
+		      const char *name, size_t len, uint64_t *child);
+/**
+ * Add parent/name -> child with the next sequence number of pdir (which the
+ * caller must store afterwards). @return 0, -EEXIST, -ENOSPC, -EIO
+ */
+int mgr_db_dirent_add(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
+		      struct mgr_inode *pdir, const char *name, size_t len,
+		      uint64_t child);
+/** Point an existing entry at another inode (keeps its cookie). @return 0, -ENOENT, -EIO */
+int mgr_db_dirent_set(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
+		      const char *name, size_t len, uint64_t child);
+/** Remove parent/name. @return 0, -ENOENT, -EIO */
+int mgr_db_dirent_del(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
+		      const char *name, size_t len);
+/** @return 1 dir has no entries, 0 it has some, -EIO */
+int mgr_db_dir_empty(struct mgr_db *db, MDB_txn *txn, uint64_t dir);
+
+/* Called per entry by mgr_db_readdir; return nonzero to stop. */
+typedef int (*mgr_db_dirent_fn)(void *arg, uint64_t seq, const char *name,
+				size_t len, uint64_t child);
+/**
+ * Walk dir's entries with seq > after, in seq order. Cost: O(entries walked).
+ * @return 1 reached the end, 0 stopped by fn, -EIO
+ */
+int mgr_db_readdir(struct mgr_db *db, MDB_txn *txn, uint64_t dir,
+		   uint64_t after, mgr_db_dirent_fn fn, void *arg);
+
+/** Get an xattr; *val points into LMDB memory. @return 0, -ENODATA, -EIO */
+int mgr_db_xattr_get(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+		     const char *name, size_t len, const void **val,
+		     size_t *vlen);
+/** Set an xattr. @return 0, -ENOSPC, -EIO */
+int mgr_db_xattr_put(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+		     const char *name, size_t len, const void *val,
+		     size_t vlen);
+/** Remove an xattr. @return 0, -ENODATA, -EIO */
+int mgr_db_xattr_del(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+		     const char *name, size_t len);
+/* Called per xattr name by mgr_db_xattr_list; return nonzero to stop. */
+typedef int (*mgr_db_xname_fn)(void *arg, const char *name, size_t len);
+/** Walk the xattr names of ino. @return 0, or fn's nonzero value, -EIO */
+int mgr_db_xattr_list(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+		      mgr_db_xname_fn fn, void *arg);
+
+/** Mark / unmark an inode as orphan; test the mark. @return 0 (1 for is), -EIO */
+int mgr_db_orphan_add(struct mgr_db *db, MDB_txn *txn, uint64_t ino);
+int mgr_db_orphan_is(struct mgr_db *db, MDB_txn *txn, uint64_t ino);
+
+/** Next value of the layout rotation counter (post-increment). @return 0, -EIO */
+int mgr_db_rotate(struct mgr_db *db, MDB_txn *txn, uint64_t *val);
+
+/** Current time, for inode timestamps. */
+void mgr_db_now(struct proto_time *t);
+
+#endif

@@ -1,0 +1,286 @@
+/* mgr_main.c - rpfs-mgr: command line, start-up and shutdown. */
+#include <errno.h>
+#include <ev.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "mgr_db.h"
+#include "mgr_iodpoll.h"
+#include "mgr_ops.h"
+#include "net.h"
+
+#define PROG "rpfs-mgr"
+
+/* Parsed command line. */
+struct mgr_args {
+	char listen_host[PROTO_MAX_HOST + 1];
+	uint16_t listen_port;
+	int have_listen;
+	const char *db_dir;
+	struct mgr_iod iods[PROTO_MAX_IODS];
+	uint16_t niods;
+	uint32_t unit;   /* 0 = not given */
+	long count;      /* -1 = not given */
+	int root_squash;
+	int log_level;
+};
+
+/* Print the usage text to f. */
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: " PROG " --listen HOST:PORT --db DIR --iod HOST:PORT [--iod HOST:PORT ...]\n"
+		   "       [--stripe-unit BYTES] [--stripe-count N] [--root-squash] [--log-level LEVEL]\n");
+}
+
+/* Complain about an argument; the caller exits 2. */
+static int bad_arg(const char *opt, const char *what, const char *got)
+{
+	fprintf(stderr, PROG ": %s: expected %s, got \"%s\"\n", opt, what, got);
+	return -EINVAL;
+}
+
+/* Parse HOST:PORT (HOST may be [v6]); port 0 only if allow0. */
+static int parse_hostport(const char *opt, const char *s, char *host,
+			  uint16_t *port, int allow0)
+{
+	const char *colon = strrchr(s, ':'), *h = s;
+	size_t hl;
+	char *end;
+	unsigned long p;
+
+	if (!colon || colon == s || colon[1] == '\0')
+		return bad_arg(opt, "HOST:PORT", s);
+	hl = (size_t)(colon - s);
+	if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
+		h++;
+		hl -= 2;
+	}
+	if (hl == 0 || hl > PROTO_MAX_HOST || memchr(h, ' ', hl))
+		return bad_arg(opt, "HOST:PORT with a host name of 1..255 bytes", s);
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	if (errno || *end || colon[1] < '0' || colon[1] > '9' || p > 65535 ||
+	    (p == 0 && !allow0))
+		return bad_arg(opt, allow0 ? "HOST:PORT with PORT 0..65535"
+					   : "HOST:PORT with PORT 1..65535", s);
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	*port = (uint16_t)p;
+	return 0;
+}
+
+/* Parse a stripe unit: bytes with optional k/K/m/M (KiB, MiB) suffix. */
+static int parse_unit(const char *s, uint32_t *unit)
+{
+	char *end;
+	unsigned long long v;
+	const char *what = "a power of two from 4096 to 67108864 (suffix K or M allowed)";
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || s[0] == '-')
+		return bad_arg("--stripe-unit", what, s);
+	if (*end == 'k' || *end == 'K')
+		v <<= 10, end++;
+	else if (*end == 'm' || *end == 'M')
+		v <<= 20, end++;
+	if (*end || v < 4096 || v > (64u << 20) || (v & (v - 1)))
+		return bad_arg("--stripe-unit", what, s);
+	*unit = (uint32_t)v;
+	return 0;
+}
+
+/* Parse argv into a; @return 0, 1 (help printed), -EINVAL (message printed) */
+static int parse_args(int argc, char **argv, struct mgr_args *a)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "db", required_argument, NULL, 'd' },
+		{ "iod", required_argument, NULL, 'i' },
+		{ "stripe-unit", required_argument, NULL, 'u' },
+		{ "stripe-count", required_argument, NULL, 'c' },
+		{ "root-squash", no_argument, NULL, 'r' },
+		{ "log-level", required_argument, NULL, 'L' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *count_arg = NULL;
+	int c, rc;
+
+	memset(a, 0, sizeof(*a));
+	a->count = -1;
+	a->log_level = LOG_NOTICE;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			rc = parse_hostport("--listen", optarg, a->listen_host,
+					    &a->listen_port, 1);
+			if (rc)
+				return rc;
+			a->have_listen = 1;
+			break;
+		case 'd':
+			if (!optarg[0])
+				return bad_arg("--db", "a directory", optarg);
+			a->db_dir = optarg;
+			break;
+		case 'i':
+			if (a->niods >= PROTO_MAX_IODS) {
+				fprintf(stderr, PROG ": --iod: at most %d iods\n", PROTO_MAX_IODS);
+				return -EINVAL;
+			}
+			rc = parse_hostport("--iod", optarg, a->iods[a->niods].host,
+					    &a->iods[a->niods].port, 0);
+			if (rc)
+				return rc;
+			a->niods++;
+			break;
+		case 'u':
+			rc = parse_unit(optarg, &a->unit);
+			if (rc)
+				return rc;
+			break;
+		case 'c':
+			count_arg = optarg;
+			break;
+		case 'r':
+			a->root_squash = 1;
+			break;
+		case 'L':
+			a->log_level = log_level_parse(optarg);
+			if (a->log_level < LOG_ERR)
+				return bad_arg("--log-level",
+					       "err, warning, notice, info, debug or 3..7", optarg);
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case ':':
+			fprintf(stderr, PROG ": %s: missing argument\n", argv[optind - 1]);
+			return -EINVAL;
+		default:
+			fprintf(stderr, PROG ": unknown option \"%s\"\n", argv[optind - 1]);
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument \"%s\"\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (!a->have_listen) {
+		fprintf(stderr, PROG ": --listen: required (HOST:PORT)\n");
+		return -EINVAL;
+	}
+	if (!a->db_dir) {
+		fprintf(stderr, PROG ": --db: required (DIR)\n");
+		return -EINVAL;
+	}
+	if (a->niods == 0) {
+		fprintf(stderr, PROG ": --iod: at least one is required (HOST:PORT)\n");
+		return -EINVAL;
+	}
+	if (count_arg) {
+		char *end;
+		errno = 0;
+		long v = strtol(count_arg, &end, 10);
+		if (errno || end == count_arg || *end || v < 0 || v > a->niods) {
+			char what[64];
+			snprintf(what, sizeof(what), "0..%u (0 = all iods)", a->niods);
+			return bad_arg("--stripe-count", what, count_arg);
+		}
+		a->count = v;
+	}
+	return 0;
+}
+
+/* SIGTERM/SIGINT: leave the loop so main closes everything cleanly. */
+static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	log_notice("signal %d: shutting down", w->signum);
+	ev_break(loop, EVBREAK_ALL);
+}
+
+int main(int argc, char **argv)
+{
+	static struct mgr_args a;
+	struct ev_loop *loop;
+	struct mgr_db *db = NULL;
+	struct mgr_iodpoll *poll = NULL;
+	struct mgr_ops *ops = NULL;
+	struct net_server *srv = NULL;
+	struct net_opts o;
+	ev_signal sigterm, sigint;
+	char msg[512];
+	int rc, status = 1;
+
+	signal(SIGPIPE, SIG_IGN);
+	rc = parse_args(argc, argv, &a);
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	log_init(PROG, a.log_level);
+	loop = ev_default_loop(EVFLAG_AUTO);
+	if (!loop) {
+		log_err("cannot create the event loop");
+		return 1;
+	}
+	rc = mgr_db_open(&db, a.db_dir);
+	if (rc) {
+		log_err("--db %s: cannot open the database: %s", a.db_dir, strerror(-rc));
+		return 1;
+	}
+	msg[0] = '\0';
+	rc = mgr_db_config(db, a.iods, a.niods, a.unit,
+			   a.count > 0 ? (uint16_t)a.count : 0, msg, sizeof(msg));
+	if (rc) {
+		if (rc == -EEXIST)
+			log_err("--iod: the iod table differs from the one recorded in %s: %s",
+				a.db_dir, msg);
+		else
+			log_err("--db %s: cannot record the configuration: %s",
+				a.db_dir, strerror(-rc));
+		goto out_close_db;
+	}
+	rc = mgr_iodpoll_start(&poll, db);
+	if (rc) {
+		log_err("cannot start the iod poller: %s", strerror(-rc));
+		goto out_close_db;
+	}
+	rc = mgr_ops_new(&ops, db, poll, a.root_squash);
+	if (rc) {
+		log_err("out of memory");
+		goto out_stop_poll;
+	}
+	net_opts_default(&o);
+	rc = net_server_new(&srv, loop, a.listen_host, a.listen_port,
+			    mgr_ops_handle, ops, &o);
+	if (rc) {
+		log_err("--listen %s:%u: %s", a.listen_host, a.listen_port,
+			strerror(-rc));
+		goto out_free_ops;
+	}
+	ev_signal_init(&sigterm, on_signal, SIGTERM);
+	ev_signal_start(loop, &sigterm);
+	ev_signal_init(&sigint, on_signal, SIGINT);
+	ev_signal_start(loop, &sigint);
+	log_notice("ready: listening on %s:%u, %u iods", a.listen_host,
+		   net_server_port(srv), a.niods);
+	ev_run(loop, 0);
+	ev_signal_stop(loop, &sigint);
+	ev_signal_stop(loop, &sigterm);
+	status = 0;
+
+	net_server_free(srv);
+out_free_ops:
+	mgr_ops_free(ops);
+out_stop_poll:
+	mgr_iodpoll_stop(poll);
+out_close_db:
+	mgr_db_close(db);
+	return status;
+}

@@ -1,0 +1,736 @@
+/* mgr_ns.c - namespace operations: one LMDB transaction each. */
+#include "mgr_ns.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mgr_perm.h"
+
+/* Fill a wire attr; blocks are 512-byte units of the size. */
+void mgr_ns_attr(uint64_t ino, const struct mgr_inode *in, struct proto_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->ino = ino;
+	a->mode = in->mode;
+	a->nlink = in->nlink;
+	a->uid = in->uid;
+	a->gid = in->gid;
+	a->rdev = in->rdev;
+	a->size = in->size;
+	a->blocks = (in->size + 511) / 512;
+	a->atime = in->atime;
+	a->mtime = in->mtime;
+	a->ctime = in->ctime;
+	if (S_ISREG(in->mode))
+		a->layout = in->layout;
+}
+
+/* Commit on success, abort on error. */
+int mgr_ns_finish(MDB_txn *txn, int rc)
+{
+	if (rc) {
+		mgr_db_abort(txn);
+		return rc;
+	}
+	return mgr_db_commit(txn);
+}
+
+/* Reject names the decoder should already have refused. */
+static int ns_name_ok(const char *name, size_t len)
+{
+	if (len == 0 || len > PROTO_MAX_NAME || memchr(name, '/', len) ||
+	    memchr(name, '\0', len))
+		return -EINVAL;
+	if ((len == 1 && name[0] == '.') ||
+	    (len == 2 && name[0] == '.' && name[1] == '.'))
+		return -EINVAL;
+	return 0;
+}
+
+/* Load a directory and check mask permission on it. */
+int mgr_ns_dir(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+	       uint64_t ino, uint32_t mask, struct mgr_inode *dir)
+{
+	int rc = mgr_db_inode_get(db, txn, ino, dir);
+
+	if (rc)
+		return rc;
+	if (!S_ISDIR(dir->mode))
+		return -ENOTDIR;
+	return mask ? mgr_perm_check(c, dir, mask) : 0;
+}
+
+/* Drop one link; a regular file at zero becomes an orphan (returned in f),
+ * anything else is deleted on the spot. */
+int mgr_ns_drop_link(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+		     struct mgr_inode *in, const struct proto_time *now,
+		     struct proto_freed *f)
+{
+	int rc;
+
+	if (in->nlink > 0)
+		in->nlink--;
+	in->ctime = *now;
+	if (in->nlink > 0)
+		return mgr_db_inode_put(db, txn, ino, in);
+	if (!S_ISREG(in->mode))
+		return mgr_db_inode_del(db, txn, ino);
+	rc = mgr_db_orphan_add(db, txn, ino);
+	if (!rc)
+		rc = mgr_db_inode_put(db, txn, ino, in);
+	if (!rc && f) {
+		f->ino = ino;
+		f->layout = in->layout;
+	}
+	return rc;
+}
+
+/* Lookup body. */
+static int ns_lookup(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+		     uint64_t parent, const char *name, size_t len,
+		     struct proto_attr *a)
+{
+	struct mgr_inode dir, in;
+	uint64_t child;
+	int rc = mgr_ns_dir(db, txn, c, parent, MGR_MAY_EXEC, &dir);
+
+	if (!rc)
+		rc = ns_name_ok(name, len);
+	if (!rc)
+		rc = mgr_db_dirent_get(db, txn, parent, name, len, &child);
+	if (!rc)
+		rc = mgr_db_inode_get(db, txn, child, &in);
+	if (!rc)
+		mgr_ns_attr(child, &in, a);
+	return rc;
+}
+
+/* LOOKUP in a read transaction. */
+int mgr_ns_lookup(struct mgr_db *db, const struct proto_cred *c,
+		  uint64_t parent, const char *name, size_t len,
+		  struct proto_attr *a)
+{
+	MDB_txn *txn;
+	int rc = mgr_db_begin(db, 1, &txn);
+
+	if (rc)
+		return rc;
+	return mgr_ns_finish(txn, ns_lookup(db, txn, c, parent, name, len, a));
+}
+
+/* GETATTR in a read transaction (no check: stat needs only path search). */
+int mgr_ns_getattr(struct mgr_db *db, uint64_t ino, struct proto_attr *a)
+{
+	struct mgr_inode in;
+	MDB_txn *txn;
+	int rc = mgr_db_begin(db, 1, &txn);
+
+	if (rc)
+		return rc;
+	rc = mgr_db_inode_get(db, txn, ino, &in);
+	if (!rc)
+		mgr_ns_attr(ino, &in, a);
+	return mgr_ns_finish(txn, rc);
+}
+
+/* Apply SETATTR to in after checking each change like chmod/chown/
+ * truncate/utimensat would. */
+static int ns_setattr_apply(const struct proto_cred *c, const struct proto_mreq *m,
+			    struct mgr_inode *in, const struct proto_time *now)
+{
+	uint32_t v = m->valid;
+	int owner = mgr_perm_owner(c, in), rc;
+
+	if (v & PROTO_SA_UID) {
+		if ((m->uid != in->uid && c->uid != 0) || !owner)
+			return -EPERM;
+	}
+	if (v & PROTO_SA_GID) {
+		if (m->gid != in->gid && (c->uid != 0 && (!owner ||
+		    !mgr_perm_in_group(c, m->gid))))
+			return -EPERM;
+		if (!owner)
+			return -EPERM;
+	}
+	if ((v & PROTO_SA_MODE) && !owner)
+		return -EPERM;
+	if (v & PROTO_SA_SIZE) {
+		if (S_ISDIR(in->mode))
+			return -EISDIR;
+		if (!S_ISREG(in->mode))
+			return -EINVAL;
+		if (!owner && (rc = mgr_perm_check(c, in, MGR_MAY_WRITE)))
+			return rc;
+	}
+	if ((v & (PROTO_SA_ATIME | PROTO_SA_MTIME)) && !owner)
+		return -EPERM;
+	if ((v & (PROTO_SA_ATIME_NOW | PROTO_SA_MTIME_NOW)) && !owner &&
+	    (rc = mgr_perm_check(c, in, MGR_MAY_WRITE)))
+		return rc;
+
+	if (v & (PROTO_SA_UID | PROTO_SA_GID)) {
+		int changed = ((v & PROTO_SA_UID) && m->uid != in->uid) ||
+			      ((v & PROTO_SA_GID) && m->gid != in->gid);
+		if (v & PROTO_SA_UID)
+			in->uid = m->uid;
+		if (v & PROTO_SA_GID)
+			in->gid = m->gid;
+		/* chown drops set-id bits of non-directories */
+		if (changed && !S_ISDIR(in->mode) && !(v & PROTO_SA_MODE)) {
+			in->mode &= ~(uint32_t)S_ISUID;
+			if (in->mode & S_IXGRP)
+				in->mode &= ~(uint32_t)S_ISGID;
+		}
+	}
+	if (v & PROTO_SA_MODE) {
+		in->mode = (in->mode & S_IFMT) | (m->mode & 07777);
+		if (c->uid != 0 && !mgr_perm_in_group(c, in->gid))
+			in->mode &= ~(uint32_t)S_ISGID;
+	}
+	if (v & PROTO_SA_SIZE) {
+		in->size = m->size;
+		if (!(v & (PROTO_SA_MTIME | PROTO_SA_MTIME_NOW)))
+			in->mtime = *now;
+	}
+	if (v & PROTO_SA_ATIME_NOW)
+		in->atime = *now;
+	else if (v & PROTO_SA_ATIME)
+		in->atime = m->atime;
+	if (v & PROTO_SA_MTIME_NOW)
+		in->mtime = *now;
+	else if (v & PROTO_SA_MTIME)
+		in->mtime = m->mtime;
+	in->ctime = *now;
+	return 0;
+}
+
+/* SETATTR in one write transaction. */
+int mgr_ns_setattr(struct mgr_db *db, const struct proto_cred *c,
+		   const struct proto_mreq *m, struct proto_attr *a)
+{
+	struct mgr_inode in;
+	struct proto_time now;
+	MDB_txn *txn;
+	int rc = mgr_db_begin(db, 0, &txn);
+
+	if (rc)
+		return rc;
+	mgr_db_now(&now);
+	rc = mgr_db_inode_get(db, txn, m->ino, &in);
+	if (!rc)
+		rc = ns_setattr_apply(c, m, &in, &now);
+	if (!rc)
+		rc = mgr_db_inode_put(db, txn, m->ino, &in);
+	if (!rc)
+		mgr_ns_attr(m->ino, &in, a);
+	return mgr_ns_finish(txn, rc);
+}
+
+/* Create a new inode of any type under parent (the common part of CREATE,
+ * MKDIR, MKNOD and SYMLINK). Runs inside txn. */
+static int ns_mknode(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+		     uint64_t parent, const char *name, size_t len, uint32_t mode,
+		     uint32_t rdev, const char *target, size_t tlen,
+		     struct proto_attr *a)
+{
+	struct mgr_inode dir, in = { 0 };
+	struct proto_time now;
+	uint64_t ino, rot;
+	int rc = ns_name_ok(name, len);
+
+	if (!rc)
+		rc = mgr_ns_dir(db, txn, c, parent, MGR_MAY_WRITE | MGR_MAY_EXEC, &dir);
+	if (rc)
+		return rc;
+	rc = mgr_db_dirent_get(db, txn, parent, name, len, &ino);
+	if (rc != -ENOENT)
+		return rc ? rc : -EEXIST;
+	if (S_ISDIR(mode) && dir.nlink >= MGR_LINK_MAX)
+		return -EMLINK;
+	rc = mgr_db_inode_alloc(db, txn, &ino);
+	if (rc)
+		return rc;
+	mgr_db_now(&now);
+	in.mode = mode;
+	in.uid = c->uid;
+	in.gid = c->gid;
+	if (dir.mode & S_ISGID) {
+		in.gid = dir.gid;
+		if (S_ISDIR(mode))
+			in.mode |= S_ISGID;
+	}
+	if (!S_ISDIR(in.mode) && (in.mode & S_ISGID) && c->uid != 0 &&
+	    !mgr_perm_in_group(c, in.gid))
+		in.mode &= ~(uint32_t)S_ISGID;
+	in.rdev = rdev;
+	in.atime = in.mtime = in.ctime = now;
+	in.nlink = S_ISDIR(mode) ? 2 : 1;
+	if (S_ISDIR(mode)) {
+		in.parent = parent;
+		in.next_seq = MGR_SEQ_FIRST;
+	}
+	if (S_ISLNK(mode)) {
+		in.target = target;
+		in.target_len = (uint32_t)tlen;
+		in.size = tlen;
+	}
+	if (S_ISREG(mode)) {
+		in.layout = (dir.flags & MGR_IF_DIRLAYOUT) ? dir.layout
+							   : db->deflayout;
+		if (in.layout.count == 0 || in.layout.count > db->niods)
+			in.layout.count = db->niods;
+		rc = mgr_db_rotate(db, txn, &rot);
+		if (rc)
+			return rc;
+		in.layout.first = (uint16_t)(rot % (db->niods ? db->niods : 1));
+	}
+	rc = mgr_db_dirent_add(db, txn, parent, &dir, name, len, ino);
+	if (rc)
+		return rc;
+	if (S_ISDIR(mode))
+		dir.nlink++;
+	dir.mtime = dir.ctime = now;
+	rc = mgr_db_inode_put(db, txn, parent, &dir);
+	if (!rc)
+		rc = mgr_db_inode_put(db, txn, ino, &in);
+	if (!rc)
+		mgr_ns_attr(ino, &in, a);
+	return rc;
+}
+
+/* Run ns_mknode in its own write transaction. */
+static int ns_mknode_txn(struct mgr_db *db, const struct proto_cred *c,
+			 uint64_t parent, const char *name, size_t len,
+			 uint32_t mode, uint32_t rdev, const char *target,
+			 size_t tlen, struct proto_attr *a)
+{
+	MDB_txn *txn;
+	int rc = mgr_db_begin(db, 0, &txn);
+
+	if (rc)
+		return rc;
+	rc = ns_mknode(db, txn, c, parent, name, len, mode, rdev, target, tlen, a);
+	return mgr_ns_finish(txn, rc);
+}
+
+/* CREATE: new regular file, or (without EXCL) the existing one. */
+int mgr_ns_create(struct mgr_db *db, const struct proto_cred *c,
+		  uint64_t parent, const char *name, size_t len, uint32_t mode,
+		  uint32_t flags, struct proto_attr *a)
+{
+	struct mgr_inode dir, in;
+	uint64_t ino;
+	MDB_txn *txn;
+	int rc;
+
+	if ((mode & S_IFMT) != 0 && !S_ISREG(mode))
+		return -EINVAL;
+	mode = S_IFREG | (mode & 07777);
+	rc = mgr_db_begin(db, 0, &txn);
+	if (rc)
+		return rc;
+	rc = ns_name_ok(name, len);
+	if (!rc)
+		rc = mgr_ns_dir(db, txn, c, parent, MGR_MAY_EXEC, &dir);
+	if (!rc)
+		rc = mgr_db_dirent_get(db, txn, parent, name, len, &ino);
+	if (rc == 0) {
+		/* exists: O_EXCL fails, otherwise open the existing file */
+		rc = mgr_db_inode_get(db, txn, ino, &in);
+		if (!rc && (flags & PROTO_CREATE_EXCL))
+			rc = -EEXIST;
+		if (!rc && S_ISDIR(in.mode))
+			rc = -EISDIR;
+		if (!rc)
+			rc = mgr_perm_check(c, &in, MGR_MAY_WRITE);
+		if (!rc)
+			mgr_ns_attr(ino, &in, a);
+	} else if (rc == -ENOENT) {
+		rc = ns_mknode(db, txn, c, parent, name, len, mode, 0, NULL, 0, a);
+	}
+	return mgr_ns_finish(txn, rc);
+}
+
+/* MKDIR. */
+int mgr_ns_mkdir(struct mgr_db *db, const struct proto_cred *c,
+		 uint64_t parent, const char *name, size_t len, uint32_t mode,
+		 struct proto_attr *a)
+{
+	return ns_mknode_txn(db, c, parent, name, len, S_IFDIR | (mode & 07777),
+			     0, NULL, 0, a);
+}
+
+/* MKNOD: fifos, sockets, regular files; devices for root only. */
+int mgr_ns_mknod(struct mgr_db *db, const struct proto_cred *c,
+		 uint64_t parent, const char *name, size_t len, uint32_t mode,
+		 uint32_t rdev, struct proto_attr *a)
+{
+	switch (mode & S_IFMT) {
+	case 0:
+		mode |= S_IFREG;
+		/* fallthrough */
+	case S_IFREG:
+	case S_IFIFO:
+	case S_IFSOCK:
+		rdev = 0;
+		break;
+	case S_IFCHR:
+	case S_IFBLK:
+		if (c->uid != 0)
+			return -EPERM;
+		break;
+	case S_IFDIR:
+		return -EPERM;
+	default:
+		return -EINVAL;
+	}
+	return ns_mknode_txn(db, c, parent, name, len,
+			     (mode & S_IFMT) | (mode & 07777), rdev, NULL, 0, a);
+}
+
+/* SYMLINK: target stored inline in the inode record. */
+int mgr_ns_symlink(struct mgr_db *db, const struct proto_cred *c,
+		   uint64_t parent, const char *name, size_t len,
+		   const char *target, size_t tlen, struct proto_attr *a)
+{
+	if (tlen == 0)
+		return -ENOENT;
+	if (tlen > PROTO_MAX_PATH)
+		return -ENAMETOOLONG;
+	return ns_mknode_txn(db, c, parent, name, len, S_IFLNK | 0777, 0,
+			     target, tlen, a);
+}
+
+/* LINK body. */
+static int ns_link(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+		   uint64_t ino, uint64_t newparent, const char *name,
+		   size_t len, struct proto_attr *a)
+{
+	struct mgr_inode in, dir;
+	struct proto_time now;
+	uint64_t other;
+	int rc = ns_name_ok(name, len);
+
+	if (!rc)
+		rc = mgr_db_inode_get(db, txn, ino, &in);
+	if (rc)
+		return rc;
+	if (S_ISDIR(in.mode))
+		return -EPERM;
+	if (in.nlink == 0)
+		return -ENOENT;
+	if (in.nlink >= MGR_LINK_MAX)
+		return -EMLINK;
+	rc = mgr_ns_dir(db, txn, c, newparent, MGR_MAY_WRITE | MGR_MAY_EXEC, &dir);
+	if (rc)
+		return rc;
+	rc = mgr_db_dirent_get(db, txn, newparent, name, len, &other);
+	if (rc != -ENOENT)
+		return rc ? rc : -EEXIST;
+	rc = mgr_db_dirent_add(db, txn, newparent, &dir, name, len, ino);
+	if (rc)
+		return rc;
+	mgr_db_now(&now);
+	dir.mtime = dir.ctime = now;
+	in.nlink++;
+	in.ctime = now;
+	rc = mgr_db_inode_put(db, txn, newparent, &dir);
+	if (!rc)
+		rc = mgr_db_inode_put(db, txn, ino, &in);
+	if (!rc)
+		mgr_ns_attr(ino, &in, a);
+	return rc;
+}
+
+/* LINK in one write transaction. */
+int mgr_ns_link(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
+		uint64_t newparent, const char *name, size_t len,
+		struct proto_attr *a)
+{
+	MDB_txn *txn;
+	int rc = mgr_db_begin(db, 0, &txn);
+
+	if (rc)
+		return rc;
+	return mgr_ns_finish(txn, ns_link(db, txn, c, ino, newparent, name, len, a));
+}
+
+/* UNLINK / RMDIR body: remove parent/name; dir selects rmdir semantics. */
+static int ns_remove(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+		     uint64_t parent, const char *name, size_t len, int isdir,
+		     struct proto_freed *f)
+{
+	struct mgr_inode dir, in;
+	struct proto_time now;
+	uint64_t ino;
+	int rc = ns_name_ok(name, len);
+
+	if (!rc)
+		rc = mgr_ns_dir(db, txn, c, parent, MGR_MAY_WRITE | MGR_MAY_EXEC, &dir);
+	if (!rc)
+		rc = mgr_db_dirent_get(db, txn, parent, name, len, &ino);
+	if (!rc)
+		rc = mgr_db_inode_get(db, txn, ino, &in);
+	if (rc)
+		return rc;
+	if (!isdir && S_ISDIR(in.mode))
+		return -EISDIR;
+	if (isdir && !S_ISDIR(in.mode))
+		return -ENOTDIR;
+	rc = mgr_perm_sticky(c, &dir, &in);
+	if (rc)
+		return rc;
+	if (isdir) {
+		rc = mgr_db_dir_empty(db, txn, ino);
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			return -ENOTEMPTY;
+	}
+	rc = mgr_db_dirent_del(db, txn, parent, name, len);
+	if (rc)
+		return rc;
+	mgr_db_now(&now);
+	dir.mtime = dir.ctime = now;
+	if (isdir) {
+		dir.nlink--;
+		rc = mgr_db_inode_del(db, txn, ino);
+	} else {
+		rc = mgr_ns_drop_link(db, txn, ino, &in, &now, f);
+	}
+	if (!rc)
+		rc = mgr_db_inode_put(db, txn, parent, &dir);
+	return rc;
+}
+
+/* UNLINK in one write transaction. */
+int mgr_ns_unlink(struct mgr_db *db, const struct proto_cred *c,
+		  uint64_t parent, const char *name, size_t len,
+		  struct proto_freed *f)
+{
+	MDB_txn *txn;
+	int rc = mgr_db_begin(db, 0, &txn);
+
+	if (rc)
+		return rc;
+	memset(f, 0, sizeof(*f));
+	rc = ns_remove(db, txn, c, parent, name, len, 0, f);
+	if (rc)
+		memset(f, 0, sizeof(*f));
+	return mgr_ns_finish(txn, rc);
+}
+
+/* RMDIR in one write transaction. */
+int mgr_ns_rmdir(struct mgr_db *db, const struct proto_cred *c,
+		 uint64_t parent, const char *name, size_t len)
+{
+	MDB_txn *txn;
+	int rc = mgr_db_begin(db, 0, &txn);
+
+	if (rc)
+		return rc;
+	return mgr_ns_finish(txn, ns_remove(db, txn, c, parent, name, len, 1, NULL));
+}
+
+/* READLINK: copy the target out before the read txn ends. */
+int mgr_ns_readlink(struct mgr_db *db, uint64_t ino, char *buf, size_t cap,
+		    size_t *len)
+{
+	struct mgr_inode in;
+	MDB_txn *txn;
+	int rc = mgr_db_begin(db, 1, &txn);
+
+	if (rc)
+		return rc;
+	rc = mgr_db_inode_get(db, txn, ino, &in);
+	if (!rc && !S_ISLNK(in.mode))
+		rc = -EINVAL;
+	if (!rc && in.target_len > cap)
+		rc = -ENAMETOOLONG;
+	if (!rc) {
+		memcpy(buf, in.target, in.target_len);
+		*len = in.target_len;
+	}
+	return mgr_ns_finish(txn, rc);
+}
+
+/* State of one readdir walk. */
+struct ns_rd {
+	struct mgr_db *db;
+	MDB_txn *txn;
+	mgr_ns_emit_fn fn;
+	void *arg;
+	int rc;
+};
+
+/* Per-entry callback: load the child for readdirplus attrs and emit. */
+static int ns_rd_entry(void *arg, uint64_t seq, const char *name, size_t len,
+		       uint64_t child)
+{
+	struct ns_rd *s = arg;
+	struct mgr_inode in;
+	struct proto_attr a;
+	int rc = mgr_db_inode_get(s->db, s->txn, child, &in);
+
+	if (rc) {
+		s->rc = rc;
+		return 1;
+	}
+	mgr_ns_attr(child, &in, &a);
+	return s->fn(s->arg, seq, name, len, &a);
+}
+
+/* READDIR body: ".", "..", then entries in cookie order. */
+static int ns_readdir(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+		      uint64_t ino, uint64_t cookie, mgr_ns_emit_fn fn,
+		      void *arg, int *eof)
+{
+	struct mgr_inode dir, par;
+	struct proto_attr a;
+	struct ns_rd s = { db, txn, fn, arg, 0 };
+	int rc = mgr_ns_dir(db, txn, c, ino, MGR_MAY_READ, &dir);
+
+	*eof = 0;
+	if (rc)
+		return rc;
+	if (cookie < 1) {
+		mgr_ns_attr(ino, &dir, &a);
+		if (fn(arg, 1, ".", 1, &a))
+			return 0;
+	}
+	if (cookie < 2) {
+		rc = mgr_db_inode_get(db, txn, dir.parent, &par);
+		if (rc)
+			return rc;
+		mgr_ns_attr(dir.parent, &par, &a);
+		if (fn(arg, 2, "..", 2, &a))
+			return 0;
+	}
+	rc = mgr_db_readdir(db, txn, ino, cookie < 2 ? 2 : cookie, ns_rd_entry, &s);
+	if (rc < 0)
+		return rc;
+	if (s.rc)
+		return s.rc;
+	*eof = rc;
+	return 0;
+}
+
+/* READDIR in a read transaction. */
+int mgr_ns_readdir(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
+		   uint64_t cookie, mgr_ns_emit_fn fn, void *arg, int *eof)
+{
+	MDB_txn *txn;
+	int rc = mgr_db_begin(db, 1, &txn);
+
+	if (rc)
+		return rc;
+	return mgr_ns_finish(txn, ns_readdir(db, txn, c, ino, cookie, fn, arg, eof));
+}
+
+/* OPEN: check the access mode and O_TRUNC like open(2). */
+int mgr_ns_open(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
+		uint32_t flags, struct proto_attr *a)
+{
+	struct mgr_inode in;
+	uint32_t mask = 0;
+	MDB_txn *txn;
+	int rc = mgr_db_begin(db, 1, &txn);
+
+	if (rc)
+		return rc;
+	switch (flags & O_ACCMODE) {
+	case O_RDONLY: mask = MGR_MAY_READ; break;
+	case O_WRONLY: mask = MGR_MAY_WRITE; break;
+	default: mask = MGR_MAY_READ | MGR_MAY_WRITE; break;
+	}
+	if (flags & O_TRUNC)
+		mask |= MGR_MAY_WRITE;
+	rc = mgr_db_inode_get(db, txn, ino, &in);
+	if (!rc && S_ISDIR(in.mode) && (mask & MGR_MAY_WRITE))
+		rc = -EISDIR;
+	if (!rc)
+		rc = mgr_perm_check(c, &in, mask);
+	if (!rc)
+		mgr_ns_attr(ino, &in, a);
+	return mgr_ns_finish(txn, rc);
+}
+
+/* ACCESS: mask R_OK/W_OK/X_OK (same bits as MGR_MAY_*), 0 = exists. */
+int mgr_ns_access(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
+		  uint32_t mask)
+{
+	struct mgr_inode in;
+	MDB_txn *txn;
+	int rc = mgr_db_begin(db, 1, &txn);
+
+	if (rc)
+		return rc;
+	rc = mgr_db_inode_get(db, txn, ino, &in);
+	if (!rc && (mask & 7))
+		rc = mgr_perm_check(c, &in, mask & 7);
+	return mgr_ns_finish(txn, rc);
+}
+
+/* SETSIZE: grow-only size update from a writer, with its mtime. */
+int mgr_ns_setsize(struct mgr_db *db, uint64_t ino, uint64_t size,
+		   const struct proto_time *mtime, struct proto_attr *a)
+{
+	struct mgr_inode in;
+	MDB_txn *txn;
+	int rc = mgr_db_begin(db, 0, &txn);
+
+	if (rc)
+		return rc;
+	rc = mgr_db_inode_get(db, txn, ino, &in);
+	if (!rc && S_ISDIR(in.mode))
+		rc = -EISDIR;
+	else if (!rc && !S_ISREG(in.mode))
+		rc = -EINVAL;
+	if (!rc) {
+		if (size > in.size)
+			in.size = size;
+		in.mtime = in.ctime = *mtime;
+		rc = mgr_db_inode_put(db, txn, ino, &in);
+	}
+	if (!rc)
+		mgr_ns_attr(ino, &in, a);
+	return mgr_ns_finish(txn, rc);
+}
+
+/* PURGE: delete an unlinked orphan once its objects are gone. */
+int mgr_ns_purge(struct mgr_db *db, uint64_t ino)
+{
+	struct mgr_inode in;
+	MDB_txn *txn;
+	int rc = mgr_db_begin(db, 0, &txn);
+
+	if (rc)
+		return rc;
+	rc = mgr_db_inode_get(db, txn, ino, &in);
+	if (!rc && in.nlink != 0)
+		rc = -EBUSY;
+	if (!rc) {
+		rc = mgr_db_orphan_is(db, txn, ino);
+		if (rc == 0)
+			rc = -ENOENT;
+		else if (rc == 1)
+			rc = mgr_db_inode_del(db, txn, ino);
+	}
+	return mgr_ns_finish(txn, rc);
+}
+
+/* Inodes in use, for statfs. */
+uint64_t mgr_ns_files(struct mgr_db *db)
+{
+	MDB_txn *txn;
+	uint64_t n;
+
+	if (mgr_db_begin(db, 1, &txn))
+		return 0;
+	n = mgr_db_inode_count(db, txn);
+	mgr_db_abort(txn);
+	return n;
+}

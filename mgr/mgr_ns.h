@@ -1,0 +1,136 @@
+/*
+ * mgr_ns.h - namespace operations of the mgr. Each call is one LMDB
+ * transaction (write ops commit durably before returning 0), checks the
+ * caller's permissions like the kernel would, and returns 0 or -errno.
+ * Loop thread only (one writer). Common errors of every call taking an ino
+ * or parent: -ENOENT no such inode/name, -ENOTDIR parent is not a directory,
+ * -EACCES permission denied, -ENOSPC store full, -EIO store failure.
+ */
+#ifndef RPFS_MGR_NS_H
+#define RPFS_MGR_NS_H
+
+#include "mgr_db.h"
+#include "proto.h"
+
+#define MGR_LINK_MAX 65000
+
+/** Fill a wire attr from an inode. */
+void mgr_ns_attr(uint64_t ino, const struct mgr_inode *in, struct proto_attr *a);
+
+/** Look name up in parent (needs x on parent). */
+int mgr_ns_lookup(struct mgr_db *db, const struct proto_cred *c,
+		  uint64_t parent, const char *name, size_t len,
+		  struct proto_attr *a);
+
+/** Attributes of ino. */
+int mgr_ns_getattr(struct mgr_db *db, uint64_t ino, struct proto_attr *a);
+
+/**
+ * Change attributes per m->valid (PROTO_SA_*), of m->ino.
+ * @return also -EPERM not owner/root for mode, uid, gid or explicit times;
+ *	-EISDIR / -EINVAL size on a directory / non-regular file
+ */
+int mgr_ns_setattr(struct mgr_db *db, const struct proto_cred *c,
+		   const struct proto_mreq *m, struct proto_attr *a);
+
+/**
+ * Create a regular file (CREATE; flags PROTO_CREATE_EXCL). Without EXCL an
+ * existing regular file is returned after a write-permission check.
+ * @return also -EEXIST, -EISDIR existing dir, -EINVAL mode not regular
+ */
+int mgr_ns_create(struct mgr_db *db, const struct proto_cred *c,
+		  uint64_t parent, const char *name, size_t len, uint32_t mode,
+		  uint32_t flags, struct proto_attr *a);
+
+/** Make a directory. @return also -EEXIST, -EMLINK */
+int mgr_ns_mkdir(struct mgr_db *db, const struct proto_cred *c,
+		 uint64_t parent, const char *name, size_t len, uint32_t mode,
+		 struct proto_attr *a);
+
+/**
+ * Make a fifo, socket or regular file; devices only for root.
+ * @return also -EEXIST, -EPERM device by non-root or directory type, -EINVAL
+ */
+int mgr_ns_mknod(struct mgr_db *db, const struct proto_cred *c,
+		 uint64_t parent, const char *name, size_t len, uint32_t mode,
+		 uint32_t rdev, struct proto_attr *a);
+
+/** Make a symlink. @return also -EEXIST, -ENAMETOOLONG, -ENOENT empty target */
+int mgr_ns_symlink(struct mgr_db *db, const struct proto_cred *c,
+		   uint64_t parent, const char *name, size_t len,
+		   const char *target, size_t tlen, struct proto_attr *a);
+
+/** Hard link ino as newparent/name. @return also -EPERM dir, -EEXIST, -EMLINK */
+int mgr_ns_link(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
+		uint64_t newparent, const char *name, size_t len,
+		struct proto_attr *a);
+
+/**
+ * Remove a non-directory name. A regular file losing its last link becomes
+ * an orphan returned in f; other inodes are deleted (f->ino = 0).
+ * @return also -EISDIR, -EPERM sticky directory
+ */
+int mgr_ns_unlink(struct mgr_db *db, const struct proto_cred *c,
+		  uint64_t parent, const char *name, size_t len,
+		  struct proto_freed *f);
+
+/** Remove an empty directory. @return also -ENOTDIR, -ENOTEMPTY, -EPERM */
+int mgr_ns_rmdir(struct mgr_db *db, const struct proto_cred *c,
+		 uint64_t parent, const char *name, size_t len);
+
+/**
+ * Rename (flags PROTO_RENAME_NOREPLACE / EXCHANGE), atomically.
+ * @return also -EEXIST (NOREPLACE), -ENOENT (EXCHANGE without target),
+ *	-EISDIR, -ENOTDIR, -ENOTEMPTY, -EINVAL (dir into its own subtree or
+ *	both flags), -EPERM (sticky), -EMLINK
+ */
+int mgr_ns_rename(struct mgr_db *db, const struct proto_cred *c,
+		  uint64_t parent, const char *name, size_t len,
+		  uint64_t newparent, const char *newname, size_t newlen,
+		  uint32_t flags, struct proto_freed *f);
+
+/** Copy the symlink target into buf (cap >= PROTO_MAX_PATH). @return also -EINVAL */
+int mgr_ns_readlink(struct mgr_db *db, uint64_t ino, char *buf, size_t cap,
+		    size_t *len);
+
+/* Readdir output: return nonzero when the entry did not fit (stop). */
+typedef int (*mgr_ns_emit_fn)(void *arg, uint64_t cookie, const char *name,
+			      size_t len, const struct proto_attr *a);
+/**
+ * List ino after cookie: "." (cookie 1) and ".." (2) first, then entries.
+ * @param[out] eof 1 when no entries follow the ones emitted
+ */
+int mgr_ns_readdir(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
+		   uint64_t cookie, mgr_ns_emit_fn fn, void *arg, int *eof);
+
+/** Permission check for open(2) flags. @return also -EISDIR write to dir */
+int mgr_ns_open(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
+		uint32_t flags, struct proto_attr *a);
+
+/** access(2): mask of R_OK/W_OK/X_OK (0 = existence). */
+int mgr_ns_access(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
+		  uint32_t mask);
+
+/** Grow the size to at least size, set mtime/ctime. @return also -EISDIR, -EINVAL */
+int mgr_ns_setsize(struct mgr_db *db, uint64_t ino, uint64_t size,
+		   const struct proto_time *mtime, struct proto_attr *a);
+
+/** Drop an orphan whose stripe objects are gone. @return also -EBUSY still linked */
+int mgr_ns_purge(struct mgr_db *db, uint64_t ino);
+
+/** Inodes in use. */
+uint64_t mgr_ns_files(struct mgr_db *db);
+
+/* ---- helpers shared by mgr_ns.c, mgr_rename.c, mgr_xattr.c ---- */
+
+/** End txn: commit when rc is 0, abort otherwise. @return rc or commit error */
+int mgr_ns_finish(MDB_txn *txn, int rc);
+/** Load dir and check it is a directory and the caller has mask on it. */
+int mgr_ns_dir(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+	       uint64_t ino, uint32_t mask, struct mgr_inode *dir);
+/** Drop one link of a non-directory; orphan or delete at zero. */
+int mgr_ns_drop_link(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+		     struct mgr_inode *in, const struct proto_time *now,
+		     struct proto_freed *f);
+
+#endif

@@ -1,0 +1,301 @@
+/* mgr_ops.c - decode, dispatch and answer metadata requests. */
+#include "mgr_ops.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "mgr_ns.h"
+#include "mgr_perm.h"
+#include "mgr_xattr.h"
+
+#define OPS_REP_SLACK 64   /* reply bytes around the dirent/xattr blob */
+#define OPS_STATFS_WAIT_MS 2500
+
+/* Handler state; every field is loop thread only. */
+struct mgr_ops {
+	struct mgr_db *db;
+	struct mgr_iodpoll *poll;
+	int root_squash;
+	uint8_t *rep;     /* encoded reply body, PROTO_MAX_BODY */
+	uint8_t *scratch; /* dirents / xattr values / link target */
+	size_t scratch_cap;
+};
+
+/* Allocate the context and its two reusable buffers. */
+int mgr_ops_new(struct mgr_ops **out, struct mgr_db *db,
+		struct mgr_iodpoll *poll, int root_squash)
+{
+	struct mgr_ops *ops = calloc(1, sizeof(*ops));
+
+	if (!ops)
+		return -ENOMEM;
+	ops->db = db;
+	ops->poll = poll;
+	ops->root_squash = root_squash;
+	ops->rep = malloc(PROTO_MAX_BODY);
+	if (!ops->rep)
+		goto out_free_ops;
+	ops->scratch_cap = PROTO_MAX_BODY;
+	ops->scratch = malloc(ops->scratch_cap);
+	if (!ops->scratch)
+		goto out_free_rep;
+	*out = ops;
+	return 0;
+
+out_free_rep:
+	free(ops->rep);
+out_free_ops:
+	free(ops);
+	return -ENOMEM;
+}
+
+/* Free the context. */
+void mgr_ops_free(struct mgr_ops *ops)
+{
+	if (!ops)
+		return;
+	free(ops->scratch);
+	free(ops->rep);
+	free(ops);
+}
+
+/* Readdir reply under construction. */
+struct ops_rd {
+	struct wbuf w;
+	size_t budget;
+	uint32_t n;
+};
+
+/* Append one entry if it fits in the budget. */
+static int ops_rd_emit(void *arg, uint64_t cookie, const char *name,
+		       size_t len, const struct proto_attr *a)
+{
+	struct ops_rd *rd = arg;
+
+	if (rd->w.len + proto_dirent_size(len) > rd->budget)
+		return 1;
+	proto_dirent_put(&rd->w, cookie, name, len, a);
+	if (rd->w.err)
+		return 1;
+	rd->n++;
+	return 0;
+}
+
+/* READDIR: fill as many entries as max (and PROTO_MAX_BODY) allow. */
+static int ops_readdir(struct mgr_ops *ops, const struct proto_mreq *m,
+		       struct proto_mrep *p)
+{
+	struct ops_rd rd = { .n = 0 };
+	size_t max = m->max ? m->max : PROTO_MAX_BODY;
+	int eof = 0, rc;
+
+	if (max > PROTO_MAX_BODY)
+		max = PROTO_MAX_BODY;
+	if (max <= OPS_REP_SLACK)
+		return -EINVAL;
+	rd.budget = max - OPS_REP_SLACK;
+	if (rd.budget > ops->scratch_cap)
+		rd.budget = ops->scratch_cap;
+	wb_init(&rd.w, ops->scratch, ops->scratch_cap);
+	rc = mgr_ns_readdir(ops->db, &m->cred, m->ino, m->cookie, ops_rd_emit,
+			    &rd, &eof);
+	if (rc)
+		return rc;
+	if (rd.n == 0 && !eof)
+		return -EINVAL; /* max too small for even one entry */
+	p->ndirents = rd.n;
+	p->eof = eof;
+	p->dirents = (struct proto_str){ (const char *)ops->scratch,
+					 (uint32_t)rd.w.len };
+	return 0;
+}
+
+/* GETXATTR / LISTXATTR: value or size into the reply. */
+static int ops_xattr_read(struct mgr_ops *ops, uint16_t op,
+			  const struct proto_mreq *m, struct proto_mrep *p)
+{
+	size_t cap = m->max, size = 0;
+	int rc;
+
+	if (cap > PROTO_MAX_BODY - OPS_REP_SLACK)
+		cap = PROTO_MAX_BODY - OPS_REP_SLACK;
+	if (op == PROTO_OP_GETXATTR)
+		rc = mgr_xattr_get(ops->db, &m->cred, m->ino, m->xname.p,
+				   m->xname.len, ops->scratch, cap, &size);
+	else
+		rc = mgr_xattr_list(ops->db, &m->cred, m->ino, ops->scratch,
+				    cap, &size);
+	if (rc == -ERANGE && m->max > cap)
+		rc = -E2BIG; /* larger than a reply can carry */
+	if (rc)
+		return rc;
+	p->xsize = (uint32_t)size;
+	if (m->max)
+		p->xvalue = (struct proto_str){ (const char *)ops->scratch,
+						(uint32_t)size };
+	return 0;
+}
+
+#define OPS_NOMINAL_INODES (1ull << 32)
+
+/* STATFS from the poller's aggregate plus our inode count. */
+static int ops_statfs(struct mgr_ops *ops, struct proto_mrep *p)
+{
+	unsigned nup = 0;
+	uint64_t used;
+
+	memset(&p->st, 0, sizeof(p->st));
+	p->st.bsize = 4096;
+	if (ops->poll)
+		mgr_iodpoll_get(ops->poll, &p->st, OPS_STATFS_WAIT_MS, &nup);
+	/* statvfs wants the total in f_files: report a nominal 2^32 inodes
+	 * (numbers are never reused, so there is no hard limit) and the
+	 * ones in use subtracted from it as free. */
+	used = mgr_ns_files(ops->db);
+	p->st.files = used > OPS_NOMINAL_INODES ? used : OPS_NOMINAL_INODES;
+	p->st.ffree = p->st.files - used;
+	p->st.namemax = PROTO_MAX_NAME;
+	return 0;
+}
+
+/* MOUNT reply: fsid, default layout, iod table. Encodes directly. */
+static int ops_mount(struct mgr_ops *ops, struct wbuf *w)
+{
+	static struct proto_mount mnt; /* large: keep off the stack */
+	struct mgr_db *db = ops->db;
+
+	memset(&mnt, 0, sizeof(mnt));
+	mnt.fsid = db->fsid;
+	mnt.deflayout = db->deflayout;
+	mnt.niods = db->niods;
+	for (uint16_t i = 0; i < db->niods; i++) {
+		mnt.iods[i].id = i;
+		mnt.iods[i].host = (struct proto_str){ db->iods[i].host,
+			(uint32_t)strlen(db->iods[i].host) };
+		mnt.iods[i].port = db->iods[i].port;
+	}
+	return proto_mount_encode(w, &mnt);
+}
+
+/* Run one decoded request; fills p. @return the reply status */
+static int ops_dispatch(struct mgr_ops *ops, uint16_t op,
+			const struct proto_mreq *m, struct proto_mrep *p)
+{
+	struct mgr_db *db = ops->db;
+	const struct proto_cred *c = &m->cred;
+	size_t len = 0;
+	int rc;
+
+	switch (op) {
+	case PROTO_OP_LOOKUP:
+		return mgr_ns_lookup(db, c, m->parent, m->name.p, m->name.len, &p->attr);
+	case PROTO_OP_GETATTR:
+		return mgr_ns_getattr(db, m->ino, &p->attr);
+	case PROTO_OP_SETATTR:
+		return mgr_ns_setattr(db, c, m, &p->attr);
+	case PROTO_OP_CREATE:
+		return mgr_ns_create(db, c, m->parent, m->name.p, m->name.len,
+				     m->mode, m->flags, &p->attr);
+	case PROTO_OP_MKDIR:
+		return mgr_ns_mkdir(db, c, m->parent, m->name.p, m->name.len,
+				    m->mode, &p->attr);
+	case PROTO_OP_MKNOD:
+		return mgr_ns_mknod(db, c, m->parent, m->name.p, m->name.len,
+				    m->mode, m->rdev, &p->attr);
+	case PROTO_OP_UNLINK:
+		return mgr_ns_unlink(db, c, m->parent, m->name.p, m->name.len,
+				     &p->freed);
+	case PROTO_OP_RMDIR:
+		return mgr_ns_rmdir(db, c, m->parent, m->name.p, m->name.len);
+	case PROTO_OP_RENAME:
+		return mgr_ns_rename(db, c, m->parent, m->name.p, m->name.len,
+				     m->newparent, m->newname.p, m->newname.len,
+				     m->flags, &p->freed);
+	case PROTO_OP_LINK:
+		return mgr_ns_link(db, c, m->ino, m->newparent, m->newname.p,
+				   m->newname.len, &p->attr);
+	case PROTO_OP_SYMLINK:
+		return mgr_ns_symlink(db, c, m->parent, m->name.p, m->name.len,
+				      m->target.p, m->target.len, &p->attr);
+	case PROTO_OP_READLINK:
+		rc = mgr_ns_readlink(db, m->ino, (char *)ops->scratch,
+				     ops->scratch_cap, &len);
+		if (!rc)
+			p->target = (struct proto_str){ (const char *)ops->scratch,
+							(uint32_t)len };
+		return rc;
+	case PROTO_OP_READDIR:
+		return ops_readdir(ops, m, p);
+	case PROTO_OP_STATFS:
+		return ops_statfs(ops, p);
+	case PROTO_OP_GETXATTR:
+	case PROTO_OP_LISTXATTR:
+		return ops_xattr_read(ops, op, m, p);
+	case PROTO_OP_SETXATTR:
+		return mgr_xattr_set(db, c, m->ino, m->xname.p, m->xname.len,
+				     m->xvalue.p, m->xvalue.len, m->flags);
+	case PROTO_OP_REMOVEXATTR:
+		return mgr_xattr_remove(db, c, m->ino, m->xname.p, m->xname.len);
+	case PROTO_OP_OPEN:
+		return mgr_ns_open(db, c, m->ino, m->flags, &p->attr);
+	case PROTO_OP_ACCESS:
+		return mgr_ns_access(db, c, m->ino, m->mode);
+	case PROTO_OP_SETSIZE:
+		return mgr_ns_setsize(db, m->ino, m->size, &m->mtime, &p->attr);
+	case PROTO_OP_PURGE:
+		return mgr_ns_purge(db, m->ino);
+	default:
+		return -EOPNOTSUPP;
+	}
+}
+
+/* Entry point from the transport: validate, run, reply. A malformed
+ * request closes its connection; an operation error is a reply status. */
+void mgr_ops_handle(struct net_sreq *r, void *arg)
+{
+	struct mgr_ops *ops = arg;
+	uint16_t op = r->hdr.op;
+	struct proto_mreq m;
+	struct proto_mrep p;
+	struct wbuf w;
+	const char *why = "request";
+	int rc;
+
+	if (op < PROTO_OP_MOUNT || op >= PROTO_OP_MGR_LAST) {
+		net_sreq_reject(r, "not a metadata op");
+		return;
+	}
+	if (r->hdr.bulk_len || r->hdr.aux) {
+		net_sreq_reject(r, "metadata request with bulk data");
+		return;
+	}
+	rc = proto_mreq_decode(r->body, r->body_len, op, &m, &why);
+	if (rc) {
+		net_sreq_reject(r, why ? why : "malformed request");
+		return;
+	}
+	if (ops->root_squash)
+		mgr_perm_squash(&m.cred);
+	memset(&p, 0, sizeof(p));
+	wb_init(&w, ops->rep, PROTO_MAX_BODY);
+	if (op == PROTO_OP_MOUNT) {
+		rc = ops_mount(ops, &w);
+		if (rc)
+			log_err("MOUNT reply does not encode: %d", rc);
+	} else {
+		rc = ops_dispatch(ops, op, &m, &p);
+		if (rc == 0) {
+			rc = proto_mrep_encode(&w, op, &p);
+			if (rc) /* a bug: replies are sized to fit */
+				log_err("%s reply does not encode: %d",
+					proto_op_name(op), rc);
+		}
+	}
+	if (rc > 0 || rc < -4095)
+		rc = -EIO;
+	log_debug("%s uid %u from %s: %d", proto_op_name(op), m.cred.uid,
+		  net_sconn_peer(r->conn), rc);
+	net_sreq_reply(r, rc, rc ? NULL : ops->rep, rc ? 0 : (uint32_t)w.len);
+}

@@ -1,0 +1,70 @@
+/* mgr_perm.c - POSIX permission checks on mgr inodes. */
+#include "mgr_perm.h"
+
+#include <errno.h>
+#include <sys/stat.h>
+
+/* Linear scan of at most PROTO_MAX_GROUPS gids. */
+int mgr_perm_in_group(const struct proto_cred *c, uint32_t gid)
+{
+	if (c->gid == gid)
+		return 1;
+	for (uint16_t i = 0; i < c->ngroups && i < PROTO_MAX_GROUPS; i++)
+		if (c->groups[i] == gid)
+			return 1;
+	return 0;
+}
+
+/* Pick the owner, group or other triplet and test mask against it. */
+int mgr_perm_check(const struct proto_cred *c, const struct mgr_inode *in,
+		   uint32_t mask)
+{
+	uint32_t bits;
+
+	mask &= 7;
+	if (c->uid == 0) {
+		if ((mask & MGR_MAY_EXEC) && !S_ISDIR(in->mode) &&
+		    !(in->mode & (S_IXUSR | S_IXGRP | S_IXOTH)))
+			return -EACCES;
+		return 0;
+	}
+	if (c->uid == in->uid)
+		bits = (in->mode >> 6) & 7;
+	else if (mgr_perm_in_group(c, in->gid))
+		bits = (in->mode >> 3) & 7;
+	else
+		bits = in->mode & 7;
+	return (bits & mask) == mask ? 0 : -EACCES;
+}
+
+/* In a sticky directory only the owner of the entry or of the directory
+ * (or root) may remove it. */
+int mgr_perm_sticky(const struct proto_cred *c, const struct mgr_inode *dir,
+		    const struct mgr_inode *victim)
+{
+	if (!(dir->mode & S_ISVTX) || c->uid == 0 || c->uid == dir->uid ||
+	    c->uid == victim->uid)
+		return 0;
+	return -EPERM;
+}
+
+/* Owner or root. */
+int mgr_perm_owner(const struct proto_cred *c, const struct mgr_inode *in)
+{
+	return c->uid == 0 || c->uid == in->uid;
+}
+
+/* Root squash: root becomes nobody/nogroup, and loses group 0. */
+void mgr_perm_squash(struct proto_cred *c)
+{
+	uint16_t j = 0;
+
+	if (c->uid != 0)
+		return;
+	c->uid = 65534;
+	c->gid = 65534;
+	for (uint16_t i = 0; i < c->ngroups && i < PROTO_MAX_GROUPS; i++)
+		if (c->groups[i] != 0)
+			c->groups[j++] = c->groups[i];
+	c->ngroups = j;
+}

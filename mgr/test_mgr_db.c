@@ -1,0 +1,411 @@
+/* test_mgr_db.c - unit tests of the mgr namespace store (no network). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "mgr_db.h"
+#include "mgr_ns.h"
+#include "mgr_xattr.h"
+
+static int failures;
+
+#define CHECK(cond)                                                          \
+	do {                                                                 \
+		if (!(cond)) {                                               \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, \
+				__LINE__, #cond);                            \
+			failures++;                                          \
+		}                                                            \
+	} while (0)
+#define CHECK_RC(expr, want)                                                 \
+	do {                                                                 \
+		int rc_ = (expr);                                            \
+		if (rc_ != (want)) {                                         \
+			fprintf(stderr, "%s:%d: %s = %d (%s), want %d\n",     \
+				__FILE__, __LINE__, #expr, rc_,               \
+				strerror(-rc_), (want));                     \
+			failures++;                                          \
+		}                                                            \
+	} while (0)
+#define S(x) x, strlen(x)
+
+static struct proto_cred root_c = { 0, 0, 0, { 0 } };
+static struct proto_cred user_c = { 1000, 1000, 1, { 100 } };
+static struct proto_cred other_c = { 2000, 2000, 0, { 0 } };
+
+static struct mgr_iod iods[3] = { { "127.0.0.1", 7401 }, { "127.0.0.1", 7402 },
+				  { "127.0.0.1", 7403 } };
+
+/* Open and configure a store with the test iod table. */
+static struct mgr_db *open_db(const char *dir)
+{
+	struct mgr_db *db;
+	char msg[256];
+
+	if (mgr_db_open(&db, dir) != 0)
+		return NULL;
+	if (mgr_db_config(db, iods, 3, 0, 0, msg, sizeof(msg)) != 0) {
+		mgr_db_close(db);
+		return NULL;
+	}
+	return db;
+}
+
+/* Collected readdir output. */
+struct names {
+	int n, max;
+	char name[64][32];
+	uint64_t cookie[64];
+	uint64_t ino[64];
+};
+
+/* Emit callback: stop after max entries. */
+static int collect(void *arg, uint64_t cookie, const char *name, size_t len,
+		   const struct proto_attr *a)
+{
+	struct names *ns = arg;
+
+	if (ns->n >= ns->max || ns->n >= 64)
+		return 1;
+	snprintf(ns->name[ns->n], sizeof(ns->name[0]), "%.*s", (int)len, name);
+	ns->cookie[ns->n] = cookie;
+	ns->ino[ns->n] = a->ino;
+	ns->n++;
+	return 0;
+}
+
+/* Create, lookup, mkdir link counts, times, permissions. */
+static void test_basic(struct mgr_db *db)
+{
+	struct proto_attr a, d, r;
+	struct proto_freed f;
+
+	CHECK_RC(mgr_ns_getattr(db, MGR_ROOT_INO, &r), 0);
+	CHECK(S_ISDIR(r.mode) && (r.mode & 07777) == 0755 && r.nlink == 2);
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("home"), 0777, &d), 0);
+	CHECK(d.ino > 1 && d.nlink == 2);
+	CHECK_RC(mgr_ns_getattr(db, 1, &r), 0);
+	CHECK(r.nlink == 3);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("f"), 0644, PROTO_CREATE_EXCL, &a), 0);
+	CHECK(S_ISREG(a.mode) && a.uid == 1000 && a.gid == 1000 && a.nlink == 1);
+	CHECK(a.layout.unit == 65536 && a.layout.count == 3 && a.layout.first < 3);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("f"), 0644, PROTO_CREATE_EXCL, &a), -EEXIST);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("f"), 0644, 0, &r), 0);
+	CHECK(r.ino == a.ino);
+	CHECK_RC(mgr_ns_lookup(db, &other_c, d.ino, S("f"), &r), 0);
+	CHECK(r.ino == a.ino);
+	CHECK_RC(mgr_ns_lookup(db, &other_c, d.ino, S("nope"), &r), -ENOENT);
+	CHECK_RC(mgr_ns_lookup(db, &other_c, a.ino, S("x"), &r), -ENOTDIR);
+	/* second file rotates first */
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("g"), 0600, 0, &r), 0);
+	CHECK(r.layout.first == (a.layout.first + 1) % 3);
+	/* permissions */
+	CHECK_RC(mgr_ns_open(db, &other_c, r.ino, O_RDONLY, &r), -EACCES);
+	CHECK_RC(mgr_ns_open(db, &user_c, r.ino, O_RDWR, &r), 0);
+	CHECK_RC(mgr_ns_open(db, &other_c, a.ino, O_RDONLY, &r), 0);
+	CHECK_RC(mgr_ns_open(db, &other_c, a.ino, O_WRONLY, &r), -EACCES);
+	CHECK_RC(mgr_ns_access(db, &other_c, a.ino, 4), 0);
+	CHECK_RC(mgr_ns_access(db, &other_c, a.ino, 2), -EACCES);
+	CHECK_RC(mgr_ns_access(db, &root_c, a.ino, 1), -EACCES);
+	CHECK_RC(mgr_ns_create(db, &user_c, 1, S("rootfile"), 0644, 0, &r), -EACCES);
+	CHECK_RC(mgr_ns_unlink(db, &other_c, d.ino, S("f"), &f), 0); /* dir is 0777 */
+	CHECK(f.ino == a.ino && f.layout.count == 3);
+	CHECK_RC(mgr_ns_purge(db, a.ino), 0);
+	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), -ENOENT);
+	CHECK_RC(mgr_ns_purge(db, a.ino), -ENOENT);
+	/* sticky */
+	struct mgr_inode dummy;
+	(void)dummy;
+	struct proto_mreq m = { .ino = d.ino, .valid = PROTO_SA_MODE, .mode = 01777 };
+	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), -EPERM);
+	CHECK_RC(mgr_ns_setattr(db, &root_c, &m, &r), 0);
+	CHECK((r.mode & 07777) == 01777);
+	CHECK_RC(mgr_ns_unlink(db, &other_c, d.ino, S("g"), &f), -EPERM);
+	CHECK_RC(mgr_ns_rmdir(db, &root_c, 1, S("home")), -ENOTEMPTY);
+	CHECK_RC(mgr_ns_unlink(db, &root_c, 1, S("home"), &f), -EISDIR);
+	/* mknod */
+	CHECK_RC(mgr_ns_mknod(db, &user_c, d.ino, S("fifo"), S_IFIFO | 0644, 0, &r), 0);
+	CHECK(S_ISFIFO(r.mode));
+	CHECK_RC(mgr_ns_mknod(db, &user_c, d.ino, S("dev"), S_IFCHR | 0644, 0x101, &r), -EPERM);
+	CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S("fifo"), &f), 0);
+	CHECK(f.ino == 0);
+	/* symlink */
+	char buf[PROTO_MAX_PATH];
+	size_t len = 0;
+	CHECK_RC(mgr_ns_symlink(db, &user_c, d.ino, S("ln"), S("../target"), &r), 0);
+	CHECK(S_ISLNK(r.mode) && r.size == 9);
+	CHECK_RC(mgr_ns_readlink(db, r.ino, buf, sizeof(buf), &len), 0);
+	CHECK(len == 9 && memcmp(buf, "../target", 9) == 0);
+	CHECK_RC(mgr_ns_readlink(db, d.ino, buf, sizeof(buf), &len), -EINVAL);
+	/* setattr: size, chown, chgrp */
+	CHECK_RC(mgr_ns_lookup(db, &user_c, d.ino, S("g"), &a), 0);
+	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_SIZE, .size = 12345 };
+	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
+	CHECK(r.size == 12345 && r.blocks == 25);
+	struct proto_time t = { 1000, 5 };
+	CHECK_RC(mgr_ns_setsize(db, a.ino, 100, &t, &r), 0);
+	CHECK(r.size == 12345 && r.mtime.sec == 1000);
+	CHECK_RC(mgr_ns_setsize(db, a.ino, 20000, &t, &r), 0);
+	CHECK(r.size == 20000);
+	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_UID, .uid = 5 };
+	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), -EPERM);
+	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_GID, .gid = 100 };
+	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
+	CHECK(r.gid == 100);
+	m.gid = 7;
+	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), -EPERM);
+	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_MTIME, .mtime = { 5, 0 } };
+	CHECK_RC(mgr_ns_setattr(db, &other_c, &m, &r), -EPERM);
+	m.valid = PROTO_SA_MTIME_NOW;
+	CHECK_RC(mgr_ns_setattr(db, &other_c, &m, &r), -EACCES);
+}
+
+/* Hard links and orphans. */
+static void test_links(struct mgr_db *db)
+{
+	struct proto_attr d, a, r;
+	struct proto_freed f;
+
+	CHECK_RC(mgr_ns_mkdir(db, &user_c, 1, S("ld"), 0755, &d), -EACCES);
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("ld"), 0777, &d), 0);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("a"), 0644, 0, &a), 0);
+	CHECK_RC(mgr_ns_link(db, &user_c, a.ino, d.ino, S("b"), &r), 0);
+	CHECK(r.nlink == 2);
+	CHECK_RC(mgr_ns_link(db, &user_c, a.ino, d.ino, S("b"), &r), -EEXIST);
+	CHECK_RC(mgr_ns_link(db, &user_c, d.ino, 1, S("dl"), &r), -EPERM);
+	CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S("a"), &f), 0);
+	CHECK(f.ino == 0);
+	CHECK_RC(mgr_ns_purge(db, a.ino), -EBUSY);
+	CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S("b"), &f), 0);
+	CHECK(f.ino == a.ino);
+	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), 0);
+	CHECK(r.nlink == 0);
+	CHECK_RC(mgr_ns_link(db, &user_c, a.ino, d.ino, S("c"), &r), -ENOENT);
+}
+
+/* Rename in all its forms. */
+static void test_rename(struct mgr_db *db)
+{
+	struct proto_attr d, e, x, y, sub, r;
+	struct proto_freed f;
+
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("rn"), 0777, &d), 0);
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("rn2"), 0777, &e), 0);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("x"), 0644, 0, &x), 0);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("y"), 0644, 0, &y), 0);
+	CHECK_RC(mgr_ns_mkdir(db, &user_c, d.ino, S("sub"), 0755, &sub), 0);
+	/* noreplace */
+	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("x"), d.ino, S("y"), PROTO_RENAME_NOREPLACE, &f), -EEXIST);
+	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("x"), d.ino, S("y"), 3, &f), -EINVAL);
+	/* exchange */
+	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("x"), d.ino, S("y"), PROTO_RENAME_EXCHANGE, &f), 0);
+	CHECK_RC(mgr_ns_lookup(db, &user_c, d.ino, S("x"), &r), 0);
+	CHECK(r.ino == y.ino);
+	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("x"), d.ino, S("zz"), PROTO_RENAME_EXCHANGE, &f), -ENOENT);
+	/* replace: y (inode x) replaced by x (inode y); x's inode orphaned */
+	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("x"), d.ino, S("y"), 0, &f), 0);
+	CHECK(f.ino == x.ino);
+	CHECK_RC(mgr_ns_lookup(db, &user_c, d.ino, S("x"), &r), -ENOENT);
+	CHECK_RC(mgr_ns_lookup(db, &user_c, d.ino, S("y"), &r), 0);
+	CHECK(r.ino == y.ino);
+	/* type mismatches */
+	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("y"), d.ino, S("sub"), 0, &f), -EISDIR);
+	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("sub"), d.ino, S("y"), 0, &f), -ENOTDIR);
+	/* into own subtree */
+	CHECK_RC(mgr_ns_rename(db, &root_c, 1, S("rn"), sub.ino, S("loop"), 0, &f), -EINVAL);
+	CHECK_RC(mgr_ns_rename(db, &root_c, 1, S("rn"), d.ino, S("loop"), 0, &f), -EINVAL);
+	/* dir move across parents fixes nlink and ".." */
+	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("sub"), e.ino, S("sub2"), 0, &f), 0);
+	CHECK_RC(mgr_ns_getattr(db, d.ino, &r), 0);
+	CHECK(r.nlink == 2);
+	CHECK_RC(mgr_ns_getattr(db, e.ino, &r), 0);
+	CHECK(r.nlink == 3);
+	struct names ns = { .max = 64 };
+	int eof = 0;
+	CHECK_RC(mgr_ns_readdir(db, &user_c, sub.ino, 0, collect, &ns, &eof), 0);
+	CHECK(ns.n == 2 && ns.ino[1] == e.ino && eof);
+	/* replace an empty dir by a dir */
+	CHECK_RC(mgr_ns_mkdir(db, &user_c, e.ino, S("empty"), 0755, &r), 0);
+	CHECK_RC(mgr_ns_rename(db, &user_c, e.ino, S("sub2"), e.ino, S("empty"), 0, &f), 0);
+	CHECK_RC(mgr_ns_getattr(db, e.ino, &r), 0);
+	CHECK(r.nlink == 3);
+	/* same inode: no-op */
+	CHECK_RC(mgr_ns_link(db, &user_c, y.ino, d.ino, S("y2"), &r), 0);
+	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("y"), d.ino, S("y2"), 0, &f), 0);
+	CHECK_RC(mgr_ns_lookup(db, &user_c, d.ino, S("y"), &r), 0);
+	/* sticky: other may not move user's file */
+	struct proto_mreq m = { .ino = d.ino, .valid = PROTO_SA_MODE, .mode = 01777 };
+	CHECK_RC(mgr_ns_setattr(db, &root_c, &m, &r), 0);
+	CHECK_RC(mgr_ns_rename(db, &other_c, d.ino, S("y"), d.ino, S("o"), 0, &f), -EPERM);
+}
+
+/* Readdir resumes by cookie without skips or repeats across changes. */
+static void test_readdir(struct mgr_db *db)
+{
+	struct proto_attr d, r;
+	struct proto_freed f;
+	struct names ns = { .max = 5 };
+	char name[16];
+	int eof = 0, seen[40] = { 0 };
+
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("rd"), 0777, &d), 0);
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "e%02d", i);
+		CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S(name), 0644, 0, &r), 0);
+	}
+	CHECK_RC(mgr_ns_readdir(db, &user_c, d.ino, 0, collect, &ns, &eof), 0);
+	CHECK(ns.n == 5 && !eof && strcmp(ns.name[0], ".") == 0 &&
+	      strcmp(ns.name[1], "..") == 0 && ns.cookie[0] == 1 && ns.cookie[1] == 2);
+	uint64_t cookie = ns.cookie[4];
+	for (int i = 2; i < 5; i++)
+		seen[atoi(ns.name[i] + 1)]++;
+	/* remove one seen and one unseen entry, add a new one */
+	CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S("e00"), &f), 0);
+	CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S("e10"), &f), 0);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("e30"), 0644, 0, &r), 0);
+	while (!eof) {
+		ns = (struct names){ .max = 4 };
+		CHECK_RC(mgr_ns_readdir(db, &user_c, d.ino, cookie, collect, &ns, &eof), 0);
+		if (ns.n == 0 && !eof) {
+			CHECK(0);
+			break;
+		}
+		for (int i = 0; i < ns.n; i++) {
+			seen[atoi(ns.name[i] + 1)]++;
+			cookie = ns.cookie[i];
+		}
+	}
+	for (int i = 0; i < 20; i++)
+		CHECK(seen[i] == (i == 10 ? 0 : 1));
+	CHECK(seen[30] == 1);
+	CHECK_RC(mgr_ns_readdir(db, &other_c, 1, 0, collect, &ns, &eof), 0);
+	struct proto_mreq m = { .ino = d.ino, .valid = PROTO_SA_MODE, .mode = 0700 };
+	CHECK_RC(mgr_ns_setattr(db, &root_c, &m, &r), 0);
+	CHECK_RC(mgr_ns_readdir(db, &user_c, d.ino, 0, collect, &ns, &eof), -EACCES);
+}
+
+/* Extended attributes and the layout attribute. */
+static void test_xattr(struct mgr_db *db)
+{
+	struct proto_attr d, a, r;
+	char buf[256];
+	size_t sz = 0;
+
+	CHECK_RC(mgr_ns_mkdir(db, &user_c, 1, S("xd"), 0755, &d), -EACCES);
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("xd"), 0777, &d), 0);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("f"), 0644, 0, &a), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("user.k"), "v1", 2, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("user.k"), "v2", 2, PROTO_XATTR_CREATE), -EEXIST);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("user.n"), "v2", 2, PROTO_XATTR_REPLACE), -ENODATA);
+	CHECK_RC(mgr_xattr_set(db, &other_c, a.ino, S("user.k"), "v3", 2, 0), -EACCES);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("trusted.k"), "v3", 2, 0), -EPERM);
+	CHECK_RC(mgr_xattr_set(db, &root_c, a.ino, S("trusted.k"), "v3", 2, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &root_c, a.ino, S("security.k"), "v3", 2, 0), -EOPNOTSUPP);
+	CHECK_RC(mgr_xattr_get(db, &other_c, a.ino, S("user.k"), buf, 0, &sz), 0);
+	CHECK(sz == 2);
+	CHECK_RC(mgr_xattr_get(db, &other_c, a.ino, S("user.k"), buf, 1, &sz), -ERANGE);
+	CHECK_RC(mgr_xattr_get(db, &other_c, a.ino, S("user.k"), buf, sizeof(buf), &sz), 0);
+	CHECK(sz == 2 && memcmp(buf, "v1", 2) == 0);
+	CHECK_RC(mgr_xattr_get(db, &other_c, a.ino, S("user.zz"), buf, sizeof(buf), &sz), -ENODATA);
+	CHECK_RC(mgr_xattr_get(db, &other_c, a.ino, S("trusted.k"), buf, sizeof(buf), &sz), -ENODATA);
+	CHECK_RC(mgr_xattr_list(db, &user_c, a.ino, buf, sizeof(buf), &sz), 0);
+	CHECK(sz == 7 && memcmp(buf, "user.k", 7) == 0);
+	CHECK_RC(mgr_xattr_list(db, &root_c, a.ino, buf, sizeof(buf), &sz), 0);
+	CHECK(sz == 17);
+	CHECK_RC(mgr_xattr_list(db, &root_c, a.ino, buf, 5, &sz), -ERANGE);
+	CHECK_RC(mgr_xattr_remove(db, &user_c, a.ino, S("user.k")), 0);
+	CHECK_RC(mgr_xattr_remove(db, &user_c, a.ino, S("user.k")), -ENODATA);
+	/* layout */
+	CHECK_RC(mgr_xattr_get(db, &user_c, d.ino, S("user.rpfs.layout"), buf, sizeof(buf), &sz), 0);
+	buf[sz] = 0;
+	CHECK(strstr(buf, "unit=65536") && strstr(buf, "count=3"));
+	CHECK_RC(mgr_xattr_set(db, &root_c, d.ino, S("user.rpfs.layout"), S("unit=4096,count=2"), 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &root_c, d.ino, S("user.rpfs.layout"), S("unit=4096,count=4"), 0), -EINVAL);
+	CHECK_RC(mgr_xattr_set(db, &root_c, d.ino, S("user.rpfs.layout"), S("unit=4095,count=1"), 0), -EINVAL);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("g"), 0644, 0, &r), 0);
+	CHECK(r.layout.unit == 4096 && r.layout.count == 2);
+	CHECK_RC(mgr_xattr_set(db, &user_c, r.ino, S("user.rpfs.layout"), S("unit=1048576,count=1,first=2"), 0), 0);
+	CHECK_RC(mgr_ns_getattr(db, r.ino, &r), 0);
+	CHECK(r.layout.unit == 1048576 && r.layout.count == 1 && r.layout.first == 2);
+	struct proto_time t = { 1, 0 };
+	CHECK_RC(mgr_ns_setsize(db, r.ino, 10, &t, &r), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, r.ino, S("user.rpfs.layout"), S("unit=4096,count=1"), 0), -EBUSY);
+}
+
+/* Make a fresh temp dir for a store. */
+static void mk_tmp(char *dir, size_t cap)
+{
+	snprintf(dir, cap, "/tmp/test_mgr_db.XXXXXX");
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		exit(1);
+	}
+}
+
+/* Remove the store files and dir. */
+static void rm_tmp(const char *dir)
+{
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/data.mdb", dir);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/lock.mdb", dir);
+	unlink(p);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	char dir[64], msg[256];
+	struct mgr_db *db;
+	struct proto_attr r;
+	uint64_t fsid, last;
+
+	log_init("test_mgr_db", LOG_WARNING);
+	mk_tmp(dir, sizeof(dir));
+	db = open_db(dir);
+	if (!db) {
+		fprintf(stderr, "cannot open db in %s\n", dir);
+		return 1;
+	}
+	fsid = db->fsid;
+	test_basic(db);
+	test_links(db);
+	test_rename(db);
+	test_readdir(db);
+	test_xattr(db);
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("before"), 0755, &r), 0);
+	last = r.ino;
+	CHECK_RC(mgr_ns_rmdir(db, &root_c, 1, S("before")), 0);
+	mgr_db_close(db);
+
+	/* restart: everything persists, the table must match */
+	db = open_db(dir);
+	CHECK(db != NULL);
+	if (db) {
+		CHECK(db->fsid == fsid);
+		CHECK_RC(mgr_ns_lookup(db, &user_c, 1, S("rd"), &r), 0);
+		CHECK_RC(mgr_ns_lookup(db, &root_c, r.ino, S("e30"), &r), 0);
+		CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("after"), 0755, &r), 0);
+		CHECK(r.ino == last + 1);
+		struct mgr_iod other[3];
+		memcpy(other, iods, sizeof(other));
+		other[1].port = 9999;
+		CHECK_RC(mgr_db_config(db, other, 3, 0, 0, msg, sizeof(msg)), -EEXIST);
+		CHECK(strstr(msg, "iod 1") != NULL);
+		CHECK_RC(mgr_db_config(db, iods, 2, 0, 0, msg, sizeof(msg)), -EEXIST);
+		mgr_db_close(db);
+	}
+	rm_tmp(dir);
+	if (failures) {
+		fprintf(stderr, "%d failures\n", failures);
+		return 1;
+	}
+	printf("test_mgr_db: ok\n");
+	return 0;
+}

@@ -1,0 +1,319 @@
+/* test_mgr_wire.c - end-to-end test of rpfs-mgr over TCP: spawns the
+ * binary (argv[1]) on an ephemeral port and drives it with encoded requests. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "net.h"
+#include "proto.h"
+
+static int failures;
+
+#define CHECK(cond)                                                          \
+	do {                                                                 \
+		if (!(cond)) {                                               \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, \
+				__LINE__, #cond);                            \
+			failures++;                                          \
+		}                                                            \
+	} while (0)
+#define CHECK_RC(expr, want)                                                 \
+	do {                                                                 \
+		int rc_ = (expr);                                            \
+		if (rc_ != (want)) {                                         \
+			fprintf(stderr, "%s:%d: %s = %d (%s), want %d\n",     \
+				__FILE__, __LINE__, #expr, rc_,               \
+				strerror(-rc_), (want));                     \
+			failures++;                                          \
+		}                                                            \
+	} while (0)
+#define STR(s) ((struct proto_str){ s, (uint32_t)strlen(s) })
+
+static struct net_conn *conn;
+static uint8_t reqbuf[PROTO_MAX_BODY], repbuf[PROTO_MAX_BODY];
+static uint32_t rep_len;
+static const struct proto_cred root_c = { 0, 0, 0, { 0 } };
+static const struct proto_cred user_c = { 1000, 1000, 0, { 0 } };
+static const struct proto_cred other_c = { 2000, 2000, 0, { 0 } };
+
+/* Encode m for op, run it, decode the reply. @return status or -errno */
+static int call(uint16_t op, struct proto_mreq *m, struct proto_mrep *p)
+{
+	struct net_call c = { 0 };
+	struct wbuf w;
+	const char *why;
+	int rc;
+
+	wb_init(&w, reqbuf, sizeof(reqbuf));
+	rc = proto_mreq_encode(&w, op, m);
+	if (rc)
+		return rc;
+	c.op = op;
+	c.body = reqbuf;
+	c.body_len = (uint32_t)w.len;
+	c.rep_buf = repbuf;
+	c.rep_cap = sizeof(repbuf);
+	rc = net_call_run(conn, &c);
+	if (rc)
+		return rc;
+	rep_len = c.rep_len;
+	if (c.status)
+		return c.status;
+	if (p && op != PROTO_OP_MOUNT) {
+		rc = proto_mrep_decode(repbuf, c.rep_len, op, p, &why);
+		if (rc)
+			fprintf(stderr, "decode %s: %s\n", proto_op_name(op), why);
+	}
+	return rc;
+}
+
+/* Spawn the mgr with stderr on a pipe; return its port from the ready line. */
+static pid_t spawn_mgr(const char *bin, const char *db, int *errfd, int *port)
+{
+	int pfd[2];
+	char buf[4096];
+	size_t got = 0;
+	pid_t pid;
+
+	if (pipe(pfd))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(pfd[1], 2);
+		close(pfd[0]);
+		execl(bin, bin, "--listen", "127.0.0.1:0", "--db", db, "--iod",
+		      "127.0.0.1:1", "--iod", "127.0.0.1:2", (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	*errfd = pfd[0];
+	while (got < sizeof(buf) - 1) {
+		ssize_t n = read(pfd[0], buf + got, 1);
+		if (n <= 0)
+			break;
+		got++;
+		buf[got] = '\0';
+		char *p = strstr(buf, "listening on 127.0.0.1:");
+		if (p && buf[got - 1] == '\n') {
+			*port = atoi(p + strlen("listening on 127.0.0.1:"));
+			return pid;
+		}
+	}
+	fprintf(stderr, "mgr did not get ready: %s\n", buf);
+	return -1;
+}
+
+/* Connect a raw socket and send garbage: the mgr must drop just that one. */
+static void raw_garbage(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	uint8_t junk[PROTO_HDR_LEN];
+	char b[64];
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	memset(junk, 0xa5, sizeof(junk));
+	CHECK(write(fd, junk, sizeof(junk)) == sizeof(junk));
+	struct timeval tv = { 5, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ssize_t n = read(fd, b, sizeof(b));
+	CHECK(n <= 0 && !(n < 0 && errno == EAGAIN)); /* closed, not hung */
+	close(fd);
+}
+
+/* The namespace through the wire. */
+static void run_ops(void)
+{
+	struct proto_mreq m;
+	struct proto_mrep p;
+	uint64_t d, f;
+	char name[32];
+
+	memset(&m, 0, sizeof(m));
+	m.cred = root_c;
+	CHECK_RC(call(PROTO_OP_MOUNT, &m, NULL), 0);
+	struct proto_mount *mnt = calloc(1, sizeof(*mnt));
+	const char *why;
+	/* repbuf still holds the MOUNT reply */
+	CHECK_RC(proto_mount_decode(repbuf, rep_len, mnt, &why), 0);
+	CHECK(mnt->niods == 2 && mnt->iods[1].port == 2 && mnt->fsid != 0 &&
+	      mnt->deflayout.unit == 65536 && mnt->deflayout.count == 2);
+	free(mnt);
+
+	m = (struct proto_mreq){ .cred = user_c, .parent = 1, .name = STR("d"), .mode = 0777 };
+	CHECK_RC(call(PROTO_OP_MKDIR, &m, &p), -EACCES);
+	m.cred = root_c;
+	CHECK_RC(call(PROTO_OP_MKDIR, &m, &p), 0);
+	d = p.attr.ino;
+	CHECK(S_ISDIR(p.attr.mode) && p.attr.nlink == 2);
+	m = (struct proto_mreq){ .cred = user_c, .parent = d, .name = STR("f"),
+				 .mode = 0640, .flags = PROTO_CREATE_EXCL };
+	CHECK_RC(call(PROTO_OP_CREATE, &m, &p), 0);
+	f = p.attr.ino;
+	CHECK(p.attr.layout.count == 2 && p.attr.layout.unit == 65536);
+	CHECK_RC(call(PROTO_OP_CREATE, &m, &p), -EEXIST);
+	m = (struct proto_mreq){ .cred = other_c, .parent = d, .name = STR("f") };
+	CHECK_RC(call(PROTO_OP_LOOKUP, &m, &p), 0);
+	CHECK(p.attr.ino == f && p.attr.uid == 1000);
+	m = (struct proto_mreq){ .cred = other_c, .ino = f, .flags = O_RDONLY };
+	CHECK_RC(call(PROTO_OP_OPEN, &m, &p), -EACCES);
+	m.cred = user_c;
+	m.flags = O_RDWR;
+	CHECK_RC(call(PROTO_OP_OPEN, &m, &p), 0);
+	/* setsize, getattr */
+	m = (struct proto_mreq){ .cred = user_c, .ino = f, .size = 100000, .mtime = { 77, 0 } };
+	CHECK_RC(call(PROTO_OP_SETSIZE, &m, &p), 0);
+	m = (struct proto_mreq){ .cred = other_c, .ino = f };
+	CHECK_RC(call(PROTO_OP_GETATTR, &m, &p), 0);
+	CHECK(p.attr.size == 100000 && p.attr.blocks == 196 && p.attr.mtime.sec == 77);
+	/* many entries, read in small pages */
+	for (int i = 0; i < 50; i++) {
+		snprintf(name, sizeof(name), "entry-%03d", i);
+		m = (struct proto_mreq){ .cred = user_c, .parent = d,
+					 .name = STR(name), .mode = 0644 };
+		CHECK_RC(call(PROTO_OP_CREATE, &m, &p), 0);
+	}
+	uint64_t cookie = 0;
+	int total = 0, pages = 0, eof = 0;
+	while (!eof && pages < 100) {
+		m = (struct proto_mreq){ .cred = user_c, .ino = d, .cookie = cookie, .max = 1024 };
+		int rc = call(PROTO_OP_READDIR, &m, &p);
+		CHECK_RC(rc, 0);
+		if (rc)
+			break;
+		struct rbuf r;
+		struct proto_dirent de;
+		rb_init(&r, p.dirents.p, p.dirents.len);
+		uint32_t n = 0;
+		while (proto_dirent_next(&r, &de) == 1) {
+			n++;
+			cookie = de.cookie;
+		}
+		CHECK(n == p.ndirents);
+		total += n;
+		eof = p.eof;
+		pages++;
+	}
+	CHECK(total == 53 && pages > 2);
+	/* rename */
+	m = (struct proto_mreq){ .cred = user_c, .parent = d, .name = STR("f"),
+				 .newparent = d, .newname = STR("entry-000"),
+				 .flags = PROTO_RENAME_NOREPLACE };
+	CHECK_RC(call(PROTO_OP_RENAME, &m, &p), -EEXIST);
+	m.flags = 0;
+	CHECK_RC(call(PROTO_OP_RENAME, &m, &p), 0);
+	CHECK(p.freed.ino != 0 && p.freed.ino != f && p.freed.layout.count == 2);
+	uint64_t victim = p.freed.ino;
+	m = (struct proto_mreq){ .cred = user_c, .ino = victim };
+	CHECK_RC(call(PROTO_OP_PURGE, &m, &p), 0);
+	/* xattrs */
+	m = (struct proto_mreq){ .cred = user_c, .ino = f, .xname = STR("user.color"),
+				 .xvalue = STR("blue") };
+	CHECK_RC(call(PROTO_OP_SETXATTR, &m, &p), 0);
+	m = (struct proto_mreq){ .cred = user_c, .ino = f, .xname = STR("user.color"), .max = 0 };
+	CHECK_RC(call(PROTO_OP_GETXATTR, &m, &p), 0);
+	CHECK(p.xsize == 4);
+	m.max = 2;
+	CHECK_RC(call(PROTO_OP_GETXATTR, &m, &p), -ERANGE);
+	m.max = 100;
+	CHECK_RC(call(PROTO_OP_GETXATTR, &m, &p), 0);
+	CHECK(p.xvalue.len == 4 && memcmp(p.xvalue.p, "blue", 4) == 0);
+	m.xname = STR("user.rpfs.layout");
+	CHECK_RC(call(PROTO_OP_GETXATTR, &m, &p), 0);
+	CHECK(p.xvalue.len > 10 && memcmp(p.xvalue.p, "unit=65536", 10) == 0);
+	m = (struct proto_mreq){ .cred = user_c, .ino = f, .max = 100 };
+	CHECK_RC(call(PROTO_OP_LISTXATTR, &m, &p), 0);
+	CHECK(p.xsize == 11);
+	/* statfs */
+	m = (struct proto_mreq){ .cred = user_c };
+	CHECK_RC(call(PROTO_OP_STATFS, &m, &p), 0);
+	CHECK(p.st.bsize == 4096 && p.st.files == (1ull << 32) &&
+	      p.st.ffree == p.st.files - 52 && p.st.namemax == 255);
+	if (p.st.ffree != p.st.files - 52)
+		fprintf(stderr, "statfs: bsize %llu files %llu namemax %u\n",
+			(unsigned long long)p.st.bsize,
+			(unsigned long long)p.st.files, p.st.namemax);
+	/* unlink: the file becomes an orphan */
+	m = (struct proto_mreq){ .cred = user_c, .parent = d, .name = STR("entry-000") };
+	CHECK_RC(call(PROTO_OP_UNLINK, &m, &p), 0);
+	CHECK(p.freed.ino == f);
+	m = (struct proto_mreq){ .cred = root_c, .parent = 1, .name = STR("d") };
+	CHECK_RC(call(PROTO_OP_RMDIR, &m, &p), -ENOTEMPTY);
+	CHECK_RC(call(PROTO_OP_UNLINK, &m, &p), -EISDIR);
+}
+
+/* A request whose body fails validation closes only that connection. */
+static void bad_body(void)
+{
+	struct net_call c = { 0 };
+	uint8_t junk[5] = { 1, 2, 3, 4, 5 };
+	struct proto_mreq m = { .cred = user_c, .ino = 1 };
+	struct proto_mrep p;
+
+	c.op = PROTO_OP_LOOKUP;
+	c.body = junk;
+	c.body_len = sizeof(junk);
+	c.rep_buf = repbuf;
+	c.rep_cap = sizeof(repbuf);
+	CHECK(net_call_run(conn, &c) != 0);
+	CHECK_RC(call(PROTO_OP_GETATTR, &m, &p), 0); /* reconnects */
+}
+
+int main(int argc, char **argv)
+{
+	char dir[] = "/tmp/test_mgr_wire.XXXXXX", cmd[128];
+	struct net_client *cl;
+	struct net_opts o;
+	int errfd = -1, port = 0, st = 0;
+	pid_t pid;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: test_mgr_wire PATH-TO-rpfs-mgr\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	log_init("test_mgr_wire", LOG_ERR);
+	if (!mkdtemp(dir))
+		return 1;
+	pid = spawn_mgr(argv[1], dir, &errfd, &port);
+	if (pid < 0)
+		return 1;
+	net_opts_default(&o);
+	o.timeout_ms = 5000;
+	if (net_client_new(&cl, &o) || net_conn_new(cl, "127.0.0.1", port, &conn)) {
+		kill(pid, SIGTERM);
+		return 1;
+	}
+	run_ops();
+	raw_garbage(port);
+	bad_body();
+	net_client_free(cl);
+	kill(pid, SIGTERM);
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* echo the daemon's log for the test record */
+	char buf[4096];
+	ssize_t n;
+	while ((n = read(errfd, buf, sizeof(buf))) > 0)
+		fwrite(buf, 1, n, stderr);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		failures++;
+	if (failures) {
+		fprintf(stderr, "%d failures\n", failures);
+		return 1;
+	}
+	printf("test_mgr_wire: ok\n");
+	return 0;
+}
