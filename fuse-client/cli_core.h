@@ -1,0 +1,89 @@
+/*
+ * cli_core.h - the rpfs client core: one mounted file system as seen from a
+ * client process. Holds the transport client, the connection to the mgr and
+ * one (lazily connecting) connection per iod of the table MOUNT returned.
+ * Nothing here knows about FUSE: the FUSE front end and the native library
+ * both sit on top of cli_core, cli_meta, cli_io and cli_inode.
+ */
+#ifndef RPFS_CLI_CORE_H
+#define RPFS_CLI_CORE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "net.h"
+#include "proto.h"
+
+struct cli_itab;
+
+/* Mount options of the client core. */
+struct cli_opts {
+	int timeout_ms; /* every server request fails after this, > 0 */
+};
+
+/* One iod of the file system. Immutable after mount except "failing". */
+struct cli_iod {
+	uint16_t id;
+	uint16_t port;
+	char host[PROTO_MAX_HOST + 1];
+	struct net_conn *conn;  /* connects on first use */
+	atomic_int failing;     /* 1 after a failure was logged, 0 after a success */
+	_Atomic uint64_t down_until_ns; /* after a timeout: fail fast until then
+					 * (CLOCK_MONOTONIC), so a hung iod costs
+					 * one timeout, not one per queued request */
+};
+
+/* A mounted file system. All fields are set by cli_fs_mount and read-only
+ * afterwards (the connections and the inode table lock themselves). */
+struct cli_fs {
+	struct net_client *net;
+	struct net_conn *mgr;
+	char mgr_host[PROTO_MAX_HOST + 1];
+	uint16_t mgr_port;
+	atomic_int mgr_failing;   /* 1 after a mgr failure was logged */
+	uint64_t fsid;
+	struct proto_layout deflayout;
+	uint16_t niods;
+	struct cli_iod *iods;     /* niods entries, index = iod id */
+	int timeout_ms;
+	struct cli_itab *itab;    /* inode table (cli_inode.h) */
+};
+
+/**
+ * Connect to the mgr at host:port, fetch the fs parameters and iod table
+ * (MOUNT) and set up a connection handle per iod. The iods are not
+ * contacted here: they connect on first I/O.
+ * @param[out] out the mounted file system
+ * @param[in] host mgr host name or address
+ * @param[in] port mgr port
+ * @param[in] o options (NULL for defaults)
+ * @return 0, or -EINVAL bad argument or a bad iod table from the mgr,
+ *	-ENOMEM, -ECONNREFUSED/-EHOSTUNREACH/-ETIMEDOUT/-EIO mgr unreachable,
+ *	-EPROTO malformed reply, or the mgr's -errno for MOUNT
+ */
+int cli_fs_mount(struct cli_fs **out, const char *host, uint16_t port,
+		 const struct cli_opts *o);
+
+/** Free everything. No call may be in flight. */
+void cli_fs_free(struct cli_fs *fs);
+
+/**
+ * Fill a credential. Groups beyond PROTO_MAX_GROUPS are dropped.
+ * @param[out] c the credential
+ * @param[in] uid, gid caller identity
+ * @param[in] groups supplementary groups (may be NULL when n is 0)
+ * @param[in] n number of groups
+ */
+void cli_cred_set(struct proto_cred *c, uint32_t uid, uint32_t gid,
+		  const uint32_t *groups, int n);
+
+/**
+ * Per-thread scratch of PROTO_MAX_BODY bytes for request encoding and one for
+ * reply bodies, allocated on first use by each thread and freed at thread
+ * exit. Used by cli_meta; at most one meta call per thread at a time.
+ * @return the buffers, or NULL (out of memory)
+ */
+uint8_t *cli_tls_reqbuf(void);
+uint8_t *cli_tls_repbuf(void);
+
+#endif

@@ -1,0 +1,1005 @@
+/*
+ * cli_fuse.c - libfuse low-level operations on top of the client core.
+ * Every op replies exactly once; errors return early through
+ * `return (void) fuse_reply_err(req, -rc);`. Metadata goes to the mgr
+ * (cli_meta), data to the iods (cli_io); the inode table (cli_inode) keeps
+ * lookup counts, layouts and the locally written size.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <time.h>
+
+#include "cli_fuse.h"
+#include "cli_inode.h"
+#include "cli_io.h"
+#include "cli_meta.h"
+#include "log.h"
+
+#define CLI_MAX_IO (1u << 20)        /* max_write and max_readahead */
+#define CLI_LAYOUT_XATTR "user.rpfs.layout"
+#define CLI_STATS_XATTR "rpfs.stats"
+#define CLI_STATS_XATTR_USER "user.rpfs.stats"
+
+/* An open regular file. Owned by the kernel's file handle (fi->fh). */
+struct cli_file {
+	uint64_t ino;
+	struct proto_cred cred; /* opener: used for size pushes at close */
+};
+
+_Static_assert(sizeof(gid_t) == sizeof(uint32_t), "gid_t is 32 bits");
+
+/* The session's front-end state. */
+static struct cli_fuse *cf_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* The mounted file system of a request. */
+static struct cli_fs *fs_of(fuse_req_t req)
+{
+	return cf_of(req)->fs;
+}
+
+/* The open file behind a file handle. */
+static struct cli_file *file_of(struct fuse_file_info *fi)
+{
+	return (struct cli_file *)(uintptr_t)fi->fh;
+}
+
+/* The caller's credential, with up to PROTO_MAX_GROUPS supplementary
+ * groups. Cost: fuse_req_getgroups reads /proc/PID/status. */
+static void cred_of(fuse_req_t req, struct proto_cred *c)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t groups[PROTO_MAX_GROUPS];
+	int n = fuse_req_getgroups(req, PROTO_MAX_GROUPS, groups);
+
+	if (n > PROTO_MAX_GROUPS)
+		n = PROTO_MAX_GROUPS;
+	cli_cred_set(c, ctx->uid, ctx->gid, (const uint32_t *)groups,
+		     n > 0 ? n : 0);
+}
+
+/* Convert rpfs attributes to a struct stat. */
+static void attr_to_stat(const struct proto_attr *a, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->ino;
+	st->st_mode = a->mode;
+	st->st_nlink = a->nlink;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	st->st_rdev = a->rdev;
+	st->st_size = (off_t)a->size;
+	st->st_blocks = (blkcnt_t)a->blocks;
+	st->st_blksize = CLI_MAX_IO;
+	st->st_atim.tv_sec = a->atime.sec;
+	st->st_atim.tv_nsec = a->atime.nsec;
+	st->st_mtim.tv_sec = a->mtime.sec;
+	st->st_mtim.tv_nsec = a->mtime.nsec;
+	st->st_ctim.tv_sec = a->ctime.sec;
+	st->st_ctim.tv_nsec = a->ctime.nsec;
+}
+
+/* Fill an entry reply for attributes already merged into the table. */
+static void fill_entry(fuse_req_t req, const struct proto_attr *a,
+		       struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = a->ino;
+	e->generation = 1; /* inode numbers are never reused */
+	e->attr_timeout = cf_of(req)->attr_timeout;
+	e->entry_timeout = cf_of(req)->entry_timeout;
+	attr_to_stat(a, &e->attr);
+}
+
+/* Reply with a new kernel reference to attr's inode (lookup, mkdir, ...). */
+static void reply_entry(fuse_req_t req, struct proto_attr *a)
+{
+	struct cli_fs *fs = fs_of(req);
+	struct fuse_entry_param e;
+	int rc = cli_inode_update(fs->itab, a, 1);
+
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	fill_entry(req, a, &e);
+	if (fuse_reply_entry(req, &e))
+		cli_inode_forget(fs->itab, a->ino, 1); /* kernel took no ref */
+}
+
+/* Reply with attributes (getattr, setattr). */
+static void reply_attr(fuse_req_t req, struct proto_attr *a)
+{
+	struct stat st;
+
+	cli_inode_update(fs_of(req)->itab, a, 0);
+	attr_to_stat(a, &st);
+	fuse_reply_attr(req, &st, cf_of(req)->attr_timeout);
+}
+
+/* Current wall-clock time in protocol form. */
+static struct proto_time now_time(void)
+{
+	struct timespec ts;
+	struct proto_time t;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	t.sec = ts.tv_sec;
+	t.nsec = (uint32_t)ts.tv_nsec;
+	return t;
+}
+
+/*
+ * Push this client's written size to the mgr if it wrote since the last
+ * push (SETSIZE grows only and sets mtime). Cost: one mgr round trip when
+ * dirty, none otherwise.
+ */
+static int push_size(struct cli_fs *fs, const struct proto_cred *c,
+		     uint64_t ino)
+{
+	struct proto_attr a;
+	struct proto_time t;
+	uint64_t size;
+	int rc;
+
+	if (!cli_inode_take_dirty(fs->itab, ino, &size))
+		return 0;
+	t = now_time();
+	rc = cli_meta_setsize(fs, c, ino, size, &t, &a);
+	if (rc == -ENOENT)
+		return 0; /* purged under us: nothing left to grow */
+	if (rc) {
+		cli_inode_push_failed(fs->itab, ino);
+		return rc;
+	}
+	cli_inode_update(fs->itab, &a, 0);
+	return 0;
+}
+
+/*
+ * Truncate a regular file: SETATTR at the mgr (with any other changes in
+ * valid), then each iod's object to its share. Cost: two round trips.
+ */
+static int do_truncate(struct cli_fs *fs, const struct proto_cred *c,
+		       uint64_t ino, uint32_t valid, struct proto_attr *in,
+		       struct proto_attr *out)
+{
+	int rc = cli_meta_setattr(fs, c, ino, valid | PROTO_SA_SIZE, in, out);
+
+	if (rc)
+		return rc;
+	if (!S_ISREG(out->mode))
+		return 0;
+	rc = cli_io_truncate(fs, ino, &out->layout, in->size);
+	if (rc)
+		return rc;
+	cli_inode_truncated(fs->itab, ino, in->size);
+	return 0;
+}
+
+/* Remove the stripe objects of a freed inode, then purge it at the mgr.
+ * A failure leaves an orphan for a scrub and is only logged. */
+static void remove_freed(struct cli_fs *fs, const struct proto_cred *c,
+			 uint64_t ino, const struct proto_layout *l)
+{
+	int rc = cli_io_remove(fs, ino, l);
+
+	if (rc == 0)
+		rc = cli_meta_purge(fs, c, ino);
+	if (rc)
+		log_warn("inode %llu: removing data failed (%s), left as orphan",
+			 (unsigned long long)ino, strerror(-rc));
+}
+
+/* Handle an inode freed by UNLINK/RENAME: remove now or at last release. */
+static void handle_freed(struct cli_fs *fs, const struct proto_cred *c,
+			 const struct proto_freed *f)
+{
+	if (!f->ino)
+		return;
+	if (cli_inode_unlinked(fs->itab, f->ino, &f->layout))
+		remove_freed(fs, c, f->ino, &f->layout);
+}
+
+/* Per-thread buffer for read data and directory listings, grown on demand
+ * and kept for the thread's life (freed at thread exit). */
+static pthread_key_t rbuf_key;
+static pthread_once_t rbuf_once = PTHREAD_ONCE_INIT;
+static __thread void *rbuf_ptr;
+static __thread size_t rbuf_cap;
+
+/* Create the key whose destructor frees a thread's buffer. */
+static void rbuf_key_init(void)
+{
+	(void)pthread_key_create(&rbuf_key, free);
+}
+
+/* A buffer of at least len bytes for the calling thread, or NULL. */
+static void *rbuf_get(size_t len)
+{
+	void *p;
+
+	if (len <= rbuf_cap)
+		return rbuf_ptr;
+	if (len < CLI_MAX_IO)
+		len = CLI_MAX_IO;
+	pthread_once(&rbuf_once, rbuf_key_init);
+	p = realloc(rbuf_ptr, len);
+	if (!p)
+		return NULL;
+	rbuf_ptr = p;
+	rbuf_cap = len;
+	(void)pthread_setspecific(rbuf_key, p);
+	return p;
+}
+
+/* ------------------------------------------------------------------ ops */
+
+/* Negotiate: 1 MiB writes and readahead, readdirplus, atomic O_TRUNC. */
+static void cli_init(void *userdata, struct fuse_conn_info *conn)
+{
+	conn->max_write = CLI_MAX_IO;
+	conn->max_readahead = CLI_MAX_IO;
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+	if (conn->capable & FUSE_CAP_ASYNC_READ)
+		conn->want |= FUSE_CAP_ASYNC_READ;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/* size semantics need every write to reach us */
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
+			FUSE_CAP_SPLICE_MOVE);
+}
+
+/* LOOKUP; a miss is cached by the kernel for entry_timeout. */
+static void cli_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct proto_cred c;
+	struct proto_attr a;
+	int rc;
+
+	cred_of(req, &c);
+	rc = cli_meta_lookup(fs_of(req), &c, parent, name, &a);
+	if (rc == -ENOENT) {
+		struct fuse_entry_param e;
+
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = cf_of(req)->entry_timeout;
+		return (void) fuse_reply_entry(req, &e);
+	}
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	reply_entry(req, &a);
+}
+
+/* FORGET: drop kernel references. */
+static void cli_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	cli_inode_forget(fs_of(req)->itab, ino, nlookup);
+	fuse_reply_none(req);
+}
+
+/* BATCH_FORGET. */
+static void cli_forget_multi(fuse_req_t req, size_t count,
+			     struct fuse_forget_data *forgets)
+{
+	struct cli_fs *fs = fs_of(req);
+
+	for (size_t i = 0; i < count; i++)
+		cli_inode_forget(fs->itab, forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+/* GETATTR; an unlinked file that is still open answers from the cache. */
+static void cli_getattr(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	struct cli_fs *fs = fs_of(req);
+	struct proto_cred c;
+	struct proto_attr a;
+	int rc;
+
+	cred_of(req, &c);
+	rc = cli_meta_getattr(fs, &c, ino, &a);
+	if (rc == -ENOENT && cli_inode_cached_attr(fs->itab, ino, &a) == 0) {
+		struct stat st;
+
+		a.nlink = 0;
+		attr_to_stat(&a, &st);
+		return (void) fuse_reply_attr(req, &st, 0);
+	}
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	reply_attr(req, &a);
+}
+
+/* SETATTR: mode, owner, times (incl. NOW) and size (truncate). */
+static void cli_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			int to_set, struct fuse_file_info *fi)
+{
+	struct cli_fs *fs = fs_of(req);
+	struct proto_attr in, out;
+	struct proto_cred c;
+	uint32_t valid = 0;
+	int rc;
+
+	memset(&in, 0, sizeof(in));
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		valid |= PROTO_SA_MODE;
+		in.mode = attr->st_mode & 07777;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		valid |= PROTO_SA_UID;
+		in.uid = attr->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		valid |= PROTO_SA_GID;
+		in.gid = attr->st_gid;
+	}
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+		valid |= PROTO_SA_ATIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_ATIME) {
+		valid |= PROTO_SA_ATIME;
+		in.atime.sec = attr->st_atim.tv_sec;
+		in.atime.nsec = (uint32_t)attr->st_atim.tv_nsec;
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+		valid |= PROTO_SA_MTIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_MTIME) {
+		valid |= PROTO_SA_MTIME;
+		in.mtime.sec = attr->st_mtim.tv_sec;
+		in.mtime.nsec = (uint32_t)attr->st_mtim.tv_nsec;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (attr->st_size < 0)
+			return (void) fuse_reply_err(req, EINVAL);
+		in.size = (uint64_t)attr->st_size;
+	}
+	cred_of(req, &c);
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		rc = do_truncate(fs, &c, ino, valid, &in, &out);
+	else if (valid)
+		rc = cli_meta_setattr(fs, &c, ino, valid, &in, &out);
+	else
+		rc = cli_meta_getattr(fs, &c, ino, &out);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	reply_attr(req, &out);
+}
+
+/* READLINK. */
+static void cli_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[PROTO_MAX_PATH + 1];
+	struct proto_cred c;
+	int rc;
+
+	cred_of(req, &c);
+	rc = cli_meta_readlink(fs_of(req), &c, ino, buf, sizeof(buf));
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	fuse_reply_readlink(req, buf);
+}
+
+/* MKNOD (fifos, sockets, devices, regular files). */
+static void cli_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, dev_t rdev)
+{
+	struct proto_cred c;
+	struct proto_attr a;
+	int rc;
+
+	cred_of(req, &c);
+	rc = cli_meta_mknod(fs_of(req), &c, parent, name, mode, (uint32_t)rdev,
+			    &a);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	reply_entry(req, &a);
+}
+
+/* MKDIR. */
+static void cli_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode)
+{
+	struct proto_cred c;
+	struct proto_attr a;
+	int rc;
+
+	cred_of(req, &c);
+	rc = cli_meta_mkdir(fs_of(req), &c, parent, name,
+			    S_IFDIR | (mode & 07777), &a);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	reply_entry(req, &a);
+}
+
+/* UNLINK; frees the data now or at last release if it was the last link. */
+static void cli_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct cli_fs *fs = fs_of(req);
+	struct proto_freed f;
+	struct proto_cred c;
+	int rc;
+
+	cred_of(req, &c);
+	rc = cli_meta_unlink(fs, &c, parent, name, &f);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	handle_freed(fs, &c, &f);
+	fuse_reply_err(req, 0);
+}
+
+/* RMDIR. */
+static void cli_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct proto_cred c;
+
+	cred_of(req, &c);
+	fuse_reply_err(req, -cli_meta_rmdir(fs_of(req), &c, parent, name));
+}
+
+/* SYMLINK. */
+static void cli_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+			const char *name)
+{
+	struct proto_cred c;
+	struct proto_attr a;
+	int rc;
+
+	cred_of(req, &c);
+	rc = cli_meta_symlink(fs_of(req), &c, parent, name, link, &a);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	reply_entry(req, &a);
+}
+
+/* RENAME (RENAME_NOREPLACE, RENAME_EXCHANGE); frees a replaced target. */
+static void cli_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       fuse_ino_t newparent, const char *newname,
+		       unsigned int flags)
+{
+	struct cli_fs *fs = fs_of(req);
+	struct proto_freed f;
+	struct proto_cred c;
+	int rc;
+
+	cred_of(req, &c);
+	rc = cli_meta_rename(fs, &c, parent, name, newparent, newname, flags,
+			     &f);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	handle_freed(fs, &c, &f);
+	fuse_reply_err(req, 0);
+}
+
+/* LINK. */
+static void cli_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		     const char *newname)
+{
+	struct proto_cred c;
+	struct proto_attr a;
+	int rc;
+
+	cred_of(req, &c);
+	rc = cli_meta_link(fs_of(req), &c, ino, newparent, newname, &a);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	reply_entry(req, &a);
+}
+
+/* Make the per-open state for an opened file; attr from the mgr. */
+static int file_open(struct cli_fs *fs, const struct proto_cred *c,
+		     struct proto_attr *a, struct fuse_file_info *fi)
+{
+	struct cli_file *f = malloc(sizeof(*f));
+	int rc;
+
+	if (!f)
+		return -ENOMEM;
+	rc = cli_inode_open(fs->itab, a);
+	if (rc) {
+		free(f);
+		return rc;
+	}
+	f->ino = a->ino;
+	f->cred = *c;
+	fi->fh = (uintptr_t)f;
+	fi->keep_cache = 0;
+	fi->direct_io = 0;
+	return 0;
+}
+
+/* Undo file_open after the kernel refused the open reply. */
+static void file_close(struct cli_fs *fs, struct fuse_file_info *fi)
+{
+	struct cli_file *f = file_of(fi);
+	struct proto_layout l;
+
+	if (cli_inode_release(fs->itab, f->ino, &l))
+		remove_freed(fs, &f->cred, f->ino, &l);
+	free(f);
+}
+
+/* OPEN: permission check at the mgr, O_TRUNC, per-open state. */
+static void cli_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct cli_fs *fs = fs_of(req);
+	struct proto_cred c;
+	struct proto_attr a;
+	int rc;
+
+	cred_of(req, &c);
+	rc = cli_meta_open(fs, &c, ino, (uint32_t)fi->flags, &a);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY &&
+	    S_ISREG(a.mode)) {
+		struct proto_attr in;
+
+		memset(&in, 0, sizeof(in));
+		rc = do_truncate(fs, &c, ino, 0, &in, &a);
+		if (rc)
+			return (void) fuse_reply_err(req, -rc);
+	}
+	rc = file_open(fs, &c, &a, fi);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	if (fuse_reply_open(req, fi))
+		file_close(fs, fi);
+}
+
+/* CREATE: O_EXCL maps to PROTO_CREATE_EXCL; O_TRUNC on an existing file. */
+static void cli_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       mode_t mode, struct fuse_file_info *fi)
+{
+	struct cli_fs *fs = fs_of(req);
+	struct fuse_entry_param e;
+	struct proto_cred c;
+	struct proto_attr a;
+	int rc;
+
+	cred_of(req, &c);
+	rc = cli_meta_create(fs, &c, parent, name, S_IFREG | (mode & 07777),
+			     (fi->flags & O_EXCL) ? PROTO_CREATE_EXCL : 0, &a);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	if ((fi->flags & O_TRUNC) && a.size > 0) {
+		struct proto_attr in;
+
+		memset(&in, 0, sizeof(in));
+		rc = do_truncate(fs, &c, a.ino, 0, &in, &a);
+		if (rc)
+			return (void) fuse_reply_err(req, -rc);
+	}
+	rc = cli_inode_update(fs->itab, &a, 1);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	rc = file_open(fs, &c, &a, fi);
+	if (rc) {
+		cli_inode_forget(fs->itab, a.ino, 1);
+		return (void) fuse_reply_err(req, -rc);
+	}
+	fill_entry(req, &a, &e);
+	if (fuse_reply_create(req, &e, fi)) {
+		file_close(fs, fi);
+		cli_inode_forget(fs->itab, a.ino, 1);
+	}
+}
+
+/* READ: clip to the size, gather from the iods into a per-thread buffer. */
+static void cli_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct cli_fs *fs = fs_of(req);
+	struct proto_layout l;
+	uint64_t fsize;
+	void *buf;
+	int rc;
+
+	if (off < 0)
+		return (void) fuse_reply_err(req, EINVAL);
+	rc = cli_inode_io(fs->itab, ino, &l, &fsize);
+	if (rc)
+		return (void) fuse_reply_err(req, EBADF);
+	if ((uint64_t)off >= fsize || size == 0)
+		return (void) fuse_reply_buf(req, NULL, 0);
+	if (size > fsize - (uint64_t)off)
+		size = (size_t)(fsize - (uint64_t)off);
+	buf = rbuf_get(size);
+	if (!buf)
+		return (void) fuse_reply_err(req, ENOMEM);
+	rc = cli_io_read(fs, ino, &l, (uint64_t)off, size, buf);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	fuse_reply_buf(req, buf, size);
+}
+
+/* WRITE: scatter to the iods straight from the request buffer. */
+static void cli_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		      size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct cli_fs *fs = fs_of(req);
+	struct proto_layout l;
+	uint64_t fsize;
+	int rc;
+
+	if (off < 0)
+		return (void) fuse_reply_err(req, EINVAL);
+	rc = cli_inode_io(fs->itab, ino, &l, &fsize);
+	if (rc)
+		return (void) fuse_reply_err(req, EBADF);
+	rc = cli_io_write(fs, ino, &l, (uint64_t)off, size, buf);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	cli_inode_wrote(fs->itab, ino, (uint64_t)off + size);
+	fuse_reply_write(req, size);
+}
+
+/* FLUSH (each close): publish the written size. */
+static void cli_flush(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi)
+{
+	struct cli_fs *fs = fs_of(req);
+
+	fuse_reply_err(req, -push_size(fs, &file_of(fi)->cred, ino));
+}
+
+/* RELEASE (last close of the handle): publish size, deferred removal. */
+static void cli_release(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	struct cli_fs *fs = fs_of(req);
+	struct cli_file *f = file_of(fi);
+	int rc = push_size(fs, &f->cred, ino);
+
+	if (rc)
+		log_warn("inode %llu: size update at close failed: %s",
+			 (unsigned long long)ino, strerror(-rc));
+	file_close(fs, fi);
+	fuse_reply_err(req, 0);
+}
+
+/* FSYNC: every iod of the file syncs, then the size is published. */
+static void cli_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		      struct fuse_file_info *fi)
+{
+	struct cli_fs *fs = fs_of(req);
+	struct proto_layout l;
+	uint64_t fsize;
+	int rc = cli_inode_io(fs->itab, ino, &l, &fsize);
+
+	if (rc)
+		return (void) fuse_reply_err(req, EBADF);
+	rc = cli_io_fsync(fs, ino, &l, datasync);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	fuse_reply_err(req, -push_size(fs, &file_of(fi)->cred, ino));
+}
+
+/* OPENDIR: no state; the kernel checked read permission. */
+static void cli_opendir(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	fi->fh = 0;
+	fuse_reply_open(req, fi);
+}
+
+/* Whether name is "." or "..", which the kernel takes no reference for. */
+static int is_dot(const char *name)
+{
+	return name[0] == '.' &&
+	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
+/*
+ * READDIR / READDIRPLUS: one mgr READDIR from the cookie the kernel passes
+ * as offset; every entry carries its own cookie as the next offset, so a
+ * listing can be read in any number of chunks. Entries that do not fit are
+ * fetched again by the next call. Cost: one round trip per chunk.
+ */
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       int plus)
+{
+	struct cli_fs *fs = fs_of(req);
+	struct proto_cred c;
+	struct proto_mrep rep;
+	struct proto_dirent d;
+	struct rbuf r;
+	size_t pos = 0, maxb = size * (plus ? 2 : 4);
+	char *buf = rbuf_get(size);
+	char name[PROTO_MAX_NAME + 1];
+	int rc;
+
+	if (!buf)
+		return (void) fuse_reply_err(req, ENOMEM);
+	if (maxb < 4096)
+		maxb = 4096;
+	if (maxb > PROTO_MAX_BODY)
+		maxb = PROTO_MAX_BODY;
+	cred_of(req, &c);
+	rc = cli_meta_readdir(fs, &c, ino, (uint64_t)off, (uint32_t)maxb, &rep);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	rb_init(&r, rep.dirents.p, rep.dirents.len);
+	while ((rc = proto_dirent_next(&r, &d)) == 1) {
+		size_t need;
+
+		memcpy(name, d.name.p, d.name.len);
+		name[d.name.len] = '\0';
+		if (plus) {
+			struct fuse_entry_param e;
+
+			need = fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0);
+			if (need > size - pos)
+				break;
+			if (!is_dot(name) &&
+			    cli_inode_update(fs->itab, &d.attr, 1))
+				break;
+			fill_entry(req, &d.attr, &e);
+			fuse_add_direntry_plus(req, buf + pos, size - pos, name,
+					       &e, (off_t)d.cookie);
+		} else {
+			struct stat st;
+
+			memset(&st, 0, sizeof(st));
+			st.st_ino = d.attr.ino;
+			st.st_mode = d.attr.mode;
+			need = fuse_add_direntry(req, buf + pos, size - pos,
+						 name, &st, (off_t)d.cookie);
+			if (need > size - pos)
+				break;
+		}
+		pos += need;
+	}
+	if (rc < 0) {
+		log_warn("mgr (%s:%u): malformed READDIR entry list",
+			 fs->mgr_host, fs->mgr_port);
+		if (pos == 0)
+			return (void) fuse_reply_err(req, EIO);
+	}
+	fuse_reply_buf(req, buf, pos);
+}
+
+/* READDIR. */
+static void cli_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+			off_t off, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, 0);
+}
+
+/* READDIRPLUS. */
+static void cli_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			    off_t off, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, 1);
+}
+
+/* RELEASEDIR: nothing to free. */
+static void cli_releasedir(fuse_req_t req, fuse_ino_t ino,
+			   struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+/* STATFS: the mgr's aggregate over the iods. */
+static void cli_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct proto_statfs s;
+	struct proto_cred c;
+	struct statvfs st;
+	int rc;
+
+	cred_of(req, &c);
+	rc = cli_meta_statfs(fs_of(req), &c, &s);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	memset(&st, 0, sizeof(st));
+	st.f_bsize = s.bsize;
+	st.f_frsize = s.bsize;
+	st.f_blocks = s.blocks;
+	st.f_bfree = s.bfree;
+	st.f_bavail = s.bavail;
+	st.f_files = s.files;
+	st.f_ffree = s.ffree;
+	st.f_favail = s.ffree;
+	st.f_namemax = s.namemax ? s.namemax : PROTO_MAX_NAME;
+	fuse_reply_statfs(req, &st);
+}
+
+/* Whether (ino, name) is the read-only transport counters attribute. */
+static int is_stats(fuse_ino_t ino, const char *name)
+{
+	return ino == FUSE_ROOT_ID && (!strcmp(name, CLI_STATS_XATTR) ||
+				       !strcmp(name, CLI_STATS_XATTR_USER));
+}
+
+/* Format the transport counters as JSON. @return length (without NUL) */
+static int stats_json(struct cli_fs *fs, char *buf, size_t cap)
+{
+	struct net_stats s;
+
+	net_client_stats(fs->net, &s);
+	return snprintf(buf, cap,
+		"{\"transport\":\"tcp\",\"msgs_tx\":%llu,\"msgs_rx\":%llu,"
+		"\"bytes_tx\":%llu,\"bytes_rx\":%llu,\"bulk_pull_bytes\":%llu,"
+		"\"bulk_push_bytes\":%llu,\"data_frames\":%llu,"
+		"\"credit_waits\":%llu,\"timeouts\":%llu,\"reconnects\":%llu,"
+		"\"conn_errors\":%llu,\"rejects\":%llu}\n",
+		(unsigned long long)s.msgs_tx, (unsigned long long)s.msgs_rx,
+		(unsigned long long)s.bytes_tx, (unsigned long long)s.bytes_rx,
+		(unsigned long long)s.bulk_pull_bytes,
+		(unsigned long long)s.bulk_push_bytes,
+		(unsigned long long)s.data_frames,
+		(unsigned long long)s.credit_waits,
+		(unsigned long long)s.timeouts,
+		(unsigned long long)s.reconnects,
+		(unsigned long long)s.conn_errors,
+		(unsigned long long)s.rejects);
+}
+
+/* SETXATTR; setting user.rpfs.layout refreshes the cached layout. */
+static void cli_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			 const char *value, size_t size, int flags)
+{
+	struct cli_fs *fs = fs_of(req);
+	struct proto_cred c;
+	uint32_t pf = 0;
+	int rc;
+
+	if (is_stats(ino, name))
+		return (void) fuse_reply_err(req, EPERM);
+	if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
+		return (void) fuse_reply_err(req, EINVAL);
+	if (flags & XATTR_CREATE)
+		pf |= PROTO_XATTR_CREATE;
+	if (flags & XATTR_REPLACE)
+		pf |= PROTO_XATTR_REPLACE;
+	cred_of(req, &c);
+	rc = cli_meta_setxattr(fs, &c, ino, name, value, size, pf);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	if (!strcmp(name, CLI_LAYOUT_XATTR)) {
+		struct proto_attr a;
+
+		if (cli_meta_getattr(fs, &c, ino, &a) == 0 && S_ISREG(a.mode))
+			cli_inode_set_layout(fs->itab, ino, &a.layout);
+	}
+	fuse_reply_err(req, 0);
+}
+
+/* Reply to an xattr read: size query (size 0), ERANGE, or the bytes. */
+static void reply_xattr_value(fuse_req_t req, const void *p, size_t len,
+			      size_t size)
+{
+	if (size == 0)
+		return (void) fuse_reply_xattr(req, len);
+	if (len > size)
+		return (void) fuse_reply_err(req, ERANGE);
+	fuse_reply_buf(req, p, len);
+}
+
+/* GETXATTR, with the read-only rpfs.stats on the root. */
+static void cli_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			 size_t size)
+{
+	struct proto_cred c;
+	struct proto_str v;
+	uint32_t xsize;
+	int rc;
+
+	if (is_stats(ino, name)) {
+		char js[1024];
+		int n = stats_json(fs_of(req), js, sizeof(js));
+
+		return reply_xattr_value(req, js, (size_t)n, size);
+	}
+	if (size > PROTO_MAX_XATTR_VALUE)
+		size = PROTO_MAX_XATTR_VALUE;
+	cred_of(req, &c);
+	rc = cli_meta_getxattr(fs_of(req), &c, ino, name, (uint32_t)size, &v,
+			       &xsize);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	if (size == 0)
+		return (void) fuse_reply_xattr(req, xsize);
+	fuse_reply_buf(req, v.p, v.len);
+}
+
+/* LISTXATTR (the stats attribute is not listed). */
+static void cli_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct proto_cred c;
+	struct proto_str v;
+	uint32_t xsize;
+	int rc;
+
+	if (size > PROTO_MAX_BODY / 2)
+		size = PROTO_MAX_BODY / 2;
+	cred_of(req, &c);
+	rc = cli_meta_listxattr(fs_of(req), &c, ino, (uint32_t)size, &v,
+				&xsize);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	if (size == 0)
+		return (void) fuse_reply_xattr(req, xsize);
+	fuse_reply_buf(req, v.p, v.len);
+}
+
+/* REMOVEXATTR. */
+static void cli_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct proto_cred c;
+
+	if (is_stats(ino, name))
+		return (void) fuse_reply_err(req, EPERM);
+	cred_of(req, &c);
+	fuse_reply_err(req, -cli_meta_removexattr(fs_of(req), &c, ino, name));
+}
+
+/* ACCESS (only reached without default_permissions, kept for safety). */
+static void cli_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct proto_cred c;
+
+	cred_of(req, &c);
+	fuse_reply_err(req, -cli_meta_access(fs_of(req), &c, ino,
+					     (uint32_t)mask & 7));
+}
+
+/* FALLOCATE: not supported. */
+static void cli_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+			  off_t offset, off_t length, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EOPNOTSUPP);
+}
+
+static const struct fuse_lowlevel_ops cli_ops = {
+	.init = cli_init,
+	.lookup = cli_lookup,
+	.forget = cli_forget,
+	.forget_multi = cli_forget_multi,
+	.getattr = cli_getattr,
+	.setattr = cli_setattr,
+	.readlink = cli_readlink,
+	.mknod = cli_mknod,
+	.mkdir = cli_mkdir,
+	.unlink = cli_unlink,
+	.rmdir = cli_rmdir,
+	.symlink = cli_symlink,
+	.rename = cli_rename,
+	.link = cli_link,
+	.open = cli_open,
+	.read = cli_read,
+	.write = cli_write,
+	.flush = cli_flush,
+	.release = cli_release,
+	.fsync = cli_fsync,
+	.opendir = cli_opendir,
+	.readdir = cli_readdir,
+	.readdirplus = cli_readdirplus,
+	.releasedir = cli_releasedir,
+	.statfs = cli_statfs,
+	.setxattr = cli_setxattr,
+	.getxattr = cli_getxattr,
+	.listxattr = cli_listxattr,
+	.removexattr = cli_removexattr,
+	.access = cli_access,
+	.create = cli_create,
+	.fallocate = cli_fallocate,
+};
+
+/* The operations table: see cli_fuse.h. */
+const struct fuse_lowlevel_ops *cli_fuse_ops(void)
+{
+	return &cli_ops;
+}

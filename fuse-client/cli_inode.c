@@ -1,0 +1,369 @@
+/*
+ * cli_inode.c - the inode table: a chained hash of inode number to entry,
+ * protected by one mutex. Entries live while the kernel holds a lookup
+ * reference or the file is open.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_inode.h"
+
+/* One inode known to this client. All fields: protected by itab.lock. */
+struct cli_inode {
+	struct cli_inode *next;    /* hash chain */
+	uint64_t ino;
+	uint64_t nlookup;          /* kernel references */
+	uint32_t nopen;            /* open file handles */
+	int dirty;                 /* written since the last SETSIZE */
+	int removed;               /* last link gone: remove at last release */
+	uint64_t mgr_size;         /* size last reported by the mgr */
+	uint64_t wsize;            /* highest byte written here, exclusive */
+	struct proto_layout layout;/* zero unless a regular file */
+	struct proto_attr attr;    /* last attributes from the mgr */
+};
+
+struct cli_itab {
+	pthread_mutex_t lock;
+	struct cli_inode **buckets;/* protected by lock */
+	size_t nbuckets;           /* power of two; protected by lock */
+	size_t count;              /* protected by lock */
+};
+
+#define ITAB_INIT_BUCKETS 1024
+
+/* Bucket of ino (Fibonacci hashing spreads sequential inode numbers). */
+static size_t hash_ino(const struct cli_itab *t, uint64_t ino)
+{
+	return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 20) & (t->nbuckets - 1);
+}
+
+/* Create the table: see cli_inode.h. */
+int cli_itab_new(struct cli_itab **out)
+{
+	struct cli_itab *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	t->nbuckets = ITAB_INIT_BUCKETS;
+	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
+	if (!t->buckets) {
+		free(t);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&t->lock, NULL);
+	*out = t;
+	return 0;
+}
+
+/* Free the table: see cli_inode.h. */
+void cli_itab_free(struct cli_itab *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		struct cli_inode *e = t->buckets[i], *n;
+
+		for (; e; e = n) {
+			n = e->next;
+			free(e);
+		}
+	}
+	pthread_mutex_destroy(&t->lock);
+	free(t->buckets);
+	free(t);
+}
+
+/* Find ino. Caller holds the lock. */
+static struct cli_inode *find(struct cli_itab *t, uint64_t ino)
+{
+	struct cli_inode *e = t->buckets[hash_ino(t, ino)];
+
+	while (e && e->ino != ino)
+		e = e->next;
+	return e;
+}
+
+/* Double the bucket array when the load passes 2; on allocation failure
+ * keep the old one (longer chains, still correct). Caller holds the lock. */
+static void grow(struct cli_itab *t)
+{
+	size_t nb = t->nbuckets * 2;
+	struct cli_inode **b = calloc(nb, sizeof(*b));
+	struct cli_inode **old = t->buckets;
+	size_t onb = t->nbuckets;
+
+	if (!b)
+		return;
+	t->buckets = b;
+	t->nbuckets = nb;
+	for (size_t i = 0; i < onb; i++) {
+		struct cli_inode *e = old[i], *n;
+
+		for (; e; e = n) {
+			size_t h = hash_ino(t, e->ino);
+
+			n = e->next;
+			e->next = b[h];
+			b[h] = e;
+		}
+	}
+	free(old);
+}
+
+/* Find or create ino. Caller holds the lock. @return entry or NULL (ENOMEM) */
+static struct cli_inode *get(struct cli_itab *t, uint64_t ino)
+{
+	struct cli_inode *e = find(t, ino);
+	size_t h;
+
+	if (e)
+		return e;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->ino = ino;
+	if (t->count >= t->nbuckets * 2)
+		grow(t);
+	h = hash_ino(t, ino);
+	e->next = t->buckets[h];
+	t->buckets[h] = e;
+	t->count++;
+	return e;
+}
+
+/* Unlink and free e if nothing references it any more. Caller holds lock. */
+static void maybe_drop(struct cli_itab *t, struct cli_inode *e)
+{
+	struct cli_inode **pp;
+
+	if (e->nlookup || e->nopen)
+		return;
+	pp = &t->buckets[hash_ino(t, e->ino)];
+	while (*pp != e)
+		pp = &(*pp)->next;
+	*pp = e->next;
+	t->count--;
+	free(e);
+}
+
+/* The size this client reports: max(mgr size, written size). */
+static uint64_t view_size(const struct cli_inode *e)
+{
+	return e->wsize > e->mgr_size ? e->wsize : e->mgr_size;
+}
+
+/* Take mgr attributes into e and adjust attr->size. Caller holds lock. */
+static void merge(struct cli_inode *e, struct proto_attr *attr)
+{
+	e->mgr_size = attr->size;
+	e->layout = attr->layout;
+	e->attr = *attr;
+	attr->size = view_size(e);
+}
+
+/* Merge attributes: see cli_inode.h. */
+int cli_inode_update(struct cli_itab *t, struct proto_attr *attr,
+		     uint64_t nlookup)
+{
+	struct cli_inode *e;
+	int rc = 0;
+
+	pthread_mutex_lock(&t->lock);
+	e = nlookup ? get(t, attr->ino) : find(t, attr->ino);
+	if (e) {
+		e->nlookup += nlookup;
+		merge(e, attr);
+	} else if (nlookup) {
+		rc = -ENOMEM;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+/* Forget: see cli_inode.h. */
+void cli_inode_forget(struct cli_itab *t, uint64_t ino, uint64_t nlookup)
+{
+	struct cli_inode *e;
+
+	pthread_mutex_lock(&t->lock);
+	e = find(t, ino);
+	if (e) {
+		e->nlookup = e->nlookup > nlookup ? e->nlookup - nlookup : 0;
+		maybe_drop(t, e);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Open: see cli_inode.h. */
+int cli_inode_open(struct cli_itab *t, struct proto_attr *attr)
+{
+	struct cli_inode *e;
+	int rc = 0;
+
+	pthread_mutex_lock(&t->lock);
+	e = get(t, attr->ino);
+	if (e) {
+		e->nopen++;
+		merge(e, attr);
+	} else {
+		rc = -ENOMEM;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+/* Release: see cli_inode.h. */
+int cli_inode_release(struct cli_itab *t, uint64_t ino,
+		      struct proto_layout *rm)
+{
+	struct cli_inode *e;
+	int ret = 0;
+
+	pthread_mutex_lock(&t->lock);
+	e = find(t, ino);
+	if (e) {
+		if (e->nopen)
+			e->nopen--;
+		if (e->nopen == 0 && e->removed) {
+			e->removed = 0;
+			*rm = e->layout;
+			ret = 1;
+		}
+		maybe_drop(t, e);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+/* I/O parameters: see cli_inode.h. */
+int cli_inode_io(struct cli_itab *t, uint64_t ino, struct proto_layout *l,
+		 uint64_t *size)
+{
+	struct cli_inode *e;
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&t->lock);
+	e = find(t, ino);
+	if (e && e->layout.unit) {
+		*l = e->layout;
+		*size = view_size(e);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+/* Wrote: see cli_inode.h. */
+void cli_inode_wrote(struct cli_itab *t, uint64_t ino, uint64_t end)
+{
+	struct cli_inode *e;
+
+	pthread_mutex_lock(&t->lock);
+	e = find(t, ino);
+	if (e) {
+		if (end > e->wsize)
+			e->wsize = end;
+		e->dirty = 1;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Take dirty: see cli_inode.h. */
+int cli_inode_take_dirty(struct cli_itab *t, uint64_t ino, uint64_t *size)
+{
+	struct cli_inode *e;
+	int ret = 0;
+
+	pthread_mutex_lock(&t->lock);
+	e = find(t, ino);
+	if (e && e->dirty) {
+		e->dirty = 0;
+		*size = e->wsize;
+		ret = 1;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+/* Push failed: see cli_inode.h. */
+void cli_inode_push_failed(struct cli_itab *t, uint64_t ino)
+{
+	struct cli_inode *e;
+
+	pthread_mutex_lock(&t->lock);
+	e = find(t, ino);
+	if (e)
+		e->dirty = 1;
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Truncated: see cli_inode.h. */
+void cli_inode_truncated(struct cli_itab *t, uint64_t ino, uint64_t size)
+{
+	struct cli_inode *e;
+
+	pthread_mutex_lock(&t->lock);
+	e = find(t, ino);
+	if (e) {
+		e->mgr_size = size;
+		e->attr.size = size;
+		e->wsize = size;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Set layout: see cli_inode.h. */
+void cli_inode_set_layout(struct cli_itab *t, uint64_t ino,
+			  const struct proto_layout *l)
+{
+	struct cli_inode *e;
+
+	pthread_mutex_lock(&t->lock);
+	e = find(t, ino);
+	if (e)
+		e->layout = *l;
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Unlinked: see cli_inode.h. */
+int cli_inode_unlinked(struct cli_itab *t, uint64_t ino,
+		       const struct proto_layout *l)
+{
+	struct cli_inode *e;
+	int ret = 1;
+
+	pthread_mutex_lock(&t->lock);
+	e = find(t, ino);
+	if (e) {
+		e->attr.nlink = 0;
+		if (e->nopen) {
+			e->removed = 1;
+			e->layout = *l;
+			ret = 0;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+/* Cached attributes: see cli_inode.h. */
+int cli_inode_cached_attr(struct cli_itab *t, uint64_t ino,
+			  struct proto_attr *attr)
+{
+	struct cli_inode *e;
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&t->lock);
+	e = find(t, ino);
+	if (e && e->attr.ino) {
+		*attr = e->attr;
+		attr->size = view_size(e);
+		if (e->removed)
+			attr->nlink = 0;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}

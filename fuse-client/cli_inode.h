@@ -1,0 +1,104 @@
+/*
+ * cli_inode.h - the client's inode table: what the client knows about each
+ * inode the kernel holds a reference to (lookup count) or has open. It keeps
+ * the cached layout, the size last seen at the mgr and the size this client
+ * has written up to, so that:
+ *   - getattr reports max(mgr size, locally written size);
+ *   - flush/fsync/release push a grown size to the mgr (SETSIZE) when dirty;
+ *   - an unlinked file that is still open keeps its data until last release.
+ * One mutex protects the whole table; every operation is O(1) under it.
+ */
+#ifndef RPFS_CLI_INODE_H
+#define RPFS_CLI_INODE_H
+
+#include <stdint.h>
+
+#include "proto.h"
+
+struct cli_itab;
+
+/**
+ * Create an empty table.
+ * @return 0, -ENOMEM
+ */
+int cli_itab_new(struct cli_itab **out);
+
+/** Free the table and every entry. */
+void cli_itab_free(struct cli_itab *t);
+
+/**
+ * Merge fresh attributes from the mgr: creates the entry if needed, adds
+ * nlookup to its lookup count, records the layout and mgr size, and
+ * rewrites attr->size to the size this client must report.
+ * @return 0, -ENOMEM (only when nlookup > 0 and the entry is new)
+ */
+int cli_inode_update(struct cli_itab *t, struct proto_attr *attr,
+		     uint64_t nlookup);
+
+/**
+ * Drop nlookup kernel references; the entry goes when none remain and the
+ * file is not open.
+ */
+void cli_inode_forget(struct cli_itab *t, uint64_t ino, uint64_t nlookup);
+
+/**
+ * Note an open of ino (attr from the mgr OPEN/CREATE reply, size adjusted
+ * as cli_inode_update does).
+ * @return 0, -ENOMEM
+ */
+int cli_inode_open(struct cli_itab *t, struct proto_attr *attr);
+
+/**
+ * Note a release. If it was the last open and the inode was unlinked in
+ * the meantime, returns 1 with its layout in *rm: the caller removes the
+ * stripe objects and purges it.
+ * @return 0 nothing to do, 1 remove now
+ */
+int cli_inode_release(struct cli_itab *t, uint64_t ino,
+		      struct proto_layout *rm);
+
+/**
+ * Get what I/O needs: the layout and the size to clip reads at.
+ * @return 0, -ENOENT (not in the table or no layout known)
+ */
+int cli_inode_io(struct cli_itab *t, uint64_t ino, struct proto_layout *l,
+		 uint64_t *size);
+
+/** Record that this client wrote up to end (exclusive); marks it dirty. */
+void cli_inode_wrote(struct cli_itab *t, uint64_t ino, uint64_t end);
+
+/**
+ * Take the dirty flag: returns 1 with the size to push (SETSIZE) and clears
+ * the flag; the caller calls cli_inode_push_failed() if the push fails.
+ * @return 0 clean, 1 push *size
+ */
+int cli_inode_take_dirty(struct cli_itab *t, uint64_t ino, uint64_t *size);
+
+/** Mark dirty again after a failed SETSIZE. */
+void cli_inode_push_failed(struct cli_itab *t, uint64_t ino);
+
+/** A truncate to size: mgr size and written size both become size. */
+void cli_inode_truncated(struct cli_itab *t, uint64_t ino, uint64_t size);
+
+/** Replace the cached layout (after user.rpfs.layout was set). */
+void cli_inode_set_layout(struct cli_itab *t, uint64_t ino,
+			  const struct proto_layout *l);
+
+/**
+ * The inode's last link is gone (UNLINK/RENAME returned it as freed). If it
+ * is open here, removal is deferred to the last release and 0 is returned;
+ * otherwise 1: the caller removes and purges now.
+ * @return 0 deferred, 1 remove now
+ */
+int cli_inode_unlinked(struct cli_itab *t, uint64_t ino,
+		       const struct proto_layout *l);
+
+/**
+ * Last attributes seen for ino, with nlink 0 if it was unlinked: lets
+ * getattr answer for an open, unlinked file the mgr may no longer know.
+ * @return 0, -ENOENT
+ */
+int cli_inode_cached_attr(struct cli_itab *t, uint64_t ino,
+			  struct proto_attr *attr);
+
+#endif

@@ -1,0 +1,334 @@
+/*
+ * cli_main.c - rpfs-fuse: mount an rpfs file system with FUSE.
+ *
+ *   rpfs-fuse MGRHOST[:PORT] MOUNTPOINT [-f] [-d] [-o OPT[,OPT...]]
+ *
+ * The mgr is contacted before anything is mounted, so a dead file system is
+ * never mounted. Without -f the process forks first and the parent waits
+ * until the child has mounted, so the exit status tells whether the mount
+ * is in place (the transport's threads are only started in the child).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli_core.h"
+#include "cli_fuse.h"
+#include "log.h"
+
+#define DEFAULT_MGR_PORT 7400
+
+/* Command line state filled by fuse_opt_parse. */
+struct cli_args {
+	const char *prog;
+	char *mgr;            /* MGRHOST[:PORT] as given */
+	int nonopts;          /* positional arguments seen */
+	double timeout;       /* seconds */
+	double attr_timeout;
+	double entry_timeout;
+	int bad;              /* an argument was invalid (message printed) */
+};
+
+enum { KEY_TIMEOUT, KEY_ATTR_TIMEOUT, KEY_ENTRY_TIMEOUT };
+
+static const struct fuse_opt cli_opt_spec[] = {
+	FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
+	FUSE_OPT_KEY("attr_timeout=", KEY_ATTR_TIMEOUT),
+	FUSE_OPT_KEY("entry_timeout=", KEY_ENTRY_TIMEOUT),
+	FUSE_OPT_END
+};
+
+/* Print the usage text. */
+static void usage(const char *prog, FILE *f)
+{
+	fprintf(f,
+		"usage: %s MGRHOST[:PORT] MOUNTPOINT [-f] [-d] [-o OPT[,OPT...]]\n"
+		"  -f                 stay in the foreground\n"
+		"  -d                 FUSE debug output (implies -f)\n"
+		"  -o timeout=S       fail server requests with EIO after S seconds (default 10)\n"
+		"  -o attr_timeout=S  attribute cache time (default 1.0)\n"
+		"  -o entry_timeout=S name cache time (default 1.0)\n"
+		"  -o allow_other     and the other generic FUSE mount options\n"
+		"default mgr port: %d\n", prog, DEFAULT_MGR_PORT);
+}
+
+/* Parse a number of seconds in [min, 86400] from "key=value". */
+static int parse_seconds(struct cli_args *a, const char *arg, double min,
+			 double *out)
+{
+	const char *v = strchr(arg, '=') + 1;
+	char *end;
+	double d;
+
+	errno = 0;
+	d = strtod(v, &end);
+	if (errno || end == v || *end || !(d >= min) || d > 86400) {
+		fprintf(stderr, "%s: -o %.*s: expected seconds%s, got \"%s\"\n",
+			a->prog, (int)(v - arg - 1), arg,
+			min > 0 ? " > 0" : " >= 0", v);
+		a->bad = 1;
+		return 0;
+	}
+	*out = d;
+	return 0;
+}
+
+/* fuse_opt_parse callback: our -o options and the two positionals. */
+static int opt_proc(void *data, const char *arg, int key,
+		    struct fuse_args *outargs)
+{
+	struct cli_args *a = data;
+
+	switch (key) {
+	case KEY_TIMEOUT:
+		return parse_seconds(a, arg, 0.001, &a->timeout);
+	case KEY_ATTR_TIMEOUT:
+		return parse_seconds(a, arg, 0, &a->attr_timeout);
+	case KEY_ENTRY_TIMEOUT:
+		return parse_seconds(a, arg, 0, &a->entry_timeout);
+	case FUSE_OPT_KEY_NONOPT:
+		a->nonopts++;
+		if (a->nonopts == 1) {
+			a->mgr = strdup(arg);
+			return a->mgr ? 0 : -1;
+		}
+		if (a->nonopts == 2)
+			return 1; /* the mountpoint: fuse_parse_cmdline takes it */
+		fprintf(stderr, "%s: unexpected argument \"%s\"\n", a->prog, arg);
+		a->bad = 1;
+		return 0;
+	default:
+		return 1;
+	}
+}
+
+/* Split "HOST[:PORT]" or "[V6ADDR][:PORT]" into host and port. */
+static int parse_mgr(const char *prog, const char *spec, char *host,
+		     size_t cap, uint16_t *port)
+{
+	const char *h = spec, *colon;
+	size_t hl;
+	char *end;
+	long p = DEFAULT_MGR_PORT;
+
+	if (spec[0] == '[') {
+		const char *rb = strchr(spec, ']');
+
+		if (!rb)
+			goto out_bad;
+		h = spec + 1;
+		hl = (size_t)(rb - h);
+		colon = rb[1] == ':' ? rb + 1 : NULL;
+		if (rb[1] && !colon)
+			goto out_bad;
+	} else {
+		colon = strrchr(spec, ':');
+		if (colon && strchr(spec, ':') != colon)
+			colon = NULL; /* bare IPv6 address, no port */
+		hl = colon ? (size_t)(colon - spec) : strlen(spec);
+	}
+	if (hl == 0 || hl >= cap || hl > PROTO_MAX_HOST)
+		goto out_bad;
+	if (colon) {
+		errno = 0;
+		p = strtol(colon + 1, &end, 10);
+		if (errno || end == colon + 1 || *end || p < 1 || p > 65535)
+			goto out_bad;
+	}
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	*port = (uint16_t)p;
+	return 0;
+out_bad:
+	fprintf(stderr, "%s: MGRHOST: expected HOST[:PORT], got \"%s\"\n",
+		prog, spec);
+	return -EINVAL;
+}
+
+/*
+ * Fork; the parent waits for the child's status byte on a pipe and exits
+ * with it. Returns the pipe's write end in the child (-1 in foreground).
+ * Nothing before this starts a thread.
+ */
+static int daemon_start(int foreground, int *notify_fd)
+{
+	int p[2];
+	pid_t pid;
+
+	*notify_fd = -1;
+	if (foreground)
+		return 0;
+	if (pipe(p))
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		unsigned char st = 1;
+
+		close(p[1]);
+		if (read(p[0], &st, 1) != 1) {
+			int ws;
+
+			waitpid(pid, &ws, 0);
+			st = 1;
+		}
+		_exit(st);
+	}
+	close(p[0]);
+	setsid();
+	*notify_fd = p[1];
+	return 0;
+}
+
+/* Tell the waiting parent the outcome; on success detach stdio like
+ * fuse_daemonize() does. */
+static void daemon_ready(int fd, unsigned char status)
+{
+	if (fd < 0)
+		return;
+	if (status == 0) {
+		int nul = open("/dev/null", O_RDWR);
+
+		if (chdir("/") != 0)
+			log_warn("chdir /: %s", strerror(errno));
+		if (nul >= 0) {
+			dup2(nul, 0);
+			dup2(nul, 1);
+			dup2(nul, 2);
+			if (nul > 2)
+				close(nul);
+		}
+	}
+	if (write(fd, &status, 1) != 1)
+		log_warn("cannot notify the parent process");
+	close(fd);
+}
+
+/* Run the FUSE session until unmount or signal. */
+static int run_session(struct fuse_session *se,
+		       const struct fuse_cmdline_opts *o)
+{
+	struct fuse_loop_config cfg;
+
+	if (o->singlethread)
+		return fuse_session_loop(se);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.clone_fd = 1;
+	cfg.max_idle_threads = 16;
+	return fuse_session_loop_mt(se, &cfg);
+}
+
+/* Add a -o option to the argument list. @return 0 or -ENOMEM */
+static int add_opt(struct fuse_args *args, const char *fmt, const char *v)
+{
+	char buf[PROTO_MAX_HOST + 64];
+
+	snprintf(buf, sizeof(buf), fmt, v);
+	return fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, buf) ?
+	       -ENOMEM : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct cli_args a = { .timeout = 10, .attr_timeout = 1.0,
+			      .entry_timeout = 1.0 };
+	struct fuse_cmdline_opts fo;
+	struct cli_opts co;
+	struct cli_fuse cf;
+	struct fuse_session *se;
+	char host[PROTO_MAX_HOST + 1], src[PROTO_MAX_HOST + 16];
+	uint16_t port = 0;
+	int rc, ret = 1, notify_fd = -1;
+
+	a.prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+	memset(&fo, 0, sizeof(fo));
+	log_init("rpfs-fuse", LOG_NOTICE);
+	if (fuse_opt_parse(&args, &a, cli_opt_spec, opt_proc) == -1 || a.bad) {
+		ret = 2;
+		goto out_free_args;
+	}
+	if (fuse_parse_cmdline(&args, &fo) != 0) {
+		ret = 2;
+		goto out_free_args;
+	}
+	if (fo.show_help) {
+		usage(a.prog, stdout);
+		ret = 0;
+		goto out_free_args;
+	}
+	if (fo.show_version) {
+		printf("rpfs-fuse %s (libfuse %s)\n", RPFS_VERSION,
+		       fuse_pkgversion());
+		ret = 0;
+		goto out_free_args;
+	}
+	if (!a.mgr || !fo.mountpoint) {
+		fprintf(stderr, "%s: missing %s\n", a.prog,
+			!a.mgr ? "MGRHOST" : "MOUNTPOINT");
+		usage(a.prog, stderr);
+		ret = 2;
+		goto out_free_args;
+	}
+	if (parse_mgr(a.prog, a.mgr, host, sizeof(host), &port)) {
+		ret = 2;
+		goto out_free_args;
+	}
+	if (fo.debug)
+		log_init("rpfs-fuse", LOG_DEBUG);
+	snprintf(src, sizeof(src), "%s:%u", host, port);
+	if (add_opt(&args, "fsname=%s", src) ||
+	    add_opt(&args, "subtype=%s", "rpfs") ||
+	    add_opt(&args, "%s", "default_permissions"))
+		goto out_free_args;
+
+	if (daemon_start(fo.foreground, &notify_fd)) {
+		fprintf(stderr, "%s: cannot fork: %s\n", a.prog, strerror(errno));
+		goto out_free_args;
+	}
+	co.timeout_ms = (int)(a.timeout * 1000 + 0.5);
+	if (co.timeout_ms < 1)
+		co.timeout_ms = 1;
+	memset(&cf, 0, sizeof(cf));
+	cf.attr_timeout = a.attr_timeout;
+	cf.entry_timeout = a.entry_timeout;
+	rc = cli_fs_mount(&cf.fs, host, port, &co);
+	if (rc) {
+		log_err("cannot reach mgr %s: %s", src, strerror(-rc));
+		goto out_notify;
+	}
+	se = fuse_session_new(&args, cli_fuse_ops(), sizeof(struct fuse_lowlevel_ops),
+			      &cf);
+	if (!se)
+		goto out_free_fs;
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_destroy_session;
+	if (fuse_session_mount(se, fo.mountpoint) != 0)
+		goto out_remove_handlers;
+	log_notice("mounted %s on %s (%u iods)", src, fo.mountpoint,
+		   cf.fs->niods);
+	daemon_ready(notify_fd, 0);
+	notify_fd = -1;
+	ret = run_session(se, &fo) ? 1 : 0;
+	fuse_session_unmount(se);
+out_remove_handlers:
+	fuse_remove_signal_handlers(se);
+out_destroy_session:
+	fuse_session_destroy(se);
+out_free_fs:
+	cli_fs_free(cf.fs);
+out_notify:
+	daemon_ready(notify_fd, (unsigned char)ret);
+out_free_args:
+	free(fo.mountpoint);
+	free(a.mgr);
+	fuse_opt_free_args(&args);
+	return ret;
+}

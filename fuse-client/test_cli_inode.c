@@ -1,0 +1,94 @@
+/* test_cli_inode.c - unit test of the client inode table: lookup counts,
+ * size view (max of mgr and written size), dirty pushes, truncate, and
+ * deferred removal of unlinked open files. */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_inode.h"
+
+/* A regular file's attributes with the given size. */
+static struct proto_attr file_attr(uint64_t ino, uint64_t size)
+{
+	struct proto_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.ino = ino;
+	a.mode = 0100644;
+	a.nlink = 1;
+	a.size = size;
+	a.layout.unit = 65536;
+	a.layout.count = 2;
+	return a;
+}
+
+int main(void)
+{
+	struct cli_itab *t;
+	struct proto_attr a, c;
+	struct proto_layout l;
+	uint64_t size;
+
+	assert(cli_itab_new(&t) == 0);
+
+	/* unknown inode: no I/O parameters, update without ref creates nothing */
+	assert(cli_inode_io(t, 5, &l, &size) == -ENOENT);
+	a = file_attr(5, 100);
+	assert(cli_inode_update(t, &a, 0) == 0);
+	assert(cli_inode_io(t, 5, &l, &size) == -ENOENT);
+
+	/* lookup, open, write beyond the mgr size */
+	assert(cli_inode_update(t, &a, 1) == 0 && a.size == 100);
+	assert(cli_inode_open(t, &a) == 0);
+	cli_inode_wrote(t, 5, 5000);
+	assert(cli_inode_io(t, 5, &l, &size) == 0 && size == 5000);
+	assert(l.unit == 65536 && l.count == 2);
+	a = file_attr(5, 100); /* a stale mgr view: the client still sees 5000 */
+	cli_inode_update(t, &a, 0);
+	assert(a.size == 5000);
+
+	/* dirty push once, then clean */
+	assert(cli_inode_take_dirty(t, 5, &size) == 1 && size == 5000);
+	assert(cli_inode_take_dirty(t, 5, &size) == 0);
+	cli_inode_push_failed(t, 5);
+	assert(cli_inode_take_dirty(t, 5, &size) == 1);
+
+	/* truncate resets the written size */
+	cli_inode_truncated(t, 5, 10);
+	assert(cli_inode_io(t, 5, &l, &size) == 0 && size == 10);
+
+	/* unlink while open: deferred; last release asks for removal */
+	assert(cli_inode_unlinked(t, 5, &l) == 0);
+	assert(cli_inode_cached_attr(t, 5, &c) == 0 && c.nlink == 0);
+	cli_inode_forget(t, 5, 1);               /* still open: entry stays */
+	assert(cli_inode_io(t, 5, &l, &size) == 0);
+	assert(cli_inode_release(t, 5, &l) == 1 && l.unit == 65536);
+	assert(cli_inode_io(t, 5, &l, &size) == -ENOENT); /* gone */
+
+	/* unlink when not open: remove now */
+	a = file_attr(6, 0);
+	assert(cli_inode_update(t, &a, 2) == 0);
+	assert(cli_inode_unlinked(t, 6, &a.layout) == 1);
+	assert(cli_inode_unlinked(t, 7, &a.layout) == 1); /* unknown inode */
+	cli_inode_forget(t, 6, 1);
+	assert(cli_inode_io(t, 6, &l, &size) == 0);
+	cli_inode_forget(t, 6, 1);
+	assert(cli_inode_io(t, 6, &l, &size) == -ENOENT);
+
+	/* many inodes: the table grows and finds them all */
+	for (uint64_t i = 100; i < 20100; i++) {
+		a = file_attr(i, i);
+		assert(cli_inode_update(t, &a, 1) == 0);
+	}
+	for (uint64_t i = 100; i < 20100; i++)
+		assert(cli_inode_io(t, i, &l, &size) == 0 && size == i);
+	for (uint64_t i = 100; i < 20100; i += 2)
+		cli_inode_forget(t, i, 1);
+	for (uint64_t i = 100; i < 20100; i++)
+		assert((cli_inode_io(t, i, &l, &size) == 0) == (i % 2 == 1));
+
+	cli_itab_free(t);
+	printf("test_cli_inode: ok\n");
+	return 0;
+}
