@@ -11,14 +11,90 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
-/* Fill o with the defaults (NET_DEFAULT_CREDITS, NET_DEFAULT_TIMEOUT_MS). */
+/* Fill o with the defaults; the transport comes from $RPFS_TRANSPORT when
+ * that names one (config files and flags override it afterwards). */
 void net_opts_default(struct net_opts *o)
 {
+	const char *env = getenv("RPFS_TRANSPORT");
+
+	memset(o, 0, sizeof(*o));
 	o->credits = NET_DEFAULT_CREDITS;
 	o->timeout_ms = NET_DEFAULT_TIMEOUT_MS;
+	o->transport = NET_TRANSPORT_TCP;
+	if (env && env[0])
+		(void)net_transport_parse(env, &o->transport);
+	o->poll_mode = NET_POLL_ADAPTIVE;
+	o->inline_max = NET_DEFAULT_INLINE_MAX;
+	o->fast_max = NET_DEFAULT_FAST_MAX;
+	o->pipeline_unit = NET_DEFAULT_PIPELINE_UNIT;
+	o->max_clients = NET_DEFAULT_MAX_CLIENTS;
+}
+
+static const char *const net_transport_names[] = {
+	[NET_TRANSPORT_TCP] = "tcp",
+	[NET_TRANSPORT_VERBS] = "verbs",
+	[NET_TRANSPORT_AUTO] = "auto",
+};
+
+/* Map a transport name to its enum value. */
+int net_transport_parse(const char *s, enum net_transport *t)
+{
+	for (size_t i = 0; i < sizeof(net_transport_names) / sizeof(net_transport_names[0]); i++) {
+		if (strcmp(s, net_transport_names[i]) == 0) {
+			*t = (enum net_transport)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* Name of a transport value, "?" when out of range. */
+const char *net_transport_name(enum net_transport t)
+{
+	if ((unsigned)t >= sizeof(net_transport_names) / sizeof(net_transport_names[0]))
+		return "?";
+	return net_transport_names[t];
+}
+
+/* Every counter of struct net_stats, in the order they are reported. */
+#define NET_STATS_FIELDS(X)                                                   \
+	X(msgs_tx) X(msgs_rx) X(bytes_tx) X(bytes_rx) X(bulk_pull_bytes)      \
+	X(bulk_push_bytes) X(data_frames) X(credit_waits) X(timeouts)         \
+	X(reconnects) X(conn_errors) X(rejects) X(auth_ok) X(auth_fail)       \
+	X(inline_msgs) X(inline_bytes) X(fast_msgs) X(fast_bytes)             \
+	X(rdma_read_ops) X(rdma_read_bytes) X(rdma_write_ops)                 \
+	X(rdma_write_bytes) X(pipeline_units) X(sge_max) X(reg_count)         \
+	X(dereg_count) X(reg_bytes) X(reg_cache_hits) X(reg_cache_misses)     \
+	X(reg_cache_evictions) X(pinned_bytes) X(srq_posted)
+
+/* Format st as one JSON object; see net.h. Cost: one pass, no allocation. */
+int net_stats_json(const struct net_stats *st, const char *transport,
+		   char *buf, size_t cap)
+{
+	size_t n = 0;
+	int w;
+
+	w = snprintf(buf, cap, "{\"transport\":\"%s\"", transport);
+	if (w < 0 || (size_t)w >= cap)
+		return -ERANGE;
+	n = (size_t)w;
+#define NET_JSON(f)                                                           \
+	w = snprintf(buf + n, cap - n, ",\"" #f "\":%llu",                    \
+		     (unsigned long long)st->f);                               \
+	if (w < 0 || (size_t)w >= cap - n)                                    \
+		return -ERANGE;                                                \
+	n += (size_t)w;
+	NET_STATS_FIELDS(NET_JSON)
+#undef NET_JSON
+	if (n + 2 > cap)
+		return -ERANGE;
+	buf[n++] = '}';
+	buf[n] = '\0';
+	return (int)n;
 }
 
 /* Copy o (or the defaults when NULL) into out and check the ranges.
@@ -80,19 +156,8 @@ int net_conn_new(struct net_client *cl, const char *host, uint16_t port,
 /* Snapshot one counter block field by field (relaxed loads). */
 static void net_stats_snapshot(const struct net_stats *in, struct net_stats *out)
 {
-#define NET_SNAP(f) out->f = __atomic_load_n(&in->f, __ATOMIC_RELAXED)
-	NET_SNAP(msgs_tx);
-	NET_SNAP(msgs_rx);
-	NET_SNAP(bytes_tx);
-	NET_SNAP(bytes_rx);
-	NET_SNAP(bulk_pull_bytes);
-	NET_SNAP(bulk_push_bytes);
-	NET_SNAP(data_frames);
-	NET_SNAP(credit_waits);
-	NET_SNAP(timeouts);
-	NET_SNAP(reconnects);
-	NET_SNAP(conn_errors);
-	NET_SNAP(rejects);
+#define NET_SNAP(f) out->f = __atomic_load_n(&in->f, __ATOMIC_RELAXED);
+	NET_STATS_FIELDS(NET_SNAP)
 #undef NET_SNAP
 }
 
@@ -100,6 +165,12 @@ static void net_stats_snapshot(const struct net_stats *in, struct net_stats *out
 void net_client_stats(struct net_client *cl, struct net_stats *st)
 {
 	net_stats_snapshot(&cl->st, st);
+}
+
+/* The backend this client runs on. */
+const char *net_client_transport(const struct net_client *cl)
+{
+	return cl->ops->name;
 }
 
 /* Send a call through the connection's backend. */
@@ -163,6 +234,22 @@ uint16_t net_server_port(const struct net_server *s)
 void net_server_stats(struct net_server *s, struct net_stats *st)
 {
 	net_stats_snapshot(&s->st, st);
+}
+
+/* The backend this server runs on. */
+const char *net_server_transport(const struct net_server *s)
+{
+	return s->ops->name;
+}
+
+/* Register a buffer region with the backend; tcp needs none. */
+int net_server_register_mem(struct net_server *s, void *addr, size_t len)
+{
+	if (!s || !addr || !len)
+		return -EINVAL;
+	if (!s->ops->register_mem)
+		return 0;
+	return s->ops->register_mem(s, addr, len);
 }
 
 int net_sreq_pull(struct net_sreq *r, const struct iovec *iov, int cnt,

@@ -31,9 +31,53 @@ struct ev_loop;
 #define NET_DEFAULT_TIMEOUT_MS 10000
 #define NET_MAX_IOV 1024 /* iovecs per call direction / per pull or push */
 
+/* Which backend carries the messages. */
+enum net_transport {
+	NET_TRANSPORT_TCP = 0,   /* sockets; the fallback and the baseline */
+	NET_TRANSPORT_VERBS,     /* RDMA verbs through rdma-core / librdmacm */
+	NET_TRANSPORT_AUTO,      /* verbs when an RDMA device is present, else tcp */
+};
+
+/* How a verbs server waits for completions. */
+enum net_poll_mode {
+	NET_POLL_ADAPTIVE = 0,   /* spin briefly after the last event, then sleep
+				  * on the completion channel fd (default) */
+	NET_POLL_BUSY,           /* spin inside the loop, as on a dedicated server */
+};
+
+/* Message classes, each mapped to an InfiniBand service level. */
+enum net_msg_class {
+	NET_CLASS_REQUEST = 0,
+	NET_CLASS_REPLY,
+	NET_CLASS_CONTROL,
+	NET_CLASS_BULK,
+	NET_CLASS_COUNT,
+};
+
+#define NET_KEY_LEN 32           /* cluster key: 32 random bytes */
+#define NET_DEFAULT_INLINE_MAX (4u * 1024)
+#define NET_DEFAULT_FAST_MAX (64u * 1024)
+#define NET_DEFAULT_MAX_CLIENTS 64
+#define NET_DEFAULT_PIPELINE_UNIT (2u * 1024 * 1024)
+
 struct net_opts {
-	int credits;      /* server: credits granted per client connection */
+	int credits;      /* server: credits granted per client connection;
+			   * client: upper bound it will use */
 	int timeout_ms;   /* client: connect + call deadline */
+	enum net_transport transport;
+	/* Cluster key. When has_key, every connection proves knowledge of it
+	 * (HMAC challenge and response) before any request is served, and a
+	 * peer that fails is refused with a log line. */
+	int has_key;
+	uint8_t key[NET_KEY_LEN];
+	/* verbs knobs (ignored by tcp) */
+	enum net_poll_mode poll_mode;
+	uint32_t inline_max;       /* bytes carried inside the message */
+	uint32_t fast_max;         /* bytes moved through fast RDMA buffers */
+	uint32_t pipeline_unit;    /* largest bulk transfer unit */
+	int max_clients;           /* server: expected clients (SRQ sizing) */
+	uint8_t sl[NET_CLASS_COUNT]; /* service level per message class */
+	const char *rdma_dev;      /* device name, NULL = first found */
 };
 
 /* Transport counters, readable at any time (relaxed atomics). */
@@ -46,9 +90,39 @@ struct net_stats {
 	uint64_t credit_waits;         /* submits that waited for a credit */
 	uint64_t timeouts, reconnects, conn_errors;
 	uint64_t rejects;              /* server: connections closed as malformed */
+	uint64_t auth_ok, auth_fail;   /* handshakes that proved / failed the key */
+	/* per mechanism (verbs): messages and bytes each one carried */
+	uint64_t inline_msgs, inline_bytes;
+	uint64_t fast_msgs, fast_bytes;         /* RDMA Write with Immediate */
+	uint64_t rdma_read_ops, rdma_read_bytes;  /* server-based, writes */
+	uint64_t rdma_write_ops, rdma_write_bytes;/* server-based, reads */
+	uint64_t pipeline_units;       /* bulk units moved (pipelining) */
+	uint64_t sge_max;              /* most segments in one work request */
+	/* memory registration */
+	uint64_t reg_count, dereg_count;   /* ibv_reg_mr / ibv_dereg_mr calls */
+	uint64_t reg_bytes;                /* bytes registered in total */
+	uint64_t reg_cache_hits, reg_cache_misses, reg_cache_evictions;
+	uint64_t pinned_bytes;             /* currently pinned (gauge) */
+	uint64_t srq_posted;               /* receives posted to the SRQ (gauge) */
 };
 
+/** Defaults: credits, timeout, thresholds of the paper (4 KiB inline, 64 KiB
+ * fast RDMA, 2 MiB pipeline unit), adaptive polling, no key. The transport
+ * defaults to $RPFS_TRANSPORT if set to tcp/verbs/auto, else tcp. */
 void net_opts_default(struct net_opts *o);
+
+/** Parse "tcp", "verbs" or "auto". @return 0, -EINVAL */
+int net_transport_parse(const char *s, enum net_transport *t);
+/** Name of a transport ("tcp", "verbs", "auto"). */
+const char *net_transport_name(enum net_transport t);
+
+/**
+ * Format counters as one JSON object, e.g. {"transport":"tcp","msgs_tx":1,...}.
+ * @param transport name put in the "transport" member
+ * @return bytes written (excluding NUL), or -ERANGE if cap is too small
+ */
+int net_stats_json(const struct net_stats *st, const char *transport,
+		   char *buf, size_t cap);
 
 /* ------------------------------------------------------------------ client */
 
@@ -170,6 +244,19 @@ uint16_t net_server_port(const struct net_server *s);
 
 /** Counters of the server. */
 void net_server_stats(struct net_server *s, struct net_stats *st);
+
+/** The transport a server or client actually uses ("tcp" or "verbs"). */
+const char *net_server_transport(const struct net_server *s);
+const char *net_client_transport(const struct net_client *cl);
+
+/**
+ * Register a region the server will pass to pull/push (its buffer zones),
+ * so the verbs backend can use it as an RDMA source or target without
+ * registering per request. A no-op on tcp. Call before serving.
+ * @return 0, -ENOMEM, -EINVAL, or -errno from ibv_reg_mr (e.g. -ENOMEM when
+ *	RLIMIT_MEMLOCK is too small; the log line names the limit)
+ */
+int net_server_register_mem(struct net_server *s, void *addr, size_t len);
 
 /**
  * Pull the next write bytes of the request into iov, in order (the sum of

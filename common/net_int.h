@@ -48,6 +48,8 @@ struct net_server_ops {
 	int (*reply)(struct net_sreq *r, int32_t status, const void *body,
 		     uint32_t len);
 	void (*reject)(struct net_sreq *r, const char *why);
+	/* optional: pre-register server buffers (NULL = nothing to do) */
+	int (*register_mem)(struct net_server *s, void *addr, size_t len);
 };
 
 /* Head of every backend's client. Immutable after creation except st. */

@@ -221,6 +221,32 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 /* Parse arguments, set up the data directory, store, buffer zones and
  * server, run the loop until SIGTERM/SIGINT, then tear down in reverse.
  * Exit 0 after a clean shutdown, 1 on a start-up failure, 2 on bad args. */
+/*
+ * Register every buffer zone with the transport once, at start, so that
+ * pulls and pushes never register memory per request (the verbs backend
+ * needs the regions as RDMA sources and targets; tcp needs nothing).
+ */
+static int register_zones(struct net_server *srv, struct iod_buf_pool *pool)
+{
+	for (unsigned z = 0; z < IOD_BUF_NZONES; z++) {
+		void *base;
+		size_t len;
+		int rc;
+
+		iod_buf_zone_region(pool, z, &base, &len);
+		if (!len)
+			continue;
+		rc = net_server_register_mem(srv, base, len);
+		if (rc < 0) {
+			log_err("cannot register buffer zone %u (%zu bytes) with "
+				"the %s transport: %s", z, len,
+				net_server_transport(srv), strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct iod_args a;
@@ -289,6 +315,9 @@ int main(int argc, char **argv)
 		log_err("--listen %s:%u: %s", a.host, a.port, strerror(-rc));
 		goto out_free_ops;
 	}
+	rc = register_zones(srv, pool);
+	if (rc < 0)
+		goto out_free_server;
 	ev_signal_init(&sigterm_w, on_signal, SIGTERM);
 	ev_signal_start(loop, &sigterm_w);
 	ev_signal_init(&sigint_w, on_signal, SIGINT);
@@ -305,6 +334,7 @@ int main(int argc, char **argv)
 	ev_signal_stop(loop, &sigint_w);
 	ev_signal_stop(loop, &sigterm_w);
 	status = 0;
+out_free_server:
 	net_server_free(srv);
 out_free_ops:
 	iod_ops_free(ops);
