@@ -138,8 +138,8 @@ static struct proto_time now_time(void)
 
 /*
  * Push this client's written size to the mgr if it wrote since the last
- * push (SETSIZE grows only and sets mtime). Cost: one mgr round trip when
- * dirty, none otherwise.
+ * push (SETSIZE grows only and sets mtime to the time of the last write).
+ * Cost: one mgr round trip when dirty, none otherwise.
  */
 static int push_size(struct cli_fs *fs, const struct proto_cred *c,
 		     uint64_t ino)
@@ -149,9 +149,8 @@ static int push_size(struct cli_fs *fs, const struct proto_cred *c,
 	uint64_t size;
 	int rc;
 
-	if (!cli_inode_take_dirty(fs->itab, ino, &size))
+	if (!cli_inode_take_dirty(fs->itab, ino, &size, &t))
 		return 0;
-	t = now_time();
 	rc = cli_meta_setsize(fs, c, ino, size, &t, &a);
 	if (rc == -ENOENT)
 		return 0; /* purged under us: nothing left to grow */
@@ -160,6 +159,7 @@ static int push_size(struct cli_fs *fs, const struct proto_cred *c,
 		return rc;
 	}
 	cli_inode_update(fs->itab, &a, 0);
+	cli_inode_pushed(fs->itab, ino, size);
 	return 0;
 }
 
@@ -366,6 +366,12 @@ static void cli_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		in.size = (uint64_t)attr->st_size;
 	}
 	cred_of(req, &c);
+	/* Publish earlier writes first, so that their size and mtime land
+	 * before this change and cannot overwrite it later (tar sets mtime
+	 * on an open file, then closes it). */
+	rc = push_size(fs, &c, ino);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
 	if (to_set & FUSE_SET_ATTR_SIZE)
 		rc = do_truncate(fs, &c, ino, valid, &in, &out);
 	else if (valid)
@@ -630,6 +636,7 @@ static void cli_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 {
 	struct cli_fs *fs = fs_of(req);
 	struct proto_layout l;
+	struct proto_time wtime;
 	uint64_t fsize;
 	int rc;
 
@@ -641,7 +648,8 @@ static void cli_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	rc = cli_io_write(fs, ino, &l, (uint64_t)off, size, buf);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	cli_inode_wrote(fs->itab, ino, (uint64_t)off + size);
+	wtime = now_time();
+	cli_inode_wrote(fs->itab, ino, (uint64_t)off + size, &wtime);
 	fuse_reply_write(req, size);
 }
 
@@ -823,28 +831,21 @@ static int is_stats(fuse_ino_t ino, const char *name)
 				       !strcmp(name, CLI_STATS_XATTR_USER));
 }
 
-/* Format the transport counters as JSON. @return length (without NUL) */
+/* Format the transport counters as JSON (net_stats_json), with a trailing
+ * newline so that `getfattr --only-values` prints a whole line.
+ * @return length (without NUL), -ERANGE */
 static int stats_json(struct cli_fs *fs, char *buf, size_t cap)
 {
 	struct net_stats s;
+	int n;
 
 	net_client_stats(fs->net, &s);
-	return snprintf(buf, cap,
-		"{\"transport\":\"tcp\",\"msgs_tx\":%llu,\"msgs_rx\":%llu,"
-		"\"bytes_tx\":%llu,\"bytes_rx\":%llu,\"bulk_pull_bytes\":%llu,"
-		"\"bulk_push_bytes\":%llu,\"data_frames\":%llu,"
-		"\"credit_waits\":%llu,\"timeouts\":%llu,\"reconnects\":%llu,"
-		"\"conn_errors\":%llu,\"rejects\":%llu}\n",
-		(unsigned long long)s.msgs_tx, (unsigned long long)s.msgs_rx,
-		(unsigned long long)s.bytes_tx, (unsigned long long)s.bytes_rx,
-		(unsigned long long)s.bulk_pull_bytes,
-		(unsigned long long)s.bulk_push_bytes,
-		(unsigned long long)s.data_frames,
-		(unsigned long long)s.credit_waits,
-		(unsigned long long)s.timeouts,
-		(unsigned long long)s.reconnects,
-		(unsigned long long)s.conn_errors,
-		(unsigned long long)s.rejects);
+	n = net_stats_json(&s, net_client_transport(fs->net), buf, cap - 1);
+	if (n < 0)
+		return n;
+	buf[n++] = '\n';
+	buf[n] = '\0';
+	return n;
 }
 
 /* SETXATTR; setting user.rpfs.layout refreshes the cached layout. */
@@ -898,9 +899,11 @@ static void cli_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	int rc;
 
 	if (is_stats(ino, name)) {
-		char js[1024];
+		char js[2048];
 		int n = stats_json(fs_of(req), js, sizeof(js));
 
+		if (n < 0)
+			return (void) fuse_reply_err(req, -n);
 		return reply_xattr_value(req, js, (size_t)n, size);
 	}
 	if (size > PROTO_MAX_XATTR_VALUE)

@@ -19,7 +19,10 @@ struct cli_inode {
 	int dirty;                 /* written since the last SETSIZE */
 	int removed;               /* last link gone: remove at last release */
 	uint64_t mgr_size;         /* size last reported by the mgr */
-	uint64_t wsize;            /* highest byte written here, exclusive */
+	uint64_t wsize;            /* highest byte written here and not yet
+				    * acknowledged by the mgr, exclusive; 0 once
+				    * the mgr's size covers it */
+	struct proto_time wtime;   /* when the last write completed */
 	struct proto_layout layout;/* zero unless a regular file */
 	struct proto_attr attr;    /* last attributes from the mgr */
 };
@@ -256,7 +259,8 @@ int cli_inode_io(struct cli_itab *t, uint64_t ino, struct proto_layout *l,
 }
 
 /* Wrote: see cli_inode.h. */
-void cli_inode_wrote(struct cli_itab *t, uint64_t ino, uint64_t end)
+void cli_inode_wrote(struct cli_itab *t, uint64_t ino, uint64_t end,
+		     const struct proto_time *when)
 {
 	struct cli_inode *e;
 
@@ -265,13 +269,15 @@ void cli_inode_wrote(struct cli_itab *t, uint64_t ino, uint64_t end)
 	if (e) {
 		if (end > e->wsize)
 			e->wsize = end;
+		e->wtime = *when;
 		e->dirty = 1;
 	}
 	pthread_mutex_unlock(&t->lock);
 }
 
 /* Take dirty: see cli_inode.h. */
-int cli_inode_take_dirty(struct cli_itab *t, uint64_t ino, uint64_t *size)
+int cli_inode_take_dirty(struct cli_itab *t, uint64_t ino, uint64_t *size,
+			 struct proto_time *mtime)
 {
 	struct cli_inode *e;
 	int ret = 0;
@@ -281,10 +287,23 @@ int cli_inode_take_dirty(struct cli_itab *t, uint64_t ino, uint64_t *size)
 	if (e && e->dirty) {
 		e->dirty = 0;
 		*size = e->wsize;
+		*mtime = e->wtime;
 		ret = 1;
 	}
 	pthread_mutex_unlock(&t->lock);
 	return ret;
+}
+
+/* Pushed: see cli_inode.h. */
+void cli_inode_pushed(struct cli_itab *t, uint64_t ino, uint64_t size)
+{
+	struct cli_inode *e;
+
+	pthread_mutex_lock(&t->lock);
+	e = find(t, ino);
+	if (e && !e->dirty && e->wsize <= size)
+		e->wsize = 0;
+	pthread_mutex_unlock(&t->lock);
 }
 
 /* Push failed: see cli_inode.h. */
@@ -309,7 +328,8 @@ void cli_inode_truncated(struct cli_itab *t, uint64_t ino, uint64_t size)
 	if (e) {
 		e->mgr_size = size;
 		e->attr.size = size;
-		e->wsize = size;
+		e->wsize = 0;
+		e->dirty = 0;
 	}
 	pthread_mutex_unlock(&t->lock);
 }

@@ -64,20 +64,31 @@ int cli_inode_release(struct cli_itab *t, uint64_t ino,
 int cli_inode_io(struct cli_itab *t, uint64_t ino, struct proto_layout *l,
 		 uint64_t *size);
 
-/** Record that this client wrote up to end (exclusive); marks it dirty. */
-void cli_inode_wrote(struct cli_itab *t, uint64_t ino, uint64_t end);
+/** Record that this client wrote up to end (exclusive) at time when;
+ * marks it dirty. */
+void cli_inode_wrote(struct cli_itab *t, uint64_t ino, uint64_t end,
+		     const struct proto_time *when);
 
 /**
- * Take the dirty flag: returns 1 with the size to push (SETSIZE) and clears
- * the flag; the caller calls cli_inode_push_failed() if the push fails.
+ * Take the dirty flag: returns 1 with the size to push (SETSIZE) and the
+ * time of the last write as its mtime, and clears the flag; the caller
+ * calls cli_inode_pushed() or cli_inode_push_failed() after the push.
  * @return 0 clean, 1 push *size
  */
-int cli_inode_take_dirty(struct cli_itab *t, uint64_t ino, uint64_t *size);
+int cli_inode_take_dirty(struct cli_itab *t, uint64_t ino, uint64_t *size,
+			 struct proto_time *mtime);
+
+/**
+ * The mgr acknowledged a SETSIZE of size: unless the file was written again
+ * meanwhile, forget the locally written size, so that a later truncate by
+ * another client shows here.
+ */
+void cli_inode_pushed(struct cli_itab *t, uint64_t ino, uint64_t size);
 
 /** Mark dirty again after a failed SETSIZE. */
 void cli_inode_push_failed(struct cli_itab *t, uint64_t ino);
 
-/** A truncate to size: mgr size and written size both become size. */
+/** A truncate to size: the mgr size becomes size, nothing is left to push. */
 void cli_inode_truncated(struct cli_itab *t, uint64_t ino, uint64_t size);
 
 /** Replace the cached layout (after user.rpfs.layout was set). */

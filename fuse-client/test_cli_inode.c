@@ -29,6 +29,7 @@ int main(void)
 	struct proto_attr a, c;
 	struct proto_layout l;
 	uint64_t size;
+	struct proto_time wt = { 1700000000, 123 }, mt;
 
 	assert(cli_itab_new(&t) == 0);
 
@@ -41,18 +42,38 @@ int main(void)
 	/* lookup, open, write beyond the mgr size */
 	assert(cli_inode_update(t, &a, 1) == 0 && a.size == 100);
 	assert(cli_inode_open(t, &a) == 0);
-	cli_inode_wrote(t, 5, 5000);
+	cli_inode_wrote(t, 5, 5000, &wt);
 	assert(cli_inode_io(t, 5, &l, &size) == 0 && size == 5000);
 	assert(l.unit == 65536 && l.count == 2);
 	a = file_attr(5, 100); /* a stale mgr view: the client still sees 5000 */
 	cli_inode_update(t, &a, 0);
 	assert(a.size == 5000);
 
-	/* dirty push once, then clean */
-	assert(cli_inode_take_dirty(t, 5, &size) == 1 && size == 5000);
-	assert(cli_inode_take_dirty(t, 5, &size) == 0);
+	/* dirty push once, with the write's time as mtime, then clean */
+	assert(cli_inode_take_dirty(t, 5, &size, &mt) == 1 && size == 5000);
+	assert(mt.sec == wt.sec && mt.nsec == wt.nsec);
+	assert(cli_inode_take_dirty(t, 5, &size, &mt) == 0);
 	cli_inode_push_failed(t, 5);
-	assert(cli_inode_take_dirty(t, 5, &size) == 1);
+	assert(cli_inode_take_dirty(t, 5, &size, &mt) == 1);
+
+	/* once the mgr acknowledged the size, the mgr's size rules again: a
+	 * truncate by another client (seen as a smaller mgr size) shows */
+	a = file_attr(5, 5000);
+	cli_inode_update(t, &a, 0);
+	cli_inode_pushed(t, 5, 5000);
+	a = file_attr(5, 1000);
+	cli_inode_update(t, &a, 0);
+	assert(a.size == 1000);
+	assert(cli_inode_io(t, 5, &l, &size) == 0 && size == 1000);
+
+	/* a write racing with the push keeps its size until pushed itself */
+	cli_inode_wrote(t, 5, 7000, &wt);
+	assert(cli_inode_take_dirty(t, 5, &size, &mt) == 1 && size == 7000);
+	cli_inode_wrote(t, 5, 8000, &wt);
+	cli_inode_pushed(t, 5, 7000);
+	a = file_attr(5, 7000);
+	cli_inode_update(t, &a, 0);
+	assert(a.size == 8000);
 
 	/* truncate resets the written size */
 	cli_inode_truncated(t, 5, 10);

@@ -271,6 +271,12 @@ static int ns_mknode(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c
 	if (S_ISDIR(mode)) {
 		in.parent = parent;
 		in.next_seq = MGR_SEQ_FIRST;
+		/* A directory's layout reaches its whole subtree: new
+		 * subdirectories take it over, as in Lustre and BeeGFS. */
+		if (dir.flags & MGR_IF_DIRLAYOUT) {
+			in.flags |= MGR_IF_DIRLAYOUT;
+			in.layout = dir.layout;
+		}
 	}
 	if (S_ISLNK(mode)) {
 		in.target = target;
