@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# quickstart.sh - build rpfs and run a local cluster: 1 mgr + 4 iods on
+# 127.0.0.1, mounted at ${RPFS_MOUNT:-/mnt/rpfs}.
+#
+#   scripts/quickstart.sh          install packages if missing, build, start, mount
+#   scripts/quickstart.sh stop     unmount and stop every daemon
+#   scripts/quickstart.sh status   show what is running
+#
+# Environment:
+#   RPFS_STATE      state directory (default ./.rpfs): db/, iod0..3/, logs/, pids/
+#   RPFS_MOUNT      mount point (default /mnt/rpfs)
+#   RPFS_BUILD      build directory (default build)
+#   RPFS_TRANSPORT  tcp or auto (default auto; only TCP exists for now)
+# Running either command twice is harmless.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+REPO=$PWD
+STATE=${RPFS_STATE:-$REPO/.rpfs}
+MNT=${RPFS_MOUNT:-/mnt/rpfs}
+BUILD=${RPFS_BUILD:-build}
+TRANSPORT=${RPFS_TRANSPORT:-auto}
+HOST=127.0.0.1
+MGR_PORT=7400
+IOD_PORTS=(7401 7402 7403 7404)
+PACKAGES=(meson ninja-build pkg-config gcc libc6-dev libfuse3-dev fuse3 liblmdb-dev libev-dev libsodium-dev libinih-dev libsystemd-dev libibverbs-dev librdmacm-dev)
+
+say() { printf 'quickstart: %s\n' "$*"; }
+die() { printf 'quickstart: error: %s\n' "$*" >&2; exit 1; }
+
+case "$TRANSPORT" in
+tcp|auto) ;;
+*) die "RPFS_TRANSPORT: expected tcp or auto, got \"$TRANSPORT\"" ;;
+esac
+case "$STATE" in /*) ;; *) STATE=$REPO/$STATE ;; esac
+case "$BUILD" in /*) ;; *) BUILD=$REPO/$BUILD ;; esac
+
+# install_packages: apt-get install whatever of PACKAGES is missing.
+install_packages() {
+	local missing=() p
+	for p in "${PACKAGES[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	command -v apt-get >/dev/null || die "missing packages: ${missing[*]} (no apt-get here)"
+	local sudo=
+	[ "$(id -u)" -eq 0 ] || sudo=sudo
+	say "installing ${missing[*]}"
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq update >/dev/null
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends \
+		"${missing[@]}" >/dev/null
+}
+
+# build: configure once (release), then ninja.
+build() {
+	if [ ! -f "$BUILD/build.ninja" ]; then
+		meson setup "$BUILD" --buildtype=release >/dev/null ||
+			die "meson setup $BUILD failed"
+	fi
+	ninja -C "$BUILD" >/dev/null || { ninja -C "$BUILD"; die "build failed"; }
+}
+
+# running NAME: true if NAME's pid file names a live process.
+running() {
+	local f="$STATE/pids/$1.pid"
+	[ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null
+}
+
+# wait_ready NAME LOG: wait (bounded) for the ready line in LOG.
+wait_ready() {
+	local name=$1 log=$2 i
+	for i in $(seq 1 300); do
+		grep -q '^<5>rpfs-[a-z]*: ready:' "$log" 2>/dev/null && return 0
+		running "$name" || { tail -n 20 "$log" >&2; die "$name exited; log: $log"; }
+		sleep 0.1
+	done
+	tail -n 20 "$log" >&2
+	die "$name not ready after 30 s; log: $log"
+}
+
+# start_daemon NAME LOG CMD...: start CMD in the background unless running.
+start_daemon() {
+	local name=$1 log=$2
+	shift 2
+	if running "$name"; then
+		say "$name already running (pid $(cat "$STATE/pids/$name.pid"))"
+		return 0
+	fi
+	: >"$log"
+	setsid "$@" </dev/null >>"$log" 2>&1 &
+	echo $! >"$STATE/pids/$name.pid"
+	wait_ready "$name" "$log"
+}
+
+start() {
+	install_packages
+	build
+	mkdir -p "$STATE/db" "$STATE/logs" "$STATE/pids"
+	local iod_args=() i
+	for i in 0 1 2 3; do
+		mkdir -p "$STATE/iod$i"
+		start_daemon "iod$i" "$STATE/logs/iod$i.log" "$BUILD/iod/rpfs-iod" \
+			--listen "$HOST:${IOD_PORTS[$i]}" --data "$STATE/iod$i"
+		iod_args+=(--iod "$HOST:${IOD_PORTS[$i]}")
+	done
+	start_daemon mgr "$STATE/logs/mgr.log" "$BUILD/mgr/rpfs-mgr" \
+		--listen "$HOST:$MGR_PORT" --db "$STATE/db" "${iod_args[@]}"
+	mkdir -p "$MNT"
+	if mountpoint -q "$MNT"; then
+		say "$MNT already mounted"
+	else
+		"$BUILD/fuse-client/rpfs-fuse" "$HOST:$MGR_PORT" "$MNT" -o allow_other \
+			2>>"$STATE/logs/fuse.log" ||
+			{ tail -n 20 "$STATE/logs/fuse.log" >&2; die "mount failed"; }
+		for i in $(seq 1 100); do
+			mountpoint -q "$MNT" && break
+			sleep 0.1
+		done
+		mountpoint -q "$MNT" || die "$MNT not mounted after 10 s"
+	fi
+	cat <<EOF
+quickstart: rpfs is up ($TRANSPORT transport: tcp)
+  mgr          $HOST:$MGR_PORT   db $STATE/db
+  iods         $HOST:${IOD_PORTS[0]}..${IOD_PORTS[3]}   data $STATE/iod0..3
+  mount        $MNT
+  logs         $STATE/logs/{mgr,iod0..3,fuse}.log
+  try          df -h $MNT; cp -r /etc $MNT/; getfattr -n user.rpfs.layout $MNT/etc/passwd
+  stop         $0 stop
+EOF
+}
+
+# stop_daemon NAME: SIGTERM, wait up to 10 s, then SIGKILL.
+stop_daemon() {
+	local name=$1 f="$STATE/pids/$1.pid" pid i
+	[ -f "$f" ] || return 0
+	pid=$(cat "$f")
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
+		for i in $(seq 1 100); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			say "$name (pid $pid) ignored SIGTERM; killing it"
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+		say "stopped $name"
+	fi
+	rm -f "$f"
+}
+
+stop() {
+	if mountpoint -q "$MNT" 2>/dev/null; then
+		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
+		say "unmounted $MNT"
+	fi
+	stop_daemon mgr
+	local i
+	for i in 0 1 2 3; do
+		stop_daemon "iod$i"
+	done
+	say "stopped (state kept in $STATE; remove it to start afresh)"
+}
+
+status() {
+	local n
+	for n in mgr iod0 iod1 iod2 iod3; do
+		if running "$n"; then
+			echo "$n: running (pid $(cat "$STATE/pids/$n.pid"))"
+		else
+			echo "$n: stopped"
+		fi
+	done
+	if mountpoint -q "$MNT" 2>/dev/null; then echo "$MNT: mounted"; else echo "$MNT: not mounted"; fi
+}
+
+case "${1:-start}" in
+start) start ;;
+stop) stop ;;
+status) status ;;
+*) echo "usage: $0 [start|stop|status]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# test.sh - everything, as CI runs it:
+#   1. an ASan+UBSan build with -Werror, and its C unit tests (meson test);
+#   2. the libFuzzer targets (clang), each for a bounded time;
+#   3. the pytest integration suite against real daemons and FUSE mounts,
+#      using the ASan build.
+# Prints, as its last line, "N passed, N failed" over all three stages (a
+# skipped test counts as failed) and exits non-zero if anything failed.
+#
+# Environment: RPFS_FUZZ_SECONDS (default 60) per fuzz target;
+# RPFS_PYTEST_ARGS extra pytest arguments (e.g. "-k shell");
+# RPFS_TEST_KEEP=1 keeps the temporary directory even when all passed.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+FUZZ_SECONDS=${RPFS_FUZZ_SECONDS:-60}
+PACKAGES=(meson ninja-build pkg-config gcc libc6-dev libfuse3-dev fuse3 liblmdb-dev libev-dev libsodium-dev libinih-dev libsystemd-dev libibverbs-dev librdmacm-dev
+	clang libclang-rt-14-dev python3 python3-pytest fio attr util-linux tar diffutils
+	coreutils)
+
+PASSED=0
+FAILED=0
+PY=python3
+for p in /usr/bin/python3 python3; do
+	if "$p" -c 'import pytest' 2>/dev/null; then
+		PY=$p
+		break
+	fi
+done
+RUN_TMP=$(mktemp -d /tmp/rpfs-test.XXXXXX)
+export RPFS_TEST_PIDS=$RUN_TMP/pids
+: >"$RPFS_TEST_PIDS"
+
+say() { printf '\n=== %s\n' "$*"; }
+pass() { PASSED=$((PASSED + ${1:-1})); }
+fail() { FAILED=$((FAILED + ${1:-1})); }
+
+# cleanup: unmount whatever the tests left mounted under RUN_TMP and stop
+# any process they started that is still running.
+cleanup() {
+	local mp pid
+	{ grep -o " $RUN_TMP/[^ ]*" /proc/self/mounts 2>/dev/null || true; } | sort -r |
+		while read -r mp; do
+			fusermount3 -u "$mp" 2>/dev/null || umount -l "$mp" 2>/dev/null || true
+		done
+	if [ -s "$RPFS_TEST_PIDS" ]; then
+		while read -r pid; do
+			if kill -0 "$pid" 2>/dev/null &&
+				tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'rpfs-\|python'; then
+				kill -KILL "$pid" 2>/dev/null || true
+			fi
+		done <"$RPFS_TEST_PIDS"
+	fi
+}
+trap cleanup EXIT
+trap 'cleanup; exit 130' INT TERM
+
+# install_packages: apt-get install whatever of PACKAGES is missing.
+install_packages() {
+	local missing=() p
+	for p in "${PACKAGES[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	echo "installing ${missing[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get -qq update >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends \
+		"${missing[@]}" >/dev/null
+}
+
+# meson_counts LOG: add the "Ok:/Fail:/..." summary of a meson test log.
+meson_counts() {
+	local log=$1 ok xfail fail xpass skip tmo
+	ok=$(sed -n 's/^Ok: *\([0-9]*\).*/\1/p' "$log" | tail -n1)
+	xfail=$(sed -n 's/^Expected Fail: *\([0-9]*\).*/\1/p' "$log" | tail -n1)
+	fail=$(sed -n 's/^Fail: *\([0-9]*\).*/\1/p' "$log" | tail -n1)
+	xpass=$(sed -n 's/^Unexpected Pass: *\([0-9]*\).*/\1/p' "$log" | tail -n1)
+	skip=$(sed -n 's/^Skipped: *\([0-9]*\).*/\1/p' "$log" | tail -n1)
+	tmo=$(sed -n 's/^Timeout: *\([0-9]*\).*/\1/p' "$log" | tail -n1)
+	if [ -z "$ok" ] && [ -z "$fail" ]; then
+		echo "test.sh: no meson test summary found"
+		fail 1
+		return
+	fi
+	pass $((${ok:-0} + ${xfail:-0}))
+	fail $((${fail:-0} + ${xpass:-0} + ${skip:-0} + ${tmo:-0}))
+}
+
+# ---------------------------------------------------------------- stage 0
+say "packages"
+if ! install_packages; then
+	echo "test.sh: package installation failed; trying with what is there"
+fi
+
+# ---------------------------------------------------------------- stage 1
+say "ASan+UBSan build (-Werror) and unit tests"
+ASAN_BUILD=build-asan
+asan_ok=1
+if [ ! -f "$ASAN_BUILD/build.ninja" ]; then
+	meson setup "$ASAN_BUILD" -Db_sanitize=address,undefined -Dwerror=true \
+		--buildtype=debug || asan_ok=0
+fi
+if [ $asan_ok = 1 ]; then
+	ninja -C "$ASAN_BUILD" || asan_ok=0
+fi
+if [ $asan_ok = 1 ]; then
+	# meson test runs every test under its own sanitizer defaults
+	# (halt_on_error=1, abort_on_error=1, print stack traces).
+	set +e
+	meson test -C "$ASAN_BUILD" --print-errorlogs 2>&1 | tee "$RUN_TMP/meson-test.log"
+	set -e
+	meson_counts "$RUN_TMP/meson-test.log"
+else
+	echo "test.sh: the ASan build failed"
+	fail 1
+fi
+
+# ---------------------------------------------------------------- stage 2
+say "fuzzing (${FUZZ_SECONDS}s per target)"
+FUZZ_BUILD=build-fuzz
+fuzz_ok=1
+if [ ! -f "$FUZZ_BUILD/build.ninja" ]; then
+	CC=clang meson setup "$FUZZ_BUILD" -Dfuzz=true -Db_sanitize=address,undefined \
+		-Db_lundef=false --buildtype=debug || fuzz_ok=0
+fi
+if [ $fuzz_ok = 1 ]; then
+	ninja -C "$FUZZ_BUILD" || fuzz_ok=0
+fi
+targets=()
+if [ $fuzz_ok = 1 ]; then
+	for t in "$FUZZ_BUILD"/tests/fuzz/fuzz_*; do
+		[ -x "$t" ] && [ -f "$t" ] && targets+=("$t")
+	done
+fi
+if [ ${#targets[@]} -eq 0 ]; then
+	echo "test.sh: no fuzz target built"
+	fail 1
+fi
+for t in "${targets[@]}"; do
+	name=$(basename "$t")
+	corpus=$RUN_TMP/corpus-$name
+	mkdir -p "$corpus"
+	for src in tests/fuzz/corpus/"$name" tests/fuzz/corpus; do
+		if [ -d "$src" ]; then
+			find "$src" -maxdepth 1 -type f -exec cp {} "$corpus/" \;
+			break
+		fi
+	done
+	if timeout -k 30 $((FUZZ_SECONDS + 120)) "$t" -max_total_time="$FUZZ_SECONDS" \
+		-print_final_stats=1 -artifact_prefix="$RUN_TMP/$name-" "$corpus" \
+		>"$RUN_TMP/$name.log" 2>&1; then
+		tail -n 15 "$RUN_TMP/$name.log"
+		echo "fuzz $name: ok"
+		pass 1
+	else
+		tail -n 60 "$RUN_TMP/$name.log"
+		echo "fuzz $name: FAILED (artifacts in $RUN_TMP)"
+		fail 1
+	fi
+done
+
+# ---------------------------------------------------------------- stage 3
+say "integration tests (pytest, $ASAN_BUILD)"
+if [ $asan_ok = 1 ]; then
+	# Daemons run with leak detection on; a sanitizer report in any daemon or
+	# client log fails the test that was running.
+	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=0}
+	junit=$RUN_TMP/junit.xml
+	set +e
+	# shellcheck disable=SC2086
+	RPFS_BUILD=$ASAN_BUILD timeout -k 60 3600 "$PY" -m pytest tests/integration -v \
+		--basetemp="$RUN_TMP/pytest" --junitxml="$junit" ${RPFS_PYTEST_ARGS:-} </dev/null
+	set -e
+	if [ -s "$junit" ]; then
+		read -r p f < <("$PY" - "$junit" <<'EOF'
+import sys
+import xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+p = f = 0
+for tc in root.iter('testcase'):
+    if any(c.tag in ('failure', 'error', 'skipped') for c in tc):
+        f += 1
+    else:
+        p += 1
+# errors outside any test case (collection) count too
+for ts in root.iter('testsuite'):
+    if int(ts.get('tests', 0)) == 0 and int(ts.get('errors', 0)):
+        f += int(ts.get('errors'))
+print(p, f)
+EOF
+		) || { p=0; f=1; }
+		pass "$p"
+		fail "$f"
+		if [ "$p" = 0 ] && [ "$f" = 0 ]; then
+			echo "test.sh: pytest ran no tests"
+			fail 1
+		fi
+	else
+		echo "test.sh: pytest produced no results"
+		fail 1
+	fi
+else
+	echo "test.sh: no ASan build, integration tests not run"
+	fail 1
+fi
+
+cleanup
+if [ "$FAILED" -eq 0 ] && [ "${RPFS_TEST_KEEP:-0}" != 1 ] &&
+	! grep -q " $RUN_TMP/" /proc/self/mounts; then
+	rm -rf "$RUN_TMP"
+else
+	echo "logs and test state kept in $RUN_TMP"
+fi
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]

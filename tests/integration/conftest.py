@@ -1,0 +1,145 @@
+"""Fixtures for the rpfs integration tests.
+
+- cluster / mnt: one shared 4-iod cluster and one allow_other mount for the
+  whole session, used by the many small non-destructive checks.
+- workdir: a fresh directory on the shared mount for each test.
+- dcluster: a fresh 4-iod cluster per test, for tests that kill, restart or
+  otherwise disturb daemons (torn down after the test).
+- Log watch: after each test phase the new part of every daemon's and
+  client's log is scanned. A line starting with <0>..<4> fails the test
+  unless the test declared it expected (marker expect_log(regex...) or the
+  expect_log fixture); a sanitizer report always fails it, and so does a
+  daemon or client that died.
+"""
+import os
+import re
+
+import pytest
+
+import util
+
+
+def pytest_configure(config):
+    config.addinivalue_line('markers', 'expect_log(*regex): log lines at priority <0>..<4> '
+                            'matching one of these regexes do not fail the test')
+
+
+def _check_logs(item, when):
+    """Scan the logs written since the last check of this test; fail the
+    phase (or annotate an already failed one) on bad lines or dead processes."""
+    watch = getattr(item, '_rpfs_watch', None)
+    if watch is None:
+        return []
+    bad = watch.collect()
+    for c in util.clusters:
+        bad += ['%s died' % d for d in c.check_alive()]
+    return bad
+
+
+def _report(item, when, outcome, bad):
+    if not bad:
+        return
+    text = 'unexpected log lines / process deaths during %s:\n  %s' % (when, '\n  '.join(bad[:50]))
+    if outcome.excinfo is None:
+        pytest.fail(text, pytrace=False)
+    item.add_report_section(when, 'rpfs logs', text)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_setup(item):
+    item._rpfs_watch = util.LogWatch()
+    for m in item.iter_markers('expect_log'):
+        for r in m.args:
+            item._rpfs_watch.expect(r)
+    outcome = yield
+    _report(item, 'setup', outcome, _check_logs(item, 'setup'))
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_call(item):
+    outcome = yield
+    _report(item, 'call', outcome, _check_logs(item, 'call'))
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    outcome = yield
+    _report(item, 'teardown', outcome, _check_logs(item, 'teardown'))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On failure, attach the tail of every log of the live clusters."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        seen = set()
+        for c in util.clusters:
+            for d in c.daemons() + c.mounts:
+                if d.log.path in seen:
+                    continue
+                seen.add(d.log.path)
+                rep.sections.append(('log %s' % d.log.name, d.log.tail(30)))
+
+
+@pytest.fixture
+def expect_log(request):
+    """expect_log(regex): lines at <0>..<4> matching regex are expected."""
+    def add(regex):
+        request.node._rpfs_watch.expect(regex)
+    return add
+
+
+def _start_cluster(path, **kw):
+    c = util.Cluster(path, **kw)
+    util.clusters.append(c)
+    try:
+        c.start()
+    except BaseException:
+        try:
+            util.cleanup(c)
+        finally:
+            pass
+        raise
+    return c
+
+
+@pytest.fixture(scope='session')
+def cluster(tmp_path_factory):
+    """The shared cluster: 1 mgr + 4 iods on loopback."""
+    c = _start_cluster(str(tmp_path_factory.mktemp('shared')), niods=4, name='shared')
+    yield c
+    util.cleanup(c)
+
+
+@pytest.fixture(scope='session')
+def mnt(cluster, tmp_path_factory):
+    """The shared mount (allow_other, so other uids can be tested)."""
+    path = str(tmp_path_factory.mktemp('mnt'))
+    util.make_traversable(path)
+    m = cluster.mount(path, 'allow_other')
+    yield m
+    util.cleanup(m)
+
+
+@pytest.fixture
+def workdir(mnt, request):
+    """A fresh directory on the shared mount, named after the test."""
+    name = re.sub(r'[^A-Za-z0-9_.-]', '_', request.node.name)[:200]
+    p = os.path.join(mnt.path, name)
+    os.mkdir(p)
+    return p
+
+
+@pytest.fixture
+def dcluster(tmp_path_factory):
+    """A private cluster for one destructive test; stopped afterwards."""
+    c = _start_cluster(str(tmp_path_factory.mktemp('dc')), niods=4, name='dc')
+    yield c
+    util.cleanup(c)
+
+
+@pytest.fixture
+def tmp_mnt(tmp_path_factory):
+    """A fresh empty directory to mount on."""
+    return str(tmp_path_factory.mktemp('m'))

@@ -1,0 +1,479 @@
+"""Helpers for the rpfs integration tests: start real daemons on loopback,
+mount with real FUSE, watch their logs.
+
+Every wait here is bounded; every process started here is registered so a
+finalizer (or scripts/test.sh, through $RPFS_TEST_PIDS) can stop it.
+"""
+import errno
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# The address every daemon listens on and every client connects to. Loopback
+# on the host; inside the RDMA VM it must be the soft-RoCE device's address
+# ($RPFS_RDMA_ADDR), since rxe0 is bound to the veth rxe-a, not to lo.
+HOST = os.environ.get('RPFS_TEST_HOST') or '127.0.0.1'
+
+
+def transport():
+    """The transport the daemons and clients started here use: they inherit
+    $RPFS_TRANSPORT (tcp when unset), which this module never scrubs."""
+    return os.environ.get('RPFS_TRANSPORT') or 'tcp'
+
+
+def big_mib():
+    """Size in MiB of the big-file test: $RPFS_TEST_BIG_MIB, default 1024."""
+    v = os.environ.get('RPFS_TEST_BIG_MIB') or '1024'
+    if not v.isdigit() or int(v) < 1:
+        raise ValueError('RPFS_TEST_BIG_MIB: expected MiB >= 1, got %r' % v)
+    return int(v)
+
+
+def hostport(port):
+    """'HOST:PORT' for the test address."""
+    return '%s:%d' % (HOST, port)
+
+# Lines that fail a test unless it declared them expected (priority <0>..<4>).
+PRIO_BAD = re.compile(r'^<[0-4]>')
+# Lines that always fail a test.
+SANITIZER_BAD = re.compile(r'ERROR: AddressSanitizer|runtime error:|LeakSanitizer|'
+                           r'ThreadSanitizer|ERROR: libFuzzer')
+
+
+def build_dir():
+    """The build directory holding the binaries: $RPFS_BUILD (relative paths
+    are taken from the repository root), default <repo>/build."""
+    b = os.environ.get('RPFS_BUILD', 'build')
+    if not os.path.isabs(b):
+        b = os.path.join(REPO, b)
+    return b
+
+
+def binary(rel):
+    """Absolute path of a built program, e.g. binary('mgr/rpfs-mgr')."""
+    p = os.path.join(build_dir(), rel)
+    if not os.access(p, os.X_OK):
+        raise RuntimeError('%s not built (RPFS_BUILD=%s)' % (p, build_dir()))
+    return p
+
+
+def wait_until(cond, timeout, interval=0.05, what='condition'):
+    """Poll cond() until it returns a true value; return that value.
+    Raises TimeoutError after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise TimeoutError('timed out after %.1fs waiting for %s' % (timeout, what))
+        time.sleep(interval)
+
+
+def free_port():
+    """A TCP port on HOST that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(host, port, timeout=10):
+    """Wait until something accepts TCP connections on host:port."""
+    def probe():
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                return True
+        except OSError:
+            return False
+    wait_until(probe, timeout, 0.1, 'port %s:%d' % (host, port))
+
+
+def is_mounted(path):
+    """True if path is a mount point listed in /proc/self/mountinfo.
+    (Never stat()s the path, so a hung FUSE mount cannot block us.)"""
+    path = os.path.realpath(path)
+    with open('/proc/self/mountinfo') as f:
+        for line in f:
+            mp = line.split()[4].encode().decode('unicode_escape')
+            if mp == path:
+                return True
+    return False
+
+
+def wait_for_mount(path, timeout=20, proc=None):
+    """Wait until path is a mount point. If proc (the FUSE process) exits
+    first, fail at once with its exit status."""
+    def ready():
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError('mount process exited with %s before %s was mounted'
+                               % (proc.returncode, path))
+        return is_mounted(path)
+    wait_until(ready, timeout, 0.05, 'mount at %s' % path)
+
+
+def umount(path, timeout=20):
+    """Unmount a FUSE mount: fusermount3 -u, falling back to umount -l.
+    Waits until it is no longer mounted."""
+    if not is_mounted(path):
+        return
+    r = subprocess.run(['fusermount3', '-u', path], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=timeout)
+    if r.returncode != 0 and is_mounted(path):
+        subprocess.run(['umount', '-l', path], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=timeout)
+    wait_until(lambda: not is_mounted(path), timeout, 0.05, 'unmount of %s' % path)
+
+
+def make_traversable(path):
+    """Give o+x to every directory from / down to path that lacks it (pytest's
+    temporary directories are 0700), so other uids can reach a mount there."""
+    path = os.path.realpath(path)
+    parts = path.split('/')
+    for i in range(2, len(parts) + 1):
+        d = '/'.join(parts[:i])
+        st = os.stat(d)
+        if not st.st_mode & 0o001:
+            os.chmod(d, (st.st_mode & 0o7777) | 0o011)
+
+
+def register_pid(pid):
+    """Record a pid in $RPFS_TEST_PIDS so scripts/test.sh can reap leftovers."""
+    f = os.environ.get('RPFS_TEST_PIDS')
+    if f:
+        with open(f, 'a') as fh:
+            fh.write('%d\n' % pid)
+
+
+def stop_proc(proc, sig=signal.SIGTERM, timeout=15):
+    """Send sig and wait for the process to exit; SIGKILL after timeout.
+    Returns True if it exited on sig, False if it had to be killed."""
+    if proc.poll() is not None:
+        return True
+    try:
+        proc.send_signal(sig)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=30)
+        return False
+
+
+class LogFile:
+    """A log file that a watcher reads incrementally."""
+    registry = []
+
+    def __init__(self, path, name):
+        self.path = path
+        self.name = name
+        LogFile.registry.append(self)
+
+    def size(self):
+        try:
+            return os.path.getsize(self.path)
+        except OSError:
+            return 0
+
+    def read_from(self, off):
+        try:
+            with open(self.path, 'rb') as f:
+                f.seek(off)
+                return f.read().decode('utf-8', 'replace')
+        except OSError:
+            return ''
+
+    def tail(self, n=40):
+        return '\n'.join(self.read_from(0).splitlines()[-n:])
+
+
+class LogWatch:
+    """Remembers where every known log ended, and later reports the bad lines
+    written since (<0>..<4> unless expected, sanitizer reports always)."""
+
+    def __init__(self):
+        self.offsets = {id(l): l.size() for l in LogFile.registry}
+        self.expected = []
+
+    def expect(self, regex):
+        self.expected.append(re.compile(regex))
+
+    def collect(self, advance=True):
+        bad = []
+        for l in list(LogFile.registry):
+            off = self.offsets.get(id(l), 0)
+            text = l.read_from(off)
+            if advance:
+                self.offsets[id(l)] = off + len(text.encode('utf-8', 'replace'))
+            for line in text.splitlines():
+                if SANITIZER_BAD.search(line):
+                    bad.append('%s: %s' % (l.name, line))
+                elif PRIO_BAD.match(line) and not any(r.search(line) for r in self.expected):
+                    bad.append('%s: %s' % (l.name, line))
+        return bad
+
+
+class Daemon:
+    """One server process (mgr or iod) with its stderr in a log file."""
+
+    def __init__(self, name, argv, logpath, ready_re):
+        self.name = name
+        self.argv = argv
+        self.log = LogFile(logpath, name)
+        self.ready_re = re.compile(ready_re, re.M)
+        self.proc = None
+
+    def start(self, timeout=30):
+        """Start the process and wait for its ready line."""
+        off = self.log.size()
+        fh = open(self.log.path, 'ab')
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                     stdout=fh, stderr=fh, start_new_session=True)
+        fh.close()
+        register_pid(self.proc.pid)
+
+        def ready():
+            if self.ready_re.search(self.log.read_from(off)):
+                return True
+            if self.proc.poll() is not None:
+                raise RuntimeError('%s exited with %s before it was ready:\n%s'
+                                   % (self.name, self.proc.returncode, self.log.tail()))
+            return False
+        wait_until(ready, timeout, 0.05, '%s ready line' % self.name)
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        """Stop the process; True if it exited on its own after sig."""
+        if self.proc is None:
+            return True
+        ok = stop_proc(self.proc, sig, timeout)
+        return ok
+
+
+class Mount:
+    """A running rpfs-fuse -f process and its mount point."""
+
+    def __init__(self, cluster, path, opts, name):
+        self.cluster = cluster
+        self.path = path
+        self.opts = opts
+        self.name = name
+        self.log = LogFile(os.path.join(cluster.logdir, name + '.log'), name)
+        self.proc = None
+
+    def start(self, timeout=30):
+        os.makedirs(self.path, exist_ok=True)
+        argv = [binary('fuse-client/rpfs-fuse'), hostport(self.cluster.mgr_port),
+                self.path, '-f']
+        if self.opts:
+            argv += ['-o', self.opts]
+        fh = open(self.log.path, 'ab')
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
+                                     start_new_session=True)
+        fh.close()
+        register_pid(self.proc.pid)
+        try:
+            wait_for_mount(self.path, timeout, self.proc)
+        except Exception as e:
+            self.umount()
+            raise RuntimeError('%s: %s\n%s' % (self.name, e, self.log.tail())) from e
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def umount(self, timeout=20):
+        """Unmount and wait for the client process to exit. Returns True if
+        it exited by itself after the unmount."""
+        try:
+            umount(self.path, timeout)
+        finally:
+            ok = True
+            if self.proc is not None and self.proc.poll() is None:
+                try:
+                    self.proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    stop_proc(self.proc, signal.SIGTERM, 5)
+                    ok = False
+            if self.proc is not None and self.proc.returncode != 0:
+                ok = False
+            if self in self.cluster.mounts:
+                self.cluster.mounts.remove(self)
+        return ok
+
+
+class Cluster:
+    """1 mgr + N iods on HOST with free ports, state under state_dir."""
+
+    def __init__(self, state_dir, niods=4, mgr_args=(), log_level=None, name='c'):
+        log_level = log_level or os.environ.get('RPFS_LOG_LEVEL', 'info')
+        self.state = state_dir
+        self.niods = niods
+        self.name = name
+        self.logdir = os.path.join(state_dir, 'logs')
+        os.makedirs(self.logdir, exist_ok=True)
+        self.mgr_port = free_port()
+        self.iod_ports = [free_port() for _ in range(niods)]
+        self.iod_dirs = [os.path.join(state_dir, 'iod%d' % i) for i in range(niods)]
+        self.db = os.path.join(state_dir, 'db')
+        self.mounts = []
+        self.nmounts = 0
+        self.iods = []
+        for i in range(niods):
+            argv = [binary('iod/rpfs-iod'), '--listen', hostport(self.iod_ports[i]),
+                    '--data', self.iod_dirs[i], '--log-level', log_level]
+            self.iods.append(Daemon('%s-iod%d' % (name, i), argv,
+                                    os.path.join(self.logdir, 'iod%d.log' % i),
+                                    r'^<5>rpfs-iod: ready:'))
+        argv = [binary('mgr/rpfs-mgr'), '--listen', hostport(self.mgr_port),
+                '--db', self.db, '--log-level', log_level]
+        for p in self.iod_ports:
+            argv += ['--iod', hostport(p)]
+        argv += list(mgr_args)
+        self.mgr = Daemon('%s-mgr' % name, argv, os.path.join(self.logdir, 'mgr.log'),
+                          r'^<5>rpfs-mgr: ready:')
+
+    def daemons(self):
+        return [self.mgr] + self.iods
+
+    def start(self):
+        """Start the iods, then the mgr; each waits for its ready line."""
+        for d in self.iods:
+            d.start()
+        self.mgr.start()
+
+    def start_iod(self, i):
+        self.iods[i].start()
+
+    def kill_iod(self, i, sig=signal.SIGKILL):
+        """Send sig to iod i. For SIGKILL/SIGTERM wait until it is gone."""
+        d = self.iods[i]
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            d.stop(sig)
+        else:
+            d.proc.send_signal(sig)
+
+    def stop_daemons(self):
+        """SIGTERM every daemon; returns the names of those that needed SIGKILL."""
+        stuck = []
+        for d in [self.mgr] + self.iods:
+            if not d.stop():
+                stuck.append(d.name)
+        return stuck
+
+    def stop(self):
+        """Unmount every mount and stop every daemon. Raises if a process
+        did not exit by itself (after its unmount or SIGTERM)."""
+        stuck = []
+        for m in list(self.mounts):
+            try:
+                if not m.umount():
+                    stuck.append(m.name)
+            except Exception as e:
+                stuck.append('%s (%s)' % (m.name, e))
+        stuck += self.stop_daemons()
+        if stuck:
+            raise RuntimeError('did not exit cleanly: %s' % ', '.join(stuck))
+
+    def restart_all(self):
+        """Stop every daemon (SIGTERM) and start them again on the same ports
+        and state. Mounts are left alone."""
+        stuck = self.stop_daemons()
+        if stuck:
+            raise RuntimeError('did not exit on SIGTERM: %s' % ', '.join(stuck))
+        self.start()
+
+    def mount(self, mnt, opts='allow_other'):
+        """Mount the file system at mnt (rpfs-fuse -f in the background)."""
+        self.nmounts += 1
+        m = Mount(self, mnt, opts, '%s-fuse%d' % (self.name, self.nmounts))
+        m.start()
+        self.mounts.append(m)
+        return m
+
+    def check_alive(self):
+        """Names of processes that should run but died."""
+        dead = []
+        for d in self.daemons():
+            if d.proc is not None and d.proc.returncode is None and d.proc.poll() is not None:
+                dead.append('%s (exit %s)' % (d.name, d.proc.returncode))
+        for m in self.mounts:
+            if m.proc is not None and m.proc.poll() is not None:
+                dead.append('%s (exit %s)' % (m.name, m.proc.returncode))
+        return dead
+
+    def objects(self, ino):
+        """Paths of the stripe objects of inode ino on each iod: a list with
+        one entry per iod, None where the iod holds no object."""
+        want = '%016x' % ino
+        out = []
+        for d in self.iod_dirs:
+            found = None
+            for root, _dirs, files in os.walk(d):
+                for f in files:
+                    if f.lower() == want:
+                        found = os.path.join(root, f)
+            out.append(found)
+        return out
+
+
+# Live clusters, so the log watcher can notice a process that died.
+clusters = []
+
+
+def cleanup(*things):
+    """Best-effort teardown of mounts and clusters, in the order given;
+    collects errors and raises the first one at the end."""
+    first = None
+    for t in things:
+        try:
+            if t is None:
+                continue
+            if isinstance(t, Mount):
+                t.umount()
+            elif isinstance(t, Cluster):
+                t.stop()
+                if t in clusters:
+                    clusters.remove(t)
+            elif isinstance(t, str):
+                umount(t)
+        except Exception as e:  # keep tearing down the rest
+            if first is None:
+                first = e
+    if first is not None:
+        raise first
+
+
+def run(cmd, check=True, timeout=300, **kw):
+    """subprocess.run with output captured as text, failing with the output."""
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=timeout, shell=isinstance(cmd, str),
+                       executable='/bin/bash' if isinstance(cmd, str) else None, **kw)
+    if check and r.returncode != 0:
+        raise AssertionError('command %r failed with %d\nstdout: %s\nstderr: %s'
+                             % (cmd, r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
+    return r
+
+
+def sha256_file(path, bs=1 << 20):
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, 'rb') as f:
+        while True:
+            b = f.read(bs)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def errno_name(e):
+    return errno.errorcode.get(e, str(e))
