@@ -1,0 +1,548 @@
+#!/usr/bin/env bash
+# bench.sh - run the rpfs benchmark suite on this machine, in one command.
+#
+#   scripts/bench.sh [--quick] [--out DIR]
+#
+# Starts a local rpfs cluster (and two small ones for the iod sweep), a
+# minimal passthrough FUSE file system (tests/bench/) and a 4-brick GlusterFS
+# volume on loopback, all backed by one private tmpfs, then runs the same fio
+# jobs (tests/bench/fio/) and the metadata job (tests/bench/mdbench.c) on each target:
+#   rpfs FUSE mount, rpfs fio engine (if built), tmpfs, passthrough, GlusterFS.
+# Targets are interleaved per job (job J on every target, then job J+1),
+# because numbers on these machines drift 20-35 % within an hour.
+# Writes DIR/results.md, DIR/results.json, DIR/plot.png and prints the table
+# and the ratios rpfs/passthrough and rpfs/GlusterFS.
+#
+# Needs root (mounts, drop_caches, pipe-max-size, glusterd). Everything it
+# starts is stopped and everything it mounts is unmounted at exit;
+# /proc/sys/fs/pipe-max-size is restored.
+#
+# Environment:
+#   RPFS_BUILD        build directory (default build; made as a release build)
+#   RPFS_BENCH_PORT   first TCP port (default 7500; uses PORT..PORT+24)
+#   RPFS_FIO_ENGINE   path of the rpfs fio external engine (default: searched
+#                     for as BUILD/**/*fio*.so)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+REPO=$PWD
+BUILD=${RPFS_BUILD:-build}
+case "$BUILD" in /*) ;; *) BUILD=$REPO/$BUILD ;; esac
+PORT=${RPFS_BENCH_PORT:-7500}
+PY=/usr/bin/python3
+QUICK=0
+OUT=
+T_START=$(date +%s)
+
+say() { printf 'bench: %s\n' "$*" >&2; }
+die() { printf 'bench: error: %s\n' "$*" >&2; exit 1; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit "$1"; }
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--quick) QUICK=1 ;;
+	--out) [ $# -ge 2 ] || die "--out: expected DIR"; OUT=$2; shift ;;
+	--out=*) OUT=${1#--out=} ;;
+	-h|--help) usage 0 ;;
+	*) printf 'bench: unknown argument "%s"\n' "$1" >&2; usage 2 ;;
+	esac
+	shift
+done
+case "$PORT" in ''|*[!0-9]*) die "RPFS_BENCH_PORT: expected a port number, got \"$PORT\"" ;; esac
+[ "$(id -u)" -eq 0 ] || die "must run as root (mounts, drop_caches, glusterd)"
+[ -n "$OUT" ] || OUT=$REPO/bench-results/$(date +%Y%m%d-%H%M%S)
+case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
+
+if [ "$QUICK" -eq 1 ]; then
+	MODE=quick SEQ_SIZE=128m RUNTIME=3 SEQ_CAP=20 MD_FILES=2000 TMPFS_SIZE=8g
+else
+	MODE=full SEQ_SIZE=512m RUNTIME=15 SEQ_CAP=40 MD_FILES=10000 TMPFS_SIZE=16g
+fi
+
+PACKAGES=(fio glusterfs-server glusterfs-client gnuplot-nox libfuse3-dev fuse3 attr
+	meson ninja-build pkg-config gcc libc6-dev liblmdb-dev libev-dev python3)
+
+# install_packages: apt-get install whatever of PACKAGES is missing.
+install_packages() {
+	local missing=() p
+	for p in "${PACKAGES[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	say "installing ${missing[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get -qq update >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends \
+		"${missing[@]}" >/dev/null
+}
+
+# build_rpfs: a release build in BUILD unless one is configured already.
+build_rpfs() {
+	if [ ! -f "$BUILD/build.ninja" ]; then
+		say "configuring a release build in $BUILD"
+		meson setup "$BUILD" --buildtype=release >/dev/null || die "meson setup $BUILD failed"
+	fi
+	ninja -C "$BUILD" >/dev/null || { ninja -C "$BUILD" | tail -n 30; die "build failed"; }
+	BUILDTYPE=$($PY -c 'import json,sys
+for o in json.load(open(sys.argv[1])):
+    if o["name"] == "buildtype": print(o["value"])' "$BUILD/meson-info/intro-buildoptions.json" 2>/dev/null || echo unknown)
+	[ "$BUILDTYPE" = release ] || say "warning: $BUILD is a $BUILDTYPE build, not release"
+}
+
+# ---- cleanup: everything we start or mount is recorded here -------------
+WORK=
+PIPE_ORIG=
+MOUNTS=()      # FUSE mount points, unmounted in reverse order
+PIDS=()        # processes we started
+GL_VOL=
+GL_STARTED_GLUSTERD=0
+GL_PID=
+
+cleanup() {
+	local i pid
+	set +e
+	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
+		if mountpoint -q "${MOUNTS[i]}" 2>/dev/null; then
+			umount "${MOUNTS[i]}" 2>/dev/null || fusermount3 -u "${MOUNTS[i]}" 2>/dev/null ||
+				umount -l "${MOUNTS[i]}"
+		fi
+	done
+	if [ -n "$GL_VOL" ]; then
+		gluster --mode=script volume stop "$GL_VOL" force >/dev/null 2>&1
+		gluster --mode=script volume delete "$GL_VOL" >/dev/null 2>&1
+	fi
+	if [ "$GL_STARTED_GLUSTERD" -eq 1 ] && [ -n "$GL_PID" ]; then
+		kill -TERM "$GL_PID" 2>/dev/null
+	fi
+	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+		kill -TERM "${PIDS[i]}" 2>/dev/null
+	done
+	for pid in "${PIDS[@]}" $GL_PID; do
+		for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$pid" 2>/dev/null
+	done
+	wait 2>/dev/null
+	# glusterd runs a hook script after volume delete; let it finish.
+	for i in $(seq 1 50); do
+		pgrep -f "S57glusterfind-delete-post --volname=$GL_VOL\$" >/dev/null 2>&1 || break
+		sleep 0.1
+	done
+	if [ -n "$WORK" ]; then
+		mountpoint -q "$WORK/fs" 2>/dev/null && { umount "$WORK/fs" || umount -l "$WORK/fs"; }
+		rm -rf "$WORK"
+	fi
+	[ -n "$PIPE_ORIG" ] && echo "$PIPE_ORIG" >/proc/sys/fs/pipe-max-size
+	return 0
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# wait_mount DIR: wait (bounded) until DIR is a mount point.
+wait_mount() {
+	local i
+	for i in $(seq 1 100); do
+		mountpoint -q "$1" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# wait_log LOG PID: wait for an rpfs "ready:" line in LOG while PID lives.
+wait_log() {
+	local i
+	for i in $(seq 1 300); do
+		grep -q '^<5>rpfs-[a-z]*: ready:' "$1" 2>/dev/null && return 0
+		kill -0 "$2" 2>/dev/null || { tail -n 20 "$1" >&2; return 1; }
+		sleep 0.1
+	done
+	tail -n 20 "$1" >&2
+	return 1
+}
+
+# start_rpfs NAME NIODS BASEPORT: a cluster of NIODS iods and a mgr on
+# loopback, state on the bench tmpfs, mounted at WORK/mnt/NAME (rpfs-fuse -f
+# in the background so its pid is known). Sets RPFS_PIDS_<NAME>.
+start_rpfs() {
+	local name=$1 n=$2 base=$3 st=$WORK/fs/rpfs-$1 mnt=$WORK/mnt/$1 i iods=() pids=()
+	mkdir -p "$st/db" "$mnt"
+	for ((i = 0; i < n; i++)); do
+		"$BUILD/iod/rpfs-iod" --listen "127.0.0.1:$((base + 1 + i))" --data "$st/iod$i" \
+			</dev/null >"$WORK/logs/$name-iod$i.log" 2>&1 &
+		PIDS+=($!) pids+=($!)
+		wait_log "$WORK/logs/$name-iod$i.log" $! || die "$name: rpfs-iod $i did not start"
+		iods+=(--iod "127.0.0.1:$((base + 1 + i))")
+	done
+	"$BUILD/mgr/rpfs-mgr" --listen "127.0.0.1:$base" --db "$st/db" "${iods[@]}" \
+		</dev/null >"$WORK/logs/$name-mgr.log" 2>&1 &
+	PIDS+=($!) pids+=($!)
+	wait_log "$WORK/logs/$name-mgr.log" $! || die "$name: rpfs-mgr did not start"
+	"$BUILD/fuse-client/rpfs-fuse" "127.0.0.1:$base" "$mnt" -f \
+		</dev/null >"$WORK/logs/$name-fuse.log" 2>&1 &
+	PIDS+=($!) pids+=($!)
+	MOUNTS+=("$mnt")
+	wait_mount "$mnt" || { tail -n 20 "$WORK/logs/$name-fuse.log" >&2; die "$name: mount failed"; }
+	eval "RPFS_PIDS_$name=\"${pids[*]}\""
+}
+
+# start_passthrough: the passthrough FUSE file system over WORK/fs/pt-src.
+start_passthrough() {
+	mkdir -p "$WORK/fs/pt-src" "$WORK/mnt/pt"
+	"$WORK/bin/bench-passthrough" "$WORK/fs/pt-src" "$WORK/mnt/pt" -f \
+		</dev/null >"$WORK/logs/passthrough.log" 2>&1 &
+	PIDS+=($!)
+	PT_PID=$!
+	MOUNTS+=("$WORK/mnt/pt")
+	wait_mount "$WORK/mnt/pt" || { cat "$WORK/logs/passthrough.log" >&2; die "passthrough mount failed"; }
+}
+
+# start_gluster: glusterd (unless one runs), a 4-brick distributed volume on
+# bricks in the bench tmpfs, its FUSE mount. Loopback only: the brick host is
+# a name resolving to 127.0.0.1 (glusterd refuses 127.0.0.1 itself).
+# Returns 1 (and GlusterFS is left out) when that is not possible.
+start_gluster() {
+	local host i bricks=()
+	host=$(hostname)
+	case "$(getent ahostsv4 "$host" | awk 'NR == 1 { print $1 }')" in
+	127.*) ;;
+	*) say "GlusterFS skipped: hostname $host does not resolve to loopback"; return 1 ;;
+	esac
+	if ! pgrep -x glusterd >/dev/null; then
+		glusterd --log-file="$WORK/logs/glusterd.log" --pid-file="$WORK/glusterd.pid" ||
+			{ say "GlusterFS skipped: glusterd did not start"; return 1; }
+		GL_STARTED_GLUSTERD=1
+		for i in $(seq 1 50); do [ -s "$WORK/glusterd.pid" ] && break; sleep 0.1; done
+		GL_PID=$(cat "$WORK/glusterd.pid" 2>/dev/null || true)
+	fi
+	for i in $(seq 1 100); do
+		gluster --mode=script volume list >/dev/null 2>&1 && break
+		sleep 0.2
+	done
+	GL_VOL=rpfsbench$$
+	for i in 0 1 2 3; do
+		mkdir -p "$WORK/fs/gl-b$i"
+		bricks+=("$host:$WORK/fs/gl-b$i")
+	done
+	gluster --mode=script volume create "$GL_VOL" "${bricks[@]}" force >/dev/null ||
+		{ say "GlusterFS skipped: volume create failed"; GL_VOL=; return 1; }
+	gluster --mode=script volume start "$GL_VOL" >/dev/null ||
+		{ say "GlusterFS skipped: volume start failed"; return 1; }
+	mkdir -p "$WORK/mnt/gl"
+	MOUNTS+=("$WORK/mnt/gl")
+	mount -t glusterfs "$host:/$GL_VOL" "$WORK/mnt/gl" ||
+		{ say "GlusterFS skipped: mount failed"; return 1; }
+	wait_mount "$WORK/mnt/gl" || return 1
+	GL_HOST=$host
+}
+
+# gluster_pids: the bricks and the FUSE client of our volume.
+gluster_pids() {
+	pgrep -f "glusterfsd .*--volfile-id $GL_VOL\." || true
+	pgrep -f "glusterfs .*--volfile-id=/$GL_VOL( |\$)" || true
+}
+
+# cpu_ticks PID...: user+system clock ticks used so far by these processes.
+cpu_ticks() {
+	local p sum=0 t
+	for p in "$@"; do
+		t=$(sed 's/^.*) //' "/proc/$p/stat" 2>/dev/null | awk '{ print $12 + $13 }') || t=0
+		sum=$((sum + ${t:-0}))
+	done
+	echo "$sum"
+}
+
+drop_caches() {
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+}
+
+# target_dir T: directory of target T where the jobs run.
+# target_pids T: its server processes (for daemon CPU seconds).
+target_dir() {
+	case "$1" in
+	tmpfs) echo "$WORK/fs/tmpfs" ;;
+	passthrough) echo "$WORK/mnt/pt/bench" ;;
+	rpfs) echo "$WORK/mnt/main/bench" ;;
+	rpfs-fio) echo "/bench-fio" ;;
+	glusterfs) echo "$WORK/mnt/gl/bench" ;;
+	esac
+}
+target_pids() {
+	case "$1" in
+	passthrough) echo "$PT_PID" ;;
+	rpfs) echo "$RPFS_PIDS_main" ;;
+	rpfs-fio) echo "$RPFS_PIDS_main" ;;
+	glusterfs) gluster_pids | tr '\n' ' ' ;;
+	esac
+}
+
+# clear_seq DIR: remove the fio files of the sequential jobs.
+clear_seq() {
+	case "$1" in
+	/bench-fio) rm -f "$WORK/mnt/main/bench-fio"/seq.* ;;
+	*) rm -f "$1"/seq.* ;;
+	esac
+}
+
+NRUN=0
+# run_fio SECTION PARAM TARGET JOB FILE NJOBS DIR PIDS: one fio run, one
+# record line in RECORDS. A failed or hung run (bounded by timeout) is
+# recorded as failed and the suite goes on.
+run_fio() {
+	local section=$1 param=$2 target=$3 job=$4 file=$5 nj=$6 dir=$7 pids=$8
+	local out=$WORK/out/$section-$param-$target-$job.json engine=psync
+	local c0 c1 t0 t1 err= limit
+	[ "$target" = rpfs-fio ] && engine="external:$FIO_ENGINE"
+	limit=$((SEQ_CAP + RUNTIME + 60))
+	NRUN=$((NRUN + 1))
+	printf 'bench: [%3d] %-6s %-8s %-11s %-10s ' "$NRUN" "$section" "$param" "$target" "$job" >&2
+	c0=$(cpu_ticks $pids)
+	t0=$(date +%s.%N)
+	if ! (cd "$REPO/tests/bench/fio" && BENCH_DIR=$dir BENCH_ENGINE=$engine BENCH_SIZE=$SEQ_SIZE \
+		BENCH_NJOBS=$nj BENCH_RUNTIME=$([ "${file#seq}" != "$file" ] && echo "$SEQ_CAP" || echo "$RUNTIME") \
+		RPFS_MGR=127.0.0.1:$PORT \
+		timeout -k 5 "$limit" fio --output-format=json --output="$out" "$file" \
+		>"$out.log" 2>&1); then
+		err="fio failed: $(tail -n 3 "$out.log" "$out" 2>/dev/null | tr '\n"' ' ' | cut -c1-200)"
+	fi
+	t1=$(date +%s.%N)
+	c1=$(cpu_ticks $pids)
+	local cpu wall
+	cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }')
+	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+	if [ -z "$err" ] && $PY "$REPO/tests/bench/report.py" record fio "$out" section="$section" \
+		param="$param" target="$target" job="$job" daemon_cpu_s="$cpu" wall_s="$wall" \
+		>>"$RECORDS" 2>"$out.err"; then
+		tail -n 1 "$RECORDS" | $PY -c 'import json,sys; r=json.load(sys.stdin)
+print("%9.1f MB/s %9.0f IOPS  cpu %s s" % (r["mbs"], r["iops"], r["daemon_cpu_s"]))' >&2
+	else
+		[ -n "$err" ] || err="bad fio output: $(head -c 200 "$out.err")"
+		echo "failed" >&2
+		$PY "$REPO/tests/bench/report.py" record none - section="$section" param="$param" \
+			target="$target" job="$job" kind=fio error="$err" >>"$RECORDS"
+	fi
+}
+
+# run_md TARGET JOB NDIRS: the metadata job in a fresh directory.
+run_md() {
+	local target=$1 job=$2 nd=$3 dir pids out c0 c1 t0 t1 err=
+	dir=$(target_dir "$target")/md
+	pids=$(target_pids "$target")
+	out=$WORK/out/main-$target-$job.json
+	NRUN=$((NRUN + 1))
+	printf 'bench: [%3d] %-6s %-8s %-11s %-10s ' "$NRUN" main - "$target" "$job" >&2
+	mkdir -p "$dir"
+	c0=$(cpu_ticks $pids)
+	t0=$(date +%s.%N)
+	timeout -k 5 600 "$WORK/bin/bench-md" -D "$dir" "$MD_FILES" "$nd" >"$out" 2>"$out.err" ||
+		err="bench-md failed: $(head -c 200 "$out.err" | tr '\n"' '  ')"
+	t1=$(date +%s.%N)
+	c1=$(cpu_ticks $pids)
+	rmdir "$dir" 2>/dev/null || rm -rf "$dir"
+	local cpu wall
+	cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }')
+	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+	if [ -z "$err" ]; then
+		$PY "$REPO/tests/bench/report.py" record md "$out" section=main param=- target="$target" \
+			job="$job" daemon_cpu_s="$cpu" wall_s="$wall" >>"$RECORDS"
+		tail -n 1 "$RECORDS" | $PY -c 'import json,sys; r=json.load(sys.stdin)
+print("create %.0f stat %.0f unlink %.0f /s  cpu %s s" % (r["create"], r["stat"], r["unlink"], r["daemon_cpu_s"]))' >&2
+	else
+		echo "failed" >&2
+		$PY "$REPO/tests/bench/report.py" record none - section=main param=- target="$target" \
+			job="$job" kind=md error="$err" >>"$RECORDS"
+	fi
+}
+
+# ---- set up ---------------------------------------------------------------
+install_packages
+build_rpfs
+HZ=$(getconf CLK_TCK)
+WORK=$(mktemp -d /tmp/rpfs-bench.XXXXXX)
+RECORDS=$WORK/records.jsonl
+mkdir -p "$WORK/bin" "$WORK/logs" "$WORK/out" "$WORK/mnt" "$WORK/fs" "$OUT"
+: >"$RECORDS"
+
+say "compiling the passthrough file system and the metadata benchmark"
+cc -std=gnu11 -O2 -Wall -Wextra -o "$WORK/bin/bench-passthrough" \
+	"$REPO/tests/bench/bench_passthrough.c" $(pkg-config --cflags --libs fuse3) -lpthread ||
+	die "cannot compile tests/bench/bench_passthrough.c"
+cc -std=gnu11 -O2 -Wall -Wextra -o "$WORK/bin/bench-md" "$REPO/tests/bench/mdbench.c" ||
+	die "cannot compile tests/bench/mdbench.c"
+
+# libfuse 3.14 splices only when its pipe can grow past max_write + header
+# (1 MiB + 4 KiB, rounded up to 2 MiB); the default limit is 1 MiB.
+PIPE_ORIG=$(cat /proc/sys/fs/pipe-max-size)
+[ "$PIPE_ORIG" -ge 4194304 ] || echo 4194304 >/proc/sys/fs/pipe-max-size
+
+mount -t tmpfs -o "size=$TMPFS_SIZE" rpfs-bench "$WORK/fs"
+mkdir -p "$WORK/fs/tmpfs"
+
+FIO_ENGINE=${RPFS_FIO_ENGINE:-$(find "$BUILD" -name '*fio*.so' -type f 2>/dev/null | head -n 1)}
+TARGETS=(rpfs)
+if [ -n "$FIO_ENGINE" ] && [ -f "$FIO_ENGINE" ]; then
+	TARGETS+=(rpfs-fio)
+else
+	FIO_ENGINE=
+	say "rpfs fio engine: not built yet"
+fi
+TARGETS+=(tmpfs passthrough)
+
+say "starting rpfs clusters (4 iods; 1 and 2 iods for the sweep)"
+start_rpfs main 4 "$PORT"
+start_rpfs iod1 1 $((PORT + 10))
+start_rpfs iod2 2 $((PORT + 20))
+say "starting the passthrough file system"
+start_passthrough
+say "starting GlusterFS (4 bricks on loopback)"
+if start_gluster; then TARGETS+=(glusterfs); fi
+for t in "${TARGETS[@]}"; do
+	[ "$t" = rpfs-fio ] && { mkdir -p "$WORK/mnt/main/bench-fio"; continue; }
+	mkdir -p "$(target_dir "$t")"
+done
+say "targets: ${TARGETS[*]} ($MODE mode: $SEQ_SIZE per seq job, ${RUNTIME}s random jobs, $MD_FILES files)"
+
+# ---- main jobs, interleaved over targets ----------------------------------
+# job name, fio file, numjobs, action before (clear = remove the seq files,
+# drop = drop caches)
+MAIN_JOBS=(
+	"seqwrite1 seqwrite.fio 1 clear"
+	"seqwrite4 seqwrite.fio 4 clear"
+	"seqread1 seqread.fio 1 drop"
+	"seqread4 seqread.fio 4 drop"
+	"randread4 randread.fio 4 drop"
+	"randwrite4 randwrite.fio 4 none"
+)
+# The order of the targets rotates from job to job, so no target is always
+# the first (cold) or the last one.
+NT=${#TARGETS[@]}
+K=0
+for spec in "${MAIN_JOBS[@]}"; do
+	read -r job file nj pre <<<"$spec"
+	for ((i = 0; i < NT; i++)); do
+		t=${TARGETS[(i + K) % NT]}
+		d=$(target_dir "$t")
+		case "$pre" in
+		clear) clear_seq "$d"; drop_caches ;;
+		drop) drop_caches ;;
+		esac
+		run_fio main - "$t" "$job" "$file" "$nj" "$d" "$(target_pids "$t")"
+	done
+	K=$((K + 1))
+done
+for t in "${TARGETS[@]}"; do clear_seq "$(target_dir "$t")"; done
+# Warm-up, not measured: the first metadata run on a file system is slower
+# (fresh memory for inodes and dentries on every layer).
+for t in "${TARGETS[@]}"; do
+	[ "$t" = rpfs-fio ] && continue
+	mkdir -p "$(target_dir "$t")/warm"
+	"$WORK/bin/bench-md" "$(target_dir "$t")/warm" 1000 10 >/dev/null ||
+		say "warning: metadata warm-up failed on $t"
+	rmdir "$(target_dir "$t")/warm" 2>/dev/null || true
+done
+for spec in "md1 1" "md100 100"; do
+	read -r job nd <<<"$spec"
+	for ((i = 0; i < NT; i++)); do
+		t=${TARGETS[(i + K) % NT]}
+		[ "$t" = rpfs-fio ] && continue
+		drop_caches
+		run_md "$t" "$job" "$nd"
+	done
+	K=$((K + 1))
+done
+
+# ---- sweeps (rpfs only): stripe unit, then number of iods ------------------
+UNITS=(65536 262144 1048576)
+for u in "${UNITS[@]}"; do
+	mkdir -p "$WORK/mnt/main/unit$u"
+	setfattr -n user.rpfs.layout -v "unit=$u,count=4" "$WORK/mnt/main/unit$u" ||
+		say "warning: cannot set the layout of unit$u"
+done
+for job in seqwrite1 seqread1; do
+	for u in "${UNITS[@]}"; do
+		d=$WORK/mnt/main/unit$u
+		if [ "$job" = seqwrite1 ]; then clear_seq "$d"; fi
+		drop_caches
+		run_fio unit "$u" rpfs "$job" "${job%1}.fio" 1 "$d" "$RPFS_PIDS_main"
+	done
+done
+for u in "${UNITS[@]}"; do clear_seq "$WORK/mnt/main/unit$u"; done
+for job in seqwrite1 seqread1; do
+	for n in 1 2 4; do
+		case $n in 1) c=iod1 ;; 2) c=iod2 ;; 4) c=main ;; esac
+		d=$WORK/mnt/$c/sweep
+		mkdir -p "$d"
+		if [ "$job" = seqwrite1 ]; then clear_seq "$d"; fi
+		drop_caches
+		eval "pids=\$RPFS_PIDS_$c"
+		run_fio iods "$n" rpfs "$job" "${job%1}.fio" 1 "$d" "$pids"
+	done
+done
+
+# ---- report ---------------------------------------------------------------
+mkdir -p "$OUT/logs"
+cp "$WORK"/logs/*.log "$OUT/logs/" 2>/dev/null || true
+WARN=$(cat "$WORK"/logs/main-*.log "$WORK"/logs/iod*-*.log 2>/dev/null | grep -c '^<[0-4]>' || true)
+[ "$WARN" -eq 0 ] || say "warning: rpfs daemons logged $WARN error/warning lines (see $OUT/logs)"
+SPLICE=$(grep -o 'splice .*' "$WORK/logs/passthrough.log" | head -n 1 || true)
+GIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+git -C "$REPO" diff --quiet HEAD 2>/dev/null || GIT="$GIT+dirty"
+export B_MODE=$MODE B_CMD="scripts/bench.sh $*" B_GIT=$GIT B_BUILDTYPE=${BUILDTYPE:-unknown}
+export B_PIPE="$PIPE_ORIG raised to $(cat /proc/sys/fs/pipe-max-size) during the run"
+export B_SPLICE="${SPLICE:-unknown}" B_ENGINE=$FIO_ENGINE B_WARN=$WARN
+export B_ELAPSED=$(($(date +%s) - T_START)) B_SEQ=$SEQ_SIZE B_RT=$RUNTIME B_MD=$MD_FILES
+export B_GLHOST=${GL_HOST:-} B_CAP=$SEQ_CAP
+export B_VERSION=$(meson introspect --projectinfo "$BUILD" 2>/dev/null |
+	$PY -c 'import json,sys; print(json.load(sys.stdin)["version"])' 2>/dev/null || echo unknown)
+$PY - "$WORK/meta.json" <<'EOF'
+import json, os, platform, subprocess, sys, time
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
+    except Exception:
+        return ""
+e = os.environ
+model = sh("sed -n 's/^model name\\s*: //p' /proc/cpuinfo | head -n 1")
+mem = sh("awk '/MemTotal/ { printf \"%.1f GiB\", $2 / 1048576 }' /proc/meminfo")
+ncpu = os.cpu_count()
+meta = {
+    "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    "mode": e["B_MODE"], "command": e["B_CMD"], "elapsed_s": int(e["B_ELAPSED"]),
+    "machine": "%s, %d CPUs, %s RAM, host %s" % (model, ncpu, mem, platform.node()),
+    "machine_short": "%d CPUs, %s" % (ncpu, platform.release()),
+    "kernel": platform.release(),
+    "rpfs": "%s (git %s), %s build" % (e["B_VERSION"], e["B_GIT"], e["B_BUILDTYPE"]),
+    "fio": sh("fio --version"),
+    "glusterfs": sh("glusterfs --version | head -n 1"),
+    "libfuse": sh("pkg-config --modversion fuse3"),
+    "compiler": sh("cc --version | head -n 1"),
+    "pipe_max_size": e["B_PIPE"],
+    "passthrough_splice": e["B_SPLICE"],
+    "fio_engine": e["B_ENGINE"],
+    "rpfs_log_warnings": int(e["B_WARN"]),
+    "md_files": int(e["B_MD"]),
+    "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
+    "method": (
+        "All data lives in one private tmpfs: the tmpfs target, the passthrough's "
+        "source directory, the rpfs mgr database and iod data, the GlusterFS bricks "
+        "(brick host %s, resolving to 127.0.0.1; all traffic on loopback). "
+        "Targets are interleaved per job (each job runs on every target before the next job), "
+        "and their order rotates from job to job. "
+        "fio %s, ioengine psync, one file per job. Writes: buffered (direct=0), "
+        "end_fsync=1 (inside the measured time); the files are removed before each "
+        "sequential write. Reads: O_DIRECT (direct=1) on every target, after "
+        "dropping the page cache, so no target is served from the kernel page cache "
+        "(FUSE sends O_DIRECT reads to the daemon). Sequential jobs: %s per job, "
+        "stopped after %s s at most; random jobs: time based, %s s, on the four "
+        "files the 4-job sequential write left. Metadata: tests/bench/mdbench.c, "
+        "%s files created (open O_CREAT|O_EXCL + close), stat'ed, unlinked, in one "
+        "directory or round-robin over 100, caches dropped before the stat and "
+        "unlink phases, after an unmeasured warm-up of 1,000 files on every target. "
+        "The rpfs iod sweep uses a separate 1- and 2-iod cluster (idle during the other runs). "
+        "Other load on the machine is not controlled: check the load average. Numbers drift 20-35 %% within an hour on these machines: "
+        "compare only within one run."
+        % (e["B_GLHOST"] or "-", sh("fio --version"), e["B_SEQ"], e["B_CAP"], e["B_RT"], e["B_MD"])),
+}
+json.dump(meta, open(sys.argv[1], "w"), indent=1)
+EOF
+$PY "$REPO/tests/bench/report.py" render "$RECORDS" "$WORK/meta.json" "$OUT"
+say "done in $(($(date +%s) - T_START)) s"

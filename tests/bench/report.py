@@ -1,0 +1,381 @@
+#!/usr/bin/python3
+"""report.py - the table and plot generator of scripts/bench.sh.
+
+    report.py record fio|md|none FILE KEY=VALUE...
+                                      one record line (metrics + KEY=VALUEs)
+    report.py fio FIO_JSON            one fio --output-format=json result ->
+                                      one line of JSON metrics on stdout
+    report.py render RECORDS META OUT records (JSON lines written by bench.sh)
+                                      and run metadata -> OUT/results.md,
+                                      OUT/results.json, OUT/plot.png (gnuplot);
+                                      prints the summary table and the ratios
+Only the Python standard library and gnuplot are used.
+"""
+import json
+import os
+import subprocess
+import sys
+
+TARGETS = ["rpfs", "rpfs-fio", "tmpfs", "passthrough", "glusterfs"]
+TARGET_TITLE = {
+    "rpfs": "rpfs FUSE",
+    "rpfs-fio": "rpfs fio engine",
+    "tmpfs": "tmpfs",
+    "passthrough": "passthrough FUSE",
+    "glusterfs": "GlusterFS",
+}
+# job -> (title, headline metrics)
+JOBS = [
+    ("seqwrite1", "seq write 1 MiB, 1 job", ["mbs"]),
+    ("seqwrite4", "seq write 1 MiB, 4 jobs", ["mbs"]),
+    ("seqread1", "seq read 1 MiB, 1 job", ["mbs"]),
+    ("seqread4", "seq read 1 MiB, 4 jobs", ["mbs"]),
+    ("randread4", "rand read 4 KiB, 4 jobs", ["iops"]),
+    ("randwrite4", "rand write 4 KiB, 4 jobs", ["iops"]),
+    ("md1", "metadata, 1 dir", ["create", "stat", "unlink"]),
+    ("md100", "metadata, 100 dirs", ["create", "stat", "unlink"]),
+]
+UNIT = {"mbs": "MB/s", "iops": "IOPS", "create": "creates/s",
+        "stat": "stats/s", "unlink": "unlinks/s"}
+
+
+def fio_metrics(path):
+    """Reduce a fio JSON result (group_reporting: one job) to metrics."""
+    with open(path) as f:
+        text = f.read()
+    # fio may print warnings before the JSON document.
+    d = json.loads(text[text.index("{"):])
+    j = d["jobs"][0]
+    io = j["write"] if j["write"]["io_bytes"] > 0 else j["read"]
+    return {
+        "mbs": io["bw_bytes"] / 1e6,
+        "iops": io["iops"],
+        "io_mb": io["io_bytes"] / 1e6,
+        "usr": j["usr_cpu"],
+        "sys": j["sys_cpu"],
+        "runtime_s": io["runtime"] / 1000.0,
+        "fio_error": j.get("error", 0),
+    }
+
+
+def load_records(path):
+    recs = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                recs.append(json.loads(line))
+    return recs
+
+
+def fmt(v, metric=None):
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    if metric == "ratio":
+        return "%.2f" % v
+    if v >= 100:
+        return "%.0f" % v
+    if v >= 10:
+        return "%.1f" % v
+    return "%.2f" % v
+
+
+def md_table(header, rows):
+    out = ["| " + " | ".join(header) + " |",
+           "|" + "|".join("---:" if i else ":---" for i in range(len(header))) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(r) + " |")
+    return "\n".join(out)
+
+
+def text_table(header, rows):
+    w = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    line = lambda r: "  ".join(str(x).rjust(w[i]) if i else str(x).ljust(w[i])
+                               for i, x in enumerate(r))
+    return "\n".join([line(header), line(["-" * n for n in w])] + [line(r) for r in rows])
+
+
+def main_lookup(recs):
+    """(job, target) -> record of the main section."""
+    return {(r["job"], r["target"]): r for r in recs if r.get("section") == "main"}
+
+
+def summary(recs, meta):
+    """Headline table: one row per job metric, one column per target, plus
+    the ratios rpfs/passthrough and rpfs/GlusterFS."""
+    m = main_lookup(recs)
+    header = ["job", "unit"] + [TARGET_TITLE[t] for t in TARGETS] + \
+        ["rpfs/passthrough", "rpfs/GlusterFS"]
+    rows, ratios = [], []
+    for job, title, metrics in JOBS:
+        for met in metrics:
+            row = [title if len(metrics) == 1 else "%s: %s" % (title, met), UNIT[met]]
+            vals = {}
+            for t in TARGETS:
+                r = m.get((job, t))
+                if t == "rpfs-fio" and not meta.get("fio_engine"):
+                    row.append("not built yet")
+                    continue
+                if r is None:
+                    row.append("-")
+                elif r.get("error"):
+                    row.append("failed")
+                else:
+                    vals[t] = r.get(met)
+                    row.append(fmt(vals[t]))
+            rp = vals.get("rpfs")
+            rpt = rp / vals["passthrough"] if rp is not None and vals.get("passthrough") else None
+            rgl = rp / vals["glusterfs"] if rp is not None and vals.get("glusterfs") else None
+            row += [fmt(rpt, "ratio"), fmt(rgl, "ratio")]
+            rows.append(row)
+            ratios.append((row[0], rpt, rgl))
+    return header, rows, ratios
+
+
+def details(recs):
+    """Every run of the main section: all metrics, fio CPU, daemon CPU."""
+    header = ["job", "target", "MB/s", "IOPS", "create/s", "stat/s", "unlink/s",
+              "fio usr %", "fio sys %", "daemon CPU s", "wall s"]
+    rows = []
+    order = {j[0]: i for i, j in enumerate(JOBS)}
+    for r in sorted((r for r in recs if r.get("section") == "main"),
+                    key=lambda r: (order.get(r["job"], 99), TARGETS.index(r["target"]))):
+        if r.get("error"):
+            rows.append([r["job"], r["target"], "failed: " + r["error"]] + ["-"] * 8)
+            continue
+        fio = r["kind"] == "fio"
+        rows.append([r["job"], r["target"],
+                     fmt(r.get("mbs")) if fio else "-",
+                     fmt(r.get("iops")) if fio else "-",
+                     fmt(r.get("create")), fmt(r.get("stat")), fmt(r.get("unlink")),
+                     fmt(r.get("usr")), fmt(r.get("sys")),
+                     fmt(r.get("daemon_cpu_s")), fmt(r.get("wall_s"))])
+    return header, rows
+
+
+def sweeps(recs):
+    """Stripe unit and iod count sweeps (rpfs only, MB/s)."""
+    out = {}
+    for sec in ("unit", "iods"):
+        pts = {}
+        for r in recs:
+            if r.get("section") != sec or r.get("error"):
+                continue
+            pts.setdefault(r["param"], {})[r["job"]] = r
+        out[sec] = pts
+    return out
+
+
+def sweep_table(pts, label):
+    header = [label, "seq write MB/s", "seq read MB/s", "write daemon CPU s",
+              "read daemon CPU s"]
+    rows = []
+    for p in sorted(pts, key=int):
+        w, r = pts[p].get("seqwrite1"), pts[p].get("seqread1")
+        show = ("%d KiB" % (int(p) // 1024)) if label == "stripe unit" else str(p)
+        rows.append([show, fmt(w and w["mbs"]), fmt(r and r["mbs"]),
+                     fmt(w and w.get("daemon_cpu_s")), fmt(r and r.get("daemon_cpu_s"))])
+    return header, rows
+
+
+def plot(recs, meta, outdir):
+    """Four panels: sequential MB/s, random IOPS, metadata ops/s (log), and
+    the two sweeps. Data goes to OUT/plot-data/, the picture to plot.png."""
+    m = main_lookup(recs)
+    ddir = os.path.join(outdir, "plot-data")
+    os.makedirs(ddir, exist_ok=True)
+    targets = [t for t in TARGETS if t != "rpfs-fio" or meta.get("fio_engine")]
+
+    def write(name, items):
+        with open(os.path.join(ddir, name), "w") as f:
+            f.write("label " + " ".join('"%s"' % TARGET_TITLE[t] for t in targets) + "\n")
+            for label, job, met in items:
+                vals = []
+                for t in targets:
+                    r = m.get((job, t))
+                    v = r.get(met) if r and not r.get("error") else None
+                    vals.append("%.3f" % v if v is not None else "NaN")
+                f.write('"%s" %s\n' % (label, " ".join(vals)))
+
+    write("seq.dat", [("write 1j", "seqwrite1", "mbs"), ("write 4j", "seqwrite4", "mbs"),
+                      ("read 1j", "seqread1", "mbs"), ("read 4j", "seqread4", "mbs")])
+    write("rand.dat", [("randread", "randread4", "iops"), ("randwrite", "randwrite4", "iops")])
+    write("md.dat", [("%s %s" % (ph, d), job, ph) for job, d in (("md1", "1dir"), ("md100", "100dirs"))
+                     for ph in ("create", "stat", "unlink")])
+    sw = sweeps(recs)
+    for sec in ("unit", "iods"):
+        with open(os.path.join(ddir, "sweep-%s.dat" % sec), "w") as f:
+            for p in sorted(sw[sec], key=int):
+                w = sw[sec][p].get("seqwrite1")
+                r = sw[sec][p].get("seqread1")
+                x = int(p) // 1024 if sec == "unit" else int(p)
+                f.write("%d %s %s\n" % (x, "%.3f" % w["mbs"] if w else "NaN",
+                                        "%.3f" % r["mbs"] if r else "NaN"))
+    _, _, ratios = summary(recs, meta)
+    with open(os.path.join(ddir, "ratio.dat"), "w") as f:
+        f.write('label "rpfs / passthrough" "rpfs / GlusterFS"\n')
+        for name, a, b in ratios:
+            short = (name.replace("seq write 1 MiB, ", "sw ").replace("seq read 1 MiB, ", "sr ")
+                     .replace("rand read 4 KiB, 4 jobs", "randread").replace("rand write 4 KiB, 4 jobs", "randwrite")
+                     .replace("metadata, 1 dir: ", "md1 ").replace("metadata, 100 dirs: ", "md100 ")
+                     .replace(" jobs", "j").replace(" job", "j"))
+            f.write('"%s" %s %s\n' % (short, "%.3f" % a if a else "NaN", "%.3f" % b if b else "NaN"))
+    n = len(targets)
+    hist = lambda f, k=n: ", ".join(
+        "'%s' using %d:xtic(1) title columnhead(%d)" % (f, i + 2, i + 2) for i in range(k))
+    script = """
+set terminal pngcairo size 1800,1100 font 'DejaVu Sans,10'
+set output '{out}'
+set multiplot layout 2,3 title "{title}" font ',12'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set boxwidth 0.9
+set key below horizontal font ',9'
+set grid ytics
+set yrange [0:*]
+set title 'Sequential 1 MiB (MB/s)'
+plot {seq}
+set title 'Random 4 KiB, 4 jobs (IOPS, log scale)'
+set logscale y
+set yrange [100:*]
+plot {rand}
+set title 'Metadata, {mdfiles} files (ops/s, log scale)'
+set yrange [10:*]
+set xtics rotate by -30
+plot {md}
+unset logscale y
+set xtics norotate
+set yrange [0:*]
+set style data linespoints
+set key inside top right
+set title 'rpfs: stripe unit sweep, 4 iods, seq 1 MiB, 1 job (MB/s)'
+set xlabel 'stripe unit (KiB)'
+set logscale x 2
+set xrange [48:1400]
+set xtics (64, 256, 1024)
+plot '{ddir}/sweep-unit.dat' using 1:2 title 'write' lw 2 pt 7, \\
+     '{ddir}/sweep-unit.dat' using 1:3 title 'read' lw 2 pt 5
+unset logscale x
+set title 'rpfs: iod count sweep, default layout, seq 1 MiB, 1 job (MB/s)'
+set xlabel 'iods'
+set xrange [0.5:4.5]
+set xtics (1, 2, 4)
+plot '{ddir}/sweep-iods.dat' using 1:2 title 'write' lw 2 pt 7, \\
+     '{ddir}/sweep-iods.dat' using 1:3 title 'read' lw 2 pt 5
+unset xlabel
+set autoscale x
+set xtics autofreq rotate by -45 font ',8'
+set style data histograms
+set key below horizontal
+set title 'Ratios, rpfs FUSE / other (above 1: rpfs faster)'
+set yrange [0:*]
+plot {ratio}, 1 with lines lc rgb 'black' dt 2 notitle
+unset multiplot
+""".format(out=os.path.join(outdir, "plot.png"),
+           title="rpfs bench %s, %s mode  (%s)" % (meta.get("date", ""), meta.get("mode", ""),
+                                                   meta.get("machine_short", "")),
+           seq=hist(os.path.join(ddir, "seq.dat")), rand=hist(os.path.join(ddir, "rand.dat")),
+           md=hist(os.path.join(ddir, "md.dat")), ratio=hist(os.path.join(ddir, "ratio.dat"), 2),
+           mdfiles="{:,}".format(int(meta.get("md_files", 10000))), ddir=ddir)
+    gp = os.path.join(ddir, "plot.gp")
+    with open(gp, "w") as f:
+        f.write(script)
+    res = subprocess.run(["gnuplot", gp], capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.stderr.write("report.py: gnuplot failed:\n" + res.stderr)
+        return False
+    return True
+
+
+def render(records, metapath, outdir):
+    recs = load_records(records)
+    with open(metapath) as f:
+        meta = json.load(f)
+    sh, srows, ratios = summary(recs, meta)
+    dh, drows = details(recs)
+    sw = sweeps(recs)
+    uh, urows = sweep_table(sw["unit"], "stripe unit")
+    ih, irows = sweep_table(sw["iods"], "iods")
+
+    md = ["# rpfs benchmark, %s" % meta.get("date", ""), ""]
+    md.append("Mode: %s. Command: `%s`. Total run time: %s s." %
+              (meta.get("mode"), meta.get("command"), meta.get("elapsed_s", "?")))
+    md += ["", "## Machine and versions", ""]
+    for k in ("machine", "kernel", "rpfs", "fio", "glusterfs", "libfuse", "compiler",
+              "pipe_max_size", "passthrough_splice", "fio_engine", "loadavg_at_end"):
+        md.append("- %s: %s" % (k, meta.get(k) if meta.get(k) not in (None, "") else "-"))
+    md += ["", "## Method", "", meta.get("method", ""), "",
+           "## Summary (higher is better)", "", md_table(sh, srows), "",
+           "## Every run", "",
+           "fio usr/sys: fio's own CPU use in percent (group reported). "
+           "daemon CPU s: user+system CPU seconds, from /proc/PID/stat, used during "
+           "the run by the target's server processes (rpfs: rpfs-mgr, rpfs-iod*, "
+           "rpfs-fuse; passthrough: its daemon; GlusterFS: glusterfsd bricks and the "
+           "glusterfs FUSE client; tmpfs: none).", "",
+           md_table(dh, drows), "",
+           "## Sweeps (rpfs only, sequential 1 MiB, 1 job)", "",
+           "Stripe unit, on the 4-iod cluster (layout set with `user.rpfs.layout` on "
+           "a fresh directory, count=4):", "", md_table(uh, urows), "",
+           "Number of iods (one cluster each, default layout: unit 64 KiB, count = all iods):",
+           "", md_table(ih, irows), "", "![plot](plot.png)", ""]
+    os.makedirs(outdir, exist_ok=True)
+    with open(os.path.join(outdir, "results.md"), "w") as f:
+        f.write("\n".join(md))
+    with open(os.path.join(outdir, "results.json"), "w") as f:
+        json.dump({"meta": meta, "records": recs}, f, indent=1)
+    ok = plot(recs, meta, outdir)
+
+    print(text_table(sh[:-2] + sh[-2:], srows))
+    print()
+    print("Stripe unit sweep (rpfs, 4 iods):")
+    print(text_table(uh, urows))
+    print("iod sweep (rpfs, default layout):")
+    print(text_table(ih, irows))
+    print()
+    print("Ratios (rpfs FUSE / other; >1 means rpfs is faster):")
+    for name, a, b in ratios:
+        print("  %-36s rpfs/passthrough %6s   rpfs/GlusterFS %6s" %
+              (name, fmt(a, "ratio"), fmt(b, "ratio")))
+    print()
+    print("results: %s/results.md, results.json%s" %
+          (outdir, ", plot.png" if ok else " (plot failed)"))
+    return 0
+
+
+def record(kind, path, pairs):
+    """One record line: metrics of a fio or mdbench result (kind none: no
+    file) merged with KEY=VALUE pairs (numbers become numbers)."""
+    rec = {}
+    if kind == "fio":
+        rec.update(fio_metrics(path))
+    elif kind == "md":
+        with open(path) as f:
+            rec.update(json.loads(f.read().strip().splitlines()[-1]))
+    for p in pairs:
+        k, _, v = p.partition("=")
+        try:
+            rec[k] = float(v) if "." in v or "e" in v.lower() else int(v)
+        except ValueError:
+            rec[k] = v
+    rec["kind"] = rec.get("kind", kind)
+    return rec
+
+
+def main(argv):
+    if len(argv) >= 4 and argv[1] == "record":
+        print(json.dumps(record(argv[2], argv[3], argv[4:])))
+        return 0
+    if len(argv) == 3 and argv[1] == "fio":
+        print(json.dumps(fio_metrics(argv[2])))
+        return 0
+    if len(argv) == 5 and argv[1] == "render":
+        return render(argv[2], argv[3], argv[4])
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
