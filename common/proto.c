@@ -1148,6 +1148,44 @@ int proto_statfs_decode(const void *buf, size_t len, struct proto_statfs *s,
 	return 0;
 }
 
+/* ------------------------------------------------------------------ status */
+
+/* Encode a STATUS reply body. */
+int proto_status_encode(struct wbuf *w, const struct proto_status *s)
+{
+	if (s->role.len > 32 || s->version.len > 32 ||
+	    s->stats.len > PROTO_MAX_STATUS_JSON)
+		return -EINVAL;
+	wb_str(w, s->role.p, s->role.len);
+	wb_str(w, s->version.p, s->version.len);
+	wb_u16(w, s->id);
+	wb_u64(w, s->uptime_s);
+	wb_statfs(w, &s->st);
+	wb_blob(w, s->stats.p, s->stats.len);
+	return w->err;
+}
+
+/* Decode a STATUS reply body; strings point into buf. */
+int proto_status_decode(const void *buf, size_t len, struct proto_status *s,
+			const char **why)
+{
+	struct rbuf r;
+
+	memset(s, 0, sizeof(*s));
+	rb_init(&r, buf, len);
+	s->role = rb_str(&r, 32);
+	s->version = rb_str(&r, 32);
+	s->id = rb_u16(&r);
+	s->uptime_s = rb_u64(&r);
+	rb_statfs(&r, &s->st);
+	s->stats = rb_blob(&r, PROTO_MAX_STATUS_JSON);
+	if (r.err)
+		return fail(why, "status", -EBADMSG);
+	if (r.off != r.len)
+		return fail(why, "trailing bytes", -EBADMSG);
+	return 0;
+}
+
 /* ------------------------------------------------------------------ layout */
 
 /* Format l as "unit=U,count=C,first=F" (NUL-terminated).
@@ -1233,7 +1271,7 @@ int proto_layout_parse(const char *s, size_t len, struct proto_layout *l)
 
 #define N(x) [PROTO_OP_##x] = #x
 static const char *const op_names[PROTO_OP_IO_LAST] = {
-	N(NET_HELLO), N(NET_CREDIT), N(MOUNT), N(LOOKUP), N(GETATTR),
+	N(NET_HELLO), N(NET_CREDIT), N(NET_AUTH), N(STATUS), N(MOUNT), N(LOOKUP), N(GETATTR),
 	N(SETATTR), N(CREATE), N(MKDIR), N(MKNOD), N(UNLINK), N(RMDIR),
 	N(RENAME), N(LINK), N(SYMLINK), N(READLINK), N(READDIR), N(STATFS),
 	N(GETXATTR), N(SETXATTR), N(LISTXATTR), N(REMOVEXATTR), N(OPEN),

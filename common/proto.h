@@ -58,6 +58,12 @@ enum proto_op {
 	/* transport control, handled inside common/net */
 	PROTO_OP_NET_HELLO = 1, /* handshake: reply carries the credit limit */
 	PROTO_OP_NET_CREDIT = 2, /* credits returned without a reply */
+	PROTO_OP_NET_AUTH = 3,  /* handshake: the client's proof of the cluster
+				 * key (body: MAC); reply status 0 or -EACCES */
+
+	/* admin, served by every server (mgr and iod) */
+	PROTO_OP_STATUS = 4,    /* -> proto_status: role, version, capacity,
+				 * uptime, transport counters */
 
 	/* metadata manager */
 	PROTO_OP_MOUNT = 10,  /* fs parameters and iod table */
@@ -281,6 +287,17 @@ struct proto_ioreq {
 	struct proto_seg *segs;
 };
 
+/* STATUS reply: what `rpfs status` and `rpfs stats --server` show. */
+#define PROTO_MAX_STATUS_JSON 8192
+struct proto_status {
+	struct proto_str role;     /* "mgr" or "iod" */
+	struct proto_str version;  /* e.g. "0.1.0" */
+	uint16_t id;               /* iod index (0 for the mgr) */
+	uint64_t uptime_s;         /* seconds since the server started */
+	struct proto_statfs st;    /* capacity of its data directory / database */
+	struct proto_str stats;    /* transport counters, net_stats_json() */
+};
+
 /* ---- header ---- */
 
 /**
@@ -390,6 +407,16 @@ int proto_ioreq_decode(const void *buf, size_t len, uint16_t op,
 /** IO_STATFS reply body. */
 int proto_statfs_encode(struct wbuf *w, const struct proto_statfs *s);
 int proto_statfs_decode(const void *buf, size_t len, struct proto_statfs *s,
+			const char **why);
+
+/**
+ * STATUS reply body (the request body is empty).
+ * @return 0, -EMSGSIZE (encode) / -EBADMSG (decode: truncated, trailing
+ *	bytes, role or version longer than 32 bytes, stats longer than
+ *	PROTO_MAX_STATUS_JSON)
+ */
+int proto_status_encode(struct wbuf *w, const struct proto_status *s);
+int proto_status_decode(const void *buf, size_t len, struct proto_status *s,
 			const char **why);
 
 /** Layout as text, "unit=65536,count=4,first=0" (first optional on parse). */

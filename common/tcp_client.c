@@ -16,6 +16,7 @@
  */
 #include "net_int.h"
 #include "log.h"
+#include "net_auth.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -376,42 +377,120 @@ static int tcp_dial(const char *host, uint16_t port, uint64_t deadline)
 }
 
 /*
- * Transport handshake on a fresh socket: send NET_HELLO (CTRL), read the
- * server's CTRL|REPLY carrying our credit limit. The single place where
- * authentication will be added. @return 0, -ETIMEDOUT, -ENOTCONN
+ * One handshake exchange: send a CTRL frame (op, body) and read the CTRL
+ * reply header and its body (at most cap bytes) before the deadline.
+ * @return 0, -ETIMEDOUT, -ENOTCONN (socket failed), -EPROTO (bad reply)
  */
-static int tcp_client_handshake(struct tcp_client *tc, int fd, uint64_t deadline,
-				int *credits)
+static int tcp_hs_exchange(struct tcp_client *tc, int fd, uint64_t deadline,
+			   uint16_t op, const void *body, uint32_t len,
+			   struct proto_hdr *h, uint8_t *rep, uint32_t cap)
 {
 	uint8_t buf[PROTO_HDR_LEN];
-	struct proto_hdr h = { .op = PROTO_OP_NET_HELLO, .flags = PROTO_F_CTRL };
-	struct iovec iov = { buf, sizeof(buf) };
+	struct proto_hdr q = { .op = op, .flags = PROTO_F_CTRL, .body_len = len };
+	struct iovec iov[2] = { { buf, sizeof(buf) }, { (void *)body, len } };
 	const char *why = "?";
 	uint64_t sent = 0;
 	int rc;
 
-	proto_hdr_encode(buf, &h);
-	rc = tcp_send_all(fd, &iov, 1, deadline, &sent);
-	if (rc)
-		return rc == -ETIMEDOUT ? rc : -ENOTCONN;
-	rc = tcp_recv_all(fd, buf, sizeof(buf), deadline);
+	proto_hdr_encode(buf, &q);
+	rc = tcp_send_all(fd, iov, len ? 2 : 1, deadline, &sent);
 	if (rc)
 		return rc == -ETIMEDOUT ? rc : -ENOTCONN;
 	NET_STAT_ADD(&tc->base.st, bytes_tx, sent);
-	NET_STAT_ADD(&tc->base.st, bytes_rx, sizeof(buf));
 	NET_STAT_ADD(&tc->base.st, msgs_tx, 1);
-	NET_STAT_ADD(&tc->base.st, msgs_rx, 1);
-	rc = proto_hdr_decode(buf, &h, &why);
-	if (rc == 0 && h.flags != (PROTO_F_CTRL | PROTO_F_REPLY))
+	rc = tcp_recv_all(fd, buf, sizeof(buf), deadline);
+	if (rc)
+		return rc == -ETIMEDOUT ? rc : -ENOTCONN;
+	rc = proto_hdr_decode(buf, h, &why);
+	if (rc == 0 && h->flags != (PROTO_F_CTRL | PROTO_F_REPLY))
 		why = "handshake reply flags", rc = -EPROTO;
-	else if (rc == 0 && (h.op != PROTO_OP_NET_HELLO || h.status != 0 ||
-			     h.credits == 0 || h.body_len || h.bulk_len))
+	else if (rc == 0 && (h->op != op || h->bulk_len || h->body_len > cap))
 		why = "handshake reply fields", rc = -EPROTO;
+	if (rc == 0 && h->body_len) {
+		rc = tcp_recv_all(fd, rep, h->body_len, deadline);
+		if (rc)
+			return rc == -ETIMEDOUT ? rc : -ENOTCONN;
+	}
 	if (rc) {
 		log_warn("net: handshake failed: %s", why);
+		return -EPROTO;
+	}
+	NET_STAT_ADD(&tc->base.st, bytes_rx, sizeof(buf) + h->body_len);
+	NET_STAT_ADD(&tc->base.st, msgs_rx, 1);
+	return 0;
+}
+
+/*
+ * Transport handshake on a fresh socket (see net_auth.h for the key part):
+ * HELLO (with our nonce when we have a key) -> the server's credit limit,
+ * and with a key its nonce and proof; then AUTH with our proof, which the
+ * server answers with status 0 before serving anything.
+ * A client with a key refuses a server that cannot prove it (also one
+ * that has no key: it could be an impostor).
+ * @return 0, -ETIMEDOUT, -ENOTCONN, -EACCES (key refused / not proved)
+ */
+static int tcp_client_handshake(struct tcp_client *tc, int fd, uint64_t deadline,
+				int *credits, const char *peer)
+{
+	const struct net_opts *o = &tc->base.opts;
+	uint8_t cn[NET_AUTH_NONCE_LEN], mac[NET_AUTH_MAC_LEN];
+	uint8_t rep[NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN];
+	struct proto_hdr h;
+	int rc;
+
+	if (o->has_key)
+		net_auth_nonce(cn);
+	rc = tcp_hs_exchange(tc, fd, deadline, PROTO_OP_NET_HELLO,
+			     o->has_key ? cn : NULL, o->has_key ? sizeof(cn) : 0,
+			     &h, rep, sizeof(rep));
+	if (rc)
+		return rc == -EPROTO ? -ENOTCONN : rc;
+	if (h.status == -EACCES) {
+		log_err("net: %s requires a cluster key and we have none "
+			"(configure key = in rpfs.conf or -o key=FILE)", peer);
+		NET_STAT_ADD(&tc->base.st, auth_fail, 1);
+		return -EACCES;
+	}
+	if (h.status != 0 || h.credits == 0) {
+		log_warn("net: %s: handshake failed: status %d, credits %u", peer,
+			 h.status, h.credits);
 		return -ENOTCONN;
 	}
 	*credits = h.credits;
+	if (!o->has_key) {
+		if (h.body_len) {
+			log_warn("net: %s: handshake failed: unexpected proof", peer);
+			return -ENOTCONN;
+		}
+		return 0;
+	}
+	if (h.body_len != sizeof(rep) ||
+	    net_auth_check(o->key, NET_AUTH_ROLE_SERVER, cn, rep,
+			   rep + NET_AUTH_NONCE_LEN)) {
+		log_err("net: %s: the server failed to prove the cluster key (%s); "
+			"refusing it", peer, h.body_len ? "its key differs from ours"
+						      : "it has no key");
+		NET_STAT_ADD(&tc->base.st, auth_fail, 1);
+		if (h.body_len == sizeof(rep)) {
+			/* Still send our proof, so that a genuine server with
+			 * another key logs the mismatch too. */
+			net_auth_mac(o->key, NET_AUTH_ROLE_CLIENT, cn, rep, mac);
+			(void)tcp_hs_exchange(tc, fd, deadline, PROTO_OP_NET_AUTH,
+					      mac, sizeof(mac), &h, rep, 0);
+		}
+		return -EACCES;
+	}
+	net_auth_mac(o->key, NET_AUTH_ROLE_CLIENT, cn, rep, mac);
+	rc = tcp_hs_exchange(tc, fd, deadline, PROTO_OP_NET_AUTH, mac, sizeof(mac),
+			     &h, rep, 0);
+	if (rc)
+		return rc == -EPROTO ? -ENOTCONN : rc;
+	if (h.status) {
+		log_err("net: %s refused our cluster key", peer);
+		NET_STAT_ADD(&tc->base.st, auth_fail, 1);
+		return -EACCES;
+	}
+	NET_STAT_ADD(&tc->base.st, auth_ok, 1);
 	return 0;
 }
 
@@ -447,7 +526,12 @@ static int tcp_conn_connect(struct tcp_conn *c, uint64_t deadline)
 		rc = fd;
 		goto out_unlock;
 	}
-	rc = tcp_client_handshake(tc, fd, deadline, &credits);
+	{
+		char peer[PROTO_MAX_HOST + 16];
+
+		snprintf(peer, sizeof(peer), "%s:%u", c->host, c->port);
+		rc = tcp_client_handshake(tc, fd, deadline, &credits, peer);
+	}
 	if (rc)
 		goto out_close_fd;
 
@@ -505,7 +589,8 @@ static int tcp_call_check(const struct net_call *call, uint64_t *wr, uint64_t *r
 	    call->rd_cnt > NET_MAX_IOV || call->body_len > PROTO_MAX_BODY ||
 	    (call->body_len && !call->body) || (call->wr_cnt && !call->wr_iov) ||
 	    (call->rd_cnt && !call->rd_iov) || (call->rep_cap && !call->rep_buf) ||
-	    call->op == PROTO_OP_NET_HELLO || call->op == PROTO_OP_NET_CREDIT)
+	    call->op == PROTO_OP_NET_HELLO || call->op == PROTO_OP_NET_CREDIT ||
+	    call->op == PROTO_OP_NET_AUTH)
 		return -EINVAL;
 	*wr = net_iov_total(call->wr_iov, call->wr_cnt);
 	*rd = net_iov_total(call->rd_iov, call->rd_cnt);

@@ -19,6 +19,7 @@
  */
 #include "net_int.h"
 #include "log.h"
+#include "net_auth.h"
 
 #include <ev.h>
 #include <errno.h>
@@ -59,6 +60,10 @@ struct tsrv_conn {
 	int dead;                       /* closed; waiting for handler to let go */
 	int holds;                      /* callbacks on the stack using us */
 	int hello_done;
+	int authed;                     /* key proved, or the server has none */
+	int auth_wait;                  /* HELLO answered, AUTH expected */
+	uint8_t cn[NET_AUTH_NONCE_LEN]; /* client nonce of the handshake */
+	uint8_t sn[NET_AUTH_NONCE_LEN]; /* our nonce of the handshake */
 	ev_io rw, ww;
 	ev_idle kick;                   /* never started; fed to run deferred cbs */
 
@@ -104,6 +109,7 @@ static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why);
 static void tsrv_want_read(struct tsrv_conn *c);
 static int tsrv_staged(const struct tsrv_conn *c);
 static void tsrv_flush(struct tsrv_conn *c);
+static void tsrv_ctrl(struct tsrv_conn *c);
 
 /* ---------------------------------------------------------------- lifetime */
 
@@ -234,6 +240,10 @@ static void tsrv_dispatch(struct tsrv_conn *c)
 	struct tsrv_server *s = c->srv;
 	struct net_sreq *r = &c->req;
 
+	if (c->h.flags & PROTO_F_CTRL) { /* handshake frame with a body */
+		tsrv_ctrl(c);
+		return;
+	}
 	memset(r, 0, sizeof(*r));
 	r->conn = &c->base;
 	r->hdr = c->h;
@@ -246,31 +256,104 @@ static void tsrv_dispatch(struct tsrv_conn *c)
 	s->fn(r, s->fn_arg);
 }
 
-/* Answer the transport handshake: grant our credit limit. The one place
- * where authentication will be checked. */
-static void tsrv_hello(struct tsrv_conn *c)
+/*
+ * Send a handshake reply (CTRL|REPLY) with an optional small body. When
+ * final, the frame is written at once (best effort: it is the first output
+ * on a fresh socket) and the connection is closed: used to tell a refused
+ * client why before hanging up.
+ */
+static void tsrv_ctrl_reply(struct tsrv_conn *c, int32_t status,
+			    const void *body, uint32_t len, int final)
 {
 	struct tsrv_server *s = c->srv;
-	struct tsrv_frame *f = calloc(1, sizeof(*f) + sizeof(struct iovec));
-	struct proto_hdr h = { .op = PROTO_OP_NET_HELLO, .tag = c->h.tag,
+	struct tsrv_frame *f;
+	struct proto_hdr h = { .op = c->h.op, .tag = c->h.tag, .status = status,
 			       .credits = (uint16_t)s->base.opts.credits,
-			       .flags = PROTO_F_CTRL | PROTO_F_REPLY };
+			       .flags = PROTO_F_CTRL | PROTO_F_REPLY,
+			       .body_len = len };
 
+	NET_STAT_ADD(&s->base.st, msgs_tx, 1);
+	if (final) {
+		uint8_t hb[PROTO_HDR_LEN];
+		ssize_t n;
+
+		proto_hdr_encode(hb, &h);
+		n = send(c->fd, hb, sizeof(hb), MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0)
+			NET_STAT_ADD(&s->base.st, bytes_tx, n);
+		tsrv_conn_close(c, 0, "cluster key refused");
+		return;
+	}
+	f = calloc(1, sizeof(*f) + 2 * sizeof(struct iovec) + len);
 	if (!f) {
 		tsrv_conn_close(c, 1, "out of memory");
 		return;
 	}
-	c->hello_done = 1;
 	proto_hdr_encode(f->hdr, &h);
-	f->cnt = 1;
+	f->cnt = len ? 2 : 1;
 	f->iov[0] = (struct iovec){ f->hdr, PROTO_HDR_LEN };
+	if (len) {
+		uint8_t *copy = (uint8_t *)&f->iov[2];
+		memcpy(copy, body, len);
+		f->iov[1] = (struct iovec){ copy, len };
+	}
 	if (c->out_tail)
 		c->out_tail->next = f;
 	else
 		c->out_head = f;
 	c->out_tail = f;
-	NET_STAT_ADD(&s->base.st, msgs_tx, 1);
 	tsrv_flush(c);
+}
+
+/*
+ * Handle a handshake frame (HELLO or AUTH, body in c->body): grant our
+ * credit limit and, with a cluster key, run the challenge and response of
+ * net_auth.h. A client without the key is told -EACCES and closed with a
+ * warning; nothing else is served before AUTH verified.
+ */
+static void tsrv_ctrl(struct tsrv_conn *c)
+{
+	struct tsrv_server *s = c->srv;
+	const struct net_opts *o = &s->base.opts;
+	uint8_t rep[NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN];
+
+	c->in = IN_HDR;
+	if (c->h.op == PROTO_OP_NET_HELLO) {
+		c->hello_done = 1;
+		if (!o->has_key) {
+			c->authed = 1;
+			tsrv_ctrl_reply(c, 0, NULL, 0, 0);
+			return;
+		}
+		if (c->h.body_len != NET_AUTH_NONCE_LEN) {
+			NET_STAT_ADD(&s->base.st, auth_fail, 1);
+			log_warn("net: %s: client has no cluster key; refusing it",
+				 c->base.peer);
+			tsrv_ctrl_reply(c, -EACCES, NULL, 0, 1);
+			return;
+		}
+		memcpy(c->cn, c->body, NET_AUTH_NONCE_LEN);
+		net_auth_nonce(c->sn);
+		memcpy(rep, c->sn, NET_AUTH_NONCE_LEN);
+		net_auth_mac(o->key, NET_AUTH_ROLE_SERVER, c->cn, c->sn,
+			     rep + NET_AUTH_NONCE_LEN);
+		c->auth_wait = 1;
+		tsrv_ctrl_reply(c, 0, rep, sizeof(rep), 0);
+		return;
+	}
+	/* PROTO_OP_NET_AUTH (tsrv_on_hdr let nothing else through) */
+	c->auth_wait = 0;
+	if (net_auth_check(o->key, NET_AUTH_ROLE_CLIENT, c->cn, c->sn, c->body)) {
+		NET_STAT_ADD(&s->base.st, auth_fail, 1);
+		log_warn("net: %s: wrong cluster key; refusing the client",
+			 c->base.peer);
+		tsrv_ctrl_reply(c, -EACCES, NULL, 0, 1);
+		return;
+	}
+	NET_STAT_ADD(&s->base.st, auth_ok, 1);
+	c->authed = 1;
+	log_debug("net: %s: cluster key proved", c->base.peer);
+	tsrv_ctrl_reply(c, 0, NULL, 0, 0);
 }
 
 /* A whole header is in c->h: validate it and pick the next state.
@@ -285,20 +368,31 @@ static int tsrv_on_hdr(struct tsrv_conn *c)
 	else if (h->status != 0)
 		why = "nonzero status on a request";
 	else if (h->flags & PROTO_F_CTRL) {
-		if (h->op != PROTO_OP_NET_HELLO || c->hello_done || h->bulk_len ||
-		    h->aux || h->body_len)
+		if (h->bulk_len || h->aux)
+			why = "unexpected control frame";
+		else if (h->op == PROTO_OP_NET_HELLO && !c->hello_done &&
+			 (h->body_len == 0 || h->body_len == NET_AUTH_NONCE_LEN))
+			;
+		else if (h->op == PROTO_OP_NET_AUTH && c->auth_wait &&
+			 h->body_len == NET_AUTH_MAC_LEN)
+			;
+		else
 			why = "unexpected control frame";
 	} else if (!c->hello_done)
 		why = "request before handshake";
-	else if (h->op == PROTO_OP_NET_HELLO || h->op == PROTO_OP_NET_CREDIT)
+	else if (!c->authed) {
+		NET_STAT_ADD(&c->srv->base.st, auth_fail, 1);
+		why = "request before the cluster key was proved";
+	} else if (h->op == PROTO_OP_NET_HELLO || h->op == PROTO_OP_NET_CREDIT ||
+		 h->op == PROTO_OP_NET_AUTH)
 		why = "control op without control flag";
 	if (why) {
 		NET_STAT_ADD(&c->srv->base.st, rejects, 1);
 		tsrv_conn_close(c, 1, why);
 		return -EPROTO;
 	}
-	if (h->flags & PROTO_F_CTRL) {
-		tsrv_hello(c);
+	if ((h->flags & PROTO_F_CTRL) && h->body_len == 0) {
+		tsrv_ctrl(c);
 		return c->dead ? -EIO : 0;
 	}
 	if (h->body_len > c->body_cap) {

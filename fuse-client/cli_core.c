@@ -159,11 +159,23 @@ out_free_mt:
 	return rc;
 }
 
-/* Mount: see cli_core.h. */
+/* Mount with default transport options: see cli_core.h. */
 int cli_fs_mount(struct cli_fs **out, const char *host, uint16_t port,
 		 const struct cli_opts *o)
 {
 	struct net_opts no;
+
+	net_opts_default(&no);
+	if (o && o->timeout_ms > 0)
+		no.timeout_ms = o->timeout_ms;
+	return cli_fs_mount_net(out, host, port, &no);
+}
+
+/* Mount: see cli_core.h. */
+int cli_fs_mount_net(struct cli_fs **out, const char *host, uint16_t port,
+		     const struct net_opts *nopts)
+{
+	struct net_opts no = *nopts;
 	struct cli_fs *fs;
 	int rc;
 
@@ -174,9 +186,6 @@ int cli_fs_mount(struct cli_fs **out, const char *host, uint16_t port,
 		return -ENOMEM;
 	snprintf(fs->mgr_host, sizeof(fs->mgr_host), "%s", host);
 	fs->mgr_port = port;
-	net_opts_default(&no);
-	if (o && o->timeout_ms > 0)
-		no.timeout_ms = o->timeout_ms;
 	fs->timeout_ms = no.timeout_ms;
 	rc = cli_itab_new(&fs->itab);
 	if (rc)

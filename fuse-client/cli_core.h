@@ -64,6 +64,14 @@ struct cli_fs {
 int cli_fs_mount(struct cli_fs **out, const char *host, uint16_t port,
 		 const struct cli_opts *o);
 
+/**
+ * cli_fs_mount() with full transport options (cluster key, transport,
+ * timeout in no->timeout_ms): used by rpfs-fuse with a config file.
+ * @return as cli_fs_mount(); -EACCES the cluster key was refused
+ */
+int cli_fs_mount_net(struct cli_fs **out, const char *host, uint16_t port,
+		     const struct net_opts *no);
+
 /** Free everything. No call may be in flight. */
 void cli_fs_free(struct cli_fs *fs);
 

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cfg.h"
 #include "cli_core.h"
 #include "cli_fuse.h"
 #include "log.h"
@@ -32,15 +33,29 @@ struct cli_args {
 	double timeout;       /* seconds */
 	double attr_timeout;
 	double entry_timeout;
+	int timeout_set;      /* -o timeout= given (overrides the config file) */
+	char *key;            /* -o key=FILE */
+	char *conf;           /* -o conf=FILE */
+	char *transport;      /* -o transport=NAME */
 	int bad;              /* an argument was invalid (message printed) */
 };
 
-enum { KEY_TIMEOUT, KEY_ATTR_TIMEOUT, KEY_ENTRY_TIMEOUT };
+enum { KEY_TIMEOUT, KEY_ATTR_TIMEOUT, KEY_ENTRY_TIMEOUT, KEY_KEY, KEY_CONF,
+       KEY_TRANSPORT, KEY_IGNORE };
 
 static const struct fuse_opt cli_opt_spec[] = {
 	FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
 	FUSE_OPT_KEY("attr_timeout=", KEY_ATTR_TIMEOUT),
 	FUSE_OPT_KEY("entry_timeout=", KEY_ENTRY_TIMEOUT),
+	FUSE_OPT_KEY("key=", KEY_KEY),
+	FUSE_OPT_KEY("conf=", KEY_CONF),
+	FUSE_OPT_KEY("transport=", KEY_TRANSPORT),
+	/* fstab-only options mount(8) may pass on: accepted and ignored */
+	FUSE_OPT_KEY("_netdev", KEY_IGNORE),
+	FUSE_OPT_KEY("nofail", KEY_IGNORE),
+	FUSE_OPT_KEY("noauto", KEY_IGNORE),
+	FUSE_OPT_KEY("auto", KEY_IGNORE),
+	FUSE_OPT_KEY("defaults", KEY_IGNORE),
 	FUSE_OPT_END
 };
 
@@ -54,7 +69,12 @@ static void usage(const char *prog, FILE *f)
 		"  -o timeout=S       fail server requests with EIO after S seconds (default 10)\n"
 		"  -o attr_timeout=S  attribute cache time (default 1.0)\n"
 		"  -o entry_timeout=S name cache time (default 1.0)\n"
+		"  -o key=FILE        cluster key file (mode 0600; see rpfs keygen)\n"
+		"  -o conf=FILE       config file (default " CFG_DEFAULT_PATH " if it exists,\n"
+		"                     or $RPFS_CONF): [cluster] key, transport, [client] timeout\n"
+		"  -o transport=T     tcp, verbs or auto\n"
 		"  -o allow_other     and the other generic FUSE mount options\n"
+		"  -o _netdev         (fstab) accepted and ignored\n"
 		"default mgr port: %d\n", prog, DEFAULT_MGR_PORT);
 }
 
@@ -87,7 +107,29 @@ static int opt_proc(void *data, const char *arg, int key,
 
 	switch (key) {
 	case KEY_TIMEOUT:
+		a->timeout_set = 1;
 		return parse_seconds(a, arg, 0.001, &a->timeout);
+	case KEY_KEY:
+	case KEY_CONF:
+	case KEY_TRANSPORT: {
+		char **dst = key == KEY_KEY ? &a->key : key == KEY_CONF ? &a->conf
+					   : &a->transport;
+		const char *v = strchr(arg, '=') + 1;
+		enum net_transport t;
+
+		if (!*v || (key == KEY_TRANSPORT && net_transport_parse(v, &t))) {
+			fprintf(stderr, "%s: -o %.*s: expected %s, got \"%s\"\n", a->prog,
+				(int)(v - arg - 1), arg, key == KEY_TRANSPORT ?
+				"tcp, verbs or auto" : "a file", v);
+			a->bad = 1;
+			return 0;
+		}
+		free(*dst);
+		*dst = strdup(v);
+		return *dst ? 0 : -1;
+	}
+	case KEY_IGNORE:
+		return 0;
 	case KEY_ATTR_TIMEOUT:
 		return parse_seconds(a, arg, 0, &a->attr_timeout);
 	case KEY_ENTRY_TIMEOUT:
@@ -225,6 +267,58 @@ static int run_session(struct fuse_session *se,
 	return fuse_session_loop_mt(se, &cfg);
 }
 
+/*
+ * Transport options from the config file (-o conf=, $RPFS_CONF, or the
+ * default path if it exists) and the -o key=/transport=/timeout= flags,
+ * which win. @return 0, or -errno (message printed)
+ */
+static int client_net_opts(struct cli_args *a, struct net_opts *no)
+{
+	const char *path = a->conf;
+	struct cfg *conf = NULL;
+	char msg[512];
+	int rc = 0;
+
+	net_opts_default(no);
+	if (!path)
+		path = getenv("RPFS_CONF");
+	if (!path && access(CFG_DEFAULT_PATH, R_OK) == 0)
+		path = CFG_DEFAULT_PATH;
+	if (path) {
+		rc = cfg_load(&conf, path, msg, sizeof(msg));
+		if (rc == 0 && !a->key)
+			rc = cfg_net_opts(conf, no, msg, sizeof(msg));
+		else if (rc == 0) {
+			char *kp = conf->key_path;
+
+			conf->key_path = NULL; /* -o key= wins */
+			rc = cfg_net_opts(conf, no, msg, sizeof(msg));
+			conf->key_path = kp;
+		}
+		if (rc) {
+			fprintf(stderr, "%s: %s\n", a->prog, msg);
+			goto out_free_conf;
+		}
+	}
+	if (a->key) {
+		rc = cfg_load_key(a->key, no, msg, sizeof(msg));
+		if (rc) {
+			fprintf(stderr, "%s: -o key: %s\n", a->prog, msg);
+			goto out_free_conf;
+		}
+	}
+	if (a->transport)
+		(void)net_transport_parse(a->transport, &no->transport);
+	if (a->timeout_set || !conf || !conf->timeout_ms)
+		no->timeout_ms = (int)(a->timeout * 1000 + 0.5);
+	if (no->timeout_ms < 1)
+		no->timeout_ms = 1;
+	no->rdma_dev = NULL; /* conf is freed below; the default device */
+out_free_conf:
+	cfg_free(conf);
+	return rc;
+}
+
 /* Add a -o option to the argument list. @return 0 or -ENOMEM */
 static int add_opt(struct fuse_args *args, const char *fmt, const char *v)
 {
@@ -241,7 +335,7 @@ int main(int argc, char **argv)
 	struct cli_args a = { .timeout = 10, .attr_timeout = 1.0,
 			      .entry_timeout = 1.0 };
 	struct fuse_cmdline_opts fo;
-	struct cli_opts co;
+	struct net_opts no;
 	struct cli_fuse cf;
 	struct fuse_session *se;
 	char host[PROTO_MAX_HOST + 1], src[PROTO_MAX_HOST + 16];
@@ -283,6 +377,10 @@ int main(int argc, char **argv)
 	}
 	if (fo.debug)
 		log_init("rpfs-fuse", LOG_DEBUG);
+	if (client_net_opts(&a, &no)) {
+		ret = 2;
+		goto out_free_args;
+	}
 	snprintf(src, sizeof(src), "%s:%u", host, port);
 	if (add_opt(&args, "fsname=%s", src) ||
 	    add_opt(&args, "subtype=%s", "rpfs") ||
@@ -293,13 +391,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: cannot fork: %s\n", a.prog, strerror(errno));
 		goto out_free_args;
 	}
-	co.timeout_ms = (int)(a.timeout * 1000 + 0.5);
-	if (co.timeout_ms < 1)
-		co.timeout_ms = 1;
 	memset(&cf, 0, sizeof(cf));
 	cf.attr_timeout = a.attr_timeout;
 	cf.entry_timeout = a.entry_timeout;
-	rc = cli_fs_mount(&cf.fs, host, port, &co);
+	rc = cli_fs_mount_net(&cf.fs, host, port, &no);
+	if (rc == -EACCES) {
+		log_err("cannot mount %s: the cluster key was refused (see the "
+			"line above)", src);
+		goto out_notify;
+	}
 	if (rc) {
 		log_err("cannot reach mgr %s: %s", src, strerror(-rc));
 		goto out_notify;
@@ -329,6 +429,9 @@ out_notify:
 out_free_args:
 	free(fo.mountpoint);
 	free(a.mgr);
+	free(a.key);
+	free(a.conf);
+	free(a.transport);
 	fuse_opt_free_args(&args);
 	return ret;
 }

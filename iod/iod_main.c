@@ -17,20 +17,28 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cfg.h"
 #include "iod_buf.h"
 #include "iod_ops.h"
 #include "iod_store.h"
 #include "log.h"
 #include "net.h"
+#include "srv_notify.h"
+#include "srv_status.h"
 
 #define PROG "rpfs-iod"
 
 struct iod_args {
 	char host[PROTO_MAX_HOST + 1];
 	uint16_t port;
+	int have_listen;
 	const char *data;
-	int level;
-	int credits;
+	int level;             /* -1 = not given */
+	int credits;           /* 0 = not given */
+	const char *conf;      /* --conf FILE */
+	long id;               /* --id N, -1 = not given */
+	const char *key_path;  /* --key FILE */
+	const char *transport; /* --transport NAME */
 };
 
 /* Print usage to stderr. */
@@ -38,7 +46,9 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: " PROG " --listen HOST:PORT --data DIR [--log-level LEVEL]"
-		" [--credits N]\n");
+		" [--credits N]\n"
+		"       [--key FILE] [--transport tcp|verbs|auto]\n"
+		"   or: " PROG " --conf FILE --id N [any of the above, which override the file]\n");
 }
 
 /* Parse "HOST:PORT" (HOST may be "[v6addr]"). Port 0 picks a free port.
@@ -82,16 +92,21 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 		{ "data", required_argument, NULL, 'd' },
 		{ "log-level", required_argument, NULL, 'v' },
 		{ "credits", required_argument, NULL, 'c' },
+		{ "conf", required_argument, NULL, 'C' },
+		{ "id", required_argument, NULL, 'i' },
+		{ "key", required_argument, NULL, 'K' },
+		{ "transport", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int have_listen = 0, c;
+	int c;
 	char *end;
 	long n;
+	enum net_transport t;
 
 	memset(a, 0, sizeof(*a));
-	a->level = LOG_INFO;
-	a->credits = NET_DEFAULT_CREDITS;
+	a->level = -1;
+	a->id = -1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
@@ -101,7 +116,35 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 					optarg);
 				return -EINVAL;
 			}
-			have_listen = 1;
+			a->have_listen = 1;
+			break;
+		case 'C':
+			a->conf = optarg;
+			break;
+		case 'i':
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || n < 0 || n >= PROTO_MAX_IODS) {
+				fprintf(stderr, PROG ": --id: expected a number in 0..%d, "
+					"got \"%s\"\n", PROTO_MAX_IODS - 1, optarg);
+				return -EINVAL;
+			}
+			a->id = n;
+			break;
+		case 'K':
+			if (!*optarg) {
+				fprintf(stderr, PROG ": --key: expected a key file, got \"\"\n");
+				return -EINVAL;
+			}
+			a->key_path = optarg;
+			break;
+		case 'T':
+			if (net_transport_parse(optarg, &t)) {
+				fprintf(stderr, PROG ": --transport: expected tcp, verbs or "
+					"auto, got \"%s\"\n", optarg);
+				return -EINVAL;
+			}
+			a->transport = optarg;
 			break;
 		case 'd':
 			if (!*optarg) {
@@ -143,14 +186,62 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 		fprintf(stderr, PROG ": %s: unexpected argument\n", argv[optind]);
 		return -EINVAL;
 	}
-	if (!have_listen) {
+	if (a->conf && a->id < 0) {
+		fprintf(stderr, PROG ": --id: required with --conf (the N of [iod.N])\n");
+		return -EINVAL;
+	}
+	if (!a->conf && a->id >= 0)
+		a->conf = getenv("RPFS_CONF") ? getenv("RPFS_CONF") : CFG_DEFAULT_PATH;
+	if (!a->conf && !a->have_listen) {
 		fprintf(stderr, PROG ": --listen: missing (expected HOST:PORT)\n");
 		return -EINVAL;
 	}
-	if (!a->data) {
+	if (!a->conf && !a->data) {
 		fprintf(stderr, PROG ": --data: missing (expected a directory)\n");
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/*
+ * Fill what the command line left unset from [iod.ID] of the config file
+ * (flags win) and check that everything required is there.
+ * @return 0, -EINVAL (message printed)
+ */
+static int merge_args(struct iod_args *a, const struct cfg *f)
+{
+	if (f) {
+		const struct cfg_iod *d = a->id < f->niods ? &f->iods[a->id] : NULL;
+
+		if (!d || !d->host[0]) {
+			fprintf(stderr, PROG ": --id %ld: %s has no [iod.%ld] section\n",
+				a->id, f->path, a->id);
+			return -EINVAL;
+		}
+		if (!a->have_listen) {
+			snprintf(a->host, sizeof(a->host), "%s",
+				 d->listen[0] ? d->listen : d->host);
+			a->port = d->port;
+			a->have_listen = 1;
+		}
+		if (!a->data && !d->data) {
+			fprintf(stderr, PROG ": %s:%d: [iod.%ld]: missing key \"data\"\n",
+				f->path, d->line, a->id);
+			return -EINVAL;
+		}
+		if (!a->data)
+			a->data = d->data;
+		if (!a->credits)
+			a->credits = d->credits;
+		if (a->level < 0)
+			a->level = f->log_level;
+		if (!a->key_path)
+			a->key_path = f->key_path;
+	}
+	if (a->level < 0)
+		a->level = LOG_INFO;
+	if (!a->credits)
+		a->credits = NET_DEFAULT_CREDITS;
 	return 0;
 }
 
@@ -211,6 +302,15 @@ static void raise_nofile(void)
 	}
 }
 
+/* net_req_fn: the admin STATUS op, else the I/O handler. */
+static void iod_main_handle(struct net_sreq *r, void *arg)
+{
+	if (r->hdr.op == PROTO_OP_STATUS)
+		srvstat_handle(r);
+	else
+		iod_ops_handle(r, arg);
+}
+
 /* SIGTERM/SIGINT: leave the loop for a clean shutdown. */
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
@@ -257,7 +357,9 @@ int main(int argc, char **argv)
 	struct net_server *srv;
 	struct net_opts no;
 	struct ev_loop *loop;
+	struct cfg *conf = NULL;
 	ev_signal sigterm_w, sigint_w;
+	char msg[512];
 	int rc, lockfd, status = 1;
 
 	rc = parse_args(argc, argv, &a);
@@ -267,6 +369,29 @@ int main(int argc, char **argv)
 		usage();
 		return 2;
 	}
+	net_opts_default(&no);
+	if (a.conf) {
+		rc = cfg_load(&conf, a.conf, msg, sizeof(msg));
+		if (rc == 0)
+			rc = cfg_net_opts(conf, &no, msg, sizeof(msg));
+		if (rc) {
+			fprintf(stderr, PROG ": %s\n", msg);
+			cfg_free(conf);
+			return 2;
+		}
+	}
+	rc = merge_args(&a, conf);
+	if (rc == 0 && a.key_path && (!conf || a.key_path != conf->key_path)) {
+		rc = cfg_load_key(a.key_path, &no, msg, sizeof(msg));
+		if (rc)
+			fprintf(stderr, PROG ": --key: %s\n", msg);
+	}
+	if (rc) {
+		cfg_free(conf);
+		return 2;
+	}
+	if (a.transport)
+		(void)net_transport_parse(a.transport, &no.transport);
 	log_init(PROG, a.level);
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();
@@ -274,18 +399,18 @@ int main(int argc, char **argv)
 	rc = make_dir_p(a.data);
 	if (rc < 0) {
 		log_err("--data %s: cannot create: %s", a.data, strerror(-rc));
-		return 1;
+		goto out_free_conf;
 	}
 	lockfd = lock_data_dir(a.data);
 	if (lockfd == -EWOULDBLOCK) {
 		log_err("--data %s: in use by another rpfs-iod (%s/.lock is locked)",
 			a.data, a.data);
-		return 1;
+		goto out_free_conf;
 	}
 	if (lockfd < 0) {
 		log_err("--data %s: cannot lock %s/.lock: %s", a.data, a.data,
 			strerror(-lockfd));
-		return 1;
+		goto out_free_conf;
 	}
 	loop = ev_default_loop(0);
 	if (!loop) {
@@ -308,9 +433,8 @@ int main(int argc, char **argv)
 		log_err("cannot set up the request handler: %s", strerror(-rc));
 		goto out_close_store;
 	}
-	net_opts_default(&no);
 	no.credits = a.credits;
-	rc = net_server_new(&srv, loop, a.host, a.port, iod_ops_handle, ops, &no);
+	rc = net_server_new(&srv, loop, a.host, a.port, iod_main_handle, ops, &no);
 	if (rc < 0) {
 		log_err("--listen %s:%u: %s", a.host, a.port, strerror(-rc));
 		goto out_free_ops;
@@ -323,13 +447,17 @@ int main(int argc, char **argv)
 	ev_signal_init(&sigint_w, on_signal, SIGINT);
 	ev_signal_start(loop, &sigint_w);
 
-	if (strchr(a.host, ':'))
-		log_notice("ready: listening on [%s]:%u, data %s", a.host,
-			   net_server_port(srv), a.data);
-	else
-		log_notice("ready: listening on %s:%u, data %s", a.host,
-			   net_server_port(srv), a.data);
+	srvstat_init("iod", a.id >= 0 ? (uint16_t)a.id : 0, a.data, srv);
+	sdn_start(loop);
+	snprintf(msg, sizeof(msg), strchr(a.host, ':') ?
+		 "listening on [%s]:%u, data %s (%s%s)" :
+		 "listening on %s:%u, data %s (%s%s)", a.host,
+		 net_server_port(srv), a.data, net_server_transport(srv),
+		 no.has_key ? ", cluster key" : "");
+	log_notice("ready: %s", msg);
+	sdn_ready(msg);
 	ev_run(loop, 0);
+	sdn_stop(loop);
 
 	ev_signal_stop(loop, &sigint_w);
 	ev_signal_stop(loop, &sigterm_w);
@@ -344,5 +472,7 @@ out_free_pool:
 	iod_buf_pool_free(pool);
 out_close_lock:
 	close(lockfd);
+out_free_conf:
+	cfg_free(conf);
 	return status;
 }

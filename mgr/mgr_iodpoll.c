@@ -146,10 +146,20 @@ static void *poll_main(void *arg)
 	return NULL;
 }
 
-/* Create the client, one lazy connection per iod, and the thread. */
+/* Start with default transport options (no cluster key). */
 int mgr_iodpoll_start(struct mgr_iodpoll **out, const struct mgr_db *db)
 {
 	struct net_opts o;
+
+	net_opts_default(&o);
+	return mgr_iodpoll_start_opts(out, db, &o);
+}
+
+/* Create the client, one lazy connection per iod, and the thread. */
+int mgr_iodpoll_start_opts(struct mgr_iodpoll **out, const struct mgr_db *db,
+			   const struct net_opts *base)
+{
+	struct net_opts o = *base;
 	struct mgr_iodpoll *p;
 	int rc;
 
@@ -162,7 +172,6 @@ int mgr_iodpoll_start(struct mgr_iodpoll **out, const struct mgr_db *db)
 		rc = -ENOMEM;
 		goto out_free_p;
 	}
-	net_opts_default(&o);
 	o.timeout_ms = POLL_TIMEOUT_MS;
 	rc = net_client_new(&p->cl, &o);
 	if (rc)

@@ -6,6 +6,7 @@
 #define RPFS_MGR_IODPOLL_H
 
 #include "mgr_db.h"
+#include "net.h"
 #include "proto.h"
 
 struct mgr_iodpoll;
@@ -15,6 +16,14 @@ struct mgr_iodpoll;
  * @return 0, -ENOMEM, -errno from net_client_new or pthread_create
  */
 int mgr_iodpoll_start(struct mgr_iodpoll **out, const struct mgr_db *db);
+
+/**
+ * mgr_iodpoll_start() with the transport options (cluster key, transport)
+ * of the mgr; the poll timeout is set here.
+ * @return as mgr_iodpoll_start()
+ */
+int mgr_iodpoll_start_opts(struct mgr_iodpoll **out, const struct mgr_db *db,
+			   const struct net_opts *o);
 
 /** Stop the thread and free. Waits for the current round (<= 2 s). */
 void mgr_iodpoll_stop(struct mgr_iodpoll *p);

@@ -7,11 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cfg.h"
 #include "log.h"
 #include "mgr_db.h"
 #include "mgr_iodpoll.h"
 #include "mgr_ops.h"
 #include "net.h"
+#include "srv_notify.h"
+#include "srv_status.h"
 
 #define PROG "rpfs-mgr"
 
@@ -21,19 +24,26 @@ struct mgr_args {
 	uint16_t listen_port;
 	int have_listen;
 	const char *db_dir;
+	const char *count_arg; /* --stripe-count, checked once niods is known */
 	struct mgr_iod iods[PROTO_MAX_IODS];
 	uint16_t niods;
 	uint32_t unit;   /* 0 = not given */
 	long count;      /* -1 = not given */
 	int root_squash;
-	int log_level;
+	int log_level;   /* -1 = not given */
+	const char *conf;      /* --conf FILE */
+	const char *key_path;  /* --key FILE */
+	const char *transport; /* --transport NAME */
 };
 
 /* Print the usage text to f. */
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: " PROG " --listen HOST:PORT --db DIR --iod HOST:PORT [--iod HOST:PORT ...]\n"
-		   "       [--stripe-unit BYTES] [--stripe-count N] [--root-squash] [--log-level LEVEL]\n");
+		   "       [--stripe-unit BYTES] [--stripe-count N] [--root-squash] [--log-level LEVEL]\n"
+		   "       [--key FILE] [--transport tcp|verbs|auto]\n"
+		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
+		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n");
 }
 
 /* Complain about an argument; the caller exits 2. */
@@ -105,15 +115,18 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "stripe-count", required_argument, NULL, 'c' },
 		{ "root-squash", no_argument, NULL, 'r' },
 		{ "log-level", required_argument, NULL, 'L' },
+		{ "conf", required_argument, NULL, 'C' },
+		{ "key", required_argument, NULL, 'K' },
+		{ "transport", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *count_arg = NULL;
 	int c, rc;
 
 	memset(a, 0, sizeof(*a));
 	a->count = -1;
-	a->log_level = LOG_NOTICE;
+	a->root_squash = -1;
+	a->log_level = -1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
@@ -146,11 +159,26 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 				return rc;
 			break;
 		case 'c':
-			count_arg = optarg;
+			a->count_arg = optarg;
 			break;
 		case 'r':
 			a->root_squash = 1;
 			break;
+		case 'C':
+			a->conf = optarg;
+			break;
+		case 'K':
+			if (!optarg[0])
+				return bad_arg("--key", "a key file", optarg);
+			a->key_path = optarg;
+			break;
+		case 'T': {
+			enum net_transport t;
+			if (net_transport_parse(optarg, &t))
+				return bad_arg("--transport", "tcp, verbs or auto", optarg);
+			a->transport = optarg;
+			break;
+		}
 		case 'L':
 			a->log_level = log_level_parse(optarg);
 			if (a->log_level < LOG_ERR)
@@ -173,30 +201,93 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		fprintf(stderr, PROG ": unexpected argument \"%s\"\n", argv[optind]);
 		return -EINVAL;
 	}
+	if (!a->conf && !a->have_listen)
+		a->conf = getenv("RPFS_CONF") ? getenv("RPFS_CONF") : CFG_DEFAULT_PATH;
+	return 0;
+}
+
+/*
+ * Fill what the command line left unset from the config file (flags win),
+ * then check that everything required is there.
+ * @return 0, -EINVAL (message printed)
+ */
+static int merge_args(struct mgr_args *a, const struct cfg *f)
+{
+	if (f) {
+		if (!a->have_listen && f->listen_host[0]) {
+			snprintf(a->listen_host, sizeof(a->listen_host), "%s", f->listen_host);
+			a->listen_port = f->listen_port;
+			a->have_listen = 1;
+		} else if (!a->have_listen && f->mgr_host[0]) {
+			snprintf(a->listen_host, sizeof(a->listen_host), "0.0.0.0");
+			a->listen_port = f->mgr_port;
+			a->have_listen = 1;
+		}
+		if (!a->db_dir)
+			a->db_dir = f->db;
+		if (a->niods == 0) {
+			for (int i = 0; i < f->niods; i++) {
+				snprintf(a->iods[i].host, sizeof(a->iods[i].host), "%s",
+					 f->iods[i].host);
+				a->iods[i].port = f->iods[i].port;
+			}
+			a->niods = (uint16_t)f->niods;
+		}
+		if (!a->unit)
+			a->unit = f->stripe_unit;
+		if (!a->count_arg && f->stripe_count >= 0)
+			a->count = f->stripe_count;
+		if (a->root_squash < 0)
+			a->root_squash = f->root_squash;
+		if (a->log_level < 0)
+			a->log_level = f->log_level;
+		if (!a->key_path)
+			a->key_path = f->key_path;
+	}
+	if (a->root_squash < 0)
+		a->root_squash = 0;
+	if (a->log_level < 0)
+		a->log_level = LOG_NOTICE;
 	if (!a->have_listen) {
-		fprintf(stderr, PROG ": --listen: required (HOST:PORT)\n");
+		fprintf(stderr, PROG ": --listen: required (HOST:PORT, or [mgr] listen "
+			"in the config file)\n");
 		return -EINVAL;
 	}
 	if (!a->db_dir) {
-		fprintf(stderr, PROG ": --db: required (DIR)\n");
+		fprintf(stderr, PROG ": --db: required (DIR, or [mgr] db in the config file)\n");
 		return -EINVAL;
 	}
 	if (a->niods == 0) {
-		fprintf(stderr, PROG ": --iod: at least one is required (HOST:PORT)\n");
+		fprintf(stderr, PROG ": --iod: at least one is required (HOST:PORT, or "
+			"[iod.N] sections in the config file)\n");
 		return -EINVAL;
 	}
-	if (count_arg) {
+	if (a->count > a->niods) {
+		fprintf(stderr, PROG ": stripe_count: %ld is more than the %u iods\n",
+			a->count, a->niods);
+		return -EINVAL;
+	}
+	if (a->count_arg) {
 		char *end;
 		errno = 0;
-		long v = strtol(count_arg, &end, 10);
-		if (errno || end == count_arg || *end || v < 0 || v > a->niods) {
+		long v = strtol(a->count_arg, &end, 10);
+		if (errno || end == a->count_arg || *end || v < 0 || v > a->niods) {
 			char what[64];
 			snprintf(what, sizeof(what), "0..%u (0 = all iods)", a->niods);
-			return bad_arg("--stripe-count", what, count_arg);
+			return bad_arg("--stripe-count", what, a->count_arg);
 		}
 		a->count = v;
 	}
 	return 0;
+}
+
+/* net_req_fn: the admin STATUS op, else the metadata handler. */
+static void mgr_main_handle(struct net_sreq *r, void *arg)
+{
+	if (r->hdr.op == PROTO_OP_STATUS)
+		srvstat_handle(r);
+	else
+		mgr_ops_handle(r, arg);
 }
 
 /* SIGTERM/SIGINT: leave the loop so main closes everything cleanly. */
@@ -214,6 +305,7 @@ int main(int argc, char **argv)
 	struct mgr_iodpoll *poll = NULL;
 	struct mgr_ops *ops = NULL;
 	struct net_server *srv = NULL;
+	struct cfg *conf = NULL;
 	struct net_opts o;
 	ev_signal sigterm, sigint;
 	char msg[512];
@@ -223,16 +315,44 @@ int main(int argc, char **argv)
 	rc = parse_args(argc, argv, &a);
 	if (rc)
 		return rc > 0 ? 0 : 2;
+	net_opts_default(&o);
+	if (a.conf) {
+		rc = cfg_load(&conf, a.conf, msg, sizeof(msg));
+		if (rc) {
+			fprintf(stderr, PROG ": %s\n", msg);
+			return 2;
+		}
+		rc = cfg_net_opts(conf, &o, msg, sizeof(msg));
+		if (rc) {
+			fprintf(stderr, PROG ": %s\n", msg);
+			status = 2;
+			goto out_free_conf;
+		}
+	}
+	if (merge_args(&a, conf)) {
+		status = 2;
+		goto out_free_conf;
+	}
+	if (a.transport)
+		(void)net_transport_parse(a.transport, &o.transport);
+	if (a.key_path && (!conf || a.key_path != conf->key_path)) {
+		rc = cfg_load_key(a.key_path, &o, msg, sizeof(msg));
+		if (rc) {
+			fprintf(stderr, PROG ": --key: %s\n", msg);
+			status = 2;
+			goto out_free_conf;
+		}
+	}
 	log_init(PROG, a.log_level);
 	loop = ev_default_loop(EVFLAG_AUTO);
 	if (!loop) {
 		log_err("cannot create the event loop");
-		return 1;
+		goto out_free_conf;
 	}
 	rc = mgr_db_open(&db, a.db_dir);
 	if (rc) {
 		log_err("--db %s: cannot open the database: %s", a.db_dir, strerror(-rc));
-		return 1;
+		goto out_free_conf;
 	}
 	msg[0] = '\0';
 	rc = mgr_db_config(db, a.iods, a.niods, a.unit,
@@ -246,7 +366,7 @@ int main(int argc, char **argv)
 				a.db_dir, strerror(-rc));
 		goto out_close_db;
 	}
-	rc = mgr_iodpoll_start(&poll, db);
+	rc = mgr_iodpoll_start_opts(&poll, db, &o);
 	if (rc) {
 		log_err("cannot start the iod poller: %s", strerror(-rc));
 		goto out_close_db;
@@ -256,9 +376,8 @@ int main(int argc, char **argv)
 		log_err("out of memory");
 		goto out_stop_poll;
 	}
-	net_opts_default(&o);
 	rc = net_server_new(&srv, loop, a.listen_host, a.listen_port,
-			    mgr_ops_handle, ops, &o);
+			    mgr_main_handle, ops, &o);
 	if (rc) {
 		log_err("--listen %s:%u: %s", a.listen_host, a.listen_port,
 			strerror(-rc));
@@ -268,9 +387,15 @@ int main(int argc, char **argv)
 	ev_signal_start(loop, &sigterm);
 	ev_signal_init(&sigint, on_signal, SIGINT);
 	ev_signal_start(loop, &sigint);
-	log_notice("ready: listening on %s:%u, %u iods", a.listen_host,
-		   net_server_port(srv), a.niods);
+	srvstat_init("mgr", 0, a.db_dir, srv);
+	sdn_start(loop);
+	snprintf(msg, sizeof(msg), "listening on %s:%u, %u iods (%s%s)",
+		 a.listen_host, net_server_port(srv), a.niods,
+		 net_server_transport(srv), o.has_key ? ", cluster key" : "");
+	log_notice("ready: %s", msg);
+	sdn_ready(msg);
 	ev_run(loop, 0);
+	sdn_stop(loop);
 	ev_signal_stop(loop, &sigint);
 	ev_signal_stop(loop, &sigterm);
 	status = 0;
@@ -282,5 +407,7 @@ out_stop_poll:
 	mgr_iodpoll_stop(poll);
 out_close_db:
 	mgr_db_close(db);
+out_free_conf:
+	cfg_free(conf);
 	return status;
 }

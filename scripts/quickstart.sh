@@ -7,7 +7,8 @@
 #   scripts/quickstart.sh status   show what is running
 #
 # Environment:
-#   RPFS_STATE      state directory (default ./.rpfs): db/, iod0..3/, logs/, pids/
+#   RPFS_STATE      state directory (default ./.rpfs): rpfs.conf, cluster.key,
+#                   db/, iod0..3/, logs/, pids/
 #   RPFS_MOUNT      mount point (default /mnt/rpfs)
 #   RPFS_BUILD      build directory (default build)
 #   RPFS_TRANSPORT  tcp or auto (default auto; only TCP exists for now)
@@ -97,20 +98,31 @@ start() {
 	install_packages
 	build
 	mkdir -p "$STATE/db" "$STATE/logs" "$STATE/pids"
-	local iod_args=() i
+	# The cluster key and the config file the daemons and the client read.
+	[ -f "$STATE/cluster.key" ] || "$BUILD/admin/rpfs" keygen "$STATE/cluster.key" >/dev/null ||
+		die "cannot create $STATE/cluster.key"
+	local i
+	{
+		printf '[cluster]\nmgr = %s:%s\nkey = %s\n' "$HOST" "$MGR_PORT" "$STATE/cluster.key"
+		printf '[mgr]\ndb = %s\nlisten = %s:%s\n' "$STATE/db" "$HOST" "$MGR_PORT"
+		for i in 0 1 2 3; do
+			printf '[iod.%d]\nhost = %s\nport = %s\ndata = %s\n' \
+				"$i" "$HOST" "${IOD_PORTS[$i]}" "$STATE/iod$i"
+		done
+	} >"$STATE/rpfs.conf"
 	for i in 0 1 2 3; do
 		mkdir -p "$STATE/iod$i"
 		start_daemon "iod$i" "$STATE/logs/iod$i.log" "$BUILD/iod/rpfs-iod" \
-			--listen "$HOST:${IOD_PORTS[$i]}" --data "$STATE/iod$i"
-		iod_args+=(--iod "$HOST:${IOD_PORTS[$i]}")
+			--conf "$STATE/rpfs.conf" --id "$i"
 	done
 	start_daemon mgr "$STATE/logs/mgr.log" "$BUILD/mgr/rpfs-mgr" \
-		--listen "$HOST:$MGR_PORT" --db "$STATE/db" "${iod_args[@]}"
+		--conf "$STATE/rpfs.conf"
 	mkdir -p "$MNT"
 	if mountpoint -q "$MNT"; then
 		say "$MNT already mounted"
 	else
-		"$BUILD/fuse-client/rpfs-fuse" "$HOST:$MGR_PORT" "$MNT" -o allow_other \
+		"$BUILD/fuse-client/rpfs-fuse" "$HOST:$MGR_PORT" "$MNT" \
+			-o allow_other,conf="$STATE/rpfs.conf" \
 			2>>"$STATE/logs/fuse.log" ||
 			{ tail -n 20 "$STATE/logs/fuse.log" >&2; die "mount failed"; }
 		for i in $(seq 1 100); do
@@ -124,6 +136,7 @@ quickstart: rpfs is up ($TRANSPORT transport: tcp)
   mgr          $HOST:$MGR_PORT   db $STATE/db
   iods         $HOST:${IOD_PORTS[0]}..${IOD_PORTS[3]}   data $STATE/iod0..3
   mount        $MNT
+  config, key  $STATE/rpfs.conf, $STATE/cluster.key (rpfs status --conf $STATE/rpfs.conf)
   logs         $STATE/logs/{mgr,iod0..3,fuse}.log
   try          df -h $MNT; cp -r /etc $MNT/; getfattr -n user.rpfs.layout $MNT/etc/passwd
   stop         $0 stop

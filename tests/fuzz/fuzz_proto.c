@@ -127,6 +127,19 @@ static void fuzz_statfs(const uint8_t *b, size_t len)
 	same(&w, proto_statfs_encode(&w, &s), b, len);
 }
 
+/* STATUS reply. */
+static void fuzz_status(const uint8_t *b, size_t len)
+{
+	struct proto_status s;
+	struct wbuf w;
+	const char *why;
+
+	if (proto_status_decode(b, len, &s, &why))
+		return;
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_status_encode(&w, &s), b, len);
+}
+
 /* Layout text: parse, format, parse again to the same layout. */
 static void fuzz_layout(const uint8_t *b, size_t len)
 {
@@ -173,13 +186,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		aux = aux << 8 | hb[40 + i];
 	}
 	(void)proto_op_name(op);
-	switch (data[0] % 6) {
+	switch (data[0] % 7) {
 	case 0: fuzz_mreq(op, body, blen); break;
 	case 1: fuzz_mrep(op, body, blen); break;
 	case 2: fuzz_mount(body, blen); break;
 	case 3: fuzz_ioreq(op, op == PROTO_OP_IO_READ ? aux : bulk, body, blen); break;
 	case 4: fuzz_statfs(body, blen); break;
 	case 5: fuzz_layout(body, blen); break;
+	case 6: fuzz_status(body, blen); break;
 	}
 	return 0;
 }

@@ -1277,6 +1277,48 @@ static void test_ioreq(void)
 
 /* ----------------------------------------------------------------- misc */
 
+/* STATUS reply: round trip, every truncation, trailing bytes, limits. */
+static void test_status(void)
+{
+	static char json[PROTO_MAX_STATUS_JSON + 1];
+	struct proto_status s, d;
+	struct wbuf w;
+	const char *why;
+	uint8_t *cp;
+	int rc;
+
+	memset(&s, 0, sizeof(s));
+	s.role = (struct proto_str){ "iod", 3 };
+	s.version = (struct proto_str){ "0.1.0", 5 };
+	s.id = 3;
+	s.uptime_s = 12345;
+	s.st = (struct proto_statfs){ 4096, 100, 50, 40, 1000, 900, 255 };
+	s.stats = (struct proto_str){ "{\"msgs_tx\":1}", 13 };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_status_encode(&w, &s) == 0, "status enc");
+	rc = proto_status_decode(gbuf, w.len, &d, &why);
+	CHECK(rc == 0 && d.role.len == 3 && !memcmp(d.role.p, "iod", 3) &&
+	      d.version.len == 5 && d.id == 3 && d.uptime_s == 12345 &&
+	      !memcmp(&d.st, &s.st, sizeof(s.st)) && d.stats.len == 13 &&
+	      !memcmp(d.stats.p, s.stats.p, 13), "status dec");
+	for (size_t n = 0; n < w.len; n++) {
+		cp = dup_exact(gbuf, n);
+		CHECK(proto_status_decode(cp, n, &d, &why) == -EBADMSG, "status cut %zu", n);
+		free(cp);
+	}
+	rc = proto_status_decode(gbuf, w.len + 1, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "status trailing");
+	memset(json, 'x', sizeof(json));
+	s.stats = (struct proto_str){ json, sizeof(json) };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_status_encode(&w, &s) == -EINVAL, "status json too long");
+	s.stats = (struct proto_str){ json, 0 };
+	s.role = (struct proto_str){ json, 33 };
+	CHECK(proto_status_encode(&w, &s) == -EINVAL, "status role too long");
+	CHECK(strcmp(proto_op_name(PROTO_OP_STATUS), "STATUS") == 0 &&
+	      strcmp(proto_op_name(PROTO_OP_NET_AUTH), "NET_AUTH") == 0, "status names");
+}
+
 static void test_statfs(void)
 {
 	struct proto_statfs s = { 4096, 100, 50, 40, 1000, 900, 255 }, d;
@@ -1463,6 +1505,7 @@ int main(int argc, char **argv)
 	test_mount();
 	test_ioreq();
 	test_statfs();
+	test_status();
 	test_layout();
 	test_op_names();
 	printf("test_proto: %d checks, %d failed\n", checks, failures);

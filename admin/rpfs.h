@@ -1,0 +1,39 @@
+/*
+ * rpfs.h - the admin CLI `rpfs`: shared exit codes and the subcommands,
+ * each in its own file (rpfs_main.c: dispatch, keygen, mkfs, layout,
+ * client stats; rpfs_status.c: status and server stats over the network).
+ */
+#ifndef RPFS_ADMIN_H
+#define RPFS_ADMIN_H
+
+#include "cfg.h"
+
+/* Exit codes, documented in the usage text. */
+#define ADM_OK 0        /* success; status: every server is up */
+#define ADM_FAIL 1      /* the operation failed; status: a server is down */
+#define ADM_USAGE 2     /* bad command line */
+#define ADM_CONFIG 3    /* the config file or key file is unusable */
+
+/**
+ * `rpfs status [--conf FILE | --mgr HOST:PORT] [--key FILE] [--timeout S]`
+ * @return an ADM_* exit code
+ */
+int adm_status(int argc, char **argv);
+
+/**
+ * `rpfs stats --server HOST:PORT [--conf FILE] [--key FILE]`: the STATUS
+ * op's counters as JSON on stdout.
+ * @return an ADM_* exit code
+ */
+int adm_stats_server(int argc, char **argv);
+
+/**
+ * Load the config file (if path) and transport options: key from --key
+ * (wins) or the file. Prints the error.
+ * @param[out] conf the config or NULL
+ * @return 0 or ADM_CONFIG
+ */
+int adm_load(const char *path, const char *key, struct cfg **conf,
+	     struct net_opts *no);
+
+#endif

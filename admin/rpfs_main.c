@@ -1,0 +1,413 @@
+/*
+ * rpfs_main.c - `rpfs`, the admin CLI: dispatch to the subcommands, and
+ * the local ones: keygen, mkfs, getlayout/setlayout and the client's
+ * counters (through the xattrs of a mounted path).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "mgr_db.h"
+#include "net_auth.h"
+#include "rpfs.h"
+
+#define LAYOUT_XATTR "user.rpfs.layout"
+#define STATS_XATTR "rpfs.stats"
+
+/* The usage text, with the exit codes. */
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: rpfs COMMAND [ARGS]\n"
+"  keygen [-f] FILE                 write a new cluster key (mode 0600); -f overwrites\n"
+"  mkfs [--conf FILE] [--all]       create the mgr database (with the iod table) and\n"
+"                                   the data directories of the iods on this host\n"
+"                                   (--all: of every iod)\n"
+"  mkfs --db DIR --iod HOST:PORT... [--data DIR...] [--stripe-unit SIZE] [--stripe-count N]\n"
+"  status [--conf FILE | --mgr HOST:PORT] [--key FILE] [--timeout S]\n"
+"                                   every server: up or down, capacity, version\n"
+"  getlayout PATH                   the layout of a file or directory on a mount\n"
+"  setlayout PATH unit=SIZE[,count=N]  set it (directory: new files below it)\n"
+"  stats --server HOST:PORT [--conf FILE] [--key FILE]\n"
+"                                   transport counters of a running server (JSON)\n"
+"  stats PATH                       the client's counters of the mount holding PATH\n"
+"The config file defaults to $RPFS_CONF, else " CFG_DEFAULT_PATH ".\n"
+"Exit status: 0 success (status: all servers up), 1 failure (status: a server\n"
+"is down), 2 bad command line, 3 unusable config or key file.\n");
+}
+
+/* See rpfs.h. */
+int adm_load(const char *path, const char *key, struct cfg **conf,
+	     struct net_opts *no)
+{
+	char msg[512];
+	int rc;
+
+	*conf = NULL;
+	net_opts_default(no);
+	no->timeout_ms = 3000;
+	if (path) {
+		rc = cfg_load(conf, path, msg, sizeof(msg));
+		if (rc == 0 && !key)
+			rc = cfg_net_opts(*conf, no, msg, sizeof(msg));
+		if (rc) {
+			fprintf(stderr, "rpfs: %s\n", msg);
+			cfg_free(*conf);
+			*conf = NULL;
+			return ADM_CONFIG;
+		}
+	}
+	if (key && cfg_load_key(key, no, msg, sizeof(msg))) {
+		fprintf(stderr, "rpfs: --key: %s\n", msg);
+		cfg_free(*conf);
+		*conf = NULL;
+		return ADM_CONFIG;
+	}
+	return ADM_OK;
+}
+
+/* The default config path: $RPFS_CONF or /etc/rpfs/rpfs.conf. */
+static const char *default_conf(void)
+{
+	const char *e = getenv("RPFS_CONF");
+
+	return e && *e ? e : CFG_DEFAULT_PATH;
+}
+
+/* rpfs keygen [-f] FILE */
+static int cmd_keygen(int argc, char **argv)
+{
+	int force = 0, rc;
+	const char *path;
+
+	if (argc >= 2 && !strcmp(argv[1], "-f"))
+		force = 1, argc--, argv++;
+	if (argc != 2) {
+		fprintf(stderr, "rpfs keygen: expected [-f] FILE\n");
+		return ADM_USAGE;
+	}
+	path = argv[1];
+	if (net_auth_init()) {
+		fprintf(stderr, "rpfs keygen: cannot initialise libsodium\n");
+		return ADM_FAIL;
+	}
+	rc = net_key_generate(path, force);
+	if (rc == -EEXIST) {
+		fprintf(stderr, "rpfs keygen: %s exists (use -f to replace it; every "
+			"server and client then needs the new key)\n", path);
+		return ADM_FAIL;
+	}
+	if (rc) {
+		fprintf(stderr, "rpfs keygen: %s: %s\n", path, strerror(-rc));
+		return ADM_FAIL;
+	}
+	printf("wrote a new cluster key to %s (mode 0600); copy it to every server "
+	       "and client\n", path);
+	return ADM_OK;
+}
+
+/* mkdir -p with mode 0700 for the last component. @return 0 or -errno */
+static int mkdir_p(const char *dir)
+{
+	char path[PATH_MAX];
+	size_t len = strlen(dir);
+
+	if (len >= sizeof(path) || len == 0)
+		return -ENAMETOOLONG;
+	memcpy(path, dir, len + 1);
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Whether host names an address of this machine (we can bind to it). */
+static int host_is_local(const char *host)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *ai;
+	int local = 0;
+
+	if (getaddrinfo(host, NULL, &hints, &res))
+		return 0;
+	for (ai = res; ai && !local; ai = ai->ai_next) {
+		int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (fd < 0)
+			continue;
+		local = bind(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+		close(fd);
+	}
+	freeaddrinfo(res);
+	return local;
+}
+
+/* Create the mgr database and record the iod table. @return ADM_* */
+static int mkfs_db(const char *db_dir, const struct mgr_iod *iods, uint16_t n,
+		   uint32_t unit, uint16_t count)
+{
+	struct mgr_db *db;
+	char msg[512] = "";
+	int rc;
+
+	rc = mgr_db_open(&db, db_dir);
+	if (rc) {
+		fprintf(stderr, "rpfs mkfs: %s: cannot create the database: %s\n",
+			db_dir, strerror(-rc));
+		return ADM_FAIL;
+	}
+	rc = mgr_db_config(db, iods, n, unit, count, msg, sizeof(msg));
+	mgr_db_close(db);
+	if (rc == -EEXIST) {
+		fprintf(stderr, "rpfs mkfs: %s already holds another iod table: %s\n",
+			db_dir, msg);
+		return ADM_FAIL;
+	}
+	if (rc) {
+		fprintf(stderr, "rpfs mkfs: %s: %s\n", db_dir, strerror(-rc));
+		return ADM_FAIL;
+	}
+	printf("mgr database %s: %u iods\n", db_dir, n);
+	return ADM_OK;
+}
+
+/* rpfs mkfs: see usage(). */
+static int cmd_mkfs(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "conf", required_argument, NULL, 'C' },
+		{ "all", no_argument, NULL, 'a' },
+		{ "db", required_argument, NULL, 'd' },
+		{ "iod", required_argument, NULL, 'i' },
+		{ "data", required_argument, NULL, 'D' },
+		{ "stripe-unit", required_argument, NULL, 'u' },
+		{ "stripe-count", required_argument, NULL, 'c' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static struct mgr_iod iods[PROTO_MAX_IODS];
+	const char *conf_path = NULL, *db = NULL, *data[PROTO_MAX_IODS];
+	struct cfg *conf = NULL;
+	int c, all = 0, ndata = 0, rc = ADM_OK;
+	uint16_t niods = 0;
+	uint64_t unit = 0;
+	long count = 0;
+	char msg[512], *end;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'C': conf_path = optarg; break;
+		case 'a': all = 1; break;
+		case 'd': db = optarg; break;
+		case 'i':
+			if (niods >= PROTO_MAX_IODS ||
+			    cfg_parse_hostport(optarg, iods[niods].host,
+					       sizeof(iods[niods].host),
+					       &iods[niods].port, 0)) {
+				fprintf(stderr, "rpfs mkfs: --iod: expected HOST:PORT, got \"%s\"\n",
+					optarg);
+				return ADM_USAGE;
+			}
+			niods++;
+			break;
+		case 'D':
+			if (ndata < PROTO_MAX_IODS)
+				data[ndata++] = optarg;
+			break;
+		case 'u':
+			if (cfg_parse_size(optarg, &unit) || unit < 4096 ||
+			    unit > (64u << 20) || (unit & (unit - 1))) {
+				fprintf(stderr, "rpfs mkfs: --stripe-unit: expected a power of "
+					"two from 4K to 64M, got \"%s\"\n", optarg);
+				return ADM_USAGE;
+			}
+			break;
+		case 'c':
+			errno = 0;
+			count = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || count < 0 ||
+			    count > PROTO_MAX_IODS) {
+				fprintf(stderr, "rpfs mkfs: --stripe-count: expected 0..%d, "
+					"got \"%s\"\n", PROTO_MAX_IODS, optarg);
+				return ADM_USAGE;
+			}
+			break;
+		default:
+			fprintf(stderr, "rpfs mkfs: unknown or incomplete option \"%s\"\n",
+				argv[optind - 1]);
+			return ADM_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "rpfs mkfs: unexpected argument \"%s\"\n", argv[optind]);
+		return ADM_USAGE;
+	}
+	if (db || niods) {
+		if (!db || !niods) {
+			fprintf(stderr, "rpfs mkfs: --db and --iod go together\n");
+			return ADM_USAGE;
+		}
+		if (count > niods) {
+			fprintf(stderr, "rpfs mkfs: --stripe-count: more than the %u iods\n",
+				niods);
+			return ADM_USAGE;
+		}
+		for (int i = 0; i < ndata; i++) {
+			if ((c = mkdir_p(data[i])) != 0) {
+				fprintf(stderr, "rpfs mkfs: %s: %s\n", data[i], strerror(-c));
+				return ADM_FAIL;
+			}
+			printf("iod data directory %s\n", data[i]);
+		}
+		return mkfs_db(db, iods, niods, (uint32_t)unit, (uint16_t)count);
+	}
+	if (!conf_path)
+		conf_path = default_conf();
+	if (cfg_load(&conf, conf_path, msg, sizeof(msg))) {
+		fprintf(stderr, "rpfs mkfs: %s\n", msg);
+		return ADM_CONFIG;
+	}
+	for (int i = 0; i < conf->niods; i++) {
+		const struct cfg_iod *d = &conf->iods[i];
+
+		snprintf(iods[i].host, sizeof(iods[i].host), "%s", d->host);
+		iods[i].port = d->port;
+		if (!d->data || (!all && !host_is_local(d->listen[0] ? d->listen : d->host)))
+			continue;
+		if ((c = mkdir_p(d->data)) != 0) {
+			fprintf(stderr, "rpfs mkfs: [iod.%d] data %s: %s\n", i, d->data,
+				strerror(-c));
+			rc = ADM_FAIL;
+			goto out_free_conf;
+		}
+		printf("iod %d data directory %s\n", i, d->data);
+	}
+	if (conf->db && conf->niods)
+		rc = mkfs_db(conf->db, iods, (uint16_t)conf->niods, conf->stripe_unit,
+			     conf->stripe_count > 0 ? (uint16_t)conf->stripe_count : 0);
+	else if (conf->db)
+		fprintf(stderr, "rpfs mkfs: %s: no [iod.N] sections, database not "
+			"created\n", conf_path), rc = ADM_CONFIG;
+out_free_conf:
+	cfg_free(conf);
+	return rc;
+}
+
+/* rpfs getlayout PATH */
+static int cmd_getlayout(int argc, char **argv)
+{
+	char buf[128];
+	ssize_t n;
+
+	if (argc != 2) {
+		fprintf(stderr, "rpfs getlayout: expected PATH\n");
+		return ADM_USAGE;
+	}
+	n = getxattr(argv[1], LAYOUT_XATTR, buf, sizeof(buf) - 1);
+	if (n < 0) {
+		fprintf(stderr, "rpfs getlayout: %s: %s%s\n", argv[1], strerror(errno),
+			errno == ENODATA || errno == ENOTSUP ?
+			" (not on an rpfs mount, or no layout)" : "");
+		return ADM_FAIL;
+	}
+	buf[n] = '\0';
+	printf("%s\n", buf);
+	return ADM_OK;
+}
+
+/* rpfs setlayout PATH unit=SIZE[,count=N] */
+static int cmd_setlayout(int argc, char **argv)
+{
+	struct proto_layout l;
+
+	if (argc != 3) {
+		fprintf(stderr, "rpfs setlayout: expected PATH unit=BYTES[,count=N]\n");
+		return ADM_USAGE;
+	}
+	if (proto_layout_parse(argv[2], strlen(argv[2]), &l)) {
+		fprintf(stderr, "rpfs setlayout: expected unit=BYTES (power of two, 4096.."
+			"67108864)[,count=N], got \"%s\"\n", argv[2]);
+		return ADM_USAGE;
+	}
+	if (setxattr(argv[1], LAYOUT_XATTR, argv[2], strlen(argv[2]), 0) < 0) {
+		fprintf(stderr, "rpfs setlayout: %s: %s%s\n", argv[1], strerror(errno),
+			errno == EBUSY ? " (a file that has data keeps its layout)" : "");
+		return ADM_FAIL;
+	}
+	return ADM_OK;
+}
+
+/* rpfs stats PATH (client counters) or --server HOST:PORT. */
+static int cmd_stats(int argc, char **argv)
+{
+	static char buf[16384];
+	ssize_t n;
+
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--server") || !strncmp(argv[i], "--server=", 9))
+			return adm_stats_server(argc, argv);
+	if (argc != 2) {
+		fprintf(stderr, "rpfs stats: expected PATH or --server HOST:PORT\n");
+		return ADM_USAGE;
+	}
+	n = getxattr(argv[1], STATS_XATTR, buf, sizeof(buf) - 1);
+	if (n < 0) {
+		fprintf(stderr, "rpfs stats: %s: %s (not on an rpfs mount?)\n", argv[1],
+			strerror(errno));
+		return ADM_FAIL;
+	}
+	buf[n] = '\0';
+	printf("%s\n", buf);
+	return ADM_OK;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd = argc > 1 ? argv[1] : NULL;
+
+	log_init("rpfs", LOG_WARNING);
+	if (!cmd) {
+		usage(stderr);
+		return ADM_USAGE;
+	}
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+		usage(stdout);
+		return ADM_OK;
+	}
+	if (!strcmp(cmd, "--version")) {
+		printf("rpfs %s\n", RPFS_VERSION);
+		return ADM_OK;
+	}
+	argc--, argv++;
+	if (!strcmp(cmd, "keygen"))
+		return cmd_keygen(argc, argv);
+	if (!strcmp(cmd, "mkfs"))
+		return cmd_mkfs(argc, argv);
+	if (!strcmp(cmd, "status"))
+		return adm_status(argc, argv);
+	if (!strcmp(cmd, "getlayout"))
+		return cmd_getlayout(argc, argv);
+	if (!strcmp(cmd, "setlayout"))
+		return cmd_setlayout(argc, argv);
+	if (!strcmp(cmd, "stats"))
+		return cmd_stats(argc, argv);
+	fprintf(stderr, "rpfs: unknown command \"%s\"\n", cmd);
+	usage(stderr);
+	return ADM_USAGE;
+}

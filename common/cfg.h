@@ -1,0 +1,112 @@
+/*
+ * cfg.h - the cluster config file (/etc/rpfs/rpfs.conf, INI, parsed with
+ * inih). One file describes the whole cluster; each program reads the
+ * sections it needs and lets its command-line flags override them.
+ *
+ *   [cluster]  mgr = HOST:PORT, key = PATH, transport = tcp|verbs|auto
+ *   [layout]   stripe_unit = SIZE (4K..64M, power of two), stripe_count = N
+ *   [client]   timeout = SECONDS
+ *   [mgr]      db = DIR, listen = HOST:PORT, root_squash = BOOL
+ *   [iod.N]    host = HOST, port = PORT, data = DIR, listen = HOST (bind
+ *              address, default host), credits = N
+ *   [verbs]    poll_mode = busy|adaptive, inline_max, fast_max,
+ *              pipeline_unit = SIZE, max_clients = N, device = NAME,
+ *              sl_request, sl_reply, sl_control, sl_bulk = 0..15
+ *   [log]      level = err|warning|notice|info|debug
+ *
+ * Every error names the file, the line and what was expected, e.g.
+ *   rpfs.conf:12: [iod.1] port: expected a number 1..65535, got "70000"
+ */
+#ifndef RPFS_CFG_H
+#define RPFS_CFG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net.h"
+#include "proto.h"
+
+#define CFG_DEFAULT_PATH "/etc/rpfs/rpfs.conf"
+#define CFG_DEFAULT_MGR_PORT 7400
+
+/* One [iod.N] section. */
+struct cfg_iod {
+	char host[PROTO_MAX_HOST + 1];
+	char listen[PROTO_MAX_HOST + 1]; /* bind address; "" = host */
+	uint16_t port;
+	int credits;     /* 0 = default */
+	char *data;      /* data directory (malloc'd), NULL if not given */
+	int line;        /* first line of the section, for messages */
+};
+
+/* The parsed file. Unset values are 0 / "" / -1 as noted. Immutable after
+ * cfg_load; not shared between threads while loading. */
+struct cfg {
+	char *path;                      /* as given (malloc'd) */
+	char mgr_host[PROTO_MAX_HOST + 1]; /* [cluster] mgr; "" = unset */
+	uint16_t mgr_port;
+	char *key_path;                  /* [cluster] key; NULL = none */
+	int has_transport;
+	enum net_transport transport;
+	uint32_t stripe_unit;            /* 0 = unset */
+	int stripe_count;                /* -1 = unset */
+	int timeout_ms;                  /* [client] timeout; 0 = unset */
+	char *db;                        /* [mgr] db; NULL = unset */
+	char listen_host[PROTO_MAX_HOST + 1]; /* [mgr] listen; "" = unset */
+	uint16_t listen_port;
+	int root_squash;                 /* 0/1, -1 = unset */
+	int niods;                       /* iods[0..niods-1], ids contiguous */
+	struct cfg_iod iods[PROTO_MAX_IODS];
+	int has_poll_mode;
+	enum net_poll_mode poll_mode;
+	uint32_t inline_max, fast_max, pipeline_unit; /* 0 = unset */
+	int max_clients;                 /* 0 = unset */
+	int sl[NET_CLASS_COUNT];         /* -1 = unset */
+	char *rdma_dev;                  /* NULL = unset */
+	int log_level;                   /* -1 = unset */
+};
+
+/**
+ * Parse a config file.
+ * @param[out] out the parsed config, free with cfg_free()
+ * @param[in] path the file
+ * @param[out] err on failure, "FILE:LINE: what was expected" (or
+ *	"FILE: cannot open: ...")
+ * @return 0; -ENOENT/-EACCES cannot open; -EINVAL a bad line or value;
+ *	-ENOMEM
+ */
+int cfg_load(struct cfg **out, const char *path, char *err, size_t errcap);
+
+/** Free a config (NULL is fine). */
+void cfg_free(struct cfg *c);
+
+/**
+ * Apply the transport settings of the file to o: transport, verbs knobs,
+ * client timeout, and the cluster key (loaded from key_path).
+ * @param[out] err on failure, names the key file and why
+ * @return 0, or net_key_load()'s error
+ */
+int cfg_net_opts(const struct cfg *c, struct net_opts *o, char *err,
+		 size_t errcap);
+
+/**
+ * Load a key file into o (has_key = 1), with a message naming the file.
+ * @return 0, or net_key_load()'s error (-ENOENT, -EACCES, -EPERM, -EINVAL)
+ */
+int cfg_load_key(const char *path, struct net_opts *o, char *err,
+		 size_t errcap);
+
+/**
+ * Parse "HOST:PORT" ("[v6]:PORT"). Port 0 only if allow0.
+ * @return 0 or -EINVAL
+ */
+int cfg_parse_hostport(const char *s, char *host, size_t cap, uint16_t *port,
+		       int allow0);
+
+/**
+ * Parse a size with an optional K, M or G suffix (binary units).
+ * @return 0 or -EINVAL
+ */
+int cfg_parse_size(const char *s, uint64_t *out);
+
+#endif
