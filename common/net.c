@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#if RPFS_HAVE_VERBS
+#include <infiniband/verbs.h>
+#endif
 
 /* Fill o with the defaults; the transport comes from $RPFS_TRANSPORT when
  * that names one (config files and flags override it afterwards). */
@@ -32,6 +35,7 @@ void net_opts_default(struct net_opts *o)
 	o->fast_max = NET_DEFAULT_FAST_MAX;
 	o->pipeline_unit = NET_DEFAULT_PIPELINE_UNIT;
 	o->max_clients = NET_DEFAULT_MAX_CLIENTS;
+	o->pin_max = 256ull << 20;
 }
 
 static const char *const net_transport_names[] = {
@@ -107,20 +111,49 @@ static int net_opts_check(const struct net_opts *o, struct net_opts *out)
 		net_opts_default(out);
 	if (out->credits < 1 || out->credits > 65535 || out->timeout_ms < 1)
 		return -EINVAL;
+	/* verbs knobs left zero (opts not from net_opts_default): defaults */
+	if (out->max_clients < 1)
+		out->max_clients = NET_DEFAULT_MAX_CLIENTS;
+	if (!out->inline_max && !out->fast_max) {
+		out->inline_max = NET_DEFAULT_INLINE_MAX;
+		out->fast_max = NET_DEFAULT_FAST_MAX;
+	}
+	if (!out->pipeline_unit)
+		out->pipeline_unit = NET_DEFAULT_PIPELINE_UNIT;
+	if (out->inline_max > 32u * 1024)
+		out->inline_max = 32u * 1024;
+	if (out->fast_max > 1024u * 1024)
+		out->fast_max = 1024u * 1024;
 	return 0;
 }
 
-/* The client backend. Only tcp exists today; a verbs backend will be picked
- * here (by an option or address scheme) once it lands. */
-static const struct net_client_ops *net_client_backend(void)
+/*
+ * Pick the backend for a transport: tcp, verbs, or (auto) verbs when an
+ * RDMA device is present. @return 0, -EPROTONOSUPPORT (verbs asked for but
+ * not built in)
+ */
+static int net_backend(enum net_transport t, const struct net_client_ops **c,
+		       const struct net_server_ops **s)
 {
-	return &tcp_client_ops;
-}
-
-/* Same for servers. */
-static const struct net_server_ops *net_server_backend(void)
-{
-	return &tcp_server_ops;
+	*c = &tcp_client_ops;
+	*s = &tcp_server_ops;
+	if (t == NET_TRANSPORT_TCP)
+		return 0;
+#if RPFS_HAVE_VERBS
+	if (t == NET_TRANSPORT_AUTO) {
+		int n = 0;
+		struct ibv_device **l = ibv_get_device_list(&n);
+		if (l)
+			ibv_free_device_list(l);
+		if (n <= 0)
+			return 0;
+	}
+	*c = &vb_client_ops;
+	*s = &vb_server_ops;
+	return 0;
+#else
+	return t == NET_TRANSPORT_AUTO ? 0 : -EPROTONOSUPPORT;
+#endif
 }
 
 /* ------------------------------------------------------------------ client */
@@ -131,9 +164,15 @@ int net_client_new(struct net_client **out, const struct net_opts *o)
 	struct net_opts opts;
 	int rc = net_opts_check(o, &opts);
 
+	const struct net_client_ops *co;
+	const struct net_server_ops *so;
+
 	if (rc)
 		return rc;
-	return net_client_backend()->client_new(out, &opts);
+	rc = net_backend(opts.transport, &co, &so);
+	if (rc)
+		return rc;
+	return co->client_new(out, &opts);
 }
 
 /* Stop the progress thread and free everything (calls must be done). */
@@ -165,6 +204,26 @@ static void net_stats_snapshot(const struct net_stats *in, struct net_stats *out
 void net_client_stats(struct net_client *cl, struct net_stats *st)
 {
 	net_stats_snapshot(&cl->st, st);
+}
+
+/* Declare long-lived client memory; tcp needs none. */
+int net_client_register_mem(struct net_client *cl, void *addr, size_t len)
+{
+	if (!cl || !addr || !len)
+		return -EINVAL;
+	if (!cl->ops->register_mem)
+		return 0;
+	return cl->ops->register_mem(cl, addr, len);
+}
+
+/* Forget declared client memory. */
+int net_client_unregister_mem(struct net_client *cl, void *addr)
+{
+	if (!cl || !addr)
+		return -EINVAL;
+	if (!cl->ops->unregister_mem)
+		return 0;
+	return cl->ops->unregister_mem(cl, addr);
 }
 
 /* The backend this client runs on. */
@@ -211,10 +270,15 @@ int net_server_new(struct net_server **out, struct ev_loop *loop,
 
 	if (rc)
 		return rc;
+	const struct net_client_ops *co;
+	const struct net_server_ops *so;
+
 	if (!out || !loop || !host || !fn)
 		return -EINVAL;
-	return net_server_backend()->server_new(out, loop, host, port, fn, arg,
-						&opts);
+	rc = net_backend(opts.transport, &co, &so);
+	if (rc)
+		return rc;
+	return so->server_new(out, loop, host, port, fn, arg, &opts);
 }
 
 /* Close everything; in-flight requests are dropped. */

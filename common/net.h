@@ -78,6 +78,8 @@ struct net_opts {
 	int max_clients;           /* server: expected clients (SRQ sizing) */
 	uint8_t sl[NET_CLASS_COUNT]; /* service level per message class */
 	const char *rdma_dev;      /* device name, NULL = first found */
+	uint64_t pin_max;          /* client: bound on bytes the pin-down cache
+				    * keeps registered (0 = 256 MiB) */
 };
 
 /* Transport counters, readable at any time (relaxed atomics). */
@@ -145,6 +147,17 @@ void net_client_free(struct net_client *cl);
  */
 int net_conn_new(struct net_client *cl, const char *host, uint16_t port,
 		 struct net_conn **out);
+
+/**
+ * Declare [addr, addr+len) long-lived: it stays mapped until
+ * net_client_unregister_mem. Only such regions are kept in the verbs
+ * backend's pin-down cache (registered on first use, evicted LRU under
+ * net_opts.pin_max); other memory is registered per call. A no-op on tcp.
+ * @return 0, -EINVAL (overlaps a declared region), -ENOMEM
+ */
+int net_client_register_mem(struct net_client *cl, void *addr, size_t len);
+/** Forget a declared region (deregisters it). @return 0, -ENOENT, -EBUSY */
+int net_client_unregister_mem(struct net_client *cl, void *addr);
 
 /** Counters of the whole client (all its connections). */
 void net_client_stats(struct net_client *cl, struct net_stats *st);

@@ -3,7 +3,7 @@
  * net.c dispatches through, the common heads every backend embeds in its
  * own client/connection/server structs, and small shared helpers.
  *
- * A backend (tcp_*.c today, verbs later) allocates its own structs with
+ * A backend (tcp_*.c, vb_*.c) allocates its own structs with
  * the matching head as first member and fills in the ops pointer; net.c
  * only ever follows head->ops.
  */
@@ -32,6 +32,9 @@ struct net_client_ops {
 			struct net_conn **out);
 	int (*submit)(struct net_conn *c, struct net_call *call);
 	int (*wait)(struct net_call *call);
+	/* optional: long-lived client memory for the pin-down cache */
+	int (*register_mem)(struct net_client *cl, void *addr, size_t len);
+	int (*unregister_mem)(struct net_client *cl, void *addr);
 };
 
 struct net_server_ops {
@@ -79,6 +82,10 @@ struct net_sconn {
 
 extern const struct net_client_ops tcp_client_ops;
 extern const struct net_server_ops tcp_server_ops;
+#if RPFS_HAVE_VERBS
+extern const struct net_client_ops vb_client_ops;
+extern const struct net_server_ops vb_server_ops;
+#endif
 
 /* CLOCK_MONOTONIC now, in nanoseconds. */
 uint64_t net_now_ns(void);

@@ -1,0 +1,1519 @@
+/*
+ * vb_client.c - the client half of the verbs backend.
+ *
+ * Connections are RC queue pairs set up with rdma_cm. Each connection owns
+ * one registered region, allocated at its first connect and kept across
+ * reconnects: per-slot send buffers, a control send buffer, receive
+ * buffers, VB_FAST_SLOTS fast RDMA buffers, a big-message send buffer and
+ * a landing buffer for big replies. A call holds one "call slot" (and one
+ * credit) from submit to completion.
+ *
+ * Mechanism by size (thresholds from net_opts): write data up to inline_max
+ * rides in the request; up to fast_max it goes with the request by RDMA
+ * Write with Immediate into a server fast slot, straight from the caller's
+ * memory when that is in the pin-down cache, else through our fast buffer;
+ * above that the request names the memory in segments and the server RDMA
+ * Reads it. Read data up to inline_max comes back in the reply; up to
+ * fast_max the server RDMA Writes it into the registered user memory or our
+ * fast buffer; above that into the user memory named by segments.
+ *
+ * Threads: callers submit and wait; one progress thread takes reply
+ * completions by interrupt (completion channel + ibv_req_notify_cq) and
+ * rdma_cm events, completes calls and tears connections down. Send
+ * completions are polled by submitters before they post. Locks, in order:
+ * connect_lock -> lock -> vc->rc_lock.
+ */
+#include "vb_int.h"
+#include "net_auth.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <linux/futex.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <rdma/rdma_cma.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* What a work request id points at. */
+enum vb_ctag_kind { VB_CT_RECV = 1, VB_CT_SEND };
+
+struct vb_ctag {
+	enum vb_ctag_kind kind;
+};
+
+/* A receive buffer; wr_id = &tag. */
+struct vb_crbuf {
+	struct vb_ctag tag;
+	struct vb_cconn *c;
+	uint8_t *p;
+};
+
+/* Life of a call slot. */
+enum vb_cs_state {
+	VB_CS_FREE = 0,   /* unused; may be taken with a credit */
+	VB_CS_BUILDING,   /* its submitter fills buffers and registers memory;
+			   * nobody else touches it */
+	VB_CS_SENT,       /* posted; the progress thread completes it */
+};
+
+struct vb_cslot {
+	enum vb_cs_state state;   /* c->lock */
+	struct net_call *call;
+	uint64_t gen;             /* connection generation it was built for */
+	int wr_fast, rd_fast;     /* fast slot index or -1 */
+	int rd_in_fast;           /* read data lands in our fast buffer */
+	int big;                  /* owns the big send buffer */
+	uint64_t rd_total;
+	struct vb_rref *refs;     /* registrations held */
+	int nrefs, caprefs;
+};
+
+struct vb_client;
+
+struct vb_cconn {
+	struct net_conn base;
+	struct vb_client *vc;
+	char host[PROTO_MAX_HOST + 1];   /* immutable */
+	uint16_t port;                   /* immutable */
+	struct vb_cconn *next_conn;      /* vc->lock */
+
+	pthread_mutex_t connect_lock;    /* serialises connection setup */
+	pthread_mutex_t lock;            /* everything below */
+	pthread_cond_t cv;               /* credit, slot, buffer or state change */
+	int up, ever_up, kill;
+	uint64_t gen;
+	struct vb_credits cr;
+	uint64_t next_seq;
+	struct vb_cslot *cs;             /* ncs slots */
+	int ncs;
+	unsigned fast_busy;              /* bitmask of our / the server's fast slots */
+	int big_busy;
+
+	/* resources of the current connection (set up under connect_lock,
+	 * torn down by the progress thread under lock) */
+	struct rdma_cm_id *id;
+	struct ibv_cq *rcq, *scq;
+	unsigned rcq_events;             /* progress thread */
+	uint32_t max_sge;
+	uint64_t s_fast_addr;            /* server fast slots */
+	uint32_t s_fast_rkey, s_slot_size;
+	int s_nslots;
+	struct vb_ctag stag;             /* wr_id of every send */
+
+	/* the registered region (kept across reconnects) */
+	uint8_t *mem;
+	size_t memlen;
+	struct ibv_mr *mr;
+	uint8_t *sbuf, *ctrl, *rbuf, *fast, *bigs, *land;
+	struct vb_crbuf *rb;             /* ncs + 1 receive buffers */
+	size_t fast_sz;
+};
+
+struct vb_client {
+	struct net_client base;
+	int epfd, evfd;
+	pthread_t thr;
+	int stop;
+	pthread_mutex_t lock;            /* conns list, pd, chan */
+	struct vb_cconn *conns;
+	struct rdma_event_channel *cm_ch;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *chan;
+	pthread_mutex_t rc_lock;         /* rc */
+	struct vb_rcache rc;
+};
+
+_Static_assert(sizeof(enum net_call_state) == sizeof(int), "futex word");
+
+static void vb_futex_wait(int *addr, int val, const struct timespec *abs)
+{
+	syscall(SYS_futex, addr, FUTEX_WAIT_BITSET_PRIVATE, val, abs, NULL,
+		FUTEX_BITSET_MATCH_ANY);
+}
+
+/* Publish a call's completion and wake its waiter. */
+static void vb_call_done(struct net_call *call)
+{
+	__atomic_store_n(&call->state, NET_CALL_DONE, __ATOMIC_RELEASE);
+	syscall(SYS_futex, (int *)&call->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void vb_kick(struct vb_client *vc)
+{
+	uint64_t one = 1;
+	ssize_t n = write(vc->evfd, &one, sizeof(one));
+	(void)n;
+}
+
+/* Release everything a slot holds and free it. Caller holds c->lock. */
+static void vb_slot_release(struct vb_cconn *c, struct vb_cslot *s)
+{
+	struct vb_client *vc = c->vc;
+
+	pthread_mutex_lock(&vc->rc_lock);
+	for (int i = 0; i < s->nrefs; i++)
+		vb_rcache_put(&vc->rc, &s->refs[i]);
+	pthread_mutex_unlock(&vc->rc_lock);
+	s->nrefs = 0;
+	if (s->wr_fast >= 0)
+		c->fast_busy &= ~(1u << s->wr_fast);
+	if (s->rd_fast >= 0)
+		c->fast_busy &= ~(1u << s->rd_fast);
+	if (s->big)
+		c->big_busy = 0;
+	s->wr_fast = s->rd_fast = -1;
+	s->big = 0;
+	s->rd_in_fast = 0;
+	s->call = NULL;
+	s->state = VB_CS_FREE;
+	pthread_cond_broadcast(&c->cv);
+}
+
+/* ------------------------------------------------------------------ teardown */
+
+/* Free the verbs objects of the current connection. Caller holds c->lock
+ * and the QP is in the error state (no more incoming RDMA). */
+static void vb_conn_destroy_res(struct vb_cconn *c)
+{
+	if (c->id && c->id->qp)
+		rdma_destroy_qp(c->id);
+	if (c->rcq) {
+		ibv_ack_cq_events(c->rcq, c->rcq_events);
+		c->rcq_events = 0;
+		ibv_destroy_cq(c->rcq);
+		c->rcq = NULL;
+	}
+	if (c->scq) {
+		ibv_destroy_cq(c->scq);
+		c->scq = NULL;
+	}
+	if (c->id) {
+		rdma_destroy_id(c->id);
+		c->id = NULL;
+	}
+}
+
+/*
+ * Tear a connection down (progress thread): put the QP in the error state
+ * so the server can no longer touch our memory, fail every sent call
+ * (culprit gets cerr, calls marked by their waiter keep their error, the
+ * rest -EIO), then free the verbs objects. Safe when already down.
+ */
+static void vb_conn_down(struct vb_cconn *c, struct net_call *culprit, int cerr)
+{
+	struct vb_client *vc = c->vc;
+
+	pthread_mutex_lock(&c->lock);
+	c->kill = 0;
+	if (!c->up) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	c->up = 0;
+	c->cr.avail = 0;
+	if (c->id)
+		rdma_disconnect(c->id); /* QP -> error */
+	for (int i = 0; i < c->ncs; i++) {
+		struct vb_cslot *s = &c->cs[i];
+		if (s->state != VB_CS_SENT)
+			continue; /* BUILDING: its submitter notices the new gen */
+		struct net_call *p = s->call;
+		if (p == culprit)
+			p->err = cerr;
+		else if (!p->err)
+			p->err = -EIO;
+		vb_slot_release(c, s);
+		vb_call_done(p);
+	}
+	vb_conn_destroy_res(c);
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->lock);
+	NET_STAT_ADD(&vc->base.st, conn_errors, 1);
+	log_debug("net: verbs connection to %s:%u closed", c->host, c->port);
+}
+
+/* Fail a call its waiter gave up on; wait until the progress thread has
+ * torn the connection down (after that nothing lands in its memory). */
+static void vb_call_abort(struct net_call *call, int err)
+{
+	struct vb_cconn *c = NET_CONTAINER_OF(call->conn, struct vb_cconn, base);
+	int need = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE) {
+		if (!call->err)
+			call->err = err;
+		c->kill = 1;
+		need = 1;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (need)
+		vb_kick(c->vc);
+	while (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE) {
+		struct timespec ts = net_ns_to_ts(net_now_ns() + 1000000000ull);
+		vb_futex_wait((int *)&call->state, NET_CALL_SENT, &ts);
+	}
+}
+
+/* ------------------------------------------------------------------- connect */
+
+/* Wait for the next cm event on ch until deadline.
+ * @return 0 with *ev set (ack it), -ETIMEDOUT, -errno */
+static int vb_cm_wait(struct rdma_event_channel *ch, uint64_t deadline,
+		      struct rdma_cm_event **ev)
+{
+	for (;;) {
+		struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+		int ms = net_ms_left(deadline);
+		if (ms == 0)
+			return -ETIMEDOUT;
+		int n = poll(&p, 1, ms);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			continue;
+		if (rdma_get_cm_event(ch, ev) == 0)
+			return 0;
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+	}
+}
+
+/* Wait for one expected cm event. @return 0, -ECONNREFUSED (rejected),
+ * -EHOSTUNREACH (address/route), -ETIMEDOUT, -ENOTCONN */
+static int vb_cm_expect(struct rdma_event_channel *ch, uint64_t deadline,
+			enum rdma_cm_event_type want, struct rdma_cm_event **out)
+{
+	struct rdma_cm_event *ev;
+	int rc = vb_cm_wait(ch, deadline, &ev);
+
+	if (rc)
+		return rc;
+	if (ev->event == want) {
+		*out = ev;
+		return 0;
+	}
+	switch (ev->event) {
+	case RDMA_CM_EVENT_REJECTED:
+		rc = -ECONNREFUSED;
+		break;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+		rc = -EHOSTUNREACH;
+		break;
+	default:
+		rc = -ENOTCONN;
+	}
+	log_debug("net: verbs connect: %s instead of %s", rdma_event_str(ev->event),
+		  rdma_event_str(want));
+	rdma_ack_cm_event(ev);
+	return rc;
+}
+
+/* Client-wide verbs objects, made with the first connection's device. */
+static int vb_client_dev(struct vb_client *vc, struct ibv_context *ctx)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&vc->lock);
+	if (vc->ctx && vc->ctx != ctx) {
+		log_warn("net: verbs: connections over a second RDMA device are not "
+			 "supported");
+		rc = -ENODEV;
+	} else if (!vc->ctx) {
+		vc->pd = ibv_alloc_pd(ctx);
+		if (!vc->pd) {
+			rc = -ENOMEM;
+			goto out_unlock;
+		}
+		vc->chan = ibv_create_comp_channel(ctx);
+		if (!vc->chan) {
+			rc = -ENOMEM;
+			goto out_dealloc_pd;
+		}
+		fcntl(vc->chan->fd, F_SETFL, fcntl(vc->chan->fd, F_GETFL) | O_NONBLOCK);
+		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = 1 };
+		if (epoll_ctl(vc->epfd, EPOLL_CTL_ADD, vc->chan->fd, &ev) < 0) {
+			rc = -errno;
+			goto out_destroy_chan;
+		}
+		vc->ctx = ctx;
+		pthread_mutex_lock(&vc->rc_lock);
+		vc->rc.pd = vc->pd;
+		pthread_mutex_unlock(&vc->rc_lock);
+	}
+	pthread_mutex_unlock(&vc->lock);
+	return rc;
+
+out_destroy_chan:
+	ibv_destroy_comp_channel(vc->chan);
+	vc->chan = NULL;
+out_dealloc_pd:
+	ibv_dealloc_pd(vc->pd);
+	vc->pd = NULL;
+out_unlock:
+	pthread_mutex_unlock(&vc->lock);
+	return rc;
+}
+
+/* Allocate and register the connection's region once (first connect). */
+static int vb_conn_mem(struct vb_cconn *c)
+{
+	struct vb_client *vc = c->vc;
+	size_t n = (size_t)c->ncs;
+	size_t len;
+	uint8_t *p;
+
+	if (c->mem)
+		return 0;
+	c->fast_sz = (vc->base.opts.fast_max + 4095) & ~(size_t)4095;
+	len = (2 * n + 2) * VB_MSG_SIZE + VB_FAST_SLOTS * c->fast_sz + 2 * (size_t)VB_BIG_SIZE;
+	len = (len + 4095) & ~(size_t)4095;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	c->rb = calloc(n + 1, sizeof(*c->rb));
+	if (!c->rb)
+		goto out_unmap;
+	c->mr = vb_reg(vc->pd, p, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+		       IBV_ACCESS_REMOTE_READ, &vc->base.st);
+	if (!c->mr) {
+		log_err("net: verbs: cannot register %zu bytes of connection buffers: %s "
+			"(check RLIMIT_MEMLOCK)", len, strerror(errno));
+		goto out_free_rb;
+	}
+	c->mem = p;
+	c->memlen = len;
+	c->sbuf = p;
+	c->ctrl = c->sbuf + n * VB_MSG_SIZE;
+	c->rbuf = c->ctrl + VB_MSG_SIZE;
+	c->fast = c->rbuf + (n + 1) * VB_MSG_SIZE;
+	c->bigs = c->fast + VB_FAST_SLOTS * c->fast_sz;
+	c->land = c->bigs + VB_BIG_SIZE;
+	for (size_t i = 0; i <= n; i++) {
+		c->rb[i].tag.kind = VB_CT_RECV;
+		c->rb[i].c = c;
+		c->rb[i].p = c->rbuf + i * VB_MSG_SIZE;
+	}
+	return 0;
+
+out_free_rb:
+	free(c->rb);
+	c->rb = NULL;
+out_unmap:
+	munmap(p, len);
+	return -ENOMEM;
+}
+
+/* Post receive buffers [from, to) in one batch. Caller holds c->lock. */
+static int vb_post_recvs(struct vb_cconn *c, struct vb_crbuf **bufs, int n)
+{
+	struct ibv_recv_wr wr[VB_POLL_BATCH + 1], *bad;
+	struct ibv_sge sge[VB_POLL_BATCH + 1];
+
+	for (int i = 0; i < n; i++) {
+		sge[i] = (struct ibv_sge){ (uintptr_t)bufs[i]->p, VB_MSG_SIZE, c->mr->lkey };
+		wr[i] = (struct ibv_recv_wr){ .wr_id = (uintptr_t)&bufs[i]->tag,
+					      .sg_list = &sge[i], .num_sge = 1,
+					      .next = i + 1 < n ? &wr[i + 1] : NULL };
+	}
+	if (n == 0 || !c->id || !c->id->qp)
+		return 0;
+	return ibv_post_recv(c->id->qp, wr, &bad) ? -EIO : 0;
+}
+
+/* Reap send completions (polled, never by interrupt). An error means the
+ * connection is gone: ask the progress thread to tear it down. Caller
+ * holds c->lock. */
+static void vb_poll_sends(struct vb_cconn *c)
+{
+	struct ibv_wc wc[VB_POLL_BATCH];
+	int n;
+
+	if (!c->scq)
+		return;
+	while ((n = ibv_poll_cq(c->scq, VB_POLL_BATCH, wc)) > 0) {
+		for (int i = 0; i < n; i++)
+			if (wc[i].status != IBV_WC_SUCCESS && c->up && !c->kill) {
+				log_debug("net: verbs send to %s:%u failed: %s", c->host,
+					  c->port, ibv_wc_status_str(wc[i].status));
+				c->kill = 1;
+				vb_kick(c->vc);
+			}
+		if (n < VB_POLL_BATCH)
+			break;
+	}
+}
+
+/* Post one send WR; caller holds c->lock and has checked c->up. */
+static int vb_post(struct vb_cconn *c, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad;
+
+	vb_poll_sends(c);
+	wr->wr_id = (uintptr_t)&c->stag;
+	wr->send_flags |= IBV_SEND_SIGNALED;
+	return ibv_post_send(c->id->qp, wr, &bad) ? -EIO : 0;
+}
+
+/* Prove the key: the AUTH control message right after the connection is
+ * established, before any request. Caller holds c->lock. */
+static int vb_send_auth(struct vb_cconn *c, const uint8_t *cn, const uint8_t *sn)
+{
+	struct proto_hdr h = { .op = PROTO_OP_NET_HELLO, .flags = PROTO_F_CTRL,
+			       .body_len = NET_AUTH_MAC_LEN };
+	struct vb_mhdr m = { .kind = VB_K_AUTH };
+	struct ibv_sge sge = { (uintptr_t)c->ctrl, VB_HDRS + NET_AUTH_MAC_LEN, c->mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND };
+
+	proto_hdr_encode(c->ctrl, &h);
+	vb_mhdr_encode(c->ctrl + PROTO_HDR_LEN, &m);
+	net_auth_mac(c->vc->base.opts.key, 'C', cn, sn, c->ctrl + VB_HDRS);
+	NET_STAT_ADD(&c->vc->base.st, msgs_tx, 1);
+	NET_STAT_ADD(&c->vc->base.st, bytes_tx, sge.length);
+	return vb_post(c, &wr);
+}
+
+/*
+ * Set up one connection: resolve, create the QP on our CQs, connect with
+ * our private data, check the server's (credits, fast slots, key proof),
+ * then hand the cm_id to the client's event channel.
+ * Caller holds connect_lock. @return 0, -errno
+ */
+static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
+{
+	struct vb_client *vc = c->vc;
+	const struct net_opts *o = &vc->base.opts;
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev = NULL;
+	struct rdma_cm_id *id;
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res;
+	struct ibv_device_attr da;
+	struct vb_cpriv cp = { .credits = (uint16_t)c->ncs };
+	struct vb_spriv sp;
+	uint8_t cpb[VB_CPRIV_LEN];
+	char ps[8];
+	int rc;
+
+	ch = rdma_create_event_channel();
+	if (!ch)
+		return -ENOMEM;
+	if (rdma_create_id(ch, &id, c, RDMA_PS_TCP)) {
+		rc = -ENOMEM;
+		goto out_destroy_ch;
+	}
+	snprintf(ps, sizeof(ps), "%u", c->port);
+	if (getaddrinfo(c->host, ps, &hints, &res) != 0) {
+		rc = -EHOSTUNREACH;
+		goto out_destroy_id;
+	}
+	rc = rdma_resolve_addr(id, NULL, res->ai_addr, net_ms_left(deadline) ?: 1);
+	freeaddrinfo(res);
+	if (rc) {
+		rc = -EHOSTUNREACH;
+		goto out_destroy_id;
+	}
+	rc = vb_cm_expect(ch, deadline, RDMA_CM_EVENT_ADDR_RESOLVED, &ev);
+	if (rc)
+		goto out_destroy_id;
+	rdma_ack_cm_event(ev);
+	/* The QP's service level: on RoCE it follows the IP TOS. */
+	uint8_t tos = (uint8_t)(o->sl[NET_CLASS_REQUEST] << 5);
+	if (tos)
+		rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos));
+	if (rdma_resolve_route(id, net_ms_left(deadline) ?: 1)) {
+		rc = -EHOSTUNREACH;
+		goto out_destroy_id;
+	}
+	rc = vb_cm_expect(ch, deadline, RDMA_CM_EVENT_ROUTE_RESOLVED, &ev);
+	if (rc)
+		goto out_destroy_id;
+	rdma_ack_cm_event(ev);
+	rc = vb_client_dev(vc, id->verbs);
+	if (rc)
+		goto out_destroy_id;
+	rc = vb_conn_mem(c);
+	if (rc)
+		goto out_destroy_id;
+	if (ibv_query_device(id->verbs, &da)) {
+		rc = -EIO;
+		goto out_destroy_id;
+	}
+	c->max_sge = da.max_sge < 32 ? (uint32_t)da.max_sge : 32;
+	c->rcq = ibv_create_cq(id->verbs, c->ncs + 2, c, vc->chan, 0);
+	if (!c->rcq) {
+		rc = -ENOMEM;
+		goto out_destroy_id;
+	}
+	c->scq = ibv_create_cq(id->verbs, c->ncs + 4, c, NULL, 0);
+	if (!c->scq) {
+		rc = -ENOMEM;
+		goto out_destroy_rcq;
+	}
+	struct ibv_qp_init_attr qa = {
+		.send_cq = c->scq, .recv_cq = c->rcq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = (uint32_t)c->ncs + 4,
+			 .max_recv_wr = (uint32_t)c->ncs + 2,
+			 .max_send_sge = c->max_sge, .max_recv_sge = 1 },
+	};
+	if (rdma_create_qp(id, vc->pd, &qa)) {
+		rc = -ENOMEM;
+		goto out_destroy_scq;
+	}
+	c->id = id;
+	ibv_req_notify_cq(c->rcq, 0);
+	{
+		struct vb_crbuf *bufs[VB_POLL_BATCH + 1];
+		int k = 0;
+		for (int i = 0; i <= c->ncs; i++) {
+			bufs[k++] = &c->rb[i];
+			if (k == VB_POLL_BATCH + 1 || i == c->ncs) {
+				if (vb_post_recvs(c, bufs, k)) {
+					rc = -EIO;
+					goto out_destroy_qp;
+				}
+				k = 0;
+			}
+		}
+	}
+	cp.land_addr = (uintptr_t)c->land;
+	cp.land_rkey = c->mr->rkey;
+	if (o->has_key) {
+		cp.has_nonce = 1;
+		net_auth_nonce(cp.cn);
+	}
+	vb_cpriv_encode(cpb, &cp);
+	struct rdma_conn_param par = {
+		.private_data = cpb, .private_data_len = VB_CPRIV_LEN,
+		.responder_resources = 1, .initiator_depth = 1,
+		.retry_count = 7, .rnr_retry_count = 7,
+	};
+	if (rdma_connect(id, &par)) {
+		rc = -ENOTCONN;
+		goto out_destroy_qp;
+	}
+	rc = vb_cm_expect(ch, deadline, RDMA_CM_EVENT_ESTABLISHED, &ev);
+	if (rc)
+		goto out_destroy_qp;
+	rc = vb_spriv_decode(ev->param.conn.private_data,
+			     ev->param.conn.private_data_len, &sp);
+	rdma_ack_cm_event(ev);
+	if (rc || sp.credits == 0) {
+		log_warn("net: verbs: %s:%u: bad accept data; closing", c->host, c->port);
+		rc = -ENOTCONN;
+		goto out_disconnect;
+	}
+	if (o->has_key) {
+		if (!sp.has_mac || net_auth_check(o->key, 'S', cp.cn, sp.sn, sp.mac)) {
+			log_warn("net: %s:%u: server could not prove the cluster key; "
+				 "refusing it", c->host, c->port);
+			NET_STAT_ADD(&vc->base.st, auth_fail, 1);
+			rc = -EACCES;
+			goto out_disconnect;
+		}
+		NET_STAT_ADD(&vc->base.st, auth_ok, 1);
+	}
+	c->s_fast_addr = sp.fast_addr;
+	c->s_fast_rkey = sp.fast_rkey;
+	c->s_slot_size = sp.slot_size;
+	c->s_nslots = sp.nslots;
+	if (rdma_migrate_id(id, vc->cm_ch)) {
+		rc = -ENOTCONN;
+		goto out_disconnect;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (o->has_key && vb_send_auth(c, cp.cn, sp.sn)) {
+		pthread_mutex_unlock(&c->lock);
+		rc = -ENOTCONN;
+		goto out_disconnect;
+	}
+	c->up = 1;
+	c->gen++;
+	c->cr.max = c->cr.avail = sp.credits < c->ncs ? sp.credits : c->ncs;
+	c->kill = 0;
+	c->fast_busy = 0;
+	c->big_busy = 0;
+	if (c->ever_up)
+		NET_STAT_ADD(&vc->base.st, reconnects, 1);
+	c->ever_up = 1;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->lock);
+	rdma_destroy_event_channel(ch);
+	return 0;
+
+out_disconnect:
+	rdma_disconnect(id);
+out_destroy_qp:
+	rdma_destroy_qp(id);
+	c->id = NULL;
+out_destroy_scq:
+	ibv_destroy_cq(c->scq);
+	c->scq = NULL;
+out_destroy_rcq:
+	ibv_destroy_cq(c->rcq);
+	c->rcq = NULL;
+out_destroy_id:
+	rdma_destroy_id(id);
+out_destroy_ch:
+	rdma_destroy_event_channel(ch);
+	return rc;
+}
+
+/* Make sure c is up; one caller sets up, others wait on connect_lock. */
+static int vb_conn_connect(struct vb_cconn *c, uint64_t deadline)
+{
+	struct timespec ts;
+	int rc;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t now = net_now_ns(), rt = (uint64_t)ts.tv_sec * 1000000000ull +
+		(uint64_t)ts.tv_nsec + (deadline > now ? deadline - now : 0);
+	ts = net_ns_to_ts(rt);
+	rc = pthread_mutex_timedlock(&c->connect_lock, &ts);
+	if (rc)
+		return rc == ETIMEDOUT ? -ETIMEDOUT : -rc;
+	pthread_mutex_lock(&c->lock);
+	rc = c->up;
+	pthread_mutex_unlock(&c->lock);
+	if (!rc) {
+		rc = vb_conn_setup(c, deadline);
+		if (rc) {
+			NET_STAT_ADD(&c->vc->base.st, conn_errors, 1);
+			if (rc != -ETIMEDOUT && rc != -ECONNREFUSED && rc != -EHOSTUNREACH &&
+			    rc != -EACCES)
+				rc = -ENOTCONN;
+		}
+	} else {
+		rc = 0;
+	}
+	pthread_mutex_unlock(&c->connect_lock);
+	return rc;
+}
+
+/* ------------------------------------------------------------------- submit */
+
+static int vb_call_check(const struct net_call *call, uint64_t *wr, uint64_t *rd)
+{
+	if (call->wr_cnt < 0 || call->wr_cnt > NET_MAX_IOV || call->rd_cnt < 0 ||
+	    call->rd_cnt > NET_MAX_IOV || call->body_len > PROTO_MAX_BODY ||
+	    (call->body_len && !call->body) || (call->wr_cnt && !call->wr_iov) ||
+	    (call->rd_cnt && !call->rd_iov) || (call->rep_cap && !call->rep_buf) ||
+	    call->op == PROTO_OP_NET_HELLO || call->op == PROTO_OP_NET_CREDIT)
+		return -EINVAL;
+	*wr = net_iov_total(call->wr_iov, call->wr_cnt);
+	*rd = net_iov_total(call->rd_iov, call->rd_cnt);
+	if (*wr > PROTO_MAX_BULK || *rd > PROTO_MAX_BULK)
+		return -EINVAL;
+	for (int i = 0; i < call->wr_cnt; i++)
+		if (call->wr_iov[i].iov_len > UINT32_MAX)
+			return -EINVAL;
+	for (int i = 0; i < call->rd_cnt; i++)
+		if (call->rd_iov[i].iov_len > UINT32_MAX)
+			return -EINVAL;
+	return 0;
+}
+
+/* Register iov through the cache and describe it as segments at out.
+ * @return segments written, or -errno */
+static int vb_iov_segs(struct vb_cconn *c, struct vb_cslot *s,
+		       const struct iovec *iov, int cnt, int acc, uint8_t *out)
+{
+	struct vb_client *vc = c->vc;
+	int n = 0;
+
+	if (s->nrefs + cnt > s->caprefs) {
+		int cap = s->nrefs + cnt + 8;
+		struct vb_rref *r = realloc(s->refs, (size_t)cap * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		s->refs = r;
+		s->caprefs = cap;
+	}
+	for (int i = 0; i < cnt; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		struct vb_rref *ref = &s->refs[s->nrefs];
+		pthread_mutex_lock(&vc->rc_lock);
+		int rc = vb_rcache_get(&vc->rc, iov[i].iov_base, iov[i].iov_len, acc, ref);
+		pthread_mutex_unlock(&vc->rc_lock);
+		if (rc)
+			return rc;
+		s->nrefs++;
+		struct vb_seg sg = { (uintptr_t)iov[i].iov_base, (uint32_t)iov[i].iov_len,
+				     ref->mr->rkey };
+		vb_seg_encode(out + (size_t)n * VB_SEG_LEN, &sg);
+		n++;
+	}
+	return n;
+}
+
+/* Whether every entry of iov is already registered (check_if_registered). */
+static int vb_iov_registered(struct vb_cconn *c, const struct iovec *iov, int cnt)
+{
+	struct vb_client *vc = c->vc;
+	int ok = 1;
+
+	pthread_mutex_lock(&vc->rc_lock);
+	for (int i = 0; i < cnt && ok; i++)
+		if (iov[i].iov_len && !vb_rcache_check(&vc->rc, iov[i].iov_base,
+						       iov[i].iov_len))
+			ok = 0;
+	pthread_mutex_unlock(&vc->rc_lock);
+	return ok;
+}
+
+/* Copy iov into dst (gather). */
+static void vb_gather(const struct iovec *iov, int cnt, uint8_t *dst)
+{
+	for (int i = 0; i < cnt; i++) {
+		memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+		dst += iov[i].iov_len;
+	}
+}
+
+/* Take a free fast slot bit (ours and the server's share the index).
+ * Caller holds c->lock. @return index or -1 */
+static int vb_fast_take(struct vb_cconn *c)
+{
+	for (int i = 0; i < c->s_nslots && i < VB_FAST_SLOTS; i++)
+		if (!(c->fast_busy & (1u << i))) {
+			c->fast_busy |= 1u << i;
+			return i;
+		}
+	return -1;
+}
+
+/*
+ * Build the request of slot s into its buffers and post it. Chooses the
+ * mechanism for write and read data (see the file comment), registers what
+ * the server will access, and falls back to a big message (RDMA Read by the
+ * server) when the message outgrows an internal buffer.
+ * @return 0 posted, -errno (slot still BUILDING; caller releases it)
+ */
+static int vb_build_and_post(struct vb_cconn *c, struct vb_cslot *s, int si,
+			     struct net_call *call, uint64_t wr, uint64_t rd,
+			     uint64_t deadline)
+{
+	struct vb_client *vc = c->vc;
+	const struct net_opts *o = &vc->base.opts;
+	struct net_stats *st = &vc->base.st;
+	uint8_t *msg = c->sbuf + (size_t)si * VB_MSG_SIZE;
+	uint8_t *segbuf = NULL;
+	struct vb_mhdr m = { .kind = VB_K_REQ, .fslot = 0xffff };
+	enum { WM_NONE, WM_INLINE, WM_FAST, WM_RDMA } wm = WM_NONE;
+	int rd_user = 0, rc, big = 0, nwr = 0, nrd = 0;
+	uint64_t len;
+	struct ibv_sge sge[32];
+	int nsge = 0;
+
+	/* Write data. */
+	if (wr == 0)
+		wm = WM_NONE;
+	else if (wr <= o->inline_max)
+		wm = WM_INLINE;
+	else if (wr <= o->fast_max && wr + VB_MSG_SIZE <= c->s_slot_size)
+		wm = WM_FAST;
+	else
+		wm = WM_RDMA;
+	/* Read memory. */
+	if (rd && rd <= o->inline_max)
+		m.flags |= VB_F_RD_INLINE;
+	else if (rd)
+		m.flags |= VB_F_RD_RDMA;
+	if (rd && rd > o->inline_max && rd <= o->fast_max)
+		rd_user = vb_iov_registered(c, call->rd_iov, call->rd_cnt);
+	s->rd_total = rd;
+
+	pthread_mutex_lock(&c->lock);
+	if (wm == WM_FAST && (s->wr_fast = vb_fast_take(c)) < 0)
+		wm = WM_RDMA; /* all fast slots busy: server-based */
+	if ((m.flags & VB_F_RD_RDMA) && rd <= o->fast_max && !rd_user &&
+	    (s->rd_fast = vb_fast_take(c)) >= 0)
+		s->rd_in_fast = 1;
+	pthread_mutex_unlock(&c->lock);
+
+	/* Will the message outgrow an internal buffer? Then it goes big (the
+	 * server RDMA Reads it) and write data goes server-based with it. */
+	{
+		int nz_wr = 0, nz_rd = 0;
+		for (int i = 0; i < call->wr_cnt; i++)
+			nz_wr += call->wr_iov[i].iov_len != 0;
+		for (int i = 0; i < call->rd_cnt; i++)
+			nz_rd += call->rd_iov[i].iov_len != 0;
+		if (!(m.flags & VB_F_RD_RDMA))
+			nz_rd = 0;
+		else if (s->rd_in_fast)
+			nz_rd = 1;
+		len = VB_HDRS + (uint64_t)nz_rd * VB_SEG_LEN + call->body_len +
+		      (wm == WM_INLINE ? wr : 0) +
+		      (wm == WM_RDMA ? (uint64_t)nz_wr * VB_SEG_LEN : 0);
+		if (len > VB_MSG_SIZE) {
+			big = 1;
+			if (wm == WM_FAST) {
+				pthread_mutex_lock(&c->lock);
+				c->fast_busy &= ~(1u << s->wr_fast);
+				s->wr_fast = -1;
+				pthread_mutex_unlock(&c->lock);
+			}
+			if (wm == WM_INLINE || wm == WM_FAST)
+				wm = WM_RDMA;
+		}
+	}
+	segbuf = malloc(2u * NET_MAX_IOV * VB_SEG_LEN);
+	if (!segbuf)
+		return -ENOMEM;
+	if (wm == WM_RDMA) {
+		rc = vb_iov_segs(c, s, call->wr_iov, call->wr_cnt,
+				 IBV_ACCESS_REMOTE_READ, segbuf);
+		if (rc < 0)
+			goto out_free_segbuf;
+		nwr = rc;
+		m.flags |= VB_F_WR_RDMA;
+	}
+	if ((m.flags & VB_F_RD_RDMA) && s->rd_in_fast) {
+		struct vb_seg sg = { (uintptr_t)(c->fast + (size_t)s->rd_fast * c->fast_sz),
+				     (uint32_t)rd, c->mr->rkey };
+		vb_seg_encode(segbuf + (size_t)nwr * VB_SEG_LEN, &sg);
+		nrd = 1;
+	} else if (m.flags & VB_F_RD_RDMA) {
+		rc = vb_iov_segs(c, s, call->rd_iov, call->rd_cnt,
+				 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+				 segbuf + (size_t)nwr * VB_SEG_LEN);
+		if (rc < 0)
+			goto out_free_segbuf;
+		nrd = rc;
+	}
+	if (big) {
+		/* Wait for the connection's big send buffer. */
+		pthread_mutex_lock(&c->lock);
+		while (c->big_busy && c->up && c->gen == s->gen) {
+			struct timespec ts = net_ns_to_ts(deadline);
+			if (pthread_cond_timedwait(&c->cv, &c->lock, &ts) == ETIMEDOUT)
+				break;
+		}
+		if (c->big_busy || !c->up || c->gen != s->gen) {
+			pthread_mutex_unlock(&c->lock);
+			rc = c->big_busy ? -ETIMEDOUT : -EIO;
+			goto out_free_segbuf;
+		}
+		c->big_busy = 1;
+		s->big = 1;
+		pthread_mutex_unlock(&c->lock);
+		msg = c->bigs;
+	}
+
+	struct proto_hdr h = { .op = call->op, .tag = call->tag,
+			       .body_len = call->body_len, .bulk_len = wr, .aux = rd };
+	m.nwr = (uint16_t)nwr;
+	m.nrd = (uint16_t)nrd;
+	uint8_t *p = msg + VB_HDRS;
+	memcpy(p, segbuf, (size_t)(nwr + nrd) * VB_SEG_LEN);
+	p += (size_t)(nwr + nrd) * VB_SEG_LEN;
+	if (call->body_len)
+		memcpy(p, call->body, call->body_len);
+	p += call->body_len;
+	if (wm == WM_INLINE) {
+		m.flags |= VB_F_WR_INLINE;
+		m.inl = (uint32_t)wr;
+		vb_gather(call->wr_iov, call->wr_cnt, p);
+		p += wr;
+	}
+	if (wm == WM_FAST) {
+		m.flags |= VB_F_WR_FAST;
+		m.fslot = (uint16_t)s->wr_fast;
+		m.inl = (uint32_t)wr;
+	}
+	proto_hdr_encode(msg, &h);
+	vb_mhdr_encode(msg + PROTO_HDR_LEN, &m);
+	len = (uint64_t)(p - msg);
+
+	struct ibv_send_wr swr = { 0 };
+	swr.sg_list = sge;
+	if (big) {
+		/* A small BIGREQ message names the big one for RDMA Read. */
+		uint8_t *sm = c->sbuf + (size_t)si * VB_MSG_SIZE;
+		struct vb_mhdr bm = { .kind = VB_K_BIGREQ, .fslot = 0xffff,
+				      .bigmsg = (uint32_t)len };
+		struct proto_hdr bh = { .op = call->op, .tag = call->tag };
+		struct vb_seg sg = { (uintptr_t)c->bigs, (uint32_t)len, c->mr->rkey };
+		proto_hdr_encode(sm, &bh);
+		vb_mhdr_encode(sm + PROTO_HDR_LEN, &bm);
+		vb_seg_encode(sm + VB_HDRS, &sg);
+		sge[0] = (struct ibv_sge){ (uintptr_t)sm, VB_HDRS + VB_SEG_LEN, c->mr->lkey };
+		nsge = 1;
+		swr.opcode = IBV_WR_SEND;
+	} else if (wm == WM_FAST) {
+		/* RDMA Write with Immediate: [message][data] into the slot. */
+		sge[nsge++] = (struct ibv_sge){ (uintptr_t)msg, (uint32_t)len, c->mr->lkey };
+		int direct = call->wr_cnt + 1 <= (int)c->max_sge &&
+			     vb_iov_registered(c, call->wr_iov, call->wr_cnt);
+		if (direct) {
+			pthread_mutex_lock(&vc->rc_lock);
+			for (int i = 0; i < call->wr_cnt; i++) {
+				if (!call->wr_iov[i].iov_len)
+					continue;
+				struct ibv_mr *mr = vb_rcache_check(&vc->rc, call->wr_iov[i].iov_base,
+								    call->wr_iov[i].iov_len);
+				if (!mr) {
+					direct = 0;
+					break;
+				}
+				sge[nsge++] = (struct ibv_sge){ (uintptr_t)call->wr_iov[i].iov_base,
+							      (uint32_t)call->wr_iov[i].iov_len,
+							      mr->lkey };
+			}
+			if (direct)
+				NET_STAT_ADD(st, reg_cache_hits, 1);
+			pthread_mutex_unlock(&vc->rc_lock);
+		}
+		if (!direct) {
+			uint8_t *fb = c->fast + (size_t)s->wr_fast * c->fast_sz;
+			vb_gather(call->wr_iov, call->wr_cnt, fb);
+			sge[1] = (struct ibv_sge){ (uintptr_t)fb, (uint32_t)wr, c->mr->lkey };
+			nsge = 2;
+		}
+		swr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		swr.imm_data = vb_imm_encode((unsigned)s->wr_fast, (uint32_t)(len + wr));
+		swr.wr.rdma.remote_addr = c->s_fast_addr + (uint64_t)s->wr_fast * c->s_slot_size;
+		swr.wr.rdma.rkey = c->s_fast_rkey;
+	} else {
+		sge[0] = (struct ibv_sge){ (uintptr_t)msg, (uint32_t)len, c->mr->lkey };
+		nsge = 1;
+		swr.opcode = IBV_WR_SEND;
+	}
+	swr.num_sge = nsge;
+	vb_stat_max(st, (uint64_t)nsge);
+
+	pthread_mutex_lock(&c->lock);
+	if (!c->up || c->gen != s->gen || call->err) {
+		pthread_mutex_unlock(&c->lock);
+		rc = -EIO;
+		goto out_free_segbuf;
+	}
+	rc = vb_post(c, &swr);
+	if (rc == 0) {
+		s->state = VB_CS_SENT;
+		__atomic_store_n(&call->state, NET_CALL_SENT, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (rc)
+		goto out_free_segbuf;
+	free(segbuf);
+	NET_STAT_ADD(st, msgs_tx, 1);
+	NET_STAT_ADD(st, bytes_tx, len + (wm == WM_FAST ? wr : 0));
+	if (wm == WM_INLINE) {
+		NET_STAT_ADD(st, inline_msgs, 1);
+		NET_STAT_ADD(st, inline_bytes, wr);
+	} else if (wm == WM_FAST) {
+		NET_STAT_ADD(st, fast_msgs, 1);
+		NET_STAT_ADD(st, fast_bytes, wr);
+	} else if (wm == WM_RDMA) {
+		NET_STAT_ADD(st, rdma_read_ops, 1);
+		NET_STAT_ADD(st, rdma_read_bytes, wr);
+	}
+	NET_STAT_ADD(st, bulk_pull_bytes, wr);
+	return 0;
+
+out_free_segbuf:
+	free(segbuf);
+	return rc;
+}
+
+/*
+ * Send a call: connect if needed, take a credit and a slot (waiting up to
+ * the deadline), then build and post the request. Cost: one post_send, plus
+ * ibv_reg_mr per iovec of memory not declared long-lived (server-based
+ * transfers only).
+ */
+static int vb_submit(struct net_conn *nc, struct net_call *call)
+{
+	struct vb_cconn *c = NET_CONTAINER_OF(nc, struct vb_cconn, base);
+	struct vb_client *vc = c->vc;
+	struct vb_cslot *s = NULL;
+	uint64_t wr, rd, deadline;
+	int rc, waited = 0, si = -1;
+
+	rc = vb_call_check(call, &wr, &rd);
+	if (rc)
+		return rc;
+	deadline = net_now_ns() + (uint64_t)vc->base.opts.timeout_ms * 1000000ull;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		if (!c->up) {
+			pthread_mutex_unlock(&c->lock);
+			rc = vb_conn_connect(c, deadline);
+			if (rc)
+				return rc;
+			pthread_mutex_lock(&c->lock);
+			continue;
+		}
+		si = -1;
+		if (c->cr.avail > 0)
+			for (int i = 0; i < c->ncs; i++)
+				if (c->cs[i].state == VB_CS_FREE) {
+					si = i;
+					break;
+				}
+		if (si >= 0)
+			break;
+		if (!waited) {
+			waited = 1;
+			NET_STAT_ADD(&vc->base.st, credit_waits, 1);
+		}
+		struct timespec ts = net_ns_to_ts(deadline);
+		if (pthread_cond_timedwait(&c->cv, &c->lock, &ts) == ETIMEDOUT &&
+		    net_now_ns() >= deadline) {
+			pthread_mutex_unlock(&c->lock);
+			NET_STAT_ADD(&vc->base.st, timeouts, 1);
+			return -ETIMEDOUT;
+		}
+	}
+	vb_credit_take(&c->cr);
+	s = &c->cs[si];
+	s->state = VB_CS_BUILDING;
+	s->call = call;
+	s->gen = c->gen;
+	s->wr_fast = s->rd_fast = -1;
+	call->tag = (++c->next_seq << 16) | (uint64_t)si;
+	call->conn = nc;
+	call->err = 0;
+	call->status = 0;
+	call->rep_len = 0;
+	call->rd_bytes = 0;
+	call->deadline_ns = deadline;
+	__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&c->lock);
+
+	rc = vb_build_and_post(c, s, si, call, wr, rd, deadline);
+	if (rc) {
+		pthread_mutex_lock(&c->lock);
+		if (c->gen == s->gen && c->up)
+			vb_credit_give(&c->cr, 1);
+		vb_slot_release(c, s);
+		pthread_mutex_unlock(&c->lock);
+		__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
+		if (rc == -ETIMEDOUT)
+			NET_STAT_ADD(&vc->base.st, timeouts, 1);
+		return rc == -ETIMEDOUT || rc == -EINVAL ? rc : -EIO;
+	}
+	return 0;
+}
+
+/* Wait for the reply until the deadline; on timeout have the connection
+ * torn down so nothing lands in the call's memory later. */
+static int vb_wait(struct net_call *call)
+{
+	struct vb_cconn *c = NET_CONTAINER_OF(call->conn, struct vb_cconn, base);
+	struct timespec ts = net_ns_to_ts(call->deadline_ns);
+	int rc, s;
+
+	for (;;) {
+		s = __atomic_load_n(&call->state, __ATOMIC_ACQUIRE);
+		if (s == NET_CALL_DONE)
+			break;
+		if (s != NET_CALL_SENT)
+			return -EINVAL;
+		if (net_now_ns() >= call->deadline_ns) {
+			vb_call_abort(call, -ETIMEDOUT);
+			break;
+		}
+		vb_futex_wait((int *)&call->state, NET_CALL_SENT, &ts);
+	}
+	rc = call->err;
+	if (rc == -ETIMEDOUT)
+		NET_STAT_ADD(&c->vc->base.st, timeouts, 1);
+	__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
+	return rc;
+}
+
+/* ---------------------------------------------------------- progress thread */
+
+/* Tell the server our landing buffer is free again. Caller holds c->lock. */
+static void vb_send_ack(struct vb_cconn *c)
+{
+	struct proto_hdr h = { .op = PROTO_OP_NET_CREDIT, .flags = PROTO_F_CTRL };
+	struct vb_mhdr m = { .kind = VB_K_ACK };
+	struct ibv_sge sge = { (uintptr_t)c->ctrl, VB_HDRS, c->mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND };
+
+	proto_hdr_encode(c->ctrl, &h);
+	vb_mhdr_encode(c->ctrl + PROTO_HDR_LEN, &m);
+	if (vb_post(c, &wr) == 0) {
+		NET_STAT_ADD(&c->vc->base.st, msgs_tx, 1);
+		NET_STAT_ADD(&c->vc->base.st, bytes_tx, VB_HDRS);
+	}
+}
+
+/*
+ * A reply arrived in msg (len bytes): complete its call. Caller holds
+ * c->lock. @return 0, or -EPROTO with *culprit set (connection to close)
+ */
+static int vb_on_reply(struct vb_cconn *c, const uint8_t *msg, uint32_t len,
+		       struct net_call **culprit)
+{
+	struct net_stats *st = &c->vc->base.st;
+	struct proto_hdr h;
+	struct vb_mhdr m;
+	const char *why = NULL;
+	struct vb_cslot *s = NULL;
+	struct net_call *call;
+	unsigned si;
+
+	if (len < VB_HDRS || proto_hdr_decode(msg, &h, &why) ||
+	    vb_mhdr_decode(msg + PROTO_HDR_LEN, &m)) {
+		why = why ? why : "bad message header";
+		goto out_bad;
+	}
+	si = (unsigned)(h.tag & 0xffff);
+	if (h.flags != PROTO_F_REPLY || m.kind != VB_K_REP || si >= (unsigned)c->ncs ||
+	    c->cs[si].state != VB_CS_SENT || c->cs[si].call->tag != h.tag) {
+		why = "reply for unknown tag";
+		goto out_bad;
+	}
+	s = &c->cs[si];
+	call = s->call;
+	if (h.body_len > call->rep_cap || (uint64_t)VB_HDRS + h.body_len + m.inl > len ||
+	    m.inl > s->rd_total || h.aux > s->rd_total) {
+		*culprit = call;
+		why = "reply larger than its buffers";
+		goto out_bad;
+	}
+	memcpy(call->rep_buf, msg + VB_HDRS, h.body_len);
+	call->status = h.status;
+	call->rep_len = h.body_len;
+	if (m.flags & VB_F_RD_INLINE) {
+		net_iov_copy_in(call->rd_iov, call->rd_cnt, 0, msg + VB_HDRS + h.body_len,
+				m.inl);
+		call->rd_bytes = m.inl;
+		NET_STAT_ADD(st, inline_msgs, 1);
+		NET_STAT_ADD(st, inline_bytes, m.inl);
+	} else if (h.aux) {
+		if (s->rd_in_fast)
+			net_iov_copy_in(call->rd_iov, call->rd_cnt, 0,
+					c->fast + (size_t)s->rd_fast * c->fast_sz, h.aux);
+		call->rd_bytes = h.aux;
+		if (s->rd_total <= c->vc->base.opts.fast_max) {
+			NET_STAT_ADD(st, fast_msgs, 1);
+			NET_STAT_ADD(st, fast_bytes, h.aux);
+		} else {
+			NET_STAT_ADD(st, rdma_write_ops, 1);
+			NET_STAT_ADD(st, rdma_write_bytes, h.aux);
+		}
+	}
+	NET_STAT_ADD(st, bulk_push_bytes, call->rd_bytes);
+	NET_STAT_ADD(st, msgs_rx, 1);
+	NET_STAT_ADD(st, bytes_rx, len);
+	call->err = 0;
+	vb_credit_give(&c->cr, h.credits);
+	vb_slot_release(c, s);
+	vb_call_done(call);
+	return 0;
+
+out_bad:
+	log_warn("net: verbs %s:%u: %s; closing", c->host, c->port, why);
+	return -EPROTO;
+}
+
+/* Drain c's receive CQ: complete replies, then repost the buffers in one
+ * batch. Progress thread. */
+static void vb_drain(struct vb_cconn *c)
+{
+	struct ibv_wc wc[VB_POLL_BATCH];
+	struct vb_crbuf *re[VB_POLL_BATCH];
+	struct net_call *culprit = NULL;
+	int n, nre, bad = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (!c->up || !c->rcq) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	do {
+		n = ibv_poll_cq(c->rcq, VB_POLL_BATCH, wc);
+		nre = 0;
+		for (int i = 0; i < n && !bad; i++) {
+			struct vb_ctag *t = (struct vb_ctag *)(uintptr_t)wc[i].wr_id;
+			struct vb_crbuf *rb = NET_CONTAINER_OF(t, struct vb_crbuf, tag);
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				bad = 1;
+				break;
+			}
+			if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+				unsigned slot;
+				uint32_t len;
+				vb_imm_decode(wc[i].imm_data, &slot, &len);
+				if (slot != VB_IMM_BIG || len > VB_BIG_SIZE ||
+				    vb_on_reply(c, c->land, len, &culprit))
+					bad = 1;
+				else
+					vb_send_ack(c);
+			} else if (vb_on_reply(c, rb->p, wc[i].byte_len, &culprit)) {
+				bad = 1;
+			}
+			re[nre++] = rb;
+		}
+		if (!bad && vb_post_recvs(c, re, nre))
+			bad = 1;
+	} while (n == VB_POLL_BATCH && !bad);
+	pthread_mutex_unlock(&c->lock);
+	if (bad)
+		vb_conn_down(c, culprit, culprit ? -EPROTO : -EIO);
+}
+
+/* Completion channel readable: take every CQ event, re-arm, drain. */
+static void vb_on_chan(struct vb_client *vc)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+
+	while (ibv_get_cq_event(vc->chan, &cq, &ctx) == 0) {
+		struct vb_cconn *c = ctx;
+		c->rcq_events++;
+		ibv_req_notify_cq(cq, 0);
+		vb_drain(c);
+	}
+}
+
+/* rdma_cm events of established connections: a disconnect fails the calls. */
+static void vb_on_cm(struct vb_client *vc)
+{
+	struct rdma_cm_event *ev;
+
+	while (rdma_get_cm_event(vc->cm_ch, &ev) == 0) {
+		struct vb_cconn *c = ev->id->context;
+		enum rdma_cm_event_type t = ev->event;
+		rdma_ack_cm_event(ev);
+		if (t == RDMA_CM_EVENT_DISCONNECTED || t == RDMA_CM_EVENT_DEVICE_REMOVAL ||
+		    t == RDMA_CM_EVENT_TIMEWAIT_EXIT) {
+			vb_drain(c); /* replies that made it first */
+			vb_conn_down(c, NULL, 0);
+		}
+	}
+}
+
+/* Serve teardown requests. */
+static void vb_do_kills(struct vb_client *vc)
+{
+	pthread_mutex_lock(&vc->lock);
+	for (struct vb_cconn *c = vc->conns; c; c = c->next_conn) {
+		pthread_mutex_lock(&c->lock);
+		int k = c->kill;
+		pthread_mutex_unlock(&c->lock);
+		if (k)
+			vb_conn_down(c, NULL, 0);
+	}
+	pthread_mutex_unlock(&vc->lock);
+}
+
+static void *vb_progress(void *arg)
+{
+	struct vb_client *vc = arg;
+	struct epoll_event ev[8];
+
+	while (!__atomic_load_n(&vc->stop, __ATOMIC_ACQUIRE)) {
+		int n = epoll_wait(vc->epfd, ev, 8, -1);
+		for (int i = 0; i < n; i++) {
+			if (ev[i].data.u32 == 0) {
+				uint64_t v;
+				ssize_t r = read(vc->evfd, &v, sizeof(v));
+				(void)r;
+				vb_do_kills(vc);
+			} else if (ev[i].data.u32 == 1) {
+				vb_on_chan(vc);
+			} else {
+				vb_on_cm(vc);
+			}
+		}
+	}
+	return NULL;
+}
+
+/* ----------------------------------------------------------------- lifecycle */
+
+static int vb_client_new(struct net_client **out, const struct net_opts *o)
+{
+	struct vb_client *vc;
+	uint64_t per_conn, pin_max;
+	int rc;
+
+	per_conn = (2ull * (uint64_t)o->credits + 2) * VB_MSG_SIZE +
+		   VB_FAST_SLOTS * (uint64_t)o->fast_max + 2ull * VB_BIG_SIZE;
+	rc = vb_memlock_check(per_conn, "client (one connection's buffers)");
+	if (rc)
+		return rc;
+	vc = calloc(1, sizeof(*vc));
+	if (!vc)
+		return -ENOMEM;
+	vc->base.ops = &vb_client_ops;
+	vc->base.opts = *o;
+	pin_max = o->pin_max ? o->pin_max : VB_DEFAULT_PIN_MAX;
+	pthread_mutex_init(&vc->lock, NULL);
+	pthread_mutex_init(&vc->rc_lock, NULL);
+	vb_rcache_init(&vc->rc, pin_max, &vc->base.st);
+	vc->cm_ch = rdma_create_event_channel();
+	if (!vc->cm_ch) {
+		rc = -ENODEV;
+		goto out_free;
+	}
+	fcntl(vc->cm_ch->fd, F_SETFL, fcntl(vc->cm_ch->fd, F_GETFL) | O_NONBLOCK);
+	vc->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (vc->epfd < 0) {
+		rc = -errno;
+		goto out_destroy_cm_ch;
+	}
+	vc->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (vc->evfd < 0) {
+		rc = -errno;
+		goto out_close_epfd;
+	}
+	struct epoll_event e0 = { .events = EPOLLIN, .data.u32 = 0 };
+	struct epoll_event e2 = { .events = EPOLLIN, .data.u32 = 2 };
+	if (epoll_ctl(vc->epfd, EPOLL_CTL_ADD, vc->evfd, &e0) < 0 ||
+	    epoll_ctl(vc->epfd, EPOLL_CTL_ADD, vc->cm_ch->fd, &e2) < 0) {
+		rc = -errno;
+		goto out_close_evfd;
+	}
+	rc = -pthread_create(&vc->thr, NULL, vb_progress, vc);
+	if (rc)
+		goto out_close_evfd;
+	*out = &vc->base;
+	return 0;
+
+out_close_evfd:
+	close(vc->evfd);
+out_close_epfd:
+	close(vc->epfd);
+out_destroy_cm_ch:
+	rdma_destroy_event_channel(vc->cm_ch);
+out_free:
+	pthread_mutex_destroy(&vc->rc_lock);
+	pthread_mutex_destroy(&vc->lock);
+	free(vc);
+	return rc;
+}
+
+static void vb_client_free(struct net_client *cl)
+{
+	struct vb_client *vc = NET_CONTAINER_OF(cl, struct vb_client, base);
+	struct vb_cconn *c, *nx;
+
+	__atomic_store_n(&vc->stop, 1, __ATOMIC_RELEASE);
+	vb_kick(vc);
+	pthread_join(vc->thr, NULL);
+	for (c = vc->conns; c; c = nx) {
+		nx = c->next_conn;
+		pthread_mutex_lock(&c->lock);
+		if (c->id)
+			rdma_disconnect(c->id);
+		vb_conn_destroy_res(c);
+		for (int i = 0; i < c->ncs; i++)
+			free(c->cs[i].refs);
+		if (c->mr)
+			vb_dereg(c->mr, &vc->base.st);
+		pthread_mutex_unlock(&c->lock);
+		if (c->mem)
+			munmap(c->mem, c->memlen);
+		free(c->rb);
+		free(c->cs);
+		pthread_cond_destroy(&c->cv);
+		pthread_mutex_destroy(&c->lock);
+		pthread_mutex_destroy(&c->connect_lock);
+		free(c);
+	}
+	vb_rcache_fini(&vc->rc);
+	if (vc->chan)
+		ibv_destroy_comp_channel(vc->chan);
+	if (vc->pd)
+		ibv_dealloc_pd(vc->pd);
+	rdma_destroy_event_channel(vc->cm_ch);
+	close(vc->evfd);
+	close(vc->epfd);
+	pthread_mutex_destroy(&vc->rc_lock);
+	pthread_mutex_destroy(&vc->lock);
+	free(vc);
+}
+
+static int vb_conn_new(struct net_client *cl, const char *host, uint16_t port,
+		       struct net_conn **out)
+{
+	struct vb_client *vc = NET_CONTAINER_OF(cl, struct vb_client, base);
+	struct vb_cconn *c;
+	pthread_condattr_t ca;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->ncs = vc->base.opts.credits;
+	c->cs = calloc((size_t)c->ncs, sizeof(*c->cs));
+	if (!c->cs) {
+		free(c);
+		return -ENOMEM;
+	}
+	c->base.cl = cl;
+	c->vc = vc;
+	c->stag.kind = VB_CT_SEND;
+	snprintf(c->host, sizeof(c->host), "%s", host);
+	c->port = port;
+	pthread_mutex_init(&c->connect_lock, NULL);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_lock(&vc->lock);
+	c->next_conn = vc->conns;
+	vc->conns = c;
+	pthread_mutex_unlock(&vc->lock);
+	*out = &c->base;
+	return 0;
+}
+
+/* Declare a long-lived region for the pin-down cache. */
+static int vb_register_mem(struct net_client *cl, void *addr, size_t len)
+{
+	struct vb_client *vc = NET_CONTAINER_OF(cl, struct vb_client, base);
+	int rc;
+
+	pthread_mutex_lock(&vc->rc_lock);
+	rc = vb_rcache_declare(&vc->rc, addr, len);
+	pthread_mutex_unlock(&vc->rc_lock);
+	return rc;
+}
+
+static int vb_unregister_mem(struct net_client *cl, void *addr)
+{
+	struct vb_client *vc = NET_CONTAINER_OF(cl, struct vb_client, base);
+	int rc;
+
+	pthread_mutex_lock(&vc->rc_lock);
+	rc = vb_rcache_undeclare(&vc->rc, addr);
+	pthread_mutex_unlock(&vc->rc_lock);
+	return rc;
+}
+
+const struct net_client_ops vb_client_ops = {
+	.name = "verbs",
+	.client_new = vb_client_new,
+	.client_free = vb_client_free,
+	.conn_new = vb_conn_new,
+	.submit = vb_submit,
+	.wait = vb_wait,
+	.register_mem = vb_register_mem,
+	.unregister_mem = vb_unregister_mem,
+};

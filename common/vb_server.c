@@ -1,0 +1,1664 @@
+/*
+ * vb_server.c - the server half of the verbs backend, inside one libev loop.
+ *
+ * One protection domain, one shared receive queue (SRQ) and one receive CQ
+ * serve every connection; each connection has its own RC QP and send CQ,
+ * all CQs on one completion channel. The SRQ holds (credits + 1) buffers
+ * per client for max_clients clients: a client spends one credit per
+ * request, the extra one covers its control messages (AUTH, ACK), and
+ * connections beyond max_clients are refused, so the SRQ cannot run dry.
+ *
+ * Requests of one connection are served one at a time, in order, as on
+ * TCP. Pull is inline copy, fast-slot copy or RDMA Read of the client's
+ * segments; push is a copy into the inline reply or RDMA Write into the
+ * client's segments; both are asynchronous (completion from the CQ or from
+ * the deferred-work watcher), so the iod's double buffering overlaps the
+ * network and the disk. Local memory is looked up in the registered zones
+ * (net_server_register_mem); anything else is registered for the one
+ * transfer.
+ *
+ * Polling (net_opts.poll_mode): adaptive sleeps on the channel fd (ev_io),
+ * and after every event spins in an ev_idle watcher for VB_SPIN_NS before
+ * sleeping again; busy keeps the ev_idle watcher running.
+ *
+ * Loop thread only; counters are atomics.
+ */
+#include "vb_int.h"
+#include "net_auth.h"
+#include "log.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <netdb.h>
+#include <rdma/rdma_cma.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define VB_SPIN_NS 200000ull     /* adaptive: spin this long after an event */
+#define VB_SQ_DEPTH 1024u
+#define VB_SBUFS 4               /* reply send buffers per connection */
+#define VB_HASH 256
+
+enum vb_stag_kind { VB_ST_RECV = 1, VB_ST_OP };
+
+struct vb_stag {
+	enum vb_stag_kind kind;
+};
+
+/* An SRQ buffer; wr_id = &tag. */
+struct vb_srbuf {
+	struct vb_stag tag;
+	uint8_t *p;
+	struct vb_srbuf *next;   /* repost batch */
+};
+
+struct vb_sconn;
+
+/* Life of a server request. */
+enum vb_sr_state {
+	VB_SR_FREE = 0,  /* on the connection's free list */
+	VB_SR_QUEUED,    /* received; waits for the requests before it */
+	VB_SR_FETCHING,  /* big request: its message is being RDMA Read */
+	VB_SR_HANDLER,   /* with the handler until it replies or rejects */
+};
+
+struct vb_sreq {
+	struct net_sreq r;               /* what the handler sees */
+	struct vb_sconn *c;
+	enum vb_sr_state state;
+	struct vb_srbuf *rb;             /* held receive buffer, or NULL */
+	const uint8_t *msg;              /* the message (rb, fast slot or big) */
+	uint32_t len;
+	struct vb_mhdr m;
+	const uint8_t *segs;             /* nwr + nrd encoded segments */
+	const uint8_t *inl;              /* inline/fast write data */
+	uint8_t *rdinl;                  /* inline read data (inline_max) */
+	uint64_t pushed;                 /* read bytes pushed */
+	struct vb_sreq *next;            /* queue / free list */
+};
+
+/* Kinds of send-side operations. */
+enum vb_op_kind { VB_OP_PULL, VB_OP_PUSH, VB_OP_REPLY, VB_OP_FETCH, VB_OP_BIGREP };
+
+/* A send-side operation: posted WRs, or a copy completed later. */
+struct vb_op {
+	struct vb_stag tag;
+	enum vb_op_kind kind;
+	struct vb_sconn *c;
+	struct vb_sreq *q;
+	net_xfer_fn cb;
+	void *arg;
+	int rc;
+	int sbuf;                        /* reply: send buffer index */
+	struct ibv_send_wr *wr;          /* chain to post (NULL: copy op) */
+	struct ibv_sge *sge;
+	int nwr;
+	struct ibv_mr *tmp[8];           /* per-op registrations */
+	int ntmp;
+	struct vb_op *next;
+};
+
+struct vb_server;
+
+struct vb_sconn {
+	struct net_sconn base;
+	struct vb_server *srv;
+	struct rdma_cm_id *id;
+	uint32_t qpn;
+	struct vb_sconn *hnext;          /* qp_num hash chain */
+	struct vb_sconn *prev, *next;    /* all connections */
+	struct ibv_cq *scq;
+	int up, dead, authed, need_auth;
+	int holds;
+	uint8_t cn[32], sn[32];
+	uint64_t land_addr;              /* client landing buffer */
+	uint32_t land_rkey;
+	int land_busy;                   /* big reply written, no ACK yet */
+	uint8_t *mem;                    /* fast slots + send buffers */
+	size_t memlen, slot_size;
+	struct ibv_mr *mr;
+	unsigned sbuf_busy;
+	uint8_t *big, *bigrep;           /* lazily, VB_BIG_SIZE each */
+	struct ibv_mr *big_mr, *bigrep_mr;
+	int sq_free, inflight;           /* SQ slots; posted signaled ops */
+	struct vb_op *sq_head, *sq_tail; /* ops waiting for SQ room / buffers */
+	struct vb_sreq *sreqs, *free_q;
+	struct vb_sreq *rq_head, *rq_tail; /* received, not yet dispatched */
+	struct vb_sreq *active;
+	int need_dispatch;
+	struct vb_sconn *dnext;          /* deferred dispatch list */
+};
+
+struct vb_server {
+	struct net_server base;
+	struct ev_loop *loop;
+	struct rdma_event_channel *cm_ch;
+	struct rdma_cm_id *lid;
+	ev_io cm_w, chan_w;
+	ev_idle spin_w;
+	ev_idle kick_w;                  /* fed to run deferred work */
+	uint64_t spin_until;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *chan;
+	struct ibv_cq *rcq;
+	struct ibv_srq *srq;
+	uint32_t max_sge, max_sge_rd;
+	uint8_t *rmem;
+	size_t rmemlen;
+	struct ibv_mr *rmr;
+	struct vb_srbuf *rbs;
+	int nrbs;
+	struct vb_srbuf *repost;         /* batch to post after a poll pass */
+	struct vb_zones zones;
+	uint64_t pinned_need;            /* for the RLIMIT_MEMLOCK check */
+	struct vb_sconn *hash[VB_HASH];
+	struct vb_sconn *conns;
+	int nconns;
+	struct vb_op *done_head, *done_tail;
+	struct vb_sconn *disp;
+	uint16_t port;
+	net_req_fn fn;
+	void *fn_arg;
+};
+
+static void vb_sconn_close(struct vb_sconn *c, int warn, const char *why);
+static void vb_flush_sq(struct vb_sconn *c);
+
+/* ------------------------------------------------------------------ helpers */
+
+static struct vb_sconn *vb_hash_find(struct vb_server *s, uint32_t qpn)
+{
+	for (struct vb_sconn *c = s->hash[qpn % VB_HASH]; c; c = c->hnext)
+		if (c->qpn == qpn)
+			return c;
+	return NULL;
+}
+
+static void vb_hash_del(struct vb_server *s, struct vb_sconn *c)
+{
+	for (struct vb_sconn **pp = &s->hash[c->qpn % VB_HASH]; *pp; pp = &(*pp)->hnext)
+		if (*pp == c) {
+			*pp = c->hnext;
+			return;
+		}
+}
+
+/* Queue an SRQ buffer for the next batched repost. */
+static void vb_repost(struct vb_server *s, struct vb_srbuf *rb)
+{
+	rb->next = s->repost;
+	s->repost = rb;
+}
+
+/* Post every queued SRQ buffer in one call. */
+static void vb_repost_flush(struct vb_server *s)
+{
+	struct ibv_recv_wr wr[64], *bad;
+	struct ibv_sge sge[64];
+	int n = 0;
+
+	while (s->repost) {
+		struct vb_srbuf *rb = s->repost;
+		s->repost = rb->next;
+		sge[n] = (struct ibv_sge){ (uintptr_t)rb->p, VB_MSG_SIZE, s->rmr->lkey };
+		wr[n] = (struct ibv_recv_wr){ .wr_id = (uintptr_t)&rb->tag,
+					      .sg_list = &sge[n], .num_sge = 1 };
+		if (n)
+			wr[n - 1].next = &wr[n];
+		n++;
+		if (n == 64 || !s->repost) {
+			if (ibv_post_srq_recv(s->srq, wr, &bad))
+				log_err("net: verbs: ibv_post_srq_recv failed");
+			else
+				vb_stat_gauge(&s->base.st.srq_posted, n);
+			n = 0;
+		}
+	}
+}
+
+/* Run deferred work from the loop (never nested in a caller). */
+static void vb_defer(struct vb_server *s)
+{
+	ev_feed_event(s->loop, &s->kick_w, EV_CUSTOM);
+}
+
+/* Complete an op later with rc. */
+static void vb_op_done_later(struct vb_op *op, int rc)
+{
+	struct vb_server *s = op->c->srv;
+
+	op->rc = rc;
+	op->next = NULL;
+	if (s->done_tail)
+		s->done_tail->next = op;
+	else
+		s->done_head = op;
+	s->done_tail = op;
+	op->c->holds++;
+	vb_defer(s);
+}
+
+static void vb_op_free(struct vb_op *op)
+{
+	for (int i = 0; i < op->ntmp; i++)
+		vb_dereg(op->tmp[i], &op->c->srv->base.st);
+	free(op->wr);
+	free(op->sge);
+	free(op);
+}
+
+/* Free a closed connection once nothing refers to it any more. */
+static void vb_sconn_maybe_free(struct vb_sconn *c)
+{
+	struct vb_server *s = c->srv;
+
+	if (!c->dead || c->holds || c->inflight || c->active || c->need_dispatch)
+		return;
+	if (c->id) {
+		if (c->id->qp)
+			rdma_destroy_qp(c->id);
+		rdma_destroy_id(c->id);
+	}
+	if (c->scq)
+		ibv_destroy_cq(c->scq);
+	if (c->mr)
+		vb_dereg(c->mr, &s->base.st);
+	if (c->big_mr)
+		vb_dereg(c->big_mr, &s->base.st);
+	if (c->bigrep_mr)
+		vb_dereg(c->bigrep_mr, &s->base.st);
+	if (c->mem)
+		munmap(c->mem, c->memlen);
+	free(c->big);
+	free(c->bigrep);
+	for (int i = 0; i <= s->base.opts.credits; i++)
+		free(c->sreqs[i].rdinl);
+	free(c->sreqs);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	s->nconns--;
+	free(c);
+}
+
+/* Return a request to the free list, reposting its receive buffer. */
+static void vb_sreq_free(struct vb_sconn *c, struct vb_sreq *q)
+{
+	if (q->rb)
+		vb_repost(c->srv, q->rb);
+	q->rb = NULL;
+	q->state = VB_SR_FREE;
+	q->next = c->free_q;
+	c->free_q = q;
+}
+
+/* Close a connection: QP to error (posted ops flush back with errors),
+ * queued ops fail with -EIO later, queued requests are dropped. */
+static void vb_sconn_close(struct vb_sconn *c, int warn, const char *why)
+{
+	struct vb_server *s = c->srv;
+
+	if (c->dead)
+		return;
+	if (warn)
+		log_warn("net: %s: %s; closing connection", c->base.peer, why);
+	else
+		log_debug("net: %s: %s; closing connection", c->base.peer, why);
+	c->dead = 1;
+	vb_hash_del(s, c);
+	if (c->id)
+		rdma_disconnect(c->id);
+	while (c->sq_head) {
+		struct vb_op *op = c->sq_head;
+		c->sq_head = op->next;
+		vb_op_done_later(op, -EIO);
+	}
+	c->sq_tail = NULL;
+	while (c->rq_head) {
+		struct vb_sreq *q = c->rq_head;
+		c->rq_head = q->next;
+		vb_sreq_free(c, q);
+	}
+	c->rq_tail = NULL;
+	if (c->active && c->active->state == VB_SR_FETCHING) {
+		/* the fetch op completes with a flush error and frees it */
+	}
+	c->holds++;
+	c->holds--;
+	vb_sconn_maybe_free(c);
+}
+
+/* ------------------------------------------------------------------ posting */
+
+/* Post queued ops while the SQ has room, in order. */
+static void vb_flush_sq(struct vb_sconn *c)
+{
+	while (c->sq_head && !c->dead) {
+		struct vb_op *op = c->sq_head;
+		struct ibv_send_wr *bad;
+		if (op->kind == VB_OP_REPLY && op->sbuf < 0)
+			break; /* no send buffer yet (not possible: taken at build) */
+		if (op->kind == VB_OP_BIGREP && c->land_busy)
+			break; /* previous big reply not consumed yet */
+		if (op->nwr > c->sq_free)
+			break;
+		c->sq_head = op->next;
+		if (!c->sq_head)
+			c->sq_tail = NULL;
+		if (op->kind == VB_OP_BIGREP)
+			c->land_busy = 1;
+		if (ibv_post_send(c->id->qp, op->wr, &bad)) {
+			vb_op_done_later(op, -EIO);
+			vb_sconn_close(c, 0, "ibv_post_send failed");
+			return;
+		}
+		c->sq_free -= op->nwr;
+		c->inflight++;
+	}
+}
+
+/* Queue an op with its WR chain and post what fits. */
+static void vb_submit_op(struct vb_sconn *c, struct vb_op *op)
+{
+	op->next = NULL;
+	if (c->sq_tail)
+		c->sq_tail->next = op;
+	else
+		c->sq_head = op;
+	c->sq_tail = op;
+	vb_flush_sq(c);
+}
+
+/* lkey for local [p, p+len): a zone, or a per-op registration. */
+static int vb_local_key(struct vb_sconn *c, struct vb_op *op, void *p, size_t len,
+			uint32_t *lkey)
+{
+	struct vb_server *s = c->srv;
+	struct ibv_mr *mr = vb_zones_find(&s->zones, p, len);
+
+	if (!mr) {
+		if (op->ntmp == (int)(sizeof(op->tmp) / sizeof(op->tmp[0])))
+			return -ENOMEM;
+		mr = vb_reg(s->pd, p, len, IBV_ACCESS_LOCAL_WRITE, &s->base.st);
+		if (!mr)
+			return -ENOMEM;
+		op->tmp[op->ntmp++] = mr;
+	}
+	*lkey = mr->lkey;
+	return 0;
+}
+
+/*
+ * Build the RDMA Read (pull) or Write (push) WRs moving local iov to/from
+ * remote bytes [roff, roff + total) of the segments: one WR per remote
+ * piece, up to max_sge local pieces each, last WR signaled.
+ * @return 0, -ENOMEM, -EINVAL (outside the segments)
+ */
+static int vb_build_rdma(struct vb_sconn *c, struct vb_op *op, const uint8_t *segs,
+			 int nseg, uint64_t roff, const struct iovec *iov, int cnt,
+			 int is_read)
+{
+	struct vb_server *s = c->srv;
+	uint32_t msge = is_read ? s->max_sge_rd : s->max_sge;
+	int cap, nw = 0, ns = 0, li = 0, si = 0;
+	uint64_t loff = 0, soff = 0, total = net_iov_total(iov, cnt);
+	uint32_t lkeys[NET_MAX_IOV];
+	struct vb_seg sg = { 0 };
+
+	for (int i = 0; i < cnt; i++)
+		if (iov[i].iov_len && vb_local_key(c, op, iov[i].iov_base, iov[i].iov_len,
+						   &lkeys[i]))
+			return -ENOMEM;
+	/* Find the segment holding roff. */
+	for (si = 0; si < nseg; si++) {
+		vb_seg_decode(segs + (size_t)si * VB_SEG_LEN, &sg);
+		if (roff < sg.len)
+			break;
+		roff -= sg.len;
+	}
+	soff = roff;
+	/* Every sge ends at a local or remote boundary or fills its WR. */
+	int scap = 2 * (nseg + cnt) + 4;
+	cap = nseg + scap;
+	op->wr = calloc((size_t)cap, sizeof(*op->wr));
+	op->sge = calloc((size_t)scap, sizeof(*op->sge));
+	if (!op->wr || !op->sge)
+		return -ENOMEM;
+	while (total > 0) {
+		if (si >= nseg)
+			return -EINVAL;
+		vb_seg_decode(segs + (size_t)si * VB_SEG_LEN, &sg);
+		if (nw == cap)
+			return -ENOMEM;
+		struct ibv_send_wr *w = &op->wr[nw];
+		w->opcode = is_read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+		w->wr.rdma.remote_addr = sg.addr + soff;
+		w->wr.rdma.rkey = sg.rkey;
+		w->sg_list = &op->sge[ns];
+		uint64_t room = sg.len - soff;
+		uint64_t wlen = 0;
+		while (room > 0 && total > 0 && (uint32_t)w->num_sge < msge && ns < scap) {
+			while (li < cnt && iov[li].iov_len == loff) {
+				li++;
+				loff = 0;
+			}
+			uint64_t k = iov[li].iov_len - loff;
+			if (k > room)
+				k = room;
+			op->sge[ns++] = (struct ibv_sge){ (uintptr_t)iov[li].iov_base + loff,
+							(uint32_t)k, lkeys[li] };
+			w->num_sge++;
+			loff += k;
+			room -= k;
+			total -= k;
+			wlen += k;
+		}
+		vb_stat_max(&s->base.st, (uint64_t)w->num_sge);
+		soff += wlen;
+		if (soff == sg.len) {
+			si++;
+			soff = 0;
+		}
+		if (nw)
+			op->wr[nw - 1].next = w;
+		nw++;
+		if (ns == scap && total > 0)
+			return -ENOMEM;
+	}
+	op->wr[nw - 1].send_flags = IBV_SEND_SIGNALED;
+	op->wr[nw - 1].wr_id = (uintptr_t)&op->tag;
+	op->nwr = nw;
+	if (nw > (int)VB_SQ_DEPTH)
+		return -ENOMEM;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ pull/push */
+
+static struct vb_sreq *vb_q_of(struct net_sreq *r)
+{
+	return NET_CONTAINER_OF(r, struct vb_sreq, r);
+}
+
+static struct vb_op *vb_op_new(struct vb_sconn *c, struct vb_sreq *q,
+			       enum vb_op_kind k, net_xfer_fn cb, void *arg)
+{
+	struct vb_op *op = calloc(1, sizeof(*op));
+
+	if (!op)
+		return NULL;
+	op->tag.kind = VB_ST_OP;
+	op->kind = k;
+	op->c = c;
+	op->q = q;
+	op->cb = cb;
+	op->arg = arg;
+	op->sbuf = -1;
+	return op;
+}
+
+/* Pull the next write bytes into iov: copy (inline, fast) or RDMA Read. */
+static int vb_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
+		   net_xfer_fn cb, void *arg)
+{
+	struct vb_sreq *q = vb_q_of(r);
+	struct vb_sconn *c = q->c;
+	struct net_stats *st = &c->srv->base.st;
+	struct vb_op *op;
+	uint64_t total;
+	int rc;
+
+	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb ||
+	    q->state != VB_SR_HANDLER)
+		return -EINVAL;
+	total = net_iov_total(iov, cnt);
+	if (total > r->hdr.bulk_len - r->pulled)
+		return -EINVAL;
+	op = vb_op_new(c, q, VB_OP_PULL, cb, arg);
+	if (!op)
+		return -ENOMEM;
+	if (c->dead || total == 0) {
+		vb_op_done_later(op, c->dead ? -EIO : 0);
+		return 0;
+	}
+	if (q->m.flags & (VB_F_WR_INLINE | VB_F_WR_FAST)) {
+		uint64_t off = r->pulled;
+		for (int i = 0; i < cnt; i++) {
+			memcpy(iov[i].iov_base, q->inl + off, iov[i].iov_len);
+			off += iov[i].iov_len;
+		}
+		if (q->m.flags & VB_F_WR_INLINE) {
+			NET_STAT_ADD(st, inline_bytes, total);
+		} else {
+			NET_STAT_ADD(st, fast_bytes, total);
+		}
+		r->pulled += total;
+		NET_STAT_ADD(st, bulk_pull_bytes, total);
+		NET_STAT_ADD(st, pipeline_units, 1);
+		vb_op_done_later(op, 0);
+		return 0;
+	}
+	rc = vb_build_rdma(c, op, q->segs, q->m.nwr, r->pulled, iov, cnt, 1);
+	if (rc) {
+		vb_op_free(op);
+		return rc == -EINVAL ? rc : -ENOMEM;
+	}
+	r->pulled += total;
+	NET_STAT_ADD(st, rdma_read_ops, op->nwr);
+	NET_STAT_ADD(st, rdma_read_bytes, total);
+	NET_STAT_ADD(st, bulk_pull_bytes, total);
+	NET_STAT_ADD(st, pipeline_units, 1);
+	vb_submit_op(c, op);
+	return 0;
+}
+
+/* Push read bytes at off: into the inline reply, or RDMA Write. */
+static int vb_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
+		   int cnt, net_xfer_fn cb, void *arg)
+{
+	struct vb_sreq *q = vb_q_of(r);
+	struct vb_sconn *c = q->c;
+	struct vb_server *s = c->srv;
+	struct net_stats *st = &s->base.st;
+	struct vb_op *op;
+	uint64_t total;
+	int rc;
+
+	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb ||
+	    q->state != VB_SR_HANDLER)
+		return -EINVAL;
+	total = net_iov_total(iov, cnt);
+	if (off > r->hdr.aux || total > r->hdr.aux - off)
+		return -EINVAL;
+	op = vb_op_new(c, q, VB_OP_PUSH, cb, arg);
+	if (!op)
+		return -ENOMEM;
+	if (c->dead || total == 0) {
+		vb_op_done_later(op, c->dead ? -EIO : 0);
+		return 0;
+	}
+	if (q->m.flags & VB_F_RD_INLINE) {
+		uint64_t o = off;
+		for (int i = 0; i < cnt; i++) {
+			memcpy(q->rdinl + o, iov[i].iov_base, iov[i].iov_len);
+			o += iov[i].iov_len;
+		}
+		if (off + total > q->pushed)
+			q->pushed = off + total;
+		NET_STAT_ADD(st, inline_bytes, total);
+		NET_STAT_ADD(st, bulk_push_bytes, total);
+		NET_STAT_ADD(st, pipeline_units, 1);
+		vb_op_done_later(op, 0);
+		return 0;
+	}
+	rc = vb_build_rdma(c, op, q->segs + (size_t)q->m.nwr * VB_SEG_LEN, q->m.nrd, off,
+			   iov, cnt, 0);
+	if (rc) {
+		vb_op_free(op);
+		return rc == -EINVAL ? rc : -ENOMEM;
+	}
+	if (off + total > q->pushed)
+		q->pushed = off + total;
+	if (r->hdr.aux <= s->base.opts.fast_max) {
+		NET_STAT_ADD(st, fast_msgs, 1);
+		NET_STAT_ADD(st, fast_bytes, total);
+	} else {
+		NET_STAT_ADD(st, rdma_write_ops, op->nwr);
+		NET_STAT_ADD(st, rdma_write_bytes, total);
+	}
+	NET_STAT_ADD(st, bulk_push_bytes, total);
+	NET_STAT_ADD(st, pipeline_units, 1);
+	vb_submit_op(c, op);
+	return 0;
+}
+
+/* ------------------------------------------------------------------- reply */
+
+/* Lazily registered big buffer (VB_BIG_SIZE). @return 0, -ENOMEM */
+static int vb_big_buf(struct vb_sconn *c, uint8_t **buf, struct ibv_mr **mr)
+{
+	if (*buf)
+		return 0;
+	*buf = malloc(VB_BIG_SIZE);
+	if (!*buf)
+		return -ENOMEM;
+	*mr = vb_reg(c->srv->pd, *buf, VB_BIG_SIZE, IBV_ACCESS_LOCAL_WRITE,
+		     &c->srv->base.st);
+	if (!*mr) {
+		free(*buf);
+		*buf = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The request is finished: free it and let the next one in (later). */
+static void vb_sreq_finish(struct vb_sconn *c, struct vb_sreq *q)
+{
+	struct vb_server *s = c->srv;
+
+	vb_sreq_free(c, q);
+	if (c->active == q)
+		c->active = NULL;
+	vb_repost_flush(s);
+	if (!c->dead && c->rq_head && !c->need_dispatch) {
+		c->need_dispatch = 1;
+		c->dnext = s->disp;
+		s->disp = c;
+		vb_defer(s);
+	}
+	vb_sconn_maybe_free(c);
+}
+
+/*
+ * Send the reply of r (with inline read data) and free r. A reply that
+ * outgrows an internal buffer is RDMA Written with Immediate into the
+ * client's landing buffer, after the client acknowledged the previous one.
+ */
+static int vb_reply(struct net_sreq *r, int32_t status, const void *body, uint32_t len)
+{
+	struct vb_sreq *q = vb_q_of(r);
+	struct vb_sconn *c = q->c;
+	struct vb_server *s = c->srv;
+	struct net_stats *st = &s->base.st;
+	uint32_t inl = (q->m.flags & VB_F_RD_INLINE) ? (uint32_t)q->pushed : 0;
+	uint64_t total = (uint64_t)VB_HDRS + len + inl;
+	struct vb_op *op = NULL;
+	uint8_t *msg;
+	int rc = 0, big = total > VB_MSG_SIZE;
+
+	if (q->state != VB_SR_HANDLER)
+		return -EINVAL;
+	if (c->dead)
+		goto out_finish;
+	if (len > PROTO_MAX_BODY || (len && !body)) {
+		log_err("net: %s: reply body of %u bytes too large", c->base.peer, len);
+		vb_sconn_close(c, 0, "reply too large");
+		rc = -EMSGSIZE;
+		goto out_finish;
+	}
+	op = vb_op_new(c, q, big ? VB_OP_BIGREP : VB_OP_REPLY, NULL, NULL);
+	if (!op || !(op->wr = calloc(1, sizeof(*op->wr))) ||
+	    !(op->sge = calloc(1, sizeof(*op->sge)))) {
+		rc = -ENOMEM;
+		goto out_close;
+	}
+	if (big) {
+		if (vb_big_buf(c, &c->bigrep, &c->bigrep_mr)) {
+			rc = -ENOMEM;
+			goto out_close;
+		}
+		msg = c->bigrep;
+		op->sge[0].lkey = c->bigrep_mr->lkey;
+	} else {
+		int i;
+		for (i = 0; i < VB_SBUFS && (c->sbuf_busy & (1u << i)); i++)
+			;
+		if (i == VB_SBUFS) {
+			/* All in flight: fall back to a one-off heap copy is not
+			 * possible unregistered; use the big path. */
+			if (vb_big_buf(c, &c->bigrep, &c->bigrep_mr)) {
+				rc = -ENOMEM;
+				goto out_close;
+			}
+			big = 1;
+			op->kind = VB_OP_BIGREP;
+			msg = c->bigrep;
+			op->sge[0].lkey = c->bigrep_mr->lkey;
+		} else {
+			c->sbuf_busy |= 1u << i;
+			op->sbuf = i;
+			msg = c->mem + VB_FAST_SLOTS * c->slot_size + (size_t)i * VB_MSG_SIZE;
+			op->sge[0].lkey = c->mr->lkey;
+		}
+	}
+	struct proto_hdr h = { .op = r->hdr.op, .tag = r->hdr.tag, .status = status,
+			       .credits = 1, .flags = PROTO_F_REPLY, .body_len = len,
+			       .aux = (q->m.flags & VB_F_RD_INLINE) ? 0 : q->pushed };
+	struct vb_mhdr m = { .kind = VB_K_REP, .fslot = 0xffff, .inl = inl,
+			     .flags = inl ? VB_F_RD_INLINE : 0 };
+	if (inl) {
+		NET_STAT_ADD(st, inline_msgs, 1);
+	}
+	/* Copy first: body may live in the request's buffer, freed below. */
+	memmove(msg + VB_HDRS, body, len);
+	memcpy(msg + VB_HDRS + len, q->rdinl, inl);
+	proto_hdr_encode(msg, &h);
+	vb_mhdr_encode(msg + PROTO_HDR_LEN, &m);
+	op->sge[0].addr = (uintptr_t)msg;
+	op->sge[0].length = (uint32_t)total;
+	op->wr->sg_list = op->sge;
+	op->wr->num_sge = 1;
+	op->wr->send_flags = IBV_SEND_SIGNALED;
+	op->wr->wr_id = (uintptr_t)&op->tag;
+	if (big) {
+		op->wr->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		op->wr->imm_data = vb_imm_encode(VB_IMM_BIG, (uint32_t)total);
+		op->wr->wr.rdma.remote_addr = c->land_addr;
+		op->wr->wr.rdma.rkey = c->land_rkey;
+	} else {
+		op->wr->opcode = IBV_WR_SEND;
+	}
+	op->nwr = 1;
+	op->q = NULL;
+	NET_STAT_ADD(st, msgs_tx, 1);
+	NET_STAT_ADD(st, bytes_tx, total);
+	/* Repost the request's buffer before the credit goes back. */
+	q->state = VB_SR_FREE;
+	vb_sreq_finish(c, q);
+	if (!c->dead)
+		vb_submit_op(c, op);
+	else
+		vb_op_done_later(op, -EIO);
+	return 0;
+
+out_close:
+	if (op)
+		vb_op_free(op);
+	vb_sconn_close(c, 1, "out of memory replying");
+out_finish:
+	vb_sreq_finish(c, q);
+	return rc;
+}
+
+/* Close the connection of a malformed request. */
+static void vb_reject(struct net_sreq *r, const char *why)
+{
+	struct vb_sreq *q = vb_q_of(r);
+	struct vb_sconn *c = q->c;
+
+	NET_STAT_ADD(&c->srv->base.st, rejects, 1);
+	if (!c->dead)
+		vb_sconn_close(c, 1, why ? why : "rejected");
+	vb_sreq_finish(c, q);
+}
+
+/* ------------------------------------------------------------------- intake */
+
+/*
+ * Check a request message and point q at its parts.
+ * @return 0, or a reason for the log line
+ */
+static const char *vb_parse_req(struct vb_sconn *c, struct vb_sreq *q,
+				const uint8_t *msg, uint32_t len, const uint8_t *data_after)
+{
+	const struct net_opts *o = &c->srv->base.opts;
+	const char *why = NULL;
+	struct proto_hdr *h = &q->r.hdr;
+	struct vb_mhdr *m = &q->m;
+	uint64_t need, sum;
+	struct vb_seg sg;
+
+	if (len < VB_HDRS || proto_hdr_decode(msg, h, &why) ||
+	    vb_mhdr_decode(msg + PROTO_HDR_LEN, m))
+		return why ? why : "bad vb header";
+	if (h->flags || h->status || m->kind != VB_K_REQ)
+		return "not a request";
+	if (h->op == PROTO_OP_NET_HELLO || h->op == PROTO_OP_NET_CREDIT)
+		return "control op without control flag";
+	need = VB_HDRS + (uint64_t)(m->nwr + m->nrd) * VB_SEG_LEN + h->body_len +
+	       ((m->flags & VB_F_WR_INLINE) ? m->inl : 0);
+	if (need > len)
+		return "message shorter than its parts";
+	q->msg = msg;
+	q->len = len;
+	q->segs = msg + VB_HDRS;
+	q->r.body = q->segs + (size_t)(m->nwr + m->nrd) * VB_SEG_LEN;
+	q->r.body_len = h->body_len;
+	q->inl = q->r.body + h->body_len;
+	if (m->flags & VB_F_WR_FAST)
+		q->inl = data_after;
+	switch (m->flags & (VB_F_WR_INLINE | VB_F_WR_FAST | VB_F_WR_RDMA)) {
+	case 0:
+		if (h->bulk_len)
+			return "write data without a mechanism";
+		break;
+	case VB_F_WR_INLINE:
+	case VB_F_WR_FAST:
+		if (m->inl != h->bulk_len || m->nwr)
+			return "inline/fast length mismatch";
+		if ((m->flags & VB_F_WR_FAST) && !data_after)
+			return "fast write outside a fast slot";
+		break;
+	case VB_F_WR_RDMA:
+		sum = 0;
+		for (int i = 0; i < m->nwr; i++) {
+			vb_seg_decode(q->segs + (size_t)i * VB_SEG_LEN, &sg);
+			sum += sg.len;
+		}
+		if (sum != h->bulk_len)
+			return "write segments do not add up";
+		break;
+	default:
+		return "several write mechanisms";
+	}
+	if (m->flags & VB_F_RD_INLINE) {
+		if (h->aux > o->inline_max || m->nrd)
+			return "inline read too large";
+		if (!q->rdinl && h->aux && !(q->rdinl = malloc(o->inline_max)))
+			return "out of memory";
+	} else if (m->flags & VB_F_RD_RDMA) {
+		sum = 0;
+		for (int i = 0; i < m->nrd; i++) {
+			vb_seg_decode(q->segs + (size_t)(m->nwr + i) * VB_SEG_LEN, &sg);
+			sum += sg.len;
+		}
+		if (sum != h->aux)
+			return "read segments do not add up";
+	} else if (h->aux) {
+		return "read memory without a mechanism";
+	}
+	q->r.conn = &c->base;
+	q->r.pulled = 0;
+	q->r.ctx = NULL;
+	q->pushed = 0;
+	return NULL;
+}
+
+/* Hand the next queued request to the handler (or fetch a big one). */
+static void vb_dispatch(struct vb_sconn *c)
+{
+	struct vb_server *s = c->srv;
+	struct vb_sreq *q;
+
+	if (c->dead || c->active || !c->rq_head)
+		return;
+	q = c->rq_head;
+	c->rq_head = q->next;
+	if (!c->rq_head)
+		c->rq_tail = NULL;
+	c->active = q;
+	if (q->state == VB_SR_FETCHING) {
+		/* RDMA Read the big message into our big buffer. */
+		struct vb_op *op = vb_op_new(c, q, VB_OP_FETCH, NULL, NULL);
+		struct vb_seg sg;
+		vb_seg_decode(q->segs, &sg);
+		if (!op || vb_big_buf(c, &c->big, &c->big_mr) ||
+		    !(op->wr = calloc(1, sizeof(*op->wr))) ||
+		    !(op->sge = calloc(1, sizeof(*op->sge)))) {
+			if (op)
+				vb_op_free(op);
+			vb_sconn_close(c, 1, "out of memory fetching a big request");
+			c->active = NULL;
+			vb_sreq_free(c, q);
+			return;
+		}
+		op->sge[0] = (struct ibv_sge){ (uintptr_t)c->big, sg.len, c->big_mr->lkey };
+		op->wr->opcode = IBV_WR_RDMA_READ;
+		op->wr->sg_list = op->sge;
+		op->wr->num_sge = 1;
+		op->wr->send_flags = IBV_SEND_SIGNALED;
+		op->wr->wr_id = (uintptr_t)&op->tag;
+		op->wr->wr.rdma.remote_addr = sg.addr;
+		op->wr->wr.rdma.rkey = sg.rkey;
+		op->nwr = 1;
+		vb_submit_op(c, op);
+		return;
+	}
+	q->state = VB_SR_HANDLER;
+	NET_STAT_ADD(&s->base.st, msgs_rx, 1);
+	c->holds++;
+	s->fn(&q->r, s->fn_arg);
+	c->holds--;
+	vb_sconn_maybe_free(c);
+}
+
+/* A big request's message is in c->big: parse it and dispatch. */
+static void vb_fetched(struct vb_sconn *c, struct vb_sreq *q, int rc)
+{
+	struct vb_server *s = c->srv;
+	const char *why;
+
+	c->active = NULL;
+	if (rc || c->dead) {
+		vb_sreq_free(c, q);
+		vb_sconn_close(c, 0, "big request fetch failed");
+		return;
+	}
+	why = vb_parse_req(c, q, c->big, q->m.bigmsg, NULL);
+	if (why) {
+		NET_STAT_ADD(&s->base.st, rejects, 1);
+		vb_sreq_free(c, q);
+		vb_sconn_close(c, 1, why);
+		return;
+	}
+	q->state = VB_SR_QUEUED;
+	q->next = c->rq_head;
+	c->rq_head = q;
+	if (!c->rq_tail)
+		c->rq_tail = q;
+	vb_dispatch(c);
+}
+
+/* A message arrived on c: a request, AUTH or ACK. */
+static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *msg,
+		      uint32_t len, const uint8_t *data_after)
+{
+	struct vb_server *s = c->srv;
+	struct proto_hdr h;
+	struct vb_mhdr m;
+	const char *why = NULL;
+	struct vb_sreq *q;
+
+	NET_STAT_ADD(&s->base.st, bytes_rx, len);
+	if (len < VB_HDRS || proto_hdr_decode(msg, &h, &why) ||
+	    vb_mhdr_decode(msg + PROTO_HDR_LEN, &m)) {
+		why = why ? why : "bad vb header";
+		goto out_bad;
+	}
+	if (m.kind == VB_K_AUTH) {
+		if (!c->need_auth || c->authed || h.body_len != NET_AUTH_MAC_LEN ||
+		    len < VB_HDRS + NET_AUTH_MAC_LEN) {
+			why = "unexpected auth message";
+			goto out_bad;
+		}
+		if (net_auth_check(s->base.opts.key, 'C', c->cn, c->sn, msg + VB_HDRS)) {
+			NET_STAT_ADD(&s->base.st, auth_fail, 1);
+			vb_repost(s, rb);
+			vb_sconn_close(c, 1, "client failed the cluster key check");
+			return;
+		}
+		NET_STAT_ADD(&s->base.st, auth_ok, 1);
+		c->authed = 1;
+		vb_repost(s, rb);
+		return;
+	}
+	if (m.kind == VB_K_ACK) {
+		c->land_busy = 0;
+		vb_repost(s, rb);
+		vb_flush_sq(c);
+		return;
+	}
+	if (c->need_auth && !c->authed) {
+		why = "request before authentication";
+		goto out_bad;
+	}
+	q = c->free_q;
+	if (!q) {
+		why = "more requests than credits";
+		goto out_bad;
+	}
+	c->free_q = q->next;
+	q->next = NULL;
+	q->rb = rb;
+	if (m.kind == VB_K_BIGREQ) {
+		struct vb_seg sg;
+		if (len < VB_HDRS + VB_SEG_LEN || m.bigmsg > VB_BIG_SIZE) {
+			vb_sreq_free(c, q);
+			why = "bad big request";
+			goto out_bad_norb;
+		}
+		vb_seg_decode(msg + VB_HDRS, &sg);
+		if (sg.len != m.bigmsg) {
+			vb_sreq_free(c, q);
+			why = "bad big request";
+			goto out_bad_norb;
+		}
+		q->m = m;
+		q->segs = msg + VB_HDRS;
+		q->state = VB_SR_FETCHING;
+	} else {
+		why = vb_parse_req(c, q, msg, len, data_after);
+		if (why) {
+			vb_sreq_free(c, q);
+			goto out_bad_norb;
+		}
+		q->state = VB_SR_QUEUED;
+		if (m.flags & VB_F_WR_INLINE) {
+			NET_STAT_ADD(&s->base.st, inline_msgs, 1);
+		} else if (m.flags & VB_F_WR_FAST) {
+			NET_STAT_ADD(&s->base.st, fast_msgs, 1);
+		}
+	}
+	if (c->rq_tail)
+		c->rq_tail->next = q;
+	else
+		c->rq_head = q;
+	c->rq_tail = q;
+	vb_dispatch(c);
+	return;
+
+out_bad:
+	vb_repost(s, rb);
+out_bad_norb:
+	NET_STAT_ADD(&s->base.st, rejects, 1);
+	vb_sconn_close(c, 1, why);
+}
+
+/* One receive completion from the SRQ. */
+static void vb_on_recv(struct vb_server *s, struct ibv_wc *wc)
+{
+	struct vb_stag *t = (struct vb_stag *)(uintptr_t)wc->wr_id;
+	struct vb_srbuf *rb = NET_CONTAINER_OF(t, struct vb_srbuf, tag);
+	struct vb_sconn *c;
+
+	vb_stat_gauge(&s->base.st.srq_posted, -1);
+	if (wc->status != IBV_WC_SUCCESS) {
+		if (wc->status != IBV_WC_WR_FLUSH_ERR)
+			log_warn("net: verbs receive failed: %s", ibv_wc_status_str(wc->status));
+		vb_repost(s, rb);
+		return;
+	}
+	c = vb_hash_find(s, wc->qp_num);
+	if (!c || c->dead) {
+		vb_repost(s, rb);
+		return;
+	}
+	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+		unsigned slot;
+		uint32_t len;
+		vb_imm_decode(wc->imm_data, &slot, &len);
+		vb_repost(s, rb); /* the data is in the fast slot */
+		if (slot >= VB_FAST_SLOTS || len > c->slot_size || len < VB_HDRS) {
+			NET_STAT_ADD(&s->base.st, rejects, 1);
+			vb_sconn_close(c, 1, "bad fast write");
+			return;
+		}
+		uint8_t *base = c->mem + (size_t)slot * c->slot_size;
+		/* The message ends where its inline length says; the data follows. */
+		struct proto_hdr h;
+		struct vb_mhdr m;
+		const char *why = NULL;
+		if (proto_hdr_decode(base, &h, &why) || vb_mhdr_decode(base + PROTO_HDR_LEN, &m) ||
+		    m.inl > len || (m.flags & VB_F_WR_FAST) == 0) {
+			NET_STAT_ADD(&s->base.st, rejects, 1);
+			vb_sconn_close(c, 1, "bad fast write message");
+			return;
+		}
+		vb_on_msg(c, NULL, base, len - m.inl, base + (len - m.inl));
+		return;
+	}
+	vb_on_msg(c, rb, rb->p, wc->byte_len, NULL);
+}
+
+/* One send-side completion: an op finished (or flushed). */
+static void vb_on_send(struct vb_server *s, struct ibv_wc *wc)
+{
+	struct vb_stag *t = (struct vb_stag *)(uintptr_t)wc->wr_id;
+	struct vb_op *op;
+	struct vb_sconn *c;
+
+	if (!t) {
+		/* An unsignaled WR completing in error: the QP failed. */
+		c = vb_hash_find(s, wc->qp_num);
+		if (c)
+			vb_sconn_close(c, 0, ibv_wc_status_str(wc->status));
+		return;
+	}
+	op = NET_CONTAINER_OF(t, struct vb_op, tag);
+	c = op->c;
+	c->inflight--;
+	c->sq_free += op->nwr;
+	if (op->sbuf >= 0)
+		c->sbuf_busy &= ~(1u << op->sbuf);
+	if (wc->status != IBV_WC_SUCCESS && !c->dead)
+		vb_sconn_close(c, wc->status != IBV_WC_WR_FLUSH_ERR,
+			       ibv_wc_status_str(wc->status));
+	int rc = wc->status == IBV_WC_SUCCESS ? 0 : -EIO;
+	switch (op->kind) {
+	case VB_OP_PULL:
+	case VB_OP_PUSH:
+		c->holds++;
+		op->cb(&op->q->r, rc, op->arg);
+		c->holds--;
+		break;
+	case VB_OP_FETCH:
+		vb_fetched(c, op->q, rc);
+		break;
+	default:
+		break;
+	}
+	vb_op_free(op);
+	if (!c->dead)
+		vb_flush_sq(c);
+	vb_sconn_maybe_free(c);
+}
+
+/* Drain one CQ, 32 completions per pass. @return completions seen */
+static int vb_poll_cq(struct vb_server *s, struct ibv_cq *cq, int recv)
+{
+	struct ibv_wc wc[VB_POLL_BATCH];
+	int n, total = 0;
+
+	do {
+		n = ibv_poll_cq(cq, VB_POLL_BATCH, wc);
+		for (int i = 0; i < n; i++) {
+			if (recv)
+				vb_on_recv(s, &wc[i]);
+			else
+				vb_on_send(s, &wc[i]);
+		}
+		total += n > 0 ? n : 0;
+		vb_repost_flush(s);
+	} while (n == VB_POLL_BATCH);
+	return total;
+}
+
+/* Poll every CQ once. @return completions seen */
+static int vb_poll_all(struct vb_server *s)
+{
+	int n = vb_poll_cq(s, s->rcq, 1);
+
+	for (struct vb_sconn *c = s->conns, *nx; c; c = nx) {
+		nx = c->next;
+		if (c->scq) {
+			c->holds++;
+			n += vb_poll_cq(s, c->scq, 0);
+			c->holds--;
+			vb_sconn_maybe_free(c);
+		}
+	}
+	return n;
+}
+
+/* Channel fd readable: take the events, re-arm, drain, then spin a while. */
+static void vb_chan_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct vb_server *s = w->data;
+	struct ibv_cq *cq;
+	void *ctx;
+
+	(void)revents;
+	while (ibv_get_cq_event(s->chan, &cq, &ctx) == 0) {
+		ibv_ack_cq_events(cq, 1);
+		ibv_req_notify_cq(cq, 0);
+	}
+	vb_poll_all(s);
+	s->spin_until = net_now_ns() + VB_SPIN_NS;
+	ev_idle_start(loop, &s->spin_w);
+}
+
+/* Spin: poll while work keeps coming; adaptive mode stops after a quiet
+ * VB_SPIN_NS and sleeps on the channel again. */
+static void vb_spin_cb(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	struct vb_server *s = w->data;
+
+	(void)revents;
+	if (vb_poll_all(s) > 0)
+		s->spin_until = net_now_ns() + VB_SPIN_NS;
+	else if (s->base.opts.poll_mode != NET_POLL_BUSY && net_now_ns() > s->spin_until)
+		ev_idle_stop(loop, w);
+}
+
+/* Deferred work: copy-op completions, then dispatches. */
+static void vb_kick_cb(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	struct vb_server *s = w->data;
+
+	(void)loop;
+	(void)revents;
+	while (s->done_head) {
+		struct vb_op *op = s->done_head;
+		struct vb_sconn *c = op->c;
+		s->done_head = op->next;
+		if (!s->done_head)
+			s->done_tail = NULL;
+		if (op->cb && op->q)
+			op->cb(&op->q->r, op->rc, op->arg);
+		c->holds--;
+		if (op->sbuf >= 0)
+			c->sbuf_busy &= ~(1u << op->sbuf);
+		vb_op_free(op);
+		vb_sconn_maybe_free(c);
+	}
+	while (s->disp) {
+		struct vb_sconn *c = s->disp;
+		s->disp = c->dnext;
+		c->need_dispatch = 0;
+		vb_dispatch(c);
+		vb_sconn_maybe_free(c);
+	}
+}
+
+/* ---------------------------------------------------------------- connections */
+
+/* Bytes a connection pins: fast slots and reply send buffers. */
+static size_t vb_conn_bytes(const struct net_opts *o, size_t *slot)
+{
+	*slot = ((size_t)o->fast_max + VB_MSG_SIZE + 4095) & ~(size_t)4095;
+	return VB_FAST_SLOTS * *slot + VB_SBUFS * VB_MSG_SIZE;
+}
+
+/*
+ * A client asks to connect: check its private data, the client limit and
+ * its key nonce, then build the connection (QP on the SRQ, send CQ, fast
+ * slots) and accept with our credits, slots and key proof.
+ */
+static void vb_on_connect_req(struct vb_server *s, struct rdma_cm_event *ev)
+{
+	const struct net_opts *o = &s->base.opts;
+	struct rdma_cm_id *id = ev->id;
+	struct vb_cpriv cp;
+	struct vb_spriv sp = { 0 };
+	uint8_t spb[VB_SPRIV_LEN];
+	struct vb_sconn *c;
+	char peer[64];
+	int ncred;
+
+	net_addr_format(rdma_get_peer_addr(id), peer, sizeof(peer));
+	if (vb_cpriv_decode(ev->param.conn.private_data, ev->param.conn.private_data_len,
+			    &cp) || cp.credits == 0) {
+		log_warn("net: %s: verbs connect without valid private data; refusing", peer);
+		NET_STAT_ADD(&s->base.st, rejects, 1);
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return;
+	}
+	if (s->nconns >= o->max_clients) {
+		log_warn("net: %s: refusing verbs connection: already %d clients "
+			 "(max_clients, sizes the SRQ)", peer, s->nconns);
+		NET_STAT_ADD(&s->base.st, rejects, 1);
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return;
+	}
+	if (o->has_key && !cp.has_nonce) {
+		log_warn("net: %s: client has no cluster key; refusing", peer);
+		NET_STAT_ADD(&s->base.st, auth_fail, 1);
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return;
+	}
+	if (id->verbs != s->ctx) {
+		log_warn("net: %s: connection on another RDMA device; refusing", peer);
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return;
+	}
+	ncred = cp.credits < o->credits ? cp.credits : o->credits;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		goto out_reject;
+	c->base.srv = &s->base;
+	snprintf(c->base.peer, sizeof(c->base.peer), "%s", peer);
+	c->srv = s;
+	c->id = id;
+	id->context = c;
+	c->land_addr = cp.land_addr;
+	c->land_rkey = cp.land_rkey;
+	c->sreqs = calloc((size_t)o->credits + 1, sizeof(*c->sreqs));
+	if (!c->sreqs)
+		goto out_free_c;
+	for (int i = 0; i <= o->credits; i++) {
+		c->sreqs[i].c = c;
+		if (i < ncred) {
+			c->sreqs[i].next = c->free_q;
+			c->free_q = &c->sreqs[i];
+		}
+	}
+	c->memlen = vb_conn_bytes(o, &c->slot_size);
+	c->mem = mmap(NULL, c->memlen, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (c->mem == MAP_FAILED) {
+		c->mem = NULL;
+		goto out_free_sreqs;
+	}
+	c->mr = vb_reg(s->pd, c->mem, c->memlen,
+		       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &s->base.st);
+	if (!c->mr) {
+		log_err("net: %s: cannot register %zu bytes for a connection: %s "
+			"(RLIMIT_MEMLOCK?)", peer, c->memlen, strerror(errno));
+		goto out_unmap;
+	}
+	c->scq = ibv_create_cq(s->ctx, (int)VB_SQ_DEPTH + 8, c, s->chan, 0);
+	if (!c->scq)
+		goto out_dereg;
+	ibv_req_notify_cq(c->scq, 0);
+	struct ibv_qp_init_attr qa = {
+		.send_cq = c->scq, .recv_cq = s->rcq, .srq = s->srq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = VB_SQ_DEPTH, .max_send_sge = s->max_sge },
+	};
+	if (rdma_create_qp(id, s->pd, &qa))
+		goto out_destroy_cq;
+	c->qpn = id->qp->qp_num;
+	c->sq_free = (int)VB_SQ_DEPTH;
+	sp.credits = (uint16_t)ncred;
+	sp.nslots = VB_FAST_SLOTS;
+	sp.slot_size = (uint32_t)c->slot_size;
+	sp.fast_addr = (uintptr_t)c->mem;
+	sp.fast_rkey = c->mr->rkey;
+	if (o->has_key) {
+		c->need_auth = 1;
+		memcpy(c->cn, cp.cn, 32);
+		net_auth_nonce(c->sn);
+		memcpy(sp.sn, c->sn, 32);
+		net_auth_mac(o->key, 'S', c->cn, c->sn, sp.mac);
+		sp.has_mac = 1;
+	}
+	vb_spriv_encode(spb, &sp);
+	uint8_t tos = (uint8_t)(o->sl[NET_CLASS_REPLY] << 5);
+	if (tos)
+		rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos));
+	struct rdma_conn_param par = {
+		.private_data = spb, .private_data_len = VB_SPRIV_LEN,
+		.responder_resources = 16, .initiator_depth = 16,
+		.retry_count = 7, .rnr_retry_count = 7,
+	};
+	struct ibv_device_attr da;
+	if (ibv_query_device(s->ctx, &da) == 0) {
+		if (da.max_qp_rd_atom < 16)
+			par.initiator_depth = par.responder_resources = (uint8_t)da.max_qp_rd_atom;
+	}
+	if (par.initiator_depth > ev->param.conn.responder_resources)
+		par.initiator_depth = ev->param.conn.responder_resources;
+	if (rdma_accept(id, &par))
+		goto out_destroy_qp;
+	c->hnext = s->hash[c->qpn % VB_HASH];
+	s->hash[c->qpn % VB_HASH] = c;
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	s->nconns++;
+	log_debug("net: verbs connection from %s (%d credits)", peer, ncred);
+	return;
+
+out_destroy_qp:
+	rdma_destroy_qp(id);
+out_destroy_cq:
+	ibv_destroy_cq(c->scq);
+out_dereg:
+	vb_dereg(c->mr, &s->base.st);
+out_unmap:
+	munmap(c->mem, c->memlen);
+out_free_sreqs:
+	free(c->sreqs);
+out_free_c:
+	free(c);
+out_reject:
+	log_warn("net: %s: cannot set up a verbs connection; refusing", peer);
+	rdma_reject(id, NULL, 0);
+	rdma_destroy_id(id);
+}
+
+/* rdma_cm events: connect requests, establishment, disconnects. */
+static void vb_cm_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct vb_server *s = w->data;
+	struct rdma_cm_event *ev;
+
+	(void)loop;
+	(void)revents;
+	while (rdma_get_cm_event(s->cm_ch, &ev) == 0) {
+		struct vb_sconn *c = ev->id->context;
+		switch (ev->event) {
+		case RDMA_CM_EVENT_CONNECT_REQUEST:
+			vb_on_connect_req(s, ev); /* copies what it needs first */
+			rdma_ack_cm_event(ev);
+			continue;
+		case RDMA_CM_EVENT_ESTABLISHED:
+			rdma_ack_cm_event(ev);
+			if (c)
+				c->up = 1;
+			continue;
+		case RDMA_CM_EVENT_DISCONNECTED:
+		case RDMA_CM_EVENT_CONNECT_ERROR:
+		case RDMA_CM_EVENT_UNREACHABLE:
+		case RDMA_CM_EVENT_REJECTED:
+			rdma_ack_cm_event(ev);
+			if (c && c != (void *)s) {
+				vb_poll_all(s); /* what arrived before the disconnect */
+				c->holds++;
+				vb_sconn_close(c, 0, "peer disconnected");
+				c->holds--;
+				vb_sconn_maybe_free(c);
+			}
+			continue;
+		default:
+			rdma_ack_cm_event(ev);
+		}
+	}
+}
+
+/* ----------------------------------------------------------------- lifecycle */
+
+/* Open the device the listener is bound to (or the configured/first one). */
+static struct ibv_context *vb_open_dev(struct vb_server *s, const char *name)
+{
+	struct ibv_context **list, *ctx = NULL;
+	int n;
+
+	if (s->lid->verbs)
+		return s->lid->verbs;
+	list = rdma_get_devices(&n);
+	if (!list)
+		return NULL;
+	for (int i = 0; i < n && !ctx; i++)
+		if (!name || !strcmp(ibv_get_device_name(list[i]->device), name))
+			ctx = list[i];
+	rdma_free_devices(list);
+	return ctx;
+}
+
+static int vb_server_new(struct net_server **out, struct ev_loop *loop,
+			 const char *host, uint16_t port, net_req_fn fn, void *arg,
+			 const struct net_opts *o)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE };
+	struct addrinfo *res;
+	struct ibv_device_attr da;
+	struct vb_server *s;
+	const char *devname = o->rdma_dev ? o->rdma_dev : getenv("RPFS_RDMA_DEV");
+	size_t slot;
+	char ps[8];
+	int rc, nsrq;
+
+	nsrq = (o->credits + 1) * o->max_clients;
+	rc = vb_memlock_check((uint64_t)nsrq * VB_MSG_SIZE +
+			      (uint64_t)o->max_clients * vb_conn_bytes(o, &slot),
+			      "server (SRQ buffers and per-client fast buffers)");
+	if (rc)
+		return rc;
+	snprintf(ps, sizeof(ps), "%u", port);
+	if (getaddrinfo(host[0] ? host : NULL, ps, &hints, &res) != 0)
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		rc = -ENOMEM;
+		goto out_free_res;
+	}
+	s->base.ops = &vb_server_ops;
+	s->base.opts = *o;
+	s->loop = loop;
+	s->fn = fn;
+	s->fn_arg = arg;
+	s->pinned_need = (uint64_t)nsrq * VB_MSG_SIZE +
+			 (uint64_t)o->max_clients * vb_conn_bytes(o, &slot);
+	s->cm_ch = rdma_create_event_channel();
+	if (!s->cm_ch) {
+		rc = -ENODEV;
+		goto out_free_s;
+	}
+	fcntl(s->cm_ch->fd, F_SETFL, fcntl(s->cm_ch->fd, F_GETFL) | O_NONBLOCK);
+	if (rdma_create_id(s->cm_ch, &s->lid, s, RDMA_PS_TCP)) {
+		rc = -ENODEV;
+		goto out_destroy_ch;
+	}
+	if (rdma_bind_addr(s->lid, res->ai_addr)) {
+		rc = errno == EADDRINUSE ? -EADDRINUSE : -EINVAL;
+		goto out_destroy_lid;
+	}
+	if (rdma_listen(s->lid, 256)) {
+		rc = -errno;
+		goto out_destroy_lid;
+	}
+	s->port = ntohs(rdma_get_src_port(s->lid));
+	s->ctx = vb_open_dev(s, devname);
+	if (!s->ctx || ibv_query_device(s->ctx, &da)) {
+		rc = -ENODEV;
+		goto out_destroy_lid;
+	}
+	if (nsrq > da.max_srq_wr) {
+		log_err("net: verbs: SRQ of %d receives ((credits + 1) x max_clients) "
+			"exceeds the device's %d", nsrq, da.max_srq_wr);
+		rc = -EINVAL;
+		goto out_destroy_lid;
+	}
+	s->max_sge = da.max_sge < 32 ? (uint32_t)da.max_sge : 32;
+	s->max_sge_rd = s->max_sge;
+	s->pd = ibv_alloc_pd(s->ctx);
+	if (!s->pd) {
+		rc = -ENOMEM;
+		goto out_destroy_lid;
+	}
+	s->chan = ibv_create_comp_channel(s->ctx);
+	if (!s->chan) {
+		rc = -ENOMEM;
+		goto out_dealloc_pd;
+	}
+	fcntl(s->chan->fd, F_SETFL, fcntl(s->chan->fd, F_GETFL) | O_NONBLOCK);
+	s->rcq = ibv_create_cq(s->ctx, nsrq + 8, NULL, s->chan, 0);
+	if (!s->rcq) {
+		rc = -ENOMEM;
+		goto out_destroy_chan;
+	}
+	ibv_req_notify_cq(s->rcq, 0);
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = (uint32_t)nsrq, .max_sge = 1 } };
+	s->srq = ibv_create_srq(s->pd, &sa);
+	if (!s->srq) {
+		rc = -ENOMEM;
+		goto out_destroy_rcq;
+	}
+	s->rmemlen = (size_t)nsrq * VB_MSG_SIZE;
+	s->rmem = mmap(NULL, s->rmemlen, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (s->rmem == MAP_FAILED) {
+		rc = -ENOMEM;
+		goto out_destroy_srq;
+	}
+	s->rbs = calloc((size_t)nsrq, sizeof(*s->rbs));
+	if (!s->rbs) {
+		rc = -ENOMEM;
+		goto out_unmap_rmem;
+	}
+	s->rmr = vb_reg(s->pd, s->rmem, s->rmemlen, IBV_ACCESS_LOCAL_WRITE, &s->base.st);
+	if (!s->rmr) {
+		rc = -ENOMEM;
+		log_err("net: verbs: cannot register the SRQ buffers (%zu bytes): %s; "
+			"check RLIMIT_MEMLOCK", s->rmemlen, strerror(errno));
+		goto out_free_rbs;
+	}
+	s->nrbs = nsrq;
+	for (int i = 0; i < nsrq; i++) {
+		s->rbs[i].tag.kind = VB_ST_RECV;
+		s->rbs[i].p = s->rmem + (size_t)i * VB_MSG_SIZE;
+		vb_repost(s, &s->rbs[i]);
+	}
+	vb_repost_flush(s);
+	ev_io_init(&s->cm_w, vb_cm_cb, s->cm_ch->fd, EV_READ);
+	ev_io_init(&s->chan_w, vb_chan_cb, s->chan->fd, EV_READ);
+	ev_idle_init(&s->spin_w, vb_spin_cb);
+	ev_idle_init(&s->kick_w, vb_kick_cb);
+	s->cm_w.data = s->chan_w.data = s->spin_w.data = s->kick_w.data = s;
+	ev_io_start(loop, &s->cm_w);
+	ev_io_start(loop, &s->chan_w);
+	if (o->poll_mode == NET_POLL_BUSY)
+		ev_idle_start(loop, &s->spin_w);
+	freeaddrinfo(res);
+	*out = &s->base;
+	return 0;
+
+out_free_rbs:
+	free(s->rbs);
+out_unmap_rmem:
+	munmap(s->rmem, s->rmemlen);
+out_destroy_srq:
+	ibv_destroy_srq(s->srq);
+out_destroy_rcq:
+	ibv_destroy_cq(s->rcq);
+out_destroy_chan:
+	ibv_destroy_comp_channel(s->chan);
+out_dealloc_pd:
+	ibv_dealloc_pd(s->pd);
+out_destroy_lid:
+	rdma_destroy_id(s->lid);
+out_destroy_ch:
+	rdma_destroy_event_channel(s->cm_ch);
+out_free_s:
+	free(s);
+out_free_res:
+	freeaddrinfo(res);
+	return rc;
+}
+
+/* Close everything; requests with the handler are dropped. */
+static void vb_server_free(struct net_server *ns)
+{
+	struct vb_server *s = NET_CONTAINER_OF(ns, struct vb_server, base);
+
+	ev_io_stop(s->loop, &s->cm_w);
+	ev_io_stop(s->loop, &s->chan_w);
+	ev_idle_stop(s->loop, &s->spin_w);
+	ev_clear_pending(s->loop, &s->kick_w);
+	rdma_destroy_id(s->lid);
+	while (s->conns) {
+		struct vb_sconn *c = s->conns;
+		if (!c->dead)
+			vb_sconn_close(c, 0, "server stopping");
+		/* Force: drop ops and handler requests. */
+		while (s->done_head) {
+			struct vb_op *op = s->done_head;
+			s->done_head = op->next;
+			vb_op_free(op);
+		}
+		s->done_tail = NULL;
+		if (s->conns == c) {
+			c->holds = c->inflight = 0;
+			c->active = NULL;
+			c->need_dispatch = 0;
+			vb_sconn_maybe_free(c);
+		}
+	}
+	vb_zones_fini(&s->zones, &s->base.st);
+	ibv_destroy_srq(s->srq);
+	vb_dereg(s->rmr, &s->base.st);
+	munmap(s->rmem, s->rmemlen);
+	free(s->rbs);
+	ibv_destroy_cq(s->rcq);
+	ibv_destroy_comp_channel(s->chan);
+	ibv_dealloc_pd(s->pd);
+	rdma_destroy_event_channel(s->cm_ch);
+	free(s);
+}
+
+static uint16_t vb_server_port(const struct net_server *ns)
+{
+	return NET_CONTAINER_OF(ns, struct vb_server, base)->port;
+}
+
+/* Register a buffer zone of the caller (the iod's pool) once. */
+static int vb_register_zone(struct net_server *ns, void *addr, size_t len)
+{
+	struct vb_server *s = NET_CONTAINER_OF(ns, struct vb_server, base);
+	int rc;
+
+	rc = vb_memlock_check(s->pinned_need + len, "server (buffer zones)");
+	if (rc)
+		return rc;
+	rc = vb_zones_add(&s->zones, s->pd, addr, len, &s->base.st);
+	if (rc == 0)
+		s->pinned_need += len;
+	return rc;
+}
+
+const struct net_server_ops vb_server_ops = {
+	.name = "verbs",
+	.server_new = vb_server_new,
+	.server_free = vb_server_free,
+	.server_port = vb_server_port,
+	.pull = vb_pull,
+	.push = vb_push,
+	.reply = vb_reply,
+	.reject = vb_reject,
+	.register_mem = vb_register_zone,
+};

@@ -1,0 +1,512 @@
+/*
+ * test_vb_live.c - the verbs transport end to end on real kernel verbs
+ * (run inside scripts/rdma-vm.sh; skipped, exit 77, without
+ * $RPFS_RDMA_ADDR). A net_server in its own libev thread, driven by
+ * net_client calls over RPFS_TRANSPORT=verbs: echo (small and big bodies),
+ * write/read integrity by mechanism (inline, fast, server-based) with
+ * scattered memory and the counters each one moves, declared memory in the
+ * pin-down cache, 16 threads x 200 calls on 4 credits, timeout and
+ * reconnect, server stop -> EIO, and the cluster key.
+ */
+#include "net.h"
+#include "net_auth.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define OP_ECHO 100
+#define OP_WRITE 101
+#define OP_READ 102
+#define OP_SLOW 103
+
+#define CHECK(c)                                                              \
+	do {                                                                  \
+		if (!(c)) {                                                   \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,   \
+				__LINE__, #c);                                \
+			return -1;                                            \
+		}                                                             \
+	} while (0)
+
+static const char *addr;
+
+static uint8_t pat(uint64_t seed, uint64_t i)
+{
+	return (uint8_t)((i * 131 + seed * 7 + (i >> 9)) & 0xff);
+}
+
+/* Server side: write pulls in 256 KiB units into a heap buffer then checks
+ * the pattern; read pushes the pattern in units from two buffers. */
+struct xfer {
+	uint8_t *buf;
+	uint64_t len, off, seed;
+	int inflight;
+};
+
+static void wr_step(struct net_sreq *r, int rc, void *arg);
+
+static void wr_pull_next(struct net_sreq *r, struct xfer *x)
+{
+	uint64_t n = x->len - x->off;
+	if (n > 256 * 1024)
+		n = 256 * 1024;
+	struct iovec v[2] = { { x->buf + x->off, n / 2 }, { x->buf + x->off + n / 2, n - n / 2 } };
+	x->off += n;
+	if (net_sreq_pull(r, v, 2, wr_step, x))
+		abort();
+}
+
+static void wr_step(struct net_sreq *r, int rc, void *arg)
+{
+	struct xfer *x = arg;
+
+	if (rc) {
+		free(x->buf);
+		free(x);
+		net_sreq_reply(r, rc, NULL, 0);
+		return;
+	}
+	if (x->off < x->len) {
+		wr_pull_next(r, x);
+		return;
+	}
+	int ok = 1;
+	for (uint64_t i = 0; i < x->len && ok; i++)
+		ok = x->buf[i] == pat(x->seed, i);
+	free(x->buf);
+	free(x);
+	net_sreq_reply(r, ok ? 0 : -EBADMSG, NULL, 0);
+}
+
+static void rd_step(struct net_sreq *r, int rc, void *arg)
+{
+	struct xfer *x = arg;
+
+	x->inflight--;
+	if (rc)
+		x->seed = (uint64_t)-1;
+	while (x->off < x->len && x->inflight < 2 && x->seed != (uint64_t)-1) {
+		uint64_t n = x->len - x->off;
+		if (n > 512 * 1024)
+			n = 512 * 1024;
+		uint8_t *b = x->buf + (x->off % (1024 * 1024));
+		for (uint64_t i = 0; i < n; i++)
+			b[i] = pat(x->seed, x->off + i);
+		struct iovec v = { b, n };
+		uint64_t off = x->off;
+		x->off += n;
+		x->inflight++;
+		if (net_sreq_push(r, off, &v, 1, rd_step, x))
+			abort();
+	}
+	if (x->inflight == 0) {
+		int st = x->seed == (uint64_t)-1 ? -EIO : 0;
+		free(x->buf);
+		free(x);
+		net_sreq_reply(r, st, "rd", 2);
+	}
+}
+
+static void handler(struct net_sreq *r, void *arg)
+{
+	(void)arg;
+	switch (r->hdr.op) {
+	case OP_ECHO:
+		net_sreq_reply(r, 7, r->body, r->body_len);
+		break;
+	case OP_WRITE: {
+		struct xfer *x = calloc(1, sizeof(*x));
+		x->len = r->hdr.bulk_len;
+		x->buf = malloc(x->len ? x->len : 1);
+		memcpy(&x->seed, r->body, sizeof(x->seed));
+		if (x->len)
+			wr_pull_next(r, x);
+		else
+			wr_step(r, 0, x);
+		break;
+	}
+	case OP_READ: {
+		struct xfer *x = calloc(1, sizeof(*x));
+		x->len = r->hdr.aux;
+		x->buf = malloc(1024 * 1024);
+		memcpy(&x->seed, r->body, sizeof(x->seed));
+		x->inflight = 1;
+		rd_step(r, 0, x);
+		break;
+	}
+	case OP_SLOW:
+		break;
+	default:
+		net_sreq_reject(r, "unknown op");
+	}
+}
+
+struct srv {
+	pthread_t t;
+	struct ev_loop *loop;
+	ev_async stop_w;
+	struct net_server *s;
+	uint16_t port;
+	int credits, has_key, state;
+	uint8_t key[NET_KEY_LEN];
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	struct net_stats st;
+};
+
+static void stop_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct srv *sv = w->data;
+	(void)revents;
+	net_server_stats(sv->s, &sv->st);
+	net_server_free(sv->s);
+	ev_async_stop(loop, w);
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static void *srv_main(void *arg)
+{
+	struct srv *sv = arg;
+	struct net_opts o;
+	int rc;
+
+	net_opts_default(&o);
+	o.credits = sv->credits;
+	o.has_key = sv->has_key;
+	memcpy(o.key, sv->key, NET_KEY_LEN);
+	sv->loop = ev_loop_new(EVFLAG_AUTO);
+	rc = net_server_new(&sv->s, sv->loop, addr, sv->port, handler, NULL, &o);
+	if (!rc) {
+		sv->port = net_server_port(sv->s);
+		if (strcmp(net_server_transport(sv->s), "verbs"))
+			rc = -1;
+		ev_async_init(&sv->stop_w, stop_cb);
+		sv->stop_w.data = sv;
+		ev_async_start(sv->loop, &sv->stop_w);
+	}
+	pthread_mutex_lock(&sv->m);
+	sv->state = rc ? -1 : 1;
+	pthread_cond_signal(&sv->cv);
+	pthread_mutex_unlock(&sv->m);
+	if (!rc)
+		ev_run(sv->loop, 0);
+	ev_loop_destroy(sv->loop);
+	return NULL;
+}
+
+static int srv_start(struct srv *sv, int credits, uint16_t port, const uint8_t *key)
+{
+	memset(sv, 0, sizeof(*sv));
+	sv->credits = credits;
+	sv->port = port;
+	if (key) {
+		sv->has_key = 1;
+		memcpy(sv->key, key, NET_KEY_LEN);
+	}
+	pthread_mutex_init(&sv->m, NULL);
+	pthread_cond_init(&sv->cv, NULL);
+	pthread_create(&sv->t, NULL, srv_main, sv);
+	pthread_mutex_lock(&sv->m);
+	while (!sv->state)
+		pthread_cond_wait(&sv->cv, &sv->m);
+	pthread_mutex_unlock(&sv->m);
+	return sv->state == 1 ? 0 : -1;
+}
+
+static void srv_stop(struct srv *sv)
+{
+	ev_async_send(sv->loop, &sv->stop_w);
+	pthread_join(sv->t, NULL);
+}
+
+static struct net_client *mkclient(int credits, int timeout_ms, const uint8_t *key)
+{
+	struct net_opts o;
+	struct net_client *cl = NULL;
+
+	net_opts_default(&o);
+	o.credits = credits;
+	o.timeout_ms = timeout_ms;
+	if (key) {
+		o.has_key = 1;
+		memcpy(o.key, key, NET_KEY_LEN);
+	}
+	if (net_client_new(&cl, &o))
+		return NULL;
+	return cl;
+}
+
+/* Write len bytes of pattern seed from memory split in nv pieces. */
+static int do_write(struct net_conn *c, uint64_t len, uint64_t seed, int nv, uint8_t *mem)
+{
+	struct iovec v[64];
+	struct net_call call = { .op = OP_WRITE, .body = &seed, .body_len = sizeof(seed) };
+	uint64_t off = 0;
+
+	for (uint64_t i = 0; i < len; i++)
+		mem[i] = pat(seed, i);
+	for (int i = 0; i < nv; i++) {
+		uint64_t n = i == nv - 1 ? len - off : len / (uint64_t)nv;
+		v[i] = (struct iovec){ mem + off, n };
+		off += n;
+	}
+	call.wr_iov = v;
+	call.wr_cnt = nv;
+	CHECK(net_call_run(c, &call) == 0);
+	CHECK(call.status == 0);
+	return 0;
+}
+
+static int do_read(struct net_conn *c, uint64_t len, uint64_t seed, int nv, uint8_t *mem)
+{
+	struct iovec v[64];
+	char rep[16];
+	struct net_call call = { .op = OP_READ, .body = &seed, .body_len = sizeof(seed),
+				 .rep_buf = rep, .rep_cap = sizeof(rep) };
+	uint64_t off = 0;
+
+	memset(mem, 0xee, len);
+	for (int i = 0; i < nv; i++) {
+		uint64_t n = i == nv - 1 ? len - off : len / (uint64_t)nv;
+		v[i] = (struct iovec){ mem + off, n };
+		off += n;
+	}
+	call.rd_iov = v;
+	call.rd_cnt = nv;
+	CHECK(net_call_run(c, &call) == 0);
+	CHECK(call.status == 0 && call.rep_len == 2 && call.rd_bytes == len);
+	for (uint64_t i = 0; i < len; i++)
+		if (mem[i] != pat(seed, i)) {
+			fprintf(stderr, "read mismatch at %llu of %llu\n",
+				(unsigned long long)i, (unsigned long long)len);
+			return -1;
+		}
+	return 0;
+}
+
+#define D(f) (b.f - a.f)
+
+static int test_mechanisms(void)
+{
+	struct srv sv;
+	struct net_client *cl;
+	struct net_conn *c;
+	struct net_stats a, b;
+	static uint8_t body[100000], rep[PROTO_MAX_BODY];
+	uint8_t *mem = malloc(8 << 20);
+
+	CHECK(srv_start(&sv, 32, 0, NULL) == 0);
+	CHECK((cl = mkclient(32, 10000, NULL)) != NULL);
+	CHECK(!strcmp(net_client_transport(cl), "verbs"));
+	CHECK(net_conn_new(cl, addr, sv.port, &c) == 0);
+	/* echo, small and big (big request and big reply) */
+	for (size_t n = 0; n <= sizeof(body); n = n ? n * 4 : 100) {
+		struct net_call call = { .op = OP_ECHO, .body = body, .body_len = (uint32_t)n,
+					 .rep_buf = rep, .rep_cap = sizeof(rep) };
+		for (size_t i = 0; i < n; i++)
+			body[i] = (uint8_t)(i * 7 + n);
+		CHECK(net_call_run(c, &call) == 0);
+		CHECK(call.status == 7 && call.rep_len == n && !memcmp(rep, body, n));
+	}
+	/* inline */
+	net_client_stats(cl, &a);
+	CHECK(do_write(c, 1024, 1, 3, mem) == 0);
+	CHECK(do_read(c, 1024, 2, 3, mem) == 0);
+	net_client_stats(cl, &b);
+	CHECK(D(inline_msgs) == 2 && D(inline_bytes) == 2048 && D(fast_msgs) == 0 &&
+	      D(rdma_read_ops) == 0 && D(rdma_write_ops) == 0);
+	/* fast: unregistered memory, copied through the fast buffer */
+	a = b;
+	CHECK(do_write(c, 32768, 3, 4, mem) == 0);
+	CHECK(do_read(c, 32768, 4, 4, mem) == 0);
+	net_client_stats(cl, &b);
+	CHECK(D(fast_msgs) == 2 && D(fast_bytes) == 65536 && D(inline_msgs) == 0 &&
+	      D(reg_count) == 0);
+	/* server-based, per-call registration (misses) */
+	a = b;
+	CHECK(do_write(c, 1 << 20, 5, 5, mem) == 0);
+	CHECK(do_read(c, 1 << 20, 6, 5, mem) == 0);
+	CHECK(do_write(c, 4 << 20, 7, 64, mem) == 0);
+	CHECK(do_read(c, 4 << 20, 8, 64, mem) == 0);
+	net_client_stats(cl, &b);
+	CHECK(D(rdma_read_ops) == 2 && D(rdma_read_bytes) == 5 << 20 &&
+	      D(rdma_write_ops) == 2 && D(rdma_write_bytes) == 5 << 20);
+	CHECK(D(reg_cache_misses) == 5 + 5 + 64 + 64 && D(reg_count) == D(dereg_count));
+	CHECK(D(reg_cache_hits) == 0 && b.pinned_bytes == a.pinned_bytes);
+	/* declared memory: first use fills the cache, then hits; fast writes go
+	 * straight from it */
+	CHECK(net_client_register_mem(cl, mem, 8 << 20) == 0);
+	a = b;
+	CHECK(do_write(c, 1 << 20, 9, 4, mem) == 0);
+	CHECK(do_read(c, 1 << 20, 10, 4, mem) == 0);
+	CHECK(do_write(c, 32768, 11, 2, mem) == 0);
+	CHECK(do_read(c, 32768, 12, 2, mem) == 0);
+	net_client_stats(cl, &b);
+	CHECK(D(reg_cache_misses) == 1 && D(reg_count) == 1 && D(reg_cache_hits) >= 8);
+	CHECK(b.pinned_bytes - a.pinned_bytes == 8 << 20);
+	CHECK(net_client_unregister_mem(cl, mem) == 0);
+	net_client_stats(cl, &a);
+	CHECK(a.pinned_bytes == b.pinned_bytes - (8 << 20));
+	net_client_free(cl);
+	srv_stop(&sv);
+	fprintf(stderr, "server: inline %llu/%llu fast %llu/%llu rdma_read %llu/%llu "
+		"rdma_write %llu/%llu units %llu sge_max %llu reg %llu srq %llu\n",
+		(unsigned long long)sv.st.inline_msgs, (unsigned long long)sv.st.inline_bytes,
+		(unsigned long long)sv.st.fast_msgs, (unsigned long long)sv.st.fast_bytes,
+		(unsigned long long)sv.st.rdma_read_ops, (unsigned long long)sv.st.rdma_read_bytes,
+		(unsigned long long)sv.st.rdma_write_ops, (unsigned long long)sv.st.rdma_write_bytes,
+		(unsigned long long)sv.st.pipeline_units, (unsigned long long)sv.st.sge_max,
+		(unsigned long long)sv.st.reg_count, (unsigned long long)sv.st.srq_posted);
+	/* server-based: 1 + 4 MiB unregistered, 1 MiB declared, each way */
+	CHECK(sv.st.rdma_read_bytes == 6u << 20 && sv.st.rdma_write_bytes == 6u << 20);
+	CHECK(sv.st.inline_msgs == 2 && sv.st.inline_bytes == 2048 && sv.st.fast_msgs == 4 &&
+	      sv.st.fast_bytes == 4 * 32768);
+	free(mem);
+	return 0;
+}
+
+struct worker {
+	struct net_conn *c;
+	int id, fails;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	char body[64], rep[64];
+
+	for (int i = 0; i < 200; i++) {
+		int n = snprintf(body, sizeof(body), "w%d-%d", w->id, i);
+		struct net_call call = { .op = OP_ECHO, .body = body, .body_len = (uint32_t)n,
+					 .rep_buf = rep, .rep_cap = sizeof(rep) };
+		if (net_call_run(w->c, &call) || call.rep_len != (uint32_t)n ||
+		    memcmp(rep, body, (size_t)n))
+			w->fails++;
+	}
+	return NULL;
+}
+
+static int test_threads(void)
+{
+	struct srv sv;
+	struct net_client *cl;
+	struct net_conn *c;
+	struct worker w[16];
+	pthread_t t[16];
+	struct net_stats st;
+
+	CHECK(srv_start(&sv, 4, 0, NULL) == 0);
+	CHECK((cl = mkclient(32, 20000, NULL)) != NULL);
+	CHECK(net_conn_new(cl, addr, sv.port, &c) == 0);
+	for (int i = 0; i < 16; i++) {
+		w[i] = (struct worker){ .c = c, .id = i };
+		pthread_create(&t[i], NULL, worker_main, &w[i]);
+	}
+	for (int i = 0; i < 16; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(w[i].fails == 0);
+	}
+	net_client_stats(cl, &st);
+	CHECK(st.msgs_rx == 3200 && st.credit_waits > 0);
+	net_client_free(cl);
+	srv_stop(&sv);
+	return 0;
+}
+
+static int test_failures(void)
+{
+	struct srv sv;
+	struct net_client *cl;
+	struct net_conn *c;
+	struct net_stats st;
+	char rep[16];
+	uint16_t port;
+
+	CHECK(srv_start(&sv, 8, 0, NULL) == 0);
+	port = sv.port;
+	CHECK((cl = mkclient(8, 1000, NULL)) != NULL);
+	CHECK(net_conn_new(cl, addr, port, &c) == 0);
+	struct net_call slow = { .op = OP_SLOW };
+	CHECK(net_call_run(c, &slow) == -ETIMEDOUT);
+	struct net_call e = { .op = OP_ECHO, .body = "x", .body_len = 1, .rep_buf = rep,
+			      .rep_cap = sizeof(rep) };
+	CHECK(net_call_run(c, &e) == 0 && e.rep_len == 1);
+	net_client_stats(cl, &st);
+	CHECK(st.reconnects == 1 && st.timeouts >= 1);
+	/* server stops with a call in flight: EIO */
+	struct net_call slow2 = { .op = OP_SLOW };
+	CHECK(net_call_submit(c, &slow2) == 0);
+	usleep(200000);
+	srv_stop(&sv);
+	int rc = net_call_wait(&slow2);
+	CHECK(rc == -EIO);
+	net_client_free(cl);
+	return 0;
+}
+
+static int test_key(void)
+{
+	struct srv sv;
+	struct net_client *cl;
+	struct net_conn *c;
+	uint8_t k1[NET_KEY_LEN], k2[NET_KEY_LEN];
+	char rep[16];
+
+	memset(k1, 1, sizeof(k1));
+	memset(k2, 2, sizeof(k2));
+	CHECK(srv_start(&sv, 8, 0, k1) == 0);
+	CHECK((cl = mkclient(8, 2000, k1)) != NULL);
+	CHECK(net_conn_new(cl, addr, sv.port, &c) == 0);
+	struct net_call e = { .op = OP_ECHO, .body = "k", .body_len = 1, .rep_buf = rep,
+			      .rep_cap = sizeof(rep) };
+	CHECK(net_call_run(c, &e) == 0 && e.status == 7);
+	net_client_free(cl);
+	/* keyless client refused; wrong key fails */
+	CHECK((cl = mkclient(8, 2000, NULL)) != NULL);
+	CHECK(net_conn_new(cl, addr, sv.port, &c) == 0);
+	CHECK(net_call_run(c, &e) < 0);
+	net_client_free(cl);
+	CHECK((cl = mkclient(8, 2000, k2)) != NULL);
+	CHECK(net_conn_new(cl, addr, sv.port, &c) == 0);
+	CHECK(net_call_run(c, &e) == -EACCES);
+	net_client_free(cl);
+	srv_stop(&sv);
+	/* keyed client refuses a keyless server */
+	CHECK(srv_start(&sv, 8, 0, NULL) == 0);
+	CHECK((cl = mkclient(8, 2000, k1)) != NULL);
+	CHECK(net_conn_new(cl, addr, sv.port, &c) == 0);
+	CHECK(net_call_run(c, &e) == -EACCES);
+	net_client_free(cl);
+	srv_stop(&sv);
+	return 0;
+}
+
+int main(void)
+{
+	addr = getenv("RPFS_RDMA_ADDR");
+	if (!addr || !addr[0]) {
+		fprintf(stderr, "test_vb_live: no RPFS_RDMA_ADDR; skipped (run in the VM)\n");
+		return 77;
+	}
+	setenv("RPFS_TRANSPORT", "verbs", 1);
+	if (net_auth_init())
+		return 1;
+	alarm(300);
+	struct {
+		const char *name;
+		int (*fn)(void);
+	} t[] = { { "mechanisms", test_mechanisms }, { "threads", test_threads },
+		  { "failures", test_failures }, { "key", test_key } };
+	int bad = 0;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		int rc = t[i].fn();
+		fprintf(stderr, "%s: %s\n", t[i].name, rc ? "FAIL" : "ok");
+		bad |= rc != 0;
+	}
+	return bad;
+}
