@@ -630,6 +630,10 @@ static void tsrv_want_read(struct tsrv_conn *c)
 /*
  * Write as much of the output queue as the socket takes, gathering several
  * frames per sendmsg. Completed pushes get their callbacks deferred.
+ * While the queue ends in a data frame of a request not yet answered, the
+ * send says MSG_MORE: the reply (or the next data frame) surely follows,
+ * so the kernel holds a short tail and sends it with the reply in one
+ * segment, and the client takes one wake-up per small read instead of two.
  */
 static void tsrv_flush(struct tsrv_conn *c)
 {
@@ -637,12 +641,15 @@ static void tsrv_flush(struct tsrv_conn *c)
 	struct iovec v[IOV_MAX];
 
 	while (c->out_head && !c->dead) {
-		int cnt = 0;
-		for (struct tsrv_frame *f = c->out_head; f && cnt < IOV_MAX; f = f->next)
-			for (int i = f->cur; i < f->cnt && cnt < IOV_MAX; i++)
-				v[cnt++] = f->iov[i];
+		int cnt = 0, more = 0;
+		struct tsrv_frame *g;
+		for (g = c->out_head; g && cnt < IOV_MAX; g = g->next)
+			for (int i = g->cur; i < g->cnt && cnt < IOV_MAX; i++)
+				v[cnt++] = g->iov[i];
+		if (!g && c->req_busy && c->out_tail->cb)
+			more = MSG_MORE;
 		struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)cnt };
-		ssize_t n = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t n = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT | more);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

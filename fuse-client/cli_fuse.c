@@ -889,7 +889,19 @@ static void reply_xattr_value(fuse_req_t req, const void *p, size_t len,
 	fuse_reply_buf(req, p, len);
 }
 
-/* GETXATTR, with the read-only rpfs.stats on the root. */
+/* Whether name is in a namespace the mgr stores (user.*, trusted.*).
+ * Anything else (security.*, system.*) the mgr refuses with EOPNOTSUPP. */
+static int xattr_ns_stored(const char *name)
+{
+	return !strncmp(name, "user.", 5) || !strncmp(name, "trusted.", 8);
+}
+
+/*
+ * GETXATTR, with the read-only rpfs.stats on the root. Names outside the
+ * stored namespaces are answered here with the mgr's EOPNOTSUPP: the
+ * kernel asks for security.capability before every write(2) (FUSE does not
+ * set SB_NOSEC), and a mgr round trip for it doubled the cost of a write.
+ */
 static void cli_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			 size_t size)
 {
@@ -898,6 +910,8 @@ static void cli_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	uint32_t xsize;
 	int rc;
 
+	if (!xattr_ns_stored(name) && !is_stats(ino, name))
+		return (void) fuse_reply_err(req, EOPNOTSUPP);
 	if (is_stats(ino, name)) {
 		char js[2048];
 		int n = stats_json(fs_of(req), js, sizeof(js));
