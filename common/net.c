@@ -328,6 +328,21 @@ int net_sreq_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 	return r->conn->srv->ops->push(r, off, iov, cnt, cb, arg);
 }
 
+/* Whether push_fd is there: see net.h. */
+int net_sreq_can_push_fd(const struct net_sreq *r)
+{
+	return r->conn->srv->ops->push_fd != NULL;
+}
+
+/* Push from a file: see net.h. */
+int net_sreq_push_fd(struct net_sreq *r, uint64_t off, int fd,
+		     uint64_t file_off, size_t len, net_xfer_fn cb, void *arg)
+{
+	if (!r->conn->srv->ops->push_fd)
+		return -EOPNOTSUPP;
+	return r->conn->srv->ops->push_fd(r, off, fd, file_off, len, cb, arg);
+}
+
 int net_sreq_reply(struct net_sreq *r, int32_t status, const void *body,
 		   uint32_t len)
 {

@@ -288,6 +288,26 @@ int net_sreq_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 		  int cnt, net_xfer_fn cb, void *arg);
 
 /**
+ * Whether the transport of r can push straight from a file descriptor
+ * (net_sreq_push_fd): TCP can (sendfile), verbs cannot.
+ * @return 1 yes, 0 no
+ */
+int net_sreq_can_push_fd(const struct net_sreq *r);
+
+/**
+ * Push len bytes of the file fd, from file offset file_off, into the
+ * client's read memory at offset off (off + len must not exceed aux),
+ * without copying them through a buffer. The bytes must exist: the caller
+ * pushes only below the file's size (should the file shrink meanwhile, the
+ * missing tail goes as zeros). fd must stay open until cb runs.
+ * @return 0 started (cb will run), -EINVAL out of range or fd < 0,
+ *         -EOPNOTSUPP the transport cannot (net_sreq_can_push_fd() is 0),
+ *         -ENOMEM
+ */
+int net_sreq_push_fd(struct net_sreq *r, uint64_t off, int fd,
+		     uint64_t file_off, size_t len, net_xfer_fn cb, void *arg);
+
+/**
  * Send the reply and free r. Write data not pulled is discarded. Returns the
  * request's credit. If the connection already failed, just frees r.
  * @return 0, -EMSGSIZE body too large (r is still freed, connection closed)

@@ -53,6 +53,10 @@ struct net_server_ops {
 	void (*reject)(struct net_sreq *r, const char *why);
 	/* optional: pre-register server buffers (NULL = nothing to do) */
 	int (*register_mem)(struct net_server *s, void *addr, size_t len);
+	/* optional: push from a file descriptor (NULL = not supported) */
+	int (*push_fd)(struct net_sreq *r, uint64_t off, int fd,
+		       uint64_t file_off, size_t len, net_xfer_fn cb,
+		       void *arg);
 };
 
 /* Head of every backend's client. Immutable after creation except st. */

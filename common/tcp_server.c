@@ -30,12 +30,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #define TSRV_STG_SIZE 16384     /* receive staging per connection */
 #define TSRV_DIRECT_MIN 4096    /* pull bytes left above which we readv directly */
 #define TSRV_BUDGET 32          /* reads per readable event (fairness) */
+#define TSRV_ZERO_LEN 65536     /* zeros sent in place of a vanished file tail */
+
+static const uint8_t tsrv_zeros[TSRV_ZERO_LEN];
 
 enum tsrv_in { IN_HDR, IN_BODY, IN_REQ, IN_DISCARD };
 
@@ -46,6 +50,11 @@ struct tsrv_frame {
 	void *arg;
 	int rc;                   /* for deferred completions */
 	int cnt, cur;             /* iov entries, first unwritten */
+	/* file tail sent by sendfile once the iovs are out (push_fd) */
+	int sf_fd;                /* the file; only used while sf_left > 0 */
+	int sf_zero;              /* file ended early: send zeros instead */
+	off_t sf_off;             /* next file offset */
+	size_t sf_left;           /* file bytes still to send */
 	uint8_t hdr[PROTO_HDR_LEN];
 	struct iovec iov[];       /* [0] = hdr; then body copy or handler iov */
 };
@@ -628,12 +637,57 @@ static void tsrv_want_read(struct tsrv_conn *c)
 /* ------------------------------------------------------------------ output */
 
 /*
+ * Send the file tail of the head frame (push_fd) with sendfile(2): no copy
+ * into user memory. Should the file have shrunk since the handler looked
+ * (sendfile returns 0), the rest goes as zeros, as a read of a hole would.
+ * @return 1 tail done, 0 socket full, -1 connection closed
+ */
+static int tsrv_send_file(struct tsrv_conn *c, struct tsrv_frame *f)
+{
+	struct tsrv_server *s = c->srv;
+
+	while (f->sf_left) {
+		size_t want = f->sf_left;
+		ssize_t n;
+
+		if (f->sf_zero) {
+			if (want > TSRV_ZERO_LEN)
+				want = TSRV_ZERO_LEN;
+			n = send(c->fd, tsrv_zeros, want,
+				 MSG_NOSIGNAL | MSG_DONTWAIT | MSG_MORE);
+		} else {
+			if (want > 0x7ffff000)
+				want = 0x7ffff000;
+			n = sendfile(c->fd, f->sf_fd, &f->sf_off, want);
+		}
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			NET_STAT_ADD(&s->base.st, conn_errors, 1);
+			tsrv_conn_close(c, 0, strerror(errno));
+			return -1;
+		}
+		if (n == 0) {
+			f->sf_zero = 1;
+			continue;
+		}
+		NET_STAT_ADD(&s->base.st, bytes_tx, n);
+		f->sf_left -= (size_t)n;
+	}
+	return 1;
+}
+
+/*
  * Write as much of the output queue as the socket takes, gathering several
  * frames per sendmsg. Completed pushes get their callbacks deferred.
  * While the queue ends in a data frame of a request not yet answered, the
  * send says MSG_MORE: the reply (or the next data frame) surely follows,
  * so the kernel holds a short tail and sends it with the reply in one
  * segment, and the client takes one wake-up per small read instead of two.
+ * A frame with a file tail (push_fd) ends a gather: its header goes with
+ * MSG_MORE, then its bytes by sendfile.
  */
 static void tsrv_flush(struct tsrv_conn *c)
 {
@@ -641,12 +695,27 @@ static void tsrv_flush(struct tsrv_conn *c)
 	struct iovec v[IOV_MAX];
 
 	while (c->out_head && !c->dead) {
-		int cnt = 0, more = 0;
-		struct tsrv_frame *g;
-		for (g = c->out_head; g && cnt < IOV_MAX; g = g->next)
+		int cnt = 0, more = 0, file = 0;
+		struct tsrv_frame *g = c->out_head;
+		if (g->cur == g->cnt && g->sf_left) {
+			int rc = tsrv_send_file(c, g);
+			if (rc <= 0) {
+				if (rc < 0)
+					return;
+				break;
+			}
+			c->out_head = g->next;
+			if (!c->out_head)
+				c->out_tail = NULL;
+			tsrv_defer(c, g, 0);
+			continue;
+		}
+		for (; g && cnt < IOV_MAX && !file; g = g->next) {
 			for (int i = g->cur; i < g->cnt && cnt < IOV_MAX; i++)
 				v[cnt++] = g->iov[i];
-		if (!g && c->req_busy && c->out_tail->cb)
+			file = g->sf_left > 0;
+		}
+		if (file || (!g && c->req_busy && c->out_tail->cb))
 			more = MSG_MORE;
 		struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)cnt };
 		ssize_t n = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT | more);
@@ -671,6 +740,8 @@ static void tsrv_flush(struct tsrv_conn *c)
 				f->iov[f->cur].iov_len -= (size_t)n;
 				break;
 			}
+			if (f->sf_left)
+				break; /* its file tail goes next */
 			c->out_head = f->next;
 			if (!c->out_head)
 				c->out_tail = NULL;
@@ -787,6 +858,47 @@ static int tsrv_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 	f->cnt = cnt + 1;
 	NET_STAT_ADD(&s->base.st, data_frames, 1);
 	NET_STAT_ADD(&s->base.st, bulk_push_bytes, total);
+	tsrv_hold(c);
+	tsrv_queue(c, f);
+	tsrv_release(c);
+	return 0;
+}
+
+/*
+ * Queue a data frame whose bytes come from fd by sendfile (see net.h
+ * net_sreq_push_fd). Saves the handler's pread into a buffer and the copy
+ * of that buffer into the socket: the page cache pages go to the socket.
+ */
+static int tsrv_push_fd(struct net_sreq *r, uint64_t off, int fd,
+			uint64_t file_off, size_t len, net_xfer_fn cb,
+			void *arg)
+{
+	struct tsrv_conn *c = tsrv_of(r);
+	struct tsrv_server *s = c->srv;
+	struct tsrv_frame *f;
+
+	if (fd < 0 || !cb || !c->req_busy || off > r->hdr.aux ||
+	    len > r->hdr.aux - off || file_off > (uint64_t)INT64_MAX - len)
+		return -EINVAL;
+	f = calloc(1, sizeof(*f) + sizeof(struct iovec));
+	if (!f)
+		return -ENOMEM;
+	f->cb = cb;
+	f->arg = arg;
+	if (c->dead) {
+		tsrv_defer(c, f, -EIO);
+		return 0;
+	}
+	struct proto_hdr h = { .op = r->hdr.op, .tag = r->hdr.tag,
+			       .flags = PROTO_F_DATA, .bulk_len = len, .aux = off };
+	proto_hdr_encode(f->hdr, &h);
+	f->iov[0] = (struct iovec){ f->hdr, PROTO_HDR_LEN };
+	f->cnt = 1;
+	f->sf_fd = fd;
+	f->sf_off = (off_t)file_off;
+	f->sf_left = len;
+	NET_STAT_ADD(&s->base.st, data_frames, 1);
+	NET_STAT_ADD(&s->base.st, bulk_push_bytes, len);
 	tsrv_hold(c);
 	tsrv_queue(c, f);
 	tsrv_release(c);
@@ -1045,6 +1157,7 @@ const struct net_server_ops tcp_server_ops = {
 	.server_port = tsrv_server_port,
 	.pull = tsrv_pull,
 	.push = tsrv_push,
+	.push_fd = tsrv_push_fd,
 	.reply = tsrv_reply,
 	.reject = tsrv_reject,
 };

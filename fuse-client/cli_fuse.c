@@ -94,7 +94,9 @@ static void fill_entry(fuse_req_t req, const struct proto_attr *a,
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = a->ino;
-	e->generation = 1; /* inode numbers are never reused */
+	/* inode numbers are never reused; the generation only moves in
+	 * writeback mode (cli_inode_update) */
+	e->generation = cli_inode_gen(fs_of(req)->itab, a->ino);
 	e->attr_timeout = cf_of(req)->attr_timeout;
 	e->entry_timeout = cf_of(req)->entry_timeout;
 	attr_to_stat(a, &e->attr);
@@ -208,43 +210,86 @@ static void handle_freed(struct cli_fs *fs, const struct proto_cred *c,
 		remove_freed(fs, c, f->ino, &f->layout);
 }
 
-/* Per-thread buffer for read data and directory listings, grown on demand
- * and kept for the thread's life (freed at thread exit). */
+/*
+ * Per-thread buffer for read data and directory listings, grown on demand
+ * and kept for the thread's life (freed at thread exit). It is declared to
+ * the transport (net_client_register_mem) so that the verbs backend keeps
+ * its registration in the pin-down cache; undeclared before it is freed.
+ */
+struct rbuf_state {
+	void *p;                /* the buffer; NULL until first use */
+	size_t cap;             /* its size */
+	int registered;         /* declared to net */
+	struct net_client *net; /* the client it is declared to */
+};
+
 static pthread_key_t rbuf_key;
 static pthread_once_t rbuf_once = PTHREAD_ONCE_INIT;
-static __thread void *rbuf_ptr;
-static __thread size_t rbuf_cap;
+static __thread struct rbuf_state *rbuf_st;
+
+/* Undeclare and free a thread's buffer (key destructor, thread exit). */
+static void rbuf_state_free(void *arg)
+{
+	struct rbuf_state *st = arg;
+
+	if (st->registered)
+		(void)net_client_unregister_mem(st->net, st->p);
+	free(st->p);
+	free(st);
+}
 
 /* Create the key whose destructor frees a thread's buffer. */
 static void rbuf_key_init(void)
 {
-	(void)pthread_key_create(&rbuf_key, free);
+	(void)pthread_key_create(&rbuf_key, rbuf_state_free);
 }
 
-/* A buffer of at least len bytes for the calling thread, or NULL. */
-static void *rbuf_get(size_t len)
+/* A buffer of at least len bytes for the calling thread, or NULL. Cost:
+ * nothing once grown; growing frees, allocates and declares anew. */
+static void *rbuf_get(struct cli_fs *fs, size_t len)
 {
-	void *p;
+	struct rbuf_state *st = rbuf_st;
 
-	if (len <= rbuf_cap)
-		return rbuf_ptr;
+	if (st && len <= st->cap)
+		return st->p;
 	if (len < CLI_MAX_IO)
 		len = CLI_MAX_IO;
 	pthread_once(&rbuf_once, rbuf_key_init);
-	p = realloc(rbuf_ptr, len);
-	if (!p)
+	if (!st) {
+		st = calloc(1, sizeof(*st));
+		if (!st)
+			return NULL;
+		st->net = fs->net;
+		rbuf_st = st;
+		(void)pthread_setspecific(rbuf_key, st);
+	}
+	if (st->registered)
+		(void)net_client_unregister_mem(st->net, st->p);
+	st->registered = 0;
+	free(st->p);
+	st->cap = 0;
+	st->p = malloc(len);
+	if (!st->p)
 		return NULL;
-	rbuf_ptr = p;
-	rbuf_cap = len;
-	(void)pthread_setspecific(rbuf_key, p);
-	return p;
+	st->cap = len;
+	/* on failure reads still work, registered per call */
+	st->registered = net_client_register_mem(st->net, st->p, len) == 0;
+	return st->p;
 }
 
 /* ------------------------------------------------------------------ ops */
 
-/* Negotiate: 1 MiB writes and readahead, readdirplus, atomic O_TRUNC. */
+/*
+ * Negotiate: 1 MiB writes and readahead, readdirplus, atomic O_TRUNC and,
+ * unless -o no_writeback_cache, the writeback cache: the kernel absorbs
+ * write(2) in its page cache and sends WRITEs of up to 1 MiB at writeback,
+ * flush (close) and fsync. It then keeps size and mtime of open files
+ * itself; see HACKING.md "Writeback cache".
+ */
 static void cli_init(void *userdata, struct fuse_conn_info *conn)
 {
+	struct cli_fuse *cf = userdata;
+
 	conn->max_write = CLI_MAX_IO;
 	conn->max_readahead = CLI_MAX_IO;
 	conn->max_background = 64;
@@ -255,8 +300,13 @@ static void cli_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_READDIRPLUS;
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
-	/* size semantics need every write to reach us */
-	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	if (cli_itab_writeback(cf->fs->itab) &&
+	    (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) {
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	} else {
+		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+		cli_itab_set_writeback(cf->fs->itab, 0);
+	}
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
 			FUSE_CAP_SPLICE_MOVE);
 }
@@ -621,7 +671,7 @@ static void cli_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return (void) fuse_reply_buf(req, NULL, 0);
 	if (size > fsize - (uint64_t)off)
 		size = (size_t)(fsize - (uint64_t)off);
-	buf = rbuf_get(size);
+	buf = rbuf_get(fs, size);
 	if (!buf)
 		return (void) fuse_reply_err(req, ENOMEM);
 	rc = cli_io_read(fs, ino, &l, (uint64_t)off, size, buf);
@@ -724,7 +774,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct proto_dirent d;
 	struct rbuf r;
 	size_t pos = 0, maxb = size * (plus ? 2 : 4);
-	char *buf = rbuf_get(size);
+	char *buf = rbuf_get(fs, size);
 	char name[PROTO_MAX_NAME + 1];
 	int rc;
 

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli_inode.h"
 
@@ -25,6 +26,9 @@ struct cli_inode {
 	struct proto_time wtime;   /* when the last write completed */
 	struct proto_layout layout;/* zero unless a regular file */
 	struct proto_attr attr;    /* last attributes from the mgr */
+	uint64_t gen;              /* FUSE generation of the kernel inode */
+	uint64_t ksize;            /* size the kernel inode holds (writeback
+				    * cache: it ignores sizes in replies) */
 };
 
 struct cli_itab {
@@ -32,6 +36,8 @@ struct cli_itab {
 	struct cli_inode **buckets;/* protected by lock */
 	size_t nbuckets;           /* power of two; protected by lock */
 	size_t count;              /* protected by lock */
+	int wb;                    /* kernel writeback cache on; set before
+				    * the mount serves requests */
 };
 
 #define ITAB_INIT_BUCKETS 1024
@@ -127,6 +133,7 @@ static struct cli_inode *get(struct cli_itab *t, uint64_t ino)
 	if (!e)
 		return NULL;
 	e->ino = ino;
+	e->gen = 1;
 	if (t->count >= t->nbuckets * 2)
 		grow(t);
 	h = hash_ino(t, ino);
@@ -176,8 +183,16 @@ int cli_inode_update(struct cli_itab *t, struct proto_attr *attr,
 	pthread_mutex_lock(&t->lock);
 	e = nlookup ? get(t, attr->ino) : find(t, attr->ino);
 	if (e) {
+		int fresh = !e->nlookup && !e->nopen;
+
 		e->nlookup += nlookup;
 		merge(e, attr);
+		if (nlookup && t->wb && S_ISREG(attr->mode)) {
+			if (!fresh && !e->nopen && e->ksize != attr->size)
+				e->gen++; /* the kernel makes a new inode */
+			if (fresh || e->ksize != attr->size)
+				e->ksize = attr->size;
+		}
 	} else if (nlookup) {
 		rc = -ENOMEM;
 	}
@@ -269,6 +284,8 @@ void cli_inode_wrote(struct cli_itab *t, uint64_t ino, uint64_t end,
 	if (e) {
 		if (end > e->wsize)
 			e->wsize = end;
+		if (end > e->ksize)
+			e->ksize = end;
 		e->wtime = *when;
 		e->dirty = 1;
 	}
@@ -328,6 +345,7 @@ void cli_inode_truncated(struct cli_itab *t, uint64_t ino, uint64_t size)
 	if (e) {
 		e->mgr_size = size;
 		e->attr.size = size;
+		e->ksize = size;
 		e->wsize = 0;
 		e->dirty = 0;
 	}
@@ -386,4 +404,37 @@ int cli_inode_cached_attr(struct cli_itab *t, uint64_t ino,
 	}
 	pthread_mutex_unlock(&t->lock);
 	return rc;
+}
+
+/* Writeback mode: see cli_inode.h. */
+void cli_itab_set_writeback(struct cli_itab *t, int on)
+{
+	pthread_mutex_lock(&t->lock);
+	t->wb = on;
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Writeback mode: see cli_inode.h. */
+int cli_itab_writeback(struct cli_itab *t)
+{
+	int on;
+
+	pthread_mutex_lock(&t->lock);
+	on = t->wb;
+	pthread_mutex_unlock(&t->lock);
+	return on;
+}
+
+/* Generation: see cli_inode.h. */
+uint64_t cli_inode_gen(struct cli_itab *t, uint64_t ino)
+{
+	struct cli_inode *e;
+	uint64_t gen = 1;
+
+	pthread_mutex_lock(&t->lock);
+	e = find(t, ino);
+	if (e)
+		gen = e->gen;
+	pthread_mutex_unlock(&t->lock);
+	return gen;
 }

@@ -30,6 +30,14 @@ void cli_itab_free(struct cli_itab *t);
  * Merge fresh attributes from the mgr: creates the entry if needed, adds
  * nlookup to its lookup count, records the layout and mgr size, and
  * rewrites attr->size to the size this client must report.
+ *
+ * Writeback cache (cli_itab_set_writeback): the kernel then keeps a
+ * regular file's size itself and ignores the size in every reply for an
+ * inode it already has. So when a lookup (nlookup > 0) finds the size
+ * changed behind the kernel's back (another client wrote or truncated)
+ * and the file is not open here, the entry's generation is bumped: the
+ * kernel sees a stale inode, drops it and builds a new one from this
+ * reply (cli_inode_gen() gives the generation to reply with).
  * @return 0, -ENOMEM (only when nlookup > 0 and the entry is new)
  */
 int cli_inode_update(struct cli_itab *t, struct proto_attr *attr,
@@ -111,5 +119,18 @@ int cli_inode_unlinked(struct cli_itab *t, uint64_t ino,
  */
 int cli_inode_cached_attr(struct cli_itab *t, uint64_t ino,
 			  struct proto_attr *attr);
+
+/** Tell the table the kernel writeback cache is on (before serving). */
+void cli_itab_set_writeback(struct cli_itab *t, int on);
+
+/** @return whether the writeback cache is on */
+int cli_itab_writeback(struct cli_itab *t);
+
+/**
+ * The FUSE generation to put in entry replies for ino (1 unless bumped by
+ * cli_inode_update in writeback mode).
+ * @return the generation, 1 for an unknown inode
+ */
+uint64_t cli_inode_gen(struct cli_itab *t, uint64_t ino);
 
 #endif

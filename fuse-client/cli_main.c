@@ -21,6 +21,7 @@
 #include "cfg.h"
 #include "cli_core.h"
 #include "cli_fuse.h"
+#include "cli_inode.h"
 #include "log.h"
 
 #define DEFAULT_MGR_PORT 7400
@@ -37,11 +38,12 @@ struct cli_args {
 	char *key;            /* -o key=FILE */
 	char *conf;           /* -o conf=FILE */
 	char *transport;      /* -o transport=NAME */
+	int writeback;        /* kernel writeback cache (-o [no_]writeback_cache) */
 	int bad;              /* an argument was invalid (message printed) */
 };
 
 enum { KEY_TIMEOUT, KEY_ATTR_TIMEOUT, KEY_ENTRY_TIMEOUT, KEY_KEY, KEY_CONF,
-       KEY_TRANSPORT, KEY_IGNORE };
+       KEY_TRANSPORT, KEY_WB, KEY_NO_WB, KEY_IGNORE };
 
 static const struct fuse_opt cli_opt_spec[] = {
 	FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
@@ -50,6 +52,8 @@ static const struct fuse_opt cli_opt_spec[] = {
 	FUSE_OPT_KEY("key=", KEY_KEY),
 	FUSE_OPT_KEY("conf=", KEY_CONF),
 	FUSE_OPT_KEY("transport=", KEY_TRANSPORT),
+	FUSE_OPT_KEY("writeback_cache", KEY_WB),
+	FUSE_OPT_KEY("no_writeback_cache", KEY_NO_WB),
 	/* fstab-only options mount(8) may pass on: accepted and ignored */
 	FUSE_OPT_KEY("_netdev", KEY_IGNORE),
 	FUSE_OPT_KEY("nofail", KEY_IGNORE),
@@ -73,6 +77,9 @@ static void usage(const char *prog, FILE *f)
 		"  -o conf=FILE       config file (default " CFG_DEFAULT_PATH " if it exists,\n"
 		"                     or $RPFS_CONF): [cluster] key, transport, [client] timeout\n"
 		"  -o transport=T     tcp, verbs or auto\n"
+		"  -o writeback_cache the kernel caches writes (faster small\n"
+		"                     writes, weaker cross-client semantics)\n"
+		"  -o no_writeback_cache every write(2) goes to the iods (default)\n"
 		"  -o allow_other     and the other generic FUSE mount options\n"
 		"  -o _netdev         (fstab) accepted and ignored\n"
 		"default mgr port: %d\n", prog, DEFAULT_MGR_PORT);
@@ -129,6 +136,10 @@ static int opt_proc(void *data, const char *arg, int key,
 		return *dst ? 0 : -1;
 	}
 	case KEY_IGNORE:
+		return 0;
+	case KEY_WB:
+	case KEY_NO_WB:
+		a->writeback = key == KEY_WB;
 		return 0;
 	case KEY_ATTR_TIMEOUT:
 		return parse_seconds(a, arg, 0, &a->attr_timeout);
@@ -333,7 +344,7 @@ int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct cli_args a = { .timeout = 10, .attr_timeout = 1.0,
-			      .entry_timeout = 1.0 };
+			      .entry_timeout = 1.0, .writeback = 0 };
 	struct fuse_cmdline_opts fo;
 	struct net_opts no;
 	struct cli_fuse cf;
@@ -404,6 +415,7 @@ int main(int argc, char **argv)
 		log_err("cannot reach mgr %s: %s", src, strerror(-rc));
 		goto out_notify;
 	}
+	cli_itab_set_writeback(cf.fs->itab, a.writeback);
 	se = fuse_session_new(&args, cli_fuse_ops(), sizeof(struct fuse_lowlevel_ops),
 			      &cf);
 	if (!se)

@@ -17,11 +17,17 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "proto.h"
 
 #define OPS_FREE_KEEP 64 /* idle contexts kept for reuse */
+#define OPS_FD_MIN (64u << 10) /* reads from this size on go by push_fd */
+#define OPS_ZERO_LEN 65536     /* static zeros pushed for holes */
+#define OPS_ZERO_IOVS 16       /* ... up to 1 MiB per push */
+
+static const uint8_t ops_zeros[OPS_ZERO_LEN];
 
 /* Life of a request. */
 enum req_state {
@@ -68,6 +74,9 @@ struct io_req {
 	int inflight;        /* pulls or pushes not yet completed */
 	int err;             /* first error, 0 or -errno */
 	int busy, again;     /* req_advance re-entrancy guard */
+	int by_fd;           /* read sent from the file (net_sreq_push_fd) */
+	int fd;              /* by_fd: private descriptor, -1 if no object */
+	uint64_t fsize;      /* by_fd: object size when the read started */
 	struct slot slot[2];
 	struct iod_buf_waiter waiter;
 	struct io_req *next, *prev; /* live list, or free list via next */
@@ -133,6 +142,8 @@ void iod_ops_free(struct iod_ops *ops)
 		if (q->state == REQ_READY)
 			iod_buf_put(ops->pool, &q->waiter.buf);
 		req_release_bufs(q);
+		if (q->by_fd && q->fd >= 0)
+			close(q->fd);
 		free(q);
 	}
 	for (q = ops->free; q; q = n) {
@@ -197,6 +208,9 @@ static void req_finish(struct io_req *q, int32_t status, const void *body,
 	struct net_sreq *r = q->r;
 
 	req_release_bufs(q);
+	if (q->by_fd && q->fd >= 0)
+		close(q->fd);
+	q->by_fd = 0;
 	if (status < 0 && status != -ENOENT)
 		log_debug("%s ino %llu from %s: %s", proto_op_name(q->op),
 			  (unsigned long long)q->q.ino, net_sconn_peer(r->conn),
@@ -458,6 +472,82 @@ static int read_step(struct io_req *q)
 	return 0;
 }
 
+/* Completion of a push_fd or zero push: one fewer in flight. */
+static void fd_push_done(struct net_sreq *r, int rc, void *arg)
+{
+	struct io_req *q = arg;
+
+	q->inflight--;
+	if (rc < 0 && !q->err)
+		q->err = rc;
+	req_advance(q);
+}
+
+/*
+ * An IO_READ without buffers (transport can push_fd): every segment piece
+ * below the object's size goes from the file by sendfile, the rest (holes
+ * past the end) as static zeros. All pushes are queued at once; they hold
+ * no memory of ours, only the request's private descriptor, closed at the
+ * reply. Cost: one frame per segment (more for holes over 1 MiB).
+ * @return 1 progress made, 0 nothing to do now, -1 request finished
+ */
+static int read_step_fd(struct io_req *q)
+{
+	if (q->err) {
+		if (q->inflight)
+			return 0;
+		req_finish(q, q->err, NULL, 0);
+		return -1;
+	}
+	while (q->disk_off < q->total) {
+		const struct proto_seg *sg = &q->segs[q->seg];
+		uint64_t n = sg->len - q->seg_off, foff = sg->off + q->seg_off;
+		int rc;
+
+		if (n > q->total - q->disk_off)
+			n = q->total - q->disk_off;
+		q->inflight++;
+		if (q->fd >= 0 && foff < q->fsize) {
+			if (n > q->fsize - foff)
+				n = q->fsize - foff;
+			rc = net_sreq_push_fd(q->r, q->disk_off, q->fd, foff,
+					      (size_t)n, fd_push_done, q);
+		} else {
+			struct iovec z[OPS_ZERO_IOVS];
+			int cnt = 0;
+
+			if (n > (uint64_t)OPS_ZERO_LEN * OPS_ZERO_IOVS)
+				n = (uint64_t)OPS_ZERO_LEN * OPS_ZERO_IOVS;
+			for (uint64_t left = n; left; cnt++) {
+				size_t l = left < OPS_ZERO_LEN ? (size_t)left
+							       : OPS_ZERO_LEN;
+
+				z[cnt].iov_base = (void *)ops_zeros;
+				z[cnt].iov_len = l;
+				left -= l;
+			}
+			rc = net_sreq_push(q->r, q->disk_off, z, cnt,
+					   fd_push_done, q);
+		}
+		if (rc < 0) {
+			q->inflight--;
+			q->err = rc;
+			return 1;
+		}
+		q->disk_off += n;
+		q->seg_off += n;
+		if (q->seg_off == sg->len) {
+			q->seg++;
+			q->seg_off = 0;
+		}
+	}
+	if (!q->inflight) {
+		req_finish(q, 0, NULL, 0);
+		return -1;
+	}
+	return 0;
+}
+
 /*
  * Drive a bulk request as far as it can go now. Completions that run while
  * we are inside (synchronous pull/push callbacks) only note their result
@@ -474,7 +564,8 @@ static void req_advance(struct io_req *q)
 		int rc;
 
 		q->again = 0;
-		rc = q->op == PROTO_OP_IO_WRITE ? write_step(q) : read_step(q);
+		rc = q->op == PROTO_OP_IO_WRITE ? write_step(q) :
+		     q->by_fd ? read_step_fd(q) : read_step(q);
 		if (rc < 0)
 			return; /* finished: q is recycled, don't touch it */
 		if (rc == 0 && !q->again)
@@ -566,6 +657,15 @@ void iod_ops_handle(struct net_sreq *r, void *arg)
 	}
 	q->total = expect;
 	q->unit = unit_for(expect);
+	if (op == PROTO_OP_IO_READ && expect >= OPS_FD_MIN &&
+	    net_sreq_can_push_fd(r)) {
+		rc = iod_store_read_fd(ops->st, q->q.ino, &q->fd, &q->fsize);
+		if (rc == 0 || rc == -ENOENT) {
+			q->by_fd = 1;
+			if (rc == -ENOENT)
+				q->fd = -1; /* no object: all zeros */
+		}
+	}
 	log_debug("%s ino %llu: %u segs, %llu bytes, unit %zu",
 		  proto_op_name(op), (unsigned long long)q->q.ino, q->q.nsegs,
 		  (unsigned long long)expect, q->unit);

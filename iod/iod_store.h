@@ -51,6 +51,15 @@ int iod_store_read(struct iod_store *st, uint64_t ino, uint64_t off,
 		   void *buf, size_t len);
 
 /**
+ * A descriptor of object ino for sending from (sendfile), of its own: a
+ * duplicate the caller closes, so that the cache may close its copy
+ * meanwhile. Also the object's current size.
+ * @return 0, -ENOENT no such object, other -errno
+ */
+int iod_store_read_fd(struct iod_store *st, uint64_t ino, int *fd,
+		      uint64_t *size);
+
+/**
  * Set object ino's size, creating it if missing.
  * @return 0, -EINVAL size too large, -ENOSPC, other -errno
  */

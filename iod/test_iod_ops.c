@@ -158,6 +158,19 @@ int net_sreq_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 	return start_xfer(r, 1, off, iov, cnt, cb, arg);
 }
 
+/* The fake has no sendfile: the handler keeps its buffered read path. */
+int net_sreq_can_push_fd(const struct net_sreq *r)
+{
+	return 0;
+}
+
+int net_sreq_push_fd(struct net_sreq *r, uint64_t off, int fd,
+		     uint64_t file_off, size_t len, net_xfer_fn cb, void *arg)
+{
+	bad_calls++;
+	return -EOPNOTSUPP;
+}
+
 int net_sreq_reply(struct net_sreq *r, int32_t status, const void *body,
 		   uint32_t len)
 {
