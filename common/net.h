@@ -186,6 +186,10 @@ struct net_call {
 	int rd_cnt;
 	void *rep_buf;             /* reply body lands here */
 	uint32_t rep_cap;
+	/* Optional: for each rd_iov / wr_iov entry, the allocation it lies in
+	 * (same count, or NULL), from the list I/O extended interface; lets
+	 * the verbs backend register whole allocations (OGR). */
+	const struct iovec *rd_alloc, *wr_alloc;
 	/* out */
 	int32_t status;            /* the server's status, valid when wait returns 0 */
 	uint32_t rep_len;          /* reply body length */

@@ -1,8 +1,11 @@
 /*
- * cli_io.c - the client request engine for data: stripe a range, build one
- * list request per iod, submit to all, wait for all.
+ * cli_io.c - the client request engine for data: stripe a file list, build
+ * one list request per iod (its file segments and its memory segments),
+ * submit to all, wait for all; in rounds when the lists are long. The
+ * contiguous read and write are its one-segment case.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +15,16 @@
 #include "log.h"
 #include "stripe.h"
 
-/* Pieces handled per pass: a 1 MiB FUSE request at a 4 KiB unit needs 257. */
-#define IO_MAX_PIECES 512
+/*
+ * Bounds of one round of a list call. A round stages at most IO_MAX_CHUNKS
+ * file pieces and IO_MAX_IOV memory pieces over all iods, and at most
+ * PROTO_MAX_SEGS / NET_MAX_IOV for any one iod (before merging); longer
+ * lists take several rounds. A 1 MiB FUSE request at a 4 KiB unit needs 257
+ * pieces: one round.
+ */
+#define IO_MAX_CHUNKS 2048
+#define IO_MAX_IOV 2048
+#define IO_MAP_PIECES 256 /* stripe_map() output per step */
 #define IO_BODY_HDR 64 /* fixed part of an encoded ioreq, generously */
 #define IO_REP_CAP 256
 
@@ -24,17 +35,30 @@ struct io_sub {
 	int submitted;     /* call is in flight and must be waited for */
 	int rc;            /* 0 or -errno of this sub-request */
 	uint32_t seg0, nsegs, iov0, niov;
+	uint32_t cseg, ciov; /* staged (unmerged) pieces of this round */
 	uint64_t bytes;    /* data bytes moved by this sub-request */
 	uint8_t rep[IO_REP_CAP];
 };
 
-/* Per-thread engine state, allocated once per thread (about 90 KiB). */
+/* A staged file piece with its memory, in file-list order. */
+struct io_chunk {
+	uint16_t k;        /* file-relative iod */
+	uint32_t iov0, niov; /* into io_tls.siov / salloc */
+	uint64_t local_off, len;
+};
+
+/* Per-thread engine state, allocated once per thread (about 400 KiB, of
+ * which a call touches only what it uses). */
 struct io_tls {
-	struct stripe_piece pieces[IO_MAX_PIECES];
-	struct proto_seg segs[IO_MAX_PIECES];
-	struct iovec iov[IO_MAX_PIECES];
+	struct stripe_piece pieces[IO_MAP_PIECES];
+	struct io_chunk chunks[IO_MAX_CHUNKS];
+	struct iovec siov[IO_MAX_IOV];   /* staged memory, file-list order */
+	struct iovec salloc[IO_MAX_IOV]; /* allocation of each siov */
+	struct proto_seg segs[IO_MAX_CHUNKS]; /* grouped by iod, merged */
+	struct iovec iov[IO_MAX_IOV];    /* grouped by iod, merged */
+	struct iovec alloc[IO_MAX_IOV];  /* allocation of each iov */
 	struct io_sub subs[PROTO_MAX_IODS];
-	uint8_t body[IO_MAX_PIECES * sizeof(struct proto_seg) * 2 +
+	uint8_t body[IO_MAX_CHUNKS * sizeof(struct proto_seg) * 2 +
 		     PROTO_MAX_IODS * IO_BODY_HDR];
 };
 
@@ -169,67 +193,195 @@ static void sub_wait(struct cli_fs *fs, struct io_sub *s)
 	s->rc = status_rc(fs, s->iod, s->call.op, s->call.status);
 }
 
-/*
- * One pass of a read or write over a range that needs at most
- * IO_MAX_PIECES pieces. Cost: O(pieces) CPU, one round trip to every iod
- * involved, in parallel.
- */
-static int rw_pass(struct cli_fs *fs, struct io_tls *t, uint16_t op,
-		   uint64_t ino, const struct proto_layout *l, uint64_t off,
-		   size_t len, uint8_t *buf)
-{
-	uint32_t cnt[PROTO_MAX_IODS];
-	uint32_t run = 0;
-	size_t n = 0, body_off = 0;
-	int rc;
+/* Cursor of a list call: where the next round starts in each list. */
+struct io_cursor {
+	size_t fi;         /* file segment index */
+	uint64_t fo;       /* bytes of it done */
+	size_t mi;         /* memory segment index */
+	size_t mo;         /* bytes of it consumed */
+};
 
-	rc = stripe_map(l, fs->niods, off, len, t->pieces, IO_MAX_PIECES, &n);
-	if (rc)
-		return rc;
-	/* counting sort of the pieces by file-relative iod */
-	memset(cnt, 0, sizeof(cnt[0]) * l->count);
-	for (size_t i = 0; i < n; i++)
-		cnt[t->pieces[i].k]++;
+/* Start a round: reset every sub-request of the layout. */
+static void round_reset(struct cli_fs *fs, struct io_tls *t,
+			const struct proto_layout *l)
+{
 	for (uint16_t k = 0; k < l->count; k++) {
 		struct io_sub *s = &t->subs[k];
 
-		s->seg0 = s->iov0 = run;
+		s->cseg = s->ciov = 0;
 		s->nsegs = s->niov = 0;
 		s->bytes = 0;
 		s->rc = 0;
 		s->submitted = 0;
 		s->iod = (uint16_t)((l->first + k) % fs->niods);
-		run += cnt[k];
 	}
-	for (size_t i = 0; i < n; i++) {
-		const struct stripe_piece *p = &t->pieces[i];
-		struct io_sub *s = &t->subs[p->k];
-		struct proto_seg *sg = &t->segs[s->seg0 + s->nsegs];
-		struct iovec *v = &t->iov[s->iov0 + s->niov];
-		uint8_t *mem = buf + p->buf_off;
+}
 
-		if (s->nsegs && sg[-1].off + sg[-1].len == p->local_off)
-			sg[-1].len += p->len;
+/*
+ * Stage one stripe piece: record it as a chunk and cut its memory out of
+ * the memory list at the cursor. Stops early when an iovec budget (whole
+ * round or this iod) runs out. Returns the bytes staged (0: none fit, the
+ * round is full). Cost: O(memory segments spanned).
+ */
+static uint64_t stage_piece(struct io_tls *t, size_t *nchunks, size_t *nsiov,
+			    const struct stripe_piece *p,
+			    const struct iovec *mem, const struct iovec *allocs,
+			    struct io_cursor *cur)
+{
+	struct io_sub *s = &t->subs[p->k];
+	struct io_chunk *c;
+	uint64_t done = 0;
+
+	if (*nchunks >= IO_MAX_CHUNKS || s->cseg >= PROTO_MAX_SEGS)
+		return 0;
+	c = &t->chunks[*nchunks];
+	c->k = p->k;
+	c->local_off = p->local_off;
+	c->iov0 = (uint32_t)*nsiov;
+	c->niov = 0;
+	while (done < p->len) {
+		const struct iovec *m = &mem[cur->mi];
+		size_t avail = m->iov_len - cur->mo;
+		uint64_t want = p->len - done;
+		size_t take = want < avail ? (size_t)want : avail;
+
+		if (avail == 0) { /* zero-length or used up: next */
+			cur->mi++;
+			cur->mo = 0;
+			continue;
+		}
+		if (*nsiov >= IO_MAX_IOV || s->ciov >= NET_MAX_IOV)
+			break;
+		t->siov[*nsiov].iov_base = (uint8_t *)m->iov_base + cur->mo;
+		t->siov[*nsiov].iov_len = take;
+		if (allocs)
+			t->salloc[*nsiov] = allocs[cur->mi];
+		(*nsiov)++;
+		c->niov++;
+		s->ciov++;
+		cur->mo += take;
+		done += take;
+	}
+	if (done == 0)
+		return 0;
+	c->len = done;
+	s->cseg++;
+	(*nchunks)++;
+	return done;
+}
+
+/*
+ * Stage file pieces from the cursor until the lists end or a budget runs
+ * out. Cost: O(pieces + memory segments) of the round.
+ * @return 0, or -EINVAL from stripe_map (bad layout, offset overflow)
+ */
+static int round_stage(struct cli_fs *fs, struct io_tls *t,
+		       const struct proto_layout *l, const uint64_t *foff,
+		       const uint64_t *flen, size_t nf, const struct iovec *mem,
+		       const struct iovec *allocs, struct io_cursor *cur,
+		       size_t *nchunks, size_t *nsiov)
+{
+	*nchunks = *nsiov = 0;
+	while (cur->fi < nf) {
+		uint64_t off = foff[cur->fi] + cur->fo;
+		uint64_t left = flen[cur->fi] - cur->fo;
+		uint64_t maxlen = (uint64_t)(IO_MAP_PIECES - 1) * l->unit -
+				  off % l->unit;
+		uint64_t step = left < maxlen ? left : maxlen;
+		size_t n = 0;
+		int rc;
+
+		if (left == 0) {
+			cur->fi++;
+			cur->fo = 0;
+			continue;
+		}
+		rc = stripe_map(l, fs->niods, off, step, t->pieces,
+				IO_MAP_PIECES, &n);
+		if (rc)
+			return rc;
+		for (size_t i = 0; i < n; i++) {
+			uint64_t got = stage_piece(t, nchunks, nsiov,
+						   &t->pieces[i], mem, allocs,
+						   cur);
+
+			cur->fo += got;
+			if (got < t->pieces[i].len)
+				return 0; /* round full */
+		}
+	}
+	return 0;
+}
+
+/*
+ * Group the staged chunks by iod (counting sort, stable, so each iod's
+ * pieces stay in file-list order) and merge adjacent file ranges and
+ * adjacent memory of the same allocation. Cost: O(chunks + iovecs).
+ */
+static void round_group(struct io_tls *t, const struct proto_layout *l,
+			size_t nchunks, int with_allocs)
+{
+	uint32_t sr = 0, ir = 0;
+
+	for (uint16_t k = 0; k < l->count; k++) {
+		struct io_sub *s = &t->subs[k];
+
+		s->seg0 = sr;
+		s->iov0 = ir;
+		sr += s->cseg;
+		ir += s->ciov;
+	}
+	for (size_t i = 0; i < nchunks; i++) {
+		const struct io_chunk *c = &t->chunks[i];
+		struct io_sub *s = &t->subs[c->k];
+		struct proto_seg *sg = &t->segs[s->seg0 + s->nsegs];
+
+		if (s->nsegs && sg[-1].off + sg[-1].len == c->local_off)
+			sg[-1].len += c->len;
 		else {
-			sg->off = p->local_off;
-			sg->len = p->len;
+			sg->off = c->local_off;
+			sg->len = c->len;
 			s->nsegs++;
 		}
-		if (s->niov && (uint8_t *)v[-1].iov_base + v[-1].iov_len == mem)
-			v[-1].iov_len += p->len;
-		else {
-			v->iov_base = mem;
-			v->iov_len = p->len;
+		for (uint32_t j = 0; j < c->niov; j++) {
+			const struct iovec *m = &t->siov[c->iov0 + j];
+			uint32_t at = s->iov0 + s->niov;
+			struct iovec *v = &t->iov[at];
+
+			if (s->niov &&
+			    (uint8_t *)v[-1].iov_base + v[-1].iov_len ==
+			    (uint8_t *)m->iov_base &&
+			    (!with_allocs || t->alloc[at - 1].iov_base ==
+			     t->salloc[c->iov0 + j].iov_base)) {
+				v[-1].iov_len += m->iov_len;
+				continue;
+			}
+			*v = *m;
+			if (with_allocs)
+				t->alloc[at] = t->salloc[c->iov0 + j];
 			s->niov++;
 		}
-		s->bytes += p->len;
+		s->bytes += c->len;
 	}
-	/* encode and submit every sub-request before waiting for any */
+}
+
+/*
+ * Encode and submit every sub-request of the round, then wait for all.
+ * Cost: one round trip to every iod involved, in parallel.
+ */
+static int round_run(struct cli_fs *fs, struct io_tls *t, uint16_t op,
+		     uint64_t ino, const struct proto_layout *l,
+		     int with_allocs)
+{
+	size_t body_off = 0;
+	int rc;
+
 	for (uint16_t k = 0; k < l->count; k++) {
 		struct io_sub *s = &t->subs[k];
 		struct proto_ioreq q = { .ino = ino };
 		struct wbuf w;
 		size_t cap = IO_BODY_HDR + s->nsegs * sizeof(struct proto_seg) * 2;
+		const struct iovec *al = with_allocs ? &t->alloc[s->iov0] : NULL;
 
 		if (!s->nsegs)
 			continue;
@@ -249,9 +401,11 @@ static int rw_pass(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 		if (op == PROTO_OP_IO_READ) {
 			s->call.rd_iov = &t->iov[s->iov0];
 			s->call.rd_cnt = (int)s->niov;
+			s->call.rd_alloc = al;
 		} else {
 			s->call.wr_iov = &t->iov[s->iov0];
 			s->call.wr_cnt = (int)s->niov;
+			s->call.wr_alloc = al;
 		}
 		s->call.rep_buf = s->rep;
 		s->call.rep_cap = IO_REP_CAP;
@@ -278,48 +432,104 @@ static int rw_pass(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 	return rc;
 }
 
-/* Read or write a range of any length in passes of at most IO_MAX_PIECES. */
-static int rw(struct cli_fs *fs, uint16_t op, uint64_t ino,
-	      const struct proto_layout *l, uint64_t off, size_t len,
-	      uint8_t *buf)
+/*
+ * Check a list call: non-negative counts, lists present, equal totals, no
+ * offset overflow, each memory segment inside its allocation.
+ * @return 0, -EINVAL
+ */
+static int list_check(const uint64_t *foff, const uint64_t *flen, size_t nf,
+		      const struct iovec *mem, size_t nm,
+		      const struct iovec *allocs, uint64_t *total)
 {
+	uint64_t ft = 0, mt = 0;
+
+	if ((nf && (!foff || !flen)) || (nm && !mem))
+		return -EINVAL;
+	for (size_t i = 0; i < nf; i++) {
+		if (foff[i] + flen[i] < foff[i] || ft + flen[i] < ft)
+			return -EINVAL;
+		ft += flen[i];
+	}
+	for (size_t i = 0; i < nm; i++) {
+		uintptr_t b = (uintptr_t)mem[i].iov_base;
+
+		if (mt + mem[i].iov_len < mt)
+			return -EINVAL;
+		mt += mem[i].iov_len;
+		if (allocs && mem[i].iov_len &&
+		    (b < (uintptr_t)allocs[i].iov_base ||
+		     b + mem[i].iov_len < b ||
+		     b + mem[i].iov_len > (uintptr_t)allocs[i].iov_base +
+					  allocs[i].iov_len))
+			return -EINVAL;
+	}
+	if (ft != mt || ft > (uint64_t)SSIZE_MAX)
+		return -EINVAL;
+	*total = ft;
+	return 0;
+}
+
+/* List I/O: see cli_io.h. */
+int cli_io_list(struct cli_fs *fs, uint64_t ino, const struct proto_layout *l,
+		int dir, const uint64_t *foff, const uint64_t *flen, size_t nf,
+		const struct iovec *mem, size_t nm, const struct iovec *allocs)
+{
+	uint16_t op = dir == CLI_IO_WRITE ? PROTO_OP_IO_WRITE : PROTO_OP_IO_READ;
+	struct io_cursor cur = { 0, 0, 0, 0 };
 	struct io_tls *t;
+	uint64_t total, moved = 0;
 	int rc;
 
+	if (dir != CLI_IO_READ && dir != CLI_IO_WRITE)
+		return -EINVAL;
 	if (stripe_layout_check(l, fs->niods))
 		return -EINVAL;
-	if (off + len < off)
-		return -EINVAL;
+	rc = list_check(foff, flen, nf, mem, nm, allocs, &total);
+	if (rc)
+		return rc;
 	t = io_tls_get();
 	if (!t)
 		return -ENOMEM;
-	while (len > 0) {
-		uint64_t maxlen = (uint64_t)(IO_MAX_PIECES - 1) * l->unit -
-				  off % l->unit;
-		size_t chunk = len < maxlen ? len : (size_t)maxlen;
+	while (moved < total) {
+		size_t nchunks, nsiov;
 
-		rc = rw_pass(fs, t, op, ino, l, off, chunk, buf);
+		round_reset(fs, t, l);
+		rc = round_stage(fs, t, l, foff, flen, nf, mem, allocs, &cur,
+				 &nchunks, &nsiov);
 		if (rc)
 			return rc;
-		off += chunk;
-		buf += chunk;
-		len -= chunk;
+		if (nchunks == 0)
+			return -EINVAL; /* cannot happen after list_check */
+		round_group(t, l, nchunks, allocs != NULL);
+		rc = round_run(fs, t, op, ino, l, allocs != NULL);
+		if (rc)
+			return rc;
+		for (uint16_t k = 0; k < l->count; k++)
+			moved += t->subs[k].bytes;
 	}
 	return 0;
 }
 
-/* Read: see cli_io.h. */
+/* Read: see cli_io.h. The contiguous case of the list engine. */
 int cli_io_read(struct cli_fs *fs, uint64_t ino, const struct proto_layout *l,
 		uint64_t off, size_t len, void *buf)
 {
-	return rw(fs, PROTO_OP_IO_READ, ino, l, off, len, buf);
+	uint64_t flen = len;
+	struct iovec m = { .iov_base = buf, .iov_len = len };
+
+	return cli_io_list(fs, ino, l, CLI_IO_READ, &off, &flen, 1, &m, 1,
+			   NULL);
 }
 
 /* Write: see cli_io.h. The buffer is only read (the iod pulls from it). */
 int cli_io_write(struct cli_fs *fs, uint64_t ino, const struct proto_layout *l,
 		 uint64_t off, size_t len, const void *buf)
 {
-	return rw(fs, PROTO_OP_IO_WRITE, ino, l, off, len, (uint8_t *)buf);
+	uint64_t flen = len;
+	struct iovec m = { .iov_base = (void *)buf, .iov_len = len };
+
+	return cli_io_list(fs, ino, l, CLI_IO_WRITE, &off, &flen, 1, &m, 1,
+			   NULL);
 }
 
 /*

@@ -16,8 +16,33 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "cli_core.h"
+
+/* Direction of cli_io_list. */
+#define CLI_IO_READ 0
+#define CLI_IO_WRITE 1
+
+/**
+ * List I/O (PVFS semantics): move the bytes of the file list (foff[i],
+ * flen[i]), in order, from or to the memory list mem, in order. Both lists
+ * describe the same total; zero-length entries are skipped; file segments
+ * may be in any order. Each iod gets one request per round with its file
+ * segments (adjacent ones merged) and its memory segments; a round holds
+ * at most PROTO_MAX_SEGS file and NET_MAX_IOV memory pieces per iod (and
+ * 2048 of each in all), longer lists take several rounds. Reads are not
+ * clipped: holes and ranges past the end read as zeros.
+ * @param dir CLI_IO_READ or CLI_IO_WRITE
+ * @param allocs NULL, or for each mem[i] the allocation containing it
+ *	(passed to the transport as net_call.rd_alloc / wr_alloc)
+ * @return 0, -EINVAL (bad layout, totals differ, offset overflow, a
+ *	segment outside its allocation, NULL list with entries), -ENOMEM,
+ *	-EIO, or an iod's -errno (e.g. -ENOSPC)
+ */
+int cli_io_list(struct cli_fs *fs, uint64_t ino, const struct proto_layout *l,
+		int dir, const uint64_t *foff, const uint64_t *flen, size_t nf,
+		const struct iovec *mem, size_t nm, const struct iovec *allocs);
 
 /**
  * Read [off, off + len) of file ino into buf. The caller clips len to the

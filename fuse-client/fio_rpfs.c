@@ -1,0 +1,241 @@
+/*
+ * fio_rpfs.c - an fio external I/O engine on librpfs, so fio drives an rpfs
+ * cluster without a FUSE mount:
+ *
+ *   fio --ioengine=external:/path/librpfs_fio.so --rpfs_mgr=HOST:PORT ...
+ *
+ * Options (job file or command line), each with an environment fallback:
+ *   rpfs_mgr=HOST[:PORT]   ($RPFS_MGR, required)
+ *   rpfs_key=FILE          ($RPFS_KEY) cluster key
+ *   rpfs_transport=T       ($RPFS_TRANSPORT) tcp, verbs or auto
+ * filename= names files relative to the rpfs root (directory= is
+ * prepended by fio as usual). Every job process mounts once (init) and
+ * unmounts at cleanup. I/O is synchronous (rpfs_pread/rpfs_pwrite);
+ * fsync= and end_fsync= map to rpfs_fsync; unlink=1 to rpfs_unlink.
+ * Built only with -Dfio_engine=enabled (needs fio's source headers, see
+ * scripts/fio-src.sh).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fio.h"
+#include "optgroup.h"
+#include "verify.h"
+
+#include "rpfs.h"
+
+/* Engine options (td->eo). The first member is padding: fio requires
+ * option offsets other than 0. */
+struct rpfs_fio_opts {
+	void *pad;
+	char *mgr;
+	char *key;
+	char *transport;
+};
+
+/* Per job: the mounted file system. */
+struct rpfs_fio_data {
+	rpfs_fs_t *fs;
+};
+
+static struct fio_option rpfs_fio_options[] = {
+	{
+		.name = "rpfs_mgr",
+		.lname = "rpfs mgr address",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rpfs_fio_opts, mgr),
+		.help = "rpfs mgr HOST[:PORT] (default $RPFS_MGR)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "rpfs_key",
+		.lname = "rpfs cluster key file",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rpfs_fio_opts, key),
+		.help = "cluster key file (default $RPFS_KEY)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "rpfs_transport",
+		.lname = "rpfs transport",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rpfs_fio_opts, transport),
+		.help = "tcp, verbs or auto (default $RPFS_TRANSPORT or tcp)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = NULL,
+	},
+};
+
+/* An option's value, else the environment variable, else NULL. */
+static const char *opt_or_env(const char *v, const char *env)
+{
+	if (v && *v)
+		return v;
+	v = getenv(env);
+	return v && *v ? v : NULL;
+}
+
+/* Keep files as fio declared them; nothing to size up front (like other
+ * network engines, the job's size= bounds the I/O). Runs in the fio
+ * main process. */
+static int rpfs_fio_setup(struct thread_data *td)
+{
+	return 0;
+}
+
+/* Mount the cluster for this job. Cost: one MOUNT round trip. */
+static int rpfs_fio_init(struct thread_data *td)
+{
+	struct rpfs_fio_opts *eo = td->eo;
+	struct rpfs_fio_data *d;
+	struct rpfs_opts o;
+	const char *mgr = opt_or_env(eo ? eo->mgr : NULL, "RPFS_MGR");
+	int rc;
+
+	if (!mgr) {
+		log_err("rpfs: no mgr: set rpfs_mgr= or $RPFS_MGR\n");
+		return 1;
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return 1;
+	rpfs_opts_default(&o);
+	o.key_file = opt_or_env(eo ? eo->key : NULL, "RPFS_KEY");
+	o.transport = opt_or_env(eo ? eo->transport : NULL, "RPFS_TRANSPORT");
+	rc = rpfs_mount(mgr, &o, &d->fs);
+	if (rc) {
+		log_err("rpfs: mount %s: %s\n", mgr, strerror(-rc));
+		free(d);
+		return 1;
+	}
+	td->io_ops_data = d;
+	return 0;
+}
+
+/* Unmount at the end of the job. */
+static void rpfs_fio_cleanup(struct thread_data *td)
+{
+	struct rpfs_fio_data *d = td->io_ops_data;
+
+	if (!d)
+		return;
+	(void)rpfs_unmount(d->fs);
+	free(d);
+	td->io_ops_data = NULL;
+}
+
+/* Open (creating it for writers) a file by its rpfs path. */
+static int rpfs_fio_open_file(struct thread_data *td, struct fio_file *f)
+{
+	struct rpfs_fio_data *d = td->io_ops_data;
+	rpfs_file_t *rf;
+	int flags, rc;
+
+	if (!d)
+		return EINVAL;
+	if (td_write(td))
+		flags = (td_read(td) || td->o.verify != VERIFY_NONE ? O_RDWR :
+			 O_WRONLY) | O_CREAT;
+	else
+		flags = O_RDONLY;
+	rc = rpfs_open(d->fs, f->file_name, flags, 0644, &rf);
+	if (rc) {
+		log_err("rpfs: open %s: %s\n", f->file_name, strerror(-rc));
+		return -rc;
+	}
+	FILE_SET_ENG_DATA(f, rf);
+	return 0;
+}
+
+/* Close: publishes the file size. */
+static int rpfs_fio_close_file(struct thread_data *td, struct fio_file *f)
+{
+	rpfs_file_t *rf = FILE_ENG_DATA(f);
+	int rc;
+
+	if (!rf)
+		return 0;
+	FILE_SET_ENG_DATA(f, NULL);
+	rc = rpfs_close(rf);
+	return rc ? -rc : 0;
+}
+
+/* Unlink a file (unlink=1). */
+static int rpfs_fio_unlink_file(struct thread_data *td, struct fio_file *f)
+{
+	struct rpfs_fio_data *d = td->io_ops_data;
+	int rc;
+
+	if (!d)
+		return 0; /* unlink before init: nothing mounted yet */
+	rc = rpfs_unlink(d->fs, f->file_name);
+	return rc && rc != -ENOENT ? -rc : 0;
+}
+
+/* Nothing is cached on the client. */
+static int rpfs_fio_invalidate(struct thread_data *td, struct fio_file *f)
+{
+	return 0;
+}
+
+/* One synchronous I/O: read, write or sync. */
+static enum fio_q_status rpfs_fio_queue(struct thread_data *td,
+					struct io_u *io_u)
+{
+	rpfs_file_t *rf = FILE_ENG_DATA(io_u->file);
+	ssize_t n;
+
+	fio_ro_check(td, io_u);
+	if (!rf) {
+		io_u->error = EBADF;
+		return FIO_Q_COMPLETED;
+	}
+	switch (io_u->ddir) {
+	case DDIR_READ:
+		n = rpfs_pread(rf, io_u->xfer_buf, io_u->xfer_buflen,
+			       io_u->offset);
+		break;
+	case DDIR_WRITE:
+		n = rpfs_pwrite(rf, io_u->xfer_buf, io_u->xfer_buflen,
+				io_u->offset);
+		break;
+	case DDIR_SYNC:
+	case DDIR_DATASYNC:
+	case DDIR_SYNC_FILE_RANGE:
+		n = rpfs_fsync(rf);
+		break;
+	default:
+		io_u->error = EINVAL;
+		return FIO_Q_COMPLETED;
+	}
+	if (n < 0)
+		io_u->error = (int)-n;
+	else if (ddir_rw(io_u->ddir) && (unsigned long long)n <
+		 io_u->xfer_buflen)
+		io_u->resid = io_u->xfer_buflen - (unsigned long long)n;
+	return FIO_Q_COMPLETED;
+}
+
+struct ioengine_ops ioengine = {
+	.name = "rpfs",
+	.version = FIO_IOOPS_VERSION,
+	.flags = FIO_SYNCIO | FIO_DISKLESSIO | FIO_NOEXTEND | FIO_NODISKUTIL,
+	.setup = rpfs_fio_setup,
+	.init = rpfs_fio_init,
+	.cleanup = rpfs_fio_cleanup,
+	.open_file = rpfs_fio_open_file,
+	.close_file = rpfs_fio_close_file,
+	.unlink_file = rpfs_fio_unlink_file,
+	.invalidate = rpfs_fio_invalidate,
+	.queue = rpfs_fio_queue,
+	.options = rpfs_fio_options,
+	.option_struct_size = sizeof(struct rpfs_fio_opts),
+};
