@@ -42,7 +42,7 @@ PACKAGES=(qemu-system-x86 busybox-static cpio kmod iproute2 rdma-core
 	libibverbs-dev fuse3)
 # Modules the guest loads, with their dependencies, in this order.
 MODULES=(virtio_pci virtio_console 9pnet_virtio 9p fuse veth crc32_generic
-	crc32_pclmul ib_uverbs ib_umad rdma_rxe rdma_ucm)
+	crc32_pclmul ib_uverbs ib_umad rdma_rxe rdma_ucm overlay)
 RXE_ADDR=10.55.0.1
 GUEST_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
@@ -171,6 +171,14 @@ mount -t devtmpfs dev $R/dev
 mkdir -p $R/dev/pts $R/dev/shm
 mount -t devpts -o newinstance,ptmxmode=0666 devpts $R/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs $R/dev/shm
+# bash process substitution (<(...)) opens /dev/fd/N.
+ln -s /proc/self/fd $R/dev/fd
+# /usr/sbin (/sbin on Debian 12) writable, for tests that install helpers
+# where mount(8) looks for them: an overlay with its upper layer in RAM.
+mkdir -p /ovl
+mount -t tmpfs -o mode=755 tmpfs /ovl && mkdir -p /ovl/upper /ovl/work &&
+	mount -t overlay -o lowerdir=$R/usr/sbin,upperdir=/ovl/upper,workdir=/ovl/work \
+		overlay $R/usr/sbin || fail "cannot overlay $R/usr/sbin"
 [ -d /sys/kernel/debug ] && mount -t debugfs debugfs $R/sys/kernel/debug 2>/dev/null
 [ -d /sys/fs/fuse/connections ] && mount -t fusectl fusectl $R/sys/fs/fuse/connections 2>/dev/null
 echo booted >$R/run/rpfs-vm/booted

@@ -3,18 +3,29 @@
 #   1. an ASan+UBSan build with -Werror, and its C unit tests (meson test);
 #   2. the libFuzzer targets (clang), each for a bounded time;
 #   3. the pytest integration suite against real daemons and FUSE mounts,
-#      using the ASan build.
-# Prints, as its last line, "N passed, N failed" over all three stages (a
+#      using the ASan build, on tcp (tests marked `verbs` deselected);
+#   4. the verbs transport in the RDMA VM (scripts/rdma-vm.sh: the Debian
+#      kernel under qemu TCG, rdma_rxe on a veth pair): a release build with
+#      -Werror, tests/rdma/smoke.sh, the C tests of meson suite "verbs" if
+#      any, and the whole pytest suite (test_verbs.py's mechanism tests
+#      included) with RPFS_TRANSPORT=verbs on the soft-RoCE address.
+# Prints, as its last line, "N passed, N failed" over all four stages (a
 # skipped test counts as failed) and exits non-zero if anything failed.
 #
 # Environment: RPFS_FUZZ_SECONDS (default 60) per fuzz target;
-# RPFS_PYTEST_ARGS extra pytest arguments (e.g. "-k shell");
+# RPFS_PYTEST_ARGS extra pytest arguments (e.g. "-k shell"), both stages;
+# RPFS_VM_TRANSPORT (default verbs) the transport of stage 4;
+# RPFS_VM_BIG_MIB (default 256) the big-file test's size, RPFS_VM_TAR_FILES
+# (default 600) the tar test's files and RPFS_VM_READDIR_N (default 2000) the
+# big directory's entries in the VM (the host stage keeps 1024, 3000 and
+# 5000: under TCG those three alone would take over 15 minutes);
+# RPFS_VM_PYTEST_TIMEOUT (default 2400) seconds for stage 4's pytest VM;
 # RPFS_TEST_KEEP=1 keeps the temporary directory even when all passed.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 FUZZ_SECONDS=${RPFS_FUZZ_SECONDS:-60}
-PACKAGES=(meson ninja-build pkg-config gcc libc6-dev libfuse3-dev fuse3 liblmdb-dev libev-dev libsodium-dev libinih-dev libsystemd-dev libibverbs-dev librdmacm-dev
+PACKAGES=(meson ninja-build pkg-config gcc libc6-dev libfuse3-dev fuse3 liblmdb-dev libev-dev libsodium-dev libinih-dev libsystemd-dev libibverbs-dev librdmacm-dev dpkg-dev
 	clang libclang-rt-14-dev python3 python3-pytest fio attr util-linux tar diffutils
 	coreutils)
 
@@ -30,6 +41,9 @@ done
 RUN_TMP=$(mktemp -d /tmp/rpfs-test.XXXXXX)
 export RPFS_TEST_PIDS=$RUN_TMP/pids
 : >"$RPFS_TEST_PIDS"
+
+# C tests that need real kernel verbs: meson suite "verbs", and vb_live.
+VERBS_TESTS_RE=':verbs / \| / vb_live$'
 
 say() { printf '\n=== %s\n' "$*"; }
 pass() { PASSED=$((PASSED + ${1:-1})); }
@@ -87,6 +101,41 @@ meson_counts() {
 	fail $((${fail:-0} + ${xpass:-0} + ${skip:-0} + ${tmo:-0}))
 }
 
+# junit_counts XML: add the test cases of a pytest junit file (failure,
+# error and skipped all count as failed; so do collection errors, and a file
+# that is missing or holds no test at all).
+junit_counts() {
+	local junit=$1 p f
+	if [ ! -s "$junit" ]; then
+		echo "test.sh: pytest produced no results ($junit)"
+		fail 1
+		return
+	fi
+	read -r p f < <("$PY" - "$junit" <<'EOF'
+import sys
+import xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+p = f = 0
+for tc in root.iter('testcase'):
+    if any(c.tag in ('failure', 'error', 'skipped') for c in tc):
+        f += 1
+    else:
+        p += 1
+# errors outside any test case (collection) count too
+for ts in root.iter('testsuite'):
+    if int(ts.get('tests', 0)) == 0 and int(ts.get('errors', 0)):
+        f += int(ts.get('errors'))
+print(p, f)
+EOF
+	) || { p=0; f=1; }
+	pass "$p"
+	fail "$f"
+	if [ "$p" = 0 ] && [ "$f" = 0 ]; then
+		echo "test.sh: pytest ran no tests ($junit)"
+		fail 1
+	fi
+}
+
 # ---------------------------------------------------------------- stage 0
 say "packages"
 if ! install_packages; then
@@ -98,7 +147,7 @@ say "ASan+UBSan build (-Werror) and unit tests"
 ASAN_BUILD=build-asan
 asan_ok=1
 if [ ! -f "$ASAN_BUILD/build.ninja" ]; then
-	meson setup "$ASAN_BUILD" -Db_sanitize=address,undefined -Dwerror=true \
+	meson setup "$ASAN_BUILD" -Db_sanitize=address,undefined -Dwerror=true -Dfio_engine=enabled \
 		--buildtype=debug || asan_ok=0
 fi
 if [ $asan_ok = 1 ]; then
@@ -107,8 +156,12 @@ fi
 if [ $asan_ok = 1 ]; then
 	# meson test runs every test under its own sanitizer defaults
 	# (halt_on_error=1, abort_on_error=1, print stack traces).
+	# Tests that need real verbs run in stage 4, inside the VM.
+	mapfile -t host_tests < <(meson test -C "$ASAN_BUILD" --list --no-rebuild 2>/dev/null |
+		grep -v -e "$VERBS_TESTS_RE" | sed 's|.* / ||')
 	set +e
-	meson test -C "$ASAN_BUILD" --print-errorlogs 2>&1 | tee "$RUN_TMP/meson-test.log"
+	meson test -C "$ASAN_BUILD" --print-errorlogs "${host_tests[@]}" 2>&1 |
+		tee "$RUN_TMP/meson-test.log"
 	set -e
 	meson_counts "$RUN_TMP/meson-test.log"
 else
@@ -171,39 +224,87 @@ if [ $asan_ok = 1 ]; then
 	set +e
 	# shellcheck disable=SC2086
 	RPFS_BUILD=$ASAN_BUILD timeout -k 60 3600 "$PY" -m pytest tests/integration -v \
-		--basetemp="$RUN_TMP/pytest" --junitxml="$junit" ${RPFS_PYTEST_ARGS:-} </dev/null
+		-m "not verbs" --basetemp="$RUN_TMP/pytest" --junitxml="$junit" \
+		${RPFS_PYTEST_ARGS:-} </dev/null
 	set -e
-	if [ -s "$junit" ]; then
-		read -r p f < <("$PY" - "$junit" <<'EOF'
-import sys
-import xml.etree.ElementTree as ET
-root = ET.parse(sys.argv[1]).getroot()
-p = f = 0
-for tc in root.iter('testcase'):
-    if any(c.tag in ('failure', 'error', 'skipped') for c in tc):
-        f += 1
-    else:
-        p += 1
-# errors outside any test case (collection) count too
-for ts in root.iter('testsuite'):
-    if int(ts.get('tests', 0)) == 0 and int(ts.get('errors', 0)):
-        f += int(ts.get('errors'))
-print(p, f)
-EOF
-		) || { p=0; f=1; }
-		pass "$p"
-		fail "$f"
-		if [ "$p" = 0 ] && [ "$f" = 0 ]; then
-			echo "test.sh: pytest ran no tests"
-			fail 1
-		fi
-	else
-		echo "test.sh: pytest produced no results"
-		fail 1
-	fi
+	junit_counts "$junit"
 else
 	echo "test.sh: no ASan build, integration tests not run"
 	fail 1
+fi
+
+# ---------------------------------------------------------------- stage 4
+say "verbs in the RDMA VM (qemu TCG, soft-RoCE; transport ${RPFS_VM_TRANSPORT:-verbs})"
+# A release build (TCG runs every instruction in software: the ASan build
+# would be several times slower), under the checkout so the VM sees it.
+VM_BUILD=build-vm
+VM_TRANSPORT=${RPFS_VM_TRANSPORT:-verbs}
+vm_ok=1
+if [ ! -f "$VM_BUILD/build.ninja" ]; then
+	meson setup "$VM_BUILD" --buildtype=release -Dwerror=true -Dverbs=enabled \
+		-Dfio_engine=enabled ||
+		vm_ok=0
+fi
+if [ $vm_ok = 1 ]; then
+	ninja -C "$VM_BUILD" || vm_ok=0
+fi
+if [ $vm_ok = 0 ]; then
+	echo "test.sh: the VM build failed, stage 4 not run"
+	fail 1
+else
+	vm_t0=$(date +%s)
+	if tests/rdma/smoke.sh </dev/null; then
+		pass 1
+	else
+		echo "test.sh: tests/rdma/smoke.sh FAILED"
+		fail 1
+	fi
+	# C tests that need real verbs (suite "verbs", vb_live), if there are any.
+	mapfile -t vm_tests < <(meson test -C "$VM_BUILD" --list --no-rebuild 2>/dev/null |
+		grep -e "$VERBS_TESTS_RE" | sed 's|.* / ||')
+	if [ ${#vm_tests[@]} -gt 0 ]; then
+		vm_log=$VM_BUILD/meson-logs/vm-verbs-test.log
+		rm -f "$vm_log"
+		set +e
+		scripts/rdma-vm.sh run --timeout 1200 -- "RPFS_TRANSPORT=$VM_TRANSPORT \
+			RPFS_TEST_HOST=\$RPFS_RDMA_ADDR meson test -C $VM_BUILD --no-rebuild \
+			--print-errorlogs ${vm_tests[*]} >$vm_log 2>&1; rc=\$?; cat $vm_log; \
+			exit \$rc" </dev/null
+		set -e
+		meson_counts "$vm_log"
+	fi
+	# The verbs end-to-end C test: not a meson test (it needs real verbs).
+	if [ -x "$VM_BUILD/tests/unit/test_vb_live" ]; then
+		if scripts/rdma-vm.sh run --timeout 900 -- "RPFS_TRANSPORT=$VM_TRANSPORT \
+			$VM_BUILD/tests/unit/test_vb_live" </dev/null; then
+			echo "test_vb_live: ok"
+			pass 1
+		else
+			echo "test_vb_live: FAILED"
+			fail 1
+		fi
+	elif [ "$VM_TRANSPORT" = verbs ]; then
+		echo "test.sh: $VM_BUILD/tests/unit/test_vb_live not built"
+		fail 1
+	fi
+	# The whole integration suite, mechanism tests included. Inside the VM the
+	# daemons listen on the rxe address (rxe0 sits on rxe-a, not on lo), the
+	# pid list of this host run does not exist, and /tmp is the VM's tmpfs.
+	vm_junit=$VM_BUILD/junit-vm.xml
+	rm -f "$vm_junit"
+	set +e
+	scripts/rdma-vm.sh run --timeout "${RPFS_VM_PYTEST_TIMEOUT:-2400}" -- \
+		"RPFS_BUILD=$VM_BUILD RPFS_TRANSPORT=$VM_TRANSPORT RPFS_TEST_PIDS= \
+		RPFS_TEST_HOST=\$RPFS_RDMA_ADDR RPFS_TEST_BIG_MIB=${RPFS_VM_BIG_MIB:-256} \
+		RPFS_TEST_TAR_FILES=${RPFS_VM_TAR_FILES:-600} \
+		RPFS_TEST_READDIR_N=${RPFS_VM_READDIR_N:-2000} \
+		python3 -m pytest tests/integration -v --durations=15 \
+		--junitxml=$vm_junit ${RPFS_PYTEST_ARGS:-}" </dev/null
+	vm_rc=$?
+	set -e
+	[ $vm_rc -eq 124 ] && echo "test.sh: the VM timed out"
+	junit_counts "$vm_junit"
+	echo "stage 4 took $(($(date +%s) - vm_t0)) s"
 fi
 
 cleanup

@@ -143,3 +143,14 @@ def dcluster(tmp_path_factory):
 def tmp_mnt(tmp_path_factory):
     """A fresh empty directory to mount on."""
     return str(tmp_path_factory.mktemp('m'))
+
+
+@pytest.fixture
+def tcp_dcluster(tmp_path_factory):
+    """A private cluster forced onto the tcp transport, for the tests that
+    speak the TCP wire framing to the daemons through raw sockets (they run
+    unchanged inside the RDMA VM, where everything else uses verbs)."""
+    c = _start_cluster(str(tmp_path_factory.mktemp('tc')), niods=4, name='tc',
+                       transport='tcp')
+    yield c
+    util.cleanup(c)

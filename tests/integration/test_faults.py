@@ -298,13 +298,13 @@ def check_mount_works(m, name):
 
 @pytest.mark.expect_log(r'^<4>rpfs-(mgr|iod)')
 @pytest.mark.parametrize('target', ['mgr', 'iod'])
-def test_malformed_messages_rejected(dcluster, tmp_mnt, target):
-    m = dcluster.mount(tmp_mnt, 'allow_other,timeout=10')
+def test_malformed_messages_rejected(tcp_dcluster, tmp_mnt, target):
+    m = tcp_dcluster.mount(tmp_mnt, 'allow_other,timeout=10')
     check_mount_works(m, 'before')
     if target == 'mgr':
-        ports, cases = [dcluster.mgr_port], mgr_cases()
+        ports, cases = [tcp_dcluster.mgr_port], mgr_cases()
     else:
-        ports, cases = dcluster.iod_ports, iod_cases()
+        ports, cases = tcp_dcluster.iod_ports, iod_cases()
     for port in ports:
         for name, data in cases.items():
             try:
@@ -319,19 +319,19 @@ def test_malformed_messages_rejected(dcluster, tmp_mnt, target):
         check_unknown_op(port)
         # nothing at all, then close
         socket.create_connection((util.HOST, port), timeout=5).close()
-    for d in dcluster.daemons():
+    for d in tcp_dcluster.daemons():
         assert d.running(), '%s died' % d.name
     check_mount_works(m, 'after')
     util.cleanup(m)
 
 
 @pytest.mark.expect_log(r'^<4>rpfs-(mgr|iod)')
-def test_many_bad_connections_at_once(dcluster, tmp_mnt):
+def test_many_bad_connections_at_once(tcp_dcluster, tmp_mnt):
     """A burst of half-open and garbage connections does not starve the mount."""
-    m = dcluster.mount(tmp_mnt, 'allow_other,timeout=10')
+    m = tcp_dcluster.mount(tmp_mnt, 'allow_other,timeout=10')
     socks = []
     try:
-        for port in [dcluster.mgr_port] + dcluster.iod_ports:
+        for port in [tcp_dcluster.mgr_port] + tcp_dcluster.iod_ports:
             for i in range(20):
                 s = socket.create_connection((util.HOST, port), timeout=5)
                 s.sendall(hdr(OP_LOOKUP, 100)[:30 if i % 2 else 48])  # stalls mid-frame

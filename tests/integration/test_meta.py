@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+import util
 from util import run
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -208,7 +209,7 @@ def test_xattrs(workdir):
 def test_readdir_big(workdir):
     d = os.path.join(workdir, 'big')
     os.mkdir(d)
-    n = 5000
+    n = util.readdir_entries()
     names = {'file-%05d-%s' % (i, 'x' * (i % 60)) for i in range(n)}
     for name in names:
         os.close(os.open(os.path.join(d, name), os.O_CREAT | os.O_WRONLY, 0o644))

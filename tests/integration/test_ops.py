@@ -1,5 +1,5 @@
 """Operations: config file, cluster key, systemd units and readiness,
-mount.rpfs / fstab, and the admin CLI `rpfs`. Real daemons on loopback;
+mount.rpfs / fstab, and the admin CLI `rpfs`. Real daemons on util.HOST;
 the transport is whatever $RPFS_TRANSPORT selects."""
 import json
 import os
@@ -22,16 +22,16 @@ def rpfs(*args, check=False, timeout=60, env=None):
 
 def write_conf(c, path, key=None, extra=''):
     """A config file describing cluster c (a util.Cluster)."""
-    lines = ['[cluster]', 'mgr = 127.0.0.1:%d' % c.mgr_port]
+    lines = ['[cluster]', 'mgr = %s' % util.hostport(c.mgr_port)]
     if key:
         lines.append('key = %s' % key)
     lines += ['transport = %s' % os.environ.get('RPFS_TRANSPORT', 'tcp'),
               '[layout]', 'stripe_unit = 64K', 'stripe_count = 0',
               '[client]', 'timeout = 10',
-              '[mgr]', 'db = %s' % c.db, 'listen = 127.0.0.1:%d' % c.mgr_port,
+              '[mgr]', 'db = %s' % c.db, 'listen = %s' % util.hostport(c.mgr_port),
               '[log]', 'level = info']
     for i, p in enumerate(c.iod_ports):
-        lines += ['[iod.%d]' % i, 'host = 127.0.0.1', 'port = %d' % p,
+        lines += ['[iod.%d]' % i, 'host = %s' % util.HOST, 'port = %d' % p,
                   'data = %s' % c.iod_dirs[i]]
     with open(path, 'w') as f:
         f.write('\n'.join(lines) + '\n' + extra)
@@ -210,7 +210,7 @@ def test_key_right(kcluster, tmp_path):
     m2 = kcluster.mount(str(tmp_path / 'm2'), 'conf=%s' % kcluster.conf)
     with open(os.path.join(m2.path, 'f'), 'rb') as f:
         assert f.read() == data
-    r = rpfs('stats', '--server', '127.0.0.1:%d' % kcluster.iod_ports[0], '--key', kcluster.key)
+    r = rpfs('stats', '--server', util.hostport(kcluster.iod_ports[0]), '--key', kcluster.key)
     assert r.returncode == 0, r.stderr
     st = json.loads(r.stdout)
     assert st['auth_ok'] >= 1 and st['auth_fail'] == 0
@@ -218,7 +218,7 @@ def test_key_right(kcluster, tmp_path):
 
 def _mount_fails(c, mnt, opts):
     os.makedirs(mnt, exist_ok=True)
-    r = util.run([util.binary('fuse-client/rpfs-fuse'), '127.0.0.1:%d' % c.mgr_port, mnt,
+    r = util.run([util.binary('fuse-client/rpfs-fuse'), util.hostport(c.mgr_port), mnt,
                   '-o', opts], check=False, timeout=60)
     assert r.returncode != 0
     assert not util.is_mounted(mnt)
@@ -235,7 +235,7 @@ def test_key_wrong(kcluster, tmp_path):
     assert 'failed to prove the cluster key' in err and 'refused' in err, err
     util.wait_until(lambda: 'wrong cluster key' in kcluster.mgr.log.read_from(off), 10,
                     what='server log line')
-    r = rpfs('status', '--mgr', '127.0.0.1:%d' % kcluster.mgr_port, '--key', other)
+    r = rpfs('status', '--mgr', util.hostport(kcluster.mgr_port), '--key', other)
     assert r.returncode == 1 and 'down' in r.stdout
 
 
@@ -280,7 +280,7 @@ def mount_helper(tmp_path):
 def test_mount_t_rpfs_and_fstab(kcluster, tmp_path, mount_helper):
     mnt = str(tmp_path / 'mt')
     os.makedirs(mnt)
-    spec = '127.0.0.1:%d:/' % kcluster.mgr_port
+    spec = '%s:/' % util.hostport(kcluster.mgr_port)
     try:
         util.run(['mount', '-t', 'rpfs', spec, mnt, '-o', 'allow_other,key=%s' % kcluster.key],
                  env=mount_helper, timeout=60)
@@ -336,7 +336,7 @@ def test_layout_cli(kcluster, tmp_path):
 
 def test_stats_server(kcluster):
     for port in [kcluster.mgr_port] + kcluster.iod_ports:
-        r = rpfs('stats', '--server', '127.0.0.1:%d' % port, '--conf', kcluster.conf)
+        r = rpfs('stats', '--server', util.hostport(port), '--conf', kcluster.conf)
         assert r.returncode == 0, r.stderr
         st = json.loads(r.stdout)
         assert st['msgs_rx'] >= 1 and 'msgs_tx' in st and 'transport' in st

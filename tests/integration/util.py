@@ -34,6 +34,24 @@ def big_mib():
     return int(v)
 
 
+def tar_files():
+    """Files in the tar round-trip test: $RPFS_TEST_TAR_FILES, default 3000
+    (rounded down to whole directories of 100, at least 300)."""
+    v = os.environ.get('RPFS_TEST_TAR_FILES') or '3000'
+    if not v.isdigit() or int(v) < 300:
+        raise ValueError('RPFS_TEST_TAR_FILES: expected a number >= 300, got %r' % v)
+    return int(v) // 100 * 100
+
+
+def readdir_entries():
+    """Entries in the big-directory test: $RPFS_TEST_READDIR_N, default 5000
+    (at least 1000: more than one READDIR reply)."""
+    v = os.environ.get('RPFS_TEST_READDIR_N') or '5000'
+    if not v.isdigit() or int(v) < 1000:
+        raise ValueError('RPFS_TEST_READDIR_N: expected a number >= 1000, got %r' % v)
+    return int(v)
+
+
 def hostport(port):
     """'HOST:PORT' for the test address."""
     return '%s:%d' % (HOST, port)
@@ -223,9 +241,10 @@ class LogWatch:
 class Daemon:
     """One server process (mgr or iod) with its stderr in a log file."""
 
-    def __init__(self, name, argv, logpath, ready_re):
+    def __init__(self, name, argv, logpath, ready_re, env=None):
         self.name = name
         self.argv = argv
+        self.env = env
         self.log = LogFile(logpath, name)
         self.ready_re = re.compile(ready_re, re.M)
         self.proc = None
@@ -235,7 +254,8 @@ class Daemon:
         off = self.log.size()
         fh = open(self.log.path, 'ab')
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
-                                     stdout=fh, stderr=fh, start_new_session=True)
+                                     stdout=fh, stderr=fh, start_new_session=True,
+                                     env=self.env)
         fh.close()
         register_pid(self.proc.pid)
 
@@ -278,7 +298,7 @@ class Mount:
             argv += ['-o', self.opts]
         fh = open(self.log.path, 'ab')
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
-                                     start_new_session=True)
+                                     start_new_session=True, env=self.cluster.env)
         fh.close()
         register_pid(self.proc.pid)
         try:
@@ -313,8 +333,14 @@ class Mount:
 class Cluster:
     """1 mgr + N iods on HOST with free ports, state under state_dir."""
 
-    def __init__(self, state_dir, niods=4, mgr_args=(), log_level=None, name='c'):
+    def __init__(self, state_dir, niods=4, mgr_args=(), log_level=None, name='c',
+                 transport=None):
         log_level = log_level or os.environ.get('RPFS_LOG_LEVEL', 'info')
+        # transport: force RPFS_TRANSPORT for this cluster's daemons and
+        # mounts (None: inherit the environment, like everything else).
+        self.env = None
+        if transport:
+            self.env = dict(os.environ, RPFS_TRANSPORT=transport)
         self.state = state_dir
         self.niods = niods
         self.name = name
@@ -332,14 +358,14 @@ class Cluster:
                     '--data', self.iod_dirs[i], '--log-level', log_level]
             self.iods.append(Daemon('%s-iod%d' % (name, i), argv,
                                     os.path.join(self.logdir, 'iod%d.log' % i),
-                                    r'^<5>rpfs-iod: ready:'))
+                                    r'^<5>rpfs-iod: ready:', self.env))
         argv = [binary('mgr/rpfs-mgr'), '--listen', hostport(self.mgr_port),
                 '--db', self.db, '--log-level', log_level]
         for p in self.iod_ports:
             argv += ['--iod', hostport(p)]
         argv += list(mgr_args)
         self.mgr = Daemon('%s-mgr' % name, argv, os.path.join(self.logdir, 'mgr.log'),
-                          r'^<5>rpfs-mgr: ready:')
+                          r'^<5>rpfs-mgr: ready:', self.env)
 
     def daemons(self):
         return [self.mgr] + self.iods

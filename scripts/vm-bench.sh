@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# vm-bench.sh - fio on an rpfs mount over verbs and over tcp, in one run of
+# the RDMA VM (scripts/rdma-vm.sh: soft-RoCE under qemu TCG), and the client
+# CPU it took. A benchmark, not a test: it asserts nothing about speed.
+#
+#   scripts/vm-bench.sh [--size MIB] [--runtime S] [--rounds N]
+#
+# On the host it boots the VM and runs itself inside. Inside, it starts two
+# clusters on $RPFS_RDMA_ADDR (1 mgr + 4 iods each, state on the VM's tmpfs),
+# one with RPFS_TRANSPORT=verbs and one with tcp, mounts both, and runs, for
+# each job, verbs then tcp (interleaved, --rounds times):
+#   seqwrite  sequential 1 MiB writes of --size MiB (end_fsync)
+#   seqread   sequential 1 MiB reads of that file, page cache dropped first
+#   randread  random 4 KiB reads of it for --runtime s, cache dropped first
+# and prints MB/s, IOPS and the rpfs-fuse CPU seconds (utime + stime from
+# /proc/PID/stat, before and after) per GiB moved. Numbers under TCG say
+# how the transports compare on one machine, not what hardware would do.
+#
+# Environment: RPFS_BUILD (default build-vm; built if missing), RPFS_VM_BENCH_TIMEOUT
+# (default 1800 s, the VM's limit).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+SIZE=256
+RUNTIME=20
+ROUNDS=1
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--size) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "vm-bench: --size: expected MiB, got \"${2:-}\"" >&2; exit 2; }
+		SIZE=$2; shift ;;
+	--runtime) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "vm-bench: --runtime: expected seconds, got \"${2:-}\"" >&2; exit 2; }
+		RUNTIME=$2; shift ;;
+	--rounds) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "vm-bench: --rounds: expected N, got \"${2:-}\"" >&2; exit 2; }
+		ROUNDS=$2; shift ;;
+	*) echo "vm-bench: unknown argument \"$1\"" >&2; exit 2 ;;
+	esac
+	shift
+done
+export RPFS_BUILD=${RPFS_BUILD:-build-vm}
+case "$RPFS_BUILD" in /*) BUILD=$RPFS_BUILD ;; *) BUILD=$REPO/$RPFS_BUILD ;; esac
+
+if [ "${RPFS_IN_VM:-}" != 1 ]; then
+	if [ ! -f "$BUILD/build.ninja" ]; then
+		meson setup "$BUILD" --buildtype=release -Dwerror=true -Dverbs=enabled
+	fi
+	ninja -C "$BUILD" >/dev/null
+	exec "$REPO/scripts/rdma-vm.sh" run --timeout "${RPFS_VM_BENCH_TIMEOUT:-1800}" -- \
+		"$REPO/scripts/vm-bench.sh" --size "$SIZE" --runtime "$RUNTIME" --rounds "$ROUNDS"
+fi
+
+# ------------------------------------------------------------- inside the VM
+ADDR=${RPFS_RDMA_ADDR:?not in the RDMA VM}
+TMP=$(mktemp -d /tmp/vm-bench.XXXXXX)
+TICK=$(getconf CLK_TCK)
+PIDS=()
+MNTS=()
+
+cleanup() {
+	local m p
+	for m in "${MNTS[@]}"; do
+		fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+	done
+	for p in "${PIDS[@]}"; do
+		kill "$p" 2>/dev/null || true
+	done
+}
+trap cleanup EXIT
+
+# wait_log FILE REGEX: wait (up to 60 s) for a line in a daemon's log.
+wait_log() {
+	local i
+	for i in $(seq 600); do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "vm-bench: no \"$2\" in $1:" >&2
+	tail -n 20 "$1" >&2
+	return 1
+}
+
+# start_cluster T BASEPORT: 4 iods and a mgr on ADDR with transport T,
+# mounted at $TMP/mnt-T; sets FUSE_PID_T.
+start_cluster() {
+	local t=$1 base=$2 i iods=() st=$TMP/$1 mnt=$TMP/mnt-$1
+	mkdir -p "$st/logs" "$mnt"
+	for i in 0 1 2 3; do
+		RPFS_TRANSPORT=$t "$BUILD/iod/rpfs-iod" --listen "$ADDR:$((base + 1 + i))" \
+			--data "$st/iod$i" --log-level notice 2>"$st/logs/iod$i.log" &
+		PIDS+=($!)
+		iods+=(--iod "$ADDR:$((base + 1 + i))")
+	done
+	for i in 0 1 2 3; do wait_log "$st/logs/iod$i.log" 'ready:'; done
+	RPFS_TRANSPORT=$t "$BUILD/mgr/rpfs-mgr" --listen "$ADDR:$base" --db "$st/db" \
+		"${iods[@]}" --log-level notice 2>"$st/logs/mgr.log" &
+	PIDS+=($!)
+	wait_log "$st/logs/mgr.log" 'ready:'
+	RPFS_TRANSPORT=$t "$BUILD/fuse-client/rpfs-fuse" "$ADDR:$base" "$mnt" -f \
+		2>"$st/logs/fuse.log" &
+	PIDS+=($!)
+	eval "FUSE_PID_$t=$!"
+	MNTS+=("$mnt")
+	for i in $(seq 300); do
+		mountpoint -q "$mnt" && break
+		sleep 0.1
+	done
+	mountpoint -q "$mnt" || { echo "vm-bench: $mnt not mounted" >&2; tail "$st/logs/fuse.log" >&2; exit 1; }
+	local got
+	got=$(getfattr --absolute-names --only-values -n rpfs.stats "$mnt" 2>/dev/null | sed -n 's/.*"transport":"\([a-z]*\)".*/\1/p')
+	[ "$got" = "$t" ] || { echo "vm-bench: $mnt runs transport \"$got\", not $t" >&2; exit 1; }
+}
+
+# cpu_ticks PID: utime + stime of a process, in clock ticks.
+cpu_ticks() {
+	awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
+}
+
+drop_caches() {
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+}
+
+# run_job T JOB: one fio job on T's mount; appends a result line to
+# $TMP/results: T JOB bytes seconds iops cpu_ticks.
+run_job() {
+	local t=$1 job=$2 mnt=$TMP/mnt-$1 pid args c0 c1 out
+	pid=$(eval echo "\$FUSE_PID_$t")
+	case "$job" in
+	seqwrite) rm -f "$mnt/bench.dat"
+		args=(--rw=write --bs=1M --size="${SIZE}m" --end_fsync=1) ;;
+	seqread) args=(--rw=read --bs=1M --size="${SIZE}m") ;;
+	randread) args=(--rw=randread --bs=4k --size="${SIZE}m" --runtime="$RUNTIME"
+			--time_based --randrepeat=0) ;;
+	esac
+	drop_caches
+	c0=$(cpu_ticks "$pid")
+	out=$TMP/fio-$t-$job.json
+	fio --name="$job" --filename="$mnt/bench.dat" --ioengine=psync --direct=0 \
+		--output-format=json "${args[@]}" >"$out"
+	c1=$(cpu_ticks "$pid")
+	python3 - "$out" "$t" "$job" $((c1 - c0)) >>"$TMP/results" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))['jobs'][0]
+d = j['write'] if j['write']['io_bytes'] else j['read']
+print(sys.argv[2], sys.argv[3], d['io_bytes'], d['runtime'] / 1000.0, d['iops'], sys.argv[4])
+EOF
+}
+
+echo "vm-bench: $(uname -r), $(nproc) vCPUs, rxe on $ADDR, size ${SIZE} MiB, randread ${RUNTIME} s, rounds $ROUNDS"
+start_cluster verbs 7500
+start_cluster tcp 7600
+: >"$TMP/results"
+for r in $(seq "$ROUNDS"); do
+	for job in seqwrite seqread randread; do
+		for t in verbs tcp; do
+			run_job "$t" "$job"
+		done
+	done
+done
+for t in verbs tcp; do
+	echo "--- rpfs.stats of the $t mount"
+	getfattr --absolute-names --only-values -n rpfs.stats "$TMP/mnt-$t"; echo
+done
+python3 - "$TMP/results" "$TICK" <<'EOF'
+import sys
+from collections import defaultdict
+tick = float(sys.argv[2])
+acc = defaultdict(lambda: [0, 0.0, 0.0, 0, 0])
+for line in open(sys.argv[1]):
+    t, job, b, s, iops, ticks = line.split()
+    a = acc[(job, t)]
+    a[0] += int(b); a[1] += float(s); a[2] += float(iops); a[3] += int(ticks); a[4] += 1
+print('| job | transport | MB/s | IOPS | client CPU s/GiB |')
+print('|---|---|---|---|---|')
+for job in ('seqwrite', 'seqread', 'randread'):
+    for t in ('verbs', 'tcp'):
+        if (job, t) not in acc:
+            continue
+        b, s, iops, ticks, n = acc[(job, t)]
+        gib = b / float(1 << 30)
+        print('| %s %s | %s | %.1f | %.0f | %.2f |' % (
+            job, '1M' if job.startswith('seq') else '4k', t, b / s / 1e6 if s else 0,
+            iops / n, (ticks / tick) / gib if gib else 0))
+EOF
