@@ -80,6 +80,9 @@ struct net_opts {
 	const char *rdma_dev;      /* device name, NULL = first found */
 	uint64_t pin_max;          /* client: bound on bytes the pin-down cache
 				    * keeps registered (0 = 256 MiB) */
+	int list_mode; /* 0 gather/scatter (default), 1 multiple message: one
+			* RDMA operation per segment (verbs; also
+			* $RPFS_LIST_MODE=gather|multi) */
 };
 
 /* Transport counters, readable at any time (relaxed atomics). */
@@ -106,6 +109,15 @@ struct net_stats {
 	uint64_t reg_cache_hits, reg_cache_misses, reg_cache_evictions;
 	uint64_t pinned_bytes;             /* currently pinned (gauge) */
 	uint64_t srq_posted;               /* receives posted to the SRQ (gauge) */
+	/* noncontiguous transfers and Optimistic Group Registration */
+	uint64_t reg_ns;                   /* time in ibv_reg_mr + ibv_dereg_mr */
+	uint64_t ogr_groups;               /* covering registrations spanning
+					    * more than one segment */
+	uint64_t ogr_fallbacks;            /* group registrations that failed
+					    * (unmapped hole) and were redone */
+	uint64_t rdma_signaled;            /* signaled RDMA work requests: one per
+					    * pull/push (gather), one per
+					    * segment (multiple message) */
 };
 
 /** Defaults: credits, timeout, thresholds of the paper (4 KiB inline, 64 KiB

@@ -44,6 +44,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* Allocation bounds of a call's iovecs (extended list API), or NULL. */
+/* Reject private data of a server that requires a key we lack (the server
+ * sends the same 8 bytes; see vb_server.c). */
+#define VB_REJ_NOKEY "rpfsNKEY"
+#define VB_REJ_NOKEY_LEN 8
+#define VB_CALL_WR_ALLOC(call) ((call)->wr_alloc)
+#define VB_CALL_RD_ALLOC(call) ((call)->rd_alloc)
+
 /* What a work request id points at. */
 enum vb_ctag_kind { VB_CT_RECV = 1, VB_CT_SEND };
 
@@ -103,7 +111,6 @@ struct vb_cconn {
 	 * torn down by the progress thread under lock) */
 	struct rdma_cm_id *id;
 	struct ibv_cq *rcq, *scq;
-	unsigned rcq_events;             /* progress thread */
 	uint32_t max_sge;
 	uint64_t s_fast_addr;            /* server fast slots */
 	uint32_t s_fast_rkey, s_slot_size;
@@ -189,8 +196,6 @@ static void vb_conn_destroy_res(struct vb_cconn *c)
 	if (c->id && c->id->qp)
 		rdma_destroy_qp(c->id);
 	if (c->rcq) {
-		ibv_ack_cq_events(c->rcq, c->rcq_events);
-		c->rcq_events = 0;
 		ibv_destroy_cq(c->rcq);
 		c->rcq = NULL;
 	}
@@ -293,7 +298,8 @@ static int vb_cm_wait(struct rdma_event_channel *ch, uint64_t deadline,
 }
 
 /* Wait for one expected cm event. @return 0, -ECONNREFUSED (rejected),
- * -EHOSTUNREACH (address/route), -ETIMEDOUT, -ENOTCONN */
+ * -EACCES (rejected because we have no cluster key), -EHOSTUNREACH
+ * (address/route), -ETIMEDOUT, -ENOTCONN */
 static int vb_cm_expect(struct rdma_event_channel *ch, uint64_t deadline,
 			enum rdma_cm_event_type want, struct rdma_cm_event **out)
 {
@@ -309,6 +315,10 @@ static int vb_cm_expect(struct rdma_event_channel *ch, uint64_t deadline,
 	switch (ev->event) {
 	case RDMA_CM_EVENT_REJECTED:
 		rc = -ECONNREFUSED;
+		if (ev->param.conn.private_data &&
+		    ev->param.conn.private_data_len >= VB_REJ_NOKEY_LEN &&
+		    !memcmp(ev->param.conn.private_data, VB_REJ_NOKEY, VB_REJ_NOKEY_LEN))
+			rc = -EACCES;
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
@@ -354,6 +364,7 @@ static int vb_client_dev(struct vb_client *vc, struct ibv_context *ctx)
 		vc->ctx = ctx;
 		pthread_mutex_lock(&vc->rc_lock);
 		vc->rc.pd = vc->pd;
+		vb_rcache_calibrate(&vc->rc);
 		pthread_mutex_unlock(&vc->rc_lock);
 	}
 	pthread_mutex_unlock(&vc->lock);
@@ -489,6 +500,32 @@ static int vb_send_auth(struct vb_cconn *c, const uint8_t *cn, const uint8_t *sn
 }
 
 /*
+ * Send our key proof to a server whose own proof failed, and wait (briefly)
+ * until it is delivered before we disconnect: a genuine server with another
+ * key then logs the mismatch too, as over tcp. Best effort.
+ */
+static void vb_auth_anyway(struct vb_cconn *c, const uint8_t *cn, const uint8_t *sn,
+			   uint64_t deadline)
+{
+	uint64_t end = net_now_ns() + 1000000000ull;
+	struct ibv_wc wc;
+	int rc;
+
+	if (end > deadline)
+		end = deadline;
+	pthread_mutex_lock(&c->lock);
+	rc = vb_send_auth(c, cn, sn);
+	pthread_mutex_unlock(&c->lock);
+	if (rc)
+		return;
+	while (net_now_ns() < end) {
+		if (ibv_poll_cq(c->scq, 1, &wc) != 0)
+			return;
+		usleep(1000);
+	}
+}
+
+/*
  * Set up one connection: resolve, create the QP on our CQs, connect with
  * our private data, check the server's (credits, fast slots, key proof),
  * then hand the cm_id to the client's event channel.
@@ -608,6 +645,11 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 		goto out_destroy_qp;
 	}
 	rc = vb_cm_expect(ch, deadline, RDMA_CM_EVENT_ESTABLISHED, &ev);
+	if (rc == -EACCES) {
+		log_err("net: %s:%u requires a cluster key and we have none "
+			"(configure key = in rpfs.conf or -o key=FILE)", c->host, c->port);
+		NET_STAT_ADD(&vc->base.st, auth_fail, 1);
+	}
 	if (rc)
 		goto out_destroy_qp;
 	rc = vb_spriv_decode(ev->param.conn.private_data,
@@ -620,9 +662,12 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 	}
 	if (o->has_key) {
 		if (!sp.has_mac || net_auth_check(o->key, 'S', cp.cn, sp.sn, sp.mac)) {
-			log_warn("net: %s:%u: server could not prove the cluster key; "
-				 "refusing it", c->host, c->port);
+			log_err("net: %s:%u: the server failed to prove the cluster key "
+				"(%s); refusing it", c->host, c->port,
+				sp.has_mac ? "its key differs from ours" : "it has no key");
 			NET_STAT_ADD(&vc->base.st, auth_fail, 1);
+			if (sp.has_mac)
+				vb_auth_anyway(c, cp.cn, sp.sn, deadline);
 			rc = -EACCES;
 			goto out_disconnect;
 		}
@@ -728,13 +773,22 @@ static int vb_call_check(const struct net_call *call, uint64_t *wr, uint64_t *rd
 	return 0;
 }
 
-/* Register iov through the cache and describe it as segments at out.
- * @return segments written, or -errno */
+/*
+ * Register iov (declared memory through the cache, the rest by Optimistic
+ * Group Registration, see vb_mr.c) and describe it as segments at out.
+ * Neighbouring pieces that are contiguous in memory under one registration
+ * become one segment, so the server moves them with one RDMA operation.
+ * @param alloc allocation bounds per iovec (extended list API), or NULL
+ * @return segments written, or -errno
+ */
 static int vb_iov_segs(struct vb_cconn *c, struct vb_cslot *s,
-		       const struct iovec *iov, int cnt, int acc, uint8_t *out)
+		       const struct iovec *iov, int cnt, const struct iovec *alloc,
+		       int acc, uint8_t *out)
 {
 	struct vb_client *vc = c->vc;
-	int n = 0;
+	struct ibv_mr *mbuf[64], **mrs = mbuf;
+	struct vb_seg cur = { 0 };
+	int n = 0, rc;
 
 	if (s->nrefs + cnt > s->caprefs) {
 		int cap = s->nrefs + cnt + 8;
@@ -744,22 +798,33 @@ static int vb_iov_segs(struct vb_cconn *c, struct vb_cslot *s,
 		s->refs = r;
 		s->caprefs = cap;
 	}
+	if (cnt > 64 && !(mrs = malloc((size_t)cnt * sizeof(*mrs))))
+		return -ENOMEM;
+	pthread_mutex_lock(&vc->rc_lock);
+	rc = vb_rcache_get_list(&vc->rc, iov, cnt, alloc, acc, mrs, s->refs, &s->nrefs);
+	pthread_mutex_unlock(&vc->rc_lock);
+	if (rc)
+		goto out_free_mrs;
 	for (int i = 0; i < cnt; i++) {
 		if (!iov[i].iov_len)
 			continue;
-		struct vb_rref *ref = &s->refs[s->nrefs];
-		pthread_mutex_lock(&vc->rc_lock);
-		int rc = vb_rcache_get(&vc->rc, iov[i].iov_base, iov[i].iov_len, acc, ref);
-		pthread_mutex_unlock(&vc->rc_lock);
-		if (rc)
-			return rc;
-		s->nrefs++;
-		struct vb_seg sg = { (uintptr_t)iov[i].iov_base, (uint32_t)iov[i].iov_len,
-				     ref->mr->rkey };
-		vb_seg_encode(out + (size_t)n * VB_SEG_LEN, &sg);
-		n++;
+		uintptr_t a = (uintptr_t)iov[i].iov_base;
+		if (cur.len && cur.rkey == mrs[i]->rkey && cur.addr + cur.len == a &&
+		    (uint64_t)cur.len + iov[i].iov_len <= UINT32_MAX) {
+			cur.len += (uint32_t)iov[i].iov_len;
+			continue;
+		}
+		if (cur.len)
+			vb_seg_encode(out + (size_t)n++ * VB_SEG_LEN, &cur);
+		cur = (struct vb_seg){ a, (uint32_t)iov[i].iov_len, mrs[i]->rkey };
 	}
-	return n;
+	if (cur.len)
+		vb_seg_encode(out + (size_t)n++ * VB_SEG_LEN, &cur);
+	rc = n;
+out_free_mrs:
+	if (mrs != mbuf)
+		free(mrs);
+	return rc;
 }
 
 /* Whether every entry of iov is already registered (check_if_registered). */
@@ -878,7 +943,7 @@ static int vb_build_and_post(struct vb_cconn *c, struct vb_cslot *s, int si,
 	if (!segbuf)
 		return -ENOMEM;
 	if (wm == WM_RDMA) {
-		rc = vb_iov_segs(c, s, call->wr_iov, call->wr_cnt,
+		rc = vb_iov_segs(c, s, call->wr_iov, call->wr_cnt, VB_CALL_WR_ALLOC(call),
 				 IBV_ACCESS_REMOTE_READ, segbuf);
 		if (rc < 0)
 			goto out_free_segbuf;
@@ -891,7 +956,7 @@ static int vb_build_and_post(struct vb_cconn *c, struct vb_cslot *s, int si,
 		vb_seg_encode(segbuf + (size_t)nwr * VB_SEG_LEN, &sg);
 		nrd = 1;
 	} else if (m.flags & VB_F_RD_RDMA) {
-		rc = vb_iov_segs(c, s, call->rd_iov, call->rd_cnt,
+		rc = vb_iov_segs(c, s, call->rd_iov, call->rd_cnt, VB_CALL_RD_ALLOC(call),
 				 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
 				 segbuf + (size_t)nwr * VB_SEG_LEN);
 		if (rc < 0)
@@ -1284,8 +1349,12 @@ static void vb_on_chan(struct vb_client *vc)
 
 	while (ibv_get_cq_event(vc->chan, &cq, &ctx) == 0) {
 		struct vb_cconn *c = ctx;
-		c->rcq_events++;
+		/* Re-arm, then ack at once: ibv_destroy_cq waits until every
+		 * event taken is acked, so the CQ outlives the re-arm, and a
+		 * destroyer (a failed connect, a teardown) never waits on us.
+		 * vb_drain re-checks c->rcq under c->lock. */
 		ibv_req_notify_cq(cq, 0);
+		ibv_ack_cq_events(cq, 1);
 		vb_drain(c);
 	}
 }

@@ -143,8 +143,19 @@ struct vb_rent {
 	uint64_t lru;          /* last use tick */
 };
 
+/* How undeclared memory of one call is registered. */
+enum vb_reg_mode {
+	VB_REG_OGR = 0,        /* Optimistic Group Registration (default) */
+	VB_REG_INDIV,          /* each segment on its own ($RPFS_REG_MODE=indiv) */
+};
+
 struct vb_rcache {
 	struct ibv_pd *pd;     /* set at first connect */
+	enum vb_reg_mode mode;
+	/* OGR cost model T = a * pages + b, registration plus deregistration,
+	 * in ns: calibrated at the first connect or from $RPFS_OGR_COST */
+	double cost_a, cost_b;
+	int calibrated;
 	struct vb_rent *ent;   /* sorted by base, non-overlapping */
 	int n, cap;
 	uint64_t tick;
@@ -176,6 +187,34 @@ struct ibv_mr *vb_rcache_check(struct vb_rcache *rc, const void *addr, size_t le
 int vb_rcache_get(struct vb_rcache *rc, void *addr, size_t len, int acc,
 		  struct vb_rref *out);
 void vb_rcache_put(struct vb_rcache *rc, struct vb_rref *ref);
+
+/*
+ * Register the memory of one call direction (Optimistic Group Registration):
+ * segments inside declared regions go through the cache; the others are
+ * sorted by address, grouped by the cost model (a covering registration
+ * where registering the holes costs less than another registration;
+ * never across two allocations when alloc gives each segment's allocation
+ * bounds), registered optimistically, and a group that fails (an unmapped
+ * hole) is registered again by the real mappings of /proc/self/maps or
+ * segment by segment. Every registration is valid for this call only.
+ * @param alloc per-segment allocation bounds, or NULL
+ * @param mrs out: the MR covering iov[i] (NULL for empty segments)
+ * @param refs out: registrations to release with vb_rcache_put; room for cnt
+ * @param nrefs in/out: entries used in refs
+ * @return 0, -ENODEV (no pd), -ENOMEM, -EFAULT/-errno of ibv_reg_mr (refs
+ *	taken so far stay in refs for the caller to release)
+ */
+int vb_rcache_get_list(struct vb_rcache *rc, const struct iovec *iov, int cnt,
+		       const struct iovec *alloc, int acc, struct ibv_mr **mrs,
+		       struct vb_rref *refs, int *nrefs);
+/* The OGR grouping alone (no registration): sort idx[0..n) by address and
+ * set grp[k] (in sorted order) to the group number of idx[k].
+ * @return the number of groups */
+int vb_ogr_group(const struct vb_rcache *rc, const struct iovec *iov,
+		 const struct iovec *alloc, int *idx, int n, int *grp);
+/* Time ibv_reg_mr/ibv_dereg_mr of a few sizes to set cost_a/cost_b, unless
+ * $RPFS_OGR_COST="a_ns,b_ns" configures them. Needs rc->pd. */
+void vb_rcache_calibrate(struct vb_rcache *rc);
 
 /* The server's registered zones, sorted by address for lookup. */
 struct vb_zone {

@@ -22,8 +22,12 @@
 
 #include <errno.h>
 #include <infiniband/verbs.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 /* Add d to a gauge counter (relaxed). */
 void vb_stat_gauge(uint64_t *g, int64_t d)
@@ -42,14 +46,29 @@ void vb_stat_max(struct net_stats *st, uint64_t v)
 		;
 }
 
-/* ibv_reg_mr plus counters. Cost: a syscall pinning every page. */
+/* CLOCK_MONOTONIC in ns (local: the unit tests include this file alone). */
+static uint64_t vb_mr_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ibv_reg_mr plus counters (calls, bytes, time, also of failed attempts).
+ * Cost: a syscall pinning every page. */
 struct ibv_mr *vb_reg(struct ibv_pd *pd, void *addr, size_t len, int acc,
 		      struct net_stats *st)
 {
+	uint64_t t0 = vb_mr_now();
 	struct ibv_mr *mr = ibv_reg_mr(pd, addr, len, acc);
+	int e = errno;
 
-	if (!mr)
+	NET_STAT_ADD(st, reg_ns, vb_mr_now() - t0);
+	if (!mr) {
+		errno = e;
 		return NULL;
+	}
 	NET_STAT_ADD(st, reg_count, 1);
 	NET_STAT_ADD(st, reg_bytes, len);
 	vb_stat_gauge(&st->pinned_bytes, (int64_t)len);
@@ -60,8 +79,11 @@ struct ibv_mr *vb_reg(struct ibv_pd *pd, void *addr, size_t len, int acc,
 void vb_dereg(struct ibv_mr *mr, struct net_stats *st)
 {
 	size_t len = mr->length;
+	uint64_t t0 = vb_mr_now();
+	int rc = ibv_dereg_mr(mr);
 
-	if (ibv_dereg_mr(mr) == 0) {
+	NET_STAT_ADD(st, reg_ns, vb_mr_now() - t0);
+	if (rc == 0) {
 		NET_STAT_ADD(st, dereg_count, 1);
 		vb_stat_gauge(&st->pinned_bytes, -(int64_t)len);
 	}
@@ -72,11 +94,21 @@ void vb_dereg(struct ibv_mr *mr, struct net_stats *st)
 #define VB_ACC_ALL (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 		    IBV_ACCESS_REMOTE_READ)
 
+/* Defaults of the OGR cost model before calibration (reg + dereg, ns):
+ * the paper's testbed, 0.77 + 0.23 us per page and 7.42 + 1.1 us per call. */
+#define VB_OGR_DEF_A 1000.0
+#define VB_OGR_DEF_B 8520.0
+
 void vb_rcache_init(struct vb_rcache *rc, uint64_t max, struct net_stats *st)
 {
+	const char *m = getenv("RPFS_REG_MODE");
+
 	memset(rc, 0, sizeof(*rc));
 	rc->max = max;
 	rc->st = st;
+	rc->mode = m && !strcmp(m, "indiv") ? VB_REG_INDIV : VB_REG_OGR;
+	rc->cost_a = VB_OGR_DEF_A;
+	rc->cost_b = VB_OGR_DEF_B;
 }
 
 void vb_rcache_fini(struct vb_rcache *rc)
@@ -254,6 +286,300 @@ void vb_rcache_put(struct vb_rcache *rc, struct vb_rref *ref)
 	}
 	ref->mr = NULL;
 	ref->ent = NULL;
+}
+
+/* ------------------------------------------- Optimistic Group Registration */
+
+#define VB_PG 4096u
+#define VB_OGR_QUERY_MIN 4 /* failed groups of more segments query the maps */
+
+static uintptr_t vb_pg_down(uintptr_t a) { return a & ~(uintptr_t)(VB_PG - 1); }
+static uintptr_t vb_pg_up(uintptr_t a) { return (a + VB_PG - 1) & ~(uintptr_t)(VB_PG - 1); }
+
+/* Time one ibv_reg_mr + ibv_dereg_mr of len bytes at p; best of 3. */
+static double vb_cal_one(struct ibv_pd *pd, void *p, size_t len)
+{
+	double best = -1;
+
+	for (int i = 0; i < 3; i++) {
+		uint64_t t0 = vb_mr_now();
+		struct ibv_mr *mr = ibv_reg_mr(pd, p, len, IBV_ACCESS_LOCAL_WRITE);
+		if (!mr)
+			return -1;
+		ibv_dereg_mr(mr);
+		double t = (double)(vb_mr_now() - t0);
+		if (best < 0 || t < best)
+			best = t;
+	}
+	return best;
+}
+
+/* See vb_int.h. Cost: a few dozen microseconds, once per client. */
+void vb_rcache_calibrate(struct vb_rcache *rc)
+{
+	const char *env = getenv("RPFS_OGR_COST");
+	double a, b;
+
+	if (rc->calibrated)
+		return;
+	rc->calibrated = 1;
+	if (env && sscanf(env, "%lf,%lf", &a, &b) == 2 && a >= 0 && b >= 0) {
+		rc->cost_a = a;
+		rc->cost_b = b;
+		return;
+	}
+	if (!rc->pd)
+		return;
+	size_t big = 64 * (size_t)VB_PG;
+	void *p = mmap(NULL, big, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (p == MAP_FAILED)
+		return;
+	double t1 = vb_cal_one(rc->pd, p, VB_PG);
+	double t64 = vb_cal_one(rc->pd, p, big);
+	munmap(p, big);
+	if (t1 <= 0 || t64 <= 0)
+		return;
+	a = (t64 - t1) / 63.0;
+	if (a < 1)
+		a = 1;
+	b = t1 - a;
+	if (b < a)
+		b = a;
+	rc->cost_a = a;
+	rc->cost_b = b;
+	log_debug("net: verbs: registration cost %.0f ns/page + %.0f ns/call", a, b);
+}
+
+struct vb_ogr_key {
+	uintptr_t a;
+	int i;
+};
+
+static int vb_ogr_cmp(const void *x, const void *y)
+{
+	const struct vb_ogr_key *p = x, *q = y;
+
+	return p->a < q->a ? -1 : p->a > q->a;
+}
+
+/* Whether segments i and j lie in the same declared allocation. */
+static int vb_same_alloc(const struct iovec *alloc, int i, int j)
+{
+	return alloc[i].iov_base == alloc[j].iov_base && alloc[i].iov_len == alloc[j].iov_len;
+}
+
+/*
+ * See vb_int.h. Greedy over the sorted segments: the next one joins the
+ * current group when its pages overlap the group's, or when registering
+ * the hole pages between them (a per page) costs less than one more
+ * registration (b). With allocation bounds, never across allocations.
+ * Cost: O(n log n).
+ */
+int vb_ogr_group(const struct vb_rcache *rc, const struct iovec *iov,
+		 const struct iovec *alloc, int *idx, int n, int *grp)
+{
+	struct vb_ogr_key kbuf[64], *k = n <= 64 ? kbuf : malloc((size_t)n * sizeof(*k));
+	int g = -1;
+	uintptr_t gend = 0;
+
+	if (!k) {
+		/* no memory to sort: every segment its own group */
+		for (int i = 0; i < n; i++)
+			grp[i] = i;
+		return n;
+	}
+	for (int i = 0; i < n; i++)
+		k[i] = (struct vb_ogr_key){ (uintptr_t)iov[idx[i]].iov_base, idx[i] };
+	qsort(k, (size_t)n, sizeof(*k), vb_ogr_cmp);
+	for (int i = 0; i < n; i++) {
+		uintptr_t s = vb_pg_down(k[i].a);
+		uintptr_t e = vb_pg_up(k[i].a + iov[k[i].i].iov_len);
+		int join = 0;
+		idx[i] = k[i].i;
+		if (i > 0 && (!alloc || vb_same_alloc(alloc, k[i].i, k[i - 1].i))) {
+			if (s <= gend)
+				join = 1;
+			else if (rc->cost_a * (double)((s - gend) / VB_PG) < rc->cost_b)
+				join = 1;
+		}
+		if (!join) {
+			g++;
+			gend = e;
+		} else if (e > gend) {
+			gend = e;
+		}
+		grp[i] = g;
+	}
+	if (k != kbuf)
+		free(k);
+	return g + 1;
+}
+
+/* The mapped interval (adjacent mappings merged) of /proc/self/maps that
+ * contains [a, a+len). @return 1 found (*lo, *hi set), 0 not mapped */
+static int vb_maps_find(FILE *f, uintptr_t a, size_t len, uintptr_t *lo, uintptr_t *hi)
+{
+	char line[512];
+	unsigned long s, e;
+	uintptr_t cl = 0, ch = 0;
+
+	rewind(f);
+	while (fgets(line, sizeof(line), f)) {
+		size_t l = strlen(line);
+		if (l && line[l - 1] != '\n') { /* skip the rest of a long line */
+			int c;
+			while ((c = fgetc(f)) != EOF && c != '\n')
+				;
+		}
+		if (sscanf(line, "%lx-%lx", &s, &e) != 2)
+			continue;
+		if (ch && s == ch) {
+			ch = e; /* adjacent mapping: extend */
+			continue;
+		}
+		if (ch && cl <= a && a + len <= ch)
+			break;
+		if (s > a) { /* sorted: nothing later can hold a */
+			cl = ch = 0;
+			break;
+		}
+		cl = s;
+		ch = e;
+	}
+	if (ch && cl <= a && a + len <= ch) {
+		*lo = cl;
+		*hi = ch;
+		return 1;
+	}
+	return 0;
+}
+
+/* Register [s, e) for the segments sorted[k0..k1) and point their mrs at
+ * it. @return 0, -errno */
+static int vb_ogr_reg(struct vb_rcache *rc, const struct iovec *iov, const int *sorted,
+		      int k0, int k1, uintptr_t s, uintptr_t e, int acc,
+		      struct ibv_mr **mrs, struct vb_rref *refs, int *nrefs)
+{
+	struct ibv_mr *mr = vb_reg(rc->pd, (void *)s, e - s, acc, rc->st);
+
+	if (!mr)
+		return errno ? -errno : -ENOMEM;
+	refs[*nrefs] = (struct vb_rref){ .mr = mr };
+	(*nrefs)++;
+	for (int k = k0; k < k1; k++)
+		mrs[sorted[k]] = mr;
+	if (k1 - k0 > 1)
+		NET_STAT_ADD(rc->st, ogr_groups, 1);
+	return 0;
+}
+
+/* A group's registration failed: register its segments by the real
+ * mappings (many segments) or one by one (few). @return 0, -errno */
+static int vb_ogr_fallback(struct vb_rcache *rc, const struct iovec *iov,
+			   const int *sorted, int k0, int k1, int acc,
+			   struct ibv_mr **mrs, struct vb_rref *refs, int *nrefs)
+{
+	FILE *f = NULL;
+	int rc2 = 0;
+
+	NET_STAT_ADD(rc->st, ogr_fallbacks, 1);
+	if (k1 - k0 > VB_OGR_QUERY_MIN)
+		f = fopen("/proc/self/maps", "re");
+	for (int k = k0; k < k1 && !rc2;) {
+		uintptr_t a = (uintptr_t)iov[sorted[k]].iov_base;
+		size_t l = iov[sorted[k]].iov_len;
+		uintptr_t lo = 0, hi = 0;
+		int k2 = k + 1;
+		if (f && vb_maps_find(f, a, l, &lo, &hi)) {
+			/* every following segment inside the same mapping joins */
+			while (k2 < k1 && (uintptr_t)iov[sorted[k2]].iov_base >= lo &&
+			       (uintptr_t)iov[sorted[k2]].iov_base + iov[sorted[k2]].iov_len <= hi)
+				k2++;
+		}
+		uintptr_t e = 0;
+		for (int j = k; j < k2; j++) {
+			uintptr_t je = (uintptr_t)iov[sorted[j]].iov_base + iov[sorted[j]].iov_len;
+			if (je > e)
+				e = je;
+		}
+		if (k2 - k == 1)
+			rc2 = vb_ogr_reg(rc, iov, sorted, k, k2, a, a + l, acc, mrs, refs, nrefs);
+		else
+			rc2 = vb_ogr_reg(rc, iov, sorted, k, k2, vb_pg_down(a),
+					 vb_pg_up(e) < hi ? vb_pg_up(e) : hi, acc, mrs, refs, nrefs);
+		k = k2;
+	}
+	if (f)
+		fclose(f);
+	return rc2;
+}
+
+/* See vb_int.h. Cost: sort + one ibv_reg_mr per group in the common case. */
+int vb_rcache_get_list(struct vb_rcache *rc, const struct iovec *iov, int cnt,
+		       const struct iovec *alloc, int acc, struct ibv_mr **mrs,
+		       struct vb_rref *refs, int *nrefs)
+{
+	int ibuf[64], gbuf[64];
+	int *idx = ibuf, *grp = gbuf, n = 0, rc2 = 0;
+
+	if (!rc->pd)
+		return -ENODEV;
+	if (cnt > 64) {
+		idx = malloc((size_t)cnt * sizeof(*idx));
+		grp = malloc((size_t)cnt * sizeof(*grp));
+		if (!idx || !grp) {
+			rc2 = -ENOMEM;
+			goto out_free;
+		}
+	}
+	/* declared memory through the cache; the rest is grouped */
+	for (int i = 0; i < cnt; i++) {
+		mrs[i] = NULL;
+		if (!iov[i].iov_len)
+			continue;
+		if (rc->mode == VB_REG_OGR &&
+		    !vb_rc_find(rc, (uintptr_t)iov[i].iov_base, iov[i].iov_len)) {
+			idx[n++] = i;
+			continue;
+		}
+		rc2 = vb_rcache_get(rc, iov[i].iov_base, iov[i].iov_len, acc, &refs[*nrefs]);
+		if (rc2)
+			goto out_free;
+		mrs[i] = refs[*nrefs].mr;
+		(*nrefs)++;
+	}
+	if (n) {
+		vb_ogr_group(rc, iov, alloc, idx, n, grp);
+		for (int k = 0; k < n && !rc2;) {
+			int k1 = k + 1;
+			uintptr_t s = (uintptr_t)iov[idx[k]].iov_base, e = 0;
+			while (k1 < n && grp[k1] == grp[k])
+				k1++;
+			for (int j = k; j < k1; j++) {
+				uintptr_t je = (uintptr_t)iov[idx[j]].iov_base + iov[idx[j]].iov_len;
+				if (je > e)
+					e = je;
+			}
+			NET_STAT_ADD(rc->st, reg_cache_misses, 1);
+			if (k1 - k == 1) {
+				rc2 = vb_ogr_reg(rc, iov, idx, k, k1, s, e, acc, mrs, refs, nrefs);
+			} else {
+				rc2 = vb_ogr_reg(rc, iov, idx, k, k1, vb_pg_down(s),
+						 vb_pg_up(e), acc, mrs, refs, nrefs);
+				if (rc2)
+					rc2 = vb_ogr_fallback(rc, iov, idx, k, k1, acc, mrs,
+							      refs, nrefs);
+			}
+			k = k1;
+		}
+	}
+out_free:
+	if (idx != ibuf)
+		free(idx);
+	if (grp != gbuf)
+		free(grp);
+	return rc2;
 }
 
 /* --------------------------------------------------------------- zone table */

@@ -42,6 +42,10 @@
 #define VB_SQ_DEPTH 1024u
 #define VB_SBUFS 4               /* reply send buffers per connection */
 #define VB_HASH 256
+/* Reject private data telling a keyless client that we require a key (the
+ * client side checks the same 8 bytes; see vb_client.c). */
+#define VB_REJ_NOKEY "rpfsNKEY"
+#define VB_REJ_NOKEY_LEN 8
 
 enum vb_stag_kind { VB_ST_RECV = 1, VB_ST_OP };
 
@@ -84,6 +88,16 @@ struct vb_sreq {
 /* Kinds of send-side operations. */
 enum vb_op_kind { VB_OP_PULL, VB_OP_PUSH, VB_OP_REPLY, VB_OP_FETCH, VB_OP_BIGREP };
 
+/* A registered VB_BIG_SIZE reply buffer, pooled per connection: each
+ * reply that cannot use a send buffer owns one until its op is freed, so
+ * replies waiting for SQ room or for the client's ACK never share memory. */
+struct vb_bbuf {
+	uint8_t *p;
+	struct ibv_mr *mr;
+	struct vb_bbuf *next;            /* free list (loop thread only) */
+	struct vb_bbuf *all;             /* every buffer of the connection */
+};
+
 /* A send-side operation: posted WRs, or a copy completed later. */
 struct vb_op {
 	struct vb_stag tag;
@@ -94,9 +108,11 @@ struct vb_op {
 	void *arg;
 	int rc;
 	int sbuf;                        /* reply: send buffer index */
+	struct vb_bbuf *bb;              /* reply: pooled big buffer, or NULL */
 	struct ibv_send_wr *wr;          /* chain to post (NULL: copy op) */
 	struct ibv_sge *sge;
 	int nwr;
+	int pending;                     /* signaled WRs still to complete */
 	struct ibv_mr *tmp[8];           /* per-op registrations */
 	int ntmp;
 	struct vb_op *next;
@@ -122,8 +138,9 @@ struct vb_sconn {
 	size_t memlen, slot_size;
 	struct ibv_mr *mr;
 	unsigned sbuf_busy;
-	uint8_t *big, *bigrep;           /* lazily, VB_BIG_SIZE each */
-	struct ibv_mr *big_mr, *bigrep_mr;
+	uint8_t *big;                    /* lazily, VB_BIG_SIZE */
+	struct ibv_mr *big_mr;
+	struct vb_bbuf *bb_free, *bb_all; /* reply buffer pool (loop thread) */
 	int sq_free, inflight;           /* SQ slots; posted signaled ops */
 	struct vb_op *sq_head, *sq_tail; /* ops waiting for SQ room / buffers */
 	struct vb_sreq *sreqs, *free_q;
@@ -148,6 +165,8 @@ struct vb_server {
 	struct ibv_cq *rcq;
 	struct ibv_srq *srq;
 	uint32_t max_sge, max_sge_rd;
+	int list_mode;                   /* 1: multiple message (one RDMA
+					  * operation per segment) */
 	uint8_t *rmem;
 	size_t rmemlen;
 	struct ibv_mr *rmr;
@@ -243,8 +262,15 @@ static void vb_op_done_later(struct vb_op *op, int rc)
 	vb_defer(s);
 }
 
+/* Free an op; a pooled reply buffer it owns goes back to its connection
+ * (which outlives its ops). */
 static void vb_op_free(struct vb_op *op)
 {
+	if (op->bb) {
+		op->bb->next = op->c->bb_free;
+		op->c->bb_free = op->bb;
+		op->bb = NULL;
+	}
 	for (int i = 0; i < op->ntmp; i++)
 		vb_dereg(op->tmp[i], &op->c->srv->base.st);
 	free(op->wr);
@@ -270,12 +296,16 @@ static void vb_sconn_maybe_free(struct vb_sconn *c)
 		vb_dereg(c->mr, &s->base.st);
 	if (c->big_mr)
 		vb_dereg(c->big_mr, &s->base.st);
-	if (c->bigrep_mr)
-		vb_dereg(c->bigrep_mr, &s->base.st);
+	while (c->bb_all) {
+		struct vb_bbuf *b = c->bb_all;
+		c->bb_all = b->all;
+		vb_dereg(b->mr, &s->base.st);
+		free(b->p);
+		free(b);
+	}
 	if (c->mem)
 		munmap(c->mem, c->memlen);
 	free(c->big);
-	free(c->bigrep);
 	for (int i = 0; i <= s->base.opts.credits; i++)
 		free(c->sreqs[i].rdinl);
 	free(c->sreqs);
@@ -344,7 +374,7 @@ static void vb_flush_sq(struct vb_sconn *c)
 	while (c->sq_head && !c->dead) {
 		struct vb_op *op = c->sq_head;
 		struct ibv_send_wr *bad;
-		if (op->kind == VB_OP_REPLY && op->sbuf < 0)
+		if (op->kind == VB_OP_REPLY && op->sbuf < 0 && !op->bb)
 			break; /* no send buffer yet (not possible: taken at build) */
 		if (op->kind == VB_OP_BIGREP && c->land_busy)
 			break; /* previous big reply not consumed yet */
@@ -398,8 +428,11 @@ static int vb_local_key(struct vb_sconn *c, struct vb_op *op, void *p, size_t le
 
 /*
  * Build the RDMA Read (pull) or Write (push) WRs moving local iov to/from
- * remote bytes [roff, roff + total) of the segments: one WR per remote
- * piece, up to max_sge local pieces each, last WR signaled.
+ * remote bytes [roff, roff + total) of the segments. Gather/scatter (the
+ * default): one WR per remote piece gathering up to max_sge local pieces
+ * (more WRs when there are more), posted as one chain with only the last
+ * WR signaled. Multiple message (s->list_mode): one WR per segment piece,
+ * each signaled, so every piece is its own transfer.
  * @return 0, -ENOMEM, -EINVAL (outside the segments)
  */
 static int vb_build_rdma(struct vb_sconn *c, struct vb_op *op, const uint8_t *segs,
@@ -407,7 +440,7 @@ static int vb_build_rdma(struct vb_sconn *c, struct vb_op *op, const uint8_t *se
 			 int is_read)
 {
 	struct vb_server *s = c->srv;
-	uint32_t msge = is_read ? s->max_sge_rd : s->max_sge;
+	uint32_t msge = s->list_mode ? 1 : is_read ? s->max_sge_rd : s->max_sge;
 	int cap, nw = 0, ns = 0, li = 0, si = 0;
 	uint64_t loff = 0, soff = 0, total = net_iov_total(iov, cnt);
 	uint32_t lkeys[NET_MAX_IOV];
@@ -475,6 +508,14 @@ static int vb_build_rdma(struct vb_sconn *c, struct vb_op *op, const uint8_t *se
 	}
 	op->wr[nw - 1].send_flags = IBV_SEND_SIGNALED;
 	op->wr[nw - 1].wr_id = (uintptr_t)&op->tag;
+	op->pending = 1;
+	if (s->list_mode) {
+		for (int i = 0; i < nw - 1; i++) {
+			op->wr[i].send_flags = IBV_SEND_SIGNALED;
+			op->wr[i].wr_id = (uintptr_t)&op->tag;
+		}
+		op->pending = nw;
+	}
 	op->nwr = nw;
 	if (nw > (int)VB_SQ_DEPTH)
 		return -ENOMEM;
@@ -552,6 +593,7 @@ static int vb_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 		return rc == -EINVAL ? rc : -ENOMEM;
 	}
 	r->pulled += total;
+	NET_STAT_ADD(st, rdma_signaled, op->pending);
 	NET_STAT_ADD(st, rdma_read_ops, op->nwr);
 	NET_STAT_ADD(st, rdma_read_bytes, total);
 	NET_STAT_ADD(st, bulk_pull_bytes, total);
@@ -607,6 +649,7 @@ static int vb_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 	}
 	if (off + total > q->pushed)
 		q->pushed = off + total;
+	NET_STAT_ADD(st, rdma_signaled, op->pending);
 	if (r->hdr.aux <= s->base.opts.fast_max) {
 		NET_STAT_ADD(st, fast_msgs, 1);
 		NET_STAT_ADD(st, fast_bytes, total);
@@ -637,6 +680,31 @@ static int vb_big_buf(struct vb_sconn *c, uint8_t **buf, struct ibv_mr **mr)
 		*buf = NULL;
 		return -ENOMEM;
 	}
+	return 0;
+}
+
+/* Give op a reply buffer from c's pool, registering a new one when all are
+ * taken (at most one per reply in flight; kept until the connection goes).
+ * @return 0, -ENOMEM */
+static int vb_bbuf_take(struct vb_sconn *c, struct vb_op *op)
+{
+	struct vb_bbuf *b = c->bb_free;
+
+	if (b) {
+		c->bb_free = b->next;
+	} else {
+		b = calloc(1, sizeof(*b));
+		if (!b)
+			return -ENOMEM;
+		if (vb_big_buf(c, &b->p, &b->mr)) {
+			free(b);
+			return -ENOMEM;
+		}
+		b->all = c->bb_all;
+		c->bb_all = b;
+	}
+	b->next = NULL;
+	op->bb = b;
 	return 0;
 }
 
@@ -692,27 +760,25 @@ static int vb_reply(struct net_sreq *r, int32_t status, const void *body, uint32
 		goto out_close;
 	}
 	if (big) {
-		if (vb_big_buf(c, &c->bigrep, &c->bigrep_mr)) {
+		if (vb_bbuf_take(c, op)) {
 			rc = -ENOMEM;
 			goto out_close;
 		}
-		msg = c->bigrep;
-		op->sge[0].lkey = c->bigrep_mr->lkey;
+		msg = op->bb->p;
+		op->sge[0].lkey = op->bb->mr->lkey;
 	} else {
 		int i;
 		for (i = 0; i < VB_SBUFS && (c->sbuf_busy & (1u << i)); i++)
 			;
 		if (i == VB_SBUFS) {
-			/* All in flight: fall back to a one-off heap copy is not
-			 * possible unregistered; use the big path. */
-			if (vb_big_buf(c, &c->bigrep, &c->bigrep_mr)) {
+			/* All in flight: a pooled buffer of its own, sent as
+			 * an ordinary (small) reply. */
+			if (vb_bbuf_take(c, op)) {
 				rc = -ENOMEM;
 				goto out_close;
 			}
-			big = 1;
-			op->kind = VB_OP_BIGREP;
-			msg = c->bigrep;
-			op->sge[0].lkey = c->bigrep_mr->lkey;
+			msg = op->bb->p;
+			op->sge[0].lkey = op->bb->mr->lkey;
 		} else {
 			c->sbuf_busy |= 1u << i;
 			op->sbuf = i;
@@ -962,8 +1028,10 @@ static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *ms
 		}
 		if (net_auth_check(s->base.opts.key, 'C', c->cn, c->sn, msg + VB_HDRS)) {
 			NET_STAT_ADD(&s->base.st, auth_fail, 1);
+			log_warn("net: %s: wrong cluster key; refusing the client",
+				 c->base.peer);
 			vb_repost(s, rb);
-			vb_sconn_close(c, 1, "client failed the cluster key check");
+			vb_sconn_close(c, 0, "cluster key refused");
 			return;
 		}
 		NET_STAT_ADD(&s->base.st, auth_ok, 1);
@@ -1095,6 +1163,17 @@ static void vb_on_send(struct vb_server *s, struct ibv_wc *wc)
 	}
 	op = NET_CONTAINER_OF(t, struct vb_op, tag);
 	c = op->c;
+	if (op->pending > 1) {
+		/* multiple message: wait for the op's last signaled WR */
+		op->pending--;
+		if (wc->status != IBV_WC_SUCCESS) {
+			op->rc = -EIO;
+			if (!c->dead)
+				vb_sconn_close(c, wc->status != IBV_WC_WR_FLUSH_ERR,
+					       ibv_wc_status_str(wc->status));
+		}
+		return;
+	}
 	c->inflight--;
 	c->sq_free += op->nwr;
 	if (op->sbuf >= 0)
@@ -1102,7 +1181,7 @@ static void vb_on_send(struct vb_server *s, struct ibv_wc *wc)
 	if (wc->status != IBV_WC_SUCCESS && !c->dead)
 		vb_sconn_close(c, wc->status != IBV_WC_WR_FLUSH_ERR,
 			       ibv_wc_status_str(wc->status));
-	int rc = wc->status == IBV_WC_SUCCESS ? 0 : -EIO;
+	int rc = wc->status == IBV_WC_SUCCESS && !op->rc ? 0 : -EIO;
 	switch (op->kind) {
 	case VB_OP_PULL:
 	case VB_OP_PUSH:
@@ -1232,8 +1311,12 @@ static size_t vb_conn_bytes(const struct net_opts *o, size_t *slot)
  * A client asks to connect: check its private data, the client limit and
  * its key nonce, then build the connection (QP on the SRQ, send CQ, fast
  * slots) and accept with our credits, slots and key proof.
+ * @return NULL when accepted; on refusal the rejected id, which the caller
+ *	destroys only after acking the event (rdma_destroy_id waits for the
+ *	id's unacked events, so destroying it first deadlocks the loop).
  */
-static void vb_on_connect_req(struct vb_server *s, struct rdma_cm_event *ev)
+static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
+					       struct rdma_cm_event *ev)
 {
 	const struct net_opts *o = &s->base.opts;
 	struct rdma_cm_id *id = ev->id;
@@ -1250,29 +1333,25 @@ static void vb_on_connect_req(struct vb_server *s, struct rdma_cm_event *ev)
 		log_warn("net: %s: verbs connect without valid private data; refusing", peer);
 		NET_STAT_ADD(&s->base.st, rejects, 1);
 		rdma_reject(id, NULL, 0);
-		rdma_destroy_id(id);
-		return;
+		return id;
 	}
 	if (s->nconns >= o->max_clients) {
 		log_warn("net: %s: refusing verbs connection: already %d clients "
 			 "(max_clients, sizes the SRQ)", peer, s->nconns);
 		NET_STAT_ADD(&s->base.st, rejects, 1);
 		rdma_reject(id, NULL, 0);
-		rdma_destroy_id(id);
-		return;
+		return id;
 	}
 	if (o->has_key && !cp.has_nonce) {
-		log_warn("net: %s: client has no cluster key; refusing", peer);
+		log_warn("net: %s: client has no cluster key; refusing it", peer);
 		NET_STAT_ADD(&s->base.st, auth_fail, 1);
-		rdma_reject(id, NULL, 0);
-		rdma_destroy_id(id);
-		return;
+		rdma_reject(id, VB_REJ_NOKEY, VB_REJ_NOKEY_LEN);
+		return id;
 	}
 	if (id->verbs != s->ctx) {
 		log_warn("net: %s: connection on another RDMA device; refusing", peer);
 		rdma_reject(id, NULL, 0);
-		rdma_destroy_id(id);
-		return;
+		return id;
 	}
 	ncred = cp.credits < o->credits ? cp.credits : o->credits;
 	c = calloc(1, sizeof(*c));
@@ -1360,7 +1439,7 @@ static void vb_on_connect_req(struct vb_server *s, struct rdma_cm_event *ev)
 	s->conns = c;
 	s->nconns++;
 	log_debug("net: verbs connection from %s (%d credits)", peer, ncred);
-	return;
+	return NULL;
 
 out_destroy_qp:
 	rdma_destroy_qp(id);
@@ -1377,7 +1456,7 @@ out_free_c:
 out_reject:
 	log_warn("net: %s: cannot set up a verbs connection; refusing", peer);
 	rdma_reject(id, NULL, 0);
-	rdma_destroy_id(id);
+	return id;
 }
 
 /* rdma_cm events: connect requests, establishment, disconnects. */
@@ -1391,10 +1470,15 @@ static void vb_cm_cb(struct ev_loop *loop, ev_io *w, int revents)
 	while (rdma_get_cm_event(s->cm_ch, &ev) == 0) {
 		struct vb_sconn *c = ev->id->context;
 		switch (ev->event) {
-		case RDMA_CM_EVENT_CONNECT_REQUEST:
-			vb_on_connect_req(s, ev); /* copies what it needs first */
+		case RDMA_CM_EVENT_CONNECT_REQUEST: {
+			/* copies what it needs first */
+			struct rdma_cm_id *refused = vb_on_connect_req(s, ev);
+
 			rdma_ack_cm_event(ev);
+			if (refused)
+				rdma_destroy_id(refused);
 			continue;
+		}
 		case RDMA_CM_EVENT_ESTABLISHED:
 			rdma_ack_cm_event(ev);
 			if (c)
@@ -1506,6 +1590,10 @@ static int vb_server_new(struct net_server **out, struct ev_loop *loop,
 	}
 	s->max_sge = da.max_sge < 32 ? (uint32_t)da.max_sge : 32;
 	s->max_sge_rd = s->max_sge;
+	{
+		const char *lm = getenv("RPFS_LIST_MODE");
+		s->list_mode = o->list_mode == 1 || (lm && !strcmp(lm, "multi"));
+	}
 	s->pd = ibv_alloc_pd(s->ctx);
 	if (!s->pd) {
 		rc = -ENOMEM;

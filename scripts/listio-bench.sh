@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# listio-bench.sh - the list I/O experiments (tests/bench/listio): tiled I/O
+# as mpi-tile-io (4 processes, 2x2 tiles of 1024x768 elements, 24- and
+# 64-byte elements, with and without list I/O) and the Optimistic Group
+# Registration experiment (subarray and holes; Ideal, Indiv., OGR, OGR+Q),
+# over verbs inside the RDMA VM (scripts/rdma-vm.sh, soft-RoCE under qemu
+# TCG) and over tcp on the host. Prints one table per experiment and
+# transport. A benchmark, not a test: it asserts nothing about speed (the
+# programs do check the data they read back).
+#
+#   scripts/listio-bench.sh [--iters N] [--only tcp|verbs] [--quick]
+#
+# Each transport gets a fresh cluster (1 mgr + 4 iods on one address, state
+# in a temporary directory); verbs runs the tiled list I/O a second time on
+# a cluster whose iods use Multiple Message ($RPFS_LIST_MODE=multi).
+# --quick skips the 64-byte memory-noncontiguous tile run.
+# Environment: RPFS_BUILD (default build-ogr; built if missing).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+ITERS=3
+ONLY=
+QUICK=0
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--iters) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "listio-bench: --iters: expected N, got \"${2:-}\"" >&2; exit 2; }
+		ITERS=$2; shift ;;
+	--only) [[ "${2:-}" =~ ^(tcp|verbs)$ ]] || { echo "listio-bench: --only: expected tcp or verbs, got \"${2:-}\"" >&2; exit 2; }
+		ONLY=$2; shift ;;
+	--quick) QUICK=1 ;;
+	*) echo "listio-bench: unknown argument \"$1\"" >&2; exit 2 ;;
+	esac
+	shift
+done
+export RPFS_BUILD=${RPFS_BUILD:-build-ogr}
+case "$RPFS_BUILD" in /*) BUILD=$RPFS_BUILD ;; *) BUILD=$REPO/$RPFS_BUILD ;; esac
+BENCH=$BUILD/tests/bench/listio/rpfs-bench-listio
+
+TMP=$(mktemp -d /tmp/listio-bench.XXXXXX)
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# start_cluster NAME TRANSPORT ADDR BASEPORT [ENV...]: 4 iods + mgr, wait ready.
+start_cluster() {
+	local name=$1 tr=$2 addr=$3 port=$4 i iods=()
+	shift 4
+	local dir=$TMP/$name
+	mkdir -p "$dir"
+	for i in 0 1 2 3; do
+		env "$@" "$BUILD/iod/rpfs-iod" --listen "$addr:$((port + 1 + i))" \
+			--data "$dir/iod$i" --transport "$tr" 2>"$dir/iod$i.log" &
+		PIDS+=($!)
+		iods+=(--iod "$addr:$((port + 1 + i))")
+	done
+	for i in 0 1 2 3; do wait_ready "$dir/iod$i.log"; done
+	"$BUILD/mgr/rpfs-mgr" --listen "$addr:$port" --db "$dir/db" "${iods[@]}" \
+		--transport "$tr" 2>"$dir/mgr.log" &
+	PIDS+=($!)
+	wait_ready "$dir/mgr.log"
+}
+
+wait_ready() {
+	local i
+	for i in $(seq 1 200); do
+		grep -q "ready" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "listio-bench: no ready line in $1:" >&2
+	cat "$1" >&2
+	exit 1
+}
+
+# value KEY LINE: the value of key=value in a result line.
+value() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
+
+# iod_stat ADDR BASEPORT FIELD: the sum of a counter over the 4 iods.
+iod_stat() {
+	local s=0 i v
+	for i in 0 1 2 3; do
+		v=$("$BUILD/admin/rpfs" stats --server "$1:$(($2 + 1 + i))" 2>/dev/null |
+			tr ',{}' '\n\n\n' | sed -n "s/^ *\"$3\": *\([0-9]*\).*/\1/p" | head -1)
+		s=$((s + ${v:-0}))
+	done
+	echo "$s"
+}
+
+# tile_table TRANSPORT ADDR PORT [multi-ADDR multi-PORT]
+tile_table() {
+	local tr=$1 addr=$2 port=$3 line e l m
+	echo
+	echo "Tiled I/O over $tr: 4 processes, 2x2 tiles of 1024x768 elements, $ITERS iterations"
+	printf '%-5s %-6s %-11s %10s %10s %8s %8s %8s %8s %10s %12s\n' elem memory "list I/O" \
+		"write MiB/s" "read MiB/s" "wr req" "rd req" "wr reg" "rd reg" "reg us/op" "iod rdma ops"
+	local runs=("24 0 list" "24 0 nolist" "64 0 list" "64 0 nolist" "64 1 list" "64 1 nolist")
+	[ "$QUICK" = 1 ] && runs=("24 0 list" "24 0 nolist" "64 0 list" "64 0 nolist")
+	for r in "${runs[@]}"; do
+		read -r e m l <<<"$r"
+		local args=(tile "$addr:$port" --elem "$e" --iters "$ITERS")
+		[ "$l" = nolist ] && args+=(--nolist)
+		[ "$m" = 1 ] && args+=(--memnc)
+		local o0 o1
+		o0=$(iod_stat "$addr" "$port" rdma_read_ops)$'\n'$(iod_stat "$addr" "$port" rdma_write_ops)
+		line=$("$BENCH" "${args[@]}") || true
+		o1=$(iod_stat "$addr" "$port" rdma_read_ops)$'\n'$(iod_stat "$addr" "$port" rdma_write_ops)
+		local ops=$(( $(sed -n 1p <<<"$o1") + $(sed -n 2p <<<"$o1") - $(sed -n 1p <<<"$o0") - $(sed -n 2p <<<"$o0") ))
+		printf '%-5s %-6s %-11s %10s %10s %8s %8s %8s %8s %10s %12s\n' "$e" \
+			"$([ "$m" = 1 ] && echo noncont || echo contig)" "$([ "$l" = list ] && echo yes || echo no)" \
+			"$(value write_MiBs "$line")" "$(value read_MiBs "$line")" \
+			"$(value wr_req_per_op "$line")" "$(value rd_req_per_op "$line")" \
+			"$(value wr_reg_per_op "$line")" "$(value rd_reg_per_op "$line")" \
+			"$(value reg_us_per_op "$line")" "$ops"
+		[ "$(value ok "$line")" = 1 ] || echo "  (data check FAILED: $line)"
+	done
+}
+
+# multi_table ADDR PORT: list I/O with 64-byte elements in memory-noncontiguous
+# tiles on a cluster whose iods use Multiple Message, beside gather/scatter.
+mode_row() {
+	local label=$1 addr=$2 port=$3 line s0 s1 o0 o1
+	s0=$(iod_stat "$addr" "$port" rdma_signaled)
+	o0=$(( $(iod_stat "$addr" "$port" rdma_read_ops) + $(iod_stat "$addr" "$port" rdma_write_ops) ))
+	line=$("$BENCH" tile "$addr:$port" --elem 64 --memnc --iters "$ITERS") || true
+	s1=$(iod_stat "$addr" "$port" rdma_signaled)
+	o1=$(( $(iod_stat "$addr" "$port" rdma_read_ops) + $(iod_stat "$addr" "$port" rdma_write_ops) ))
+	printf '%-22s %10s %10s %12s %14s\n' "$label" "$(value write_MiBs "$line")" \
+		"$(value read_MiBs "$line")" "$((o1 - o0))" "$((s1 - s0))"
+}
+
+# ogr_table TRANSPORT ADDR PORT
+ogr_table() {
+	local tr=$1 addr=$2 port=$3 c g line
+	for c in subarray holes; do
+		echo
+		if [ "$c" = subarray ]; then
+			echo "OGR over $tr, subarray: 2048x2048 ints block-distributed over 4 processes, 1024 rows of 4 KiB each, $ITERS writes"
+		else
+			echo "OGR over $tr, holes: 1024 buffers of 2 KiB from 11 arrays, 10 unmapped holes, $ITERS writes"
+		fi
+		printf '%-7s %12s %10s %10s %14s %12s %10s\n' case "write MiB/s" "req/op" "reg/op" \
+			"reg us/op" "groups/op" "fallb/op"
+		for g in ideal indiv ogr ogrq; do
+			line=$("$BENCH" ogr "$addr:$port" --case "$c" --reg "$g" --iters "$ITERS") || true
+			printf '%-7s %12s %10s %10s %14s %12s %10s\n' \
+				"$(case $g in ideal) echo Ideal;; indiv) echo Indiv.;; ogr) echo OGR;; ogrq) echo OGR+Q;; esac)" \
+				"$(value write_MiBs "$line")" "$(value req_per_op "$line")" \
+				"$(value reg_per_op "$line")" "$(value reg_us_per_op "$line")" \
+				"$(value ogr_groups_per_op "$line")" "$(value fallbacks_per_op "$line")"
+			[ "$(value ok "$line")" = 1 ] || echo "  (data check FAILED: $line)"
+		done
+	done
+}
+
+if [ "${RPFS_IN_VM:-}" != 1 ]; then
+	if [ ! -f "$BUILD/build.ninja" ]; then
+		meson setup "$BUILD" -Dwerror=true >/dev/null
+	fi
+	ninja -C "$BUILD" >/dev/null
+	if [ "$ONLY" != verbs ]; then
+		echo "=== tcp on the host (127.0.0.1) ==="
+		export RPFS_TRANSPORT=tcp
+		start_cluster tcp tcp 127.0.0.1 7600
+		tile_table tcp 127.0.0.1 7600
+		ogr_table tcp 127.0.0.1 7600
+		for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+		wait 2>/dev/null || true
+		PIDS=()
+	fi
+	if [ "$ONLY" != tcp ]; then
+		args=(--iters "$ITERS")
+		[ "$QUICK" = 1 ] && args+=(--quick)
+		"$REPO/scripts/rdma-vm.sh" run --timeout 3000 -- \
+			"$REPO/scripts/listio-bench.sh" --only verbs "${args[@]}"
+	fi
+	exit 0
+fi
+
+# ------------------------------------------------------------- inside the VM
+ADDR=${RPFS_RDMA_ADDR:?not in the RDMA VM}
+export RPFS_TRANSPORT=verbs # the benchmark's clients and rpfs stats
+echo "=== verbs in the RDMA VM (soft-RoCE under TCG, $ADDR) ==="
+start_cluster verbs verbs "$ADDR" 7600
+tile_table verbs "$ADDR" 7600
+ogr_table verbs "$ADDR" 7600
+start_cluster multi verbs "$ADDR" 7700 RPFS_LIST_MODE=multi
+echo
+echo "Transfer scheme, verbs: 64-byte elements, tiles noncontiguous in memory and file, list I/O"
+printf '%-22s %10s %10s %12s %14s\n' scheme "write MiB/s" "read MiB/s" "iod RDMA ops" "iod signaled"
+mode_row "gather/scatter" "$ADDR" 7600
+mode_row "multiple message" "$ADDR" 7700
