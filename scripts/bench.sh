@@ -80,7 +80,7 @@ install_packages() {
 build_rpfs() {
 	if [ ! -f "$BUILD/build.ninja" ]; then
 		say "configuring a release build in $BUILD"
-		meson setup "$BUILD" --buildtype=release >/dev/null || die "meson setup $BUILD failed"
+		meson setup "$BUILD" --buildtype=release -Dfio_engine=enabled >/dev/null || die "meson setup $BUILD failed"
 	fi
 	ninja -C "$BUILD" >/dev/null || { ninja -C "$BUILD" | tail -n 30; die "build failed"; }
 	BUILDTYPE=$($PY -c 'import json,sys
