@@ -8,12 +8,15 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/futex.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #if RPFS_HAVE_VERBS
 #include <infiniband/verbs.h>
 #endif
@@ -155,6 +158,33 @@ static int net_backend(enum net_transport t, const struct net_client_ops **c,
 #else
 	return t == NET_TRANSPORT_AUTO ? 0 : -EPROTONOSUPPORT;
 #endif
+}
+
+_Static_assert(sizeof(enum net_call_state) == sizeof(int), "futex word");
+
+/* Publish and wake one waiter; see net_int.h. Cost: one futex syscall. */
+void net_call_done(struct net_call *call)
+{
+	__atomic_store_n(&call->state, NET_CALL_DONE, __ATOMIC_RELEASE);
+	syscall(SYS_futex, (int *)&call->state, FUTEX_WAKE_PRIVATE, 1, NULL,
+		NULL, 0);
+}
+
+/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. */
+void net_call_sleep(struct net_call *call, const struct timespec *abs)
+{
+	syscall(SYS_futex, (int *)&call->state, FUTEX_WAIT_BITSET_PRIVATE,
+		NET_CALL_SENT, abs, NULL, FUTEX_BITSET_MATCH_ANY);
+}
+
+/* Wait for DONE in one-second slices; see net_int.h. */
+void net_call_wait_done(struct net_call *call)
+{
+	while (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE) {
+		struct timespec ts = net_ns_to_ts(net_now_ns() + 1000000000ull);
+
+		net_call_sleep(call, &ts);
+	}
 }
 
 /* ------------------------------------------------------------------ client */

@@ -28,7 +28,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -50,8 +49,6 @@
 
 /* Who reads a connection's socket (tcp_conn.rx_owner). */
 enum tcp_rx_owner { RXO_NONE = 0, RXO_PROGRESS, RXO_CALLER };
-
-_Static_assert(sizeof(enum net_call_state) == sizeof(int), "futex word");
 
 enum tcp_rx_phase { RX_HDR, RX_BODY, RX_DATA, RX_SKIP };
 
@@ -103,27 +100,6 @@ struct tcp_client {
 static int tcp_rx_take(struct tcp_conn *c, int who);
 static int tcp_rx_owned(struct tcp_conn *c, struct net_call *stop_call);
 static void tcp_rx_release(struct tcp_conn *c);
-
-static void tcp_futex_wait(int *addr, int val, const struct timespec *abs)
-{
-	/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. */
-	syscall(SYS_futex, addr, FUTEX_WAIT_BITSET_PRIVATE, val, abs, NULL,
-		FUTEX_BITSET_MATCH_ANY);
-}
-
-static void tcp_futex_wake(int *addr)
-{
-	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
-/* Publish a call's completion and wake its waiter. Its other fields must be
- * final; after the store the caller may free the call at once (a wake on
- * reused memory is only a spurious wakeup, which waiters tolerate). */
-static void tcp_call_done(struct net_call *call)
-{
-	__atomic_store_n(&call->state, NET_CALL_DONE, __ATOMIC_RELEASE);
-	tcp_futex_wake((int *)&call->state);
-}
 
 /* Nudge the progress thread (kill requests, stop). */
 static void tcp_kick(struct tcp_client *tc)
@@ -201,7 +177,7 @@ static void tcp_conn_down(struct tcp_conn *c, struct net_call *culprit,
 				p->err = culprit_err;
 			else if (!p->err)
 				p->err = -EIO;
-			tcp_call_done(p);
+			net_call_done(p);
 			p = nx;
 		}
 	}
@@ -236,10 +212,7 @@ static void tcp_call_abort(struct net_call *call, int err)
 	pthread_mutex_unlock(&c->lock);
 	if (need_kick)
 		tcp_kick(c->tc);
-	while (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE) {
-		struct timespec ts = net_ns_to_ts(net_now_ns() + 1000000000ull);
-		tcp_futex_wait((int *)&call->state, NET_CALL_SENT, &ts);
-	}
+	net_call_wait_done(call);
 }
 
 /* ----------------------------------------------------------- connect side */
@@ -783,7 +756,7 @@ static int tcp_wait(struct net_call *call)
 			tcp_call_abort(call, -ETIMEDOUT);
 			break;
 		}
-		tcp_futex_wait((int *)&call->state, NET_CALL_SENT, &ts);
+		net_call_sleep(call, &ts);
 	}
 	rc = call->err;
 	if (rc == -ETIMEDOUT)
@@ -872,7 +845,7 @@ static void tcp_rx_finish(struct tcp_conn *c)
 		c->credits = c->credit_max;
 	if (c->h.credits)
 		pthread_cond_signal(&c->credit_cv);
-	tcp_call_done(call);
+	net_call_done(call);
 	pthread_mutex_unlock(&c->lock);
 	NET_STAT_ADD(&c->tc->base.st, msgs_rx, 1);
 }

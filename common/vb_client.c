@@ -30,7 +30,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
-#include <linux/futex.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -141,21 +140,6 @@ struct vb_client {
 	struct vb_rcache rc;
 };
 
-_Static_assert(sizeof(enum net_call_state) == sizeof(int), "futex word");
-
-static void vb_futex_wait(int *addr, int val, const struct timespec *abs)
-{
-	syscall(SYS_futex, addr, FUTEX_WAIT_BITSET_PRIVATE, val, abs, NULL,
-		FUTEX_BITSET_MATCH_ANY);
-}
-
-/* Publish a call's completion and wake its waiter. */
-static void vb_call_done(struct net_call *call)
-{
-	__atomic_store_n(&call->state, NET_CALL_DONE, __ATOMIC_RELEASE);
-	syscall(SYS_futex, (int *)&call->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
 static void vb_kick(struct vb_client *vc)
 {
 	uint64_t one = 1;
@@ -239,7 +223,7 @@ static void vb_conn_down(struct vb_cconn *c, struct net_call *culprit, int cerr)
 		else if (!p->err)
 			p->err = -EIO;
 		vb_slot_release(c, s);
-		vb_call_done(p);
+		net_call_done(p);
 	}
 	vb_conn_destroy_res(c);
 	pthread_cond_broadcast(&c->cv);
@@ -265,10 +249,7 @@ static void vb_call_abort(struct net_call *call, int err)
 	pthread_mutex_unlock(&c->lock);
 	if (need)
 		vb_kick(c->vc);
-	while (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE) {
-		struct timespec ts = net_ns_to_ts(net_now_ns() + 1000000000ull);
-		vb_futex_wait((int *)&call->state, NET_CALL_SENT, &ts);
-	}
+	net_call_wait_done(call);
 }
 
 /* ------------------------------------------------------------------- connect */
@@ -1198,7 +1179,7 @@ static int vb_wait(struct net_call *call)
 			vb_call_abort(call, -ETIMEDOUT);
 			break;
 		}
-		vb_futex_wait((int *)&call->state, NET_CALL_SENT, &ts);
+		net_call_sleep(call, &ts);
 	}
 	rc = call->err;
 	if (rc == -ETIMEDOUT)
@@ -1287,7 +1268,7 @@ static int vb_on_reply(struct vb_cconn *c, const uint8_t *msg, uint32_t len,
 	call->err = 0;
 	vb_credit_give(&c->cr, h.credits);
 	vb_slot_release(c, s);
-	vb_call_done(call);
+	net_call_done(call);
 	return 0;
 
 out_bad:
