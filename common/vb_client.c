@@ -1240,7 +1240,8 @@ static int vb_on_reply(struct vb_cconn *c, const uint8_t *msg, uint32_t len,
 		why = "reply larger than its buffers";
 		goto out_bad;
 	}
-	memcpy(call->rep_buf, msg + VB_HDRS, h.body_len);
+	if (h.body_len)
+		memcpy(call->rep_buf, msg + VB_HDRS, h.body_len);
 	call->status = h.status;
 	call->rep_len = h.body_len;
 	if (m.flags & VB_F_RD_INLINE) {

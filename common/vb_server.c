@@ -210,6 +210,8 @@ static void vb_hash_del(struct vb_server *s, struct vb_sconn *c)
 /* Queue an SRQ buffer for the next batched repost. */
 static void vb_repost(struct vb_server *s, struct vb_srbuf *rb)
 {
+	if (!rb)
+		return; /* a fast write: its receive buffer went back already */
 	rb->next = s->repost;
 	s->repost = rb;
 }
@@ -795,8 +797,10 @@ static int vb_reply(struct net_sreq *r, int32_t status, const void *body, uint32
 		NET_STAT_ADD(st, inline_msgs, 1);
 	}
 	/* Copy first: body may live in the request's buffer, freed below. */
-	memmove(msg + VB_HDRS, body, len);
-	memcpy(msg + VB_HDRS + len, q->rdinl, inl);
+	if (len)
+		memmove(msg + VB_HDRS, body, len);
+	if (inl)
+		memcpy(msg + VB_HDRS + len, q->rdinl, inl);
 	proto_hdr_encode(msg, &h);
 	vb_mhdr_encode(msg + PROTO_HDR_LEN, &m);
 	op->sge[0].addr = (uintptr_t)msg;
@@ -1490,8 +1494,10 @@ static void vb_cm_cb(struct ev_loop *loop, ev_io *w, int revents)
 		case RDMA_CM_EVENT_REJECTED:
 			rdma_ack_cm_event(ev);
 			if (c && c != (void *)s) {
-				vb_poll_all(s); /* what arrived before the disconnect */
+				/* Hold c across the poll: what arrived before the
+				 * disconnect may close it (a failed key proof). */
 				c->holds++;
+				vb_poll_all(s);
 				vb_sconn_close(c, 0, "peer disconnected");
 				c->holds--;
 				vb_sconn_maybe_free(c);

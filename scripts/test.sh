@@ -7,7 +7,7 @@
 #   4. the verbs transport in the RDMA VM (scripts/rdma-vm.sh: the Debian
 #      kernel under qemu TCG, rdma_rxe on a veth pair): a release build with
 #      -Werror, tests/rdma/smoke.sh, the C tests of meson suite "verbs" if
-#      any, and the whole pytest suite (test_verbs.py's mechanism tests
+#      any, test_vb_live from the ASan build, and the whole pytest suite (test_verbs.py's mechanism tests
 #      included) with RPFS_TRANSPORT=verbs on the soft-RoCE address.
 # Prints, as its last line, "N passed, N failed" over all four stages (a
 # skipped test counts as failed) and exits non-zero if anything failed.
@@ -148,7 +148,7 @@ ASAN_BUILD=build-asan
 asan_ok=1
 if [ ! -f "$ASAN_BUILD/build.ninja" ]; then
 	meson setup "$ASAN_BUILD" -Db_sanitize=address,undefined -Dwerror=true -Dfio_engine=enabled \
-		--buildtype=debug || asan_ok=0
+		-Dverbs=enabled --buildtype=debug || asan_ok=0
 fi
 if [ $asan_ok = 1 ]; then
 	ninja -C "$ASAN_BUILD" || asan_ok=0
@@ -274,9 +274,13 @@ else
 		meson_counts "$vm_log"
 	fi
 	# The verbs end-to-end C test: not a meson test (it needs real verbs).
-	if [ -x "$VM_BUILD/tests/unit/test_vb_live" ]; then
+	# It runs from the sanitizer build, so a use-after-free or undefined
+	# behaviour in the transport fails it even when nothing crashes.
+	vb_live=$ASAN_BUILD/tests/unit/test_vb_live
+	[ -x "$vb_live" ] || vb_live=$VM_BUILD/tests/unit/test_vb_live
+	if [ -x "$vb_live" ]; then
 		if scripts/rdma-vm.sh run --timeout 900 -- "RPFS_TRANSPORT=$VM_TRANSPORT \
-			$VM_BUILD/tests/unit/test_vb_live" </dev/null; then
+			UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $vb_live" </dev/null; then
 			echo "test_vb_live: ok"
 			pass 1
 		else
@@ -284,7 +288,7 @@ else
 			fail 1
 		fi
 	elif [ "$VM_TRANSPORT" = verbs ]; then
-		echo "test.sh: $VM_BUILD/tests/unit/test_vb_live not built"
+		echo "test.sh: test_vb_live not built"
 		fail 1
 	fi
 	# The whole integration suite, mechanism tests included. Inside the VM the

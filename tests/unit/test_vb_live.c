@@ -6,7 +6,9 @@
  * write/read integrity by mechanism (inline, fast, server-based) with
  * scattered memory and the counters each one moves, declared memory in the
  * pin-down cache, 16 threads x 200 calls on 4 credits, timeout and
- * reconnect, server stop -> EIO, and the cluster key.
+ * reconnect, server stop -> EIO, the cluster key, and repeated wrong-key
+ * clients (the server must survive every order of proof and disconnect).
+ * RPFS_VB_ONLY=NAME runs one subtest.
  */
 #include "net.h"
 #include "net_auth.h"
@@ -655,6 +657,42 @@ static int test_key(void)
 	return 0;
 }
 
+/*
+ * A daemon must survive clients that fail the key check in every order of
+ * events: the client proves its (wrong) key and disconnects at once, so the
+ * server may see the disconnect before or after the proof. Repeated to
+ * catch the interleavings (RPFS_VB_KEY_ROUNDS, default 40); the echo
+ * afterwards shows the server still serves.
+ */
+static int test_key_stress(void)
+{
+	struct srv sv;
+	struct net_client *cl;
+	struct net_conn *c;
+	uint8_t k1[NET_KEY_LEN], k2[NET_KEY_LEN];
+	const char *env = getenv("RPFS_VB_KEY_ROUNDS");
+	int rounds = env ? atoi(env) : 40;
+	char rep[16];
+
+	memset(k1, 1, sizeof(k1));
+	memset(k2, 2, sizeof(k2));
+	CHECK(srv_start(&sv, 8, 0, k1) == 0);
+	struct net_call e = { .op = OP_ECHO, .body = "k", .body_len = 1, .rep_buf = rep,
+			      .rep_cap = sizeof(rep) };
+	for (int i = 0; i < rounds; i++) {
+		CHECK((cl = mkclient(8, 2000, k2)) != NULL);
+		CHECK(net_conn_new(cl, addr, sv.port, &c) == 0);
+		CHECK(net_call_run(c, &e) == -EACCES);
+		net_client_free(cl);
+	}
+	CHECK((cl = mkclient(8, 2000, k1)) != NULL);
+	CHECK(net_conn_new(cl, addr, sv.port, &c) == 0);
+	CHECK(net_call_run(c, &e) == 0 && e.status == 7);
+	net_client_free(cl);
+	srv_stop(&sv);
+	return 0;
+}
+
 int main(void)
 {
 	addr = getenv("RPFS_RDMA_ADDR");
@@ -671,9 +709,13 @@ int main(void)
 		int (*fn)(void);
 	} t[] = { { "mechanisms", test_mechanisms }, { "listio", test_listio },
 		  { "threads", test_threads }, { "mixed", test_mixed },
-		  { "failures", test_failures }, { "key", test_key } };
+		  { "failures", test_failures }, { "key", test_key },
+		  { "key_stress", test_key_stress } };
+	const char *only = getenv("RPFS_VB_ONLY"); /* run one subtest */
 	int bad = 0;
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		if (only && strcmp(only, t[i].name))
+			continue;
 		int rc = t[i].fn();
 		fprintf(stderr, "%s: %s\n", t[i].name, rc ? "FAIL" : "ok");
 		bad |= rc != 0;
