@@ -76,7 +76,7 @@ const char *net_transport_name(enum net_transport t)
 	X(rdma_read_ops) X(rdma_read_bytes) X(rdma_write_ops)                 \
 	X(rdma_write_bytes) X(pipeline_units) X(sge_max) X(reg_count)         \
 	X(dereg_count) X(reg_bytes) X(reg_cache_hits) X(reg_cache_misses)     \
-	X(reg_cache_evictions) X(pinned_bytes) X(srq_posted)          \
+	X(reg_cache_evictions) X(pinned_bytes) X(srq_posted) X(poll_sleeps) \
 	X(reg_ns) X(ogr_groups) X(ogr_fallbacks) X(rdma_signaled)
 
 /* Format st as one JSON object; see net.h. Cost: one pass, no allocation. */

@@ -109,6 +109,9 @@ struct net_stats {
 	uint64_t reg_cache_hits, reg_cache_misses, reg_cache_evictions;
 	uint64_t pinned_bytes;             /* currently pinned (gauge) */
 	uint64_t srq_posted;               /* receives posted to the SRQ (gauge) */
+	uint64_t poll_sleeps;              /* server (verbs): times polling went
+					    * back to sleep on the channel
+					    * (adaptive mode; busy never does) */
 	/* noncontiguous transfers and Optimistic Group Registration */
 	uint64_t reg_ns;                   /* time in ibv_reg_mr + ibv_dereg_mr */
 	uint64_t ogr_groups;               /* covering registrations spanning

@@ -1268,8 +1268,10 @@ static void vb_spin_cb(struct ev_loop *loop, ev_idle *w, int revents)
 	(void)revents;
 	if (vb_poll_all(s) > 0)
 		s->spin_until = net_now_ns() + VB_SPIN_NS;
-	else if (s->base.opts.poll_mode != NET_POLL_BUSY && net_now_ns() > s->spin_until)
+	else if (s->base.opts.poll_mode != NET_POLL_BUSY && net_now_ns() > s->spin_until) {
 		ev_idle_stop(loop, w);
+		NET_STAT_ADD(&s->base.st, poll_sleeps, 1);
+	}
 }
 
 /* Deferred work: copy-op completions, then dispatches. */

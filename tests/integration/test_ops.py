@@ -20,44 +20,8 @@ def rpfs(*args, check=False, timeout=60, env=None):
                     timeout=timeout, env=env)
 
 
-def write_conf(c, path, key=None, extra=''):
-    """A config file describing cluster c (a util.Cluster)."""
-    lines = ['[cluster]', 'mgr = %s' % util.hostport(c.mgr_port)]
-    if key:
-        lines.append('key = %s' % key)
-    lines += ['transport = %s' % os.environ.get('RPFS_TRANSPORT', 'tcp'),
-              '[layout]', 'stripe_unit = 64K', 'stripe_count = 0',
-              '[client]', 'timeout = 10',
-              '[mgr]', 'db = %s' % c.db, 'listen = %s' % util.hostport(c.mgr_port),
-              '[log]', 'level = info']
-    for i, p in enumerate(c.iod_ports):
-        lines += ['[iod.%d]' % i, 'host = %s' % util.HOST, 'port = %d' % p,
-                  'data = %s' % c.iod_dirs[i]]
-    with open(path, 'w') as f:
-        f.write('\n'.join(lines) + '\n' + extra)
-    return path
-
-
-def conf_cluster(tmp, niods=2, key=True, name='ops'):
-    """A cluster whose daemons run the way the units run them:
-    rpfs-mgr --conf FILE, rpfs-iod --conf FILE --id N."""
-    c = util.Cluster(str(tmp), niods=niods, name=name)
-    keyf = None
-    if key:
-        keyf = os.path.join(str(tmp), 'cluster.key')
-        rpfs('keygen', keyf, check=True)
-    conf = write_conf(c, os.path.join(str(tmp), 'rpfs.conf'), keyf)
-    for i, d in enumerate(c.iods):
-        d.argv = [util.binary('iod/rpfs-iod'), '--conf', conf, '--id', str(i)]
-    c.mgr.argv = [util.binary('mgr/rpfs-mgr'), '--conf', conf]
-    c.conf, c.key = conf, keyf
-    util.clusters.append(c)
-    try:
-        c.start()
-    except BaseException:
-        util.cleanup(c)
-        raise
-    return c
+write_conf = util.write_conf
+conf_cluster = util.conf_cluster
 
 
 @pytest.fixture

@@ -219,3 +219,71 @@ def test_many_concurrent_small_requests_through_mount(workdir, mnt):
     for i in range(64):
         with open(os.path.join(workdir, 'f%02d' % i), 'rb') as fh:
             assert fh.read() == b''.join(b'%02d:%03d\n' % (i, j) for j in range(20))
+
+
+def server_stats(port, conf=None):
+    """`rpfs stats --server` of one daemon, as a dict."""
+    argv = [util.binary('admin/rpfs'), 'stats', '--server', util.hostport(port)]
+    if conf:
+        argv += ['--conf', conf]
+    r = util.run(argv, check=False, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def write_read_check(path):
+    """Write files that take each mechanism (1 KiB inline, 32 KiB fast,
+    4 MiB server-based), read them back cold and compare."""
+    datas = {'i': os.urandom(KiB), 'f': os.urandom(32 * KiB), 'b': os.urandom(4 * MiB)}
+    for name, data in datas.items():
+        with open(os.path.join(path, name), 'wb') as fh:
+            fh.write(data)
+    drop_caches()
+    for name, data in datas.items():
+        with open(os.path.join(path, name), 'rb') as fh:
+            assert fh.read() == data, name
+
+
+@pytest.mark.verbs
+def test_busy_poll_mode(tmp_path, cluster, mnt):
+    """[verbs] poll_mode = busy: the iods never go back to sleep on the
+    completion channel (poll_sleeps stays 0) and serve every mechanism;
+    the default (adaptive, the shared cluster) does sleep once idle."""
+    c = util.conf_cluster(tmp_path / 'busy', niods=2, key=False, name='busy',
+                          extra="[verbs]\npoll_mode = busy\n")
+    try:
+        m = c.mount(str(tmp_path / 'm'))
+        write_read_check(m.path)
+        for port in c.iod_ports:
+            st = server_stats(port, c.conf)
+            assert st['transport'] == 'verbs', st
+            assert st['msgs_rx'] > 0, st
+            assert st['poll_sleeps'] == 0, st
+    finally:
+        util.cleanup(c)
+    # adaptive: after traffic and a quiet moment, the loop sleeps
+    d = os.path.join(mnt.path, 'adaptive')
+    os.makedirs(d, exist_ok=True)
+    write_read_check(d)
+    util.wait_until(lambda: server_stats(cluster.iod_ports[0])['poll_sleeps'] > 0, 30,
+                    interval=0.5, what='the adaptive iod to sleep on its channel')
+
+
+@pytest.mark.verbs
+def test_memlock_limit_named(tmp_path, cluster):
+    """An RLIMIT_MEMLOCK too small for the verbs buffers fails start-up with
+    an error that names the limit: for a daemon and for the client."""
+    small = ['prlimit', '--memlock=65536:65536']
+    iod = small + [util.binary('iod/rpfs-iod'), '--listen', util.hostport(util.free_port()),
+                   '--data', str(tmp_path / 'd'), '--transport', 'verbs']
+    r = util.run(iod, check=False, timeout=60)
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert 'RLIMIT_MEMLOCK' in r.stderr, r.stderr
+    mp = tmp_path / 'm'
+    mp.mkdir()
+    fuse = small + [util.binary('fuse-client/rpfs-fuse'), util.hostport(cluster.mgr_port),
+                    str(mp), '-f', '-o', 'transport=verbs']
+    r = util.run(fuse, check=False, timeout=60)
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert 'RLIMIT_MEMLOCK' in r.stderr, r.stderr
+    assert not util.is_mounted(str(mp))

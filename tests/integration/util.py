@@ -455,6 +455,47 @@ class Cluster:
 clusters = []
 
 
+def write_conf(c, path, key=None, extra=''):
+    """A config file describing cluster c (a Cluster); extra is appended."""
+    lines = ['[cluster]', 'mgr = %s' % hostport(c.mgr_port)]
+    if key:
+        lines.append('key = %s' % key)
+    lines += ['transport = %s' % os.environ.get('RPFS_TRANSPORT', 'tcp'),
+              '[layout]', 'stripe_unit = 64K', 'stripe_count = 0',
+              '[client]', 'timeout = 10',
+              '[mgr]', 'db = %s' % c.db, 'listen = %s' % hostport(c.mgr_port),
+              '[log]', 'level = info']
+    for i, p in enumerate(c.iod_ports):
+        lines += ['[iod.%d]' % i, 'host = %s' % HOST, 'port = %d' % p,
+                  'data = %s' % c.iod_dirs[i]]
+    with open(path, 'w') as f:
+        f.write('\n'.join(lines) + '\n' + extra)
+    return path
+
+
+def conf_cluster(tmp, niods=2, key=True, name='ops', extra=''):
+    """A started cluster whose daemons run the way the units run them:
+    rpfs-mgr --conf FILE, rpfs-iod --conf FILE --id N (a fresh cluster key
+    when key; extra is appended to the file). Sets c.conf and c.key."""
+    c = Cluster(str(tmp), niods=niods, name=name)
+    keyf = None
+    if key:
+        keyf = os.path.join(str(tmp), 'cluster.key')
+        run([binary('admin/rpfs'), 'keygen', keyf])
+    conf = write_conf(c, os.path.join(str(tmp), 'rpfs.conf'), keyf, extra)
+    for i, d in enumerate(c.iods):
+        d.argv = [binary('iod/rpfs-iod'), '--conf', conf, '--id', str(i)]
+    c.mgr.argv = [binary('mgr/rpfs-mgr'), '--conf', conf]
+    c.conf, c.key = conf, keyf
+    clusters.append(c)
+    try:
+        c.start()
+    except BaseException:
+        cleanup(c)
+        raise
+    return c
+
+
 def cleanup(*things):
     """Best-effort teardown of mounts and clusters, in the order given;
     collects errors and raises the first one at the end."""
