@@ -217,10 +217,19 @@ static int cfg_layout_client(struct cfg_parse *p, const char *sec,
 			c->timeout_ms = 1;
 		return 1;
 	}
+	if (!strcmp(sec, "client") && !strcmp(key, "connections")) {
+		if (cfg_int(v, 1, NET_MAX_TCP_LANES, &n))
+			return cfg_fail(p, "[client] connections: expected a number 1..%d "
+					"(tcp sockets per server), got \"%s\"",
+					NET_MAX_TCP_LANES, v);
+		c->tcp_lanes = (int)n;
+		return 1;
+	}
 	if (!strcmp(sec, "layout"))
 		return cfg_fail(p, "[layout]: unknown key \"%s\" (expected stripe_unit, "
 				"stripe_count)", key);
-	return cfg_fail(p, "[client]: unknown key \"%s\" (expected timeout)", key);
+	return cfg_fail(p, "[client]: unknown key \"%s\" (expected timeout, "
+			"connections)", key);
 }
 
 /* [mgr] */
@@ -511,6 +520,8 @@ int cfg_net_opts(const struct cfg *c, struct net_opts *o, char *err,
 		o->transport = c->transport;
 	if (c->timeout_ms)
 		o->timeout_ms = c->timeout_ms;
+	if (c->tcp_lanes)
+		o->tcp_lanes = c->tcp_lanes;
 	if (c->has_poll_mode)
 		o->poll_mode = c->poll_mode;
 	if (c->inline_max)

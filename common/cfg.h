@@ -51,6 +51,7 @@ struct cfg {
 	uint32_t stripe_unit;            /* 0 = unset */
 	int stripe_count;                /* -1 = unset */
 	int timeout_ms;                  /* [client] timeout; 0 = unset */
+	int tcp_lanes;                   /* [client] connections; 0 = unset */
 	char *db;                        /* [mgr] db; NULL = unset */
 	char listen_host[PROTO_MAX_HOST + 1]; /* [mgr] listen; "" = unset */
 	uint16_t listen_port;

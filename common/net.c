@@ -30,6 +30,7 @@ void net_opts_default(struct net_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->credits = NET_DEFAULT_CREDITS;
 	o->timeout_ms = NET_DEFAULT_TIMEOUT_MS;
+	o->tcp_lanes = NET_DEFAULT_TCP_LANES;
 	o->transport = NET_TRANSPORT_TCP;
 	if (env && env[0])
 		(void)net_transport_parse(env, &o->transport);
@@ -115,6 +116,10 @@ static int net_opts_check(const struct net_opts *o, struct net_opts *out)
 		net_opts_default(out);
 	if (out->credits < 1 || out->credits > 65535 || out->timeout_ms < 1)
 		return -EINVAL;
+	if (out->tcp_lanes == 0)
+		out->tcp_lanes = NET_DEFAULT_TCP_LANES;
+	if (out->tcp_lanes < 1 || out->tcp_lanes > NET_MAX_TCP_LANES)
+		return -EINVAL;
 	/* verbs knobs left zero (opts not from net_opts_default): defaults */
 	if (out->max_clients < 1)
 		out->max_clients = NET_DEFAULT_MAX_CLIENTS;
@@ -162,19 +167,31 @@ static int net_backend(enum net_transport t, const struct net_client_ops **c,
 
 _Static_assert(sizeof(enum net_call_state) == sizeof(int), "futex word");
 
-/* Publish and wake one waiter; see net_int.h. Cost: one futex syscall. */
+/* Publish and wake the waiter if it sleeps; see net_int.h. Cost: one
+ * atomic exchange, plus a futex syscall only when the waiter sleeps (a
+ * caller that reads its own reply never does). The call is not touched
+ * after DONE is published: its owner may free it at once. */
 void net_call_done(struct net_call *call)
 {
-	__atomic_store_n(&call->state, NET_CALL_DONE, __ATOMIC_RELEASE);
-	syscall(SYS_futex, (int *)&call->state, FUTEX_WAKE_PRIVATE, 1, NULL,
-		NULL, 0);
+	int old = __atomic_exchange_n((int *)&call->state, NET_CALL_DONE, __ATOMIC_ACQ_REL);
+
+	if (old == NET_CALL_SLEEPING)
+		syscall(SYS_futex, (int *)&call->state, FUTEX_WAKE_PRIVATE, 1, NULL,
+			NULL, 0);
 }
 
-/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. */
+/* Mark the call SLEEPING (so its completer wakes us), then sleep while it
+ * stays so. FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. */
 void net_call_sleep(struct net_call *call, const struct timespec *abs)
 {
+	int exp = NET_CALL_SENT;
+
+	if (!__atomic_compare_exchange_n((int *)&call->state, &exp, NET_CALL_SLEEPING, 0,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
+	    exp != NET_CALL_SLEEPING)
+		return; /* DONE meanwhile */
 	syscall(SYS_futex, (int *)&call->state, FUTEX_WAIT_BITSET_PRIVATE,
-		NET_CALL_SENT, abs, NULL, FUTEX_BITSET_MATCH_ANY);
+		NET_CALL_SLEEPING, abs, NULL, FUTEX_BITSET_MATCH_ANY);
 }
 
 /* Wait for DONE in one-second slices; see net_int.h. */

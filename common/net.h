@@ -28,6 +28,8 @@
 struct ev_loop;
 
 #define NET_DEFAULT_CREDITS 32
+#define NET_DEFAULT_TCP_LANES 4  /* tcp: sockets per server connection */
+#define NET_MAX_TCP_LANES 16
 #define NET_DEFAULT_TIMEOUT_MS 10000
 #define NET_MAX_IOV 1024 /* iovecs per call direction / per pull or push */
 
@@ -64,6 +66,10 @@ struct net_opts {
 	int credits;      /* server: credits granted per client connection;
 			   * client: upper bound it will use */
 	int timeout_ms;   /* client: connect + call deadline */
+	int tcp_lanes;    /* client (tcp): sockets per server, 1..16; each
+			   * call takes the least busy one, so concurrent
+			   * callers rarely share a socket's receive side
+			   * (one more wake-up each when they do) */
 	enum net_transport transport;
 	/* Cluster key. When has_key, every connection proves knowledge of it
 	 * (HMAC challenge and response) before any request is served, and a
@@ -182,6 +188,8 @@ enum net_call_state {
 	NET_CALL_IDLE = 0, /* not submitted, or finished and collected */
 	NET_CALL_SENT,     /* request on the wire, waiting for its reply */
 	NET_CALL_DONE,     /* reply (or failure) recorded, waiter may collect */
+	NET_CALL_SLEEPING, /* as SENT, and its waiter sleeps on the state word:
+			    * only then does completing it cost a wake-up */
 };
 
 /*

@@ -64,12 +64,13 @@ struct net_server_ops {
  * on their own call's state word, so a completion wakes exactly the caller
  * it concerns.
  */
-/** Publish call's completion (its other fields final) and wake its waiter.
- * After the store the caller may free the call at once: a wake on reused
- * memory is only a spurious wakeup, which waiters tolerate. */
+/** Publish call's completion (its other fields final) and wake its waiter
+ * if it sleeps. After the exchange the caller may free the call at once: a
+ * wake on reused memory is only a spurious wakeup, which waiters tolerate. */
 void net_call_done(struct net_call *call);
-/** Sleep while call is NET_CALL_SENT, until the absolute CLOCK_MONOTONIC
- * time abs (NULL: no limit) or a wake-up; spurious returns happen. */
+/** Sleep while call is NET_CALL_SENT (marking it NET_CALL_SLEEPING), until
+ * the absolute CLOCK_MONOTONIC time abs (NULL: no limit) or a wake-up;
+ * spurious returns happen. */
 void net_call_sleep(struct net_call *call, const struct timespec *abs);
 /** Wait until call is NET_CALL_DONE, rechecking every second. Used after a
  * backend was asked to tear the call's connection down. */

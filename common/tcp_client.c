@@ -18,6 +18,12 @@
  * Waiters sleep on a futex on their own call's state word: a completion
  * wakes exactly the one caller it concerns (no thundering herd).
  *
+ * Lanes: a net_conn to a server is net_opts.tcp_lanes sockets (tcp_conn
+ * each, connected on first use); every call goes to the least busy one, so
+ * concurrent callers mostly lead their own socket instead of sleeping
+ * while another caller reads their reply, and they do not contend on one
+ * socket's locks.
+ *
  * Locks, in order: connect_lock -> lock; send_lock -> lock. The progress
  * thread takes lock, releases it, and only then send_lock (to close a fd).
  */
@@ -60,6 +66,10 @@ struct tcp_conn {
 	char host[PROTO_MAX_HOST + 1];   /* immutable */
 	uint16_t port;                   /* immutable */
 	struct tcp_conn *next_conn;      /* tc->lock */
+	struct tcp_conn *lanes[NET_MAX_TCP_LANES]; /* immutable; first lane
+					  * only (it is the net_conn) */
+	int nlanes;                      /* immutable; first lane only */
+	int busy;                        /* atomic; calls submitted, not waited */
 
 	pthread_mutex_t connect_lock;    /* serialises connection setup */
 	pthread_mutex_t send_lock;       /* one frame at a time; close(fd) */
@@ -596,9 +606,43 @@ static int tcp_call_check(const struct net_call *call, uint64_t *wr, uint64_t *r
  * deadline), register the call by tag, then write header + body + write
  * data under the send lock. Cost: one sendmsg for small calls.
  */
+/*
+ * The lane for a new call: the first idle one from a per-thread starting
+ * point (so a thread keeps reusing a warm socket), else the least busy.
+ * Cost: one relaxed load per lane. The caller then owns one busy count.
+ */
+static struct tcp_conn *tcp_lane_pick(struct tcp_conn *c0)
+{
+	static __thread unsigned start;
+	static unsigned next_start;
+	struct tcp_conn *best = c0->lanes[0];
+	int best_busy = INT_MAX;
+
+	if (!start)
+		start = __atomic_add_fetch(&next_start, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < c0->nlanes; i++) {
+		struct tcp_conn *l = c0->lanes[(start + (unsigned)i) % (unsigned)c0->nlanes];
+		int b = __atomic_load_n(&l->busy, __ATOMIC_RELAXED);
+		if (b < best_busy) {
+			best = l;
+			best_busy = b;
+			if (b == 0)
+				break;
+		}
+	}
+	__atomic_add_fetch(&best->busy, 1, __ATOMIC_RELAXED);
+	return best;
+}
+
+/* Drop the busy count a call held on its lane. */
+static void tcp_lane_put(struct tcp_conn *c)
+{
+	__atomic_sub_fetch(&c->busy, 1, __ATOMIC_RELAXED);
+}
+
 static int tcp_submit(struct net_conn *nc, struct net_call *call)
 {
-	struct tcp_conn *c = NET_CONTAINER_OF(nc, struct tcp_conn, base);
+	struct tcp_conn *c = tcp_lane_pick(NET_CONTAINER_OF(nc, struct tcp_conn, base));
 	struct tcp_client *tc = c->tc;
 	struct iovec iov_stack[8], *iov = iov_stack;
 	uint8_t hb[PROTO_HDR_LEN];
@@ -606,8 +650,10 @@ static int tcp_submit(struct net_conn *nc, struct net_call *call)
 	int rc, waited = 0, ok, fd, cnt;
 
 	rc = tcp_call_check(call, &wr, &rd);
-	if (rc)
+	if (rc) {
+		tcp_lane_put(c);
 		return rc;
+	}
 	deadline = net_now_ns() + (uint64_t)tc->base.opts.timeout_ms * 1000000ull;
 
 	pthread_mutex_lock(&c->lock);
@@ -615,8 +661,10 @@ static int tcp_submit(struct net_conn *nc, struct net_call *call)
 		if (!c->up) {
 			pthread_mutex_unlock(&c->lock);
 			rc = tcp_conn_connect(c, deadline);
-			if (rc)
+			if (rc) {
+				tcp_lane_put(c);
 				return rc;
+			}
 			pthread_mutex_lock(&c->lock);
 			continue;
 		}
@@ -631,12 +679,13 @@ static int tcp_submit(struct net_conn *nc, struct net_call *call)
 		if (rc == ETIMEDOUT && !(c->up && c->credits > 0)) {
 			pthread_mutex_unlock(&c->lock);
 			NET_STAT_ADD(&tc->base.st, timeouts, 1);
+			tcp_lane_put(c);
 			return -ETIMEDOUT;
 		}
 	}
 	c->credits--;
 	call->tag = ++c->next_tag;
-	call->conn = nc;
+	call->conn = &c->base; /* the lane: tcp_wait reads it */
 	call->err = 0;
 	call->status = 0;
 	call->rep_len = 0;
@@ -645,6 +694,15 @@ static int tcp_submit(struct net_conn *nc, struct net_call *call)
 	__atomic_store_n(&call->state, NET_CALL_SENT, __ATOMIC_RELAXED);
 	tcp_tab_insert(c, call);
 	mygen = c->gen;
+	/* Our waiter will read the reply itself if nobody reads this socket:
+	 * disarm it now, so a fast reply does not wake the progress thread
+	 * first (a wake-up, and the reply handed over to us by another). The
+	 * owner that lets go next re-arms it (tcp_rx_release). */
+	if (c->rx_owner == RXO_NONE && c->armed) {
+		struct epoll_event ev = { .events = EPOLLONESHOT, .data.ptr = c };
+		if (epoll_ctl(tc->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+			c->armed = 0;
+	}
 	pthread_mutex_unlock(&c->lock);
 
 	struct proto_hdr h = { .op = call->op, .tag = call->tag,
@@ -656,6 +714,7 @@ static int tcp_submit(struct net_conn *nc, struct net_call *call)
 		if (!iov) {
 			tcp_call_abort(call, -EIO);
 			__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
+			tcp_lane_put(c);
 			return -EIO;
 		}
 	}
@@ -681,6 +740,7 @@ static int tcp_submit(struct net_conn *nc, struct net_call *call)
 		if (rc == -ETIMEDOUT)
 			NET_STAT_ADD(&tc->base.st, timeouts, 1);
 		__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
+		tcp_lane_put(c);
 		return rc == -ETIMEDOUT ? rc : -EIO;
 	}
 	NET_STAT_ADD(&tc->base.st, msgs_tx, 1);
@@ -745,7 +805,7 @@ static int tcp_wait(struct net_call *call)
 		s = __atomic_load_n(&call->state, __ATOMIC_ACQUIRE);
 		if (s == NET_CALL_DONE)
 			break;
-		if (s != NET_CALL_SENT)
+		if (s != NET_CALL_SENT && s != NET_CALL_SLEEPING)
 			return -EINVAL;
 		if (tcp_rx_take(c, RXO_CALLER)) {
 			tcp_lead(c, call);
@@ -762,6 +822,7 @@ static int tcp_wait(struct net_call *call)
 	if (rc == -ETIMEDOUT)
 		NET_STAT_ADD(&c->tc->base.st, timeouts, 1);
 	__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
+	tcp_lane_put(c);
 	return rc;
 }
 
@@ -1192,23 +1253,23 @@ static void tcp_client_free(struct net_client *cl)
 	free(tc);
 }
 
-static int tcp_conn_new(struct net_client *cl, const char *host, uint16_t port,
-			struct net_conn **out)
+/* One lane: a tcp_conn on tc's list, not connected yet. @return NULL: ENOMEM */
+static struct tcp_conn *tcp_lane_new(struct tcp_client *tc, const char *host,
+				     uint16_t port)
 {
-	struct tcp_client *tc = NET_CONTAINER_OF(cl, struct tcp_client, base);
 	struct tcp_conn *c;
 	pthread_condattr_t ca;
 
 	c = calloc(1, sizeof(*c));
 	if (!c)
-		return -ENOMEM;
+		return NULL;
 	c->tab = calloc(16, sizeof(*c->tab));
 	if (!c->tab) {
 		free(c);
-		return -ENOMEM;
+		return NULL;
 	}
 	c->tab_mask = 15;
-	c->base.cl = cl;
+	c->base.cl = &tc->base;
 	c->tc = tc;
 	snprintf(c->host, sizeof(c->host), "%s", host);
 	c->port = port;
@@ -1224,7 +1285,29 @@ static int tcp_conn_new(struct net_client *cl, const char *host, uint16_t port,
 	c->next_conn = tc->conns;
 	tc->conns = c;
 	pthread_mutex_unlock(&tc->lock);
-	*out = &c->base;
+	return c;
+}
+
+/* A connection to host:port: opts.tcp_lanes lanes, the first one standing
+ * for all of them. Lanes connect on first use. Lanes made before a failure
+ * stay on tc's list and are freed with the client. */
+static int tcp_conn_new(struct net_client *cl, const char *host, uint16_t port,
+			struct net_conn **out)
+{
+	struct tcp_client *tc = NET_CONTAINER_OF(cl, struct tcp_client, base);
+	struct tcp_conn *c0 = NULL;
+	int n = tc->base.opts.tcp_lanes;
+
+	for (int i = 0; i < n; i++) {
+		struct tcp_conn *l = tcp_lane_new(tc, host, port);
+		if (!l)
+			return -ENOMEM;
+		if (!c0)
+			c0 = l;
+		c0->lanes[i] = l;
+	}
+	c0->nlanes = n;
+	*out = &c0->base;
 	return 0;
 }
 

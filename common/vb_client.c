@@ -1173,7 +1173,7 @@ static int vb_wait(struct net_call *call)
 		s = __atomic_load_n(&call->state, __ATOMIC_ACQUIRE);
 		if (s == NET_CALL_DONE)
 			break;
-		if (s != NET_CALL_SENT)
+		if (s != NET_CALL_SENT && s != NET_CALL_SLEEPING)
 			return -EINVAL;
 		if (net_now_ns() >= call->deadline_ns) {
 			vb_call_abort(call, -ETIMEDOUT);

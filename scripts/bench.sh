@@ -76,11 +76,19 @@ install_packages() {
 		"${missing[@]}" >/dev/null
 }
 
-# build_rpfs: a release build in BUILD unless one is configured already.
+# build_rpfs: a release build in BUILD unless one is configured already;
+# an existing build without the fio engine gets it enabled.
 build_rpfs() {
 	if [ ! -f "$BUILD/build.ninja" ]; then
 		say "configuring a release build in $BUILD"
 		meson setup "$BUILD" --buildtype=release -Dfio_engine=enabled >/dev/null || die "meson setup $BUILD failed"
+	elif [ -z "${RPFS_FIO_ENGINE:-}" ] && ! meson introspect --buildoptions "$BUILD" |
+		$PY -c 'import json,sys
+sys.exit(0 if any(o["name"] == "fio_engine" and o["value"] == "enabled"
+                  for o in json.load(sys.stdin)) else 1)'; then
+		say "enabling the fio engine in $BUILD"
+		meson configure "$BUILD" -Dfio_engine=enabled >/dev/null ||
+			die "meson configure $BUILD -Dfio_engine=enabled failed"
 	fi
 	ninja -C "$BUILD" >/dev/null || { ninja -C "$BUILD" | tail -n 30; die "build failed"; }
 	BUILDTYPE=$($PY -c 'import json,sys

@@ -131,6 +131,7 @@ BAD_CONFS = [
     ('[layout]\nstripe_unit = 3000\n', r':2: \[layout\] stripe_unit: expected a size'),
     ('[iod.1]\nhost = a\nport = 1\n', r': \[iod.0\] missing'),
     ('this is not ini\n', r':1: expected \[section\] or key = value'),
+    ('[client]\nconnections = 0\n', r':2: \[client\] connections: expected a number 1..16'),
 ]
 
 

@@ -28,6 +28,7 @@
 #define OP_READ 102
 #define OP_SLOW 103
 #define OP_REJECT 104
+#define OP_PEER 105 /* replies with the client's address as the server sees it */
 
 #define CHECK(c)                                                              \
 	do {                                                                  \
@@ -179,6 +180,11 @@ static void test_handler(struct net_sreq *r, void *arg)
 	case OP_REJECT:
 		net_sreq_reject(r, "test reject");
 		break;
+	case OP_PEER: {
+		const char *p = net_sconn_peer(r->conn);
+		net_sreq_reply(r, 0, p, (uint32_t)strlen(p));
+		break;
+	}
 	default:
 		net_sreq_reject(r, "unknown op");
 	}
@@ -462,6 +468,7 @@ static int t_concurrent(void)
 	CHECK(srv_start(&st, 4) == 0);
 	net_opts_default(&o);
 	o.timeout_ms = 30000;
+	o.tcp_lanes = 1; /* one socket: 16 threads on its 4 credits */
 	CHECK(net_client_new(&cl, &o) == 0);
 	CHECK(net_conn_new(cl, "127.0.0.1", st.port, &c) == 0);
 	for (int i = 0; i < 16; i++) {
@@ -481,6 +488,52 @@ static int t_concurrent(void)
 	CHECK(failures == 0);
 	CHECK(s.credit_waits > 0);
 	CHECK(s.msgs_tx >= 16 * 200);
+	return 0;
+}
+
+/*
+ * Lanes: calls in flight at once go out on distinct sockets (the server
+ * sees distinct peers), a call stuck on one lane does not hold up the
+ * others, and one lane carries everything when there is one.
+ */
+static int t_lanes(uint16_t port)
+{
+	for (int lanes = 1; lanes <= 4; lanes += 3) {
+		struct net_client *cl;
+		struct net_conn *c;
+		struct net_opts o;
+		struct net_call call[4], slow = { .op = OP_SLOW };
+		char rep[4][64];
+		int distinct = 0;
+
+		net_opts_default(&o);
+		o.tcp_lanes = lanes;
+		o.timeout_ms = 1000;
+		CHECK(net_client_new(&cl, &o) == 0);
+		CHECK(net_conn_new(cl, "127.0.0.1", port, &c) == 0);
+		for (int i = 0; i < 4; i++) {
+			call[i] = (struct net_call){ .op = OP_PEER, .rep_buf = rep[i],
+						     .rep_cap = sizeof(rep[i]) - 1 };
+			CHECK(net_call_submit(c, &call[i]) == 0);
+		}
+		for (int i = 0; i < 4; i++) {
+			CHECK(net_call_wait(&call[i]) == 0);
+			rep[i][call[i].rep_len] = 0;
+			int seen = 0;
+			for (int j = 0; j < i; j++)
+				seen |= !strcmp(rep[i], rep[j]);
+			distinct += !seen;
+		}
+		CHECK(distinct == lanes);
+		if (lanes > 1) {
+			/* a slow call occupies one lane; an echo meanwhile takes
+			 * another and completes */
+			CHECK(net_call_submit(c, &slow) == 0);
+			CHECK(echo(c, "beside the slow call") == 0);
+			CHECK(net_call_wait(&slow) == -ETIMEDOUT);
+		}
+		net_client_free(cl);
+	}
 	return 0;
 }
 
@@ -510,6 +563,7 @@ static int t_timeout(uint16_t port)
 
 	net_opts_default(&o);
 	o.timeout_ms = 300;
+	o.tcp_lanes = 1; /* the echo queues on the slow call's socket */
 	CHECK(net_client_new(&cl, &o) == 0);
 	CHECK(net_conn_new(cl, "127.0.0.1", port, &c) == 0);
 	CHECK(echo(c, "warm up") == 0);
@@ -743,6 +797,7 @@ int main(void)
 	RUN(t_reject(c, st.srv));
 	RUN(t_malformed(st.port, st.srv, c));
 	RUN(t_timeout(st.port));
+	RUN(t_lanes(st.port));
 	RUN(t_auth(st.port));
 	RUN(t_concurrent());
 	RUN(t_server_gone(&st, c));
