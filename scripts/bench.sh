@@ -270,7 +270,7 @@ target_dir() {
 	tmpfs) echo "$WORK/fs/tmpfs" ;;
 	passthrough) echo "$WORK/mnt/pt/bench" ;;
 	rpfs) echo "$WORK/mnt/main/bench" ;;
-	rpfs-fio) echo "/bench-fio" ;;
+	rpfs-fio) echo "bench-fio" ;; # relative to the rpfs root (see run_fio)
 	glusterfs) echo "$WORK/mnt/gl/bench" ;;
 	esac
 }
@@ -286,7 +286,7 @@ target_pids() {
 # clear_seq DIR: remove the fio files of the sequential jobs.
 clear_seq() {
 	case "$1" in
-	/bench-fio) rm -f "$WORK/mnt/main/bench-fio"/seq.* ;;
+	bench-fio) rm -f "$WORK/mnt/main/bench-fio"/seq.* ;;
 	*) rm -f "$1"/seq.* ;;
 	esac
 }
@@ -305,11 +305,14 @@ run_fio() {
 	printf 'bench: [%3d] %-6s %-8s %-11s %-10s ' "$NRUN" "$section" "$param" "$target" "$job" >&2
 	c0=$(cpu_ticks $pids)
 	t0=$(date +%s.%N)
-	if ! (cd "$REPO/tests/bench/fio" && BENCH_DIR=$dir BENCH_ENGINE=$engine BENCH_SIZE=$SEQ_SIZE \
+	# fio runs from WORK/fio-cwd: fio insists that directory= exists
+	# locally, and the engine takes the same relative name (bench-fio,
+	# an empty directory there) from the rpfs root.
+	if ! (cd "$WORK/fio-cwd" && BENCH_DIR=$dir BENCH_ENGINE=$engine BENCH_SIZE=$SEQ_SIZE \
 		BENCH_NJOBS=$nj BENCH_RUNTIME=$([ "${file#seq}" != "$file" ] && echo "$SEQ_CAP" || echo "$RUNTIME") \
 		RPFS_MGR=127.0.0.1:$PORT \
-		timeout -k 5 "$limit" fio --output-format=json --output="$out" "$file" \
-		>"$out.log" 2>&1); then
+		timeout -k 5 "$limit" fio --output-format=json --output="$out" \
+		"$REPO/tests/bench/fio/$file" >"$out.log" 2>&1); then
 		err="fio failed: $(tail -n 3 "$out.log" "$out" 2>/dev/null | tr '\n"' ' ' | cut -c1-200)"
 	fi
 	t1=$(date +%s.%N)
@@ -403,6 +406,7 @@ say "starting the passthrough file system"
 start_passthrough
 say "starting GlusterFS (4 bricks on loopback)"
 if start_gluster; then TARGETS+=(glusterfs); fi
+mkdir -p "$WORK/fio-cwd/bench-fio"
 for t in "${TARGETS[@]}"; do
 	[ "$t" = rpfs-fio ] && { mkdir -p "$WORK/mnt/main/bench-fio"; continue; }
 	mkdir -p "$(target_dir "$t")"

@@ -188,16 +188,22 @@ def plot(recs, meta, outdir):
     os.makedirs(ddir, exist_ok=True)
     targets = [t for t in TARGETS if t != "rpfs-fio" or meta.get("fio_engine")]
 
+    ncols = {}
+
     def write(name, items):
+        """One histogram's data; a target without a single valid value in
+        it is left out (gnuplot refuses a column with no valid point)."""
+        def val(t, job, met):
+            r = m.get((job, t))
+            return r.get(met) if r and not r.get("error") else None
+        cols = [t for t in targets if any(val(t, j, met) is not None for _, j, met in items)]
+        ncols[name] = len(cols)
         with open(os.path.join(ddir, name), "w") as f:
-            f.write("label " + " ".join('"%s"' % TARGET_TITLE[t] for t in targets) + "\n")
+            f.write("label " + " ".join('"%s"' % TARGET_TITLE[t] for t in cols) + "\n")
             for label, job, met in items:
-                vals = []
-                for t in targets:
-                    r = m.get((job, t))
-                    v = r.get(met) if r and not r.get("error") else None
-                    vals.append("%.3f" % v if v is not None else "NaN")
-                f.write('"%s" %s\n' % (label, " ".join(vals)))
+                vals = [val(t, job, met) for t in cols]
+                f.write('"%s" %s\n' % (label, " ".join(
+                    "%.3f" % v if v is not None else "NaN" for v in vals)))
 
     write("seq.dat", [("write 1j", "seqwrite1", "mbs"), ("write 4j", "seqwrite4", "mbs"),
                       ("read 1j", "seqread1", "mbs"), ("read 4j", "seqread4", "mbs")])
@@ -222,9 +228,9 @@ def plot(recs, meta, outdir):
                      .replace("metadata, 1 dir: ", "md1 ").replace("metadata, 100 dirs: ", "md100 ")
                      .replace(" jobs", "j").replace(" job", "j"))
             f.write('"%s" %s %s\n' % (short, "%.3f" % a if a else "NaN", "%.3f" % b if b else "NaN"))
-    n = len(targets)
-    hist = lambda f, k=n: ", ".join(
-        "'%s' using %d:xtic(1) title columnhead(%d)" % (f, i + 2, i + 2) for i in range(k))
+    hist = lambda f, k=None: ", ".join(
+        "'%s' using %d:xtic(1) title columnhead(%d)" % (f, i + 2, i + 2)
+        for i in range(k if k is not None else ncols[os.path.basename(f)]))
     script = """
 set terminal pngcairo size 1800,1100 font 'DejaVu Sans,10'
 set output '{out}'
