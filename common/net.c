@@ -280,6 +280,12 @@ const char *net_client_transport(const struct net_client *cl)
 	return cl->ops->name;
 }
 
+/* Whether submit sends write data before returning; see net.h. */
+int net_client_wr_sent_at_submit(const struct net_client *cl)
+{
+	return cl->ops->wr_sent_at_submit;
+}
+
 /* Send a call through the connection's backend. */
 int net_call_submit(struct net_conn *c, struct net_call *call)
 {

@@ -288,6 +288,14 @@ void net_server_stats(struct net_server *s, struct net_stats *st);
 /** The transport a server or client actually uses ("tcp" or "verbs"). */
 const char *net_server_transport(const struct net_server *s);
 const char *net_client_transport(const struct net_client *cl);
+/**
+ * Whether net_call_submit() has sent all of a call's write data when it
+ * returns 0, so its wr_iov memory may be reused before the reply (tcp),
+ * or the server fetches the data later and the memory must stay until
+ * net_call_wait() (verbs).
+ * @return 1 or 0
+ */
+int net_client_wr_sent_at_submit(const struct net_client *cl);
 
 /**
  * Register a region the server will pass to pull/push (its buffer zones),

@@ -26,6 +26,10 @@
 
 struct net_client_ops {
 	const char *name;
+	/* 1 when submit has put all write data on the wire before it returns,
+	 * so the caller may reuse wr_iov memory at once (tcp); 0 when the
+	 * server fetches it later (verbs: RDMA Read) */
+	int wr_sent_at_submit;
 	int (*client_new)(struct net_client **out, const struct net_opts *o);
 	void (*client_free)(struct net_client *cl);
 	int (*conn_new)(struct net_client *cl, const char *host, uint16_t port,

@@ -694,15 +694,6 @@ static int tcp_submit(struct net_conn *nc, struct net_call *call)
 	__atomic_store_n(&call->state, NET_CALL_SENT, __ATOMIC_RELAXED);
 	tcp_tab_insert(c, call);
 	mygen = c->gen;
-	/* Our waiter will read the reply itself if nobody reads this socket:
-	 * disarm it now, so a fast reply does not wake the progress thread
-	 * first (a wake-up, and the reply handed over to us by another). The
-	 * owner that lets go next re-arms it (tcp_rx_release). */
-	if (c->rx_owner == RXO_NONE && c->armed) {
-		struct epoll_event ev = { .events = EPOLLONESHOT, .data.ptr = c };
-		if (epoll_ctl(tc->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
-			c->armed = 0;
-	}
 	pthread_mutex_unlock(&c->lock);
 
 	struct proto_hdr h = { .op = call->op, .tag = call->tag,
@@ -1313,6 +1304,7 @@ static int tcp_conn_new(struct net_client *cl, const char *host, uint16_t port,
 
 const struct net_client_ops tcp_client_ops = {
 	.name = "tcp",
+	.wr_sent_at_submit = 1,
 	.client_new = tcp_client_new,
 	.client_free = tcp_client_free,
 	.conn_new = tcp_conn_new,

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "cli_fuse.h"
+#include "cli_wb.h"
 #include "cli_inode.h"
 #include "cli_io.h"
 #include "cli_meta.h"
@@ -31,6 +32,7 @@
 struct cli_file {
 	uint64_t ino;
 	struct proto_cred cred; /* opener: used for size pushes at close */
+	int behind;             /* writes may go behind (no O_DIRECT/O_[D]SYNC) */
 };
 
 _Static_assert(sizeof(gid_t) == sizeof(uint32_t), "gid_t is 32 bits");
@@ -39,6 +41,15 @@ _Static_assert(sizeof(gid_t) == sizeof(uint32_t), "gid_t is 32 bits");
 static struct cli_fuse *cf_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
+}
+
+/* Wait for ino's writes in flight (write-behind); with take_err, return
+ * the deferred failure of one of them. Cost: a hash lookup when none. */
+static int wb_drain(fuse_req_t req, fuse_ino_t ino, int take_err)
+{
+	struct cli_wb *wb = cf_of(req)->wb;
+
+	return wb ? cli_wb_drain(wb, ino, take_err) : 0;
 }
 
 /* The mounted file system of a request. */
@@ -416,6 +427,8 @@ static void cli_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		in.size = (uint64_t)attr->st_size;
 	}
 	cred_of(req, &c);
+	/* Writes in flight land first (a truncate must not be undone by one). */
+	(void)wb_drain(req, ino, 0);
 	/* Publish earlier writes first, so that their size and mtime land
 	 * before this change and cannot overwrite it later (tar sets mtime
 	 * on an open file, then closes it). */
@@ -569,6 +582,7 @@ static int file_open(struct cli_fs *fs, const struct proto_cred *c,
 	}
 	f->ino = a->ino;
 	f->cred = *c;
+	f->behind = !(fi->flags & (O_DIRECT | O_SYNC | O_DSYNC));
 	fi->fh = (uintptr_t)f;
 	fi->keep_cache = 0;
 	fi->direct_io = 0;
@@ -603,6 +617,7 @@ static void cli_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		struct proto_attr in;
 
 		memset(&in, 0, sizeof(in));
+		(void)wb_drain(req, ino, 0);
 		rc = do_truncate(fs, &c, ino, 0, &in, &a);
 		if (rc)
 			return (void) fuse_reply_err(req, -rc);
@@ -633,6 +648,7 @@ static void cli_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		struct proto_attr in;
 
 		memset(&in, 0, sizeof(in));
+		(void)wb_drain(req, a.ino, 0);
 		rc = do_truncate(fs, &c, a.ino, 0, &in, &a);
 		if (rc)
 			return (void) fuse_reply_err(req, -rc);
@@ -664,6 +680,7 @@ static void cli_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	if (off < 0)
 		return (void) fuse_reply_err(req, EINVAL);
+	(void)wb_drain(req, ino, 0); /* read our own writes */
 	rc = cli_inode_io(fs->itab, ino, &l, &fsize);
 	if (rc)
 		return (void) fuse_reply_err(req, EBADF);
@@ -680,11 +697,14 @@ static void cli_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fuse_reply_buf(req, buf, size);
 }
 
-/* WRITE: scatter to the iods straight from the request buffer. */
+/* WRITE: scatter to the iods straight from the request buffer; behind
+ * (answered once sent, cli_wb.h) unless the handle is O_DIRECT/O_[D]SYNC
+ * or the kernel caches writes itself. */
 static void cli_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		      size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct cli_fs *fs = fs_of(req);
+	struct cli_wb *wb = cf_of(req)->wb;
 	struct proto_layout l;
 	struct proto_time wtime;
 	uint64_t fsize;
@@ -695,7 +715,14 @@ static void cli_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	rc = cli_inode_io(fs->itab, ino, &l, &fsize);
 	if (rc)
 		return (void) fuse_reply_err(req, EBADF);
-	rc = cli_io_write(fs, ino, &l, (uint64_t)off, size, buf);
+	if (wb && file_of(fi)->behind && !cli_itab_writeback(fs->itab)) {
+		rc = cli_wb_write(wb, ino, &l, (uint64_t)off, size, buf);
+	} else {
+		/* after any write in flight of another handle */
+		rc = wb_drain(req, ino, 1);
+		if (!rc)
+			rc = cli_io_write(fs, ino, &l, (uint64_t)off, size, buf);
+	}
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
 	wtime = now_time();
@@ -703,13 +730,16 @@ static void cli_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	fuse_reply_write(req, size);
 }
 
-/* FLUSH (each close): publish the written size. */
+/* FLUSH (each close): finish the writes in flight (their failure is this
+ * close's error), publish the written size. */
 static void cli_flush(fuse_req_t req, fuse_ino_t ino,
 		      struct fuse_file_info *fi)
 {
 	struct cli_fs *fs = fs_of(req);
+	int rc = wb_drain(req, ino, 1), rc2;
 
-	fuse_reply_err(req, -push_size(fs, &file_of(fi)->cred, ino));
+	rc2 = push_size(fs, &file_of(fi)->cred, ino);
+	fuse_reply_err(req, rc ? -rc : -rc2);
 }
 
 /* RELEASE (last close of the handle): publish size, deferred removal. */
@@ -718,8 +748,12 @@ static void cli_release(fuse_req_t req, fuse_ino_t ino,
 {
 	struct cli_fs *fs = fs_of(req);
 	struct cli_file *f = file_of(fi);
-	int rc = push_size(fs, &f->cred, ino);
+	int rc = wb_drain(req, ino, 1);
 
+	if (rc)
+		log_warn("inode %llu: a write failed after close: %s",
+			 (unsigned long long)ino, strerror(-rc));
+	rc = push_size(fs, &f->cred, ino);
 	if (rc)
 		log_warn("inode %llu: size update at close failed: %s",
 			 (unsigned long long)ino, strerror(-rc));
@@ -738,6 +772,9 @@ static void cli_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 	if (rc)
 		return (void) fuse_reply_err(req, EBADF);
+	rc = wb_drain(req, ino, 1);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
 	rc = cli_io_fsync(fs, ino, &l, datasync);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);

@@ -13,6 +13,7 @@ struct cli_fuse {
 	struct cli_fs *fs;
 	double attr_timeout;  /* seconds the kernel may cache attributes */
 	double entry_timeout; /* seconds the kernel may cache names (and misses) */
+	struct cli_wb *wb;    /* write-behind (cli_wb.h), NULL when off */
 };
 
 /**

@@ -365,6 +365,28 @@ static void round_group(struct io_tls *t, const struct proto_layout *l,
 	}
 }
 
+/* Fill s's call: op, its encoded body, its memory (niov of them at iov). */
+static void sub_prepare(struct io_sub *s, uint16_t op, const uint8_t *body,
+			size_t body_len, const struct iovec *iov,
+			const struct iovec *al)
+{
+	memset(&s->call, 0, sizeof(s->call));
+	s->call.op = op;
+	s->call.body = body;
+	s->call.body_len = (uint32_t)body_len;
+	if (op == PROTO_OP_IO_READ) {
+		s->call.rd_iov = iov;
+		s->call.rd_cnt = (int)s->niov;
+		s->call.rd_alloc = al;
+	} else {
+		s->call.wr_iov = iov;
+		s->call.wr_cnt = (int)s->niov;
+		s->call.wr_alloc = al;
+	}
+	s->call.rep_buf = s->rep;
+	s->call.rep_cap = IO_REP_CAP;
+}
+
 /*
  * Encode and submit every sub-request of the round, then wait for all.
  * Cost: one round trip to every iod involved, in parallel.
@@ -393,22 +415,8 @@ static int round_run(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 			s->rc = rc;
 			break;
 		}
-		memset(&s->call, 0, sizeof(s->call));
-		s->call.op = op;
-		s->call.body = t->body + body_off;
-		s->call.body_len = (uint32_t)w.len;
+		sub_prepare(s, op, t->body + body_off, w.len, &t->iov[s->iov0], al);
 		body_off += cap;
-		if (op == PROTO_OP_IO_READ) {
-			s->call.rd_iov = &t->iov[s->iov0];
-			s->call.rd_cnt = (int)s->niov;
-			s->call.rd_alloc = al;
-		} else {
-			s->call.wr_iov = &t->iov[s->iov0];
-			s->call.wr_cnt = (int)s->niov;
-			s->call.wr_alloc = al;
-		}
-		s->call.rep_buf = s->rep;
-		s->call.rep_cap = IO_REP_CAP;
 		sub_submit(fs, s);
 	}
 	rc = 0;
@@ -530,6 +538,116 @@ int cli_io_write(struct cli_fs *fs, uint64_t ino, const struct proto_layout *l,
 
 	return cli_io_list(fs, ino, l, CLI_IO_WRITE, &off, &flen, 1, &m, 1,
 			   NULL);
+}
+
+/*
+ * A write in flight that its writer was told is done (write-behind): its
+ * sub-requests, with everything they point at (bodies, memory lists, the
+ * data itself when the transport reads it after submit) in one allocation.
+ */
+struct cli_io_pending {
+	uint16_t count;      /* subs of the layout */
+	struct io_sub subs[]; /* then iovecs, bodies, the data copy */
+};
+
+/* Start a write and return without waiting for the iods: see cli_io.h. */
+int cli_io_write_start(struct cli_fs *fs, uint64_t ino,
+		       const struct proto_layout *l, uint64_t off, size_t len,
+		       const void *buf, struct cli_io_pending **out)
+{
+	uint64_t flen = len, staged = 0;
+	struct iovec m = { .iov_base = (void *)buf, .iov_len = len };
+	struct io_cursor cur = { 0, 0, 0, 0 };
+	struct cli_io_pending *p;
+	size_t nchunks, nsiov, niov = 0, bodies = 0, need;
+	int copy = !net_client_wr_sent_at_submit(fs->net), rc;
+	struct io_tls *t;
+
+	*out = NULL;
+	if (len == 0 || stripe_layout_check(l, fs->niods))
+		return -EINVAL;
+	t = io_tls_get();
+	if (!t)
+		return -ENOMEM;
+	round_reset(fs, t, l);
+	rc = round_stage(fs, t, l, &off, &flen, 1, &m, NULL, &cur, &nchunks, &nsiov);
+	if (rc)
+		return rc;
+	round_group(t, l, nchunks, 0);
+	for (uint16_t k = 0; k < l->count; k++) {
+		staged += t->subs[k].bytes;
+		niov += t->subs[k].niov;
+		if (t->subs[k].nsegs)
+			bodies += IO_BODY_HDR + t->subs[k].nsegs * sizeof(struct proto_seg) * 2;
+	}
+	if (staged != len)
+		return -EAGAIN; /* needs several rounds: write it synchronously */
+	need = sizeof(*p) + l->count * sizeof(struct io_sub) + niov * sizeof(struct iovec) +
+	       bodies + (copy ? len : 0);
+	p = malloc(need);
+	if (!p)
+		return -ENOMEM;
+	p->count = l->count;
+	struct iovec *iov = (struct iovec *)&p->subs[l->count];
+	uint8_t *body = (uint8_t *)(iov + niov), *data = body + bodies;
+	if (copy)
+		memcpy(data, buf, len);
+	rc = 0;
+	for (uint16_t k = 0; k < l->count; k++) {
+		struct io_sub *s = &p->subs[k];
+		struct proto_ioreq q = { .ino = ino };
+		struct wbuf w;
+		size_t cap;
+
+		*s = t->subs[k];
+		s->rc = 0;
+		s->submitted = 0;
+		if (!s->nsegs)
+			continue;
+		cap = IO_BODY_HDR + s->nsegs * sizeof(struct proto_seg) * 2;
+		q.nsegs = s->nsegs;
+		q.segs = &t->segs[s->seg0];
+		wb_init(&w, body, cap);
+		if (!rc)
+			rc = proto_ioreq_encode(&w, PROTO_OP_IO_WRITE, &q);
+		for (uint32_t j = 0; j < s->niov; j++) {
+			iov[j] = t->iov[s->iov0 + j];
+			if (copy)
+				iov[j].iov_base = data + ((uint8_t *)iov[j].iov_base -
+							  (const uint8_t *)buf);
+		}
+		sub_prepare(s, PROTO_OP_IO_WRITE, body, w.len, iov, NULL);
+		if (!rc)
+			sub_submit(fs, s);
+		if (s->rc && !rc)
+			rc = s->rc;
+		iov += s->niov;
+		body += cap;
+	}
+	if (rc) {
+		/* part failed at once: finish what went out, report now */
+		int rc2 = cli_io_pending_wait(fs, p);
+		return rc2 ? rc2 : rc;
+	}
+	*out = p;
+	return 0;
+}
+
+/* Wait for a started write and free it: see cli_io.h. */
+int cli_io_pending_wait(struct cli_fs *fs, struct cli_io_pending *p)
+{
+	int rc = 0;
+
+	for (uint16_t k = 0; k < p->count; k++) {
+		struct io_sub *s = &p->subs[k];
+
+		if (s->submitted)
+			sub_wait(fs, s);
+		if (s->rc && !rc)
+			rc = s->rc;
+	}
+	free(p);
+	return rc;
 }
 
 /*

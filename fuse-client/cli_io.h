@@ -59,6 +59,30 @@ int cli_io_read(struct cli_fs *fs, uint64_t ino, const struct proto_layout *l,
 int cli_io_write(struct cli_fs *fs, uint64_t ino, const struct proto_layout *l,
 		 uint64_t off, size_t len, const void *buf);
 
+/** A write started by cli_io_write_start(), not waited for yet. */
+struct cli_io_pending;
+
+/**
+ * Start writing buf to [off, off + len) of file ino and return once every
+ * sub-request is sent, without waiting for the iods (write-behind). buf
+ * may be reused at once: the data is copied first when the transport
+ * fetches it after submit (verbs). Every started write must be finished
+ * with cli_io_pending_wait().
+ * @param[out] out the write in flight (NULL on error)
+ * @return 0 started; -EAGAIN the write needs several rounds (use
+ *	cli_io_write()); -EINVAL, -ENOMEM, -EIO or an iod's -errno if part of
+ *	it failed at once (what was sent is waited for first)
+ */
+int cli_io_write_start(struct cli_fs *fs, uint64_t ino,
+		       const struct proto_layout *l, uint64_t off, size_t len,
+		       const void *buf, struct cli_io_pending **out);
+
+/**
+ * Wait for a started write to finish at every iod, then free it.
+ * @return 0, -EIO, or an iod's -errno (e.g. -ENOSPC)
+ */
+int cli_io_pending_wait(struct cli_fs *fs, struct cli_io_pending *p);
+
 /**
  * Truncate every iod object of the layout to its share of a file of size
  * bytes (stripe_local_size).

@@ -21,6 +21,7 @@
 #include "cfg.h"
 #include "cli_core.h"
 #include "cli_fuse.h"
+#include "cli_wb.h"
 #include "cli_inode.h"
 #include "log.h"
 
@@ -39,11 +40,12 @@ struct cli_args {
 	char *conf;           /* -o conf=FILE */
 	char *transport;      /* -o transport=NAME */
 	int writeback;        /* kernel writeback cache (-o [no_]writeback_cache) */
+	int write_behind;     /* -o [no_]write_behind (cli_wb.h) */
 	int bad;              /* an argument was invalid (message printed) */
 };
 
 enum { KEY_TIMEOUT, KEY_ATTR_TIMEOUT, KEY_ENTRY_TIMEOUT, KEY_KEY, KEY_CONF,
-       KEY_TRANSPORT, KEY_WB, KEY_NO_WB, KEY_IGNORE };
+       KEY_TRANSPORT, KEY_WB, KEY_NO_WB, KEY_BEHIND, KEY_NO_BEHIND, KEY_IGNORE };
 
 static const struct fuse_opt cli_opt_spec[] = {
 	FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
@@ -54,6 +56,8 @@ static const struct fuse_opt cli_opt_spec[] = {
 	FUSE_OPT_KEY("transport=", KEY_TRANSPORT),
 	FUSE_OPT_KEY("writeback_cache", KEY_WB),
 	FUSE_OPT_KEY("no_writeback_cache", KEY_NO_WB),
+	FUSE_OPT_KEY("write_behind", KEY_BEHIND),
+	FUSE_OPT_KEY("no_write_behind", KEY_NO_BEHIND),
 	/* fstab-only options mount(8) may pass on: accepted and ignored */
 	FUSE_OPT_KEY("_netdev", KEY_IGNORE),
 	FUSE_OPT_KEY("nofail", KEY_IGNORE),
@@ -80,6 +84,10 @@ static void usage(const char *prog, FILE *f)
 		"  -o writeback_cache the kernel caches writes (faster small\n"
 		"                     writes, weaker cross-client semantics)\n"
 		"  -o no_writeback_cache every write(2) goes to the iods (default)\n"
+		"  -o write_behind    answer write(2) once the data is sent; a failure\n"
+		"                     shows at the next write, close or fsync (default;\n"
+		"                     never for O_DIRECT, O_SYNC or O_DSYNC handles)\n"
+		"  -o no_write_behind answer write(2) once the iods stored the data\n"
 		"  -o allow_other     and the other generic FUSE mount options\n"
 		"  -o _netdev         (fstab) accepted and ignored\n"
 		"default mgr port: %d\n", prog, DEFAULT_MGR_PORT);
@@ -140,6 +148,10 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_WB:
 	case KEY_NO_WB:
 		a->writeback = key == KEY_WB;
+		return 0;
+	case KEY_BEHIND:
+	case KEY_NO_BEHIND:
+		a->write_behind = key == KEY_BEHIND;
 		return 0;
 	case KEY_ATTR_TIMEOUT:
 		return parse_seconds(a, arg, 0, &a->attr_timeout);
@@ -344,7 +356,7 @@ int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct cli_args a = { .timeout = 10, .attr_timeout = 1.0,
-			      .entry_timeout = 1.0, .writeback = 0 };
+			      .entry_timeout = 1.0, .writeback = 0, .write_behind = 1 };
 	struct fuse_cmdline_opts fo;
 	struct net_opts no;
 	struct cli_fuse cf;
@@ -416,10 +428,12 @@ int main(int argc, char **argv)
 		goto out_notify;
 	}
 	cli_itab_set_writeback(cf.fs->itab, a.writeback);
+	if (a.write_behind && cli_wb_new(&cf.wb, cf.fs))
+		goto out_free_fs;
 	se = fuse_session_new(&args, cli_fuse_ops(), sizeof(struct fuse_lowlevel_ops),
 			      &cf);
 	if (!se)
-		goto out_free_fs;
+		goto out_free_wb;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_destroy_session;
 	if (fuse_session_mount(se, fo.mountpoint) != 0)
@@ -434,6 +448,8 @@ out_remove_handlers:
 	fuse_remove_signal_handlers(se);
 out_destroy_session:
 	fuse_session_destroy(se);
+out_free_wb:
+	cli_wb_free(cf.wb);
 out_free_fs:
 	cli_fs_free(cf.fs);
 out_notify:

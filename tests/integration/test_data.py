@@ -227,3 +227,25 @@ def test_permission_denied_other_uid(workdir):
     # chown to another user is root's business
     r = run(nobody + ['chown', '0', os.path.join(d, 'f')], check=False)
     assert r.returncode != 0 and 'not permitted' in r.stderr, r
+
+
+def test_overlapping_writes_keep_order(workdir):
+    """Writes answered before the iods stored them (write-behind) still land
+    in the writer's order: the same and partly overlapping ranges written
+    over and over through one handle read back as the last writes, from
+    the same handle and from another before close, and after close."""
+    p = os.path.join(workdir, 'overlap')
+    ref = bytearray(256 * 1024)
+    rnd = random.Random(7)
+    with open(p, 'wb', buffering=0) as w, open(p, 'rb', buffering=0) as r:
+        for i in range(300):
+            off = rnd.choice([0, 4096, 60000, 65536, 130000])
+            n = rnd.choice([1, 4096, 70000])
+            b = bytes([i % 251 + 1]) * n
+            assert w.write(b) if w.seek(off) == off else False
+            ref[off:off + n] = b
+            if i % 50 == 49:
+                r.seek(0)
+                assert r.read(len(ref)) == bytes(ref[:max(os.path.getsize(p), 0)])
+    with open(p, 'rb') as fh:
+        assert fh.read() == bytes(ref[:os.path.getsize(p)])

@@ -1,6 +1,7 @@
 """Faults: an iod dying or hanging mid-read, and malformed messages."""
 import errno
 import hashlib
+import mmap
 import os
 import signal
 import socket
@@ -342,3 +343,89 @@ def test_many_bad_connections_at_once(tcp_dcluster, tmp_mnt):
             s.close()
     check_mount_works(m, 'after')
     util.cleanup(m)
+
+
+# ------------------------------------------------------------ write-behind
+
+def _stopped(proc):
+    """Whether proc is stopped (SIGSTOP): state T in /proc/PID/stat."""
+    with open('/proc/%d/stat' % proc.pid) as f:
+        return f.read().rsplit(')', 1)[1].split()[0] == 'T'
+
+
+# The stopped iod makes the client time out (a warning) and, once running
+# again, may find the client gone mid-request.
+@pytest.mark.expect_log(r'^<[34]>rpfs-(fuse|mgr)', r'^<4>rpfs-iod')
+def test_write_behind(dcluster, tmp_mnt, tmp_path):
+    """Write-behind, with the iod that stores the written range stopped:
+    an O_DIRECT write waits for it (EIO at the timeout); a buffered write
+    is answered while the iod is still stopped, close waits for it and the
+    data is there; a buffered write the iod never answers is answered too,
+    and its failure is close's error."""
+    conf = tmp_path / 'one-lane.conf'
+    conf.write_text('[client]\nconnections = 1\n')  # warm sockets only
+    m = dcluster.mount(tmp_mnt, 'allow_other,timeout=3,conf=%s' % conf)
+    f = os.path.join(m.path, 'wb')
+    with open(f, 'wb') as fh:
+        fh.write(b'w' * 8192)
+    layout = dict(kv.split('=') for kv in
+                  os.getxattr(f, 'user.rpfs.layout').decode().split(','))
+    iod = dcluster.iods[int(layout['first'])]  # holds bytes 0..unit-1
+
+    def stop():
+        iod.proc.send_signal(signal.SIGSTOP)
+        util.wait_until(lambda: _stopped(iod.proc), 10, what='iod stopped')
+    try:
+        _write_behind_checks(f, iod, stop)
+    finally:
+        iod.proc.send_signal(signal.SIGCONT)
+    util.cleanup(m)
+
+
+def _write_behind_checks(f, iod, stop):
+    """The three cases of test_write_behind."""
+    def cont_and_heal():
+        iod.proc.send_signal(signal.SIGCONT)
+
+        def ok():
+            try:
+                with open(f, 'rb') as fh:
+                    return len(fh.read()) >= 4096
+            except OSError:
+                return False
+        util.wait_until(ok, 60, 0.5, 'the iod to serve again')
+
+    # O_DIRECT: synchronous, so the stopped iod fails the write itself
+    stop()
+    buf = mmap.mmap(-1, 4096)
+    buf.write(b'd' * 4096)
+    fd = os.open(f, os.O_WRONLY | os.O_DIRECT)
+    try:
+        with pytest.raises(OSError) as ei:
+            os.pwrite(fd, buf, 0)
+        assert ei.value.errno == errno.EIO, util.errno_name(ei.value.errno)
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    cont_and_heal()
+
+    # buffered: answered while the iod is stopped; close waits for it
+    stop()
+    fd = os.open(f, os.O_WRONLY)
+    assert os.pwrite(fd, b'b' * 4096, 0) == 4096
+    assert _stopped(iod.proc)  # answered before the iod could store it
+    iod.proc.send_signal(signal.SIGCONT)
+    os.close(fd)
+    with open(f, 'rb') as fh:
+        assert fh.read(4096) == b'b' * 4096
+
+    # buffered, the iod never answers in time: close reports the failure
+    stop()
+    fd = os.open(f, os.O_WRONLY)
+    assert os.pwrite(fd, b'x' * 4096, 0) == 4096
+    with pytest.raises(OSError) as ei:
+        os.close(fd)
+    assert ei.value.errno == errno.EIO, util.errno_name(ei.value.errno)
+    cont_and_heal()
