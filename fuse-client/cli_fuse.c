@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "cli_fuse.h"
+#include "cli_reap.h"
 #include "cli_wb.h"
 #include "cli_inode.h"
 #include "cli_io.h"
@@ -197,28 +198,22 @@ static int do_truncate(struct cli_fs *fs, const struct proto_cred *c,
 	return 0;
 }
 
-/* Remove the stripe objects of a freed inode, then purge it at the mgr.
- * A failure leaves an orphan for a scrub and is only logged. */
-static void remove_freed(struct cli_fs *fs, const struct proto_cred *c,
+/* Remove the stripe objects of a freed inode, then purge it at the mgr,
+ * in the background (cli_reap.h). */
+static void remove_freed(fuse_req_t req, const struct proto_cred *c,
 			 uint64_t ino, const struct proto_layout *l)
 {
-	int rc = cli_io_remove(fs, ino, l);
-
-	if (rc == 0)
-		rc = cli_meta_purge(fs, c, ino);
-	if (rc)
-		log_warn("inode %llu: removing data failed (%s), left as orphan",
-			 (unsigned long long)ino, strerror(-rc));
+	cli_reap_queue(cf_of(req)->reap, fs_of(req), c, ino, l);
 }
 
 /* Handle an inode freed by UNLINK/RENAME: remove now or at last release. */
-static void handle_freed(struct cli_fs *fs, const struct proto_cred *c,
+static void handle_freed(fuse_req_t req, const struct proto_cred *c,
 			 const struct proto_freed *f)
 {
 	if (!f->ino)
 		return;
-	if (cli_inode_unlinked(fs->itab, f->ino, &f->layout))
-		remove_freed(fs, c, f->ino, &f->layout);
+	if (cli_inode_unlinked(fs_of(req)->itab, f->ino, &f->layout))
+		remove_freed(req, c, f->ino, &f->layout);
 }
 
 /*
@@ -504,7 +499,7 @@ static void cli_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	rc = cli_meta_unlink(fs, &c, parent, name, &f);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	handle_freed(fs, &c, &f);
+	handle_freed(req, &c, &f);
 	fuse_reply_err(req, 0);
 }
 
@@ -547,7 +542,7 @@ static void cli_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			     &f);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	handle_freed(fs, &c, &f);
+	handle_freed(req, &c, &f);
 	fuse_reply_err(req, 0);
 }
 
@@ -589,14 +584,15 @@ static int file_open(struct cli_fs *fs, const struct proto_cred *c,
 	return 0;
 }
 
-/* Undo file_open after the kernel refused the open reply. */
-static void file_close(struct cli_fs *fs, struct fuse_file_info *fi)
+/* Drop the per-open state (release, or the kernel refused the open
+ * reply); the last close of an unlinked file frees its data. */
+static void file_close(fuse_req_t req, struct fuse_file_info *fi)
 {
 	struct cli_file *f = file_of(fi);
 	struct proto_layout l;
 
-	if (cli_inode_release(fs->itab, f->ino, &l))
-		remove_freed(fs, &f->cred, f->ino, &l);
+	if (cli_inode_release(fs_of(req)->itab, f->ino, &l))
+		remove_freed(req, &f->cred, f->ino, &l);
 	free(f);
 }
 
@@ -626,7 +622,7 @@ static void cli_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
 	if (fuse_reply_open(req, fi))
-		file_close(fs, fi);
+		file_close(req, fi);
 }
 
 /* CREATE: O_EXCL maps to PROTO_CREATE_EXCL; O_TRUNC on an existing file. */
@@ -663,7 +659,7 @@ static void cli_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	fill_entry(req, &a, &e);
 	if (fuse_reply_create(req, &e, fi)) {
-		file_close(fs, fi);
+		file_close(req, fi);
 		cli_inode_forget(fs->itab, a.ino, 1);
 	}
 }
@@ -757,7 +753,7 @@ static void cli_release(fuse_req_t req, fuse_ino_t ino,
 	if (rc)
 		log_warn("inode %llu: size update at close failed: %s",
 			 (unsigned long long)ino, strerror(-rc));
-	file_close(fs, fi);
+	file_close(req, fi);
 	fuse_reply_err(req, 0);
 }
 

@@ -21,6 +21,7 @@
 #include "cfg.h"
 #include "cli_core.h"
 #include "cli_fuse.h"
+#include "cli_reap.h"
 #include "cli_wb.h"
 #include "cli_inode.h"
 #include "log.h"
@@ -430,10 +431,12 @@ int main(int argc, char **argv)
 	cli_itab_set_writeback(cf.fs->itab, a.writeback);
 	if (a.write_behind && cli_wb_new(&cf.wb, cf.fs))
 		goto out_free_fs;
+	if (cli_reap_new(&cf.reap, cf.fs))
+		goto out_free_wb;
 	se = fuse_session_new(&args, cli_fuse_ops(), sizeof(struct fuse_lowlevel_ops),
 			      &cf);
 	if (!se)
-		goto out_free_wb;
+		goto out_free_reap;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_destroy_session;
 	if (fuse_session_mount(se, fo.mountpoint) != 0)
@@ -448,6 +451,8 @@ out_remove_handlers:
 	fuse_remove_signal_handlers(se);
 out_destroy_session:
 	fuse_session_destroy(se);
+out_free_reap:
+	cli_reap_free(cf.reap);
 out_free_wb:
 	cli_wb_free(cf.wb);
 out_free_fs:
