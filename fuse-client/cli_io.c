@@ -542,8 +542,8 @@ int cli_io_write(struct cli_fs *fs, uint64_t ino, const struct proto_layout *l,
 
 /*
  * A write in flight that its writer was told is done (write-behind): its
- * sub-requests, with everything they point at (bodies, memory lists, the
- * data itself when the transport reads it after submit) in one allocation.
+ * sub-requests, with their bodies and memory lists, in one allocation.
+ * The data itself is on the wire already (net_client_wr_sent_at_submit).
  */
 struct cli_io_pending {
 	uint16_t count;      /* subs of the layout */
@@ -560,12 +560,14 @@ int cli_io_write_start(struct cli_fs *fs, uint64_t ino,
 	struct io_cursor cur = { 0, 0, 0, 0 };
 	struct cli_io_pending *p;
 	size_t nchunks, nsiov, niov = 0, bodies = 0, need;
-	int copy = !net_client_wr_sent_at_submit(fs->net), rc;
 	struct io_tls *t;
+	int rc;
 
 	*out = NULL;
 	if (len == 0 || stripe_layout_check(l, fs->niods))
 		return -EINVAL;
+	if (!net_client_wr_sent_at_submit(fs->net))
+		return -EAGAIN; /* the iods would fetch buf after we return */
 	t = io_tls_get();
 	if (!t)
 		return -ENOMEM;
@@ -583,15 +585,13 @@ int cli_io_write_start(struct cli_fs *fs, uint64_t ino,
 	if (staged != len)
 		return -EAGAIN; /* needs several rounds: write it synchronously */
 	need = sizeof(*p) + l->count * sizeof(struct io_sub) + niov * sizeof(struct iovec) +
-	       bodies + (copy ? len : 0);
+	       bodies;
 	p = malloc(need);
 	if (!p)
 		return -ENOMEM;
 	p->count = l->count;
 	struct iovec *iov = (struct iovec *)&p->subs[l->count];
-	uint8_t *body = (uint8_t *)(iov + niov), *data = body + bodies;
-	if (copy)
-		memcpy(data, buf, len);
+	uint8_t *body = (uint8_t *)(iov + niov);
 	rc = 0;
 	for (uint16_t k = 0; k < l->count; k++) {
 		struct io_sub *s = &p->subs[k];
@@ -610,12 +610,8 @@ int cli_io_write_start(struct cli_fs *fs, uint64_t ino,
 		wb_init(&w, body, cap);
 		if (!rc)
 			rc = proto_ioreq_encode(&w, PROTO_OP_IO_WRITE, &q);
-		for (uint32_t j = 0; j < s->niov; j++) {
+		for (uint32_t j = 0; j < s->niov; j++)
 			iov[j] = t->iov[s->iov0 + j];
-			if (copy)
-				iov[j].iov_base = data + ((uint8_t *)iov[j].iov_base -
-							  (const uint8_t *)buf);
-		}
 		sub_prepare(s, PROTO_OP_IO_WRITE, body, w.len, iov, NULL);
 		if (!rc)
 			sub_submit(fs, s);

@@ -65,13 +65,14 @@ struct cli_io_pending;
 /**
  * Start writing buf to [off, off + len) of file ino and return once every
  * sub-request is sent, without waiting for the iods (write-behind). buf
- * may be reused at once: the data is copied first when the transport
- * fetches it after submit (verbs). Every started write must be finished
- * with cli_io_pending_wait().
+ * may be reused at once. Every started write must be finished with
+ * cli_io_pending_wait().
  * @param[out] out the write in flight (NULL on error)
- * @return 0 started; -EAGAIN the write needs several rounds (use
- *	cli_io_write()); -EINVAL, -ENOMEM, -EIO or an iod's -errno if part of
- *	it failed at once (what was sent is waited for first)
+ * @return 0 started; -EAGAIN use cli_io_write(): the write needs several
+ *	rounds, or the transport fetches the data after submit (verbs: it
+ *	would need a copy, the CPU the verbs path exists to save); -EINVAL,
+ *	-ENOMEM, -EIO or an iod's -errno if part of it failed at once (what
+ *	was sent is waited for first)
  */
 int cli_io_write_start(struct cli_fs *fs, uint64_t ino,
 		       const struct proto_layout *l, uint64_t off, size_t len,

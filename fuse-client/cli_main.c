@@ -87,7 +87,7 @@ static void usage(const char *prog, FILE *f)
 		"  -o no_writeback_cache every write(2) goes to the iods (default)\n"
 		"  -o write_behind    answer write(2) once the data is sent; a failure\n"
 		"                     shows at the next write, close or fsync (default;\n"
-		"                     never for O_DIRECT, O_SYNC or O_DSYNC handles)\n"
+		"                     tcp only; never for O_DIRECT, O_SYNC, O_DSYNC)\n"
 		"  -o no_write_behind answer write(2) once the iods stored the data\n"
 		"  -o allow_other     and the other generic FUSE mount options\n"
 		"  -o _netdev         (fstab) accepted and ignored\n"
@@ -429,7 +429,9 @@ int main(int argc, char **argv)
 		goto out_notify;
 	}
 	cli_itab_set_writeback(cf.fs->itab, a.writeback);
-	if (a.write_behind && cli_wb_new(&cf.wb, cf.fs))
+	/* write-behind where the data is sent at submit (tcp; see cli_wb.h) */
+	if (a.write_behind && net_client_wr_sent_at_submit(cf.fs->net) &&
+	    cli_wb_new(&cf.wb, cf.fs))
 		goto out_free_fs;
 	if (cli_reap_new(&cf.reap, cf.fs))
 		goto out_free_wb;

@@ -15,7 +15,10 @@
  *   (close) or fsync of the inode, once, as -EIO or the iod's error;
  * - at most CLI_WB_MAX_OPS writes per inode are in flight.
  * The FUSE front end uses it only for handles opened without O_DIRECT,
- * O_SYNC and O_DSYNC, and not with -o writeback_cache or -o no_write_behind.
+ * O_SYNC and O_DSYNC, and not with -o writeback_cache or -o no_write_behind,
+ * nor over verbs: there the iods fetch the data by RDMA Read after the
+ * request is sent, so answering early would need a copy of every write,
+ * the client CPU the verbs path exists to save.
  */
 #ifndef RPFS_CLI_WB_H
 #define RPFS_CLI_WB_H

@@ -263,6 +263,27 @@ drop_caches() {
 	echo 3 >/proc/sys/vm/drop_caches
 }
 
+# settle: wait (up to 15 s) until the CPUs are nearly idle, so that no
+# target's leftover work (a daemon still flushing the previous run) is
+# measured with the next one. Samples /proc/stat over 0.5 s.
+SETTLE_WAITS=0
+settle() {
+	local i a b
+	for ((i = 0; i < 30; i++)); do
+		a=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $5 + $6 }' /proc/stat)
+		sleep 0.5
+		b=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $5 + $6 }' /proc/stat)
+		# busy share of the interval below 10%: settled
+		if awk -v a="$a" -v b="$b" 'BEGIN { split(a, x); split(b, y);
+			busy = y[1] - x[1]; all = busy + y[2] - x[2];
+			exit !(all > 0 && busy / all < 0.10) }'; then
+			return 0
+		fi
+		SETTLE_WAITS=$((SETTLE_WAITS + 1))
+	done
+	say "warning: the machine did not settle within 15 s"
+}
+
 # target_dir T: directory of target T where the jobs run.
 # target_pids T: its server processes (for daemon CPU seconds).
 target_dir() {
@@ -437,6 +458,7 @@ for spec in "${MAIN_JOBS[@]}"; do
 		clear) clear_seq "$d"; drop_caches ;;
 		drop) drop_caches ;;
 		esac
+		settle
 		run_fio main - "$t" "$job" "$file" "$nj" "$d" "$(target_pids "$t")"
 	done
 	K=$((K + 1))
@@ -457,6 +479,7 @@ for spec in "md1 1" "md100 100"; do
 		t=${TARGETS[(i + K) % NT]}
 		[ "$t" = rpfs-fio ] && continue
 		drop_caches
+		settle
 		run_md "$t" "$job" "$nd"
 	done
 	K=$((K + 1))
@@ -474,6 +497,7 @@ for job in seqwrite1 seqread1; do
 		d=$WORK/mnt/main/unit$u
 		if [ "$job" = seqwrite1 ]; then clear_seq "$d"; fi
 		drop_caches
+		settle
 		run_fio unit "$u" rpfs "$job" "${job%1}.fio" 1 "$d" "$RPFS_PIDS_main"
 	done
 done
@@ -486,6 +510,7 @@ for job in seqwrite1 seqread1; do
 		if [ "$job" = seqwrite1 ]; then clear_seq "$d"; fi
 		drop_caches
 		eval "pids=\$RPFS_PIDS_$c"
+		settle
 		run_fio iods "$n" rpfs "$job" "${job%1}.fio" 1 "$d" "$pids"
 	done
 done
@@ -557,4 +582,4 @@ meta = {
 json.dump(meta, open(sys.argv[1], "w"), indent=1)
 EOF
 $PY "$REPO/tests/bench/report.py" render "$RECORDS" "$WORK/meta.json" "$OUT"
-say "done in $(($(date +%s) - T_START)) s"
+say "done in $(($(date +%s) - T_START)) s (waited $((SETTLE_WAITS / 2)) s in all for the machine to settle between runs)"

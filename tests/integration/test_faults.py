@@ -355,28 +355,59 @@ def _stopped(proc):
 
 # The stopped iod makes the client time out (a warning) and, once running
 # again, may find the client gone mid-request.
-@pytest.mark.expect_log(r'^<[34]>rpfs-(fuse|mgr)', r'^<4>rpfs-iod')
-def test_write_behind(dcluster, tmp_mnt, tmp_path):
-    """Write-behind, with the iod that stores the written range stopped:
-    an O_DIRECT write waits for it (EIO at the timeout); a buffered write
-    is answered while the iod is still stopped, close waits for it and the
-    data is there; a buffered write the iod never answers is answered too,
-    and its failure is close's error."""
+def _wb_setup(cluster, tmp_mnt, tmp_path):
+    """Mount cluster (timeout 3 s, one lane: warm sockets only), write a
+    file; return it, the iod holding its first stripe unit, and a function
+    that stops that iod."""
     conf = tmp_path / 'one-lane.conf'
-    conf.write_text('[client]\nconnections = 1\n')  # warm sockets only
-    m = dcluster.mount(tmp_mnt, 'allow_other,timeout=3,conf=%s' % conf)
+    conf.write_text('[client]\nconnections = 1\n')
+    m = cluster.mount(tmp_mnt, 'allow_other,timeout=3,conf=%s' % conf)
     f = os.path.join(m.path, 'wb')
     with open(f, 'wb') as fh:
         fh.write(b'w' * 8192)
     layout = dict(kv.split('=') for kv in
                   os.getxattr(f, 'user.rpfs.layout').decode().split(','))
-    iod = dcluster.iods[int(layout['first'])]  # holds bytes 0..unit-1
+    iod = cluster.iods[int(layout['first'])]  # holds bytes 0..unit-1
 
     def stop():
         iod.proc.send_signal(signal.SIGSTOP)
         util.wait_until(lambda: _stopped(iod.proc), 10, what='iod stopped')
+    return m, f, iod, stop
+
+
+@pytest.mark.expect_log(r'^<[34]>rpfs-(fuse|mgr)', r'^<4>rpfs-iod')
+def test_write_behind(tcp_dcluster, tmp_mnt, tmp_path):
+    """Write-behind (tcp), with the iod that stores the written range
+    stopped: an O_DIRECT write waits for it (EIO at the timeout); a buffered
+    write is answered while the iod is still stopped, close waits for it and
+    the data is there; a buffered write the iod never answers is answered
+    too, and its failure is close's error."""
+    m, f, iod, stop = _wb_setup(tcp_dcluster, tmp_mnt, tmp_path)
     try:
         _write_behind_checks(f, iod, stop)
+    finally:
+        iod.proc.send_signal(signal.SIGCONT)
+    util.cleanup(m)
+
+
+@pytest.mark.verbs
+@pytest.mark.expect_log(r'^<[34]>rpfs-(fuse|mgr)', r'^<4>rpfs-iod')
+def test_no_write_behind_over_verbs(dcluster, tmp_mnt, tmp_path):
+    """Over verbs writes stay synchronous (the iod fetches the data after
+    the request is sent): a buffered write to a stopped iod fails itself."""
+    m, f, iod, stop = _wb_setup(dcluster, tmp_mnt, tmp_path)
+    try:
+        stop()
+        fd = os.open(f, os.O_WRONLY)
+        try:
+            with pytest.raises(OSError) as ei:
+                os.pwrite(fd, b'v' * 4096, 0)
+            assert ei.value.errno == errno.EIO, util.errno_name(ei.value.errno)
+        finally:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
     finally:
         iod.proc.send_signal(signal.SIGCONT)
     util.cleanup(m)
