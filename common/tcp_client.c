@@ -602,11 +602,6 @@ static int tcp_call_check(const struct net_call *call, uint64_t *wr, uint64_t *r
 }
 
 /*
- * Send a call: connect if needed, take a credit (waiting up to the
- * deadline), register the call by tag, then write header + body + write
- * data under the send lock. Cost: one sendmsg for small calls.
- */
-/*
  * The lane for a new call: the first idle one from a per-thread starting
  * point (so a thread keeps reusing a warm socket), else the least busy.
  * Cost: one relaxed load per lane. The caller then owns one busy count.
@@ -640,6 +635,12 @@ static void tcp_lane_put(struct tcp_conn *c)
 	__atomic_sub_fetch(&c->busy, 1, __ATOMIC_RELAXED);
 }
 
+/*
+ * Send a call on the least busy lane: connect if needed, take a credit
+ * (waiting up to the deadline), register the call by tag, then write
+ * header + body + write data under the send lock. Cost: one sendmsg for
+ * small calls.
+ */
 static int tcp_submit(struct net_conn *nc, struct net_call *call)
 {
 	struct tcp_conn *c = tcp_lane_pick(NET_CONTAINER_OF(nc, struct tcp_conn, base));
