@@ -387,6 +387,29 @@ static void sub_prepare(struct io_sub *s, uint16_t op, const uint8_t *body,
 	s->call.rep_cap = IO_REP_CAP;
 }
 
+/* Bytes the encoded request body of s may take. */
+static size_t sub_body_cap(const struct io_sub *s)
+{
+	return IO_BODY_HDR + s->nsegs * sizeof(struct proto_seg) * 2;
+}
+
+/* Encode s's request (its merged segments in t) into body, which holds
+ * sub_body_cap(s) bytes, and fill its call with the memory at iov.
+ * @return 0, or -EINVAL/-ERANGE from the encoder */
+static int sub_encode(struct io_sub *s, struct io_tls *t, uint16_t op, uint64_t ino,
+		      uint8_t *body, const struct iovec *iov, const struct iovec *al)
+{
+	struct proto_ioreq q = { .ino = ino, .nsegs = s->nsegs, .segs = &t->segs[s->seg0] };
+	struct wbuf w;
+	int rc;
+
+	wb_init(&w, body, sub_body_cap(s));
+	rc = proto_ioreq_encode(&w, op, &q);
+	if (rc == 0)
+		sub_prepare(s, op, body, w.len, iov, al);
+	return rc;
+}
+
 /*
  * Encode and submit every sub-request of the round, then wait for all.
  * Cost: one round trip to every iod involved, in parallel.
@@ -400,23 +423,16 @@ static int round_run(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 
 	for (uint16_t k = 0; k < l->count; k++) {
 		struct io_sub *s = &t->subs[k];
-		struct proto_ioreq q = { .ino = ino };
-		struct wbuf w;
-		size_t cap = IO_BODY_HDR + s->nsegs * sizeof(struct proto_seg) * 2;
 		const struct iovec *al = with_allocs ? &t->alloc[s->iov0] : NULL;
 
 		if (!s->nsegs)
 			continue;
-		q.nsegs = s->nsegs;
-		q.segs = &t->segs[s->seg0];
-		wb_init(&w, t->body + body_off, cap);
-		rc = proto_ioreq_encode(&w, op, &q);
+		rc = sub_encode(s, t, op, ino, t->body + body_off, &t->iov[s->iov0], al);
 		if (rc) {
 			s->rc = rc;
 			break;
 		}
-		sub_prepare(s, op, t->body + body_off, w.len, &t->iov[s->iov0], al);
-		body_off += cap;
+		body_off += sub_body_cap(s);
 		sub_submit(fs, s);
 	}
 	rc = 0;
@@ -580,7 +596,7 @@ int cli_io_write_start(struct cli_fs *fs, uint64_t ino,
 		staged += t->subs[k].bytes;
 		niov += t->subs[k].niov;
 		if (t->subs[k].nsegs)
-			bodies += IO_BODY_HDR + t->subs[k].nsegs * sizeof(struct proto_seg) * 2;
+			bodies += sub_body_cap(&t->subs[k]);
 	}
 	if (staged != len)
 		return -EAGAIN; /* needs several rounds: write it synchronously */
@@ -595,30 +611,20 @@ int cli_io_write_start(struct cli_fs *fs, uint64_t ino,
 	rc = 0;
 	for (uint16_t k = 0; k < l->count; k++) {
 		struct io_sub *s = &p->subs[k];
-		struct proto_ioreq q = { .ino = ino };
-		struct wbuf w;
-		size_t cap;
 
 		*s = t->subs[k];
 		s->rc = 0;
 		s->submitted = 0;
-		if (!s->nsegs)
+		if (!s->nsegs || rc)
 			continue;
-		cap = IO_BODY_HDR + s->nsegs * sizeof(struct proto_seg) * 2;
-		q.nsegs = s->nsegs;
-		q.segs = &t->segs[s->seg0];
-		wb_init(&w, body, cap);
-		if (!rc)
-			rc = proto_ioreq_encode(&w, PROTO_OP_IO_WRITE, &q);
-		for (uint32_t j = 0; j < s->niov; j++)
-			iov[j] = t->iov[s->iov0 + j];
-		sub_prepare(s, PROTO_OP_IO_WRITE, body, w.len, iov, NULL);
+		memcpy(iov, &t->iov[s->iov0], s->niov * sizeof(*iov));
+		rc = sub_encode(s, t, PROTO_OP_IO_WRITE, ino, body, iov, NULL);
 		if (!rc)
 			sub_submit(fs, s);
 		if (s->rc && !rc)
 			rc = s->rc;
 		iov += s->niov;
-		body += cap;
+		body += sub_body_cap(s);
 	}
 	if (rc) {
 		/* part failed at once: finish what went out, report now */

@@ -398,19 +398,25 @@ def test_no_write_behind_over_verbs(dcluster, tmp_mnt, tmp_path):
     m, f, iod, stop = _wb_setup(dcluster, tmp_mnt, tmp_path)
     try:
         stop()
-        fd = os.open(f, os.O_WRONLY)
-        try:
-            with pytest.raises(OSError) as ei:
-                os.pwrite(fd, b'v' * 4096, 0)
-            assert ei.value.errno == errno.EIO, util.errno_name(ei.value.errno)
-        finally:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        _pwrite_fails_eio(f, os.O_WRONLY, b'v' * 4096)
     finally:
         iod.proc.send_signal(signal.SIGCONT)
     util.cleanup(m)
+
+
+def _pwrite_fails_eio(f, flags, data):
+    """Open f with flags; a write of data at 0 must itself fail with EIO
+    (close may fail too: its error is not this check's)."""
+    fd = os.open(f, flags)
+    try:
+        with pytest.raises(OSError) as ei:
+            os.pwrite(fd, data, 0)
+        assert ei.value.errno == errno.EIO, util.errno_name(ei.value.errno)
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _write_behind_checks(f, iod, stop):
@@ -430,16 +436,7 @@ def _write_behind_checks(f, iod, stop):
     stop()
     buf = mmap.mmap(-1, 4096)
     buf.write(b'd' * 4096)
-    fd = os.open(f, os.O_WRONLY | os.O_DIRECT)
-    try:
-        with pytest.raises(OSError) as ei:
-            os.pwrite(fd, buf, 0)
-        assert ei.value.errno == errno.EIO, util.errno_name(ei.value.errno)
-    finally:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+    _pwrite_fails_eio(f, os.O_WRONLY | os.O_DIRECT, buf)
     cont_and_heal()
 
     # buffered: answered while the iod is stopped; close waits for it
