@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli_core.h"
 #include "cli_inode.h"
@@ -62,6 +63,18 @@ uint8_t *cli_tls_repbuf(void)
 	struct cli_tls *t = tls_get();
 
 	return t ? t->rep : NULL;
+}
+
+/* The current wall-clock time in protocol form. */
+struct proto_time cli_now_time(void)
+{
+	struct timespec ts;
+	struct proto_time t;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	t.sec = ts.tv_sec;
+	t.nsec = (uint32_t)ts.tv_nsec;
+	return t;
 }
 
 /* Fill a credential, capping the group list at PROTO_MAX_GROUPS. */

@@ -85,6 +85,9 @@ void cli_fs_free(struct cli_fs *fs);
 void cli_cred_set(struct proto_cred *c, uint32_t uid, uint32_t gid,
 		  const uint32_t *groups, int n);
 
+/** The current wall-clock time in protocol form (a write's mtime). */
+struct proto_time cli_now_time(void);
+
 /**
  * Per-thread scratch of PROTO_MAX_BODY bytes for request encoding and one for
  * reply bodies, allocated on first use by each thread and freed at thread

@@ -138,18 +138,6 @@ static void reply_attr(fuse_req_t req, struct proto_attr *a)
 	fuse_reply_attr(req, &st, cf_of(req)->attr_timeout);
 }
 
-/* Current wall-clock time in protocol form. */
-static struct proto_time now_time(void)
-{
-	struct timespec ts;
-	struct proto_time t;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	t.sec = ts.tv_sec;
-	t.nsec = (uint32_t)ts.tv_nsec;
-	return t;
-}
-
 /*
  * Push this client's written size to the mgr if it wrote since the last
  * push (SETSIZE grows only and sets mtime to the time of the last write).
@@ -721,7 +709,7 @@ static void cli_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	}
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	wtime = now_time();
+	wtime = cli_now_time();
 	cli_inode_wrote(fs->itab, ino, (uint64_t)off + size, &wtime);
 	fuse_reply_write(req, size);
 }

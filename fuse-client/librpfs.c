@@ -18,6 +18,7 @@
 #include "cli_inode.h"
 #include "cli_io.h"
 #include "cli_meta.h"
+#include "cli_reap.h"
 #include "librpfs_int.h"
 #include "log.h"
 #include "net_auth.h"
@@ -233,18 +234,6 @@ static int walk_parent(struct rpfs_fs *fs, const char *path,
 	return 0;
 }
 
-/* Current wall-clock time in protocol form. */
-static struct proto_time now_time(void)
-{
-	struct timespec ts;
-	struct proto_time t;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	t.sec = ts.tv_sec;
-	t.nsec = (uint32_t)ts.tv_nsec;
-	return t;
-}
-
 /*
  * Push the size this client wrote to the mgr if it wrote since the last
  * push (SETSIZE grow-only, mtime = time of the last write), like the FUSE
@@ -292,17 +281,12 @@ static int do_truncate(struct rpfs_fs *fs, uint64_t ino, uint64_t size,
 	return 0;
 }
 
-/* Remove the objects of a freed inode and purge it; failures only logged. */
+/* Remove the objects of a freed inode and purge it, now (no background
+ * worker in the library); failures only logged. */
 static void remove_freed(struct rpfs_fs *fs, uint64_t ino,
 			 const struct proto_layout *l)
 {
-	int rc = cli_io_remove(fs->cli, ino, l);
-
-	if (rc == 0)
-		rc = cli_meta_purge(fs->cli, &fs->cred, ino);
-	if (rc)
-		log_warn("inode %llu: removing data failed (%s), left as orphan",
-			 (unsigned long long)ino, strerror(-rc));
+	cli_reap_queue(NULL, fs->cli, &fs->cred, ino, l);
 }
 
 /*
@@ -400,7 +384,7 @@ int rpfs_close(rpfs_file_t *f)
 /* Record a write's end for the size push (see librpfs_int.h). */
 void rpfs_int_wrote(struct rpfs_file *f, uint64_t end)
 {
-	struct proto_time t = now_time();
+	struct proto_time t = cli_now_time();
 
 	cli_inode_wrote(f->fs->cli->itab, f->ino, end, &t);
 }
