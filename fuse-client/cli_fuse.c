@@ -18,6 +18,7 @@
 
 #include "cli_fuse.h"
 #include "cli_reap.h"
+#include "cli_size.h"
 #include "cli_wb.h"
 #include "cli_inode.h"
 #include "cli_io.h"
@@ -114,12 +115,20 @@ static void fill_entry(fuse_req_t req, const struct proto_attr *a,
 	attr_to_stat(a, &e->attr);
 }
 
-/* Reply with a new kernel reference to attr's inode (lookup, mkdir, ...). */
-static void reply_entry(fuse_req_t req, struct proto_attr *a)
+/* The inode table's clock, read before a mgr call whose reply carries
+ * attributes (cli_itab_clock). */
+static uint64_t clock_of(fuse_req_t req)
+{
+	return cli_itab_clock(fs_of(req)->itab);
+}
+
+/* Reply with a new kernel reference to attr's inode (lookup, mkdir, ...);
+ * since: the clock before the mgr call. */
+static void reply_entry(fuse_req_t req, struct proto_attr *a, uint64_t since)
 {
 	struct cli_fs *fs = fs_of(req);
 	struct fuse_entry_param e;
-	int rc = cli_inode_update(fs->itab, a, 1);
+	int rc = cli_inode_update(fs->itab, a, 1, since);
 
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
@@ -128,62 +137,15 @@ static void reply_entry(fuse_req_t req, struct proto_attr *a)
 		cli_inode_forget(fs->itab, a->ino, 1); /* kernel took no ref */
 }
 
-/* Reply with attributes (getattr, setattr). */
-static void reply_attr(fuse_req_t req, struct proto_attr *a)
+/* Reply with attributes (getattr, setattr); since: the clock before the
+ * mgr call. */
+static void reply_attr(fuse_req_t req, struct proto_attr *a, uint64_t since)
 {
 	struct stat st;
 
-	cli_inode_update(fs_of(req)->itab, a, 0);
+	cli_inode_update(fs_of(req)->itab, a, 0, since);
 	attr_to_stat(a, &st);
 	fuse_reply_attr(req, &st, cf_of(req)->attr_timeout);
-}
-
-/*
- * Push this client's written size to the mgr if it wrote since the last
- * push (SETSIZE grows only and sets mtime to the time of the last write).
- * Cost: one mgr round trip when dirty, none otherwise.
- */
-static int push_size(struct cli_fs *fs, const struct proto_cred *c,
-		     uint64_t ino)
-{
-	struct proto_attr a;
-	struct proto_time t;
-	uint64_t size;
-	int rc;
-
-	if (!cli_inode_take_dirty(fs->itab, ino, &size, &t))
-		return 0;
-	rc = cli_meta_setsize(fs, c, ino, size, &t, &a);
-	if (rc == -ENOENT)
-		return 0; /* purged under us: nothing left to grow */
-	if (rc) {
-		cli_inode_push_failed(fs->itab, ino);
-		return rc;
-	}
-	cli_inode_update(fs->itab, &a, 0);
-	cli_inode_pushed(fs->itab, ino, size);
-	return 0;
-}
-
-/*
- * Truncate a regular file: SETATTR at the mgr (with any other changes in
- * valid), then each iod's object to its share. Cost: two round trips.
- */
-static int do_truncate(struct cli_fs *fs, const struct proto_cred *c,
-		       uint64_t ino, uint32_t valid, struct proto_attr *in,
-		       struct proto_attr *out)
-{
-	int rc = cli_meta_setattr(fs, c, ino, valid | PROTO_SA_SIZE, in, out);
-
-	if (rc)
-		return rc;
-	if (!S_ISREG(out->mode))
-		return 0;
-	rc = cli_io_truncate(fs, ino, &out->layout, in->size);
-	if (rc)
-		return rc;
-	cli_inode_truncated(fs->itab, ino, in->size);
-	return 0;
 }
 
 /* Remove the stripe objects of a freed inode, then purge it at the mgr,
@@ -310,6 +272,7 @@ static void cli_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct proto_cred c;
 	struct proto_attr a;
+	uint64_t since = clock_of(req);
 	int rc;
 
 	cred_of(req, &c);
@@ -323,7 +286,7 @@ static void cli_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	reply_entry(req, &a);
+	reply_entry(req, &a, since);
 }
 
 /* FORGET: drop kernel references. */
@@ -351,6 +314,7 @@ static void cli_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct cli_fs *fs = fs_of(req);
 	struct proto_cred c;
 	struct proto_attr a;
+	uint64_t since = clock_of(req);
 	int rc;
 
 	cred_of(req, &c);
@@ -364,7 +328,7 @@ static void cli_getattr(fuse_req_t req, fuse_ino_t ino,
 	}
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	reply_attr(req, &a);
+	reply_attr(req, &a, since);
 }
 
 /* SETATTR: mode, owner, times (incl. NOW) and size (truncate). */
@@ -375,6 +339,7 @@ static void cli_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct proto_attr in, out;
 	struct proto_cred c;
 	uint32_t valid = 0;
+	uint64_t since;
 	int rc;
 
 	memset(&in, 0, sizeof(in));
@@ -415,18 +380,19 @@ static void cli_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	/* Publish earlier writes first, so that their size and mtime land
 	 * before this change and cannot overwrite it later (tar sets mtime
 	 * on an open file, then closes it). */
-	rc = push_size(fs, &c, ino);
+	rc = cli_size_push(fs, &c, ino);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
+	since = clock_of(req);
 	if (to_set & FUSE_SET_ATTR_SIZE)
-		rc = do_truncate(fs, &c, ino, valid, &in, &out);
+		rc = cli_size_truncate(fs, &c, ino, valid, &in, &out);
 	else if (valid)
 		rc = cli_meta_setattr(fs, &c, ino, valid, &in, &out);
 	else
 		rc = cli_meta_getattr(fs, &c, ino, &out);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	reply_attr(req, &out);
+	reply_attr(req, &out, since);
 }
 
 /* READLINK. */
@@ -449,6 +415,7 @@ static void cli_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct proto_cred c;
 	struct proto_attr a;
+	uint64_t since = clock_of(req);
 	int rc;
 
 	cred_of(req, &c);
@@ -456,7 +423,7 @@ static void cli_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 			    &a);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	reply_entry(req, &a);
+	reply_entry(req, &a, since);
 }
 
 /* MKDIR. */
@@ -465,6 +432,7 @@ static void cli_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct proto_cred c;
 	struct proto_attr a;
+	uint64_t since = clock_of(req);
 	int rc;
 
 	cred_of(req, &c);
@@ -472,7 +440,7 @@ static void cli_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 			    S_IFDIR | (mode & 07777), &a);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	reply_entry(req, &a);
+	reply_entry(req, &a, since);
 }
 
 /* UNLINK; frees the data now or at last release if it was the last link. */
@@ -506,13 +474,14 @@ static void cli_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 {
 	struct proto_cred c;
 	struct proto_attr a;
+	uint64_t since = clock_of(req);
 	int rc;
 
 	cred_of(req, &c);
 	rc = cli_meta_symlink(fs_of(req), &c, parent, name, link, &a);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	reply_entry(req, &a);
+	reply_entry(req, &a, since);
 }
 
 /* RENAME (RENAME_NOREPLACE, RENAME_EXCHANGE); frees a replaced target. */
@@ -540,25 +509,28 @@ static void cli_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 {
 	struct proto_cred c;
 	struct proto_attr a;
+	uint64_t since = clock_of(req);
 	int rc;
 
 	cred_of(req, &c);
 	rc = cli_meta_link(fs_of(req), &c, ino, newparent, newname, &a);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	reply_entry(req, &a);
+	reply_entry(req, &a, since);
 }
 
-/* Make the per-open state for an opened file; attr from the mgr. */
+/* Make the per-open state for an opened file; attr from the mgr, asked
+ * at clock since. */
 static int file_open(struct cli_fs *fs, const struct proto_cred *c,
-		     struct proto_attr *a, struct fuse_file_info *fi)
+		     struct proto_attr *a, uint64_t since,
+		     struct fuse_file_info *fi)
 {
 	struct cli_file *f = malloc(sizeof(*f));
 	int rc;
 
 	if (!f)
 		return -ENOMEM;
-	rc = cli_inode_open(fs->itab, a);
+	rc = cli_inode_open(fs->itab, a, since);
 	if (rc) {
 		free(f);
 		return rc;
@@ -590,6 +562,7 @@ static void cli_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct cli_fs *fs = fs_of(req);
 	struct proto_cred c;
 	struct proto_attr a;
+	uint64_t since = clock_of(req);
 	int rc;
 
 	cred_of(req, &c);
@@ -602,11 +575,11 @@ static void cli_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 		memset(&in, 0, sizeof(in));
 		(void)wb_drain(req, ino, 0);
-		rc = do_truncate(fs, &c, ino, 0, &in, &a);
+		rc = cli_size_truncate(fs, &c, ino, 0, &in, &a);
 		if (rc)
 			return (void) fuse_reply_err(req, -rc);
 	}
-	rc = file_open(fs, &c, &a, fi);
+	rc = file_open(fs, &c, &a, since, fi);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
 	if (fuse_reply_open(req, fi))
@@ -621,6 +594,7 @@ static void cli_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fuse_entry_param e;
 	struct proto_cred c;
 	struct proto_attr a;
+	uint64_t since = clock_of(req);
 	int rc;
 
 	cred_of(req, &c);
@@ -633,14 +607,14 @@ static void cli_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 		memset(&in, 0, sizeof(in));
 		(void)wb_drain(req, a.ino, 0);
-		rc = do_truncate(fs, &c, a.ino, 0, &in, &a);
+		rc = cli_size_truncate(fs, &c, a.ino, 0, &in, &a);
 		if (rc)
 			return (void) fuse_reply_err(req, -rc);
 	}
-	rc = cli_inode_update(fs->itab, &a, 1);
+	rc = cli_inode_update(fs->itab, &a, 1, since);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	rc = file_open(fs, &c, &a, fi);
+	rc = file_open(fs, &c, &a, since, fi);
 	if (rc) {
 		cli_inode_forget(fs->itab, a.ino, 1);
 		return (void) fuse_reply_err(req, -rc);
@@ -722,7 +696,7 @@ static void cli_flush(fuse_req_t req, fuse_ino_t ino,
 	struct cli_fs *fs = fs_of(req);
 	int rc = wb_drain(req, ino, 1), rc2;
 
-	rc2 = push_size(fs, &file_of(fi)->cred, ino);
+	rc2 = cli_size_push(fs, &file_of(fi)->cred, ino);
 	fuse_reply_err(req, rc ? -rc : -rc2);
 }
 
@@ -737,7 +711,7 @@ static void cli_release(fuse_req_t req, fuse_ino_t ino,
 	if (rc)
 		log_warn("inode %llu: a write failed after close: %s",
 			 (unsigned long long)ino, strerror(-rc));
-	rc = push_size(fs, &f->cred, ino);
+	rc = cli_size_push(fs, &f->cred, ino);
 	if (rc)
 		log_warn("inode %llu: size update at close failed: %s",
 			 (unsigned long long)ino, strerror(-rc));
@@ -762,7 +736,7 @@ static void cli_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	rc = cli_io_fsync(fs, ino, &l, datasync);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	fuse_reply_err(req, -push_size(fs, &file_of(fi)->cred, ino));
+	fuse_reply_err(req, -cli_size_push(fs, &file_of(fi)->cred, ino));
 }
 
 /* OPENDIR: no state; the kernel checked read permission. */
@@ -797,6 +771,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t pos = 0, maxb = size * (plus ? 2 : 4);
 	char *buf = rbuf_get(fs, size);
 	char name[PROTO_MAX_NAME + 1];
+	uint64_t since = clock_of(req);
 	int rc;
 
 	if (!buf)
@@ -822,7 +797,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			if (need > size - pos)
 				break;
 			if (!is_dot(name) &&
-			    cli_inode_update(fs->itab, &d.attr, 1))
+			    cli_inode_update(fs->itab, &d.attr, 1, since))
 				break;
 			fill_entry(req, &d.attr, &e);
 			fuse_add_direntry_plus(req, buf + pos, size - pos, name,

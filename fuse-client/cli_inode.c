@@ -29,6 +29,10 @@ struct cli_inode {
 	uint64_t gen;              /* FUSE generation of the kernel inode */
 	uint64_t ksize;            /* size the kernel inode holds (writeback
 				    * cache: it ignores sizes in replies) */
+	uint64_t size_clock;       /* itab clock at the last local size event
+				    * (SETSIZE acknowledged, truncate): a mgr
+				    * reply to a request sent before it
+				    * carries a stale size */
 };
 
 struct cli_itab {
@@ -38,6 +42,8 @@ struct cli_itab {
 	size_t count;              /* protected by lock */
 	int wb;                    /* kernel writeback cache on; set before
 				    * the mount serves requests */
+	uint64_t clock;            /* counts local size events; protected
+				    * by lock */
 };
 
 #define ITAB_INIT_BUCKETS 1024
@@ -164,10 +170,19 @@ static uint64_t view_size(const struct cli_inode *e)
 	return e->wsize > e->mgr_size ? e->wsize : e->mgr_size;
 }
 
-/* Take mgr attributes into e and adjust attr->size. Caller holds lock. */
-static void merge(struct cli_inode *e, struct proto_attr *attr)
+/*
+ * Take mgr attributes into e and adjust attr->size. The size is taken only
+ * if the request was sent (clock value since) after e's last local size
+ * event: a GETATTR sent before a SETSIZE of ours can be answered after it,
+ * and its older size would otherwise shrink what reads see below what
+ * the kernel already holds (it then zero-fills and shrinks its own size,
+ * and the next append lands at the wrong offset). Caller holds lock.
+ */
+static void merge(struct cli_inode *e, struct proto_attr *attr,
+		  uint64_t since)
 {
-	e->mgr_size = attr->size;
+	if (since >= e->size_clock)
+		e->mgr_size = attr->size;
 	e->layout = attr->layout;
 	e->attr = *attr;
 	attr->size = view_size(e);
@@ -175,7 +190,7 @@ static void merge(struct cli_inode *e, struct proto_attr *attr)
 
 /* Merge attributes: see cli_inode.h. */
 int cli_inode_update(struct cli_itab *t, struct proto_attr *attr,
-		     uint64_t nlookup)
+		     uint64_t nlookup, uint64_t since)
 {
 	struct cli_inode *e;
 	int rc = 0;
@@ -186,7 +201,7 @@ int cli_inode_update(struct cli_itab *t, struct proto_attr *attr,
 		int fresh = !e->nlookup && !e->nopen;
 
 		e->nlookup += nlookup;
-		merge(e, attr);
+		merge(e, attr, since);
 		if (nlookup && t->wb && S_ISREG(attr->mode)) {
 			if (!fresh && !e->nopen && e->ksize != attr->size)
 				e->gen++; /* the kernel makes a new inode */
@@ -215,7 +230,8 @@ void cli_inode_forget(struct cli_itab *t, uint64_t ino, uint64_t nlookup)
 }
 
 /* Open: see cli_inode.h. */
-int cli_inode_open(struct cli_itab *t, struct proto_attr *attr)
+int cli_inode_open(struct cli_itab *t, struct proto_attr *attr,
+		   uint64_t since)
 {
 	struct cli_inode *e;
 	int rc = 0;
@@ -224,7 +240,7 @@ int cli_inode_open(struct cli_itab *t, struct proto_attr *attr)
 	e = get(t, attr->ino);
 	if (e) {
 		e->nopen++;
-		merge(e, attr);
+		merge(e, attr, since);
 	} else {
 		rc = -ENOMEM;
 	}
@@ -312,14 +328,19 @@ int cli_inode_take_dirty(struct cli_itab *t, uint64_t ino, uint64_t *size,
 }
 
 /* Pushed: see cli_inode.h. */
-void cli_inode_pushed(struct cli_itab *t, uint64_t ino, uint64_t size)
+void cli_inode_pushed(struct cli_itab *t, struct proto_attr *attr,
+		      uint64_t size, uint64_t since)
 {
 	struct cli_inode *e;
 
 	pthread_mutex_lock(&t->lock);
-	e = find(t, ino);
-	if (e && !e->dirty && e->wsize <= size)
-		e->wsize = 0;
+	e = find(t, attr->ino);
+	if (e) {
+		merge(e, attr, since);
+		if (!e->dirty && e->wsize <= size)
+			e->wsize = 0;
+		e->size_clock = ++t->clock;
+	}
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -348,6 +369,7 @@ void cli_inode_truncated(struct cli_itab *t, uint64_t ino, uint64_t size)
 		e->ksize = size;
 		e->wsize = 0;
 		e->dirty = 0;
+		e->size_clock = ++t->clock;
 	}
 	pthread_mutex_unlock(&t->lock);
 }
@@ -404,6 +426,17 @@ int cli_inode_cached_attr(struct cli_itab *t, uint64_t ino,
 	}
 	pthread_mutex_unlock(&t->lock);
 	return rc;
+}
+
+/* Clock: see cli_inode.h. */
+uint64_t cli_itab_clock(struct cli_itab *t)
+{
+	uint64_t c;
+
+	pthread_mutex_lock(&t->lock);
+	c = t->clock;
+	pthread_mutex_unlock(&t->lock);
+	return c;
 }
 
 /* Writeback mode: see cli_inode.h. */

@@ -27,9 +27,20 @@ int cli_itab_new(struct cli_itab **out);
 void cli_itab_free(struct cli_itab *t);
 
 /**
+ * The table's clock: read it before sending a mgr request whose reply
+ * carries attributes, and pass it to the call that merges them (since).
+ * A reply to a request sent before this client's last size event on the
+ * inode (SETSIZE acknowledged, truncate) may carry an older size; its size
+ * is then ignored. Cost: one lock round.
+ * @return the current clock value
+ */
+uint64_t cli_itab_clock(struct cli_itab *t);
+
+/**
  * Merge fresh attributes from the mgr: creates the entry if needed, adds
- * nlookup to its lookup count, records the layout and mgr size, and
- * rewrites attr->size to the size this client must report.
+ * nlookup to its lookup count, records the layout and mgr size (unless
+ * stale, see cli_itab_clock), and rewrites attr->size to the size this
+ * client must report.
  *
  * Writeback cache (cli_itab_set_writeback): the kernel then keeps a
  * regular file's size itself and ignores the size in every reply for an
@@ -41,7 +52,7 @@ void cli_itab_free(struct cli_itab *t);
  * @return 0, -ENOMEM (only when nlookup > 0 and the entry is new)
  */
 int cli_inode_update(struct cli_itab *t, struct proto_attr *attr,
-		     uint64_t nlookup);
+		     uint64_t nlookup, uint64_t since);
 
 /**
  * Drop nlookup kernel references; the entry goes when none remain and the
@@ -50,11 +61,12 @@ int cli_inode_update(struct cli_itab *t, struct proto_attr *attr,
 void cli_inode_forget(struct cli_itab *t, uint64_t ino, uint64_t nlookup);
 
 /**
- * Note an open of ino (attr from the mgr OPEN/CREATE reply, size adjusted
- * as cli_inode_update does).
+ * Note an open of ino (attr from the mgr OPEN/CREATE reply sent at clock
+ * since, size adjusted as cli_inode_update does).
  * @return 0, -ENOMEM
  */
-int cli_inode_open(struct cli_itab *t, struct proto_attr *attr);
+int cli_inode_open(struct cli_itab *t, struct proto_attr *attr,
+		   uint64_t since);
 
 /**
  * Note a release. If it was the last open and the inode was unlinked in
@@ -87,16 +99,19 @@ int cli_inode_take_dirty(struct cli_itab *t, uint64_t ino, uint64_t *size,
 			 struct proto_time *mtime);
 
 /**
- * The mgr acknowledged a SETSIZE of size: unless the file was written again
- * meanwhile, forget the locally written size, so that a later truncate by
- * another client shows here.
+ * The mgr acknowledged a SETSIZE of size (sent at clock since) with attr:
+ * merge attr and, unless the file was written again meanwhile, forget the
+ * locally written size, so that a later truncate by another client shows
+ * here. A size event: older replies' sizes are ignored from now on.
  */
-void cli_inode_pushed(struct cli_itab *t, uint64_t ino, uint64_t size);
+void cli_inode_pushed(struct cli_itab *t, struct proto_attr *attr,
+		      uint64_t size, uint64_t since);
 
 /** Mark dirty again after a failed SETSIZE. */
 void cli_inode_push_failed(struct cli_itab *t, uint64_t ino);
 
-/** A truncate to size: the mgr size becomes size, nothing is left to push. */
+/** A truncate to size: the mgr size becomes size, nothing is left to push.
+ * A size event (see cli_itab_clock). */
 void cli_inode_truncated(struct cli_itab *t, uint64_t ino, uint64_t size);
 
 /** Replace the cached layout (after user.rpfs.layout was set). */

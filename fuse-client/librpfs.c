@@ -19,6 +19,7 @@
 #include "cli_io.h"
 #include "cli_meta.h"
 #include "cli_reap.h"
+#include "cli_size.h"
 #include "librpfs_int.h"
 #include "log.h"
 #include "net_auth.h"
@@ -234,51 +235,21 @@ static int walk_parent(struct rpfs_fs *fs, const char *path,
 	return 0;
 }
 
-/*
- * Push the size this client wrote to the mgr if it wrote since the last
- * push (SETSIZE grow-only, mtime = time of the last write), like the FUSE
- * client's flush. Cost: one mgr round trip when dirty.
- */
+/* Publish this client's written size (cli_size_push). */
 static int push_size(struct rpfs_fs *fs, uint64_t ino)
 {
-	struct proto_attr a;
-	struct proto_time t;
-	uint64_t size;
-	int rc;
-
-	if (!cli_inode_take_dirty(fs->cli->itab, ino, &size, &t))
-		return 0;
-	rc = cli_meta_setsize(fs->cli, &fs->cred, ino, size, &t, &a);
-	if (rc == -ENOENT)
-		return 0; /* purged under us */
-	if (rc) {
-		cli_inode_push_failed(fs->cli->itab, ino);
-		return rc;
-	}
-	cli_inode_update(fs->cli->itab, &a, 0);
-	cli_inode_pushed(fs->cli->itab, ino, size);
-	return 0;
+	return cli_size_push(fs->cli, &fs->cred, ino);
 }
 
-/* Truncate a regular file to in->size (SETATTR, then the iods). */
+/* Truncate a regular file to size (cli_size_truncate). */
 static int do_truncate(struct rpfs_fs *fs, uint64_t ino, uint64_t size,
 		       struct proto_attr *out)
 {
 	struct proto_attr in;
-	int rc;
 
 	memset(&in, 0, sizeof(in));
 	in.size = size;
-	rc = cli_meta_setattr(fs->cli, &fs->cred, ino, PROTO_SA_SIZE, &in, out);
-	if (rc)
-		return rc;
-	if (!S_ISREG(out->mode))
-		return 0;
-	rc = cli_io_truncate(fs->cli, ino, &out->layout, size);
-	if (rc)
-		return rc;
-	cli_inode_truncated(fs->cli->itab, ino, size);
-	return 0;
+	return cli_size_truncate(fs->cli, &fs->cred, ino, 0, &in, out);
 }
 
 /* Remove the objects of a freed inode and purge it, now (no background
@@ -326,7 +297,7 @@ int rpfs_open(rpfs_fs_t *fs, const char *path, int flags, mode_t mode,
 	char name[PROTO_MAX_NAME + 1];
 	struct proto_attr a;
 	struct rpfs_file *f;
-	uint64_t parent;
+	uint64_t parent, since;
 	int rc;
 
 	if (!fs || !out)
@@ -336,6 +307,7 @@ int rpfs_open(rpfs_fs_t *fs, const char *path, int flags, mode_t mode,
 	rc = walk_parent(fs, path, &parent, name);
 	if (rc)
 		return rc;
+	since = cli_itab_clock(fs->cli->itab);
 	rc = open_attr(fs, parent, name, flags, mode, &a);
 	if (rc)
 		return rc;
@@ -347,7 +319,7 @@ int rpfs_open(rpfs_fs_t *fs, const char *path, int flags, mode_t mode,
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
-	rc = cli_inode_open(fs->cli->itab, &a);
+	rc = cli_inode_open(fs->cli->itab, &a, since);
 	if (rc) {
 		free(f);
 		return rc;
@@ -458,13 +430,15 @@ int rpfs_fsync(rpfs_file_t *f)
 int rpfs_fstat(rpfs_file_t *f, struct stat *st)
 {
 	struct proto_attr a;
+	uint64_t since;
 	int rc;
 
 	if (!f || !st)
 		return -EINVAL;
+	since = cli_itab_clock(f->fs->cli->itab);
 	rc = cli_meta_getattr(f->fs->cli, &f->fs->cred, f->ino, &a);
 	if (rc == 0)
-		cli_inode_update(f->fs->cli->itab, &a, 0);
+		cli_inode_update(f->fs->cli->itab, &a, 0, since);
 	else if (rc == -ENOENT)
 		rc = cli_inode_cached_attr(f->fs->cli->itab, f->ino, &a);
 	if (rc)
@@ -491,6 +465,7 @@ int rpfs_fstat(rpfs_file_t *f, struct stat *st)
 int rpfs_ftruncate(rpfs_file_t *f, uint64_t size)
 {
 	struct proto_attr a;
+	uint64_t since;
 	int rc;
 
 	if (!f || size > (uint64_t)INT64_MAX)
@@ -500,9 +475,10 @@ int rpfs_ftruncate(rpfs_file_t *f, uint64_t size)
 	rc = push_size(f->fs, f->ino);
 	if (rc)
 		return rc;
+	since = cli_itab_clock(f->fs->cli->itab);
 	rc = do_truncate(f->fs, f->ino, size, &a);
 	if (rc == 0)
-		cli_inode_update(f->fs->cli->itab, &a, 0);
+		cli_inode_update(f->fs->cli->itab, &a, 0, since);
 	return rc;
 }
 

@@ -1,6 +1,6 @@
 /* test_cli_inode.c - unit test of the client inode table: lookup counts,
- * size view (max of mgr and written size), dirty pushes, truncate, and
- * deferred removal of unlinked open files. */
+ * size view (max of mgr and written size), dirty pushes, truncate, stale
+ * mgr replies (the clock), and deferred removal of unlinked open files. */
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
@@ -28,7 +28,7 @@ int main(void)
 	struct cli_itab *t;
 	struct proto_attr a, c;
 	struct proto_layout l;
-	uint64_t size;
+	uint64_t size, now, before;
 	struct proto_time wt = { 1700000000, 123 }, mt;
 
 	assert(cli_itab_new(&t) == 0);
@@ -36,17 +36,18 @@ int main(void)
 	/* unknown inode: no I/O parameters, update without ref creates nothing */
 	assert(cli_inode_io(t, 5, &l, &size) == -ENOENT);
 	a = file_attr(5, 100);
-	assert(cli_inode_update(t, &a, 0) == 0);
+	assert(cli_inode_update(t, &a, 0, 0) == 0);
 	assert(cli_inode_io(t, 5, &l, &size) == -ENOENT);
 
 	/* lookup, open, write beyond the mgr size */
-	assert(cli_inode_update(t, &a, 1) == 0 && a.size == 100);
-	assert(cli_inode_open(t, &a) == 0);
+	now = cli_itab_clock(t);
+	assert(cli_inode_update(t, &a, 1, now) == 0 && a.size == 100);
+	assert(cli_inode_open(t, &a, now) == 0);
 	cli_inode_wrote(t, 5, 5000, &wt);
 	assert(cli_inode_io(t, 5, &l, &size) == 0 && size == 5000);
 	assert(l.unit == 65536 && l.count == 2);
 	a = file_attr(5, 100); /* a stale mgr view: the client still sees 5000 */
-	cli_inode_update(t, &a, 0);
+	cli_inode_update(t, &a, 0, now);
 	assert(a.size == 5000);
 
 	/* dirty push once, with the write's time as mtime, then clean */
@@ -58,11 +59,16 @@ int main(void)
 
 	/* once the mgr acknowledged the size, the mgr's size rules again: a
 	 * truncate by another client (seen as a smaller mgr size) shows */
+	before = cli_itab_clock(t); /* a GETATTR sent before the push ... */
 	a = file_attr(5, 5000);
-	cli_inode_update(t, &a, 0);
-	cli_inode_pushed(t, 5, 5000);
+	cli_inode_pushed(t, &a, 5000, cli_itab_clock(t));
+	assert(cli_itab_clock(t) > before);
+	a = file_attr(5, 100);      /* ... answered after it: size ignored */
+	cli_inode_update(t, &a, 0, before);
+	assert(a.size == 5000);
+	assert(cli_inode_io(t, 5, &l, &size) == 0 && size == 5000);
 	a = file_attr(5, 1000);
-	cli_inode_update(t, &a, 0);
+	cli_inode_update(t, &a, 0, cli_itab_clock(t));
 	assert(a.size == 1000);
 	assert(cli_inode_io(t, 5, &l, &size) == 0 && size == 1000);
 
@@ -70,14 +76,25 @@ int main(void)
 	cli_inode_wrote(t, 5, 7000, &wt);
 	assert(cli_inode_take_dirty(t, 5, &size, &mt) == 1 && size == 7000);
 	cli_inode_wrote(t, 5, 8000, &wt);
-	cli_inode_pushed(t, 5, 7000);
 	a = file_attr(5, 7000);
-	cli_inode_update(t, &a, 0);
+	cli_inode_pushed(t, &a, 7000, cli_itab_clock(t));
+	assert(a.size == 8000);
+	a = file_attr(5, 7000);
+	cli_inode_update(t, &a, 0, cli_itab_clock(t));
 	assert(a.size == 8000);
 
-	/* truncate resets the written size */
+	/* truncate resets the written size; a reply to a request sent before
+	 * it cannot bring the old size back, one sent after it can move it */
+	before = cli_itab_clock(t);
 	cli_inode_truncated(t, 5, 10);
 	assert(cli_inode_io(t, 5, &l, &size) == 0 && size == 10);
+	a = file_attr(5, 8000);
+	cli_inode_update(t, &a, 0, before);
+	assert(a.size == 10);
+	assert(cli_inode_io(t, 5, &l, &size) == 0 && size == 10);
+	a = file_attr(5, 20);
+	cli_inode_update(t, &a, 0, cli_itab_clock(t));
+	assert(a.size == 20);
 
 	/* unlink while open: deferred; last release asks for removal */
 	assert(cli_inode_unlinked(t, 5, &l) == 0);
@@ -89,7 +106,7 @@ int main(void)
 
 	/* unlink when not open: remove now */
 	a = file_attr(6, 0);
-	assert(cli_inode_update(t, &a, 2) == 0);
+	assert(cli_inode_update(t, &a, 2, cli_itab_clock(t)) == 0);
 	assert(cli_inode_unlinked(t, 6, &a.layout) == 1);
 	assert(cli_inode_unlinked(t, 7, &a.layout) == 1); /* unknown inode */
 	cli_inode_forget(t, 6, 1);
@@ -100,7 +117,7 @@ int main(void)
 	/* many inodes: the table grows and finds them all */
 	for (uint64_t i = 100; i < 20100; i++) {
 		a = file_attr(i, i);
-		assert(cli_inode_update(t, &a, 1) == 0);
+		assert(cli_inode_update(t, &a, 1, 0) == 0);
 	}
 	for (uint64_t i = 100; i < 20100; i++)
 		assert(cli_inode_io(t, i, &l, &size) == 0 && size == i);
