@@ -7,47 +7,10 @@
  * regions are cached and undeclaring drops the registration), zone lookup
  * by address, credit take/give clamping and the wire encodings.
  */
-#include <infiniband/verbs.h>
-#include <stdio.h>
-#include <stdlib.h>
-
-static int stub_regs, stub_deregs;
-
-/* Stub: a fake MR remembering its range. */
-static struct ibv_mr *stub_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int acc)
-{
-	struct ibv_mr *mr = calloc(1, sizeof(*mr));
-
-	(void)acc;
-	mr->pd = pd;
-	mr->addr = addr;
-	mr->length = len;
-	mr->lkey = mr->rkey = (uint32_t)++stub_regs;
-	return mr;
-}
-
-static int stub_dereg_mr(struct ibv_mr *mr)
-{
-	stub_deregs++;
-	free(mr);
-	return 0;
-}
-
-#undef ibv_reg_mr
-#define ibv_reg_mr stub_reg_mr
-#define ibv_dereg_mr stub_dereg_mr
+#include "vb_stub.h"
 
 #include "../../common/vb_mr.c"
 #include "../../common/vb_wire.c"
-
-#define CHECK(c)                                                              \
-	do {                                                                  \
-		if (!(c)) {                                                   \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,   \
-				__LINE__, #c);                                \
-			return 1;                                             \
-		}                                                             \
-	} while (0)
 
 static int test_rcache(void)
 {

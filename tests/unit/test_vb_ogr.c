@@ -9,58 +9,11 @@
  * many) with a real unmapped hole, individual mode, declared memory still
  * going through the cache, and that nothing stays registered after put.
  */
-#include <errno.h>
-#include <infiniband/verbs.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
-static int stub_regs, stub_deregs, stub_fails;
-
-/* Stub: fail like the kernel when a page of the range is not mapped. */
-static struct ibv_mr *stub_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int acc)
-{
-	uintptr_t a = (uintptr_t)addr & ~(uintptr_t)4095;
-	size_t l = (((uintptr_t)addr + len + 4095) & ~(uintptr_t)4095) - a;
-	unsigned char vec[4096];
-	struct ibv_mr *mr;
-
-	(void)acc;
-	if (l / 4096 > sizeof(vec) || mincore((void *)a, l, vec) != 0) {
-		stub_fails++;
-		errno = EFAULT;
-		return NULL;
-	}
-	mr = calloc(1, sizeof(*mr));
-	mr->pd = pd;
-	mr->addr = addr;
-	mr->length = len;
-	mr->lkey = mr->rkey = (uint32_t)++stub_regs;
-	return mr;
-}
-
-static int stub_dereg_mr(struct ibv_mr *mr)
-{
-	stub_deregs++;
-	free(mr);
-	return 0;
-}
-
-#undef ibv_reg_mr
-#define ibv_reg_mr stub_reg_mr
-#define ibv_dereg_mr stub_dereg_mr
+#include "vb_stub.h"
 
 #include "../../common/vb_mr.c"
-
-#define CHECK(c)                                                              \
-	do {                                                                  \
-		if (!(c)) {                                                   \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,   \
-				__LINE__, #c);                                \
-			return 1;                                             \
-		}                                                             \
-	} while (0)
 
 #define PG 4096
 
@@ -275,7 +228,10 @@ static int test_calibrate(void)
 
 int main(void)
 {
-	int bad = test_group() | test_hole() | test_calibrate();
+	int bad;
+
+	stub_check_mapped = 1;
+	bad = test_group() | test_hole() | test_calibrate();
 
 	if (!bad)
 		printf("test_vb_ogr: ok\n");

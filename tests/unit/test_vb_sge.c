@@ -7,46 +7,11 @@
  * per piece) and that a multiple-message op completes only with its last
  * completion.
  */
-#include <infiniband/verbs.h>
-#include <stdio.h>
-#include <stdlib.h>
-
-static int stub_regs;
-
-static struct ibv_mr *stub_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int acc)
-{
-	struct ibv_mr *mr = calloc(1, sizeof(*mr));
-
-	(void)acc;
-	mr->pd = pd;
-	mr->addr = addr;
-	mr->length = len;
-	mr->lkey = mr->rkey = (uint32_t)++stub_regs;
-	return mr;
-}
-
-static int stub_dereg_mr(struct ibv_mr *mr)
-{
-	free(mr);
-	return 0;
-}
-
-#undef ibv_reg_mr
-#define ibv_reg_mr stub_reg_mr
-#define ibv_dereg_mr stub_dereg_mr
+#include "vb_stub.h"
 
 #include "../../common/vb_mr.c"
 #include "../../common/vb_wire.c"
 #include "../../common/vb_server.c"
-
-#define CHECK(c)                                                              \
-	do {                                                                  \
-		if (!(c)) {                                                   \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,   \
-				__LINE__, #c);                                \
-			return 1;                                             \
-		}                                                             \
-	} while (0)
 
 static char local[256 * 1024];
 static struct ibv_pd pd;
