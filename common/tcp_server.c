@@ -827,60 +827,20 @@ static int tsrv_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 	return 0;
 }
 
-/* Queue a data frame carrying iov for client offset off. */
-static int tsrv_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
-		     int cnt, net_xfer_fn cb, void *arg)
-{
-	struct tsrv_conn *c = tsrv_of(r);
-	struct tsrv_server *s = c->srv;
-	struct tsrv_frame *f;
-	uint64_t total;
-
-	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb || !c->req_busy)
-		return -EINVAL;
-	total = net_iov_total(iov, cnt);
-	if (off > r->hdr.aux || total > r->hdr.aux - off)
-		return -EINVAL;
-	f = calloc(1, sizeof(*f) + (size_t)(cnt + 1) * sizeof(struct iovec));
-	if (!f)
-		return -ENOMEM;
-	f->cb = cb;
-	f->arg = arg;
-	if (c->dead) {
-		tsrv_defer(c, f, -EIO);
-		return 0;
-	}
-	struct proto_hdr h = { .op = r->hdr.op, .tag = r->hdr.tag,
-			       .flags = PROTO_F_DATA, .bulk_len = total, .aux = off };
-	proto_hdr_encode(f->hdr, &h);
-	f->iov[0] = (struct iovec){ f->hdr, PROTO_HDR_LEN };
-	memcpy(f->iov + 1, iov, (size_t)cnt * sizeof(*iov));
-	f->cnt = cnt + 1;
-	NET_STAT_ADD(&s->base.st, data_frames, 1);
-	NET_STAT_ADD(&s->base.st, bulk_push_bytes, total);
-	tsrv_hold(c);
-	tsrv_queue(c, f);
-	tsrv_release(c);
-	return 0;
-}
-
 /*
- * Queue a data frame whose bytes come from fd by sendfile (see net.h
- * net_sreq_push_fd). Saves the handler's pread into a buffer and the copy
- * of that buffer into the socket: the page cache pages go to the socket.
+ * Start a data frame of r carrying len bytes for client offset off, with
+ * room for extra iovecs after its header (iov[0]). On a dead connection
+ * the frame is completed with -EIO at once (deferred) and *out is NULL.
+ * @return 0, -ENOMEM
  */
-static int tsrv_push_fd(struct net_sreq *r, uint64_t off, int fd,
-			uint64_t file_off, size_t len, net_xfer_fn cb,
-			void *arg)
+static int tsrv_data_frame(struct tsrv_conn *c, const struct net_sreq *r,
+			   uint64_t off, uint64_t len, int extra,
+			   net_xfer_fn cb, void *arg, struct tsrv_frame **out)
 {
-	struct tsrv_conn *c = tsrv_of(r);
-	struct tsrv_server *s = c->srv;
 	struct tsrv_frame *f;
 
-	if (fd < 0 || !cb || !c->req_busy || off > r->hdr.aux ||
-	    len > r->hdr.aux - off || file_off > (uint64_t)INT64_MAX - len)
-		return -EINVAL;
-	f = calloc(1, sizeof(*f) + sizeof(struct iovec));
+	*out = NULL;
+	f = calloc(1, sizeof(*f) + (size_t)(extra + 1) * sizeof(struct iovec));
 	if (!f)
 		return -ENOMEM;
 	f->cb = cb;
@@ -894,14 +854,67 @@ static int tsrv_push_fd(struct net_sreq *r, uint64_t off, int fd,
 	proto_hdr_encode(f->hdr, &h);
 	f->iov[0] = (struct iovec){ f->hdr, PROTO_HDR_LEN };
 	f->cnt = 1;
-	f->sf_fd = fd;
-	f->sf_off = (off_t)file_off;
-	f->sf_left = len;
-	NET_STAT_ADD(&s->base.st, data_frames, 1);
-	NET_STAT_ADD(&s->base.st, bulk_push_bytes, len);
+	*out = f;
+	return 0;
+}
+
+/* Count and queue a data frame of len payload bytes (tsrv_data_frame). */
+static void tsrv_data_queue(struct tsrv_conn *c, struct tsrv_frame *f,
+			    uint64_t len)
+{
+	NET_STAT_ADD(&c->srv->base.st, data_frames, 1);
+	NET_STAT_ADD(&c->srv->base.st, bulk_push_bytes, len);
 	tsrv_hold(c);
 	tsrv_queue(c, f);
 	tsrv_release(c);
+}
+
+/* Queue a data frame carrying iov for client offset off. */
+static int tsrv_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
+		     int cnt, net_xfer_fn cb, void *arg)
+{
+	struct tsrv_conn *c = tsrv_of(r);
+	struct tsrv_frame *f;
+	uint64_t total;
+	int rc;
+
+	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb || !c->req_busy)
+		return -EINVAL;
+	total = net_iov_total(iov, cnt);
+	if (off > r->hdr.aux || total > r->hdr.aux - off)
+		return -EINVAL;
+	rc = tsrv_data_frame(c, r, off, total, cnt, cb, arg, &f);
+	if (rc || !f)
+		return rc;
+	memcpy(f->iov + 1, iov, (size_t)cnt * sizeof(*iov));
+	f->cnt = cnt + 1;
+	tsrv_data_queue(c, f, total);
+	return 0;
+}
+
+/*
+ * Queue a data frame whose bytes come from fd by sendfile (see net.h
+ * net_sreq_push_fd). Saves the handler's pread into a buffer and the copy
+ * of that buffer into the socket: the page cache pages go to the socket.
+ */
+static int tsrv_push_fd(struct net_sreq *r, uint64_t off, int fd,
+			uint64_t file_off, size_t len, net_xfer_fn cb,
+			void *arg)
+{
+	struct tsrv_conn *c = tsrv_of(r);
+	struct tsrv_frame *f;
+	int rc;
+
+	if (fd < 0 || !cb || !c->req_busy || off > r->hdr.aux ||
+	    len > r->hdr.aux - off || file_off > (uint64_t)INT64_MAX - len)
+		return -EINVAL;
+	rc = tsrv_data_frame(c, r, off, len, 0, cb, arg, &f);
+	if (rc || !f)
+		return rc;
+	f->sf_fd = fd;
+	f->sf_off = (off_t)file_off;
+	f->sf_left = len;
+	tsrv_data_queue(c, f, len);
 	return 0;
 }
 
