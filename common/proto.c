@@ -21,6 +21,7 @@
  *   mount   u64 fsid, layout deflayout, u16 niods,
  *           niods x (u16 id, str host, u16 port)
  *   segs    u32 nsegs, nsegs x (u64 off, u64 len)
+ *   inos    u32 n, n x u64 ino                      (1 <= n <= 256)
  *
  * A metadata request is its cred followed by the fields its op carries, in
  * the order they are declared in struct proto_mreq (times as above, strings
@@ -28,7 +29,8 @@
  * op carries in this order: attr; freed (u64 ino, layout); target (str);
  * u32 xsize + xvalue (blob); statfs; u32 ndirents + u8 eof + dirents (blob).
  * An iod request is u64 ino, then segs (READ, WRITE), u64 size (TRUNCATE)
- * or u32 flags (FSYNC); IO_STATFS has an empty body.
+ * or u32 flags (FSYNC); IO_STATFS has an empty body; IO_REMOVE_MANY is
+ * inos alone.
  */
 #include "proto.h"
 
@@ -304,6 +306,45 @@ uint64_t rb_u64(struct rbuf *r)
 	return p ? get_le64(p) : 0;
 }
 
+/* Entry i of an inode list: see proto.h. */
+uint64_t proto_inos_at(const struct proto_inos *l, uint32_t i)
+{
+	return l->host ? l->host[i] : get_le64(l->wire + (size_t)i * 8);
+}
+
+/* Whether an inode list to encode is well formed. */
+static bool inos_ok(const struct proto_inos *l)
+{
+	return l->n >= 1 && l->n <= PROTO_MAX_INOS && (l->host || l->wire);
+}
+
+/* Write an inode list (u32 n, n x u64). */
+static void wb_inos(struct wbuf *w, const struct proto_inos *l)
+{
+	wb_u32(w, l->n);
+	for (uint32_t i = 0; i < l->n; i++)
+		wb_u64(w, proto_inos_at(l, i));
+}
+
+/* Read an inode list in place: 1..PROTO_MAX_INOS entries, all present.
+ * Sets r->err (and returns an empty list) otherwise. */
+static struct proto_inos rb_inos(struct rbuf *r)
+{
+	struct proto_inos l = { 0, NULL, NULL };
+	uint32_t n = rb_u32(r);
+
+	if (r->err)
+		return l;
+	if (n < 1 || n > PROTO_MAX_INOS) {
+		r->err = -EBADMSG;
+		return l;
+	}
+	l.wire = rb_take(r, (size_t)n * 8);
+	if (l.wire)
+		l.n = n;
+	return l;
+}
+
 /* Read a u16-length string of at most max bytes without NULs. On error the
  * result is an empty (but non-NULL) string. Cost: one memchr. */
 struct proto_str rb_str(struct rbuf *r, uint32_t max)
@@ -517,7 +558,7 @@ static void rb_statfs(struct rbuf *r, struct proto_statfs *s)
 enum mreq_field {
 	MF_INO, MF_PARENT, MF_NAME, MF_NEWPARENT, MF_NEWNAME, MF_MODE, MF_RDEV,
 	MF_FLAGS, MF_VALID, MF_UID, MF_GID, MF_SIZE, MF_ATIME, MF_MTIME,
-	MF_TARGET, MF_XNAME, MF_XVALUE, MF_COOKIE, MF_MAX, MF_NFIELDS
+	MF_TARGET, MF_XNAME, MF_XVALUE, MF_COOKIE, MF_MAX, MF_INOS, MF_NFIELDS
 };
 
 #define Q(f) (1u << MF_##f)
@@ -525,7 +566,7 @@ enum mreq_field {
 static const char *const mreq_field_name[MF_NFIELDS] = {
 	"ino", "parent", "name", "newparent", "newname", "mode", "rdev",
 	"flags", "valid", "uid", "gid", "size", "atime", "mtime",
-	"target", "xname", "xvalue", "cookie", "max",
+	"target", "xname", "xvalue", "cookie", "max", "inos",
 };
 
 /* What one mgr op carries and which values its flags and mode may take. */
@@ -581,6 +622,7 @@ static const struct mreq_desc mreq_desc[MREQ_NOPS] = {
 	[PROTO_OP_SETSIZE - PROTO_OP_MOUNT] = {
 		Q(INO) | Q(SIZE) | Q(MTIME), 0, false, 0 },
 	[PROTO_OP_PURGE - PROTO_OP_MOUNT] = { Q(INO), 0, false, 0 },
+	[PROTO_OP_PURGE_MANY - PROTO_OP_MOUNT] = { Q(INOS), 0, false, 0 },
 };
 
 /* The table entry of a mgr op, or NULL if op is not one. */
@@ -624,6 +666,8 @@ static const char *mreq_check(const struct mreq_desc *d,
 		return "xname";
 	if ((f & Q(XVALUE)) && !blob_ok(m->xvalue, PROTO_MAX_XATTR_VALUE))
 		return "xvalue";
+	if ((f & Q(INOS)) && !inos_ok(&m->inos))
+		return "inos";
 	return NULL;
 }
 
@@ -662,6 +706,7 @@ int proto_mreq_encode(struct wbuf *w, uint16_t op, const struct proto_mreq *m)
 		case MF_XVALUE: wb_blob(w, m->xvalue.p, m->xvalue.len); break;
 		case MF_COOKIE: wb_u64(w, m->cookie); break;
 		case MF_MAX: wb_u32(w, m->max); break;
+		case MF_INOS: wb_inos(w, &m->inos); break;
 		case MF_NFIELDS: break;
 		}
 	}
@@ -721,6 +766,7 @@ int proto_mreq_decode(const void *buf, size_t len, uint16_t op,
 			break;
 		case MF_COOKIE: m->cookie = rb_u64(&r); break;
 		case MF_MAX: m->max = rb_u32(&r); break;
+		case MF_INOS: m->inos = rb_inos(&r); break;
 		case MF_NFIELDS: break;
 		}
 		if (r.err)
@@ -752,7 +798,7 @@ static const uint32_t mrep_fields[MREQ_NOPS] = {
 	R(READLINK, P(TARGET)), R(READDIR, P(DIRENTS)), R(STATFS, P(STATFS)),
 	R(GETXATTR, P(XATTR)), R(SETXATTR, RF_NONE), R(LISTXATTR, P(XATTR)),
 	R(REMOVEXATTR, RF_NONE), R(OPEN, P(ATTR)), R(ACCESS, RF_NONE),
-	R(SETSIZE, P(ATTR)), R(PURGE, RF_NONE),
+	R(SETSIZE, P(ATTR)), R(PURGE, RF_NONE), R(PURGE_MANY, RF_NONE),
 };
 #undef R
 
@@ -1002,7 +1048,7 @@ int proto_mount_decode(const void *buf, size_t len, struct proto_mount *m,
 
 /* ------------------------------------------------------------ iod requests */
 
-enum io_field { IF_INO = 1, IF_SEGS = 2, IF_SIZE = 4, IF_FLAGS = 8 };
+enum io_field { IF_INO = 1, IF_SEGS = 2, IF_SIZE = 4, IF_FLAGS = 8, IF_INOS = 16 };
 
 /* Field sets of IO_READ .. IO_STATFS. */
 static const uint8_t io_fields[PROTO_OP_IO_LAST - PROTO_OP_IO_READ] = {
@@ -1012,6 +1058,7 @@ static const uint8_t io_fields[PROTO_OP_IO_LAST - PROTO_OP_IO_READ] = {
 	[PROTO_OP_IO_REMOVE - PROTO_OP_IO_READ] = IF_INO,
 	[PROTO_OP_IO_FSYNC - PROTO_OP_IO_READ] = IF_INO | IF_FLAGS,
 	[PROTO_OP_IO_STATFS - PROTO_OP_IO_READ] = 0,
+	[PROTO_OP_IO_REMOVE_MANY - PROTO_OP_IO_READ] = IF_INOS,
 };
 
 /* The field set of iod op; -EOPNOTSUPP for anything else. */
@@ -1048,6 +1095,8 @@ int proto_ioreq_encode(struct wbuf *w, uint16_t op, const struct proto_ioreq *q)
 		return -EINVAL;
 	if ((f & IF_FLAGS) && (q->flags & ~1u))
 		return -EINVAL;
+	if ((f & IF_INOS) && !inos_ok(&q->inos))
+		return -EINVAL;
 	if (f & IF_INO)
 		wb_u64(w, q->ino);
 	if (f & IF_SEGS) {
@@ -1061,6 +1110,8 @@ int proto_ioreq_encode(struct wbuf *w, uint16_t op, const struct proto_ioreq *q)
 		wb_u64(w, q->size);
 	if (f & IF_FLAGS)
 		wb_u32(w, q->flags);
+	if (f & IF_INOS)
+		wb_inos(w, &q->inos);
 	return w->err;
 }
 
@@ -1118,6 +1169,11 @@ int proto_ioreq_decode(const void *buf, size_t len, uint16_t op,
 			return fail(why, "flags", -EBADMSG);
 		if (q->flags & ~1u)
 			return fail(why, "flags", -EBADMSG);
+	}
+	if (f & IF_INOS) {
+		q->inos = rb_inos(&r);
+		if (r.err)
+			return fail(why, "inos", -EBADMSG);
 	}
 	if (r.off != r.len)
 		return fail(why, "trailing bytes", -EBADMSG);
@@ -1275,8 +1331,9 @@ static const char *const op_names[PROTO_OP_IO_LAST] = {
 	N(SETATTR), N(CREATE), N(MKDIR), N(MKNOD), N(UNLINK), N(RMDIR),
 	N(RENAME), N(LINK), N(SYMLINK), N(READLINK), N(READDIR), N(STATFS),
 	N(GETXATTR), N(SETXATTR), N(LISTXATTR), N(REMOVEXATTR), N(OPEN),
-	N(ACCESS), N(SETSIZE), N(PURGE), N(IO_READ), N(IO_WRITE),
-	N(IO_TRUNCATE), N(IO_REMOVE), N(IO_FSYNC), N(IO_STATFS),
+	N(ACCESS), N(SETSIZE), N(PURGE), N(PURGE_MANY), N(IO_READ),
+	N(IO_WRITE), N(IO_TRUNCATE), N(IO_REMOVE), N(IO_FSYNC), N(IO_STATFS),
+	N(IO_REMOVE_MANY),
 };
 #undef N
 

@@ -46,6 +46,7 @@
 #define PROTO_MAX_GROUPS 32                    /* supplementary gids sent */
 #define PROTO_MAX_SEGS 1024                    /* file-list entries per I/O request */
 #define PROTO_MAX_IODS 256
+#define PROTO_MAX_INOS 256                     /* inodes per PURGE_MANY / IO_REMOVE_MANY */
 #define PROTO_MAX_HOST 255
 
 /* Header flags. */
@@ -89,6 +90,7 @@ enum proto_op {
 	PROTO_OP_ACCESS,      /* ino, mode(mask) */
 	PROTO_OP_SETSIZE,     /* ino, size: grow size to at least size, set mtime */
 	PROTO_OP_PURGE,       /* ino: drop an inode whose last link is gone */
+	PROTO_OP_PURGE_MANY,  /* inos: PURGE each, in one transaction */
 	PROTO_OP_MGR_LAST,
 
 	/* I/O daemon */
@@ -98,6 +100,7 @@ enum proto_op {
 	PROTO_OP_IO_REMOVE,    /* ino */
 	PROTO_OP_IO_FSYNC,     /* ino, flags (1 = datasync) */
 	PROTO_OP_IO_STATFS,    /* -> statfs of the data directory */
+	PROTO_OP_IO_REMOVE_MANY, /* inos: IO_REMOVE each */
 	PROTO_OP_IO_LAST,
 };
 
@@ -135,6 +138,20 @@ struct proto_str {
 	const char *p;
 	uint32_t len;
 };
+
+/*
+ * A list of 1..PROTO_MAX_INOS inode numbers (PURGE_MANY, IO_REMOVE_MANY).
+ * To encode, point host at n numbers; a decoded list points wire at its n
+ * encoded numbers inside the message. Read entries with proto_inos_at().
+ */
+struct proto_inos {
+	uint32_t n;
+	const uint64_t *host;     /* encoder input */
+	const uint8_t *wire;      /* decoder output: n x u64 */
+};
+
+/** Entry i (< l->n) of an inode list, encoded or decoded. */
+uint64_t proto_inos_at(const struct proto_inos *l, uint32_t i);
 
 struct proto_time {
 	int64_t sec;
@@ -216,6 +233,7 @@ struct proto_mreq {
 	struct proto_str xvalue; /* SETXATTR */
 	uint64_t cookie;         /* READDIR: resume after this cookie, 0 = start */
 	uint32_t max;            /* READDIR: max reply body bytes; GET/LISTXATTR: buffer size */
+	struct proto_inos inos;  /* PURGE_MANY */
 };
 
 /* An inode freed by UNLINK or RENAME: the client removes its stripe objects. */
@@ -285,6 +303,7 @@ struct proto_ioreq {
 	uint32_t flags;            /* IO_FSYNC: 1 = datasync */
 	uint32_t nsegs;            /* IO_READ IO_WRITE: 1..PROTO_MAX_SEGS */
 	struct proto_seg *segs;
+	struct proto_inos inos;    /* IO_REMOVE_MANY */
 };
 
 /* STATUS reply: what `rpfs status` and `rpfs stats --server` show. */
@@ -389,7 +408,8 @@ int proto_mount_decode(const void *buf, size_t len, struct proto_mount *m,
 
 /**
  * Encode an iod request body for op (IO_*).
- * @return 0, -EINVAL (nsegs 0 or > PROTO_MAX_SEGS for READ/WRITE), -EMSGSIZE
+ * @return 0, -EINVAL (nsegs 0 or > PROTO_MAX_SEGS for READ/WRITE; an inode
+ *	list empty or longer than PROTO_MAX_INOS for REMOVE_MANY), -EMSGSIZE
  */
 int proto_ioreq_encode(struct wbuf *w, uint16_t op, const struct proto_ioreq *q);
 

@@ -590,6 +590,17 @@ static void req_simple(struct io_req *q)
 	case PROTO_OP_IO_REMOVE:
 		rc = iod_store_remove(ops->st, q->q.ino);
 		break;
+	case PROTO_OP_IO_REMOVE_MANY:
+		/* every inode is tried; the status is the first failure */
+		rc = 0;
+		for (uint32_t i = 0; i < q->q.inos.n; i++) {
+			int r = iod_store_remove(ops->st,
+						 proto_inos_at(&q->q.inos, i));
+
+			if (r && !rc)
+				rc = r;
+		}
+		break;
 	case PROTO_OP_IO_FSYNC:
 		rc = iod_store_fsync(ops->st, q->q.ino, q->q.flags & 1);
 		break;

@@ -375,6 +375,24 @@ static void test_small_ops(struct net_conn *c, const char *data)
 	CHECK_EQ(io_write(c, 43, &head, 1, src, 4096), 0);
 	CHECK_EQ(file_size(path), 4096);
 
+	/* Remove many: every listed object goes, missing ones are fine,
+	 * unlisted ones stay. */
+	{
+		static const uint64_t many[] = { 501, 502, 999999, 503 };
+		struct proto_ioreq mq = { .inos = { 4, many, NULL } };
+		char p2[512];
+
+		for (int i = 0; i < 4; i++)
+			CHECK_EQ(io_write(c, 500 + (uint64_t)i, &head, 1, src, 4096), 0);
+		CHECK_EQ(io_call(c, PROTO_OP_IO_REMOVE_MANY, &mq, NULL, 0, NULL,
+				 0, NULL, 0, NULL), 0);
+		for (int i = 0; i < 4; i++) {
+			obj_path(p2, sizeof(p2), data, 500 + (uint64_t)i);
+			CHECK_EQ(file_size(p2), i == 0 ? 4096 : -1);
+		}
+		CHECK_EQ(file_size(path), 4096);
+	}
+
 	uint8_t rep[256];
 	uint32_t replen = 0;
 	struct proto_statfs sf;

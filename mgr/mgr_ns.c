@@ -706,16 +706,13 @@ int mgr_ns_setsize(struct mgr_db *db, uint64_t ino, uint64_t size,
 	return mgr_ns_finish(txn, rc);
 }
 
-/* PURGE: delete an unlinked orphan once its objects are gone. */
-int mgr_ns_purge(struct mgr_db *db, uint64_t ino)
+/* Delete ino in txn if it is an orphan. @return 0, -ENOENT (no such
+ * orphan), -EBUSY (still linked), -EIO */
+static int ns_purge_one(struct mgr_db *db, MDB_txn *txn, uint64_t ino)
 {
 	struct mgr_inode in;
-	MDB_txn *txn;
-	int rc = mgr_db_begin(db, 0, &txn);
+	int rc = mgr_db_inode_get(db, txn, ino, &in);
 
-	if (rc)
-		return rc;
-	rc = mgr_db_inode_get(db, txn, ino, &in);
 	if (!rc && in.nlink != 0)
 		rc = -EBUSY;
 	if (!rc) {
@@ -725,7 +722,41 @@ int mgr_ns_purge(struct mgr_db *db, uint64_t ino)
 		else if (rc == 1)
 			rc = mgr_db_inode_del(db, txn, ino);
 	}
-	return mgr_ns_finish(txn, rc);
+	return rc;
+}
+
+/* PURGE: delete an unlinked orphan once its objects are gone. */
+int mgr_ns_purge(struct mgr_db *db, uint64_t ino)
+{
+	MDB_txn *txn;
+	int rc = mgr_db_begin(db, 0, &txn);
+
+	if (rc)
+		return rc;
+	return mgr_ns_finish(txn, ns_purge_one(db, txn, ino));
+}
+
+/* PURGE_MANY: see mgr_ns.h. One transaction (one commit) for the list. */
+int mgr_ns_purge_many(struct mgr_db *db, const struct proto_inos *inos)
+{
+	int rc, skipped = 0;
+	MDB_txn *txn;
+
+	rc = mgr_db_begin(db, 0, &txn);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < inos->n; i++) {
+		rc = ns_purge_one(db, txn, proto_inos_at(inos, i));
+		if (rc == -ENOENT || rc == -EBUSY) {
+			if (!skipped)
+				skipped = rc;
+			continue;
+		}
+		if (rc)
+			return mgr_ns_finish(txn, rc);
+	}
+	rc = mgr_ns_finish(txn, 0);
+	return rc ? rc : skipped;
 }
 
 /* Inodes in use, for statfs. */

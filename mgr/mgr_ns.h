@@ -118,6 +118,14 @@ int mgr_ns_setsize(struct mgr_db *db, uint64_t ino, uint64_t size,
 /** Drop an orphan whose stripe objects are gone. @return also -EBUSY still linked */
 int mgr_ns_purge(struct mgr_db *db, uint64_t ino);
 
+/**
+ * PURGE each inode of the list in one transaction. An inode that is no
+ * orphan (unknown, or linked again) is skipped; the others are purged.
+ * @return 0 all purged; -ENOENT or -EBUSY for the first skipped one; -EIO
+ *	(nothing purged)
+ */
+int mgr_ns_purge_many(struct mgr_db *db, const struct proto_inos *inos);
+
 /** Inodes in use. */
 uint64_t mgr_ns_files(struct mgr_db *db);
 

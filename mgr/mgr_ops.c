@@ -246,6 +246,8 @@ static int ops_dispatch(struct mgr_ops *ops, uint16_t op,
 		return mgr_ns_setsize(db, m->ino, m->size, &m->mtime, &p->attr);
 	case PROTO_OP_PURGE:
 		return mgr_ns_purge(db, m->ino);
+	case PROTO_OP_PURGE_MANY:
+		return mgr_ns_purge_many(db, &m->inos);
 	default:
 		return -EOPNOTSUPP;
 	}

@@ -217,6 +217,39 @@ static void run_ops(void)
 	uint64_t victim = p.freed.ino;
 	m = (struct proto_mreq){ .cred = user_c, .ino = victim };
 	CHECK_RC(call(PROTO_OP_PURGE, &m, &p), 0);
+	/* PURGE_MANY: orphans go; a linked inode and an unknown one are
+	 * skipped (the first skip is the status) and stay as they were */
+	{
+		uint64_t list[4];
+
+		for (int i = 0; i < 2; i++) {
+			char nm[8] = "pm-0";
+
+			nm[3] = (char)('0' + i);
+			m = (struct proto_mreq){ .cred = user_c, .parent = d,
+						 .name = STR(nm), .mode = 0100644 };
+			CHECK_RC(call(PROTO_OP_CREATE, &m, &p), 0);
+			list[i] = p.attr.ino;
+			m = (struct proto_mreq){ .cred = user_c, .parent = d,
+						 .name = STR(nm) };
+			CHECK_RC(call(PROTO_OP_UNLINK, &m, &p), 0);
+			CHECK(p.freed.ino == list[i]);
+		}
+		list[2] = f;          /* still linked */
+		list[3] = victim;     /* purged above */
+		m = (struct proto_mreq){ .cred = user_c,
+					 .inos = { 4, list, NULL } };
+		CHECK_RC(call(PROTO_OP_PURGE_MANY, &m, &p), -EBUSY);
+		for (int i = 0; i < 2; i++) {
+			m = (struct proto_mreq){ .cred = user_c, .ino = list[i] };
+			CHECK_RC(call(PROTO_OP_GETATTR, &m, &p), -ENOENT);
+		}
+		m = (struct proto_mreq){ .cred = user_c, .ino = f };
+		CHECK_RC(call(PROTO_OP_GETATTR, &m, &p), 0);
+		m = (struct proto_mreq){ .cred = user_c,
+					 .inos = { 2, list, NULL } };
+		CHECK_RC(call(PROTO_OP_PURGE_MANY, &m, &p), -ENOENT);
+	}
 	/* xattrs */
 	m = (struct proto_mreq){ .cred = user_c, .ino = f, .xname = STR("user.color"),
 				 .xvalue = STR("blue") };

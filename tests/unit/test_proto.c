@@ -227,7 +227,7 @@ enum {
 	T_VALID = 1 << 8, T_UID = 1 << 9, T_GID = 1 << 10, T_SIZE = 1 << 11,
 	T_ATIME = 1 << 12, T_MTIME = 1 << 13, T_TARGET = 1 << 14,
 	T_XNAME = 1 << 15, T_XVALUE = 1 << 16, T_COOKIE = 1 << 17,
-	T_MAX = 1 << 18,
+	T_MAX = 1 << 18, T_INOS = 1 << 19,
 };
 
 static const struct { uint16_t op; uint32_t f; } req_ops[] = {
@@ -255,6 +255,7 @@ static const struct { uint16_t op; uint32_t f; } req_ops[] = {
 	{ PROTO_OP_ACCESS, T_INO | T_MODE },
 	{ PROTO_OP_SETSIZE, T_INO | T_SIZE | T_MTIME },
 	{ PROTO_OP_PURGE, T_INO },
+	{ PROTO_OP_PURGE_MANY, T_INOS },
 };
 #define N_REQ_OPS (sizeof(req_ops) / sizeof(req_ops[0]))
 
@@ -294,7 +295,15 @@ static void raw_mreq(struct wbuf *w, uint32_t f, const struct proto_mreq *m,
 	if (f & T_XVALUE) wb_blob(w, m->xvalue.p, m->xvalue.len);
 	if (f & T_COOKIE) wb_u64(w, m->cookie);
 	if (f & T_MAX) wb_u32(w, m->max);
+	if (f & T_INOS) {
+		wb_u32(w, m->inos.n);
+		for (uint32_t i = 0; i < m->inos.n; i++)
+			wb_u64(w, m->inos.host[i]);
+	}
 }
+
+/* Three inode numbers for PURGE_MANY / IO_REMOVE_MANY. */
+static const uint64_t some_inos[3] = { 1, 0x8877665544332211ull, UINT64_MAX };
 
 /* A request with every field set to a valid, non-trivial value for op. */
 static void full_mreq(uint16_t op, struct proto_mreq *m)
@@ -333,6 +342,18 @@ static void full_mreq(uint16_t op, struct proto_mreq *m)
 	m->xvalue = SL(xval, sizeof(xval) - 1);
 	m->cookie = 0xdeadbeefcafef00dull;
 	m->max = 65536;
+	m->inos = (struct proto_inos){ 3, some_inos, NULL };
+}
+
+/* Whether a decoded inode list (read in place) holds want's entries. */
+static bool inos_eq(const struct proto_inos *got, const struct proto_inos *want)
+{
+	if (got->n != want->n || got->host || !got->wire)
+		return false;
+	for (uint32_t i = 0; i < got->n; i++)
+		if (proto_inos_at(got, i) != proto_inos_at(want, i))
+			return false;
+	return true;
 }
 
 /* Compare a decoded request with the expected one, field by field. */
@@ -383,6 +404,8 @@ static void check_mreq_eq(const char *ctx, uint32_t f, const struct proto_mreq *
 	ZERO(T_COOKIE, got->cookie == 0);
 	FLD(T_MAX, got->max == want->max);
 	ZERO(T_MAX, got->max == 0);
+	FLD(T_INOS, inos_eq(&got->inos, &want->inos));
+	ZERO(T_INOS, got->inos.n == 0);
 #undef FLD
 #undef ZERO
 }
@@ -436,11 +459,13 @@ static void test_mreq_roundtrip(void)
 		CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", ctx);
 		free(cp);
 
-		/* minimal values too: no groups, empty xvalue, zero numbers */
+		/* minimal values too: no groups, empty xvalue, zero numbers,
+		 * a one-entry inode list */
 		memset(&m, 0, sizeof(m));
 		m.name = m.newname = S("x");
 		m.target = S("t");
 		m.xname = S("n");
+		m.inos = (struct proto_inos){ 1, some_inos, NULL };
 		wb_init(&w, gbuf, sizeof(gbuf));
 		CHECK(proto_mreq_encode(&w, op, &m) == 0, "%s: minimal encode", ctx);
 		rc = proto_mreq_decode(gbuf, w.len, op, &d, &why);
@@ -610,6 +635,26 @@ static void test_mreq_bad(void)
 	BAD_REQ(PROTO_OP_SETATTR, "valid", m_.valid = 0x200);
 	BAD_REQ(PROTO_OP_SETATTR, "valid", m_.valid = 0xffffffffu);
 	BAD_REQ(PROTO_OP_MKDIR, "mode", m_.mode = 0x10000);
+
+	/* inode lists: 1..PROTO_MAX_INOS entries */
+	{
+		static uint64_t many[PROTO_MAX_INOS + 1];
+		struct wbuf w;
+
+		for (uint32_t i = 0; i <= PROTO_MAX_INOS; i++)
+			many[i] = 1000 + i;
+		BAD_REQ(PROTO_OP_PURGE_MANY, "inos", m_.inos.n = 0);
+		BAD_REQ(PROTO_OP_PURGE_MANY, "inos",
+			m_.inos = (struct proto_inos){ PROTO_MAX_INOS + 1, many, NULL });
+		full_mreq(PROTO_OP_PURGE_MANY, &m);
+		m.inos = (struct proto_inos){ PROTO_MAX_INOS, many, NULL };
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_mreq_encode(&w, PROTO_OP_PURGE_MANY, &m) == 0 &&
+		      proto_mreq_decode(gbuf, w.len, PROTO_OP_PURGE_MANY, &d, &why) == 0 &&
+		      d.inos.n == PROTO_MAX_INOS &&
+		      proto_inos_at(&d.inos, PROTO_MAX_INOS - 1) == 1000 + PROTO_MAX_INOS - 1,
+		      "%u inodes accepted", PROTO_MAX_INOS);
+	}
 
 	/* times */
 	BAD_REQ(PROTO_OP_SETATTR, "atime.nsec", m_.atime.nsec = 1000000000u);
@@ -1175,6 +1220,48 @@ static void test_ioreq(void)
 		}
 	}
 
+	/* remove many: a list of inodes, 1..PROTO_MAX_INOS */
+	{
+		static uint64_t many[PROTO_MAX_INOS + 1];
+		uint8_t raw[16];
+		struct wbuf rw;
+
+		q = (struct proto_ioreq){ .inos = { 3, some_inos, NULL } };
+		wb_init(&w, gbuf, sizeof(gbuf));
+		rc = proto_ioreq_encode(&w, PROTO_OP_IO_REMOVE_MANY, &q);
+		CHECK(rc == 0 && w.len == 4 + 3 * 8, "remove many enc %d", rc);
+		cp = dup_exact(gbuf, w.len);
+		rc = proto_ioreq_decode(cp, w.len, PROTO_OP_IO_REMOVE_MANY, 0, &d, out, &why);
+		CHECK(rc == 0 && inos_eq(&d.inos, &q.inos) && d.ino == 0,
+		      "remove many dec %d", rc);
+		free(cp);
+		for (size_t k = 0; k < w.len; k++) {
+			cp = dup_exact(gbuf, k);
+			rc = proto_ioreq_decode(cp, k, PROTO_OP_IO_REMOVE_MANY, 0, &d, out, &why);
+			CHECK_ERR(rc, -EBADMSG, why, "inos", "remove many cut");
+			free(cp);
+		}
+		for (uint32_t i = 0; i <= PROTO_MAX_INOS; i++)
+			many[i] = i;
+		q.inos = (struct proto_inos){ PROTO_MAX_INOS + 1, many, NULL };
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_REMOVE_MANY, &q) == -EINVAL,
+		      "remove many: too many refused");
+		q.inos.n = 0;
+		CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_REMOVE_MANY, &q) == -EINVAL,
+		      "remove many: none refused");
+		/* counts the decoder refuses before reading entries */
+		wb_init(&rw, raw, sizeof(raw));
+		wb_u32(&rw, 0);
+		rc = proto_ioreq_decode(raw, rw.len, PROTO_OP_IO_REMOVE_MANY, 0, &d, out, &why);
+		CHECK_ERR(rc, -EBADMSG, why, "inos", "remove many n 0");
+		wb_init(&rw, raw, sizeof(raw));
+		wb_u32(&rw, PROTO_MAX_INOS + 1);
+		wb_u64(&rw, 5);
+		rc = proto_ioreq_decode(raw, rw.len, PROTO_OP_IO_REMOVE_MANY, 0, &d, out, &why);
+		CHECK_ERR(rc, -EBADMSG, why, "inos", "remove many n 257");
+	}
+
 	/* truncate, remove, fsync, statfs */
 	{
 		static const struct { uint16_t op; size_t len; } o[] = {
@@ -1405,7 +1492,7 @@ static void test_op_names(void)
 	CHECK(strcmp(proto_op_name(PROTO_OP_NET_HELLO), "NET_HELLO") == 0, "HELLO");
 	CHECK(strcmp(proto_op_name(77), "op#77") == 0, "op#77");
 	CHECK(strcmp(proto_op_name(0), "op#0") == 0, "op#0");
-	CHECK(strcmp(proto_op_name(PROTO_OP_MGR_LAST), "op#33") == 0, "MGR_LAST");
+	CHECK(strcmp(proto_op_name(PROTO_OP_MGR_LAST), "op#34") == 0, "MGR_LAST");
 	CHECK(strcmp(proto_op_name(65535), "op#65535") == 0, "op#65535");
 	for (int op = PROTO_OP_MOUNT; op < PROTO_OP_MGR_LAST; op++)
 		CHECK(strncmp(proto_op_name((uint16_t)op), "op#", 3) != 0, "name %d", op);
@@ -1471,7 +1558,8 @@ static int write_corpus(const char *dir)
 	rc |= write_seed(dir, "mount", 2, PROTO_OP_MOUNT, 0, 0, gbuf, w.len);
 	for (uint16_t op = PROTO_OP_IO_READ; op < PROTO_OP_IO_LAST; op++) {
 		q = (struct proto_ioreq){ .ino = 9, .size = 12345, .flags = 1,
-					  .nsegs = 3, .segs = segs };
+					  .nsegs = 3, .segs = segs,
+					  .inos = { 3, some_inos, NULL } };
 		wb_init(&w, gbuf, sizeof(gbuf));
 		proto_ioreq_encode(&w, op, &q);
 		snprintf(name, sizeof(name), "ioreq-%s", proto_op_name(op));
