@@ -877,21 +877,30 @@ static int is_stats(fuse_ino_t ino, const char *name)
 				       !strcmp(name, CLI_STATS_XATTR_USER));
 }
 
-/* Format the transport counters as JSON (net_stats_json), with a trailing
+/* Format the transport counters as JSON (net_stats_json) and add the
+ * background removal's (reap_inodes, reap_batches), with a trailing
  * newline so that `getfattr --only-values` prints a whole line.
  * @return length (without NUL), -ERANGE */
-static int stats_json(struct cli_fs *fs, char *buf, size_t cap)
+static int stats_json(struct cli_fs *fs, struct cli_reap *reap, char *buf,
+		      size_t cap)
 {
+	uint64_t inodes = 0, batches = 0;
 	struct net_stats s;
-	int n;
+	int n, k;
 
 	net_client_stats(fs->net, &s);
 	n = net_stats_json(&s, net_client_transport(fs->net), buf, cap - 1);
 	if (n < 0)
 		return n;
-	buf[n++] = '\n';
-	buf[n] = '\0';
-	return n;
+	if (n < 2 || buf[n - 1] != '}')
+		return -ERANGE;
+	if (reap)
+		cli_reap_counts(reap, &inodes, &batches);
+	k = snprintf(buf + n - 1, cap - (size_t)n, ",\"reap_inodes\":%llu,\"reap_batches\":%llu}\n",
+		     (unsigned long long)inodes, (unsigned long long)batches);
+	if (k < 0 || (size_t)k >= cap - (size_t)n)
+		return -ERANGE;
+	return n - 1 + k;
 }
 
 /* SETXATTR; setting user.rpfs.layout refreshes the cached layout. */
@@ -960,7 +969,7 @@ static void cli_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return (void) fuse_reply_err(req, EOPNOTSUPP);
 	if (is_stats(ino, name)) {
 		char js[2048];
-		int n = stats_json(fs_of(req), js, sizeof(js));
+		int n = stats_json(fs_of(req), cf_of(req)->reap, js, sizeof(js));
 
 		if (n < 0)
 			return (void) fuse_reply_err(req, -n);

@@ -97,7 +97,8 @@ static const char *op_verb(uint16_t op)
 	case PROTO_OP_IO_READ: return "read";
 	case PROTO_OP_IO_WRITE: return "write";
 	case PROTO_OP_IO_TRUNCATE: return "truncate";
-	case PROTO_OP_IO_REMOVE: return "remove";
+	case PROTO_OP_IO_REMOVE:
+	case PROTO_OP_IO_REMOVE_MANY: return "remove";
 	case PROTO_OP_IO_FSYNC: return "fsync";
 	default: return proto_op_name(op);
 	}
@@ -652,6 +653,27 @@ int cli_io_pending_wait(struct cli_fs *fs, struct cli_io_pending *p)
 	return rc;
 }
 
+/* Encode a request without data (q, into body of cap bytes) and submit
+ * it as s's call; an encoding failure or refused submit is left in s->rc. */
+static void sub_start_nodata(struct cli_fs *fs, struct io_sub *s, uint16_t op,
+			     const struct proto_ioreq *q, uint8_t *body,
+			     size_t cap)
+{
+	struct wbuf w;
+
+	wb_init(&w, body, cap);
+	s->rc = proto_ioreq_encode(&w, op, q);
+	if (s->rc)
+		return;
+	memset(&s->call, 0, sizeof(s->call));
+	s->call.op = op;
+	s->call.body = body;
+	s->call.body_len = (uint32_t)w.len;
+	s->call.rep_buf = s->rep;
+	s->call.rep_cap = IO_REP_CAP;
+	sub_submit(fs, s);
+}
+
 /*
  * Send op to every iod of the layout at once and wait for all. For
  * IO_TRUNCATE size is the file size (each iod gets its local share).
@@ -672,24 +694,13 @@ static int fanout(struct cli_fs *fs, uint16_t op, uint64_t ino,
 		struct io_sub *s = &t->subs[k];
 		struct proto_ioreq q = { .ino = ino, .flags = flags };
 		uint8_t *body = t->body + (size_t)k * IO_BODY_HDR;
-		struct wbuf w;
 
 		s->iod = (uint16_t)((l->first + k) % fs->niods);
 		s->submitted = 0;
 		s->rc = 0;
 		if (op == PROTO_OP_IO_TRUNCATE)
 			q.size = stripe_local_size(l, k, size);
-		wb_init(&w, body, IO_BODY_HDR);
-		s->rc = proto_ioreq_encode(&w, op, &q);
-		if (s->rc)
-			continue;
-		memset(&s->call, 0, sizeof(s->call));
-		s->call.op = op;
-		s->call.body = body;
-		s->call.body_len = (uint32_t)w.len;
-		s->call.rep_buf = s->rep;
-		s->call.rep_cap = IO_REP_CAP;
-		sub_submit(fs, s);
+		sub_start_nodata(fs, s, op, &q, body, IO_BODY_HDR);
 	}
 	for (uint16_t k = 0; k < l->count; k++) {
 		struct io_sub *s = &t->subs[k];
@@ -716,6 +727,82 @@ int cli_io_remove(struct cli_fs *fs, uint64_t ino,
 		  const struct proto_layout *l)
 {
 	return fanout(fs, PROTO_OP_IO_REMOVE, ino, l, 0, 0);
+}
+
+/* Bytes of an encoded IO_REMOVE_MANY body of at most CLI_IO_REMOVE_MAX. */
+#define IO_REMOVE_BODY (4 + CLI_IO_REMOVE_MAX * 8)
+_Static_assert(sizeof(((struct io_tls *)0)->body) >=
+	       (size_t)PROTO_MAX_IODS * IO_REMOVE_BODY,
+	       "engine body room for one remove list per iod");
+
+/* Remove many: see cli_io.h. Cost: O(n x stripe count) to build the lists
+ * and one IO_REMOVE_MANY per iod involved. */
+int cli_io_remove_many(struct cli_fs *fs, size_t n, const uint64_t *inos,
+		       const struct proto_layout *layouts, uint8_t *ok)
+{
+	struct io_tls *t;
+	uint64_t *lists;   /* niods rows of n: the inodes of each iod */
+	uint32_t *cnt;     /* entries per row */
+	int rc = 0;
+
+	if (n == 0 || n > CLI_IO_REMOVE_MAX)
+		return -EINVAL;
+	t = io_tls_get();
+	lists = malloc((size_t)fs->niods * n * sizeof(*lists));
+	cnt = calloc(fs->niods, sizeof(*cnt));
+	if (!t || !lists || !cnt) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct proto_layout *l = &layouts[i];
+
+		ok[i] = stripe_layout_check(l, fs->niods) == 0;
+		if (!ok[i]) {
+			rc = -EINVAL;
+			continue;
+		}
+		for (uint16_t k = 0; k < l->count; k++) {
+			uint16_t j = (uint16_t)((l->first + k) % fs->niods);
+
+			lists[(size_t)j * n + cnt[j]++] = inos[i];
+		}
+	}
+	for (uint16_t j = 0; j < fs->niods; j++) {
+		struct io_sub *s = &t->subs[j];
+		struct proto_ioreq q = { .inos = { cnt[j], &lists[(size_t)j * n], NULL } };
+		uint8_t *body = t->body + (size_t)j * IO_REMOVE_BODY;
+
+		s->submitted = 0;
+		s->rc = 0;
+		if (!cnt[j])
+			continue;
+		s->iod = j;
+		sub_start_nodata(fs, s, PROTO_OP_IO_REMOVE_MANY, &q, body,
+				 IO_REMOVE_BODY);
+	}
+	for (uint16_t j = 0; j < fs->niods; j++) {
+		struct io_sub *s = &t->subs[j];
+
+		if (!cnt[j])
+			continue;
+		if (s->submitted)
+			sub_wait(fs, s);
+		if (s->rc == -ENOENT)
+			s->rc = 0;
+		if (!s->rc)
+			continue;
+		if (!rc || rc == -EINVAL)
+			rc = s->rc;
+		for (uint32_t e = 0; e < cnt[j]; e++)
+			for (size_t i = 0; i < n; i++)
+				if (inos[i] == lists[(size_t)j * n + e])
+					ok[i] = 0;
+	}
+out_free:
+	free(cnt);
+	free(lists);
+	return rc;
 }
 
 /* Fsync: see cli_io.h. */

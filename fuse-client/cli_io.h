@@ -100,6 +100,20 @@ int cli_io_truncate(struct cli_fs *fs, uint64_t ino,
 int cli_io_remove(struct cli_fs *fs, uint64_t ino,
 		  const struct proto_layout *l);
 
+#define CLI_IO_REMOVE_MAX 32 /* inodes per cli_io_remove_many() */
+
+/**
+ * Remove the objects of n inodes (inos[i] with layouts[i]): one
+ * IO_REMOVE_MANY per iod involved, all in parallel. ok[i] tells whether
+ * every iod of inode i removed its object (0 also for a bad layout).
+ * Cost: one parallel round trip, whatever n.
+ * @return 0 all removed; -EINVAL n is 0 or above CLI_IO_REMOVE_MAX;
+ *	-ENOMEM; -EOPNOTSUPP an older iod; else the first failure (-EIO, an
+ *	iod's -errno, -EINVAL a bad layout)
+ */
+int cli_io_remove_many(struct cli_fs *fs, size_t n, const uint64_t *inos,
+		       const struct proto_layout *layouts, uint8_t *ok);
+
 /**
  * Make the object of ino durable on every iod of the layout.
  * @param datasync 1 for fdatasync semantics

@@ -507,3 +507,14 @@ int cli_meta_purge(struct cli_fs *fs, const struct proto_cred *c,
 	m.ino = ino;
 	return meta_run(fs, PROTO_OP_PURGE, &m, NULL);
 }
+
+/* PURGE_MANY: see cli_meta.h. */
+int cli_meta_purge_many(struct cli_fs *fs, const struct proto_cred *c,
+			const uint64_t *inos, uint32_t n)
+{
+	struct proto_mreq m;
+
+	mreq_init(&m, c);
+	m.inos = (struct proto_inos){ n, inos, NULL };
+	return meta_run(fs, PROTO_OP_PURGE_MANY, &m, NULL);
+}

@@ -133,4 +133,13 @@ int cli_meta_setsize(struct cli_fs *fs, const struct proto_cred *c,
 int cli_meta_purge(struct cli_fs *fs, const struct proto_cred *c,
 		   uint64_t ino);
 
+/**
+ * PURGE_MANY: purge n (1..PROTO_MAX_INOS) orphans in one mgr transaction;
+ * the ones that are no orphans are skipped.
+ * @return 0 all purged, -ENOENT/-EBUSY some skipped (the others purged),
+ *	-EINVAL bad n, -EOPNOTSUPP an older mgr, -EIO
+ */
+int cli_meta_purge_many(struct cli_fs *fs, const struct proto_cred *c,
+			const uint64_t *inos, uint32_t n);
+
 #endif

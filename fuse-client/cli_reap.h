@@ -37,4 +37,10 @@ void cli_reap_free(struct cli_reap *r);
 void cli_reap_queue(struct cli_reap *r, struct cli_fs *fs, const struct proto_cred *c,
 		    uint64_t ino, const struct proto_layout *l);
 
+/**
+ * Counters of the worker: freed inodes it has handled (removed, or left
+ * as orphans after a failure) and the batches it took them in.
+ */
+void cli_reap_counts(struct cli_reap *r, uint64_t *inodes, uint64_t *batches);
+
 #endif

@@ -100,6 +100,46 @@ def test_1gib_dd_sha256(workdir, cluster, tmp_path):
                     'stripe objects of inode %d removed' % ino)
 
 
+def _used_inodes(path):
+    st = os.statvfs(path)
+    return st.f_files - st.f_ffree
+
+
+def test_unlink_burst_batched_removal(workdir, cluster, mnt):
+    """A burst of unlinks: every file's stripe objects leave every iod and
+    every inode leaves the mgr (statfs counts it no more), and the client
+    took them in batches (IO_REMOVE_MANY / PURGE_MANY), fewer batches than
+    inodes (rpfs.stats reap_*)."""
+    import json
+    n = 200
+    names, inos = [], []
+    for i in range(n):
+        f = os.path.join(workdir, 'f%03d' % i)
+        with open(f, 'wb') as fh:
+            layout = dict(kv.split('=') for kv in
+                          os.getxattr(f, 'user.rpfs.layout').decode().split(','))
+            unit = int(layout['unit'])
+            for k in range(int(layout['count'])):  # an object on every iod
+                fh.seek(k * unit)
+                fh.write(b'%d' % i)
+        names.append(f)
+        inos.append(os.stat(f).st_ino)
+    assert all(all(cluster.objects(ino)) for ino in inos[:5])
+    base = json.loads(os.getxattr(mnt.path, 'user.rpfs.stats'))
+    used = _used_inodes(mnt.path)
+    for f in names:
+        os.unlink(f)
+    util.wait_until(lambda: not any(any(cluster.objects(ino)) for ino in inos),
+                    60, 0.2, 'stripe objects of %d unlinked files removed' % n)
+    util.wait_until(lambda: _used_inodes(mnt.path) <= used - n, 30, 0.2,
+                    'the %d freed inodes purged at the mgr' % n)
+    after = json.loads(os.getxattr(mnt.path, 'user.rpfs.stats'))
+    reaped = after['reap_inodes'] - base['reap_inodes']
+    batches = after['reap_batches'] - base['reap_batches']
+    assert reaped >= n, (reaped, batches)
+    assert 0 < batches < reaped, (reaped, batches)
+
+
 def test_sparse_and_holes(workdir, cluster):
     f = os.path.join(workdir, 'sparse')
     fd = os.open(f, os.O_CREAT | os.O_RDWR, 0o644)
