@@ -1050,7 +1050,7 @@ int proto_mount_decode(const void *buf, size_t len, struct proto_mount *m,
 
 enum io_field { IF_INO = 1, IF_SEGS = 2, IF_SIZE = 4, IF_FLAGS = 8, IF_INOS = 16 };
 
-/* Field sets of IO_READ .. IO_STATFS. */
+/* Field sets of IO_READ .. IO_REMOVE_MANY. */
 static const uint8_t io_fields[PROTO_OP_IO_LAST - PROTO_OP_IO_READ] = {
 	[PROTO_OP_IO_READ - PROTO_OP_IO_READ] = IF_INO | IF_SEGS,
 	[PROTO_OP_IO_WRITE - PROTO_OP_IO_READ] = IF_INO | IF_SEGS,
