@@ -254,7 +254,8 @@ static int ops_dispatch(struct mgr_ops *ops, uint16_t op,
 }
 
 /* Entry point from the transport: validate, run, reply. A malformed
- * request closes its connection; an operation error is a reply status. */
+ * request closes its connection; an unknown op is answered -EOPNOTSUPP;
+ * an operation error is a reply status. */
 void mgr_ops_handle(struct net_sreq *r, void *arg)
 {
 	struct mgr_ops *ops = arg;
@@ -266,7 +267,11 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 	int rc;
 
 	if (op < PROTO_OP_MOUNT || op >= PROTO_OP_MGR_LAST) {
-		net_sreq_reject(r, "not a metadata op");
+		/* well formed, but not ours (or newer than us): say so, as the
+		 * iod does, so that a newer client can fall back */
+		log_debug("%s from %s: not a metadata op", proto_op_name(op),
+			  net_sconn_peer(r->conn));
+		net_sreq_reply(r, -EOPNOTSUPP, NULL, 0);
 		return;
 	}
 	if (r->hdr.bulk_len || r->hdr.aux) {

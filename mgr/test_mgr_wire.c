@@ -217,6 +217,18 @@ static void run_ops(void)
 	uint64_t victim = p.freed.ino;
 	m = (struct proto_mreq){ .cred = user_c, .ino = victim };
 	CHECK_RC(call(PROTO_OP_PURGE, &m, &p), 0);
+	/* an op the mgr does not know is answered, the connection stays */
+	{
+		struct net_call u = { 0 };
+
+		u.op = PROTO_OP_IO_REMOVE_MANY;
+		u.rep_buf = repbuf;
+		u.rep_cap = sizeof(repbuf);
+		CHECK_RC(net_call_run(conn, &u), 0);
+		CHECK(u.status == -EOPNOTSUPP);
+		m = (struct proto_mreq){ .cred = user_c, .ino = f };
+		CHECK_RC(call(PROTO_OP_GETATTR, &m, &p), 0);
+	}
 	/* PURGE_MANY: orphans go; a linked inode and an unknown one are
 	 * skipped (the first skip is the status) and stay as they were */
 	{
