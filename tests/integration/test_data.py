@@ -129,8 +129,13 @@ def test_unlink_burst_batched_removal(workdir, cluster, mnt):
     used = _used_inodes(mnt.path)
     for f in names:
         os.unlink(f)
-    util.wait_until(lambda: not any(any(cluster.objects(ino)) for ino in inos),
-                    60, 0.2, 'stripe objects of %d unlinked files removed' % n)
+    want = {'%016x' % ino for ino in inos}
+
+    def objects_left():  # one walk of the iods for all the inodes
+        return any(f.lower() in want for d in cluster.iod_dirs
+                   for _root, _dirs, files in os.walk(d) for f in files)
+    util.wait_until(lambda: not objects_left(), 60, 0.2,
+                    'stripe objects of %d unlinked files removed' % n)
     util.wait_until(lambda: _used_inodes(mnt.path) <= used - n, 30, 0.2,
                     'the %d freed inodes purged at the mgr' % n)
     after = json.loads(os.getxattr(mnt.path, 'user.rpfs.stats'))

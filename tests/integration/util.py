@@ -6,6 +6,7 @@ finalizer (or scripts/test.sh, through $RPFS_TEST_PIDS) can stop it.
 """
 import errno
 import os
+import random
 import re
 import signal
 import socket
@@ -93,11 +94,39 @@ def wait_until(cond, timeout, interval=0.05, what='condition'):
         time.sleep(interval)
 
 
+def _ephemeral_range():
+    """The kernel's range for local ports of outgoing connections."""
+    try:
+        with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
+            lo, hi = (int(x) for x in f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+_ports_given = set()
+
+
 def free_port():
-    """A TCP port on HOST that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    """A TCP port on HOST that was free a moment ago, for a daemon to listen
+    on. It lies below the kernel's ephemeral range, so no outgoing
+    connection (a TCP socket or an rdma_cm id) can take it between now and
+    the daemon's bind, and it is never handed out twice in one run."""
+    lo, _hi = _ephemeral_range()
+    first = 10000 if lo > 12000 else 1024
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(1000):
+        port = rng.randrange(first, lo)
+        if port in _ports_given:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+        _ports_given.add(port)
+        return port
+    raise RuntimeError('no free port below %d on %s' % (lo, HOST))
 
 
 def wait_for_port(host, port, timeout=10):
