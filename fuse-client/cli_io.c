@@ -665,12 +665,8 @@ static void sub_start_nodata(struct cli_fs *fs, struct io_sub *s, uint16_t op,
 	s->rc = proto_ioreq_encode(&w, op, q);
 	if (s->rc)
 		return;
-	memset(&s->call, 0, sizeof(s->call));
-	s->call.op = op;
-	s->call.body = body;
-	s->call.body_len = (uint32_t)w.len;
-	s->call.rep_buf = s->rep;
-	s->call.rep_cap = IO_REP_CAP;
+	s->niov = 0;
+	sub_prepare(s, op, body, w.len, NULL, NULL);
 	sub_submit(fs, s);
 }
 

@@ -41,6 +41,13 @@ struct cli_reap {
 	uint64_t done, batches;       /* lock; cli_reap_counts() */
 };
 
+/* Log that ino stays an orphan at the mgr (for a scrub): what failed. */
+static void orphan_warn(uint64_t ino, const char *what, int rc)
+{
+	log_warn("inode %llu: %s failed (%s), left as orphan",
+		 (unsigned long long)ino, what, strerror(-rc));
+}
+
 /* Remove ino's objects from its iods, then purge it at the mgr; a failure
  * leaves an orphan for a scrub and is only logged. Cost: two round trips. */
 static void reap_one(struct cli_fs *fs, const struct proto_cred *c, uint64_t ino,
@@ -51,8 +58,7 @@ static void reap_one(struct cli_fs *fs, const struct proto_cred *c, uint64_t ino
 	if (rc == 0)
 		rc = cli_meta_purge(fs, c, ino);
 	if (rc)
-		log_warn("inode %llu: removing data failed (%s), left as orphan",
-			 (unsigned long long)ino, strerror(-rc));
+		orphan_warn(ino, "removing data", rc);
 }
 
 /*
@@ -89,8 +95,7 @@ static void reap_batch(struct cli_fs *fs, struct reap_item *const *items,
 		if (ok[i])
 			gone[m++] = inos[i];
 		else
-			log_warn("inode %llu: removing data failed (%s), left as orphan",
-				 (unsigned long long)inos[i], strerror(-rc));
+			orphan_warn(inos[i], "removing data", rc);
 	}
 	if (!m)
 		return;
@@ -99,8 +104,7 @@ static void reap_batch(struct cli_fs *fs, struct reap_item *const *items,
 		for (uint32_t i = 0; i < m; i++) {
 			rc = cli_meta_purge(fs, &items[0]->cred, gone[i]);
 			if (rc)
-				log_warn("inode %llu: purge failed (%s), left as orphan",
-					 (unsigned long long)gone[i], strerror(-rc));
+				orphan_warn(gone[i], "purge", rc);
 		}
 	} else if (rc) {
 		log_warn("purge of %u freed inodes from %llu on: %s; any not purged is left as orphan",

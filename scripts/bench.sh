@@ -267,12 +267,16 @@ drop_caches() {
 # target's leftover work (a daemon still flushing the previous run) is
 # measured with the next one. Samples /proc/stat over 0.5 s.
 SETTLE_WAITS=0
+# cpu_ticks: "busy idle" jiffies of all CPUs so far (idle includes iowait).
+cpu_ticks() {
+	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $5 + $6 }' /proc/stat
+}
 settle() {
 	local i a b
 	for ((i = 0; i < 30; i++)); do
-		a=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $5 + $6 }' /proc/stat)
+		a=$(cpu_ticks)
 		sleep 0.5
-		b=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $5 + $6 }' /proc/stat)
+		b=$(cpu_ticks)
 		# busy share of the interval below 10%: settled
 		if awk -v a="$a" -v b="$b" 'BEGIN { split(a, x); split(b, y);
 			busy = y[1] - x[1]; all = busy + y[2] - x[2];
