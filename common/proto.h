@@ -196,7 +196,11 @@ struct proto_cred {
 #define PROTO_SA_ATIME_NOW 0x40u
 #define PROTO_SA_MTIME_NOW 0x80u
 #define PROTO_SA_CTIME 0x100u
-#define PROTO_SA_ALL 0x1ffu
+/* The caller writes to the file: drop its set-id bits as such a write
+ * would (setid_kill_write; needs owner or write permission when it drops
+ * any, a no-op otherwise). Ignored when PROTO_SA_MODE is set. */
+#define PROTO_SA_KILLPRIV 0x200u
+#define PROTO_SA_ALL 0x3ffu
 
 /* RENAME flags (same values as Linux RENAME_*). */
 #define PROTO_RENAME_NOREPLACE 0x1u

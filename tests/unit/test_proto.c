@@ -599,6 +599,13 @@ static void test_mreq_bad(void)
 		CHECK(proto_mreq_encode(&w, PROTO_OP_SETATTR, &m) == 0 &&
 		      proto_mreq_decode(gbuf, w.len, PROTO_OP_SETATTR, &d, &why) == 0,
 		      "valid ALL accepted");
+		full_mreq(PROTO_OP_SETATTR, &m);
+		m.valid = PROTO_SA_KILLPRIV;
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_mreq_encode(&w, PROTO_OP_SETATTR, &m) == 0 &&
+		      proto_mreq_decode(gbuf, w.len, PROTO_OP_SETATTR, &d, &why) == 0 &&
+		      d.valid == PROTO_SA_KILLPRIV && d.ino == m.ino,
+		      "valid KILLPRIV round trip");
 		full_mreq(PROTO_OP_ACCESS, &m);
 		m.mode = 7;
 		wb_init(&w, gbuf, sizeof(gbuf));
@@ -632,7 +639,8 @@ static void test_mreq_bad(void)
 	BAD_REQ(PROTO_OP_SETXATTR, "flags", m_.flags = 8);
 	BAD_REQ(PROTO_OP_ACCESS, "mode", m_.mode = 8);
 	BAD_REQ(PROTO_OP_ACCESS, "mode", m_.mode = 0100007);
-	BAD_REQ(PROTO_OP_SETATTR, "valid", m_.valid = 0x200);
+	BAD_REQ(PROTO_OP_SETATTR, "valid", m_.valid = 0x400);
+	BAD_REQ(PROTO_OP_SETATTR, "valid", m_.valid = PROTO_SA_KILLPRIV | 0x800);
 	BAD_REQ(PROTO_OP_SETATTR, "valid", m_.valid = 0xffffffffu);
 	BAD_REQ(PROTO_OP_MKDIR, "mode", m_.mode = 0x10000);
 
@@ -1552,6 +1560,12 @@ static int write_corpus(const char *dir)
 		snprintf(name, sizeof(name), "mrep-%s", proto_op_name(rep_ops[i].op));
 		rc |= write_seed(dir, name, 1, rep_ops[i].op, 0, 0, gbuf, w.len);
 	}
+	full_mreq(PROTO_OP_SETATTR, &m);
+	m.valid = PROTO_SA_KILLPRIV | PROTO_SA_SIZE;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_mreq_encode(&w, PROTO_OP_SETATTR, &m);
+	rc |= write_seed(dir, "mreq-SETATTR-KILLPRIV", 0, PROTO_OP_SETATTR, 0, 0,
+			 gbuf, w.len);
 	sample_mount(&mt, 4);
 	wb_init(&w, gbuf, sizeof(gbuf));
 	proto_mount_encode(&w, &mt);
