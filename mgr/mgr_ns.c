@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "mgr_perm.h"
+#include "setid.h"
 
 /* Fill a wire attr; blocks are 512-byte units of the size. */
 void mgr_ns_attr(uint64_t ino, const struct mgr_inode *in, struct proto_attr *a)
@@ -136,10 +137,11 @@ int mgr_ns_getattr(struct mgr_db *db, uint64_t ino, struct proto_attr *a)
 	return mgr_ns_finish(txn, rc);
 }
 
-/* Apply SETATTR to in after checking each change like chmod/chown/
- * truncate/utimensat would. */
-static int ns_setattr_apply(const struct proto_cred *c, const struct proto_mreq *m,
-			    struct mgr_inode *in, const struct proto_time *now)
+/* Check each change of a SETATTR like chmod/chown/truncate/utimensat
+ * would; kill: the set-id bits it drops (ns_setattr_kill). */
+static int ns_setattr_check(const struct proto_cred *c,
+			    const struct proto_mreq *m,
+			    const struct mgr_inode *in, uint32_t kill)
 {
 	uint32_t v = m->valid;
 	int owner = mgr_perm_owner(c, in), rc;
@@ -165,26 +167,53 @@ static int ns_setattr_apply(const struct proto_cred *c, const struct proto_mreq 
 		if (!owner && (rc = mgr_perm_check(c, in, MGR_MAY_WRITE)))
 			return rc;
 	}
+	if ((v & PROTO_SA_KILLPRIV) && kill && !owner &&
+	    (rc = mgr_perm_check(c, in, MGR_MAY_WRITE)))
+		return rc;
 	if ((v & (PROTO_SA_ATIME | PROTO_SA_MTIME)) && !owner)
 		return -EPERM;
 	if ((v & (PROTO_SA_ATIME_NOW | PROTO_SA_MTIME_NOW)) && !owner &&
 	    (rc = mgr_perm_check(c, in, MGR_MAY_WRITE)))
 		return rc;
+	return 0;
+}
 
-	if (v & (PROTO_SA_UID | PROTO_SA_GID)) {
-		int changed = ((v & PROTO_SA_UID) && m->uid != in->uid) ||
-			      ((v & PROTO_SA_GID) && m->gid != in->gid);
-		if (v & PROTO_SA_UID)
-			in->uid = m->uid;
-		if (v & PROTO_SA_GID)
-			in->gid = m->gid;
-		/* chown drops set-id bits of non-directories */
-		if (changed && !S_ISDIR(in->mode) && !(v & PROTO_SA_MODE)) {
-			in->mode &= ~(uint32_t)S_ISUID;
-			if (in->mode & S_IXGRP)
-				in->mode &= ~(uint32_t)S_ISGID;
-		}
-	}
+/* The set-id bits a SETATTR drops, judged on the inode before it: a
+ * truncate (PROTO_SA_SIZE) or a write (PROTO_SA_KILLPRIV) like
+ * file_remove_privs, a chown like chown_common (setid.h). An explicit
+ * new mode wins. */
+static uint32_t ns_setattr_kill(const struct proto_cred *c,
+				const struct proto_mreq *m,
+				const struct mgr_inode *in)
+{
+	uint32_t v = m->valid, kill = 0;
+
+	if (v & PROTO_SA_MODE)
+		return 0;
+	if (v & (PROTO_SA_SIZE | PROTO_SA_KILLPRIV))
+		kill |= setid_kill_write(c, in->mode, in->gid);
+	if (v & (PROTO_SA_UID | PROTO_SA_GID))
+		kill |= setid_kill_chown(c, in->mode, in->gid);
+	return kill;
+}
+
+/* Apply SETATTR to in after ns_setattr_check. A lone PROTO_SA_KILLPRIV
+ * that drops nothing changes nothing (not even ctime). */
+static int ns_setattr_apply(const struct proto_cred *c, const struct proto_mreq *m,
+			    struct mgr_inode *in, const struct proto_time *now)
+{
+	uint32_t v = m->valid, kill = ns_setattr_kill(c, m, in);
+	int rc = ns_setattr_check(c, m, in, kill);
+
+	if (rc)
+		return rc;
+	if (v == PROTO_SA_KILLPRIV && !kill)
+		return 0;
+	in->mode &= ~kill;
+	if (v & PROTO_SA_UID)
+		in->uid = m->uid;
+	if (v & PROTO_SA_GID)
+		in->gid = m->gid;
 	if (v & PROTO_SA_MODE) {
 		in->mode = (in->mode & S_IFMT) | (m->mode & 07777);
 		if (c->uid != 0 && !mgr_perm_in_group(c, in->gid))

@@ -4,15 +4,12 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-/* Linear scan of at most PROTO_MAX_GROUPS gids. */
+#include "setid.h"
+
+/* Group membership, the rule shared with the client (setid.c). */
 int mgr_perm_in_group(const struct proto_cred *c, uint32_t gid)
 {
-	if (c->gid == gid)
-		return 1;
-	for (uint16_t i = 0; i < c->ngroups && i < PROTO_MAX_GROUPS; i++)
-		if (c->groups[i] == gid)
-			return 1;
-	return 0;
+	return setid_in_group(c, gid);
 }
 
 /* Pick the owner, group or other triplet and test mask against it. */

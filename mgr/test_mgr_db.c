@@ -165,6 +165,51 @@ static void test_basic(struct mgr_db *db)
 	CHECK_RC(mgr_ns_setattr(db, &other_c, &m, &r), -EACCES);
 }
 
+/* SETATTR drops set-id bits: PROTO_SA_KILLPRIV (a write) and SIZE
+ * (truncate) by the write rule, UID/GID by the chown rule; an explicit
+ * mode wins; a lone KILLPRIV with nothing to drop changes nothing. */
+static void test_setid(struct mgr_db *db)
+{
+	struct proto_attr d, a, r;
+	struct proto_mreq m;
+
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("sid"), 0777, &d), 0);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("f"), 0644, 0, &a), 0);
+	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_MODE, .mode = 06777 };
+	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
+	CHECK((r.mode & 07777) == 06777);
+	a = r;
+	/* root writes: nothing to drop, nothing changes */
+	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_KILLPRIV };
+	CHECK_RC(mgr_ns_setattr(db, &root_c, &m, &r), 0);
+	CHECK((r.mode & 07777) == 06777 && r.ctime.sec == a.ctime.sec &&
+	      r.ctime.nsec == a.ctime.nsec);
+	/* another uid writes: both go (group exec set) */
+	CHECK_RC(mgr_ns_setattr(db, &other_c, &m, &r), 0);
+	CHECK((r.mode & 07777) == 0777);
+	/* a mode from the owner wins over KILLPRIV */
+	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_MODE | PROTO_SA_KILLPRIV,
+				 .mode = 06767 };
+	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
+	CHECK((r.mode & 07777) == 06767);
+	/* the owner truncates: S_ISGID without S_IXGRP stays in its group */
+	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_SIZE, .size = 1 };
+	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
+	CHECK((r.mode & 07777) == 02767);
+	/* without write permission another uid drops nothing */
+	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_MODE, .mode = 06744 };
+	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
+	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_KILLPRIV };
+	CHECK_RC(mgr_ns_setattr(db, &other_c, &m, &r), -EACCES);
+	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), 0);
+	CHECK((r.mode & 07777) == 06744);
+	/* chown by root to the same owner: S_ISUID goes, S_ISGID without
+	 * S_IXGRP stays */
+	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_UID, .uid = 1000 };
+	CHECK_RC(mgr_ns_setattr(db, &root_c, &m, &r), 0);
+	CHECK((r.mode & 07777) == 02744);
+}
+
 /* Hard links and orphans. */
 static void test_links(struct mgr_db *db)
 {
@@ -379,6 +424,7 @@ int main(void)
 	test_rename(db);
 	test_readdir(db);
 	test_xattr(db);
+	test_setid(db);
 	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("before"), 0755, &r), 0);
 	last = r.ino;
 	CHECK_RC(mgr_ns_rmdir(db, &root_c, 1, S("before")), 0);
