@@ -18,6 +18,7 @@
 
 #include "cli_fuse.h"
 #include "cli_reap.h"
+#include "cli_setid.h"
 #include "cli_size.h"
 #include "cli_wb.h"
 #include "cli_inode.h"
@@ -240,7 +241,9 @@ static void *rbuf_get(struct cli_fs *fs, size_t len)
  * unless -o no_writeback_cache, the writeback cache: the kernel absorbs
  * write(2) in its page cache and sends WRITEs of up to 1 MiB at writeback,
  * flush (close) and fsync. It then keeps size and mtime of open files
- * itself; see HACKING.md "Writeback cache".
+ * itself; see HACKING.md "Writeback cache". Set-id bits are dropped by
+ * the kernel's SETATTR (setattr_nonowner) and the mgr: FUSE_CAP_HANDLE_KILLPRIV
+ * would hand that to us, but libfuse 3.14 does not pass it to the kernel.
  */
 static void cli_init(void *userdata, struct fuse_conn_info *conn)
 {
@@ -331,6 +334,34 @@ static void cli_getattr(fuse_req_t req, fuse_ino_t ino,
 	reply_attr(req, &a, since);
 }
 
+/*
+ * The PROTO_SA_* bits of a SETATTR by a caller other than the owner or
+ * root. default_permissions lets such a caller through only with what a
+ * writer may do, so the kernel sent what it did on its own behalf: a mode
+ * is the kernel dropping set-id bits before the caller's write or truncate
+ * (file_remove_privs, do_truncate), and with the writeback cache times are
+ * the kernel's clock for "now" (truncate). The mgr would refuse a chmod or
+ * explicit times to a non-owner: ask for PROTO_SA_KILLPRIV (the mgr drops
+ * the bits by its own rule, setid.h) and the _NOW times instead.
+ * Cost: a lookup in the inode table.
+ */
+static uint32_t setattr_nonowner(fuse_req_t req, const struct proto_cred *c,
+				 fuse_ino_t ino, uint32_t valid)
+{
+	struct proto_attr a;
+
+	if (c->uid == 0 || cli_inode_cached_attr(fs_of(req)->itab, ino, &a) ||
+	    a.uid == c->uid)
+		return valid;
+	if (valid & PROTO_SA_MODE)
+		valid = (valid & ~PROTO_SA_MODE) | PROTO_SA_KILLPRIV;
+	if (valid & PROTO_SA_ATIME)
+		valid = (valid & ~PROTO_SA_ATIME) | PROTO_SA_ATIME_NOW;
+	if (valid & PROTO_SA_MTIME)
+		valid = (valid & ~PROTO_SA_MTIME) | PROTO_SA_MTIME_NOW;
+	return valid;
+}
+
 /* SETATTR: mode, owner, times (incl. NOW) and size (truncate). */
 static void cli_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			int to_set, struct fuse_file_info *fi)
@@ -375,6 +406,7 @@ static void cli_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		in.size = (uint64_t)attr->st_size;
 	}
 	cred_of(req, &c);
+	valid = setattr_nonowner(req, &c, ino, valid);
 	/* Writes in flight land first (a truncate must not be undone by one). */
 	(void)wb_drain(req, ino, 0);
 	/* Publish earlier writes first, so that their size and mtime land
@@ -655,6 +687,23 @@ static void cli_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fuse_reply_buf(req, buf, size);
 }
 
+/* Before a write through a handle: drop the set-id bits the caller's
+ * write drops (cli_setid.h). Cost: a cached-mode test unless the file has
+ * set-id bits; the caller's groups are read only then. Usually the
+ * kernel's SETATTR (setattr_nonowner) has dropped them already; this catches
+ * a kernel attribute cache that did not show them. A writeback WRITE
+ * carries no credential: there only the kernel's SETATTR counts. */
+static int write_setid(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct proto_cred c;
+
+	if (fi->writepage || !cli_setid_maybe(fs_of(req), ino))
+		return 0;
+	cred_of(req, &c);
+	return cli_setid_write(fs_of(req), &c, ino);
+}
+
 /* WRITE: scatter to the iods straight from the request buffer; behind
  * (answered once sent, cli_wb.h) unless the handle is O_DIRECT/O_[D]SYNC
  * or the kernel caches writes itself. */
@@ -673,6 +722,9 @@ static void cli_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	rc = cli_inode_io(fs->itab, ino, &l, &fsize);
 	if (rc)
 		return (void) fuse_reply_err(req, EBADF);
+	rc = write_setid(req, ino, fi);
+	if (rc < 0)
+		return (void) fuse_reply_err(req, -rc);
 	if (wb && file_of(fi)->behind && !cli_itab_writeback(fs->itab)) {
 		rc = cli_wb_write(wb, ino, &l, (uint64_t)off, size, buf);
 	} else {

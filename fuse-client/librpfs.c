@@ -19,6 +19,7 @@
 #include "cli_io.h"
 #include "cli_meta.h"
 #include "cli_reap.h"
+#include "cli_setid.h"
 #include "cli_size.h"
 #include "librpfs_int.h"
 #include "log.h"
@@ -383,7 +384,8 @@ ssize_t rpfs_pread(rpfs_file_t *f, void *buf, size_t len, uint64_t off)
 	return rc ? rc : (ssize_t)len;
 }
 
-/* pwrite: scatter to the iods, note the new end. */
+/* pwrite: drop the set-id bits a write drops (cli_setid.h), scatter to
+ * the iods, note the new end. */
 ssize_t rpfs_pwrite(rpfs_file_t *f, const void *buf, size_t len,
 		    uint64_t off)
 {
@@ -401,6 +403,9 @@ ssize_t rpfs_pwrite(rpfs_file_t *f, const void *buf, size_t len,
 	rc = cli_inode_io(f->fs->cli->itab, f->ino, &l, &size);
 	if (rc)
 		return -EBADF;
+	rc = cli_setid_write(f->fs->cli, &f->fs->cred, f->ino);
+	if (rc < 0)
+		return rc;
 	rc = cli_io_write(f->fs->cli, f->ino, &l, off, len, buf);
 	if (rc)
 		return rc;

@@ -14,6 +14,7 @@
 
 #include "cli_inode.h"
 #include "cli_io.h"
+#include "cli_setid.h"
 #include "librpfs_int.h"
 
 /*
@@ -48,6 +49,11 @@ static ssize_t list_io(struct rpfs_file *f, int dir, int mem_count,
 	rc = cli_inode_io(f->fs->cli->itab, f->ino, &l, &size);
 	if (rc)
 		return -EBADF;
+	if (dir == CLI_IO_WRITE && total) {
+		rc = cli_setid_write(f->fs->cli, &f->fs->cred, f->ino);
+		if (rc < 0)
+			return rc;
+	}
 	rc = cli_io_list(f->fs->cli, f->ino, &l, dir, foff, flen,
 			 (size_t)file_count, mem, (size_t)mem_count, allocs);
 	if (rc)
