@@ -11,6 +11,11 @@
  *   rpfs-listio-test verify MGR PATH SEED MEM REFFILE
  *	Open PATH read-only and check random list reads and a contiguous
  *	read against the local file REFFILE (written through a mount).
+ *   rpfs-listio-test setid MGR PATH pwrite|list|truncate
+ *	Open the existing PATH write-only, write one byte at offset 0 with
+ *	rpfs_pwrite or rpfs_write_list, or rpfs_ftruncate it to 1 byte, and
+ *	print "mode OOOO" (rpfs_fstat before close, permission bits): run as
+ *	another uid, it shows the set-id bits librpfs dropped.
  *
  * MEM picks the memory the lists point into and the interface:
  *   plain    malloc, rpfs_read_list / rpfs_write_list
@@ -411,15 +416,57 @@ static int run(struct st *s, int writing, const char *reffile)
 	return writing ? store_ref(s, reffile) : 0;
 }
 
+/* The setid command (see the top): one write or truncate, then fstat. */
+static int run_setid(const char *mgr, const char *path, const char *how)
+{
+	rpfs_fs_t *fs;
+	rpfs_file_t *f;
+	struct stat sb;
+	struct iovec iov = { (void *)"x", 1 };
+	uint64_t off = 0, len = 1;
+	ssize_t n;
+	int rc = rpfs_mount(mgr, NULL, &fs);
+
+	if (rc)
+		FAIL("mount %s: %s", mgr, strerror(-rc));
+	rc = rpfs_open(fs, path, O_WRONLY, 0, &f);
+	if (rc) {
+		rpfs_unmount(fs);
+		FAIL("open %s: %s", path, strerror(-rc));
+	}
+	if (!strcmp(how, "pwrite"))
+		n = rpfs_pwrite(f, "x", 1, 0);
+	else if (!strcmp(how, "list"))
+		n = rpfs_write_list(f, 1, &iov, 1, &off, &len);
+	else
+		n = rpfs_ftruncate(f, 1) ? -1 : 1;
+	rc = n == 1 ? rpfs_fstat(f, &sb) : -EIO;
+	if (rc == 0)
+		printf("mode %04o\n", (unsigned)(sb.st_mode & 07777));
+	else
+		fprintf(stderr, "listio: setid %s: %zd / %s\n", how, n, strerror(-rc));
+	if (rpfs_close(f))
+		rc = -EIO;
+	if (rpfs_unmount(fs))
+		rc = -EIO;
+	return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct st s;
 	struct stat sb;
 	int writing, rc;
 
+	if (argc == 5 && !strcmp(argv[1], "setid") &&
+	    (!strcmp(argv[4], "pwrite") || !strcmp(argv[4], "list") ||
+	     !strcmp(argv[4], "truncate")))
+		return run_setid(argv[2], argv[3], argv[4]);
 	if (argc != 7 || (strcmp(argv[1], "write") && strcmp(argv[1], "verify"))) {
 		fprintf(stderr, "usage: %s write|verify MGR PATH SEED "
-			"plain|ext|alloc|reg REFFILE\n", argv[0]);
+			"plain|ext|alloc|reg REFFILE\n"
+			"       %s setid MGR PATH pwrite|list|truncate\n",
+			argv[0], argv[0]);
 		return 2;
 	}
 	writing = !strcmp(argv[1], "write");
