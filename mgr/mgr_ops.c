@@ -248,6 +248,9 @@ static int ops_dispatch(struct mgr_ops *ops, uint16_t op,
 		return mgr_ns_purge(db, m->ino);
 	case PROTO_OP_PURGE_MANY:
 		return mgr_ns_purge_many(db, &m->inos);
+	case PROTO_OP_SETBLOCKS:
+		return mgr_ns_setblocks(db, m->ino, m->flags, m->size, m->blocks,
+					&p->attr);
 	default:
 		return -EOPNOTSUPP;
 	}
