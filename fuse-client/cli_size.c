@@ -10,6 +10,7 @@
 #include "cli_io.h"
 #include "cli_meta.h"
 #include "cli_size.h"
+#include "cli_space.h"
 
 /* Push: see cli_size.h. */
 int cli_size_push(struct cli_fs *fs, const struct proto_cred *c,
@@ -31,7 +32,7 @@ int cli_size_push(struct cli_fs *fs, const struct proto_cred *c,
 		return rc;
 	}
 	cli_inode_pushed(fs->itab, &a, size, since);
-	return 0;
+	return cli_space_publish(fs, c, ino, NULL);
 }
 
 /* Truncate: see cli_size.h. */
@@ -49,5 +50,5 @@ int cli_size_truncate(struct cli_fs *fs, const struct proto_cred *c,
 	if (rc)
 		return rc;
 	cli_inode_truncated(fs->itab, ino, in->size);
-	return 0;
+	return cli_space_publish(fs, c, ino, out);
 }

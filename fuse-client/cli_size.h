@@ -13,7 +13,9 @@
 /**
  * Push this client's written size to the mgr if it wrote since the last
  * push: SETSIZE grows the size only and sets mtime to the time of the last
- * write. Cost: one mgr round trip when dirty, none otherwise.
+ * write; then the blocks the iods hold are published (cli_space_publish).
+ * Cost when dirty: two mgr round trips and one parallel iod round trip;
+ * none otherwise.
  * @param[in] fs the mounted file system
  * @param[in] c the caller's credential
  * @param[in] ino the inode
@@ -26,8 +28,9 @@ int cli_size_push(struct cli_fs *fs, const struct proto_cred *c,
 /**
  * Truncate: SETATTR at the mgr with PROTO_SA_SIZE and the other changes
  * named by valid (values in in, in->size the new size), then for a regular
- * file each iod's object to its share. Nothing written before is left to
- * push afterwards. Cost: two round trips (mgr, then the iods in parallel).
+ * file each iod's object to its share, and the blocks left are published
+ * (cli_space_publish). Nothing written before is left to push afterwards.
+ * Cost: four round trips (mgr, the iods in parallel, twice each).
  * @param[in] fs the mounted file system
  * @param[in] c the caller's credential
  * @param[in] ino the inode

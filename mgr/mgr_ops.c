@@ -282,6 +282,10 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 		return;
 	}
 	rc = proto_mreq_decode(r->body, r->body_len, op, &m, &why);
+	if (rc == -EOPNOTSUPP) { /* a number reserved for ops built elsewhere */
+		net_sreq_reply(r, -EOPNOTSUPP, NULL, 0);
+		return;
+	}
 	if (rc) {
 		net_sreq_reject(r, why ? why : "malformed request");
 		return;
