@@ -627,7 +627,8 @@ static const struct mreq_desc mreq_desc[MREQ_NOPS] = {
 	[PROTO_OP_PURGE - PROTO_OP_MOUNT] = { Q(INO), 0, false, 0 },
 	[PROTO_OP_PURGE_MANY - PROTO_OP_MOUNT] = { Q(INOS), 0, false, 0 },
 	[PROTO_OP_SETBLOCKS - PROTO_OP_MOUNT] = {
-		Q(INO) | Q(FLAGS) | Q(SIZE) | Q(BLOCKS), PROTO_SB_ALL, false, 0 },
+		Q(INO) | Q(FLAGS) | Q(SIZE) | Q(MTIME) | Q(BLOCKS), PROTO_SB_ALL,
+		false, 0 },
 };
 
 /* Whether op is a mgr op this codec knows: in range and not one of the

@@ -92,9 +92,9 @@ enum proto_op {
 	PROTO_OP_PURGE,       /* ino: drop an inode whose last link is gone */
 	PROTO_OP_PURGE_MANY,  /* inos: PURGE each, in one transaction */
 	/* 35..37 are taken by the lock ops (another branch) */
-	PROTO_OP_SETBLOCKS = 38, /* ino, size, blocks, flags (PROTO_SB_*): store
-				  * the blocks the iods allocated, maybe grow
-				  * the size and touch the times -> attr */
+	PROTO_OP_SETBLOCKS = 38, /* ino, flags (PROTO_SB_*), size, mtime, blocks:
+				  * store the blocks the iods hold, maybe grow
+				  * the size and set times -> attr */
 	PROTO_OP_MGR_LAST,
 
 	/* I/O daemon */
@@ -213,9 +213,10 @@ struct proto_cred {
 #define PROTO_RENAME_EXCHANGE 0x2u
 
 /* SETBLOCKS flags. */
-#define PROTO_SB_GROW 0x1u  /* grow the size to at least size (mtime too) */
-#define PROTO_SB_MTIME 0x2u /* set mtime and ctime to now */
-#define PROTO_SB_CTIME 0x4u /* set ctime to now */
+#define PROTO_SB_GROW 0x1u  /* grow the size to at least size; a growth
+			     * sets mtime and ctime to the request's mtime */
+#define PROTO_SB_MTIME 0x2u /* set mtime and ctime to the request's mtime */
+#define PROTO_SB_CTIME 0x4u /* set ctime to the request's mtime */
 #define PROTO_SB_ALL 0x7u
 #define PROTO_MAX_BLOCKS (1ull << 55) /* 512-byte blocks of 2^64 bytes */
 
@@ -254,7 +255,7 @@ struct proto_mreq {
 	uint32_t valid;          /* SETATTR: PROTO_SA_* */
 	uint32_t uid, gid;       /* SETATTR */
 	uint64_t size;           /* SETATTR SETSIZE */
-	struct proto_time atime, mtime; /* SETATTR; SETSIZE mtime */
+	struct proto_time atime, mtime; /* SETATTR; SETSIZE SETBLOCKS mtime */
 	struct proto_str target; /* SYMLINK */
 	struct proto_str xname;  /* GETXATTR SETXATTR REMOVEXATTR */
 	struct proto_str xvalue; /* SETXATTR */

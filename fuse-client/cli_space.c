@@ -46,10 +46,9 @@ static int first_rc(const int *rcs, uint16_t count)
 	return 0;
 }
 
-/* Sum the 512-byte blocks every iod of l holds for ino. Cost: one
- * parallel round trip. @return 0, -ENOMEM, -EIO, an iod's -errno */
-static int space_blocks(struct cli_fs *fs, uint64_t ino,
-			const struct proto_layout *l, uint64_t *blocks)
+/* Blocks: see cli_space.h. */
+int cli_space_blocks(struct cli_fs *fs, uint64_t ino,
+		     const struct proto_layout *l, uint64_t *blocks)
 {
 	struct proto_ioreq *qs = calloc(l->count, sizeof(*qs));
 	uint64_t *vals = calloc(l->count, sizeof(*vals));
@@ -71,20 +70,21 @@ out_free:
 	return rc;
 }
 
-/* Count the blocks and store them with flags (and size) at the mgr, then
- * merge the reply into the table. */
+/* Count the blocks and store them with flags (and size, the time now) at
+ * the mgr, then merge the reply into the table. */
 static int space_setblocks(struct cli_fs *fs, const struct proto_cred *c,
 			   uint64_t ino, const struct proto_layout *l,
 			   uint32_t flags, uint64_t size, struct proto_attr *out)
 {
+	struct proto_time now = cli_now_time();
 	struct proto_attr a;
 	uint64_t blocks, since;
-	int rc = space_blocks(fs, ino, l, &blocks);
+	int rc = cli_space_blocks(fs, ino, l, &blocks);
 
 	if (rc)
 		return rc;
 	since = cli_itab_clock(fs->itab);
-	rc = cli_meta_setblocks(fs, c, ino, flags, size, blocks, &a);
+	rc = cli_meta_setblocks(fs, c, ino, flags, size, &now, blocks, &a);
 	if (rc)
 		return rc;
 	cli_inode_update(fs->itab, &a, 0, since);

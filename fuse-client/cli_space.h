@@ -32,6 +32,14 @@ int cli_space_fallocate(struct cli_fs *fs, const struct proto_cred *c,
 			uint64_t len);
 
 /**
+ * Sum the 512-byte blocks the iods of layout l hold for ino (IO_BLOCKS).
+ * Cost: one parallel iod round trip.
+ * @return 0, -ENOMEM, -EIO, -EOPNOTSUPP (an older iod), an iod's -errno
+ */
+int cli_space_blocks(struct cli_fs *fs, uint64_t ino,
+		     const struct proto_layout *l, uint64_t *blocks);
+
+/**
  * Sum the blocks the iods hold for ino (IO_BLOCKS) and store them at the
  * mgr (SETBLOCKS, no other change); the reply's attributes are merged into
  * the inode table. An older iod or mgr (-EOPNOTSUPP) is not an error.

@@ -712,20 +712,19 @@ int mgr_ns_setsize(struct mgr_db *db, uint64_t ino, uint64_t size,
 }
 
 /* SETBLOCKS: store the published block count; PROTO_SB_GROW grows the size
- * (mtime and ctime change when it does, as ext4's fallocate does),
- * PROTO_SB_MTIME sets mtime and ctime, PROTO_SB_CTIME ctime, to the mgr's
- * clock. */
+ * (mtime and ctime change when it does, as with ext4's fallocate),
+ * PROTO_SB_MTIME sets mtime and ctime, PROTO_SB_CTIME ctime, to the
+ * writer's time t. */
 int mgr_ns_setblocks(struct mgr_db *db, uint64_t ino, uint32_t flags,
-		     uint64_t size, uint64_t blocks, struct proto_attr *a)
+		     uint64_t size, const struct proto_time *t,
+		     uint64_t blocks, struct proto_attr *a)
 {
 	struct mgr_inode in;
-	struct proto_time now;
 	MDB_txn *txn;
 	int rc = mgr_db_begin(db, 0, &txn);
 
 	if (rc)
 		return rc;
-	mgr_db_now(&now);
 	rc = mgr_db_inode_get(db, txn, ino, &in);
 	if (!rc && S_ISDIR(in.mode))
 		rc = -EISDIR;
@@ -738,9 +737,9 @@ int mgr_ns_setblocks(struct mgr_db *db, uint64_t ino, uint32_t flags,
 			flags |= PROTO_SB_MTIME;
 		}
 		if (flags & PROTO_SB_MTIME)
-			in.mtime = now;
+			in.mtime = *t;
 		if (flags & (PROTO_SB_MTIME | PROTO_SB_CTIME))
-			in.ctime = now;
+			in.ctime = *t;
 		rc = mgr_db_inode_put(db, txn, ino, &in);
 	}
 	if (!rc)

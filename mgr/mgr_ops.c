@@ -249,8 +249,8 @@ static int ops_dispatch(struct mgr_ops *ops, uint16_t op,
 	case PROTO_OP_PURGE_MANY:
 		return mgr_ns_purge_many(db, &m->inos);
 	case PROTO_OP_SETBLOCKS:
-		return mgr_ns_setblocks(db, m->ino, m->flags, m->size, m->blocks,
-					&p->attr);
+		return mgr_ns_setblocks(db, m->ino, m->flags, m->size, &m->mtime,
+					m->blocks, &p->attr);
 	default:
 		return -EOPNOTSUPP;
 	}

@@ -170,36 +170,39 @@ static void test_basic(struct mgr_db *db)
 static void test_blocks(struct mgr_db *db)
 {
 	struct proto_attr a, d, r;
-	struct proto_time t = { 1000, 0 };
+	struct proto_time t = { 1000, 0 }, t2 = { 2000, 0 }, t3 = { 3000, 0 };
 
 	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("blk"), 0777, &d), 0);
 	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("f"), S_IFREG | 0644, 0, &a), 0);
 	CHECK(a.blocks == 0);
 	CHECK_RC(mgr_ns_setsize(db, a.ino, 1 << 20, &t, &r), 0);
 	CHECK(r.size == 1 << 20 && r.blocks == 0 && r.mtime.sec == 1000);
-	CHECK_RC(mgr_ns_setblocks(db, a.ino, 0, 0, 24, &r), 0);
+	/* no flags: only the blocks */
+	CHECK_RC(mgr_ns_setblocks(db, a.ino, 0, 0, &t2, 24, &r), 0);
 	CHECK(r.blocks == 24 && r.size == 1 << 20);
 	CHECK(r.mtime.sec == 1000 && r.ctime.sec == 1000);
-	CHECK_RC(mgr_ns_setblocks(db, a.ino, PROTO_SB_CTIME, 1 << 30, 30, &r), 0);
+	/* ctime only; size ignored without GROW */
+	CHECK_RC(mgr_ns_setblocks(db, a.ino, PROTO_SB_CTIME, 1 << 30, &t2, 30, &r), 0);
 	CHECK(r.blocks == 30 && r.size == 1 << 20);
-	CHECK(r.mtime.sec == 1000 && r.ctime.sec > 1000);
-	/* grow: size and mtime change; a smaller size changes nothing */
-	CHECK_RC(mgr_ns_setblocks(db, a.ino, PROTO_SB_GROW, 1 << 21, 4096, &r), 0);
-	CHECK(r.size == 1 << 21 && r.blocks == 4096 && r.mtime.sec > 1000);
-	CHECK_RC(mgr_ns_setsize(db, a.ino, 0, &t, &r), 0);
-	CHECK_RC(mgr_ns_setblocks(db, a.ino, PROTO_SB_GROW, 5, 4096, &r), 0);
-	CHECK(r.size == 1 << 21 && r.mtime.sec == 1000);
-	CHECK_RC(mgr_ns_setblocks(db, a.ino, PROTO_SB_MTIME, 0, 4096, &r), 0);
-	CHECK(r.mtime.sec > 1000);
+	CHECK(r.mtime.sec == 1000 && r.ctime.sec == 2000);
+	/* grow: size, mtime and ctime change; a smaller size changes nothing */
+	CHECK_RC(mgr_ns_setblocks(db, a.ino, PROTO_SB_GROW, 1 << 21, &t3, 4096, &r), 0);
+	CHECK(r.size == 1 << 21 && r.blocks == 4096 && r.mtime.sec == 3000 &&
+	      r.ctime.sec == 3000);
+	CHECK_RC(mgr_ns_setblocks(db, a.ino, PROTO_SB_GROW, 5, &t, 4096, &r), 0);
+	CHECK(r.size == 1 << 21 && r.mtime.sec == 3000);
+	CHECK_RC(mgr_ns_setblocks(db, a.ino, PROTO_SB_GROW | PROTO_SB_MTIME, 5,
+				  &t2, 4000, &r), 0);
+	CHECK(r.size == 1 << 21 && r.mtime.sec == 2000 && r.blocks == 4000);
 	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), 0);
-	CHECK(r.blocks == 4096);
+	CHECK(r.blocks == 4000);
 	/* a shrink caps the blocks at what the size can hold */
 	struct proto_mreq m = { .ino = a.ino, .valid = PROTO_SA_SIZE, .size = 1000 };
 	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
 	CHECK(r.size == 1000 && r.blocks == 2);
-	/* not a regular file */
-	CHECK_RC(mgr_ns_setblocks(db, d.ino, 0, 0, 1, &r), -EISDIR);
-	CHECK_RC(mgr_ns_setblocks(db, 999999, 0, 0, 1, &r), -ENOENT);
+	/* not a regular file, or none */
+	CHECK_RC(mgr_ns_setblocks(db, d.ino, 0, 0, &t, 1, &r), -EISDIR);
+	CHECK_RC(mgr_ns_setblocks(db, 999999, 0, 0, &t, 1, &r), -ENOENT);
 }
 
 /* A version 1 inode record (before blocks) still loads, with blocks as
@@ -217,6 +220,7 @@ static void test_irec_v1(struct mgr_db *db)
 		uint16_t count, first;
 		uint32_t pad;
 	} rec;
+	struct proto_time t = { 1000, 0 };
 	struct proto_attr a, d, r;
 	struct mgr_inode in;
 	uint8_t key[8];
@@ -238,7 +242,7 @@ static void test_irec_v1(struct mgr_db *db)
 	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), 0);
 	CHECK(r.size == 100000 && r.blocks == 196 && r.mtime.sec == 6 &&
 	      r.layout.count == 3);
-	CHECK_RC(mgr_ns_setblocks(db, a.ino, 0, 0, 8, &r), 0);
+	CHECK_RC(mgr_ns_setblocks(db, a.ino, 0, 0, &t, 8, &r), 0);
 	CHECK(r.blocks == 8);
 	CHECK_RC(mgr_db_begin(db, 1, &txn), 0);
 	CHECK(mdb_get(txn, db->inodes, &k, &v) == 0 && v.mv_size > sizeof(rec));

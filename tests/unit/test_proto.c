@@ -256,7 +256,7 @@ static const struct { uint16_t op; uint32_t f; } req_ops[] = {
 	{ PROTO_OP_SETSIZE, T_INO | T_SIZE | T_MTIME },
 	{ PROTO_OP_PURGE, T_INO },
 	{ PROTO_OP_PURGE_MANY, T_INOS },
-	{ PROTO_OP_SETBLOCKS, T_INO | T_FLAGS | T_SIZE | T_BLOCKS },
+	{ PROTO_OP_SETBLOCKS, T_INO | T_FLAGS | T_SIZE | T_MTIME | T_BLOCKS },
 };
 #define N_REQ_OPS (sizeof(req_ops) / sizeof(req_ops[0]))
 
@@ -674,6 +674,7 @@ static void test_mreq_bad(void)
 	BAD_REQ(PROTO_OP_SETBLOCKS, "blocks", m_.blocks = UINT64_MAX);
 	BAD_REQ(PROTO_OP_SETBLOCKS, "size", m_.size = (uint64_t)INT64_MAX + 1);
 	BAD_REQ(PROTO_OP_SETBLOCKS, "size", m_.size = UINT64_MAX);
+	BAD_REQ(PROTO_OP_SETBLOCKS, "mtime.nsec", m_.mtime.nsec = 1000000000u);
 	{
 		struct wbuf w;
 
