@@ -177,6 +177,39 @@ def test_sparse_10g_du_and_cp(workdir):
             assert fh.read(len(b)) == b
 
 
+def test_truncate_updates_blocks(workdir):
+    """A shrinking truncate frees blocks and st_blocks follows; a growing
+    one adds none (a hole); truncating to 0 leaves none."""
+    f = os.path.join(workdir, 'tr')
+    write_file(f, os.urandom(16 * UNIT))
+    assert blocks(f) * 512 >= 16 * UNIT
+    os.truncate(f, 3 * UNIT + 100)
+    b = blocks(f)
+    assert 3 * UNIT <= b * 512 <= 4 * UNIT
+    os.truncate(f, 1 << 30)
+    assert blocks(f) == b
+    os.truncate(f, 0)
+    assert blocks(f) == 0
+
+
+def test_blocks_seen_by_other_client(dcluster, tmp_path):
+    """After the writer closes, another mount sees the true st_blocks and
+    size of a sparse file, and of a fallocated one."""
+    a = dcluster.mount(str(tmp_path / 'a'))
+    b = dcluster.mount(str(tmp_path / 'b'))
+    fa = os.path.join(a.path, 's')
+    with open(fa, 'wb') as fh:
+        fh.seek(1 << 30)
+        fh.write(b'z' * 8192)
+    fb = os.path.join(b.path, 's')
+    st = os.stat(fb)
+    assert st.st_size == (1 << 30) + 8192
+    assert 8192 <= st.st_blocks * 512 < (1 << 20)
+    run(['fallocate', '-l', str(8 * UNIT), os.path.join(a.path, 'fa')])
+    st = os.stat(os.path.join(b.path, 'fa'))
+    assert st.st_size == 8 * UNIT and st.st_blocks * 512 >= 8 * UNIT
+
+
 def extents(n):
     """Data written at 4 KiB-aligned offsets across units and iods, with
     the SEEK_DATA / SEEK_HOLE answers they imply for a file of n bytes."""
