@@ -386,16 +386,28 @@ int iod_store_fsync(struct iod_store *st, uint64_t ino, int datasync)
 	return 0;
 }
 
+/* fallocate(2) on fd, retried on EINTR. @return 0, -errno */
+static int store_fallocate(int fd, uint32_t mode, uint64_t off, uint64_t len)
+{
+	while (fallocate(fd, (int)mode, (off_t)off, (off_t)len) < 0) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
 /* fallocate through the cache. A punch or a keep-size zeroing of a missing
- * object has nothing to do, so it does not create one. Cost: one syscall,
- * whose cost grows with the extents touched. */
+ * object has nothing to do, so it does not create one. A file system
+ * without ZERO_RANGE (tmpfs) gets a punch and an allocation of the range
+ * instead: the same zeros, allocated, the same size. Cost: one or two
+ * syscalls, whose cost grows with the extents touched. */
 int iod_store_fallocate(struct iod_store *st, uint64_t ino, uint32_t mode,
 			uint64_t off, uint64_t len)
 {
 	int create = !(mode & PROTO_FALLOC_PUNCH_HOLE) &&
 		     !((mode & PROTO_FALLOC_ZERO_RANGE) &&
 		       (mode & PROTO_FALLOC_KEEP_SIZE));
-	int fd;
+	int fd, rc;
 
 	if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - off)
 		return -EFBIG;
@@ -404,11 +416,14 @@ int iod_store_fallocate(struct iod_store *st, uint64_t ino, uint32_t mode,
 		return 0;
 	if (fd < 0)
 		return fd;
-	while (fallocate(fd, (int)mode, (off_t)off, (off_t)len) < 0) {
-		if (errno != EINTR)
-			return -errno;
-	}
-	return 0;
+	rc = store_fallocate(fd, mode, off, len);
+	if (rc != -EOPNOTSUPP || !(mode & PROTO_FALLOC_ZERO_RANGE))
+		return rc;
+	rc = store_fallocate(fd, PROTO_FALLOC_PUNCH_HOLE | PROTO_FALLOC_KEEP_SIZE,
+			     off, len);
+	if (rc)
+		return rc;
+	return store_fallocate(fd, mode & PROTO_FALLOC_KEEP_SIZE, off, len);
 }
 
 /* lseek SEEK_DATA/SEEK_HOLE on the cached fd (lseek moves the shared file

@@ -82,7 +82,8 @@ int iod_store_fsync(struct iod_store *st, uint64_t ino, int datasync);
  * fallocate(2) a range of object ino with mode (PROTO_FALLOC_*, which are
  * the Linux FALLOC_FL_* values). Modes that only remove or zero data
  * (PUNCH_HOLE, ZERO_RANGE with KEEP_SIZE) leave a missing object missing;
- * the others create it.
+ * the others create it. Where the local file system has no ZERO_RANGE
+ * (tmpfs), the range is punched and then allocated (KEEP_SIZE kept).
  * @return 0, -ENOSPC, -EOPNOTSUPP (the local file system cannot do it),
  *	-EFBIG, other -errno
  */
