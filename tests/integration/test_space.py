@@ -260,9 +260,11 @@ def test_librpfs_space(cluster, mnt, workdir):
     assert p.returncode == 0, 'checker failed (%d):\n%s%s' % (
         p.returncode, p.stdout, p.stderr)
     # the checker leaves: 'a' * 8 units, a hole punched in units 2..4 (from
-    # 100 bytes into unit 2 to 100 bytes into unit 5), then zeros allocated
-    # up to 12 units
+    # 100 bytes into unit 2 to 100 bytes into unit 5), 100 bytes zeroed
+    # around the end of unit 0, then zeros allocated up to 12 units and 10
+    # bytes past them
     want = bytearray(b'a' * (8 * UNIT))
     want[2 * UNIT + 100:5 * UNIT + 100] = bytes(3 * UNIT)
-    want += bytes(4 * UNIT)
+    want[UNIT - 50:UNIT + 50] = bytes(100)
+    want += bytes(4 * UNIT + 10)
     assert read_file(f) == want

@@ -5,7 +5,8 @@
  *
  *   rpfs-space-test MGR PATH
  *	Create PATH with 8 units of 'a', punch a hole from 100 bytes into
- *	unit 2 to 100 bytes into unit 5, allocate up to 12 units, and check
+ *	unit 2 to 100 bytes into unit 5, allocate up to 12 units, zero 100
+ *	bytes around the end of unit 0 and 10 bytes past the end, and check
  *	sizes, contents, st_blocks, SEEK_DATA/SEEK_HOLE answers and the
  *	errors of bad calls. Leaves the file for the caller to read through
  *	a mount.
@@ -26,6 +27,7 @@
 #define FL_KEEP_SIZE 0x01
 #define FL_PUNCH_HOLE 0x02
 #define FL_COLLAPSE_RANGE 0x08
+#define FL_ZERO_RANGE 0x10
 
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "space: %s:%d: %s\n", \
 	__FILE__, __LINE__, #c); return 1; } } while (0)
@@ -48,7 +50,7 @@ static int check_content(rpfs_file_t *f, const uint8_t *want, size_t len)
 /* The checks on an open read-write handle. */
 static int run(rpfs_file_t *f)
 {
-	static uint8_t want[12 * U];
+	static uint8_t want[12 * U + 10];
 	struct stat sb;
 
 	memset(want, 'a', 8 * U);
@@ -75,6 +77,13 @@ static int run(rpfs_file_t *f)
 	CHECK(rpfs_fallocate(f, 0, 0, 0) == -EINVAL);
 	CHECK(rpfs_fallocate(f, 0, 1ull << 62, 1) == -EFBIG);
 	CHECK(check_content(f, want, 12 * U) == 0);
+	/* zero across iods 0 and 1 keeping the size, then past the end */
+	CHECK(rpfs_fallocate(f, FL_ZERO_RANGE | FL_KEEP_SIZE, U - 50, 100) == 0);
+	memset(want + U - 50, 0, 100);
+	CHECK(rpfs_fstat(f, &sb) == 0 && sb.st_size == (off_t)(12 * U));
+	CHECK(rpfs_fallocate(f, FL_ZERO_RANGE, 12 * U - 10, 20) == 0);
+	CHECK(rpfs_fstat(f, &sb) == 0 && sb.st_size == (off_t)(12 * U + 10));
+	CHECK(check_content(f, want, 12 * U + 10) == 0);
 	return 0;
 }
 
