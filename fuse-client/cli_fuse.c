@@ -1059,7 +1059,6 @@ static void cli_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		return (void) fuse_reply_err(req, EINVAL);
 	if (off < 0)
 		return (void) fuse_reply_err(req, ENXIO);
-	(void)fi;
 	(void)wb_drain(req, ino, 0); /* a failed write shows at close */
 	rc = cli_space_seek(fs_of(req), ino, (uint64_t)off,
 			    whence == SEEK_HOLE, &res);
