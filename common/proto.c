@@ -30,7 +30,9 @@
  * u32 xsize + xvalue (blob); statfs; u32 ndirents + u8 eof + dirents (blob).
  * An iod request is u64 ino, then segs (READ, WRITE), u64 size (TRUNCATE)
  * or u32 flags (FSYNC); IO_STATFS has an empty body; IO_REMOVE_MANY is
- * inos alone.
+ * inos alone. IO_FALLOCATE is u64 ino, u64 off, u64 len, u32 mode; IO_SEEK
+ * u64 ino, u64 size (the local offset), u32 flags; IO_BLOCKS u64 ino. The
+ * IO_SEEK and IO_BLOCKS replies are one u64.
  */
 #include "proto.h"
 
@@ -558,7 +560,8 @@ static void rb_statfs(struct rbuf *r, struct proto_statfs *s)
 enum mreq_field {
 	MF_INO, MF_PARENT, MF_NAME, MF_NEWPARENT, MF_NEWNAME, MF_MODE, MF_RDEV,
 	MF_FLAGS, MF_VALID, MF_UID, MF_GID, MF_SIZE, MF_ATIME, MF_MTIME,
-	MF_TARGET, MF_XNAME, MF_XVALUE, MF_COOKIE, MF_MAX, MF_INOS, MF_NFIELDS
+	MF_TARGET, MF_XNAME, MF_XVALUE, MF_COOKIE, MF_MAX, MF_INOS, MF_BLOCKS,
+	MF_NFIELDS
 };
 
 #define Q(f) (1u << MF_##f)
@@ -566,7 +569,7 @@ enum mreq_field {
 static const char *const mreq_field_name[MF_NFIELDS] = {
 	"ino", "parent", "name", "newparent", "newname", "mode", "rdev",
 	"flags", "valid", "uid", "gid", "size", "atime", "mtime",
-	"target", "xname", "xvalue", "cookie", "max", "inos",
+	"target", "xname", "xvalue", "cookie", "max", "inos", "blocks",
 };
 
 /* What one mgr op carries and which values its flags and mode may take. */
@@ -623,12 +626,24 @@ static const struct mreq_desc mreq_desc[MREQ_NOPS] = {
 		Q(INO) | Q(SIZE) | Q(MTIME), 0, false, 0 },
 	[PROTO_OP_PURGE - PROTO_OP_MOUNT] = { Q(INO), 0, false, 0 },
 	[PROTO_OP_PURGE_MANY - PROTO_OP_MOUNT] = { Q(INOS), 0, false, 0 },
+	[PROTO_OP_SETBLOCKS - PROTO_OP_MOUNT] = {
+		Q(INO) | Q(FLAGS) | Q(SIZE) | Q(MTIME) | Q(BLOCKS), PROTO_SB_ALL,
+		false, 0 },
 };
+
+/* Whether op is a mgr op this codec knows: in range and not one of the
+ * numbers reserved for ops defined elsewhere (35..37). */
+static bool mgr_op_known(uint16_t op)
+{
+	if (op < PROTO_OP_MOUNT || op >= PROTO_OP_MGR_LAST)
+		return false;
+	return op <= PROTO_OP_PURGE_MANY || op >= PROTO_OP_SETBLOCKS;
+}
 
 /* The table entry of a mgr op, or NULL if op is not one. */
 static const struct mreq_desc *mreq_desc_get(uint16_t op)
 {
-	if (op < PROTO_OP_MOUNT || op >= PROTO_OP_MGR_LAST)
+	if (!mgr_op_known(op))
 		return NULL;
 	return &mreq_desc[op - PROTO_OP_MOUNT];
 }
@@ -668,6 +683,10 @@ static const char *mreq_check(const struct mreq_desc *d,
 		return "xvalue";
 	if ((f & Q(INOS)) && !inos_ok(&m->inos))
 		return "inos";
+	if ((f & Q(BLOCKS)) && m->blocks > PROTO_MAX_BLOCKS)
+		return "blocks";
+	if ((f & Q(SIZE)) && (f & Q(BLOCKS)) && m->size > (uint64_t)INT64_MAX)
+		return "size";
 	return NULL;
 }
 
@@ -707,6 +726,7 @@ int proto_mreq_encode(struct wbuf *w, uint16_t op, const struct proto_mreq *m)
 		case MF_COOKIE: wb_u64(w, m->cookie); break;
 		case MF_MAX: wb_u32(w, m->max); break;
 		case MF_INOS: wb_inos(w, &m->inos); break;
+		case MF_BLOCKS: wb_u64(w, m->blocks); break;
 		case MF_NFIELDS: break;
 		}
 	}
@@ -767,6 +787,7 @@ int proto_mreq_decode(const void *buf, size_t len, uint16_t op,
 		case MF_COOKIE: m->cookie = rb_u64(&r); break;
 		case MF_MAX: m->max = rb_u32(&r); break;
 		case MF_INOS: m->inos = rb_inos(&r); break;
+		case MF_BLOCKS: m->blocks = rb_u64(&r); break;
 		case MF_NFIELDS: break;
 		}
 		if (r.err)
@@ -799,6 +820,7 @@ static const uint32_t mrep_fields[MREQ_NOPS] = {
 	R(GETXATTR, P(XATTR)), R(SETXATTR, RF_NONE), R(LISTXATTR, P(XATTR)),
 	R(REMOVEXATTR, RF_NONE), R(OPEN, P(ATTR)), R(ACCESS, RF_NONE),
 	R(SETSIZE, P(ATTR)), R(PURGE, RF_NONE), R(PURGE_MANY, RF_NONE),
+	R(SETBLOCKS, P(ATTR)),
 };
 #undef R
 
@@ -837,7 +859,7 @@ static const char *mrep_check(uint32_t f, const struct proto_mrep *m)
 /* The field set of a reply to op; -EOPNOTSUPP for non-mgr ops and MOUNT. */
 static int mrep_fields_get(uint16_t op, uint32_t *f)
 {
-	if (op < PROTO_OP_MOUNT || op >= PROTO_OP_MGR_LAST)
+	if (!mgr_op_known(op))
 		return -EOPNOTSUPP;
 	*f = mrep_fields[op - PROTO_OP_MOUNT];
 	if (*f & RF_RAW)
@@ -1048,7 +1070,8 @@ int proto_mount_decode(const void *buf, size_t len, struct proto_mount *m,
 
 /* ------------------------------------------------------------ iod requests */
 
-enum io_field { IF_INO = 1, IF_SEGS = 2, IF_SIZE = 4, IF_FLAGS = 8, IF_INOS = 16 };
+enum io_field { IF_INO = 1, IF_SEGS = 2, IF_SIZE = 4, IF_FLAGS = 8, IF_INOS = 16,
+		IF_RANGE = 32, IF_MODE = 64 };
 
 /* Field sets of IO_READ .. IO_REMOVE_MANY. */
 static const uint8_t io_fields[PROTO_OP_IO_LAST - PROTO_OP_IO_READ] = {
@@ -1059,7 +1082,25 @@ static const uint8_t io_fields[PROTO_OP_IO_LAST - PROTO_OP_IO_READ] = {
 	[PROTO_OP_IO_FSYNC - PROTO_OP_IO_READ] = IF_INO | IF_FLAGS,
 	[PROTO_OP_IO_STATFS - PROTO_OP_IO_READ] = 0,
 	[PROTO_OP_IO_REMOVE_MANY - PROTO_OP_IO_READ] = IF_INOS,
+	[PROTO_OP_IO_FALLOCATE - PROTO_OP_IO_READ] = IF_INO | IF_RANGE | IF_MODE,
+	[PROTO_OP_IO_SEEK - PROTO_OP_IO_READ] = IF_INO | IF_SIZE | IF_FLAGS,
+	[PROTO_OP_IO_BLOCKS - PROTO_OP_IO_READ] = IF_INO,
 };
+
+/* An IO_FALLOCATE mode is one of the five combinations rpfs serves. */
+static bool falloc_mode_ok(uint32_t mode)
+{
+	switch (mode) {
+	case 0:
+	case PROTO_FALLOC_KEEP_SIZE:
+	case PROTO_FALLOC_PUNCH_HOLE | PROTO_FALLOC_KEEP_SIZE:
+	case PROTO_FALLOC_ZERO_RANGE:
+	case PROTO_FALLOC_ZERO_RANGE | PROTO_FALLOC_KEEP_SIZE:
+		return true;
+	default:
+		return false;
+	}
+}
 
 /* The field set of iod op; -EOPNOTSUPP for anything else. */
 static int io_fields_get(uint16_t op, unsigned *f)
@@ -1097,6 +1138,10 @@ int proto_ioreq_encode(struct wbuf *w, uint16_t op, const struct proto_ioreq *q)
 		return -EINVAL;
 	if ((f & IF_INOS) && !inos_ok(&q->inos))
 		return -EINVAL;
+	if ((f & IF_RANGE) && !seg_ok(&(struct proto_seg){ q->off, q->len }))
+		return -EINVAL;
+	if ((f & IF_MODE) && !falloc_mode_ok(q->mode))
+		return -EINVAL;
 	if (f & IF_INO)
 		wb_u64(w, q->ino);
 	if (f & IF_SEGS) {
@@ -1112,6 +1157,12 @@ int proto_ioreq_encode(struct wbuf *w, uint16_t op, const struct proto_ioreq *q)
 		wb_u32(w, q->flags);
 	if (f & IF_INOS)
 		wb_inos(w, &q->inos);
+	if (f & IF_RANGE) {
+		wb_u64(w, q->off);
+		wb_u64(w, q->len);
+	}
+	if (f & IF_MODE)
+		wb_u32(w, q->mode);
 	return w->err;
 }
 
@@ -1175,8 +1226,50 @@ int proto_ioreq_decode(const void *buf, size_t len, uint16_t op,
 		if (r.err)
 			return fail(why, "inos", -EBADMSG);
 	}
+	if (f & IF_RANGE) {
+		q->off = rb_u64(&r);
+		q->len = rb_u64(&r);
+		if (r.err)
+			return fail(why, "range", -EBADMSG);
+		if (!seg_ok(&(struct proto_seg){ q->off, q->len }))
+			return fail(why, "range", -EBADMSG);
+	}
+	if (f & IF_MODE) {
+		q->mode = rb_u32(&r);
+		if (r.err)
+			return fail(why, "mode", -EBADMSG);
+		if (!falloc_mode_ok(q->mode))
+			return fail(why, "mode", -EBADMSG);
+	}
 	if (r.off != r.len)
 		return fail(why, "trailing bytes", -EBADMSG);
+	return 0;
+}
+
+/* ------------------------------------------------------------ u64 replies */
+
+/* Encode an IO_SEEK / IO_BLOCKS reply body (8 bytes). */
+int proto_ioval_encode(struct wbuf *w, uint64_t v)
+{
+	wb_u64(w, v);
+	return w->err;
+}
+
+/* Decode an IO_SEEK / IO_BLOCKS reply body: one u64, at most 2^62 (an
+ * offset or block count of an object that can hold no more). */
+int proto_ioval_decode(const void *buf, size_t len, uint64_t *v,
+		       const char **why)
+{
+	struct rbuf r;
+
+	rb_init(&r, buf, len);
+	*v = rb_u64(&r);
+	if (r.err)
+		return fail(why, "value", -EBADMSG);
+	if (r.off != r.len)
+		return fail(why, "trailing bytes", -EBADMSG);
+	if (*v > MAX_IO_OFF)
+		return fail(why, "value", -EBADMSG);
 	return 0;
 }
 
@@ -1333,7 +1426,8 @@ static const char *const op_names[PROTO_OP_IO_LAST] = {
 	N(GETXATTR), N(SETXATTR), N(LISTXATTR), N(REMOVEXATTR), N(OPEN),
 	N(ACCESS), N(SETSIZE), N(PURGE), N(PURGE_MANY), N(IO_READ),
 	N(IO_WRITE), N(IO_TRUNCATE), N(IO_REMOVE), N(IO_FSYNC), N(IO_STATFS),
-	N(IO_REMOVE_MANY),
+	N(IO_REMOVE_MANY), N(SETBLOCKS), N(IO_FALLOCATE), N(IO_SEEK),
+	N(IO_BLOCKS),
 };
 #undef N
 

@@ -91,6 +91,10 @@ enum proto_op {
 	PROTO_OP_SETSIZE,     /* ino, size: grow size to at least size, set mtime */
 	PROTO_OP_PURGE,       /* ino: drop an inode whose last link is gone */
 	PROTO_OP_PURGE_MANY,  /* inos: PURGE each, in one transaction */
+	/* 35..37 are taken by the lock ops (another branch) */
+	PROTO_OP_SETBLOCKS = 38, /* ino, flags (PROTO_SB_*), size, mtime, blocks:
+				  * store the blocks the iods hold, maybe grow
+				  * the size and set times -> attr */
 	PROTO_OP_MGR_LAST,
 
 	/* I/O daemon */
@@ -101,6 +105,12 @@ enum proto_op {
 	PROTO_OP_IO_FSYNC,     /* ino, flags (1 = datasync) */
 	PROTO_OP_IO_STATFS,    /* -> statfs of the data directory */
 	PROTO_OP_IO_REMOVE_MANY, /* inos: IO_REMOVE each */
+	PROTO_OP_IO_FALLOCATE = 47, /* ino, off, len, mode (PROTO_FALLOC_*):
+				     * fallocate(2) of a local range */
+	PROTO_OP_IO_SEEK = 48, /* ino, size (local offset), flags
+				* (PROTO_SEEK_HOLE or 0 = data) -> u64 local
+				* offset; -ENXIO no data / offset past the end */
+	PROTO_OP_IO_BLOCKS = 49, /* ino -> u64 512-byte blocks the object holds */
 	PROTO_OP_IO_LAST,
 };
 
@@ -206,6 +216,24 @@ struct proto_cred {
 #define PROTO_RENAME_NOREPLACE 0x1u
 #define PROTO_RENAME_EXCHANGE 0x2u
 
+/* SETBLOCKS flags. */
+#define PROTO_SB_GROW 0x1u  /* grow the size to at least size; a growth
+			     * sets mtime and ctime to the request's mtime */
+#define PROTO_SB_MTIME 0x2u /* set mtime and ctime to the request's mtime */
+#define PROTO_SB_CTIME 0x4u /* set ctime to the request's mtime */
+#define PROTO_SB_ALL 0x7u
+#define PROTO_MAX_BLOCKS (1ull << 55) /* 512-byte blocks of 2^64 bytes */
+
+/* IO_FALLOCATE modes (same values as Linux FALLOC_FL_*). The valid ones:
+ * 0, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE, ZERO_RANGE|KEEP_SIZE. */
+#define PROTO_FALLOC_KEEP_SIZE 0x01u
+#define PROTO_FALLOC_PUNCH_HOLE 0x02u
+#define PROTO_FALLOC_ZERO_RANGE 0x10u
+
+/* IO_SEEK flags: what to look for from the offset. */
+#define PROTO_SEEK_DATA 0x0u
+#define PROTO_SEEK_HOLE 0x1u
+
 /* CREATE flags. */
 #define PROTO_CREATE_EXCL 0x1u
 
@@ -231,13 +259,14 @@ struct proto_mreq {
 	uint32_t valid;          /* SETATTR: PROTO_SA_* */
 	uint32_t uid, gid;       /* SETATTR */
 	uint64_t size;           /* SETATTR SETSIZE */
-	struct proto_time atime, mtime; /* SETATTR; SETSIZE mtime */
+	struct proto_time atime, mtime; /* SETATTR; SETSIZE SETBLOCKS mtime */
 	struct proto_str target; /* SYMLINK */
 	struct proto_str xname;  /* GETXATTR SETXATTR REMOVEXATTR */
 	struct proto_str xvalue; /* SETXATTR */
 	uint64_t cookie;         /* READDIR: resume after this cookie, 0 = start */
 	uint32_t max;            /* READDIR: max reply body bytes; GET/LISTXATTR: buffer size */
 	struct proto_inos inos;  /* PURGE_MANY */
+	uint64_t blocks;         /* SETBLOCKS: 512-byte blocks, <= PROTO_MAX_BLOCKS */
 };
 
 /* An inode freed by UNLINK or RENAME: the client removes its stripe objects. */
@@ -303,8 +332,13 @@ struct proto_seg {
  */
 struct proto_ioreq {
 	uint64_t ino;
-	uint64_t size;             /* IO_TRUNCATE: new local object size */
-	uint32_t flags;            /* IO_FSYNC: 1 = datasync */
+	uint64_t size;             /* IO_TRUNCATE: new local object size;
+				    * IO_SEEK: local offset to look from */
+	uint32_t flags;            /* IO_FSYNC: 1 = datasync; IO_SEEK:
+				    * PROTO_SEEK_HOLE or PROTO_SEEK_DATA */
+	uint64_t off, len;         /* IO_FALLOCATE: local range, len > 0,
+				    * off + len <= 2^62 */
+	uint32_t mode;             /* IO_FALLOCATE: PROTO_FALLOC_* */
 	uint32_t nsegs;            /* IO_READ IO_WRITE: 1..PROTO_MAX_SEGS */
 	struct proto_seg *segs;
 	struct proto_inos inos;    /* IO_REMOVE_MANY */
@@ -422,11 +456,22 @@ int proto_ioreq_encode(struct wbuf *w, uint16_t op, const struct proto_ioreq *q)
  * For IO_READ/IO_WRITE checks: 1 <= nsegs <= PROTO_MAX_SEGS, each len > 0,
  * off + len does not overflow and is <= 2^62, and the lengths add up to
  * expect_bytes (the header's aux for READ, bulk_len for WRITE).
+ * IO_FALLOCATE: len > 0, off + len <= 2^62, mode one of the five valid
+ * PROTO_FALLOC_* combinations; IO_SEEK: size <= 2^62, flags 0 or 1.
  * @return 0, -EBADMSG, -EOPNOTSUPP
  */
 int proto_ioreq_decode(const void *buf, size_t len, uint16_t op,
 		       uint64_t expect_bytes, struct proto_ioreq *q,
 		       struct proto_seg *segs, const char **why);
+
+/**
+ * IO_SEEK / IO_BLOCKS reply body: one u64 (a local offset, a block count).
+ * @return 0, -EMSGSIZE (encode) / -EBADMSG (decode: truncated or trailing
+ *	bytes, or a value above 2^62)
+ */
+int proto_ioval_encode(struct wbuf *w, uint64_t v);
+int proto_ioval_decode(const void *buf, size_t len, uint64_t *v,
+		       const char **why);
 
 /** IO_STATFS reply body. */
 int proto_statfs_encode(struct wbuf *w, const struct proto_statfs *s);

@@ -20,6 +20,7 @@
 #include "cli_reap.h"
 #include "cli_setid.h"
 #include "cli_size.h"
+#include "cli_space.h"
 #include "cli_wb.h"
 #include "cli_inode.h"
 #include "cli_io.h"
@@ -1080,11 +1081,42 @@ static void cli_access(fuse_req_t req, fuse_ino_t ino, int mask)
 					     (uint32_t)mask & 7));
 }
 
-/* FALLOCATE: not supported. */
+/* FALLOCATE: modes 0, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE[|KEEP_SIZE]
+ * on the iods after the writes in flight (cli_space_fallocate). */
 static void cli_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 			  off_t offset, off_t length, struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, EOPNOTSUPP);
+	int rc;
+
+	if (offset < 0 || length <= 0)
+		return (void) fuse_reply_err(req, EINVAL);
+	if (mode < 0)
+		return (void) fuse_reply_err(req, EOPNOTSUPP);
+	(void)wb_drain(req, ino, 0); /* a failed write shows at close */
+	rc = cli_space_fallocate(fs_of(req), &file_of(fi)->cred, ino,
+				 (uint32_t)mode, (uint64_t)offset,
+				 (uint64_t)length);
+	fuse_reply_err(req, -rc);
+}
+
+/* LSEEK: the kernel sends only SEEK_DATA and SEEK_HOLE; the iods answer
+ * after the writes in flight (cli_space_seek). */
+static void cli_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		      struct fuse_file_info *fi)
+{
+	uint64_t res;
+	int rc;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return (void) fuse_reply_err(req, EINVAL);
+	if (off < 0)
+		return (void) fuse_reply_err(req, ENXIO);
+	(void)wb_drain(req, ino, 0); /* a failed write shows at close */
+	rc = cli_space_seek(fs_of(req), ino, (uint64_t)off,
+			    whence == SEEK_HOLE, &res);
+	if (rc)
+		return (void) fuse_reply_err(req, -rc);
+	fuse_reply_lseek(req, (off_t)res);
 }
 
 static const struct fuse_lowlevel_ops cli_ops = {
@@ -1120,6 +1152,7 @@ static const struct fuse_lowlevel_ops cli_ops = {
 	.access = cli_access,
 	.create = cli_create,
 	.fallocate = cli_fallocate,
+	.lseek = cli_lseek,
 };
 
 /* The operations table: see cli_fuse.h. */

@@ -100,6 +100,9 @@ static const char *op_verb(uint16_t op)
 	case PROTO_OP_IO_REMOVE:
 	case PROTO_OP_IO_REMOVE_MANY: return "remove";
 	case PROTO_OP_IO_FSYNC: return "fsync";
+	case PROTO_OP_IO_FALLOCATE: return "fallocate";
+	case PROTO_OP_IO_SEEK: return "seek";
+	case PROTO_OP_IO_BLOCKS: return "blocks";
 	default: return proto_op_name(op);
 	}
 }
@@ -709,6 +712,51 @@ static int fanout(struct cli_fs *fs, uint16_t op, uint64_t ino,
 			rc = s->rc;
 	}
 	return rc;
+}
+
+/* Each: see cli_io.h. A value reply that does not decode counts as that
+ * iod's -EIO. */
+int cli_io_each(struct cli_fs *fs, uint16_t op, uint64_t ino,
+		const struct proto_layout *l, const struct proto_ioreq *qs,
+		int *rcs, uint64_t *vals)
+{
+	struct io_tls *t;
+
+	if (stripe_layout_check(l, fs->niods))
+		return -EINVAL;
+	t = io_tls_get();
+	if (!t)
+		return -ENOMEM;
+	for (uint16_t k = 0; k < l->count; k++) {
+		struct io_sub *s = &t->subs[k];
+		struct proto_ioreq q = qs[k];
+
+		q.ino = ino;
+		s->iod = (uint16_t)((l->first + k) % fs->niods);
+		s->submitted = 0;
+		s->rc = rcs[k];
+		if (s->rc)
+			continue; /* the caller skips this iod */
+		sub_start_nodata(fs, s, op, &q, t->body + (size_t)k * IO_BODY_HDR,
+				 IO_BODY_HDR);
+	}
+	for (uint16_t k = 0; k < l->count; k++) {
+		struct io_sub *s = &t->subs[k];
+		const char *why = NULL;
+
+		if (s->submitted)
+			sub_wait(fs, s);
+		rcs[k] = s->rc;
+		if (s->rc || !vals ||
+		    (op != PROTO_OP_IO_SEEK && op != PROTO_OP_IO_BLOCKS))
+			continue;
+		if (proto_ioval_decode(s->rep, s->call.rep_len, &vals[k], &why)) {
+			log_warn("iod %u: %s reply: bad %s", s->iod, op_verb(op),
+				 why ? why : "body");
+			rcs[k] = -EIO;
+		}
+	}
+	return 0;
 }
 
 /* Truncate: see cli_io.h. */

@@ -93,6 +93,23 @@ int cli_io_truncate(struct cli_fs *fs, uint64_t ino,
 		    const struct proto_layout *l, uint64_t size);
 
 /**
+ * Send a request without data to every iod of the layout at once, qs[k]
+ * (its ino is overwritten with ino) to file iod k, and wait for all; an
+ * iod whose rcs[k] is nonzero on entry is skipped (rcs[k] kept). Each
+ * iod's result goes to rcs[k]: 0 or -errno as it answered (-ENOENT and
+ * -ENXIO included), -EIO for a transport failure. For IO_SEEK and
+ * IO_BLOCKS, vals[k] gets a successful reply's value (vals may be NULL for
+ * other ops). Cost: one parallel round trip.
+ * @param[in] qs l->count requests
+ * @param[in,out] rcs l->count results; nonzero on entry skips that iod
+ * @param[out] vals NULL or l->count values
+ * @return 0 (the results are in rcs), -EINVAL bad layout, -ENOMEM
+ */
+int cli_io_each(struct cli_fs *fs, uint16_t op, uint64_t ino,
+		const struct proto_layout *l, const struct proto_ioreq *qs,
+		int *rcs, uint64_t *vals);
+
+/**
  * Remove the object of ino on every iod of the layout. A missing object is
  * not an error.
  * @return 0, -EINVAL, -ENOMEM, -EIO, or an iod's -errno

@@ -497,6 +497,23 @@ int cli_meta_setsize(struct cli_fs *fs, const struct proto_cred *c,
 	return meta_attr(fs, PROTO_OP_SETSIZE, &m, attr);
 }
 
+/* SETBLOCKS: see cli_meta.h. */
+int cli_meta_setblocks(struct cli_fs *fs, const struct proto_cred *c,
+		       uint64_t ino, uint32_t flags, uint64_t size,
+		       const struct proto_time *t, uint64_t blocks,
+		       struct proto_attr *attr)
+{
+	struct proto_mreq m;
+
+	mreq_init(&m, c);
+	m.ino = ino;
+	m.flags = flags;
+	m.size = size;
+	m.mtime = *t;
+	m.blocks = blocks;
+	return meta_attr(fs, PROTO_OP_SETBLOCKS, &m, attr);
+}
+
 /* PURGE: see cli_meta.h. */
 int cli_meta_purge(struct cli_fs *fs, const struct proto_cred *c,
 		   uint64_t ino)

@@ -124,6 +124,16 @@ int cli_meta_open(struct cli_fs *fs, const struct proto_cred *c, uint64_t ino,
 int cli_meta_access(struct cli_fs *fs, const struct proto_cred *c,
 		    uint64_t ino, uint32_t mask);
 
+/**
+ * SETBLOCKS: publish the blocks the iods hold; flags PROTO_SB_GROW grows
+ * the size to at least size, PROTO_SB_MTIME / PROTO_SB_CTIME set times to t.
+ * @return 0, -ENOENT, -EISDIR, -EINVAL, -EOPNOTSUPP (an older mgr), -EIO
+ */
+int cli_meta_setblocks(struct cli_fs *fs, const struct proto_cred *c,
+		       uint64_t ino, uint32_t flags, uint64_t size,
+		       const struct proto_time *t, uint64_t blocks,
+		       struct proto_attr *attr);
+
 /** SETSIZE: grow the size to at least size and set mtime. @return 0, -ENOENT, -EIO */
 int cli_meta_setsize(struct cli_fs *fs, const struct proto_cred *c,
 		     uint64_t ino, uint64_t size, const struct proto_time *mtime,

@@ -10,6 +10,31 @@
 #include "cli_io.h"
 #include "cli_meta.h"
 #include "cli_size.h"
+#include "cli_space.h"
+
+/* Publish size (mtime t) with the blocks the iods hold: one SETBLOCKS; a
+ * SETSIZE when they cannot be counted (an iod down or older) or the mgr
+ * predates SETBLOCKS. */
+static int size_publish(struct cli_fs *fs, const struct proto_cred *c,
+			uint64_t ino, uint64_t size,
+			const struct proto_time *t, struct proto_attr *a)
+{
+	struct proto_layout l;
+	uint64_t fsize, blocks;
+	int rc = cli_inode_io(fs->itab, ino, &l, &fsize);
+
+	if (rc == 0)
+		rc = cli_space_blocks(fs, ino, &l, &blocks);
+	if (rc == 0)
+		rc = cli_meta_setblocks(fs, c, ino,
+					PROTO_SB_GROW | PROTO_SB_MTIME, size,
+					t, blocks, a);
+	else
+		rc = -EOPNOTSUPP;
+	if (rc == -EOPNOTSUPP)
+		rc = cli_meta_setsize(fs, c, ino, size, t, a);
+	return rc;
+}
 
 /* Push: see cli_size.h. */
 int cli_size_push(struct cli_fs *fs, const struct proto_cred *c,
@@ -23,7 +48,7 @@ int cli_size_push(struct cli_fs *fs, const struct proto_cred *c,
 	if (!cli_inode_take_dirty(fs->itab, ino, &size, &t))
 		return 0;
 	since = cli_itab_clock(fs->itab);
-	rc = cli_meta_setsize(fs, c, ino, size, &t, &a);
+	rc = size_publish(fs, c, ino, size, &t, &a);
 	if (rc == -ENOENT)
 		return 0; /* purged under us: nothing left to grow */
 	if (rc) {
@@ -49,5 +74,7 @@ int cli_size_truncate(struct cli_fs *fs, const struct proto_cred *c,
 	if (rc)
 		return rc;
 	cli_inode_truncated(fs->itab, ino, in->size);
-	return 0;
+	if (in->size == 0)
+		return 0; /* the mgr set the blocks to 0 with the size */
+	return cli_space_publish(fs, c, ino, out);
 }

@@ -12,8 +12,10 @@
 
 /**
  * Push this client's written size to the mgr if it wrote since the last
- * push: SETSIZE grows the size only and sets mtime to the time of the last
- * write. Cost: one mgr round trip when dirty, none otherwise.
+ * push: SETBLOCKS (SETSIZE with an older mgr) grows the size only, sets
+ * mtime to the time of the last write and stores the blocks the iods hold.
+ * Cost when dirty: one parallel iod round trip (IO_BLOCKS) and one mgr
+ * round trip; none otherwise.
  * @param[in] fs the mounted file system
  * @param[in] c the caller's credential
  * @param[in] ino the inode
@@ -26,8 +28,10 @@ int cli_size_push(struct cli_fs *fs, const struct proto_cred *c,
 /**
  * Truncate: SETATTR at the mgr with PROTO_SA_SIZE and the other changes
  * named by valid (values in in, in->size the new size), then for a regular
- * file each iod's object to its share. Nothing written before is left to
- * push afterwards. Cost: two round trips (mgr, then the iods in parallel).
+ * file each iod's object to its share; unless the new size is 0, the
+ * blocks left are published (cli_space_publish). Nothing written before is
+ * left to push afterwards. Cost: two round trips (mgr, then the iods in
+ * parallel), two more for a size above 0.
  * @param[in] fs the mounted file system
  * @param[in] c the caller's credential
  * @param[in] ino the inode

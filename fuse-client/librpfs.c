@@ -1,6 +1,7 @@
 /*
  * librpfs.c - the native client library: mounting, path walks, open and
- * close, pread/pwrite, fsync, fstat, truncate, unlink, mkdir. It drives the
+ * close, pread/pwrite, fsync, fstat, truncate, fallocate, seek, unlink,
+ * mkdir. It drives the
  * same client core as rpfs-fuse (cli_meta for the mgr, cli_io for the
  * iods, cli_inode for sizes), with the process's own credential. List I/O
  * and registered memory are in librpfs_list.c.
@@ -21,6 +22,7 @@
 #include "cli_reap.h"
 #include "cli_setid.h"
 #include "cli_size.h"
+#include "cli_space.h"
 #include "librpfs_int.h"
 #include "log.h"
 #include "net_auth.h"
@@ -485,6 +487,32 @@ int rpfs_ftruncate(rpfs_file_t *f, uint64_t size)
 	if (rc == 0)
 		cli_inode_update(f->fs->cli->itab, &a, 0, since);
 	return rc;
+}
+
+/* fallocate: the client core does it all (cli_space_fallocate). */
+int rpfs_fallocate(rpfs_file_t *f, int mode, uint64_t off, uint64_t len)
+{
+	if (!f)
+		return -EINVAL;
+	if (f->accmode == O_RDONLY)
+		return -EBADF;
+	if (mode < 0)
+		return -EOPNOTSUPP;
+	return cli_space_fallocate(f->fs->cli, &f->fs->cred, f->ino,
+				   (uint32_t)mode, off, len);
+}
+
+/* SEEK_DATA / SEEK_HOLE through the iods (cli_space_seek). */
+int64_t rpfs_seek(rpfs_file_t *f, uint64_t off, int whence)
+{
+	uint64_t res;
+	int rc;
+
+	if (!f || (whence != SEEK_DATA && whence != SEEK_HOLE))
+		return -EINVAL;
+	rc = cli_space_seek(f->fs->cli, f->ino, off, whence == SEEK_HOLE,
+			    &res);
+	return rc ? rc : (int64_t)res;
 }
 
 /* unlink: the data goes now, or at this client's last close. */

@@ -131,6 +131,36 @@ int rpfs_fstat(rpfs_file_t *f, struct stat *st);
 int rpfs_ftruncate(rpfs_file_t *f, uint64_t size);
 
 /**
+ * Allocate, punch or zero a range of the open file, as fallocate(2).
+ * Modes (Linux FALLOC_FL_* values): 0 allocates and grows the size to at
+ * least off + len; FALLOC_FL_KEEP_SIZE allocates without changing the
+ * size; FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE deallocates (the range
+ * reads as zeros); FALLOC_FL_ZERO_RANGE zeroes (and grows the size like
+ * mode 0), with FALLOC_FL_KEEP_SIZE it keeps the size. Afterwards
+ * st_blocks counts the blocks the iods hold.
+ * @param f a file opened for writing
+ * @param mode one of the five combinations above
+ * @param off first byte of the range
+ * @param len bytes in the range, > 0
+ * @return 0; -EOPNOTSUPP any other mode, or an iod's file system cannot
+ *	do it; -EBADF opened read-only; -EINVAL len 0 or a NULL f; -EFBIG
+ *	off + len beyond 2^62; -ENOSPC; -EIO
+ */
+int rpfs_fallocate(rpfs_file_t *f, int mode, uint64_t off, uint64_t len);
+
+/**
+ * Find data or a hole, as lseek(2) with SEEK_DATA or SEEK_HOLE (the
+ * library keeps no file position, so nothing moves).
+ * @param f an open file
+ * @param off where to look from
+ * @param whence SEEK_DATA or SEEK_HOLE
+ * @return the offset of the next data (SEEK_DATA) or hole (SEEK_HOLE; the
+ *	end of the file is one) at or after off; -ENXIO off at or past the
+ *	end, or no data after it; -EINVAL other whence or a NULL f; -EIO
+ */
+int64_t rpfs_seek(rpfs_file_t *f, uint64_t off, int whence);
+
+/**
  * Remove the name path; the data goes when the last link does (at once,
  * or at the last close of this client if it still has it open).
  * @return 0, -ENOENT, -EACCES, -EISDIR, -ENOTDIR, -EIO

@@ -211,7 +211,7 @@ static void req_finish(struct io_req *q, int32_t status, const void *body,
 	if (q->by_fd && q->fd >= 0)
 		close(q->fd);
 	q->by_fd = 0;
-	if (status < 0 && status != -ENOENT)
+	if (status < 0 && status != -ENOENT && status != -ENXIO)
 		log_debug("%s ino %llu from %s: %s", proto_op_name(q->op),
 			  (unsigned long long)q->q.ino, net_sconn_peer(r->conn),
 			  strerror(-status));
@@ -574,6 +574,30 @@ static void req_advance(struct io_req *q)
 	q->busy = 0;
 }
 
+/* Serve IO_SEEK and IO_BLOCKS, whose replies are one u64, and reply. */
+static void req_value(struct io_req *q)
+{
+	uint8_t body[8];
+	struct wbuf w;
+	uint64_t v = 0;
+	int rc;
+
+	if (q->op == PROTO_OP_IO_SEEK)
+		rc = iod_store_seek(q->ops->st, q->q.ino, q->q.size,
+				    q->q.flags & PROTO_SEEK_HOLE, &v);
+	else
+		rc = iod_store_blocks(q->ops->st, q->q.ino, &v);
+	if (rc == 0) {
+		wb_init(&w, body, sizeof(body));
+		rc = proto_ioval_encode(&w, v);
+	}
+	if (rc < 0) {
+		req_finish(q, rc, NULL, 0);
+		return;
+	}
+	req_finish(q, 0, body, (uint32_t)w.len);
+}
+
 /* Serve the small ops synchronously and reply. */
 static void req_simple(struct io_req *q)
 {
@@ -604,6 +628,14 @@ static void req_simple(struct io_req *q)
 	case PROTO_OP_IO_FSYNC:
 		rc = iod_store_fsync(ops->st, q->q.ino, q->q.flags & 1);
 		break;
+	case PROTO_OP_IO_FALLOCATE:
+		rc = iod_store_fallocate(ops->st, q->q.ino, q->q.mode, q->q.off,
+					 q->q.len);
+		break;
+	case PROTO_OP_IO_SEEK:
+	case PROTO_OP_IO_BLOCKS:
+		req_value(q);
+		return;
 	case PROTO_OP_IO_STATFS:
 		rc = iod_store_statfs(ops->st, &sf);
 		if (rc < 0)

@@ -386,6 +386,89 @@ int iod_store_fsync(struct iod_store *st, uint64_t ino, int datasync)
 	return 0;
 }
 
+/* fallocate(2) on fd, retried on EINTR. @return 0, -errno */
+static int store_fallocate(int fd, uint32_t mode, uint64_t off, uint64_t len)
+{
+	while (fallocate(fd, (int)mode, (off_t)off, (off_t)len) < 0) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
+/* fallocate through the cache. A punch or a keep-size zeroing of a missing
+ * object has nothing to do, so it does not create one. A file system
+ * without ZERO_RANGE (tmpfs) gets a punch and an allocation of the range
+ * instead: the same zeros, allocated, the same size. Cost: one or two
+ * syscalls, whose cost grows with the extents touched. */
+int iod_store_fallocate(struct iod_store *st, uint64_t ino, uint32_t mode,
+			uint64_t off, uint64_t len)
+{
+	int create = !(mode & PROTO_FALLOC_PUNCH_HOLE) &&
+		     !((mode & PROTO_FALLOC_ZERO_RANGE) &&
+		       (mode & PROTO_FALLOC_KEEP_SIZE));
+	int fd, rc;
+
+	if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - off)
+		return -EFBIG;
+	fd = obj_fd(st, ino, create);
+	if (fd == -ENOENT && !create)
+		return 0;
+	if (fd < 0)
+		return fd;
+	rc = store_fallocate(fd, mode, off, len);
+	if (rc != -EOPNOTSUPP || !(mode & PROTO_FALLOC_ZERO_RANGE))
+		return rc;
+	rc = store_fallocate(fd, PROTO_FALLOC_PUNCH_HOLE | PROTO_FALLOC_KEEP_SIZE,
+			     off, len);
+	if (rc)
+		return rc;
+	return store_fallocate(fd, mode & PROTO_FALLOC_KEEP_SIZE, off, len);
+}
+
+/* lseek SEEK_DATA/SEEK_HOLE on the cached fd (lseek moves the shared file
+ * position, which nothing else here uses: I/O is pread/pwrite). */
+int iod_store_seek(struct iod_store *st, uint64_t ino, uint64_t off,
+		   int hole, uint64_t *res)
+{
+	int fd;
+	off_t r;
+
+	if (off > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	fd = obj_fd(st, ino, 0);
+	if (fd == -ENOENT) {
+		if (!hole)
+			return -ENXIO;
+		*res = off;
+		return 0;
+	}
+	if (fd < 0)
+		return fd;
+	r = lseek(fd, (off_t)off, hole ? SEEK_HOLE : SEEK_DATA);
+	if (r < 0)
+		return -errno;
+	*res = (uint64_t)r;
+	return 0;
+}
+
+/* fstat's st_blocks of the object; a missing one holds nothing. */
+int iod_store_blocks(struct iod_store *st, uint64_t ino, uint64_t *blocks)
+{
+	struct stat sb;
+	int fd = obj_fd(st, ino, 0);
+
+	*blocks = 0;
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &sb) < 0)
+		return -errno;
+	*blocks = (uint64_t)sb.st_blocks;
+	return 0;
+}
+
 /* statvfs of the data directory, in fragment-size blocks. */
 int iod_store_statfs(struct iod_store *st, struct proto_statfs *out)
 {

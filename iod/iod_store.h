@@ -79,6 +79,34 @@ int iod_store_remove(struct iod_store *st, uint64_t ino);
 int iod_store_fsync(struct iod_store *st, uint64_t ino, int datasync);
 
 /**
+ * fallocate(2) a range of object ino with mode (PROTO_FALLOC_*, which are
+ * the Linux FALLOC_FL_* values). Modes that only remove or zero data
+ * (PUNCH_HOLE, ZERO_RANGE with KEEP_SIZE) leave a missing object missing;
+ * the others create it. Where the local file system has no ZERO_RANGE
+ * (tmpfs), the range is punched and then allocated (KEEP_SIZE kept).
+ * @return 0, -ENOSPC, -EOPNOTSUPP (the local file system cannot do it),
+ *	-EFBIG, other -errno
+ */
+int iod_store_fallocate(struct iod_store *st, uint64_t ino, uint32_t mode,
+			uint64_t off, uint64_t len);
+
+/**
+ * lseek(2) SEEK_DATA or SEEK_HOLE (hole set) on object ino from off. A
+ * missing object has no data: SEEK_DATA gives -ENXIO, SEEK_HOLE gives off.
+ * @param[out] res the offset found
+ * @return 0, -ENXIO (no data at or after off; off at or past the end for
+ *	SEEK_HOLE), -EINVAL, other -errno
+ */
+int iod_store_seek(struct iod_store *st, uint64_t ino, uint64_t off,
+		   int hole, uint64_t *res);
+
+/**
+ * The 512-byte blocks object ino occupies (st_blocks); 0 when missing.
+ * @return 0, -errno from fstat
+ */
+int iod_store_blocks(struct iod_store *st, uint64_t ino, uint64_t *blocks);
+
+/**
  * Capacity of the data directory's file system.
  * @return 0, -errno from statvfs
  */

@@ -314,6 +314,51 @@ static void round_trips(int n, size_t len, int pick)
 	free(src);
 }
 
+/* The store's space calls on a file system without ZERO_RANGE: tmpfs
+ * (/dev/shm) gets a punch plus an allocation, with ZERO_RANGE's result. */
+static void test_store_space_tmpfs(void)
+{
+	char dir[] = "/dev/shm/test_iod_ops.XXXXXX", cmd[128];
+	const uint32_t keep = PROTO_FALLOC_KEEP_SIZE;
+	uint8_t src[65536], dst[65536];
+	struct iod_store *st;
+	uint64_t v, b0;
+
+	if (!mkdtemp(dir) || iod_store_open(&st, dir, 4)) {
+		CHECK(!"tmpfs store");
+		return;
+	}
+	fill(src, sizeof(src), 5);
+	CHECK(iod_store_write(st, 9, 0, src, sizeof(src)) == 0);
+	CHECK(iod_store_blocks(st, 9, &b0) == 0 && b0 >= sizeof(src) / 512);
+	/* zero 4 KiB inside, keeping the size: zeros, no size change */
+	CHECK(iod_store_fallocate(st, 9, PROTO_FALLOC_ZERO_RANGE | keep, 8192,
+				  4096) == 0);
+	memset(src + 8192, 0, 4096);
+	CHECK(iod_store_read(st, 9, 0, dst, sizeof(dst)) == 0);
+	CHECK(memcmp(src, dst, sizeof(dst)) == 0);
+	/* allocated, never written: tmpfs (like ext4) reports a hole */
+	CHECK(iod_store_seek(st, 9, 0, 1, &v) == 0 && v == 8192);
+	CHECK(iod_store_seek(st, 9, 8192, 0, &v) == 0 && v == 12288);
+	/* zero past the end without KEEP_SIZE: the object grows, allocated */
+	CHECK(iod_store_fallocate(st, 9, PROTO_FALLOC_ZERO_RANGE, 61440,
+				  65536) == 0);
+	CHECK(iod_store_blocks(st, 9, &v) == 0 && v >= 126976 / 512);
+	CHECK(iod_store_read(st, 9, 0, dst, sizeof(dst)) == 0);
+	memset(src + 61440, 0, 4096);
+	CHECK(memcmp(src, dst, sizeof(dst)) == 0);
+	/* punch: a hole that seek finds */
+	CHECK(iod_store_fallocate(st, 9, PROTO_FALLOC_PUNCH_HOLE | keep, 16384,
+				  8192) == 0);
+	CHECK(iod_store_seek(st, 9, 12288, 1, &v) == 0 && v == 16384);
+	CHECK(iod_store_seek(st, 9, 16384, 0, &v) == 0 && v == 24576);
+	CHECK(iod_store_seek(st, 9, 1 << 20, 0, &v) == -ENXIO);
+	iod_store_close(st);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "note: could not remove %s\n", dir);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/test_iod_ops.XXXXXX";
@@ -393,6 +438,7 @@ int main(void)
 	iod_store_close(st);
 	iod_buf_pool_free(pool);
 	CHECK(bad_calls == 0);
+	test_store_space_tmpfs();
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)

@@ -673,6 +673,93 @@ out_umount:
 	umount2(mnt, MNT_DETACH);
 }
 
+/* IO_SEEK or IO_BLOCKS: the status, with the reply's value in *v. */
+static int io_value(struct net_conn *c, uint16_t op, uint64_t ino,
+		    uint64_t size, uint32_t flags, uint64_t *v)
+{
+	struct proto_ioreq q = { .ino = ino, .size = size, .flags = flags };
+	uint8_t rep[64];
+	uint32_t replen = 0;
+	const char *why = NULL;
+	int rc = io_call(c, op, &q, NULL, 0, NULL, 0, rep, sizeof(rep), &replen);
+
+	if (rc)
+		return rc;
+	CHECK_EQ(proto_ioval_decode(rep, replen, v, &why), 0);
+	return 0;
+}
+
+static int io_falloc(struct net_conn *c, uint64_t ino, uint32_t mode,
+		     uint64_t off, uint64_t len)
+{
+	struct proto_ioreq q = { .ino = ino, .mode = mode, .off = off, .len = len };
+
+	return io_call(c, PROTO_OP_IO_FALLOCATE, &q, NULL, 0, NULL, 0, NULL, 0,
+		       NULL);
+}
+
+/* Fallocate modes, blocks and seek on one object; missing objects. */
+static void test_space_ops(struct net_conn *c, const char *data)
+{
+	const uint32_t keep = PROTO_FALLOC_KEEP_SIZE;
+	uint8_t *src = malloc(MiB), *dst = malloc(MiB);
+	struct proto_seg seg = { 0, MiB };
+	char path[512];
+	uint64_t v, b0;
+
+	/* allocate 1 MiB: size and blocks grow, zeros read back */
+	obj_path(path, sizeof(path), data, 61);
+	CHECK_EQ(io_falloc(c, 61, 0, 0, MiB), 0);
+	CHECK_EQ(file_size(path), MiB);
+	CHECK_EQ(io_value(c, PROTO_OP_IO_BLOCKS, 61, 0, 0, &b0), 0);
+	CHECK(b0 >= MiB / 512);
+	/* keep size: blocks beyond the end, size unchanged */
+	CHECK_EQ(io_falloc(c, 61, keep, MiB, MiB), 0);
+	CHECK_EQ(file_size(path), MiB);
+	CHECK_EQ(io_value(c, PROTO_OP_IO_BLOCKS, 61, 0, 0, &v), 0);
+	CHECK(v >= b0 + MiB / 512);
+	/* data, then a punched hole inside it reads zeros */
+	fill(src, MiB, 61);
+	CHECK_EQ(io_write(c, 61, &seg, 1, src, MiB), 0);
+	CHECK_EQ(io_falloc(c, 61, PROTO_FALLOC_PUNCH_HOLE | keep, 65536, 131072), 0);
+	memset(src + 65536, 0, 131072);
+	CHECK_EQ(io_read(c, 61, &seg, 1, dst, MiB), 0);
+	CHECK(memcmp(src, dst, MiB) == 0);
+	CHECK_EQ(file_size(path), MiB);
+	/* seek: the hole is at [64 KiB, 192 KiB) */
+	CHECK_EQ(io_value(c, PROTO_OP_IO_SEEK, 61, 0, PROTO_SEEK_HOLE, &v), 0);
+	CHECK_EQ(v, 65536);
+	CHECK_EQ(io_value(c, PROTO_OP_IO_SEEK, 61, 65536, PROTO_SEEK_DATA, &v), 0);
+	CHECK_EQ(v, 196608);
+	CHECK_EQ(io_value(c, PROTO_OP_IO_SEEK, 61, 100, PROTO_SEEK_DATA, &v), 0);
+	CHECK_EQ(v, 100);
+	CHECK_EQ(io_value(c, PROTO_OP_IO_SEEK, 61, MiB, PROTO_SEEK_DATA, &v), -ENXIO);
+	CHECK_EQ(io_value(c, PROTO_OP_IO_SEEK, 61, MiB, PROTO_SEEK_HOLE, &v), -ENXIO);
+	/* zero range, keeping and growing the size */
+	CHECK_EQ(io_falloc(c, 61, PROTO_FALLOC_ZERO_RANGE | keep, 0, 4096), 0);
+	memset(src, 0, 4096);
+	CHECK_EQ(io_read(c, 61, &seg, 1, dst, MiB), 0);
+	CHECK(memcmp(src, dst, MiB) == 0);
+	CHECK_EQ(io_falloc(c, 61, PROTO_FALLOC_ZERO_RANGE, MiB - 10, 4106), 0);
+	CHECK_EQ(file_size(path), MiB + 4096);
+
+	/* missing object: no blocks, no data, a hole everywhere; punching
+	 * and keep-size zeroing leave it missing, allocating creates it */
+	obj_path(path, sizeof(path), data, 62);
+	CHECK_EQ(io_value(c, PROTO_OP_IO_BLOCKS, 62, 0, 0, &v), 0);
+	CHECK_EQ(v, 0);
+	CHECK_EQ(io_value(c, PROTO_OP_IO_SEEK, 62, 5, PROTO_SEEK_DATA, &v), -ENXIO);
+	CHECK_EQ(io_value(c, PROTO_OP_IO_SEEK, 62, 5, PROTO_SEEK_HOLE, &v), 0);
+	CHECK_EQ(v, 5);
+	CHECK_EQ(io_falloc(c, 62, PROTO_FALLOC_PUNCH_HOLE | keep, 0, 4096), 0);
+	CHECK_EQ(io_falloc(c, 62, PROTO_FALLOC_ZERO_RANGE | keep, 0, 4096), 0);
+	CHECK_EQ(file_size(path), -1);
+	CHECK_EQ(io_falloc(c, 62, keep, 0, 4096), 0);
+	CHECK_EQ(file_size(path), 0);
+	free(src);
+	free(dst);
+}
+
 int main(int argc, char **argv)
 {
 	char tmp[] = "/tmp/test_iod_wire.XXXXXX";
@@ -707,6 +794,8 @@ int main(int argc, char **argv)
 	test_large(c);
 	fprintf(stderr, "small ops\n");
 	test_small_ops(c, data);
+	fprintf(stderr, "space ops\n");
+	test_space_ops(c, data);
 	fprintf(stderr, "concurrent\n");
 	test_concurrent(cl, p.port);
 	fprintf(stderr, "abort\n");

@@ -16,7 +16,8 @@
 #define MGR_DB_MAXDBS 8
 #define MGR_KEY_MAX (8 + PROTO_MAX_NAME)
 
-/* On-disk inode record header; the symlink target follows it. */
+/* On-disk inode record header; the symlink target follows it. Version 1
+ * records end before blocks (MGR_IREC_V1_LEN); version 2 added it. */
 struct mgr_irec {
 	uint32_t version;
 	uint32_t mode, nlink, uid, gid, rdev, flags;
@@ -27,7 +28,10 @@ struct mgr_irec {
 	uint32_t unit;
 	uint16_t count, first;
 	uint32_t pad; /* explicit, so no uninitialised bytes reach the disk */
+	uint64_t blocks; /* version 2 */
 };
+
+#define MGR_IREC_V1_LEN offsetof(struct mgr_irec, blocks)
 
 /* Dirent value. */
 struct mgr_dval {
@@ -118,7 +122,7 @@ void mgr_db_abort(MDB_txn *txn)
 	mdb_txn_abort(txn);
 }
 
-/* Load and unpack inode ino. Cost: one B-tree lookup, no copy of target. */
+/* Load and unpack inode ino (a version 1 or 2 record). Cost: one B-tree lookup, no copy of target. */
 int mgr_db_inode_get(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 		     struct mgr_inode *in)
 {
@@ -126,13 +130,26 @@ int mgr_db_inode_get(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 	MDB_val k = { db_key(kb, ino, NULL, 0), kb }, d;
 	struct mgr_irec r;
 	int rc = mdb_get(txn, db->inodes, &k, &d);
+	size_t hlen;
 
 	if (rc)
 		return db_err(rc, "inode get");
-	if (d.mv_size < sizeof(r))
+	if (d.mv_size < MGR_IREC_V1_LEN)
 		return -EIO;
-	memcpy(&r, d.mv_data, sizeof(r));
-	if (r.version != MGR_IREC_VERSION || d.mv_size != sizeof(r) + r.target_len)
+	memset(&r, 0, sizeof(r));
+	memcpy(&r, d.mv_data, MGR_IREC_V1_LEN);
+	if (r.version == 1) {
+		hlen = MGR_IREC_V1_LEN;
+		r.blocks = S_ISREG(r.mode) ? (r.size + 511) / 512 : 0;
+	} else if (r.version == MGR_IREC_VERSION) {
+		hlen = sizeof(r);
+		if (d.mv_size < hlen)
+			return -EIO;
+		memcpy(&r, d.mv_data, hlen);
+	} else {
+		return -EIO;
+	}
+	if (d.mv_size != hlen + r.target_len)
 		return -EIO;
 	in->mode = r.mode;
 	in->nlink = r.nlink;
@@ -141,6 +158,7 @@ int mgr_db_inode_get(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 	in->rdev = r.rdev;
 	in->flags = r.flags;
 	in->size = r.size;
+	in->blocks = r.blocks;
 	in->parent = r.parent;
 	in->next_seq = r.next_seq;
 	in->atime = (struct proto_time){ r.asec, r.ansec };
@@ -148,7 +166,7 @@ int mgr_db_inode_get(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 	in->ctime = (struct proto_time){ r.csec, r.cnsec };
 	in->layout = (struct proto_layout){ r.unit, r.count, r.first };
 	in->target_len = r.target_len;
-	in->target = r.target_len ? (const char *)d.mv_data + sizeof(r) : NULL;
+	in->target = r.target_len ? (const char *)d.mv_data + hlen : NULL;
 	return 0;
 }
 
@@ -169,7 +187,7 @@ int mgr_db_inode_put(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 		.csec = in->ctime.sec, .ansec = in->atime.nsec,
 		.mnsec = in->mtime.nsec, .cnsec = in->ctime.nsec,
 		.unit = in->layout.unit, .count = in->layout.count,
-		.first = in->layout.first,
+		.first = in->layout.first, .blocks = in->blocks,
 	};
 	int rc = mdb_put(txn, db->inodes, &k, &d, MDB_RESERVE);
 

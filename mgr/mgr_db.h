@@ -32,7 +32,7 @@
 
 #define MGR_ROOT_INO 1
 #define MGR_SEQ_FIRST 3       /* cookies 1, 2 are "." and ".." */
-#define MGR_IREC_VERSION 1
+#define MGR_IREC_VERSION 2    /* 2 added blocks; version 1 records still load */
 
 /* Inode flags. */
 #define MGR_IF_DIRLAYOUT 0x1u /* dir: layout holds the default for new files */
@@ -42,6 +42,9 @@
 struct mgr_inode {
 	uint32_t mode, nlink, uid, gid, rdev, flags;
 	uint64_t size;
+	uint64_t blocks;    /* regular: 512-byte blocks the iods hold, as last
+			     * published (SETBLOCKS); a version 1 record
+			     * loads with size / 512 rounded up */
 	uint64_t parent;    /* dirs: parent directory ino (root: itself) */
 	uint64_t next_seq;  /* dirs: sequence number of the next entry */
 	struct proto_time atime, mtime, ctime;

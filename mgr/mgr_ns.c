@@ -10,7 +10,8 @@
 #include "mgr_perm.h"
 #include "setid.h"
 
-/* Fill a wire attr; blocks are 512-byte units of the size. */
+/* Fill a wire attr. A regular file reports the blocks its iods hold as
+ * last published (SETBLOCKS); other inodes 512-byte units of the size. */
 void mgr_ns_attr(uint64_t ino, const struct mgr_inode *in, struct proto_attr *a)
 {
 	memset(a, 0, sizeof(*a));
@@ -21,7 +22,7 @@ void mgr_ns_attr(uint64_t ino, const struct mgr_inode *in, struct proto_attr *a)
 	a->gid = in->gid;
 	a->rdev = in->rdev;
 	a->size = in->size;
-	a->blocks = (in->size + 511) / 512;
+	a->blocks = S_ISREG(in->mode) ? in->blocks : (in->size + 511) / 512;
 	a->atime = in->atime;
 	a->mtime = in->mtime;
 	a->ctime = in->ctime;
@@ -220,6 +221,10 @@ static int ns_setattr_apply(const struct proto_cred *c, const struct proto_mreq 
 			in->mode &= ~(uint32_t)S_ISGID;
 	}
 	if (v & PROTO_SA_SIZE) {
+		/* a shrink frees blocks: never report more than the size can
+		 * hold until the writer publishes the real count */
+		if (m->size < in->size && in->blocks > (m->size + 511) / 512)
+			in->blocks = (m->size + 511) / 512;
 		in->size = m->size;
 		if (!(v & (PROTO_SA_MTIME | PROTO_SA_MTIME_NOW)))
 			in->mtime = *now;
@@ -728,6 +733,42 @@ int mgr_ns_setsize(struct mgr_db *db, uint64_t ino, uint64_t size,
 		if (size > in.size)
 			in.size = size;
 		in.mtime = in.ctime = *mtime;
+		rc = mgr_db_inode_put(db, txn, ino, &in);
+	}
+	if (!rc)
+		mgr_ns_attr(ino, &in, a);
+	return mgr_ns_finish(txn, rc);
+}
+
+/* SETBLOCKS: store the published block count; PROTO_SB_GROW grows the size
+ * (mtime and ctime change when it does, as with ext4's fallocate),
+ * PROTO_SB_MTIME sets mtime and ctime, PROTO_SB_CTIME ctime, to the
+ * writer's time t. */
+int mgr_ns_setblocks(struct mgr_db *db, uint64_t ino, uint32_t flags,
+		     uint64_t size, const struct proto_time *t,
+		     uint64_t blocks, struct proto_attr *a)
+{
+	struct mgr_inode in;
+	MDB_txn *txn;
+	int rc = mgr_db_begin(db, 0, &txn);
+
+	if (rc)
+		return rc;
+	rc = mgr_db_inode_get(db, txn, ino, &in);
+	if (!rc && S_ISDIR(in.mode))
+		rc = -EISDIR;
+	else if (!rc && !S_ISREG(in.mode))
+		rc = -EINVAL;
+	if (!rc) {
+		in.blocks = blocks;
+		if ((flags & PROTO_SB_GROW) && size > in.size) {
+			in.size = size;
+			flags |= PROTO_SB_MTIME;
+		}
+		if (flags & PROTO_SB_MTIME)
+			in.mtime = *t;
+		if (flags & (PROTO_SB_MTIME | PROTO_SB_CTIME))
+			in.ctime = *t;
 		rc = mgr_db_inode_put(db, txn, ino, &in);
 	}
 	if (!rc)

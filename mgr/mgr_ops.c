@@ -248,6 +248,9 @@ static int ops_dispatch(struct mgr_ops *ops, uint16_t op,
 		return mgr_ns_purge(db, m->ino);
 	case PROTO_OP_PURGE_MANY:
 		return mgr_ns_purge_many(db, &m->inos);
+	case PROTO_OP_SETBLOCKS:
+		return mgr_ns_setblocks(db, m->ino, m->flags, m->size, &m->mtime,
+					m->blocks, &p->attr);
 	default:
 		return -EOPNOTSUPP;
 	}
@@ -279,6 +282,10 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 		return;
 	}
 	rc = proto_mreq_decode(r->body, r->body_len, op, &m, &why);
+	if (rc == -EOPNOTSUPP) { /* a number reserved for ops built elsewhere */
+		net_sreq_reply(r, -EOPNOTSUPP, NULL, 0);
+		return;
+	}
 	if (rc) {
 		net_sreq_reject(r, why ? why : "malformed request");
 		return;

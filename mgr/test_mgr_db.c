@@ -146,7 +146,7 @@ static void test_basic(struct mgr_db *db)
 	CHECK_RC(mgr_ns_lookup(db, &user_c, d.ino, S("g"), &a), 0);
 	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_SIZE, .size = 12345 };
 	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
-	CHECK(r.size == 12345 && r.blocks == 25);
+	CHECK(r.size == 12345 && r.blocks == 0); /* none published: a hole */
 	struct proto_time t = { 1000, 5 };
 	CHECK_RC(mgr_ns_setsize(db, a.ino, 100, &t, &r), 0);
 	CHECK(r.size == 12345 && r.mtime.sec == 1000);
@@ -208,6 +208,103 @@ static void test_setid(struct mgr_db *db)
 	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_UID, .uid = 1000 };
 	CHECK_RC(mgr_ns_setattr(db, &root_c, &m, &r), 0);
 	CHECK((r.mode & 07777) == 02744);
+}
+
+/* SETBLOCKS: blocks stored and reported, size grown only with
+ * PROTO_SB_GROW, times as asked; a shrink caps the blocks. */
+static void test_blocks(struct mgr_db *db)
+{
+	struct proto_attr a, d, r;
+	struct proto_time t = { 1000, 0 }, t2 = { 2000, 0 }, t3 = { 3000, 0 };
+
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("blk"), 0777, &d), 0);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("f"), S_IFREG | 0644, 0, &a), 0);
+	CHECK(a.blocks == 0);
+	CHECK_RC(mgr_ns_setsize(db, a.ino, 1 << 20, &t, &r), 0);
+	CHECK(r.size == 1 << 20 && r.blocks == 0 && r.mtime.sec == 1000);
+	/* no flags: only the blocks */
+	CHECK_RC(mgr_ns_setblocks(db, a.ino, 0, 0, &t2, 24, &r), 0);
+	CHECK(r.blocks == 24 && r.size == 1 << 20);
+	CHECK(r.mtime.sec == 1000 && r.ctime.sec == 1000);
+	/* ctime only; size ignored without GROW */
+	CHECK_RC(mgr_ns_setblocks(db, a.ino, PROTO_SB_CTIME, 1 << 30, &t2, 30, &r), 0);
+	CHECK(r.blocks == 30 && r.size == 1 << 20);
+	CHECK(r.mtime.sec == 1000 && r.ctime.sec == 2000);
+	/* grow: size, mtime and ctime change; a smaller size changes nothing */
+	CHECK_RC(mgr_ns_setblocks(db, a.ino, PROTO_SB_GROW, 1 << 21, &t3, 4096, &r), 0);
+	CHECK(r.size == 1 << 21 && r.blocks == 4096 && r.mtime.sec == 3000 &&
+	      r.ctime.sec == 3000);
+	CHECK_RC(mgr_ns_setblocks(db, a.ino, PROTO_SB_GROW, 5, &t, 4096, &r), 0);
+	CHECK(r.size == 1 << 21 && r.mtime.sec == 3000);
+	CHECK_RC(mgr_ns_setblocks(db, a.ino, PROTO_SB_GROW | PROTO_SB_MTIME, 5,
+				  &t2, 4000, &r), 0);
+	CHECK(r.size == 1 << 21 && r.mtime.sec == 2000 && r.blocks == 4000);
+	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), 0);
+	CHECK(r.blocks == 4000);
+	/* a shrink caps the blocks at what the size can hold */
+	struct proto_mreq m = { .ino = a.ino, .valid = PROTO_SA_SIZE, .size = 1000 };
+	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
+	CHECK(r.size == 1000 && r.blocks == 2);
+	/* not a regular file, or none */
+	CHECK_RC(mgr_ns_setblocks(db, d.ino, 0, 0, &t, 1, &r), -EISDIR);
+	CHECK_RC(mgr_ns_setblocks(db, 999999, 0, 0, &t, 1, &r), -ENOENT);
+}
+
+/* A version 1 inode record (before blocks) still loads, with blocks as
+ * size / 512 rounded up, and is rewritten as version 2. */
+static void test_irec_v1(struct mgr_db *db)
+{
+	struct v1 { /* the version 1 layout, as mgr_db.c wrote it */
+		uint32_t version;
+		uint32_t mode, nlink, uid, gid, rdev, flags;
+		uint32_t target_len;
+		uint64_t size, parent, next_seq;
+		int64_t asec, msec, csec;
+		uint32_t ansec, mnsec, cnsec;
+		uint32_t unit;
+		uint16_t count, first;
+		uint32_t pad;
+	} rec;
+	struct proto_time t = { 1000, 0 };
+	struct proto_attr a, d, r;
+	struct mgr_inode in;
+	uint8_t key[8];
+	MDB_txn *txn;
+
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("v1"), 0777, &d), 0);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("old"), S_IFREG | 0644, 0, &a), 0);
+	memset(&rec, 0, sizeof(rec));
+	rec = (struct v1){ .version = 1, .mode = S_IFREG | 0644, .nlink = 1,
+			   .uid = 1000, .gid = 1000, .size = 100000,
+			   .asec = 5, .msec = 6, .csec = 7, .unit = 65536,
+			   .count = 3, .first = 0 };
+	for (int i = 0; i < 8; i++)
+		key[i] = (uint8_t)(a.ino >> (56 - 8 * i));
+	MDB_val k = { 8, key }, v = { sizeof(rec), &rec };
+	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
+	CHECK(mdb_put(txn, db->inodes, &k, &v, 0) == 0);
+	CHECK_RC(mgr_db_commit(txn), 0);
+	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), 0);
+	CHECK(r.size == 100000 && r.blocks == 196 && r.mtime.sec == 6 &&
+	      r.layout.count == 3);
+	CHECK_RC(mgr_ns_setblocks(db, a.ino, 0, 0, &t, 8, &r), 0);
+	CHECK(r.blocks == 8);
+	CHECK_RC(mgr_db_begin(db, 1, &txn), 0);
+	CHECK(mdb_get(txn, db->inodes, &k, &v) == 0 && v.mv_size > sizeof(rec));
+	CHECK_RC(mgr_db_inode_get(db, txn, a.ino, &in), 0);
+	CHECK(in.blocks == 8 && in.size == 100000);
+	mgr_db_abort(txn);
+	/* a bad version or length is refused */
+	rec.version = 3;
+	v = (MDB_val){ sizeof(rec), &rec };
+	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
+	CHECK(mdb_put(txn, db->inodes, &k, &v, 0) == 0);
+	CHECK_RC(mgr_db_inode_get(db, txn, a.ino, &in), -EIO);
+	rec.version = 1;
+	v = (MDB_val){ sizeof(rec) - 4, &rec };
+	CHECK(mdb_put(txn, db->inodes, &k, &v, 0) == 0);
+	CHECK_RC(mgr_db_inode_get(db, txn, a.ino, &in), -EIO);
+	mgr_db_abort(txn);
 }
 
 /* Hard links and orphans. */
@@ -425,6 +522,8 @@ int main(void)
 	test_readdir(db);
 	test_xattr(db);
 	test_setid(db);
+	test_blocks(db);
+	test_irec_v1(db);
 	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("before"), 0755, &r), 0);
 	last = r.ino;
 	CHECK_RC(mgr_ns_rmdir(db, &root_c, 1, S("before")), 0);

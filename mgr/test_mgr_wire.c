@@ -176,7 +176,19 @@ static void run_ops(void)
 	CHECK_RC(call(PROTO_OP_SETSIZE, &m, &p), 0);
 	m = (struct proto_mreq){ .cred = other_c, .ino = f };
 	CHECK_RC(call(PROTO_OP_GETATTR, &m, &p), 0);
-	CHECK(p.attr.size == 100000 && p.attr.blocks == 196 && p.attr.mtime.sec == 77);
+	CHECK(p.attr.size == 100000 && p.attr.blocks == 0 && p.attr.mtime.sec == 77);
+	/* setblocks: the published blocks come back in attrs */
+	m = (struct proto_mreq){ .cred = user_c, .ino = f, .blocks = 64,
+				 .flags = PROTO_SB_GROW, .size = 200000,
+				 .mtime = { 88, 5 } };
+	CHECK_RC(call(PROTO_OP_SETBLOCKS, &m, &p), 0);
+	CHECK(p.attr.size == 200000 && p.attr.blocks == 64 && p.attr.mtime.sec == 88 &&
+	      p.attr.mtime.nsec == 5);
+	m = (struct proto_mreq){ .cred = other_c, .ino = f };
+	CHECK_RC(call(PROTO_OP_GETATTR, &m, &p), 0);
+	CHECK(p.attr.size == 200000 && p.attr.blocks == 64);
+	m = (struct proto_mreq){ .cred = user_c, .ino = d, .blocks = 1 };
+	CHECK_RC(call(PROTO_OP_SETBLOCKS, &m, &p), -EISDIR);
 	/* many entries, read in small pages */
 	for (int i = 0; i < 50; i++) {
 		snprintf(name, sizeof(name), "entry-%03d", i);

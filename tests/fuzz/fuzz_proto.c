@@ -127,6 +127,19 @@ static void fuzz_statfs(const uint8_t *b, size_t len)
 	same(&w, proto_statfs_encode(&w, &s), b, len);
 }
 
+/* IO_SEEK / IO_BLOCKS reply: one u64. */
+static void fuzz_ioval(const uint8_t *b, size_t len)
+{
+	struct wbuf w;
+	const char *why;
+	uint64_t v;
+
+	if (proto_ioval_decode(b, len, &v, &why))
+		return;
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_ioval_encode(&w, v), b, len);
+}
+
 /* STATUS reply. */
 static void fuzz_status(const uint8_t *b, size_t len)
 {
@@ -186,7 +199,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		aux = aux << 8 | hb[40 + i];
 	}
 	(void)proto_op_name(op);
-	switch (data[0] % 7) {
+	switch (data[0] % 8) {
 	case 0: fuzz_mreq(op, body, blen); break;
 	case 1: fuzz_mrep(op, body, blen); break;
 	case 2: fuzz_mount(body, blen); break;
@@ -194,6 +207,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 4: fuzz_statfs(body, blen); break;
 	case 5: fuzz_layout(body, blen); break;
 	case 6: fuzz_status(body, blen); break;
+	case 7: fuzz_ioval(body, blen); break;
 	}
 	return 0;
 }

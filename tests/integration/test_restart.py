@@ -48,6 +48,7 @@ def manifest(root):
                  'nlink': st.st_nlink, 'mtime': st.st_mtime_ns}
             if stat.S_ISREG(st.st_mode):
                 e['size'] = st.st_size
+                e['blocks'] = st.st_blocks
                 e['sha'] = util.sha256_file(p)
                 e['xattrs'] = {x: os.getxattr(p, x) for x in os.listxattr(p)}
                 e['layout'] = os.getxattr(p, XL)

@@ -227,7 +227,7 @@ enum {
 	T_VALID = 1 << 8, T_UID = 1 << 9, T_GID = 1 << 10, T_SIZE = 1 << 11,
 	T_ATIME = 1 << 12, T_MTIME = 1 << 13, T_TARGET = 1 << 14,
 	T_XNAME = 1 << 15, T_XVALUE = 1 << 16, T_COOKIE = 1 << 17,
-	T_MAX = 1 << 18, T_INOS = 1 << 19,
+	T_MAX = 1 << 18, T_INOS = 1 << 19, T_BLOCKS = 1 << 20,
 };
 
 static const struct { uint16_t op; uint32_t f; } req_ops[] = {
@@ -256,6 +256,7 @@ static const struct { uint16_t op; uint32_t f; } req_ops[] = {
 	{ PROTO_OP_SETSIZE, T_INO | T_SIZE | T_MTIME },
 	{ PROTO_OP_PURGE, T_INO },
 	{ PROTO_OP_PURGE_MANY, T_INOS },
+	{ PROTO_OP_SETBLOCKS, T_INO | T_FLAGS | T_SIZE | T_MTIME | T_BLOCKS },
 };
 #define N_REQ_OPS (sizeof(req_ops) / sizeof(req_ops[0]))
 
@@ -300,6 +301,7 @@ static void raw_mreq(struct wbuf *w, uint32_t f, const struct proto_mreq *m,
 		for (uint32_t i = 0; i < m->inos.n; i++)
 			wb_u64(w, m->inos.host[i]);
 	}
+	if (f & T_BLOCKS) wb_u64(w, m->blocks);
 }
 
 /* Three inode numbers for PURGE_MANY / IO_REMOVE_MANY. */
@@ -329,6 +331,7 @@ static void full_mreq(uint16_t op, struct proto_mreq *m)
 	case PROTO_OP_RENAME: m->flags = PROTO_RENAME_EXCHANGE; break;
 	case PROTO_OP_SETXATTR: m->flags = PROTO_XATTR_REPLACE; break;
 	case PROTO_OP_OPEN: m->flags = 0x8002; break;
+	case PROTO_OP_SETBLOCKS: m->flags = PROTO_SB_GROW | PROTO_SB_CTIME; break;
 	default: m->flags = 0; break;
 	}
 	m->valid = PROTO_SA_MODE | PROTO_SA_SIZE | PROTO_SA_MTIME | PROTO_SA_CTIME;
@@ -343,6 +346,7 @@ static void full_mreq(uint16_t op, struct proto_mreq *m)
 	m->cookie = 0xdeadbeefcafef00dull;
 	m->max = 65536;
 	m->inos = (struct proto_inos){ 3, some_inos, NULL };
+	m->blocks = PROTO_MAX_BLOCKS;
 }
 
 /* Whether a decoded inode list (read in place) holds want's entries. */
@@ -406,6 +410,8 @@ static void check_mreq_eq(const char *ctx, uint32_t f, const struct proto_mreq *
 	ZERO(T_MAX, got->max == 0);
 	FLD(T_INOS, inos_eq(&got->inos, &want->inos));
 	ZERO(T_INOS, got->inos.n == 0);
+	FLD(T_BLOCKS, got->blocks == want->blocks);
+	ZERO(T_BLOCKS, got->blocks == 0);
 #undef FLD
 #undef ZERO
 }
@@ -669,6 +675,27 @@ static void test_mreq_bad(void)
 	BAD_REQ(PROTO_OP_SETATTR, "mtime.nsec", m_.mtime.nsec = 0xffffffffu);
 	BAD_REQ(PROTO_OP_SETSIZE, "mtime.nsec", m_.mtime.nsec = 1000000000u);
 
+	/* SETBLOCKS: flags, blocks and size bounds */
+	BAD_REQ(PROTO_OP_SETBLOCKS, "flags", m_.flags = 0x8);
+	BAD_REQ(PROTO_OP_SETBLOCKS, "flags", m_.flags = 0x80000001u);
+	BAD_REQ(PROTO_OP_SETBLOCKS, "blocks", m_.blocks = PROTO_MAX_BLOCKS + 1);
+	BAD_REQ(PROTO_OP_SETBLOCKS, "blocks", m_.blocks = UINT64_MAX);
+	BAD_REQ(PROTO_OP_SETBLOCKS, "size", m_.size = (uint64_t)INT64_MAX + 1);
+	BAD_REQ(PROTO_OP_SETBLOCKS, "size", m_.size = UINT64_MAX);
+	BAD_REQ(PROTO_OP_SETBLOCKS, "mtime.nsec", m_.mtime.nsec = 1000000000u);
+	{
+		struct wbuf w;
+
+		full_mreq(PROTO_OP_SETBLOCKS, &m);
+		m.flags = PROTO_SB_ALL;
+		m.size = (uint64_t)INT64_MAX;
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_mreq_encode(&w, PROTO_OP_SETBLOCKS, &m) == 0 &&
+		      proto_mreq_decode(gbuf, w.len, PROTO_OP_SETBLOCKS, &d, &why) == 0 &&
+		      d.flags == PROTO_SB_ALL && d.size == (uint64_t)INT64_MAX &&
+		      d.blocks == PROTO_MAX_BLOCKS, "SETBLOCKS limits accepted");
+	}
+
 	/* too many groups: the decoder stops before reading them */
 	full_mreq(PROTO_OP_GETATTR, &m);
 	bad_mreq(__LINE__, PROTO_OP_GETATTR, &m, PROTO_MAX_GROUPS + 1, "cred.ngroups");
@@ -695,7 +722,7 @@ static void test_mreq_bad(void)
 	}
 
 	/* unknown ops */
-	static const uint16_t bad_ops[] = { 0, PROTO_OP_NET_HELLO, 9,
+	static const uint16_t bad_ops[] = { 0, PROTO_OP_NET_HELLO, 9, 35, 36, 37,
 		PROTO_OP_MGR_LAST, PROTO_OP_IO_READ, PROTO_OP_IO_STATFS, 999, 0xffff };
 	for (size_t i = 0; i < sizeof(bad_ops) / sizeof(bad_ops[0]); i++) {
 		struct wbuf w;
@@ -731,6 +758,7 @@ static const struct { uint16_t op; uint32_t f; } rep_ops[] = {
 	{ PROTO_OP_LISTXATTR, R_XATTR }, { PROTO_OP_REMOVEXATTR, 0 },
 	{ PROTO_OP_OPEN, R_ATTR }, { PROTO_OP_ACCESS, 0 },
 	{ PROTO_OP_SETSIZE, R_ATTR }, { PROTO_OP_PURGE, 0 },
+	{ PROTO_OP_SETBLOCKS, R_ATTR },
 };
 #define N_REP_OPS (sizeof(rep_ops) / sizeof(rep_ops[0]))
 
@@ -1301,6 +1329,99 @@ static void test_ioreq(void)
 		}
 	}
 
+	/* fallocate, seek, blocks */
+	{
+		static const struct { uint16_t op; size_t len; } o[] = {
+			{ PROTO_OP_IO_FALLOCATE, 28 }, { PROTO_OP_IO_SEEK, 20 },
+			{ PROTO_OP_IO_BLOCKS, 8 },
+		};
+		static const uint32_t modes[] = { 0, PROTO_FALLOC_KEEP_SIZE,
+			PROTO_FALLOC_PUNCH_HOLE | PROTO_FALLOC_KEEP_SIZE,
+			PROTO_FALLOC_ZERO_RANGE,
+			PROTO_FALLOC_ZERO_RANGE | PROTO_FALLOC_KEEP_SIZE };
+		for (size_t i = 0; i < 3; i++) {
+			uint16_t op = o[i].op;
+
+			q = (struct proto_ioreq){ .ino = 777, .size = 1ull << 62,
+						  .flags = PROTO_SEEK_HOLE,
+						  .off = (1ull << 62) - 8192,
+						  .len = 8192, .mode = modes[i + 2] };
+			wb_init(&w, gbuf, sizeof(gbuf));
+			rc = proto_ioreq_encode(&w, op, &q);
+			CHECK(rc == 0 && w.len == o[i].len, "%s enc %d", proto_op_name(op), rc);
+			cp = dup_exact(gbuf, w.len);
+			rc = proto_ioreq_decode(cp, w.len, op, 0, &d, out, &why);
+			CHECK(rc == 0 && d.ino == 777, "%s dec %d", proto_op_name(op), rc);
+			CHECK(op == PROTO_OP_IO_FALLOCATE ?
+			      d.off == q.off && d.len == q.len && d.mode == q.mode &&
+			      d.size == 0 && d.flags == 0 :
+			      op == PROTO_OP_IO_SEEK ?
+			      d.size == q.size && d.flags == q.flags && d.len == 0 :
+			      d.size == 0 && d.flags == 0 && d.len == 0,
+			      "%s fields", proto_op_name(op));
+			free(cp);
+			for (size_t k = 0; k < w.len; k++) {
+				cp = dup_exact(gbuf, k);
+				CHECK(proto_ioreq_decode(cp, k, op, 0, &d, out, &why) ==
+				      -EBADMSG, "%s cut %zu", proto_op_name(op), k);
+				free(cp);
+			}
+			gbuf[w.len] = 0;
+			rc = proto_ioreq_decode(gbuf, w.len + 1, op, 0, &d, out, &why);
+			CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", proto_op_name(op));
+		}
+		for (size_t i = 0; i < 5; i++) {
+			q = (struct proto_ioreq){ .ino = 1, .off = 0, .len = 1,
+						  .mode = modes[i] };
+			wb_init(&w, gbuf, sizeof(gbuf));
+			CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_FALLOCATE, &q) == 0 &&
+			      proto_ioreq_decode(gbuf, w.len, PROTO_OP_IO_FALLOCATE, 0,
+						 &d, out, &why) == 0 &&
+			      d.mode == modes[i], "fallocate mode %#x", modes[i]);
+		}
+		/* the encoder refuses what the decoder would */
+		q = (struct proto_ioreq){ .ino = 1, .off = 0, .len = 0 };
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_FALLOCATE, &q) == -EINVAL,
+		      "enc fallocate len 0");
+		q.len = 1;
+		q.mode = PROTO_FALLOC_PUNCH_HOLE;
+		CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_FALLOCATE, &q) == -EINVAL,
+		      "enc punch without keep size");
+		q.mode = 0;
+		q.off = 1ull << 62;
+		CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_FALLOCATE, &q) == -EINVAL,
+		      "enc fallocate past 2^62");
+		q = (struct proto_ioreq){ .ino = 1, .flags = 2 };
+		CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_SEEK, &q) == -EINVAL,
+		      "enc seek flags");
+		CHECK(w.len == 0, "nothing written on -EINVAL");
+	}
+
+	/* u64 replies of IO_SEEK / IO_BLOCKS */
+	{
+		uint64_t v = 0;
+
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_ioval_encode(&w, 1ull << 62) == 0 && w.len == 8, "ioval enc");
+		CHECK(proto_ioval_decode(gbuf, 8, &v, &why) == 0 && v == 1ull << 62,
+		      "ioval dec");
+		for (size_t k = 0; k < 8; k++) {
+			cp = dup_exact(gbuf, k);
+			rc = proto_ioval_decode(cp, k, &v, &why);
+			CHECK_ERR(rc, -EBADMSG, why, "value", "ioval cut");
+			free(cp);
+		}
+		rc = proto_ioval_decode(gbuf, 9, &v, &why);
+		CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "ioval trailing");
+		wb_init(&w, gbuf, sizeof(gbuf));
+		proto_ioval_encode(&w, (1ull << 62) + 1);
+		rc = proto_ioval_decode(gbuf, 8, &v, &why);
+		CHECK_ERR(rc, -EBADMSG, why, "value", "ioval above 2^62");
+		wb_init(&w, gbuf, 4);
+		CHECK(proto_ioval_encode(&w, 1) == -EMSGSIZE, "ioval no room");
+	}
+
 	/* bad requests */
 #define BAD_IO(op, expect, field, ...)                                       \
 	do {                                                                 \
@@ -1335,6 +1456,26 @@ static void test_ioreq(void)
 	BAD_IO(PROTO_OP_IO_TRUNCATE, 0, "size", wb_u64(&w, 1); wb_u64(&w, UINT64_MAX));
 	BAD_IO(PROTO_OP_IO_FSYNC, 0, "flags", wb_u64(&w, 1); wb_u32(&w, 2));
 	BAD_IO(PROTO_OP_IO_FSYNC, 0, "flags", wb_u64(&w, 1); wb_u32(&w, 0x80000000u));
+	BAD_IO(PROTO_OP_IO_SEEK, 0, "flags", wb_u64(&w, 1); wb_u64(&w, 0); wb_u32(&w, 2));
+	BAD_IO(PROTO_OP_IO_SEEK, 0, "size", wb_u64(&w, 1); wb_u64(&w, UINT64_MAX);
+	       wb_u32(&w, 0));
+	BAD_IO(PROTO_OP_IO_FALLOCATE, 0, "range", wb_u64(&w, 1); wb_u64(&w, 0);
+	       wb_u64(&w, 0); wb_u32(&w, 0));
+	BAD_IO(PROTO_OP_IO_FALLOCATE, 0, "range", wb_u64(&w, 1);
+	       wb_u64(&w, UINT64_MAX); wb_u64(&w, 2); wb_u32(&w, 0));
+	BAD_IO(PROTO_OP_IO_FALLOCATE, 0, "range", wb_u64(&w, 1);
+	       wb_u64(&w, (1ull << 62) - 1); wb_u64(&w, 2); wb_u32(&w, 0));
+	BAD_IO(PROTO_OP_IO_FALLOCATE, 0, "range", wb_u64(&w, 1); wb_u64(&w, 1);
+	       wb_u64(&w, INT64_MAX); wb_u32(&w, 0));
+	BAD_IO(PROTO_OP_IO_FALLOCATE, 0, "mode", wb_u64(&w, 1); wb_u64(&w, 0);
+	       wb_u64(&w, 1); wb_u32(&w, PROTO_FALLOC_PUNCH_HOLE));
+	BAD_IO(PROTO_OP_IO_FALLOCATE, 0, "mode", wb_u64(&w, 1); wb_u64(&w, 0);
+	       wb_u64(&w, 1); wb_u32(&w, 0x08));
+	BAD_IO(PROTO_OP_IO_FALLOCATE, 0, "mode", wb_u64(&w, 1); wb_u64(&w, 0);
+	       wb_u64(&w, 1); wb_u32(&w, PROTO_FALLOC_ZERO_RANGE | PROTO_FALLOC_PUNCH_HOLE |
+				       PROTO_FALLOC_KEEP_SIZE));
+	BAD_IO(PROTO_OP_IO_FALLOCATE, 0, "mode", wb_u64(&w, 1); wb_u64(&w, 0);
+	       wb_u64(&w, 1); wb_u32(&w, 0xffffffffu));
 
 	/* a segment ending exactly at 2^62 is fine */
 	wb_init(&w, gbuf, sizeof(gbuf));
@@ -1500,10 +1641,13 @@ static void test_op_names(void)
 	CHECK(strcmp(proto_op_name(PROTO_OP_NET_HELLO), "NET_HELLO") == 0, "HELLO");
 	CHECK(strcmp(proto_op_name(77), "op#77") == 0, "op#77");
 	CHECK(strcmp(proto_op_name(0), "op#0") == 0, "op#0");
-	CHECK(strcmp(proto_op_name(PROTO_OP_MGR_LAST), "op#34") == 0, "MGR_LAST");
+	CHECK(strcmp(proto_op_name(PROTO_OP_MGR_LAST), "op#39") == 0, "MGR_LAST");
+	CHECK(strcmp(proto_op_name(PROTO_OP_SETBLOCKS), "SETBLOCKS") == 0, "SETBLOCKS");
+	CHECK(strcmp(proto_op_name(PROTO_OP_IO_SEEK), "IO_SEEK") == 0, "IO_SEEK");
 	CHECK(strcmp(proto_op_name(65535), "op#65535") == 0, "op#65535");
 	for (int op = PROTO_OP_MOUNT; op < PROTO_OP_MGR_LAST; op++)
-		CHECK(strncmp(proto_op_name((uint16_t)op), "op#", 3) != 0, "name %d", op);
+		CHECK((op > PROTO_OP_PURGE_MANY && op < PROTO_OP_SETBLOCKS) ||
+		      strncmp(proto_op_name((uint16_t)op), "op#", 3) != 0, "name %d", op);
 	for (int op = PROTO_OP_IO_READ; op < PROTO_OP_IO_LAST; op++)
 		CHECK(strncmp(proto_op_name((uint16_t)op), "IO_", 3) == 0, "name %d", op);
 }
@@ -1573,7 +1717,10 @@ static int write_corpus(const char *dir)
 	for (uint16_t op = PROTO_OP_IO_READ; op < PROTO_OP_IO_LAST; op++) {
 		q = (struct proto_ioreq){ .ino = 9, .size = 12345, .flags = 1,
 					  .nsegs = 3, .segs = segs,
-					  .inos = { 3, some_inos, NULL } };
+					  .inos = { 3, some_inos, NULL },
+					  .off = 4096, .len = 65536,
+					  .mode = PROTO_FALLOC_PUNCH_HOLE |
+						  PROTO_FALLOC_KEEP_SIZE };
 		wb_init(&w, gbuf, sizeof(gbuf));
 		proto_ioreq_encode(&w, op, &q);
 		snprintf(name, sizeof(name), "ioreq-%s", proto_op_name(op));
@@ -1584,6 +1731,9 @@ static int write_corpus(const char *dir)
 	wb_init(&w, gbuf, sizeof(gbuf));
 	proto_statfs_encode(&w, &r.st);
 	rc |= write_seed(dir, "statfs", 4, PROTO_OP_IO_STATFS, 0, 0, gbuf, w.len);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_ioval_encode(&w, 123456789);
+	rc |= write_seed(dir, "ioval", 7, PROTO_OP_IO_SEEK, 0, 0, gbuf, w.len);
 	rc |= write_seed(dir, "layout", 5, 0, 0, 0,
 			 (const uint8_t *)"unit=65536,count=4,first=2", 26);
 	return rc ? -EIO : 0;
