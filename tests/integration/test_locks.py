@@ -219,15 +219,18 @@ def test_waiter_woken_on_close(files, agents):
 
 
 def test_flock_waiter_woken(files, agents):
-    a, b = agents(), agents()
+    a, b, c = agents(), agents(), agents()
     a.do('open ' + files[0])
     b.do('open ' + files[1])
+    c.do('open ' + files[0])
     assert a.do('flock ex') == 'ok'
     b.send('flock sh')
-    assert a.do('pid').startswith('ok')
+    assert c.do('flock sh_nb') == 'err EAGAIN'
     assert b.pending()
     assert a.do('flock un') == 'ok'
     assert b.answer() == 'ok'
+    assert c.do('flock sh_nb') == 'ok'
+    assert c.do('flock ex_nb') == 'err EAGAIN'  # b's shared lock, other mount
 
 
 def test_wait_longer_than_timeout(tmp_path_factory, agents):
@@ -270,15 +273,17 @@ def test_setlkw_interrupted_by_signal(files, agents):
 
 
 def test_holder_killed_waiter_gets_lock(files, agents):
-    a, b = agents(), agents()
+    a, b, c = agents(), agents(), agents()
     a.do('open ' + files[0])
     b.do('open ' + files[1])
+    c.do('open ' + files[0])
     assert a.do('lock setlk wr 0 0') == 'ok'
     b.send('lock setlkw wr 0 0')
-    assert a.do('pid').startswith('ok')
+    assert c.do('lock setlk rd 0 1') == 'err EAGAIN'
     assert b.pending()
     a.kill(signal.SIGKILL)
     assert b.answer() == 'ok'
+    assert c.do('lock setlk rd 0 1') == 'err EAGAIN'  # b holds it now
 
 
 def test_deadlock_detected(files, agents):
