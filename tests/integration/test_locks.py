@@ -318,6 +318,7 @@ def test_ofd_locks(files, agents):
     assert a.do('lock ofd_setlk wr 0 10') == 'ok'
     assert b.do('lock ofd_setlk rd 0 1') == 'err EAGAIN'
     assert b.do('lock setlk rd 5 1') == 'err EAGAIN'
+    assert b.do('ofd_getlk rd 0 0') == 'ok wr 0 10 -1'  # the kernel hides the pid
     assert a.do('open2 ' + files[0]) == 'ok'
     assert a.do('lock ofd_setlk rd 0 1') == 'err EAGAIN'  # same process, other file
     assert a.do('use 0') == 'ok'
@@ -378,3 +379,12 @@ def test_mgr_restart_locks_reclaimed(tmp_path_factory, agents):
         b.stop()
     finally:
         util.cleanup(ma, mb, c)
+
+
+@pytest.mark.parametrize('value', ['x', '-1', '3601', '', '5s'])
+def test_lock_grace_argument_checked(value):
+    r = util.run([util.binary('mgr/rpfs-mgr'), '--lock-grace', value, '--listen',
+                  util.HOST + ':7998', '--db', '/tmp/rpfs-never', '--iod',
+                  util.HOST + ':1'], check=False, timeout=30)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert '--lock-grace: expected SECONDS 0..3600' in r.stderr, r.stderr
