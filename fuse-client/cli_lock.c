@@ -580,21 +580,24 @@ static void *lk_ka_main(void *arg)
 	return NULL;
 }
 
-/* Session id, wait transport, keepalive thread. */
+/* Session id (random: two mounts never share one), wait transport,
+ * keepalive thread. */
 int cli_lock_new(struct cli_lock **out, struct cli_fs *fs,
 		 const struct net_opts *no)
 {
-	struct cli_lock *lk = calloc(1, sizeof(*lk));
 	struct net_opts wo = *no;
+	struct cli_lock *lk;
+	uint64_t session = 0;
 	int rc;
 
+	while (session == 0)
+		if (getrandom(&session, sizeof(session), 0) != sizeof(session))
+			return -errno;
+	lk = calloc(1, sizeof(*lk));
 	if (!lk)
 		return -ENOMEM;
 	lk->fs = fs;
-	while (lk->session == 0)
-		if (getrandom(&lk->session, sizeof(lk->session), 0) !=
-		    sizeof(lk->session))
-			return free(lk), -EIO;
+	lk->session = session;
 	lk->lease_ms = (uint32_t)fs->timeout_ms;
 	if (lk->lease_ms < PROTO_LK_MIN_LEASE_MS)
 		lk->lease_ms = PROTO_LK_MIN_LEASE_MS;
