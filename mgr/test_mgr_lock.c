@@ -42,6 +42,7 @@ struct got {
 	int n;
 };
 
+/* lockset_each callback: copy a lock into the struct got. */
 static int collect(const struct lockset_lock *l, void *arg)
 {
 	struct got *g = arg;
@@ -51,6 +52,7 @@ static int collect(const struct lockset_lock *l, void *arg)
 	return 0;
 }
 
+/* qsort order: by start offset. */
 static int by_start(const void *a, const void *b)
 {
 	const struct lockset_lock *x = a, *y = b;
@@ -76,6 +78,7 @@ static const char *dump(const struct lockset *s)
 	return buf;
 }
 
+/* Split, merge, downgrade, conflicts, drops and a full set. */
 static void test_lockset(void)
 {
 	struct lockset s;
@@ -159,6 +162,7 @@ struct done {
 static struct done dq[32];
 static int ndq;
 
+/* mgr_lock_done_fn: record a deferred reply. */
 static void done_cb(void *ctx, int status, const struct proto_lockrep *rep,
 		    void *arg)
 {
@@ -183,6 +187,7 @@ static struct proto_lock Q(uint64_t sess, uint64_t owner, uint8_t cmd,
 				    .kind = PROTO_LK_POSIX, .cmd = cmd };
 }
 
+/* Run a LOCK request at time now; the reply body is dropped. */
 static int req(struct mgr_lock *ml, struct proto_lock q, uint64_t now, void *ctx)
 {
 	struct proto_lockrep rep;
@@ -190,6 +195,7 @@ static int req(struct mgr_lock *ml, struct proto_lock q, uint64_t now, void *ctx
 	return mgr_lock_request(ml, PROTO_OP_LOCK, &q, now, ctx, &rep);
 }
 
+/* Queue, FIFO grant, slice end, cancel (queued and early), DROP. */
 static void test_waits(void)
 {
 	struct mgr_lock *ml;
@@ -242,6 +248,7 @@ static void test_waits(void)
 	mgr_lock_free(ml);
 }
 
+/* A three-owner cycle gets EDEADLK; other owners and flock never do. */
 static void test_deadlock(void)
 {
 	struct mgr_lock *ml;
@@ -273,6 +280,8 @@ static void test_deadlock(void)
 	CHECK(ndq == 4 && dq[0].status == -ETIME, "free answers %d", ndq);
 }
 
+/* A silent session loses its locks after its lease; grace admits only
+ * reclaims and releases, reclaims after it fail. */
 static void test_lease_and_grace(void)
 {
 	struct mgr_lock *ml;

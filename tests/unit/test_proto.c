@@ -1537,6 +1537,7 @@ static void lock_bad(uint16_t op, struct proto_lock l, const char *field,
 	free(cp);
 }
 
+/* Lock request and reply codecs: round trips, cuts, every check. */
 static void test_lock(void)
 {
 	struct proto_lock l = sample_lock(), d, k;
