@@ -1,8 +1,10 @@
 """Cluster-wide locks: POSIX (fcntl), OFD and flock locks taken on one
 mount are seen by another mount of the same file system (HACKING.md
 "Locks"). Lock holders are lock_agent.py processes driven line by line."""
+import errno
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -91,17 +93,24 @@ def _cluster(tmp_path_factory, name, grace):
 
 
 @pytest.fixture(scope='module')
-def pair(tmp_path_factory):
-    """One cluster (no grace period) with two mounts: two client nodes."""
+def lkcluster(tmp_path_factory):
+    """One cluster (no grace period) for the tests that share it."""
     c = _cluster(tmp_path_factory, 'lk', 0)
+    yield c
+    util.cleanup(c)
+
+
+@pytest.fixture(scope='module')
+def pair(lkcluster, tmp_path_factory):
+    """Two mounts of lkcluster: two client nodes."""
     opts = 'allow_other,attr_timeout=0,entry_timeout=0'
     a = b = None
     try:
-        a = c.mount(str(tmp_path_factory.mktemp('la')), opts)
-        b = c.mount(str(tmp_path_factory.mktemp('lb')), opts)
+        a = lkcluster.mount(str(tmp_path_factory.mktemp('la')), opts)
+        b = lkcluster.mount(str(tmp_path_factory.mktemp('lb')), opts)
         yield a.path, b.path
     finally:
-        util.cleanup(a, b, c)
+        util.cleanup(a, b)
 
 
 @pytest.fixture
@@ -388,3 +397,77 @@ def test_lock_grace_argument_checked(value):
                   util.HOST + ':1'], check=False, timeout=30)
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert '--lock-grace: expected SECONDS 0..3600' in r.stderr, r.stderr
+
+
+LIBRPFS_SCRIPT = r"""
+import ctypes, fcntl, os, sys
+lib = ctypes.CDLL(sys.argv[1])
+fs = ctypes.c_void_p()
+assert lib.rpfs_mount(sys.argv[2].encode(), None, ctypes.byref(fs)) == 0
+files = []
+for line in sys.stdin:
+    w = line.split()
+    if w[0] == 'open':
+        f = ctypes.c_void_p()
+        rc = lib.rpfs_open(fs, w[1].encode(), os.O_RDWR, 0o644, ctypes.byref(f))
+        files.append(f)
+    elif w[0] == 'lock':
+        t = {'rd': fcntl.F_RDLCK, 'wr': fcntl.F_WRLCK, 'un': fcntl.F_UNLCK}[w[2]]
+        rc = lib.rpfs_lock(files[int(w[1])], t, ctypes.c_uint64(int(w[3])),
+                           ctypes.c_uint64(int(w[4])), int(w[5]))
+    elif w[0] == 'close':
+        rc = lib.rpfs_close(files[int(w[1])])
+    print(rc, flush=True)
+assert lib.rpfs_unmount(fs) == 0
+"""
+
+
+def _sanitizer_preload(lib):
+    """The sanitizer runtimes lib links (an ASan build), for LD_PRELOAD:
+    python itself is not instrumented."""
+    p = subprocess.run(['ldd', lib], capture_output=True, text=True)
+    libs = re.findall(r'^\s*(lib(?:asan|ubsan)\.so\S*) => (\S+)', p.stdout, re.M)
+    libs.sort(key=lambda nl: not nl[0].startswith('libasan'))
+    return ':'.join(path for _name, path in libs)
+
+
+def test_librpfs_lock(lkcluster, files, agents):
+    """rpfs_lock: cluster-wide, owned by the handle (two handles conflict),
+    released by rpfs_close."""
+    lib = util.binary('fuse-client/librpfs.so')
+    env = dict(os.environ)
+    pre = _sanitizer_preload(lib)
+    if pre:
+        env['LD_PRELOAD'] = pre
+        env['ASAN_OPTIONS'] = 'detect_leaks=0'  # python's own, not ours
+    p = subprocess.Popen([sys.executable, '-c', LIBRPFS_SCRIPT, lib,
+                          util.hostport(lkcluster.mgr_port)], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    util.register_pid(p.pid)
+
+    def do(cmd):
+        p.stdin.write(cmd + '\n')
+        p.stdin.flush()
+        return int(p.stdout.readline())
+    try:
+        b = agents()
+        b.do('open ' + files[1])
+        name = '/' + os.path.basename(files[0])
+        assert do('open ' + name) == 0
+        assert do('open ' + name) == 0
+        assert do('lock 0 wr 0 10 0') == 0
+        assert b.do('lock setlk rd 5 1') == 'err EAGAIN'
+        assert do('lock 1 rd 9 1 0') == -errno.EAGAIN   # another handle
+        assert do('lock 1 rd 10 0 0') == 0               # beyond the range
+        assert do('lock 0 wr 0 0 9') == -errno.EINVAL
+        assert b.do('lock setlk wr 20 1') == 'err EAGAIN'
+        assert do('close 0') == 0
+        assert b.do('lock setlk wr 0 10') == 'ok'
+        assert do('close 1') == 0
+        assert b.do('lock setlk wr 0 0') == 'ok'
+        p.stdin.close()
+        assert p.wait(timeout=WAIT) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
