@@ -631,13 +631,13 @@ static const struct mreq_desc mreq_desc[MREQ_NOPS] = {
 		false, 0 },
 };
 
-/* Whether op is a mgr op this codec knows: in range and not one of the
- * numbers reserved for ops defined elsewhere (35..37). */
+/* Whether op is a mgr op of the proto_mreq codec: in range and not one of
+ * the lock ops (35..37, which have their own codec, proto_lock). */
 static bool mgr_op_known(uint16_t op)
 {
 	if (op < PROTO_OP_MOUNT || op >= PROTO_OP_MGR_LAST)
 		return false;
-	return op <= PROTO_OP_PURGE_MANY || op >= PROTO_OP_SETBLOCKS;
+	return op < PROTO_OP_LOCK || op > PROTO_OP_LOCK_KEEPALIVE;
 }
 
 /* The table entry of a mgr op, or NULL if op is not one. */
@@ -1335,6 +1335,171 @@ int proto_status_decode(const void *buf, size_t len, struct proto_status *s,
 	return 0;
 }
 
+/* ------------------------------------------------------------------- locks */
+
+/* Validate a lock request for op; NULL or the bad field's name. */
+static const char *lock_check(uint16_t op, const struct proto_lock *l)
+{
+	if (l->session == 0)
+		return "session";
+	if (l->lease_ms < PROTO_LK_MIN_LEASE_MS ||
+	    l->lease_ms > PROTO_LK_MAX_LEASE_MS)
+		return "lease_ms";
+	if (op == PROTO_OP_LOCK_KEEPALIVE)
+		return l->owner || l->ino || l->start || l->end || l->id ||
+		       l->pid || l->wait_ms || l->type || l->kind || l->cmd ||
+		       l->flags ? "unused field" : NULL;
+	if (op == PROTO_OP_LOCK_CANCEL) {
+		if (l->id == 0)
+			return "id";
+		return l->owner || l->ino || l->start || l->end || l->boot ||
+		       l->pid || l->wait_ms || l->type || l->kind || l->cmd ||
+		       l->flags ? "unused field" : NULL;
+	}
+	if (l->type > PROTO_LK_WRLCK)
+		return "type";
+	if (l->kind > PROTO_LK_FLOCK)
+		return "kind";
+	if (l->cmd > PROTO_LK_DROP)
+		return "cmd";
+	if (l->flags & ~PROTO_LKF_ALL)
+		return "flags";
+	if ((l->flags & PROTO_LKF_RECLAIM) && l->cmd != PROTO_LK_SET)
+		return "flags";
+	if (l->start > l->end)
+		return "end";
+	if (l->start > INT64_MAX)
+		return "start";
+	if (l->end > INT64_MAX && l->end != PROTO_LK_EOF)
+		return "end";
+	if (l->kind == PROTO_LK_FLOCK && (l->start || l->end != PROTO_LK_EOF))
+		return "end";
+	if ((l->cmd == PROTO_LK_GET || l->cmd == PROTO_LK_WAIT) &&
+	    l->type == PROTO_LK_UNLCK)
+		return "type";
+	if (l->cmd == PROTO_LK_WAIT) {
+		if (l->wait_ms == 0 || l->wait_ms > PROTO_LK_MAX_WAIT_MS)
+			return "wait_ms";
+		if (l->id == 0)
+			return "id";
+	} else if (l->wait_ms || l->id) {
+		return "unused field";
+	}
+	if (l->boot)
+		return "unused field";
+	return NULL;
+}
+
+/* Encode a lock request: every field, fixed width. */
+int proto_lock_encode(struct wbuf *w, uint16_t op, const struct proto_lock *l)
+{
+	if (op < PROTO_OP_LOCK || op > PROTO_OP_LOCK_KEEPALIVE ||
+	    lock_check(op, l))
+		return -EINVAL;
+	wb_u64(w, l->session);
+	wb_u64(w, l->owner);
+	wb_u64(w, l->ino);
+	wb_u64(w, l->start);
+	wb_u64(w, l->end);
+	wb_u64(w, l->id);
+	wb_u64(w, l->boot);
+	wb_u32(w, l->pid);
+	wb_u32(w, l->wait_ms);
+	wb_u32(w, l->lease_ms);
+	wb_u8(w, l->type);
+	wb_u8(w, l->kind);
+	wb_u8(w, l->cmd);
+	wb_u8(w, l->flags);
+	return w->err;
+}
+
+/* Decode and validate a lock request of op. */
+int proto_lock_decode(const void *buf, size_t len, uint16_t op,
+		      struct proto_lock *l, const char **why)
+{
+	const char *bad;
+	struct rbuf r;
+
+	memset(l, 0, sizeof(*l));
+	if (op < PROTO_OP_LOCK || op > PROTO_OP_LOCK_KEEPALIVE)
+		return fail(why, "op", -EOPNOTSUPP);
+	rb_init(&r, buf, len);
+	l->session = rb_u64(&r);
+	l->owner = rb_u64(&r);
+	l->ino = rb_u64(&r);
+	l->start = rb_u64(&r);
+	l->end = rb_u64(&r);
+	l->id = rb_u64(&r);
+	l->boot = rb_u64(&r);
+	l->pid = rb_u32(&r);
+	l->wait_ms = rb_u32(&r);
+	l->lease_ms = rb_u32(&r);
+	l->type = rb_u8(&r);
+	l->kind = rb_u8(&r);
+	l->cmd = rb_u8(&r);
+	l->flags = rb_u8(&r);
+	if (r.err)
+		return fail(why, "lock", -EBADMSG);
+	if (r.off != r.len)
+		return fail(why, "trailing bytes", -EBADMSG);
+	bad = lock_check(op, l);
+	if (bad)
+		return fail(why, bad, -EBADMSG);
+	return 0;
+}
+
+/* Validate a lock reply; NULL or the bad field's name. */
+static const char *lockrep_check(const struct proto_lockrep *r)
+{
+	if (r->type > PROTO_LK_WRLCK)
+		return "type";
+	if (r->start > r->end || r->start > INT64_MAX ||
+	    (r->end > INT64_MAX && r->end != PROTO_LK_EOF))
+		return "end";
+	if (r->flags & ~PROTO_LKR_ALL)
+		return "flags";
+	return NULL;
+}
+
+/* Encode a lock reply. */
+int proto_lockrep_encode(struct wbuf *w, const struct proto_lockrep *r)
+{
+	if (lockrep_check(r))
+		return -EINVAL;
+	wb_u64(w, r->boot);
+	wb_u64(w, r->start);
+	wb_u64(w, r->end);
+	wb_u32(w, r->pid);
+	wb_u8(w, r->type);
+	wb_u8(w, r->flags);
+	return w->err;
+}
+
+/* Decode and validate a lock reply. */
+int proto_lockrep_decode(const void *buf, size_t len, struct proto_lockrep *r,
+			 const char **why)
+{
+	const char *bad;
+	struct rbuf b;
+
+	memset(r, 0, sizeof(*r));
+	rb_init(&b, buf, len);
+	r->boot = rb_u64(&b);
+	r->start = rb_u64(&b);
+	r->end = rb_u64(&b);
+	r->pid = rb_u32(&b);
+	r->type = rb_u8(&b);
+	r->flags = rb_u8(&b);
+	if (b.err)
+		return fail(why, "lockrep", -EBADMSG);
+	if (b.off != b.len)
+		return fail(why, "trailing bytes", -EBADMSG);
+	bad = lockrep_check(r);
+	if (bad)
+		return fail(why, bad, -EBADMSG);
+	return 0;
+}
+
 /* ------------------------------------------------------------------ layout */
 
 /* Format l as "unit=U,count=C,first=F" (NUL-terminated).
@@ -1424,7 +1589,8 @@ static const char *const op_names[PROTO_OP_IO_LAST] = {
 	N(SETATTR), N(CREATE), N(MKDIR), N(MKNOD), N(UNLINK), N(RMDIR),
 	N(RENAME), N(LINK), N(SYMLINK), N(READLINK), N(READDIR), N(STATFS),
 	N(GETXATTR), N(SETXATTR), N(LISTXATTR), N(REMOVEXATTR), N(OPEN),
-	N(ACCESS), N(SETSIZE), N(PURGE), N(PURGE_MANY), N(IO_READ),
+	N(ACCESS), N(SETSIZE), N(PURGE), N(PURGE_MANY), N(LOCK),
+	N(LOCK_CANCEL), N(LOCK_KEEPALIVE), N(IO_READ),
 	N(IO_WRITE), N(IO_TRUNCATE), N(IO_REMOVE), N(IO_FSYNC), N(IO_STATFS),
 	N(IO_REMOVE_MANY), N(SETBLOCKS), N(IO_FALLOCATE), N(IO_SEEK),
 	N(IO_BLOCKS),

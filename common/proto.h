@@ -91,11 +91,18 @@ enum proto_op {
 	PROTO_OP_SETSIZE,     /* ino, size: grow size to at least size, set mtime */
 	PROTO_OP_PURGE,       /* ino: drop an inode whose last link is gone */
 	PROTO_OP_PURGE_MANY,  /* inos: PURGE each, in one transaction */
-	/* 35..37 are taken by the lock ops (another branch) */
+	/* 35..37: the lock ops, below */
 	PROTO_OP_SETBLOCKS = 38, /* ino, flags (PROTO_SB_*), size, mtime, blocks:
 				  * store the blocks the iods hold, maybe grow
 				  * the size and set times -> attr */
 	PROTO_OP_MGR_LAST,
+
+	/* lock service of the mgr (mgr_lockd.c): bodies are struct proto_lock /
+	 * struct proto_lockrep (proto_lock_encode/decode), not proto_mreq */
+	PROTO_OP_LOCK = 35,           /* GET / SET / WAIT / DROP a lock */
+	PROTO_OP_LOCK_CANCEL = 36,    /* end the session's wait with that id */
+	PROTO_OP_LOCK_KEEPALIVE = 37, /* renew the session's lease; the reply's
+				       * boot id shows a restarted mgr */
 
 	/* I/O daemon */
 	PROTO_OP_IO_READ = 40, /* ino, segs; data pushed into aux bytes */
@@ -355,6 +362,65 @@ struct proto_status {
 	struct proto_str stats;    /* transport counters, net_stats_json() */
 };
 
+/*
+ * Cluster-wide locks (HACKING.md "Locks"). A lock owner is (session, owner):
+ * session is the client's random id (non-zero), owner the kernel's
+ * lock_owner. Ranges are inclusive [start, end]; end PROTO_LK_EOF means "to
+ * the end of the file, however far it grows". flock locks always cover
+ * [0, PROTO_LK_EOF] and never conflict with POSIX locks.
+ */
+#define PROTO_LK_EOF UINT64_MAX
+#define PROTO_LK_MAX_WAIT_MS 600000u   /* WAIT: longest hold of one request */
+#define PROTO_LK_MIN_LEASE_MS 1000u
+#define PROTO_LK_MAX_LEASE_MS 3600000u
+
+enum proto_lk_type { PROTO_LK_UNLCK = 0, PROTO_LK_RDLCK = 1, PROTO_LK_WRLCK = 2 };
+enum proto_lk_kind { PROTO_LK_POSIX = 0, PROTO_LK_FLOCK = 1 };
+enum proto_lk_cmd {
+	PROTO_LK_GET = 0,  /* -> the first conflicting lock, or type UNLCK */
+	PROTO_LK_SET = 1,  /* take / change / release now, or -EAGAIN */
+	PROTO_LK_WAIT = 2, /* as SET, but wait up to wait_ms for the conflict to go */
+	PROTO_LK_DROP = 3, /* release every lock of the owner on ino, of kind */
+};
+#define PROTO_LKF_RECLAIM 0x1u   /* SET after a mgr restart, within its grace */
+#define PROTO_LKF_ALL 0x1u
+#define PROTO_LKR_NEWSESSION 0x1u /* reply: the mgr did not know the session */
+#define PROTO_LKR_ALL 0x1u
+
+/*
+ * A lock request (LOCK, LOCK_CANCEL, LOCK_KEEPALIVE all carry the whole
+ * struct; fields an op does not use must be zero). Statuses besides -errno
+ * of the operation: -EAGAIN conflict (SET), -EDEADLK the wait would close a
+ * cycle (WAIT, POSIX kind), -ETIME wait_ms passed, ask again (WAIT),
+ * -EINPROGRESS the mgr is in its grace period, ask again later (GET, SET,
+ * WAIT), -EINTR the wait was cancelled, -ENOLCK reclaim refused (grace
+ * over) or the lock table is full.
+ */
+struct proto_lock {
+	uint64_t session;  /* client session id, != 0 */
+	uint64_t owner;    /* lock owner within the session */
+	uint64_t ino;      /* LOCK: the file; others: 0 */
+	uint64_t start, end; /* LOCK: inclusive range, start <= end */
+	uint64_t id;       /* WAIT: the wait's id; CANCEL: the wait to end */
+	uint64_t boot;     /* KEEPALIVE: the mgr boot id last seen (0 = none) */
+	uint32_t pid;      /* LOCK: pid of the locking process, as the client saw it */
+	uint32_t wait_ms;  /* WAIT: 1..PROTO_LK_MAX_WAIT_MS */
+	uint32_t lease_ms; /* PROTO_LK_MIN_LEASE_MS..PROTO_LK_MAX_LEASE_MS */
+	uint8_t type;      /* enum proto_lk_type */
+	uint8_t kind;      /* enum proto_lk_kind */
+	uint8_t cmd;       /* LOCK: enum proto_lk_cmd */
+	uint8_t flags;     /* PROTO_LKF_* */
+};
+
+/* A lock reply (status 0). GET: the conflicting lock (type UNLCK = none). */
+struct proto_lockrep {
+	uint64_t boot;     /* the mgr's boot id (random per start) */
+	uint64_t start, end;
+	uint32_t pid;      /* pid the holder's client reported */
+	uint8_t type;      /* enum proto_lk_type */
+	uint8_t flags;     /* PROTO_LKR_* */
+};
+
 /* ---- header ---- */
 
 /**
@@ -487,6 +553,29 @@ int proto_statfs_decode(const void *buf, size_t len, struct proto_statfs *s,
 int proto_status_encode(struct wbuf *w, const struct proto_status *s);
 int proto_status_decode(const void *buf, size_t len, struct proto_status *s,
 			const char **why);
+
+/**
+ * Lock request body of op (LOCK, LOCK_CANCEL, LOCK_KEEPALIVE).
+ * Checks: session != 0; lease_ms in range; LOCK: type/kind/cmd known,
+ * start <= end, start <= INT64_MAX, end <= INT64_MAX or PROTO_LK_EOF, flags within PROTO_LKF_ALL, GET and WAIT with a type other
+ * than UNLCK, WAIT with wait_ms 1..PROTO_LK_MAX_WAIT_MS and an id, flock
+ * kind over [0, PROTO_LK_EOF], RECLAIM only on SET; CANCEL: an id; fields
+ * an op does not use are zero.
+ * @return 0, -EINVAL (encode: a check failed), -EMSGSIZE, -EBADMSG (decode:
+ *	truncated, trailing bytes or a failed check; *why names the field),
+ *	-EOPNOTSUPP not a lock op
+ */
+int proto_lock_encode(struct wbuf *w, uint16_t op, const struct proto_lock *l);
+int proto_lock_decode(const void *buf, size_t len, uint16_t op,
+		      struct proto_lock *l, const char **why);
+
+/**
+ * Lock reply body: type known, start <= end, flags within PROTO_LKR_ALL.
+ * @return 0, -EINVAL / -EMSGSIZE (encode), -EBADMSG (decode)
+ */
+int proto_lockrep_encode(struct wbuf *w, const struct proto_lockrep *r);
+int proto_lockrep_decode(const void *buf, size_t len, struct proto_lockrep *r,
+			 const char **why);
 
 /** Layout as text, "unit=65536,count=4,first=0" (first optional on parse). */
 int proto_layout_format(char *buf, size_t cap, const struct proto_layout *l);

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "cli_fuse.h"
+#include "cli_fuse_lock.h"
 #include "cli_reap.h"
 #include "cli_setid.h"
 #include "cli_size.h"
@@ -269,6 +270,11 @@ static void cli_init(void *userdata, struct fuse_conn_info *conn)
 	}
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
 			FUSE_CAP_SPLICE_MOVE);
+	/* cluster-wide locks: the kernel passes fcntl and flock locks here */
+	if (cf->lock && (conn->capable & FUSE_CAP_POSIX_LOCKS))
+		conn->want |= FUSE_CAP_POSIX_LOCKS;
+	if (cf->lock && (conn->capable & FUSE_CAP_FLOCK_LOCKS))
+		conn->want |= FUSE_CAP_FLOCK_LOCKS;
 }
 
 /* LOOKUP; a miss is cached by the kernel for entry_timeout. */
@@ -747,10 +753,11 @@ static void cli_flush(fuse_req_t req, fuse_ino_t ino,
 		      struct fuse_file_info *fi)
 {
 	struct cli_fs *fs = fs_of(req);
-	int rc = wb_drain(req, ino, 1), rc2;
+	int rc = wb_drain(req, ino, 1), rc2, rc3;
 
 	rc2 = cli_size_push(fs, &file_of(fi)->cred, ino);
-	fuse_reply_err(req, rc ? -rc : -rc2);
+	rc3 = cli_fuse_lock_flush(cf_of(req), ino, fi);
+	fuse_reply_err(req, rc ? -rc : rc2 ? -rc2 : -rc3);
 }
 
 /* RELEASE (last close of the handle): publish size, deferred removal. */
@@ -767,6 +774,10 @@ static void cli_release(fuse_req_t req, fuse_ino_t ino,
 	rc = cli_size_push(fs, &f->cred, ino);
 	if (rc)
 		log_warn("inode %llu: size update at close failed: %s",
+			 (unsigned long long)ino, strerror(-rc));
+	rc = cli_fuse_lock_release(cf_of(req), ino, fi);
+	if (rc)
+		log_warn("inode %llu: releasing locks at close failed: %s",
 			 (unsigned long long)ino, strerror(-rc));
 	file_close(req, fi);
 	fuse_reply_err(req, 0);
@@ -1153,6 +1164,9 @@ static const struct fuse_lowlevel_ops cli_ops = {
 	.create = cli_create,
 	.fallocate = cli_fallocate,
 	.lseek = cli_lseek,
+	.getlk = cli_fuse_getlk,
+	.setlk = cli_fuse_setlk,
+	.flock = cli_fuse_flock,
 };
 
 /* The operations table: see cli_fuse.h. */

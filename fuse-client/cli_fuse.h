@@ -15,6 +15,7 @@ struct cli_fuse {
 	double entry_timeout; /* seconds the kernel may cache names (and misses) */
 	struct cli_wb *wb;    /* write-behind (cli_wb.h), NULL when off */
 	struct cli_reap *reap; /* background data removal (cli_reap.h) */
+	struct cli_lock *lock; /* cluster-wide locks (cli_lock.h) */
 };
 
 /**

@@ -21,6 +21,8 @@
 #include "cfg.h"
 #include "cli_core.h"
 #include "cli_fuse.h"
+#include "cli_fuse_lock.h"
+#include "cli_lock.h"
 #include "cli_reap.h"
 #include "cli_wb.h"
 #include "cli_inode.h"
@@ -435,10 +437,12 @@ int main(int argc, char **argv)
 		goto out_free_fs;
 	if (cli_reap_new(&cf.reap, cf.fs))
 		goto out_free_wb;
+	if (cli_lock_new(&cf.lock, cf.fs, &no))
+		goto out_free_reap;
 	se = fuse_session_new(&args, cli_fuse_ops(), sizeof(struct fuse_lowlevel_ops),
 			      &cf);
 	if (!se)
-		goto out_free_reap;
+		goto out_free_lock;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_destroy_session;
 	if (fuse_session_mount(se, fo.mountpoint) != 0)
@@ -448,11 +452,14 @@ int main(int argc, char **argv)
 	daemon_ready(notify_fd, 0);
 	notify_fd = -1;
 	ret = run_session(se, &fo) ? 1 : 0;
+	cli_fuse_lock_drain(&cf);
 	fuse_session_unmount(se);
 out_remove_handlers:
 	fuse_remove_signal_handlers(se);
 out_destroy_session:
 	fuse_session_destroy(se);
+out_free_lock:
+	cli_lock_free(cf.lock);
 out_free_reap:
 	cli_reap_free(cf.reap);
 out_free_wb:

@@ -22,6 +22,7 @@
 #include "cli_reap.h"
 #include "cli_setid.h"
 #include "cli_size.h"
+#include "cli_lock.h"
 #include "cli_space.h"
 #include "librpfs_int.h"
 #include "log.h"
@@ -156,9 +157,14 @@ int rpfs_mount(const char *mgr_hostport, const struct rpfs_opts *o,
 	rc = cli_fs_mount_net(&fs->cli, host, port, &no);
 	if (rc)
 		goto out_destroy_lock;
+	rc = cli_lock_new(&fs->locks, fs->cli, &no);
+	if (rc)
+		goto out_free_cli;
 	*out = fs;
 	return 0;
 
+out_free_cli:
+	cli_fs_free(fs->cli);
 out_destroy_lock:
 	pthread_mutex_destroy(&fs->lock);
 out_free_fs:
@@ -181,6 +187,7 @@ int rpfs_unmount(rpfs_fs_t *fs)
 		munmap(m->addr, m->len);
 		free(m);
 	}
+	cli_lock_free(fs->locks);
 	cli_fs_free(fs->cli);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs);
@@ -349,11 +356,39 @@ int rpfs_close(rpfs_file_t *f)
 	if (rc)
 		log_warn("inode %llu: size update at close failed: %s",
 			 (unsigned long long)f->ino, strerror(-rc));
+	if (cli_lock_flush(fs->locks, f->ino, (uint64_t)(uintptr_t)f))
+		log_warn("inode %llu: releasing locks at close failed",
+			 (unsigned long long)f->ino);
 	if (cli_inode_release(fs->cli->itab, f->ino, &l))
 		remove_freed(fs, f->ino, &l);
 	atomic_fetch_sub(&fs->nopen, 1);
 	free(f);
 	return rc ? -EIO : 0;
+}
+
+/* Lock: see rpfs.h. The owner is the handle's address, unique while it
+ * is open (its locks go at rpfs_close). */
+int rpfs_lock(rpfs_file_t *f, int type, uint64_t start, uint64_t len,
+	      int wait)
+{
+	struct cli_lk l = { .start = start, .pid = (uint32_t)getpid(),
+			    .kind = PROTO_LK_POSIX };
+	struct cli_lock_wait w;
+
+	if (!f || start > INT64_MAX || (len && len - 1 > INT64_MAX - start) ||
+	    (wait != 0 && wait != 1))
+		return -EINVAL;
+	switch (type) {
+	case F_RDLCK: l.type = PROTO_LK_RDLCK; break;
+	case F_WRLCK: l.type = PROTO_LK_WRLCK; break;
+	case F_UNLCK: l.type = PROTO_LK_UNLCK; break;
+	default: return -EINVAL;
+	}
+	l.end = len ? start + len - 1 : PROTO_LK_EOF;
+	if (wait)
+		cli_lock_wait_init(f->fs->locks, &w);
+	return cli_lock_set(f->fs->locks, f->ino, (uint64_t)(uintptr_t)f, &l,
+			    wait ? &w : NULL);
 }
 
 /* Record a write's end for the size push (see librpfs_int.h). */

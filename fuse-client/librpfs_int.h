@@ -25,6 +25,7 @@ struct rpfs_fs {
 	atomic_int nopen;         /* open rpfs_file_t handles */
 	pthread_mutex_t lock;     /* protects mems */
 	struct rpfs_mem *mems;    /* live rpfs_mem_alloc allocations */
+	struct cli_lock *locks;   /* rpfs_lock (cli_lock.h); thread-safe */
 };
 
 /* An open file. Immutable after rpfs_open. */

@@ -245,6 +245,24 @@ int rpfs_mem_register(rpfs_fs_t *fs, void *addr, size_t len);
 /** Undo rpfs_mem_register(addr). @return 0, -ENOENT, -EBUSY (in use) */
 int rpfs_mem_deregister(rpfs_fs_t *fs, void *addr);
 
+/**
+ * Lock a byte range of an open file, cluster-wide: the mgr arbitrates, so
+ * the lock excludes (or shares with) locks taken through mounts and other
+ * librpfs processes (HACKING.md "Locks"). The owner is the handle f, as
+ * for Linux open file description locks: two handles conflict even in one
+ * process, and rpfs_close(f) releases f's locks. Setting a range splits and
+ * merges f's own locks as fcntl(2) does.
+ * @param type F_RDLCK, F_WRLCK or F_UNLCK (<fcntl.h>)
+ * @param start first byte (< 2^63)
+ * @param len bytes; 0 = to the end of the file, however far it grows
+ * @param wait 0: fail on a conflict; 1: block until granted
+ * @return 0, -EAGAIN (conflict, wait 0), -EDEADLK (waiting would close a
+ *	cycle of owners waiting for each other), -EINVAL (bad type or range),
+ *	-ENOLCK (the mgr's table is full), -ENOMEM, -EIO
+ */
+int rpfs_lock(rpfs_file_t *f, int type, uint64_t start, uint64_t len,
+	      int wait);
+
 /** Transport name in use ("tcp" or "verbs"). */
 const char *rpfs_transport(rpfs_fs_t *fs);
 

@@ -11,6 +11,8 @@
 #include "log.h"
 #include "mgr_db.h"
 #include "mgr_iodpoll.h"
+#include "mgr_lock.h"
+#include "mgr_lockd.h"
 #include "mgr_ops.h"
 #include "net.h"
 #include "srv_notify.h"
@@ -34,6 +36,13 @@ struct mgr_args {
 	const char *conf;      /* --conf FILE */
 	const char *key_path;  /* --key FILE */
 	const char *transport; /* --transport NAME */
+	long lock_grace_ms;    /* --lock-grace SECONDS; -1 = not given */
+};
+
+/* What the request callback needs. */
+struct mgr_srv {
+	struct mgr_ops *ops;
+	struct mgr_lockd *lockd;
 };
 
 /* Print the usage text to f. */
@@ -41,7 +50,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: " PROG " --listen HOST:PORT --db DIR --iod HOST:PORT [--iod HOST:PORT ...]\n"
 		   "       [--stripe-unit BYTES] [--stripe-count N] [--root-squash] [--log-level LEVEL]\n"
-		   "       [--key FILE] [--transport tcp|verbs|auto]\n"
+		   "       [--key FILE] [--transport tcp|verbs|auto] [--lock-grace SECONDS]\n"
 		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
 		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n");
 }
@@ -104,6 +113,20 @@ static int parse_unit(const char *s, uint32_t *unit)
 	return 0;
 }
 
+/* Parse --lock-grace: whole seconds 0..3600 into milliseconds. */
+static int parse_grace(const char *s, long *ms)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || s[0] < '0' || s[0] > '9' || v > 3600)
+		return bad_arg("--lock-grace", "SECONDS 0..3600", s);
+	*ms = v * 1000;
+	return 0;
+}
+
 /* Parse argv into a; @return 0, 1 (help printed), -EINVAL (message printed) */
 static int parse_args(int argc, char **argv, struct mgr_args *a)
 {
@@ -118,6 +141,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "conf", required_argument, NULL, 'C' },
 		{ "key", required_argument, NULL, 'K' },
 		{ "transport", required_argument, NULL, 'T' },
+		{ "lock-grace", required_argument, NULL, 'G' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -127,6 +151,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 	a->count = -1;
 	a->root_squash = -1;
 	a->log_level = -1;
+	a->lock_grace_ms = -1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
@@ -184,6 +209,11 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 			if (a->log_level < LOG_ERR)
 				return bad_arg("--log-level",
 					       "err, warning, notice, info, debug or 3..7", optarg);
+			break;
+		case 'G':
+			rc = parse_grace(optarg, &a->lock_grace_ms);
+			if (rc)
+				return rc;
 			break;
 		case 'h':
 			usage(stdout);
@@ -284,10 +314,14 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 /* net_req_fn: the admin STATUS op, else the metadata handler. */
 static void mgr_main_handle(struct net_sreq *r, void *arg)
 {
+	struct mgr_srv *ms = arg;
+
 	if (r->hdr.op == PROTO_OP_STATUS)
 		srvstat_handle(r);
+	else if (mgr_lockd_owns(r->hdr.op))
+		mgr_lockd_handle(ms->lockd, r);
 	else
-		mgr_ops_handle(r, arg);
+		mgr_ops_handle(r, ms->ops);
 }
 
 /* SIGTERM/SIGINT: leave the loop so main closes everything cleanly. */
@@ -304,6 +338,8 @@ int main(int argc, char **argv)
 	struct mgr_db *db = NULL;
 	struct mgr_iodpoll *poll = NULL;
 	struct mgr_ops *ops = NULL;
+	struct mgr_lockd *lockd = NULL;
+	struct mgr_srv ms;
 	struct net_server *srv = NULL;
 	struct cfg *conf = NULL;
 	struct net_opts o;
@@ -376,12 +412,20 @@ int main(int argc, char **argv)
 		log_err("out of memory");
 		goto out_stop_poll;
 	}
+	rc = mgr_lockd_new(&lockd, loop, a.lock_grace_ms >= 0 ?
+			   (uint32_t)a.lock_grace_ms : MGR_LOCK_DEFAULT_GRACE_MS);
+	if (rc) {
+		log_err("out of memory");
+		goto out_free_ops;
+	}
+	ms.ops = ops;
+	ms.lockd = lockd;
 	rc = net_server_new(&srv, loop, a.listen_host, a.listen_port,
-			    mgr_main_handle, ops, &o);
+			    mgr_main_handle, &ms, &o);
 	if (rc) {
 		log_err("--listen %s:%u: %s", a.listen_host, a.listen_port,
 			strerror(-rc));
-		goto out_free_ops;
+		goto out_free_lockd;
 	}
 	ev_signal_init(&sigterm, on_signal, SIGTERM);
 	ev_signal_start(loop, &sigterm);
@@ -400,7 +444,11 @@ int main(int argc, char **argv)
 	ev_signal_stop(loop, &sigterm);
 	status = 0;
 
+	mgr_lockd_free(lockd); /* answers its deferred requests */
+	lockd = NULL;
 	net_server_free(srv);
+out_free_lockd:
+	mgr_lockd_free(lockd);
 out_free_ops:
 	mgr_ops_free(ops);
 out_stop_poll:

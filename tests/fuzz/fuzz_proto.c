@@ -153,6 +153,32 @@ static void fuzz_status(const uint8_t *b, size_t len)
 	same(&w, proto_status_encode(&w, &s), b, len);
 }
 
+/* Lock request of op: decode, re-encode. */
+static void fuzz_lock(uint16_t op, const uint8_t *b, size_t len)
+{
+	struct proto_lock l;
+	struct wbuf w;
+	const char *why;
+
+	if (proto_lock_decode(b, len, op, &l, &why))
+		return;
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_lock_encode(&w, op, &l), b, len);
+}
+
+/* Lock reply: decode, re-encode. */
+static void fuzz_lockrep(const uint8_t *b, size_t len)
+{
+	struct proto_lockrep r;
+	struct wbuf w;
+	const char *why;
+
+	if (proto_lockrep_decode(b, len, &r, &why))
+		return;
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_lockrep_encode(&w, &r), b, len);
+}
+
 /* Layout text: parse, format, parse again to the same layout. */
 static void fuzz_layout(const uint8_t *b, size_t len)
 {
@@ -199,7 +225,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		aux = aux << 8 | hb[40 + i];
 	}
 	(void)proto_op_name(op);
-	switch (data[0] % 8) {
+	switch (data[0] % 10) {
 	case 0: fuzz_mreq(op, body, blen); break;
 	case 1: fuzz_mrep(op, body, blen); break;
 	case 2: fuzz_mount(body, blen); break;
@@ -208,6 +234,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 5: fuzz_layout(body, blen); break;
 	case 6: fuzz_status(body, blen); break;
 	case 7: fuzz_ioval(body, blen); break;
+	case 8: fuzz_lock(op, body, blen); break;
+	case 9: fuzz_lockrep(body, blen); break;
 	}
 	return 0;
 }

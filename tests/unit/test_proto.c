@@ -1646,10 +1646,157 @@ static void test_op_names(void)
 	CHECK(strcmp(proto_op_name(PROTO_OP_IO_SEEK), "IO_SEEK") == 0, "IO_SEEK");
 	CHECK(strcmp(proto_op_name(65535), "op#65535") == 0, "op#65535");
 	for (int op = PROTO_OP_MOUNT; op < PROTO_OP_MGR_LAST; op++)
-		CHECK((op > PROTO_OP_PURGE_MANY && op < PROTO_OP_SETBLOCKS) ||
+		CHECK((op >= PROTO_OP_LOCK && op <= PROTO_OP_LOCK_KEEPALIVE) ||
 		      strncmp(proto_op_name((uint16_t)op), "op#", 3) != 0, "name %d", op);
 	for (int op = PROTO_OP_IO_READ; op < PROTO_OP_IO_LAST; op++)
 		CHECK(strncmp(proto_op_name((uint16_t)op), "IO_", 3) == 0, "name %d", op);
+}
+
+/* ------------------------------------------------------------------ locks */
+
+/* A valid LOCK WAIT request. */
+static struct proto_lock sample_lock(void)
+{
+	return (struct proto_lock){
+		.session = 0x1122334455667788ull, .owner = 0xabcdefull,
+		.ino = 42, .start = 100, .end = 199, .id = 7, .pid = 4321,
+		.wait_ms = 5000, .lease_ms = 10000, .type = PROTO_LK_WRLCK,
+		.kind = PROTO_LK_POSIX, .cmd = PROTO_LK_WAIT };
+}
+
+/* Encode l for op, expect the encoder to refuse it (-EINVAL), then put the
+ * same bytes on the wire by hand and expect the decoder to name field. */
+static void lock_bad(uint16_t op, struct proto_lock l, const char *field,
+		     const char *ctx)
+{
+	struct proto_lock d;
+	struct wbuf w;
+	const char *why = NULL;
+	uint8_t *cp;
+	int rc;
+
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_lock_encode(&w, op, &l) == -EINVAL, "%s: encoder accepts", ctx);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	wb_u64(&w, l.session); wb_u64(&w, l.owner); wb_u64(&w, l.ino);
+	wb_u64(&w, l.start); wb_u64(&w, l.end); wb_u64(&w, l.id);
+	wb_u64(&w, l.boot); wb_u32(&w, l.pid); wb_u32(&w, l.wait_ms);
+	wb_u32(&w, l.lease_ms); wb_u8(&w, l.type); wb_u8(&w, l.kind);
+	wb_u8(&w, l.cmd); wb_u8(&w, l.flags);
+	cp = dup_exact(gbuf, w.len);
+	rc = proto_lock_decode(cp, w.len, op, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, field, ctx);
+	free(cp);
+}
+
+/* Lock request and reply codecs: round trips, cuts, every check. */
+static void test_lock(void)
+{
+	struct proto_lock l = sample_lock(), d, k;
+	struct proto_lockrep r = { 0x99, 5, PROTO_LK_EOF, 77, PROTO_LK_RDLCK,
+				   PROTO_LKR_NEWSESSION }, rd;
+	struct wbuf w;
+	const char *why;
+	uint8_t *cp;
+	int rc;
+
+	/* round trips of every op */
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_lock_encode(&w, PROTO_OP_LOCK, &l) == 0 && w.len == 72,
+	      "lock enc %zu", w.len);
+	rc = proto_lock_decode(gbuf, w.len, PROTO_OP_LOCK, &d, &why);
+	CHECK(rc == 0 && memcmp(&d, &l, sizeof(l)) == 0, "lock dec");
+	for (size_t n = 0; n < w.len; n++) {
+		cp = dup_exact(gbuf, n);
+		CHECK(proto_lock_decode(cp, n, PROTO_OP_LOCK, &d, &why) == -EBADMSG,
+		      "lock cut %zu", n);
+		free(cp);
+	}
+	rc = proto_lock_decode(gbuf, w.len + 1, PROTO_OP_LOCK, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "lock trailing");
+	rc = proto_lock_decode(gbuf, w.len, PROTO_OP_MOUNT, &d, &why);
+	CHECK_ERR(rc, -EOPNOTSUPP, why, "op", "lock op MOUNT");
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_lock_encode(&w, PROTO_OP_IO_READ, &l) == -EINVAL, "lock enc op");
+	k = (struct proto_lock){ .session = 9, .boot = 3, .lease_ms = 1000 };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_lock_encode(&w, PROTO_OP_LOCK_KEEPALIVE, &k) == 0, "ka enc");
+	CHECK(proto_lock_decode(gbuf, w.len, PROTO_OP_LOCK_KEEPALIVE, &d, &why) == 0 &&
+	      memcmp(&d, &k, sizeof(k)) == 0, "ka dec");
+	k = (struct proto_lock){ .session = 9, .id = 4, .lease_ms = 1000 };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_lock_encode(&w, PROTO_OP_LOCK_CANCEL, &k) == 0, "cancel enc");
+	CHECK(proto_lock_decode(gbuf, w.len, PROTO_OP_LOCK_CANCEL, &d, &why) == 0 &&
+	      memcmp(&d, &k, sizeof(k)) == 0, "cancel dec");
+	k = (struct proto_lock){ .session = 9, .ino = 3, .start = 0,
+				 .end = PROTO_LK_EOF, .lease_ms = 1000,
+				 .type = PROTO_LK_RDLCK, .kind = PROTO_LK_FLOCK,
+				 .cmd = PROTO_LK_SET, .flags = PROTO_LKF_RECLAIM };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_lock_encode(&w, PROTO_OP_LOCK, &k) == 0, "flock reclaim enc");
+
+	/* every check */
+	k = l; k.session = 0; lock_bad(PROTO_OP_LOCK, k, "session", "session 0");
+	k = l; k.lease_ms = 999; lock_bad(PROTO_OP_LOCK, k, "lease_ms", "lease low");
+	k = l; k.lease_ms = PROTO_LK_MAX_LEASE_MS + 1;
+	lock_bad(PROTO_OP_LOCK, k, "lease_ms", "lease high");
+	k = l; k.type = 3; lock_bad(PROTO_OP_LOCK, k, "type", "type 3");
+	k = l; k.kind = 2; lock_bad(PROTO_OP_LOCK, k, "kind", "kind 2");
+	k = l; k.cmd = 4; lock_bad(PROTO_OP_LOCK, k, "cmd", "cmd 4");
+	k = l; k.flags = 2; lock_bad(PROTO_OP_LOCK, k, "flags", "flags 2");
+	k = l; k.flags = PROTO_LKF_RECLAIM;
+	lock_bad(PROTO_OP_LOCK, k, "flags", "reclaim on wait");
+	k = l; k.start = 200; lock_bad(PROTO_OP_LOCK, k, "end", "start > end");
+	k = l; k.start = (uint64_t)INT64_MAX + 1; k.end = PROTO_LK_EOF;
+	lock_bad(PROTO_OP_LOCK, k, "start", "start past 2^63");
+	k = l; k.end = (uint64_t)INT64_MAX + 1;
+	lock_bad(PROTO_OP_LOCK, k, "end", "end past 2^63");
+	k = l; k.kind = PROTO_LK_FLOCK; lock_bad(PROTO_OP_LOCK, k, "end", "flock range");
+	k = l; k.type = PROTO_LK_UNLCK; lock_bad(PROTO_OP_LOCK, k, "type", "wait unlock");
+	k = l; k.cmd = PROTO_LK_GET; k.wait_ms = 0; k.id = 0; k.type = PROTO_LK_UNLCK;
+	lock_bad(PROTO_OP_LOCK, k, "type", "get unlock");
+	k = l; k.wait_ms = 0; lock_bad(PROTO_OP_LOCK, k, "wait_ms", "wait 0");
+	k = l; k.wait_ms = PROTO_LK_MAX_WAIT_MS + 1;
+	lock_bad(PROTO_OP_LOCK, k, "wait_ms", "wait long");
+	k = l; k.id = 0; lock_bad(PROTO_OP_LOCK, k, "id", "wait id 0");
+	k = l; k.cmd = PROTO_LK_SET; lock_bad(PROTO_OP_LOCK, k, "unused field", "set with wait_ms");
+	k = l; k.boot = 1; lock_bad(PROTO_OP_LOCK, k, "unused field", "lock boot");
+	k = (struct proto_lock){ .session = 9, .lease_ms = 1000, .ino = 1 };
+	lock_bad(PROTO_OP_LOCK_KEEPALIVE, k, "unused field", "keepalive ino");
+	k = (struct proto_lock){ .session = 9, .lease_ms = 1000 };
+	lock_bad(PROTO_OP_LOCK_CANCEL, k, "id", "cancel id 0");
+	k.id = 1; k.owner = 1;
+	lock_bad(PROTO_OP_LOCK_CANCEL, k, "unused field", "cancel owner");
+
+	/* replies */
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_lockrep_encode(&w, &r) == 0 && w.len == 30, "rep enc");
+	rc = proto_lockrep_decode(gbuf, w.len, &rd, &why);
+	CHECK(rc == 0 && memcmp(&r, &rd, sizeof(r)) == 0, "rep dec");
+	for (size_t n = 0; n < w.len; n++) {
+		cp = dup_exact(gbuf, n);
+		CHECK(proto_lockrep_decode(cp, n, &rd, &why) == -EBADMSG, "rep cut %zu", n);
+		free(cp);
+	}
+	rc = proto_lockrep_decode(gbuf, w.len + 1, &rd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "rep trailing");
+	gbuf[28] = 3; /* type */
+	rc = proto_lockrep_decode(gbuf, w.len, &rd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "type", "rep type");
+	gbuf[28] = 1;
+	gbuf[29] = 2; /* flags */
+	rc = proto_lockrep_decode(gbuf, w.len, &rd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "flags", "rep flags");
+	r.start = 6; r.end = 5;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_lockrep_encode(&w, &r) == -EINVAL, "rep start > end");
+	CHECK(strcmp(proto_op_name(PROTO_OP_LOCK), "LOCK") == 0 &&
+	      strcmp(proto_op_name(PROTO_OP_LOCK_CANCEL), "LOCK_CANCEL") == 0 &&
+	      strcmp(proto_op_name(PROTO_OP_LOCK_KEEPALIVE), "LOCK_KEEPALIVE") == 0,
+	      "lock names");
+	/* not metadata requests: the mreq codec refuses them */
+	CHECK(proto_mreq_decode(gbuf, 10, PROTO_OP_LOCK, &(struct proto_mreq){ 0 },
+				&why) == -EOPNOTSUPP, "LOCK is not an mreq");
 }
 
 /* ------------------------------------------------------ fuzz seed corpus */
@@ -1736,6 +1883,28 @@ static int write_corpus(const char *dir)
 	rc |= write_seed(dir, "ioval", 7, PROTO_OP_IO_SEEK, 0, 0, gbuf, w.len);
 	rc |= write_seed(dir, "layout", 5, 0, 0, 0,
 			 (const uint8_t *)"unit=65536,count=4,first=2", 26);
+	{
+		struct proto_lock l = sample_lock();
+		struct proto_lock ka = { .session = 9, .boot = 3, .lease_ms = 1000 };
+		struct proto_lock cn = { .session = 9, .id = 4, .lease_ms = 1000 };
+		struct proto_lockrep lr = { 0x99, 5, PROTO_LK_EOF, 77,
+					    PROTO_LK_RDLCK, 0 };
+
+		wb_init(&w, gbuf, sizeof(gbuf));
+		proto_lock_encode(&w, PROTO_OP_LOCK, &l);
+		rc |= write_seed(dir, "lock-LOCK", 8, PROTO_OP_LOCK, 0, 0, gbuf, w.len);
+		wb_init(&w, gbuf, sizeof(gbuf));
+		proto_lock_encode(&w, PROTO_OP_LOCK_CANCEL, &cn);
+		rc |= write_seed(dir, "lock-LOCK_CANCEL", 8, PROTO_OP_LOCK_CANCEL, 0,
+				 0, gbuf, w.len);
+		wb_init(&w, gbuf, sizeof(gbuf));
+		proto_lock_encode(&w, PROTO_OP_LOCK_KEEPALIVE, &ka);
+		rc |= write_seed(dir, "lock-LOCK_KEEPALIVE", 8,
+				 PROTO_OP_LOCK_KEEPALIVE, 0, 0, gbuf, w.len);
+		wb_init(&w, gbuf, sizeof(gbuf));
+		proto_lockrep_encode(&w, &lr);
+		rc |= write_seed(dir, "lockrep", 9, PROTO_OP_LOCK, 0, 0, gbuf, w.len);
+	}
 	return rc ? -EIO : 0;
 }
 
@@ -1758,6 +1927,7 @@ int main(int argc, char **argv)
 	test_ioreq();
 	test_statfs();
 	test_status();
+	test_lock();
 	test_layout();
 	test_op_names();
 	printf("test_proto: %d checks, %d failed\n", checks, failures);

@@ -1,0 +1,35 @@
+/*
+ * mgr_lockd.h - the mgr's lock service on the wire: decodes LOCK,
+ * LOCK_CANCEL and LOCK_KEEPALIVE, runs them on the lock table (mgr_lock.h)
+ * and answers, at once or (a WAIT) when the lock is granted or its slice
+ * ends; a libev timer drives slices and leases. Loop thread only.
+ */
+#ifndef RPFS_MGR_LOCKD_H
+#define RPFS_MGR_LOCKD_H
+
+#include <stdint.h>
+
+#include "net.h"
+
+struct ev_loop;
+struct mgr_lockd;
+
+/**
+ * Create the service with a fresh random boot id and start its timer.
+ * @param grace_ms grace period from now: only reclaims are granted
+ * @return 0, -ENOMEM
+ */
+int mgr_lockd_new(struct mgr_lockd **out, struct ev_loop *loop,
+		  uint32_t grace_ms);
+
+/** Answer the deferred requests (-ETIME: ask again), stop, free. Call
+ * before the server is freed. */
+void mgr_lockd_free(struct mgr_lockd *ld);
+
+/** Whether op is one of the lock service's. @return 1 or 0 */
+int mgr_lockd_owns(uint16_t op);
+
+/** Handle one request of a lock op (see mgr_lockd_owns). */
+void mgr_lockd_handle(struct mgr_lockd *ld, struct net_sreq *r);
+
+#endif

@@ -1,0 +1,342 @@
+/*
+ * test_mgr_lock.c - unit tests of the lock table: lockset range split,
+ * merge, upgrade and conflicts; mgr_lock waits, slices, cancel, deadlock
+ * detection, lease expiry and the grace period. No network, no loop: time
+ * is passed in and deferred replies land in done_cb.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lockset.h"
+#include "mgr_lock.h"
+
+static int failures, checks;
+
+#define CHECK(cond, ...)                                                     \
+	do {                                                                 \
+		checks++;                                                    \
+		if (!(cond)) {                                               \
+			failures++;                                          \
+			fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__,       \
+				__LINE__, #cond);                            \
+			fprintf(stderr, __VA_ARGS__);                        \
+			fputc('\n', stderr);                                 \
+		}                                                            \
+	} while (0)
+
+/* ---------------------------------------------------------------- lockset */
+
+/* A lock of owner o (session 1) on inode 1. */
+static struct lockset_lock L(uint64_t o, uint64_t s, uint64_t e, uint8_t t)
+{
+	return (struct lockset_lock){ .ino = 1, .session = 1, .owner = o,
+				      .start = s, .end = e, .type = t,
+				      .kind = PROTO_LK_POSIX };
+}
+
+/* Collected locks, sorted by start. */
+struct got {
+	struct lockset_lock v[16];
+	int n;
+};
+
+/* lockset_each callback: copy a lock into the struct got. */
+static int collect(const struct lockset_lock *l, void *arg)
+{
+	struct got *g = arg;
+
+	if (g->n < 16)
+		g->v[g->n++] = *l;
+	return 0;
+}
+
+/* qsort order: by start offset. */
+static int by_start(const void *a, const void *b)
+{
+	const struct lockset_lock *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The set as "start-end:type ..." text, for compact checks. */
+static const char *dump(const struct lockset *s)
+{
+	static char buf[512];
+	struct got g = { .n = 0 };
+	size_t off = 0;
+
+	lockset_each(s, collect, &g);
+	qsort(g.v, (size_t)g.n, sizeof(g.v[0]), by_start);
+	buf[0] = '\0';
+	for (int i = 0; i < g.n; i++)
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s%llu-%lld:%c",
+					i ? " " : "", (unsigned long long)g.v[i].start,
+					g.v[i].end == PROTO_LK_EOF ? -1LL : (long long)g.v[i].end,
+					g.v[i].type == PROTO_LK_WRLCK ? 'w' : 'r');
+	return buf;
+}
+
+/* Split, merge, downgrade, conflicts, drops and a full set. */
+static void test_lockset(void)
+{
+	struct lockset s;
+	struct lockset_lock w;
+
+	lockset_init(&s, 100);
+	w = L(1, 0, 99, PROTO_LK_WRLCK);
+	CHECK(lockset_apply(&s, &w) == 0, "lock");
+	w = L(1, 40, 59, PROTO_LK_UNLCK);
+	CHECK(lockset_apply(&s, &w) == 0 && !strcmp(dump(&s), "0-39:w 60-99:w"),
+	      "punch: %s", dump(&s));
+	w = L(1, 40, 59, PROTO_LK_WRLCK);
+	CHECK(lockset_apply(&s, &w) == 0 && !strcmp(dump(&s), "0-99:w"),
+	      "merge: %s", dump(&s));
+	w = L(1, 20, 29, PROTO_LK_RDLCK);
+	CHECK(lockset_apply(&s, &w) == 0 &&
+	      !strcmp(dump(&s), "0-19:w 20-29:r 30-99:w") && s.count == 3,
+	      "downgrade inside: %s", dump(&s));
+	w = L(1, 10, 200, PROTO_LK_RDLCK);
+	CHECK(lockset_apply(&s, &w) == 0 && !strcmp(dump(&s), "0-9:w 10-200:r"),
+	      "downgrade over: %s", dump(&s));
+	w = L(1, 201, PROTO_LK_EOF, PROTO_LK_RDLCK);
+	CHECK(lockset_apply(&s, &w) == 0 && !strcmp(dump(&s), "0-9:w 10--1:r"),
+	      "adjacent merge to EOF: %s", dump(&s));
+	w = L(1, 0, PROTO_LK_EOF, PROTO_LK_UNLCK);
+	CHECK(lockset_apply(&s, &w) == 0 && s.count == 0, "unlock all");
+
+	/* conflicts: other owner, overlap, one writer; same owner never */
+	w = L(1, 10, 19, PROTO_LK_RDLCK);
+	lockset_apply(&s, &w);
+	w = L(2, 15, 30, PROTO_LK_RDLCK);
+	CHECK(!lockset_conflict(&s, &w), "read/read");
+	w.type = PROTO_LK_WRLCK;
+	CHECK(lockset_conflict(&s, &w) && lockset_conflict(&s, &w)->owner == 1,
+	      "read/write");
+	w.start = 20;
+	CHECK(!lockset_conflict(&s, &w), "no overlap");
+	w = L(1, 0, 100, PROTO_LK_WRLCK);
+	CHECK(!lockset_conflict(&s, &w), "own lock");
+	w = L(2, 0, 100, PROTO_LK_WRLCK);
+	w.kind = PROTO_LK_FLOCK;
+	CHECK(!lockset_conflict(&s, &w), "flock vs posix");
+	w = L(2, 0, 100, PROTO_LK_WRLCK);
+	w.ino = 2;
+	CHECK(!lockset_conflict(&s, &w), "other inode");
+	w = L(2, 0, 100, PROTO_LK_WRLCK);
+	w.session = 2;
+	w.owner = 1;
+	CHECK(lockset_conflict(&s, &w), "same owner id, other session");
+	CHECK(lockset_owner_holds(&s, 1, 1, 1, PROTO_LK_POSIX) &&
+	      !lockset_owner_holds(&s, 1, 1, 2, PROTO_LK_POSIX), "holds");
+	CHECK(lockset_drop_owner(&s, 1, 1, 1, PROTO_LK_POSIX) == 1 && s.count == 0,
+	      "drop owner");
+	/* a full set refuses, atomically */
+	lockset_fini(&s);
+	lockset_init(&s, 2);
+	w = L(1, 0, 99, PROTO_LK_WRLCK);
+	CHECK(lockset_apply(&s, &w) == 0, "one");
+	w = L(1, 10, 19, PROTO_LK_RDLCK);
+	CHECK(lockset_apply(&s, &w) == -ENOLCK && !strcmp(dump(&s), "0-99:w"),
+	      "full: %s", dump(&s));
+	lockset_fini(&s);
+	lockset_init(&s, 100);
+	w = L(1, 0, 9, PROTO_LK_WRLCK);
+	lockset_apply(&s, &w);
+	w = L(2, 20, 29, PROTO_LK_WRLCK);
+	w.session = 2;
+	lockset_apply(&s, &w);
+	CHECK(lockset_drop_session(&s, 2) == 1 && s.count == 1, "drop session");
+	lockset_fini(&s);
+}
+
+/* --------------------------------------------------------------- mgr_lock */
+
+/* Deferred replies as they arrive. */
+struct done {
+	void *ctx;
+	int status;
+	struct proto_lockrep rep;
+};
+static struct done dq[32];
+static int ndq;
+
+/* mgr_lock_done_fn: record a deferred reply. */
+static void done_cb(void *ctx, int status, const struct proto_lockrep *rep,
+		    void *arg)
+{
+	if (ndq < 32) {
+		dq[ndq].ctx = ctx;
+		dq[ndq].status = status;
+		if (rep)
+			dq[ndq].rep = *rep;
+		ndq++;
+	}
+}
+
+/* A LOCK request of (session, owner) on inode 1. */
+static struct proto_lock Q(uint64_t sess, uint64_t owner, uint8_t cmd,
+			   uint8_t type, uint64_t s, uint64_t e)
+{
+	return (struct proto_lock){ .session = sess, .owner = owner, .ino = 1,
+				    .start = s, .end = e, .pid = 100 + (uint32_t)owner,
+				    .wait_ms = cmd == PROTO_LK_WAIT ? 1000 : 0,
+				    .id = cmd == PROTO_LK_WAIT ? owner : 0,
+				    .lease_ms = 2000, .type = type,
+				    .kind = PROTO_LK_POSIX, .cmd = cmd };
+}
+
+/* Run a LOCK request at time now; the reply body is dropped. */
+static int req(struct mgr_lock *ml, struct proto_lock q, uint64_t now, void *ctx)
+{
+	struct proto_lockrep rep;
+
+	return mgr_lock_request(ml, PROTO_OP_LOCK, &q, now, ctx, &rep);
+}
+
+/* Queue, FIFO grant, slice end, cancel (queued and early), DROP. */
+static void test_waits(void)
+{
+	struct mgr_lock *ml;
+	struct proto_lockrep rep;
+	struct proto_lock q;
+	int ctx1, ctx2;
+	size_t nl, nw, ns;
+
+	CHECK(mgr_lock_new(&ml, 0, 0, 77, done_cb, NULL) == 0, "new");
+	CHECK(req(ml, Q(1, 1, PROTO_LK_SET, PROTO_LK_WRLCK, 0, 9), 0, NULL) == 0, "a");
+	CHECK(req(ml, Q(2, 1, PROTO_LK_SET, PROTO_LK_RDLCK, 5, 5), 0, NULL) == -EAGAIN,
+	      "conflict");
+	q = Q(2, 1, PROTO_LK_GET, PROTO_LK_RDLCK, 5, 5);
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK, &q, 0, NULL, &rep) == 0 &&
+	      rep.type == PROTO_LK_WRLCK && rep.start == 0 && rep.end == 9 &&
+	      rep.pid == 101 && rep.boot == 77, "getlk");
+	/* a waiter is queued, woken by the unlock, FIFO before a later one */
+	ndq = 0;
+	CHECK(req(ml, Q(2, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, 0), 0, &ctx1) == 1,
+	      "queued");
+	CHECK(req(ml, Q(3, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, 0), 0, &ctx2) == 1,
+	      "queued 2");
+	CHECK(req(ml, Q(1, 1, PROTO_LK_SET, PROTO_LK_UNLCK, 0, PROTO_LK_EOF), 1, NULL) == 0,
+	      "unlock");
+	CHECK(ndq == 1 && dq[0].ctx == &ctx1 && dq[0].status == 0 &&
+	      dq[0].rep.type == PROTO_LK_WRLCK, "first waiter granted");
+	/* the second one's slice runs out: -ETIME, ask again */
+	mgr_lock_tick(ml, 999);
+	CHECK(ndq == 1, "slice not over");
+	mgr_lock_tick(ml, 1000);
+	CHECK(ndq == 2 && dq[1].ctx == &ctx2 && dq[1].status == -ETIME, "slice over");
+	/* cancel: of a queued wait, and of one not there yet */
+	CHECK(req(ml, Q(3, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, 0), 1000, &ctx2) == 1,
+	      "queued again");
+	q = (struct proto_lock){ .session = 3, .id = 1, .lease_ms = 2000 };
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_CANCEL, &q, 1000, NULL, &rep) == 0 &&
+	      ndq == 3 && dq[2].status == -EINTR, "cancel queued");
+	q.id = 9;
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_CANCEL, &q, 1000, NULL, &rep) == -ENOENT,
+	      "cancel early");
+	q = Q(3, 9, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, 0);
+	CHECK(req(ml, q, 1000, &ctx2) == -EINTR, "wait after its cancel");
+	/* DROP wakes too */
+	CHECK(req(ml, Q(3, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, 0), 1000, &ctx2) == 1, "q3");
+	q = Q(2, 1, PROTO_LK_DROP, PROTO_LK_UNLCK, 0, PROTO_LK_EOF);
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK, &q, 1000, NULL, &rep) == 0 &&
+	      ndq == 4 && dq[3].status == 0, "drop wakes");
+	mgr_lock_counts(ml, &nl, &nw, &ns);
+	CHECK(nl == 1 && nw == 0 && ns == 3, "counts %zu %zu %zu", nl, nw, ns);
+	mgr_lock_free(ml);
+}
+
+/* A three-owner cycle gets EDEADLK; other owners and flock never do. */
+static void test_deadlock(void)
+{
+	struct mgr_lock *ml;
+	int c1, c2;
+	struct proto_lock q;
+
+	mgr_lock_new(&ml, 0, 0, 1, done_cb, NULL);
+	ndq = 0;
+	/* A holds 0, B holds 1, C holds 2 */
+	req(ml, Q(1, 1, PROTO_LK_SET, PROTO_LK_WRLCK, 0, 0), 0, NULL);
+	req(ml, Q(2, 1, PROTO_LK_SET, PROTO_LK_WRLCK, 1, 1), 0, NULL);
+	req(ml, Q(3, 1, PROTO_LK_SET, PROTO_LK_WRLCK, 2, 2), 0, NULL);
+	CHECK(req(ml, Q(1, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 1, 1), 0, &c1) == 1,
+	      "A waits for B");
+	CHECK(req(ml, Q(2, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 2, 2), 0, &c2) == 1,
+	      "B waits for C");
+	CHECK(req(ml, Q(3, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, 0), 0, NULL) == -EDEADLK,
+	      "C waiting for A closes the cycle");
+	CHECK(req(ml, Q(3, 2, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, 0), 0, &c2) == 1,
+	      "another owner of the same client: no cycle");
+	/* flock: no detection (the kernel's rule) */
+	q = Q(1, 7, PROTO_LK_SET, PROTO_LK_WRLCK, 0, PROTO_LK_EOF);
+	q.kind = PROTO_LK_FLOCK;
+	req(ml, q, 0, NULL);
+	q = Q(3, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, PROTO_LK_EOF);
+	q.kind = PROTO_LK_FLOCK;
+	CHECK(req(ml, q, 0, &c2) == 1, "flock waits, never EDEADLK");
+	mgr_lock_free(ml); /* waiters finish with -ETIME */
+	CHECK(ndq == 4 && dq[0].status == -ETIME, "free answers %d", ndq);
+}
+
+/* A silent session loses its locks after its lease; grace admits only
+ * reclaims and releases, reclaims after it fail. */
+static void test_lease_and_grace(void)
+{
+	struct mgr_lock *ml;
+	struct proto_lockrep rep;
+	struct proto_lock q;
+	int c1;
+	size_t nl, nw, ns;
+
+	mgr_lock_new(&ml, 0, 0, 5, done_cb, NULL);
+	ndq = 0;
+	req(ml, Q(1, 1, PROTO_LK_SET, PROTO_LK_WRLCK, 0, 9), 0, NULL);
+	CHECK(req(ml, Q(2, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, 0), 0, &c1) == 1, "wait");
+	/* session 1 renews at 1500, then falls silent */
+	q = (struct proto_lock){ .session = 1, .lease_ms = 2000 };
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, 1500, NULL, &rep) == 0 &&
+	      !(rep.flags & PROTO_LKR_NEWSESSION) && rep.boot == 5, "keepalive");
+	mgr_lock_tick(ml, 3500);
+	mgr_lock_counts(ml, &nl, &nw, &ns);
+	CHECK(nl == 1, "within the lease");
+	mgr_lock_tick(ml, 3501);
+	CHECK(ndq >= 1 && dq[0].ctx == &c1 && dq[0].status == -ETIME,
+	      "the waiter's slice ended first");
+	CHECK(req(ml, Q(2, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, 0), 3501, &c1) == 0,
+	      "lease over: locks gone, granted at once");
+	q = (struct proto_lock){ .session = 1, .lease_ms = 2000 };
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, 3600, NULL, &rep) == 0 &&
+	      (rep.flags & PROTO_LKR_NEWSESSION), "the late client learns it");
+	mgr_lock_free(ml);
+
+	/* grace: only reclaims and releases until it ends */
+	mgr_lock_new(&ml, 3000, 1000, 6, done_cb, NULL);
+	CHECK(req(ml, Q(1, 1, PROTO_LK_SET, PROTO_LK_WRLCK, 0, 9), 1000, NULL) ==
+	      -EINPROGRESS, "new lock in grace");
+	q = Q(1, 1, PROTO_LK_GET, PROTO_LK_WRLCK, 0, 9);
+	CHECK(req(ml, q, 1000, NULL) == -EINPROGRESS, "getlk in grace");
+	q = Q(1, 1, PROTO_LK_SET, PROTO_LK_WRLCK, 0, 9);
+	q.flags = PROTO_LKF_RECLAIM;
+	CHECK(req(ml, q, 1000, NULL) == 0, "reclaim in grace");
+	CHECK(req(ml, Q(1, 1, PROTO_LK_SET, PROTO_LK_UNLCK, 5, 5), 2000, NULL) == 0,
+	      "unlock in grace");
+	CHECK(req(ml, Q(2, 1, PROTO_LK_SET, PROTO_LK_RDLCK, 0, 0), 4000, NULL) == -EAGAIN,
+	      "after grace: the reclaimed lock holds");
+	CHECK(req(ml, Q(2, 1, PROTO_LK_SET, PROTO_LK_RDLCK, 5, 5), 4000, NULL) == 0,
+	      "after grace: the unlocked hole is free");
+	q.session = 3;
+	CHECK(req(ml, q, 4000, NULL) == -ENOLCK, "reclaim after grace");
+	mgr_lock_free(ml);
+}
+
+int main(void)
+{
+	test_lockset();
+	test_waits();
+	test_deadlock();
+	test_lease_and_grace();
+	printf("test_mgr_lock: %d checks, %d failed\n", checks, failures);
+	return failures ? 1 : 0;
+}
