@@ -26,18 +26,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_SECONDS=${RPFS_FUZZ_SECONDS:-60}
 PACKAGES=(meson ninja-build pkg-config gcc libc6-dev libfuse3-dev fuse3 liblmdb-dev libev-dev libsodium-dev libinih-dev libsystemd-dev libibverbs-dev librdmacm-dev dpkg-dev
-	clang libclang-rt-14-dev python3 python3-pytest fio attr util-linux tar diffutils
-	coreutils)
+	clang libclang-rt-14-dev python3 python3-pytest fio attr util-linux mount tar diffutils
+	coreutils xz-utils bzip2 systemd)
+# Every tool this script, the scripts it runs and the tests call comes from
+# these (or from Debian's required set): meson/ninja-build, clang (fuzz),
+# python3-pytest, fio (tests; its source for the engine via dpkg-dev's
+# dpkg-source, xz-utils, bzip2), attr (getfattr), util-linux (setpriv,
+# prlimit, mountpoint), mount (umount), fuse3 (fusermount3), diffutils
+# (cmp, diff), systemd (systemd-analyze); scripts/rdma-vm.sh installs the
+# VM's own (qemu, busybox, kmod, cpio, iproute2, rdma-core, ...).
 
 PASSED=0
 FAILED=0
-PY=python3
-for p in /usr/bin/python3 python3; do
-	if "$p" -c 'import pytest' 2>/dev/null; then
-		PY=$p
-		break
-	fi
-done
+PY= # chosen after stage 0 installed python3-pytest (see pick_python)
 RUN_TMP=$(mktemp -d /tmp/rpfs-test.XXXXXX)
 export RPFS_TEST_PIDS=$RUN_TMP/pids
 : >"$RPFS_TEST_PIDS"
@@ -81,6 +82,24 @@ install_packages() {
 	DEBIAN_FRONTEND=noninteractive apt-get -qq update >/dev/null
 	DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends \
 		"${missing[@]}" >/dev/null
+}
+
+# pick_python: set PY to an interpreter that can import pytest, as an
+# absolute path (stage 4 runs it inside the VM, whose PATH differs). Called
+# only after install_packages: Debian's /usr/bin/python3 has python3-pytest
+# then, while a `python3` earlier on PATH (pyenv, a CI image's own build)
+# does not see Debian's modules. Falls back to /usr/bin/python3, so a
+# missing pytest shows up as a failed stage, never as a silent skip.
+pick_python() {
+	local p
+	for p in /usr/bin/python3 "$(command -v python3 || true)"; do
+		if [ -n "$p" ] && "$p" -c 'import pytest' 2>/dev/null; then
+			PY=$p
+			return 0
+		fi
+	done
+	PY=/usr/bin/python3
+	echo "test.sh: no python3 with pytest (python3-pytest not installed?)"
 }
 
 # meson_counts LOG: add the "Ok:/Fail:/..." summary of a meson test log.
@@ -141,6 +160,8 @@ say "packages"
 if ! install_packages; then
 	echo "test.sh: package installation failed; trying with what is there"
 fi
+pick_python
+echo "python: $PY"
 
 # ---------------------------------------------------------------- stage 1
 say "ASan+UBSan build (-Werror) and unit tests"
@@ -302,7 +323,7 @@ else
 		RPFS_TEST_HOST=\$RPFS_RDMA_ADDR RPFS_TEST_BIG_MIB=${RPFS_VM_BIG_MIB:-256} \
 		RPFS_TEST_TAR_FILES=${RPFS_VM_TAR_FILES:-600} \
 		RPFS_TEST_READDIR_N=${RPFS_VM_READDIR_N:-2000} \
-		python3 -m pytest tests/integration -v --durations=15 \
+		$PY -m pytest tests/integration -v --durations=15 \
 		--junitxml=$vm_junit ${RPFS_PYTEST_ARGS:-}" </dev/null
 	vm_rc=$?
 	set -e
