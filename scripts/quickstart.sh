@@ -32,11 +32,10 @@ TRANSPORT=${RPFS_TRANSPORT:-auto}
 HOST=${RPFS_HOST:-}
 MGR_PORT=7400
 IOD_PORTS=(7401 7402 7403 7404)
-# Build dependencies, then the tools called here: fuse3 (fusermount3),
+. "$REPO/scripts/packages.sh"
+# The build's packages, then the tools called here: fuse3 (fusermount3),
 # util-linux (setsid, mountpoint), attr (getfattr), iproute2 (rdma, ip).
-PACKAGES=(meson ninja-build pkg-config gcc libc6-dev libfuse3-dev fuse3 liblmdb-dev libev-dev
-	libsodium-dev libinih-dev libsystemd-dev libibverbs-dev librdmacm-dev
-	util-linux attr iproute2)
+PACKAGES=("${RPFS_BUILD_PACKAGES[@]}" util-linux attr iproute2)
 
 say() { printf 'quickstart: %s\n' "$*"; }
 die() { printf 'quickstart: error: %s\n' "$*" >&2; exit 1; }
@@ -51,21 +50,10 @@ fi
 case "$STATE" in /*) ;; *) STATE=$REPO/$STATE ;; esac
 case "$BUILD" in /*) ;; *) BUILD=$REPO/$BUILD ;; esac
 
-# install_packages: apt-get install whatever of PACKAGES is missing.
+# install_packages: apt-get install whatever of PACKAGES is missing
+# (nothing at all when every one is there).
 install_packages() {
-	local missing=() p
-	for p in "${PACKAGES[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
-			missing+=("$p")
-	done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	command -v apt-get >/dev/null || die "missing packages: ${missing[*]} (no apt-get here)"
-	local sudo=
-	[ "$(id -u)" -eq 0 ] || sudo=sudo
-	say "installing ${missing[*]}"
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq update >/dev/null
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends \
-		"${missing[@]}" >/dev/null
+	pkg_install "${PACKAGES[@]}" || die "cannot install the packages rpfs needs"
 }
 
 # rdma_addr: print "DEV ADDR" for the first RDMA device whose netdev has an

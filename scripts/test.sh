@@ -6,7 +6,8 @@
 #      using the ASan build, on tcp (tests marked `verbs` deselected);
 #   4. the verbs transport in the RDMA VM (scripts/rdma-vm.sh: the Debian
 #      kernel under qemu TCG, rdma_rxe on a veth pair): a release build with
-#      -Werror, tests/rdma/smoke.sh, the C tests of meson suite "verbs" if
+#      -Werror, tests/rdma/smoke.sh, tests/rdma/quickstart.sh (the quickstart
+#      over verbs), the C tests of meson suite "verbs" if
 #      any, test_vb_live from the ASan build, and the whole pytest suite (test_verbs.py's mechanism tests
 #      included) with RPFS_TRANSPORT=verbs on the soft-RoCE address.
 # Prints, as its last line, "N passed, N failed" over all four stages (a
@@ -25,16 +26,15 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 FUZZ_SECONDS=${RPFS_FUZZ_SECONDS:-60}
-PACKAGES=(meson ninja-build pkg-config gcc libc6-dev libfuse3-dev fuse3 liblmdb-dev libev-dev libsodium-dev libinih-dev libsystemd-dev libibverbs-dev librdmacm-dev dpkg-dev
-	clang libclang-rt-14-dev python3 python3-pytest fio attr util-linux mount tar diffutils
-	coreutils xz-utils bzip2 systemd)
+. scripts/packages.sh
 # Every tool this script, the scripts it runs and the tests call comes from
-# these (or from Debian's required set): meson/ninja-build, clang (fuzz),
-# python3-pytest, fio (tests; its source for the engine via dpkg-dev's
-# dpkg-source, xz-utils, bzip2), attr (getfattr), util-linux (setpriv,
-# prlimit, mountpoint), mount (umount), fuse3 (fusermount3), diffutils
-# (cmp, diff), systemd (systemd-analyze); scripts/rdma-vm.sh installs the
-# VM's own (qemu, busybox, kmod, cpio, iproute2, rdma-core, ...).
+# these (or from Debian's required set): the build's and fio-src.sh's,
+# clang and its runtime (fuzzing), python3-pytest, fio, attr (getfattr,
+# setfattr), util-linux (setpriv, prlimit, mountpoint), mount (umount),
+# fuse3 (fusermount3), diffutils (cmp, diff), systemd (systemd-analyze);
+# scripts/rdma-vm.sh installs the VM's own (qemu, busybox, kmod, ...).
+PACKAGES=("${RPFS_BUILD_PACKAGES[@]}" "${RPFS_FIO_SRC_PACKAGES[@]}" clang libclang-rt-14-dev
+	python3 python3-pytest attr util-linux mount tar diffutils coreutils systemd)
 
 PASSED=0
 FAILED=0
@@ -72,16 +72,7 @@ trap 'cleanup; exit 130' INT TERM
 
 # install_packages: apt-get install whatever of PACKAGES is missing.
 install_packages() {
-	local missing=() p
-	for p in "${PACKAGES[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
-			missing+=("$p")
-	done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	echo "installing ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get -qq update >/dev/null
-	DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends \
-		"${missing[@]}" >/dev/null
+	pkg_install "${PACKAGES[@]}"
 }
 
 # pick_python: set PY to an interpreter that can import pytest, as an
@@ -278,6 +269,16 @@ else
 		pass 1
 	else
 		echo "test.sh: tests/rdma/smoke.sh FAILED"
+		fail 1
+	fi
+	# scripts/quickstart.sh over verbs: RPFS_TRANSPORT=verbs and auto on the
+	# soft-RoCE address, cp + cmp of 1 KiB..32 MiB, the inline, fast and RDMA
+	# counters of rpfs.stats, quickstart.sh stop.
+	if RPFS_BUILD=$VM_BUILD tests/rdma/quickstart.sh </dev/null; then
+		echo "tests/rdma/quickstart.sh: ok"
+		pass 1
+	else
+		echo "test.sh: tests/rdma/quickstart.sh FAILED"
 		fail 1
 	fi
 	# C tests that need real verbs (suite "verbs", vb_live), if there are any.
