@@ -159,15 +159,18 @@ RUN=
 # processes whose root is our overlay), unmount what is left of the run's
 # mounts and remove the run directory unless --keep.
 cleanup() {
-	local rc=$? pid root mp
+	local rc=$? pid root mp left
 	set +e
 	[ -n "$RUN" ] || exit $rc
-	for _ in 1 2 3; do
+	for _ in 1 2 3 4 5; do
+		left=0
 		for pid in /proc/[0-9]*; do
-			pid=${pid#/proc/}
-			root=$(readlink "/proc/$pid/root" 2>/dev/null) || continue
-			case "$root" in "$RUN/root"|"$RUN/root/"*) kill -KILL "$pid" 2>/dev/null ;; esac
+			root=$(readlink "$pid/root" 2>/dev/null) || continue
+			case "$root" in
+			"$RUN/root"|"$RUN/root/"*) kill -KILL "${pid#/proc/}" 2>/dev/null; left=1 ;;
+			esac
 		done
+		[ $left -eq 0 ] && break
 		sleep 0.5
 	done
 	# The namespace took its mounts along; this is for a mount that leaked.
@@ -228,7 +231,9 @@ BASE=$CACHE/base unshare --mount --propagation private -- /bin/bash -euc '
 	[ -c "$r/dev/fuse" ] || { echo "fresh-ci: no /dev/fuse" >&2; exit 125; }
 	exec chroot "$r" /usr/bin/env -i "$@"
 ' fresh-ci "$RUN" "${run_env[@]}" /bin/bash -c 'cd /build/rpfs && exec "$@" </dev/null' \
-	fresh-ci-cmd "${CMD[@]}" </dev/null
+	fresh-ci-cmd "${CMD[@]}" </dev/null &
+# wait (not a foreground command) so that INT/TERM run the traps at once
+wait $!
 rc=$?
 set -e
 say "exit status $rc after $(($(date +%s) - t0)) s"

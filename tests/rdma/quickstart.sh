@@ -18,6 +18,12 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 export RPFS_BUILD=${RPFS_BUILD:-build-vm}
 if [ "${RPFS_IN_VM:-}" != 1 ]; then
+	# The VM has no network: quickstart.sh must find all its packages
+	# there (the build's, util-linux, attr, iproute2), and so must this
+	# script (python3, diffutils); rdma-vm.sh installs the VM's own.
+	. "$REPO/scripts/packages.sh"
+	pkg_install "${RPFS_BUILD_PACKAGES[@]}" util-linux attr iproute2 python3 diffutils ||
+		exit 1
 	case "$RPFS_BUILD" in /*) b=$RPFS_BUILD ;; *) b=$REPO/$RPFS_BUILD ;; esac
 	if [ ! -f "$b/build.ninja" ]; then
 		meson setup "$b" --buildtype=release -Dwerror=true -Dverbs=enabled || exit 1
