@@ -14,7 +14,8 @@
 # skipped test counts as failed) and exits non-zero if anything failed.
 #
 # Environment: RPFS_FUZZ_SECONDS (default 60) per fuzz target;
-# RPFS_PYTEST_ARGS extra pytest arguments (e.g. "-k shell"), both stages;
+# RPFS_PYTEST_ARGS extra pytest arguments, shell words (e.g. "-k 'shell or
+# quickstart'"), both stages;
 # RPFS_VM_TRANSPORT (default verbs) the transport of stage 4;
 # RPFS_VM_BIG_MIB (default 256) the big-file test's size, RPFS_VM_TAR_FILES
 # (default 600) the tar test's files and RPFS_VM_READDIR_N (default 2000) the
@@ -233,13 +234,23 @@ if [ $asan_ok = 1 ]; then
 	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=0}
 	junit=$RUN_TMP/junit.xml
-	set +e
-	# shellcheck disable=SC2086
-	RPFS_BUILD=$ASAN_BUILD timeout -k 60 3600 "$PY" -m pytest tests/integration -v \
-		-m "not verbs" --basetemp="$RUN_TMP/pytest" --junitxml="$junit" \
-		${RPFS_PYTEST_ARGS:-} </dev/null
-	set -e
-	junit_counts "$junit"
+	# RPFS_PYTEST_ARGS as shell words (quotes work, as in stage 4, where the
+	# string is part of the VM's command): split by shlex, never eval'ed.
+	pytest_args=()
+	if "$PY" -c 'import shlex, sys
+sys.stdout.write("".join(a + "\0" for a in shlex.split(sys.argv[1])))' \
+		"${RPFS_PYTEST_ARGS:-}" >"$RUN_TMP/pytest-args" 2>/dev/null; then
+		mapfile -d '' -t pytest_args <"$RUN_TMP/pytest-args"
+		set +e
+		RPFS_BUILD=$ASAN_BUILD timeout -k 60 3600 "$PY" -m pytest tests/integration -v \
+			-m "not verbs" --basetemp="$RUN_TMP/pytest" --junitxml="$junit" \
+			"${pytest_args[@]}" </dev/null
+		set -e
+		junit_counts "$junit"
+	else
+		echo "test.sh: RPFS_PYTEST_ARGS: expected shell words, got \"${RPFS_PYTEST_ARGS:-}\" (unbalanced quotes?); pytest not run"
+		fail 1
+	fi
 else
 	echo "test.sh: no ASan build, integration tests not run"
 	fail 1
