@@ -274,7 +274,7 @@ set xtics norotate
 set yrange [0:*]
 set style data linespoints
 set key inside top right
-set title 'rpfs: stripe unit sweep, 4 iods, seq 1 MiB, 1 job (MB/s; rpfs colour)'
+set title 'rpfs: stripe unit sweep, 4 iods, seq 1 MiB, 1 job (MB/s)'
 set xlabel 'stripe unit (KiB)'
 set logscale x 2
 set xrange [48:1400]
