@@ -157,6 +157,11 @@ ogr_table() {
 }
 
 if [ "${RPFS_IN_VM:-}" != 1 ]; then
+	# The build's packages and what runs in the VM from the host's root
+	# (nothing beyond them); rdma-vm.sh installs its own.
+	. "$REPO/scripts/packages.sh"
+	pkg_install "${RPFS_BUILD_PACKAGES[@]}" ||
+		{ echo "listio-bench: cannot install packages" >&2; exit 1; }
 	if [ ! -f "$BUILD/build.ninja" ]; then
 		meson setup "$BUILD" -Dwerror=true >/dev/null
 	fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# quickstart.sh - build rpfs and run a local cluster: 1 mgr + 4 iods on
-# 127.0.0.1, mounted at ${RPFS_MOUNT:-/mnt/rpfs}.
+# quickstart.sh - build rpfs and run a local cluster: 1 mgr + 4 iods on one
+# address (127.0.0.1 over TCP, or the RDMA device's address over verbs),
+# mounted at ${RPFS_MOUNT:-/mnt/rpfs}.
 #
 #   scripts/quickstart.sh          install packages if missing, build, start, mount
 #   scripts/quickstart.sh stop     unmount and stop every daemon
@@ -11,8 +12,15 @@
 #                   db/, iod0..3/, logs/, pids/
 #   RPFS_MOUNT      mount point (default /mnt/rpfs)
 #   RPFS_BUILD      build directory (default build)
-#   RPFS_TRANSPORT  tcp or auto (default auto; only TCP exists for now)
-# Running either command twice is harmless.
+#   RPFS_TRANSPORT  tcp, verbs or auto (default auto): auto is verbs when an
+#                   RDMA device (`rdma link show`) has a netdev with an IPv4
+#                   address, else tcp
+#   RPFS_HOST       address every daemon listens on and the client connects
+#                   to (default: tcp 127.0.0.1; verbs the IPv4 address of the
+#                   first RDMA device's netdev - rdma_cm cannot use loopback)
+# Packages are installed only when missing (nothing is fetched when all are
+# there). It prints the transport really in use, as the mount's rpfs.stats
+# reports it. Running either command twice is harmless.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -21,36 +29,76 @@ STATE=${RPFS_STATE:-$REPO/.rpfs}
 MNT=${RPFS_MOUNT:-/mnt/rpfs}
 BUILD=${RPFS_BUILD:-build}
 TRANSPORT=${RPFS_TRANSPORT:-auto}
-HOST=127.0.0.1
+HOST=${RPFS_HOST:-}
 MGR_PORT=7400
 IOD_PORTS=(7401 7402 7403 7404)
-PACKAGES=(meson ninja-build pkg-config gcc libc6-dev libfuse3-dev fuse3 liblmdb-dev libev-dev libsodium-dev libinih-dev libsystemd-dev libibverbs-dev librdmacm-dev)
+. "$REPO/scripts/packages.sh"
+# The build's packages, then the tools called here: fuse3 (fusermount3),
+# util-linux (setsid, mountpoint), attr (getfattr), iproute2 (rdma, ip).
+PACKAGES=("${RPFS_BUILD_PACKAGES[@]}" util-linux attr iproute2)
 
 say() { printf 'quickstart: %s\n' "$*"; }
 die() { printf 'quickstart: error: %s\n' "$*" >&2; exit 1; }
 
 case "$TRANSPORT" in
-tcp|auto) ;;
-*) die "RPFS_TRANSPORT: expected tcp or auto, got \"$TRANSPORT\"" ;;
+tcp|verbs|auto) ;;
+*) die "RPFS_TRANSPORT: expected tcp, verbs or auto, got \"$TRANSPORT\"" ;;
 esac
+if [ -n "$HOST" ] && ! [[ "$HOST" =~ ^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$ ]]; then
+	die "RPFS_HOST: expected an IPv4 address or a host name, got \"$HOST\""
+fi
 case "$STATE" in /*) ;; *) STATE=$REPO/$STATE ;; esac
 case "$BUILD" in /*) ;; *) BUILD=$REPO/$BUILD ;; esac
 
-# install_packages: apt-get install whatever of PACKAGES is missing.
+# install_packages: apt-get install whatever of PACKAGES is missing
+# (nothing at all when every one is there).
 install_packages() {
-	local missing=() p
-	for p in "${PACKAGES[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
-			missing+=("$p")
-	done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	command -v apt-get >/dev/null || die "missing packages: ${missing[*]} (no apt-get here)"
-	local sudo=
-	[ "$(id -u)" -eq 0 ] || sudo=sudo
-	say "installing ${missing[*]}"
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq update >/dev/null
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends \
-		"${missing[@]}" >/dev/null
+	pkg_install "${PACKAGES[@]}" || die "cannot install the packages rpfs needs"
+}
+
+# rdma_addr: print "DEV ADDR" for the first RDMA device whose netdev has an
+# IPv4 address (`rdma link show` names the netdev, `ip -4 addr` its
+# address); print nothing when there is none (no device, no rdma tool, no
+# kernel support).
+rdma_addr() {
+	local dev netdev addr
+	command -v rdma >/dev/null 2>&1 || return 0
+	while read -r dev netdev; do
+		[ -n "$netdev" ] || continue
+		addr=$(ip -4 -o addr show dev "$netdev" 2>/dev/null |
+			awk '{ sub(/\/.*/, "", $4); print $4; exit }')
+		if [ -n "$addr" ]; then
+			echo "$dev $addr"
+			return 0
+		fi
+	done < <(rdma link show 2>/dev/null |
+		sed -n 's/^link \([^ ]*\) .* netdev \([^ ]*\).*/\1 \2/p')
+}
+
+# pick_transport: resolve TRANSPORT (auto -> verbs or tcp) and HOST (from
+# RPFS_HOST, else the RDMA device's address for verbs, else 127.0.0.1).
+# Runs after install_packages, so rdma(8) and ip(8) are there.
+pick_transport() {
+	local found dev=
+	found=$(rdma_addr)
+	if [ "$TRANSPORT" = auto ]; then
+		if [ -n "$found" ]; then TRANSPORT=verbs; else TRANSPORT=tcp; fi
+	fi
+	if [ "$TRANSPORT" = verbs ]; then
+		[ -n "$found" ] || [ -n "$HOST" ] ||
+			die "RPFS_TRANSPORT=verbs: no RDMA device with an IPv4 address (rdma link show); set RPFS_HOST"
+		dev=${found%% *}
+		[ -n "$HOST" ] || HOST=${found#* }
+		say "verbs on ${dev:-the RDMA device} at $HOST"
+	fi
+	[ -n "$HOST" ] || HOST=127.0.0.1
+}
+
+# stats_transport: the transport the mount really uses, from its rpfs.stats
+# xattr (JSON); empty if it cannot be read.
+stats_transport() {
+	getfattr --absolute-names --only-values -n rpfs.stats "$MNT" 2>/dev/null |
+		sed -n 's/.*"transport": *"\([a-z]*\)".*/\1/p'
 }
 
 # build: configure once (release), then ninja.
@@ -96,6 +144,7 @@ start_daemon() {
 
 start() {
 	install_packages
+	pick_transport
 	build
 	mkdir -p "$STATE/db" "$STATE/logs" "$STATE/pids"
 	# The cluster key and the config file the daemons and the client read.
@@ -103,7 +152,8 @@ start() {
 		die "cannot create $STATE/cluster.key"
 	local i
 	{
-		printf '[cluster]\nmgr = %s:%s\nkey = %s\n' "$HOST" "$MGR_PORT" "$STATE/cluster.key"
+		printf '[cluster]\nmgr = %s:%s\nkey = %s\ntransport = %s\n' "$HOST" "$MGR_PORT" \
+			"$STATE/cluster.key" "$TRANSPORT"
 		printf '[mgr]\ndb = %s\nlisten = %s:%s\n' "$STATE/db" "$HOST" "$MGR_PORT"
 		for i in 0 1 2 3; do
 			printf '[iod.%d]\nhost = %s\nport = %s\ndata = %s\n' \
@@ -131,8 +181,13 @@ start() {
 		done
 		mountpoint -q "$MNT" || die "$MNT not mounted after 10 s"
 	fi
+	local inuse
+	inuse=$(stats_transport)
+	[ -n "$inuse" ] || die "cannot read the transport from getfattr -n rpfs.stats $MNT"
+	[ "$inuse" = "$TRANSPORT" ] ||
+		die "$MNT uses transport $inuse, not $TRANSPORT (a cluster from an earlier start? $0 stop first)"
 	cat <<EOF
-quickstart: rpfs is up ($TRANSPORT transport: tcp)
+quickstart: rpfs is up (transport: $inuse, from rpfs.stats; RPFS_TRANSPORT=${RPFS_TRANSPORT:-auto})
   mgr          $HOST:$MGR_PORT   db $STATE/db
   iods         $HOST:${IOD_PORTS[0]}..${IOD_PORTS[3]}   data $STATE/iod0..3
   mount        $MNT
@@ -185,7 +240,11 @@ status() {
 			echo "$n: stopped"
 		fi
 	done
-	if mountpoint -q "$MNT" 2>/dev/null; then echo "$MNT: mounted"; else echo "$MNT: not mounted"; fi
+	if mountpoint -q "$MNT" 2>/dev/null; then
+		echo "$MNT: mounted (transport: $(stats_transport))"
+	else
+		echo "$MNT: not mounted"
+	fi
 }
 
 case "${1:-start}" in

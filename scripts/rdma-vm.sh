@@ -37,9 +37,15 @@ set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${RPFS_VM_CACHE:-$REPO/.rpfs-vm}
 case "$CACHE" in /*) ;; *) CACHE=$PWD/$CACHE ;; esac
-PACKAGES=(qemu-system-x86 busybox-static cpio kmod iproute2 rdma-core
-	ibverbs-providers ibverbs-utils perftest rdmacm-utils librdmacm-dev
-	libibverbs-dev fuse3)
+. "$REPO/scripts/packages.sh"
+# Host side: qemu, busybox-static + cpio + gzip (initramfs), kmod (depmod,
+# modprobe), xz-utils/zstd (compressed modules), util-linux (flock),
+# apt/dpkg (the kernel package). Guest side (it runs the host's root):
+# iproute2 (ip, rdma), rdma-core and the verbs tools of the smoke test,
+# fuse3, and bash for the commands.
+PACKAGES=(qemu-system-x86 busybox-static cpio gzip kmod xz-utils zstd util-linux iproute2
+	rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils librdmacm-dev
+	libibverbs-dev fuse3 bash)
 # Modules the guest loads, with their dependencies, in this order.
 MODULES=(virtio_pci virtio_console 9pnet_virtio 9p fuse veth crc32_generic
 	crc32_pclmul ib_uverbs ib_umad rdma_rxe rdma_ucm overlay)
@@ -56,23 +62,7 @@ usage() {
 
 # install_packages: apt-get install whichever of PACKAGES is missing.
 install_packages() {
-	local missing=() p
-	for p in "${PACKAGES[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
-			missing+=("$p")
-	done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	command -v apt-get >/dev/null || die "missing packages: ${missing[*]} (no apt-get here)"
-	local sudo=
-	[ "$(id -u)" -eq 0 ] || sudo=sudo
-	say "installing ${missing[*]}"
-	if ! $sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq install -y \
-		--no-install-recommends "${missing[@]}" >/dev/null; then
-		$sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq update >/dev/null
-		$sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq install -y \
-			--no-install-recommends "${missing[@]}" >/dev/null ||
-			die "apt-get install ${missing[*]} failed"
-	fi
+	pkg_install "${PACKAGES[@]}" || die "cannot install ${PACKAGES[*]}"
 }
 
 # fetch_kernel: download the kernel image package that linux-image-amd64
@@ -82,7 +72,15 @@ fetch_kernel() {
 	local pkg ver tmp deb root mod line ko n=0
 	pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
 		awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
-	[ -n "$pkg" ] || die "cannot resolve linux-image-amd64 (try apt-get update)"
+	if [ -z "$pkg" ]; then
+		# no package lists yet (a fresh machine): fetch them once
+		local sudo=
+		[ "$(id -u)" -eq 0 ] || sudo=sudo
+		$sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq update >/dev/null 2>&1 || true
+		pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+			awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
+	fi
+	[ -n "$pkg" ] || die "cannot resolve linux-image-amd64 (apt-get update failed?)"
 	ver=${pkg#linux-image-}
 	tmp=$(mktemp -d "$CACHE/dl.XXXXXX")
 	say "downloading $pkg"
@@ -312,8 +310,9 @@ run() {
 		shift
 	done
 	[ $# -gt 0 ] || die "run: no command (usage: run [options] -- CMD...)" 2
+	# the guest runs the host's root: its tools must be there every time
+	install_packages
 	cache_ok || setup
-	command -v qemu-system-x86_64 >/dev/null || install_packages
 
 	local rdir
 	rdir=$(mktemp -d "${TMPDIR:-/tmp}/rpfs-vm.XXXXXX")

@@ -6,14 +6,16 @@
 #      using the ASan build, on tcp (tests marked `verbs` deselected);
 #   4. the verbs transport in the RDMA VM (scripts/rdma-vm.sh: the Debian
 #      kernel under qemu TCG, rdma_rxe on a veth pair): a release build with
-#      -Werror, tests/rdma/smoke.sh, the C tests of meson suite "verbs" if
+#      -Werror, tests/rdma/smoke.sh, tests/rdma/quickstart.sh (the quickstart
+#      over verbs), the C tests of meson suite "verbs" if
 #      any, test_vb_live from the ASan build, and the whole pytest suite (test_verbs.py's mechanism tests
 #      included) with RPFS_TRANSPORT=verbs on the soft-RoCE address.
 # Prints, as its last line, "N passed, N failed" over all four stages (a
 # skipped test counts as failed) and exits non-zero if anything failed.
 #
 # Environment: RPFS_FUZZ_SECONDS (default 60) per fuzz target;
-# RPFS_PYTEST_ARGS extra pytest arguments (e.g. "-k shell"), both stages;
+# RPFS_PYTEST_ARGS extra pytest arguments, shell words (e.g. "-k 'shell or
+# quickstart'"), both stages;
 # RPFS_VM_TRANSPORT (default verbs) the transport of stage 4;
 # RPFS_VM_BIG_MIB (default 256) the big-file test's size, RPFS_VM_TAR_FILES
 # (default 600) the tar test's files and RPFS_VM_READDIR_N (default 2000) the
@@ -25,19 +27,19 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 FUZZ_SECONDS=${RPFS_FUZZ_SECONDS:-60}
-PACKAGES=(meson ninja-build pkg-config gcc libc6-dev libfuse3-dev fuse3 liblmdb-dev libev-dev libsodium-dev libinih-dev libsystemd-dev libibverbs-dev librdmacm-dev dpkg-dev
-	clang libclang-rt-14-dev python3 python3-pytest fio attr util-linux tar diffutils
-	coreutils)
+. scripts/packages.sh
+# Every tool this script, the scripts it runs and the tests call comes from
+# these (or from Debian's required set): the build's and fio-src.sh's,
+# clang and its runtime (fuzzing), python3-pytest, fio, attr (getfattr,
+# setfattr), util-linux (setpriv, prlimit, mountpoint), mount (umount),
+# fuse3 (fusermount3), diffutils (cmp, diff), systemd (systemd-analyze);
+# scripts/rdma-vm.sh installs the VM's own (qemu, busybox, kmod, ...).
+PACKAGES=("${RPFS_BUILD_PACKAGES[@]}" "${RPFS_FIO_SRC_PACKAGES[@]}" clang libclang-rt-14-dev
+	python3 python3-pytest attr util-linux mount tar diffutils coreutils systemd)
 
 PASSED=0
 FAILED=0
-PY=python3
-for p in /usr/bin/python3 python3; do
-	if "$p" -c 'import pytest' 2>/dev/null; then
-		PY=$p
-		break
-	fi
-done
+PY= # chosen after stage 0 installed python3-pytest (see pick_python)
 RUN_TMP=$(mktemp -d /tmp/rpfs-test.XXXXXX)
 export RPFS_TEST_PIDS=$RUN_TMP/pids
 : >"$RPFS_TEST_PIDS"
@@ -71,16 +73,25 @@ trap 'cleanup; exit 130' INT TERM
 
 # install_packages: apt-get install whatever of PACKAGES is missing.
 install_packages() {
-	local missing=() p
-	for p in "${PACKAGES[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
-			missing+=("$p")
+	pkg_install "${PACKAGES[@]}"
+}
+
+# pick_python: set PY to an interpreter that can import pytest, as an
+# absolute path (stage 4 runs it inside the VM, whose PATH differs). Called
+# only after install_packages: Debian's /usr/bin/python3 has python3-pytest
+# then, while a `python3` earlier on PATH (pyenv, a CI image's own build)
+# does not see Debian's modules. Falls back to /usr/bin/python3, so a
+# missing pytest shows up as a failed stage, never as a silent skip.
+pick_python() {
+	local p
+	for p in /usr/bin/python3 "$(command -v python3 || true)"; do
+		if [ -n "$p" ] && "$p" -c 'import pytest' 2>/dev/null; then
+			PY=$p
+			return 0
+		fi
 	done
-	[ ${#missing[@]} -eq 0 ] && return 0
-	echo "installing ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get -qq update >/dev/null
-	DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends \
-		"${missing[@]}" >/dev/null
+	PY=/usr/bin/python3
+	echo "test.sh: no python3 with pytest (python3-pytest not installed?)"
 }
 
 # meson_counts LOG: add the "Ok:/Fail:/..." summary of a meson test log.
@@ -141,6 +152,8 @@ say "packages"
 if ! install_packages; then
 	echo "test.sh: package installation failed; trying with what is there"
 fi
+pick_python
+echo "python: $PY"
 
 # ---------------------------------------------------------------- stage 1
 say "ASan+UBSan build (-Werror) and unit tests"
@@ -221,13 +234,23 @@ if [ $asan_ok = 1 ]; then
 	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=0}
 	junit=$RUN_TMP/junit.xml
-	set +e
-	# shellcheck disable=SC2086
-	RPFS_BUILD=$ASAN_BUILD timeout -k 60 3600 "$PY" -m pytest tests/integration -v \
-		-m "not verbs" --basetemp="$RUN_TMP/pytest" --junitxml="$junit" \
-		${RPFS_PYTEST_ARGS:-} </dev/null
-	set -e
-	junit_counts "$junit"
+	# RPFS_PYTEST_ARGS as shell words (quotes work, as in stage 4, where the
+	# string is part of the VM's command): split by shlex, never eval'ed.
+	pytest_args=()
+	if "$PY" -c 'import shlex, sys
+sys.stdout.write("".join(a + "\0" for a in shlex.split(sys.argv[1])))' \
+		"${RPFS_PYTEST_ARGS:-}" >"$RUN_TMP/pytest-args" 2>/dev/null; then
+		mapfile -d '' -t pytest_args <"$RUN_TMP/pytest-args"
+		set +e
+		RPFS_BUILD=$ASAN_BUILD timeout -k 60 3600 "$PY" -m pytest tests/integration -v \
+			-m "not verbs" --basetemp="$RUN_TMP/pytest" --junitxml="$junit" \
+			"${pytest_args[@]}" </dev/null
+		set -e
+		junit_counts "$junit"
+	else
+		echo "test.sh: RPFS_PYTEST_ARGS: expected shell words, got \"${RPFS_PYTEST_ARGS:-}\" (unbalanced quotes?); pytest not run"
+		fail 1
+	fi
 else
 	echo "test.sh: no ASan build, integration tests not run"
 	fail 1
@@ -257,6 +280,16 @@ else
 		pass 1
 	else
 		echo "test.sh: tests/rdma/smoke.sh FAILED"
+		fail 1
+	fi
+	# scripts/quickstart.sh over verbs: RPFS_TRANSPORT=verbs and auto on the
+	# soft-RoCE address, cp + cmp of 1 KiB..32 MiB, the inline, fast and RDMA
+	# counters of rpfs.stats, quickstart.sh stop.
+	if RPFS_BUILD=$VM_BUILD tests/rdma/quickstart.sh </dev/null; then
+		echo "tests/rdma/quickstart.sh: ok"
+		pass 1
+	else
+		echo "test.sh: tests/rdma/quickstart.sh FAILED"
 		fail 1
 	fi
 	# C tests that need real verbs (suite "verbs", vb_live), if there are any.
@@ -302,7 +335,7 @@ else
 		RPFS_TEST_HOST=\$RPFS_RDMA_ADDR RPFS_TEST_BIG_MIB=${RPFS_VM_BIG_MIB:-256} \
 		RPFS_TEST_TAR_FILES=${RPFS_VM_TAR_FILES:-600} \
 		RPFS_TEST_READDIR_N=${RPFS_VM_READDIR_N:-2000} \
-		python3 -m pytest tests/integration -v --durations=15 \
+		$PY -m pytest tests/integration -v --durations=15 \
 		--junitxml=$vm_junit ${RPFS_PYTEST_ARGS:-}" </dev/null
 	vm_rc=$?
 	set -e

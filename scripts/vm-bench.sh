@@ -40,6 +40,11 @@ export RPFS_BUILD=${RPFS_BUILD:-build-vm}
 case "$RPFS_BUILD" in /*) BUILD=$RPFS_BUILD ;; *) BUILD=$REPO/$RPFS_BUILD ;; esac
 
 if [ "${RPFS_IN_VM:-}" != 1 ]; then
+	# The build's packages and what runs in the VM from the host's root
+	# (fio attr python3); rdma-vm.sh installs its own.
+	. "$REPO/scripts/packages.sh"
+	pkg_install "${RPFS_BUILD_PACKAGES[@]}" fio attr python3 ||
+		{ echo "vm-bench: cannot install packages" >&2; exit 1; }
 	if [ ! -f "$BUILD/build.ninja" ]; then
 		meson setup "$BUILD" --buildtype=release -Dwerror=true -Dverbs=enabled
 	fi

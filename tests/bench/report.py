@@ -24,14 +24,27 @@ TARGET_TITLE = {
     "passthrough": "passthrough FUSE",
     "glusterfs": "GlusterFS",
 }
+# One colour per target, the same in every panel of the plot (gnuplot's
+# default cycle goes by column, and a panel leaves out a target without data).
+TARGET_COLOR = {
+    "rpfs": "#1f5fbf",
+    "rpfs-fio": "#6fa8ff",
+    "tmpfs": "#808080",
+    "passthrough": "#2ca02c",
+    "glusterfs": "#d62728",
+}
+WRITE_NOTE = ("Write rows are overwrites on every target: each sequential write job "
+              "first writes its files once, unmeasured, then the measured run rewrites "
+              "them (caches warm), so no target pays first-touch page faults of fresh "
+              "memory; the random writes rewrite the 4-job sequential files.")
 # job -> (title, headline metrics)
 JOBS = [
-    ("seqwrite1", "seq write 1 MiB, 1 job", ["mbs"]),
-    ("seqwrite4", "seq write 1 MiB, 4 jobs", ["mbs"]),
+    ("seqwrite1", "seq overwrite 1 MiB, 1 job", ["mbs"]),
+    ("seqwrite4", "seq overwrite 1 MiB, 4 jobs", ["mbs"]),
     ("seqread1", "seq read 1 MiB, 1 job", ["mbs"]),
     ("seqread4", "seq read 1 MiB, 4 jobs", ["mbs"]),
     ("randread4", "rand read 4 KiB, 4 jobs", ["iops"]),
-    ("randwrite4", "rand write 4 KiB, 4 jobs", ["iops"]),
+    ("randwrite4", "rand overwrite 4 KiB, 4 jobs", ["iops"]),
     ("md1", "metadata, 1 dir", ["create", "stat", "unlink"]),
     ("md100", "metadata, 100 dirs", ["create", "stat", "unlink"]),
 ]
@@ -169,7 +182,7 @@ def sweeps(recs):
 
 
 def sweep_table(pts, label):
-    header = [label, "seq write MB/s", "seq read MB/s", "write daemon CPU s",
+    header = [label, "seq overwrite MB/s", "seq read MB/s", "write daemon CPU s",
               "read daemon CPU s"]
     rows = []
     for p in sorted(pts, key=int):
@@ -188,7 +201,7 @@ def plot(recs, meta, outdir):
     os.makedirs(ddir, exist_ok=True)
     targets = [t for t in TARGETS if t != "rpfs-fio" or meta.get("fio_engine")]
 
-    ncols = {}
+    cols_of = {}
 
     def write(name, items):
         """One histogram's data; a target without a single valid value in
@@ -197,7 +210,7 @@ def plot(recs, meta, outdir):
             r = m.get((job, t))
             return r.get(met) if r and not r.get("error") else None
         cols = [t for t in targets if any(val(t, j, met) is not None for _, j, met in items)]
-        ncols[name] = len(cols)
+        cols_of[name] = cols
         with open(os.path.join(ddir, name), "w") as f:
             f.write("label " + " ".join('"%s"' % TARGET_TITLE[t] for t in cols) + "\n")
             for label, job, met in items:
@@ -205,9 +218,9 @@ def plot(recs, meta, outdir):
                 f.write('"%s" %s\n' % (label, " ".join(
                     "%.3f" % v if v is not None else "NaN" for v in vals)))
 
-    write("seq.dat", [("write 1j", "seqwrite1", "mbs"), ("write 4j", "seqwrite4", "mbs"),
+    write("seq.dat", [("overwrite 1j", "seqwrite1", "mbs"), ("overwrite 4j", "seqwrite4", "mbs"),
                       ("read 1j", "seqread1", "mbs"), ("read 4j", "seqread4", "mbs")])
-    write("rand.dat", [("randread", "randread4", "iops"), ("randwrite", "randwrite4", "iops")])
+    write("rand.dat", [("randread", "randread4", "iops"), ("randoverwrite", "randwrite4", "iops")])
     write("md.dat", [("%s %s" % (ph, d), job, ph) for job, d in (("md1", "1dir"), ("md100", "100dirs"))
                      for ph in ("create", "stat", "unlink")])
     sw = sweeps(recs)
@@ -223,14 +236,18 @@ def plot(recs, meta, outdir):
     with open(os.path.join(ddir, "ratio.dat"), "w") as f:
         f.write('label "rpfs / passthrough" "rpfs / GlusterFS"\n')
         for name, a, b in ratios:
-            short = (name.replace("seq write 1 MiB, ", "sw ").replace("seq read 1 MiB, ", "sr ")
-                     .replace("rand read 4 KiB, 4 jobs", "randread").replace("rand write 4 KiB, 4 jobs", "randwrite")
+            short = (name.replace("seq overwrite 1 MiB, ", "sw ").replace("seq read 1 MiB, ", "sr ")
+                     .replace("rand read 4 KiB, 4 jobs", "randread").replace("rand overwrite 4 KiB, 4 jobs", "randwrite")
                      .replace("metadata, 1 dir: ", "md1 ").replace("metadata, 100 dirs: ", "md100 ")
                      .replace(" jobs", "j").replace(" job", "j"))
             f.write('"%s" %s %s\n' % (short, "%.3f" % a if a else "NaN", "%.3f" % b if b else "NaN"))
-    hist = lambda f, k=None: ", ".join(
-        "'%s' using %d:xtic(1) title columnhead(%d)" % (f, i + 2, i + 2)
-        for i in range(k if k is not None else ncols[os.path.basename(f)]))
+    def hist(f, colours=None):
+        """The histogram of data file f, each column in its target's colour
+        (the ratio panel: in the colour of the target rpfs is compared to)."""
+        if colours is None:
+            colours = [TARGET_COLOR[t] for t in cols_of[os.path.basename(f)]]
+        return ", ".join("'%s' using %d:xtic(1) title columnhead(%d) lc rgb '%s'" %
+                         (f, i + 2, i + 2, c) for i, c in enumerate(colours))
     script = """
 set terminal pngcairo size 1800,1100 font 'DejaVu Sans,10'
 set output '{out}'
@@ -262,15 +279,15 @@ set xlabel 'stripe unit (KiB)'
 set logscale x 2
 set xrange [48:1400]
 set xtics (64, 256, 1024)
-plot '{ddir}/sweep-unit.dat' using 1:2 title 'write' lw 2 pt 7, \\
-     '{ddir}/sweep-unit.dat' using 1:3 title 'read' lw 2 pt 5
+plot '{ddir}/sweep-unit.dat' using 1:2 title 'overwrite' lw 2 pt 7 lc rgb '{rpfs}', \\
+     '{ddir}/sweep-unit.dat' using 1:3 title 'read' lw 2 pt 5 dt 2 lc rgb '{rpfs}'
 unset logscale x
 set title 'rpfs: iod count sweep, default layout, seq 1 MiB, 1 job (MB/s)'
 set xlabel 'iods'
 set xrange [0.5:4.5]
 set xtics (1, 2, 4)
-plot '{ddir}/sweep-iods.dat' using 1:2 title 'write' lw 2 pt 7, \\
-     '{ddir}/sweep-iods.dat' using 1:3 title 'read' lw 2 pt 5
+plot '{ddir}/sweep-iods.dat' using 1:2 title 'overwrite' lw 2 pt 7 lc rgb '{rpfs}', \\
+     '{ddir}/sweep-iods.dat' using 1:3 title 'read' lw 2 pt 5 dt 2 lc rgb '{rpfs}'
 unset xlabel
 set autoscale x
 set xtics autofreq rotate by -45 font ',8'
@@ -284,8 +301,10 @@ unset multiplot
            title="rpfs bench %s, %s mode  (%s)" % (meta.get("date", ""), meta.get("mode", ""),
                                                    meta.get("machine_short", "")),
            seq=hist(os.path.join(ddir, "seq.dat")), rand=hist(os.path.join(ddir, "rand.dat")),
-           md=hist(os.path.join(ddir, "md.dat")), ratio=hist(os.path.join(ddir, "ratio.dat"), 2),
-           mdfiles="{:,}".format(int(meta.get("md_files", 10000))), ddir=ddir)
+           md=hist(os.path.join(ddir, "md.dat")), ratio=hist(os.path.join(ddir, "ratio.dat"),
+                                                    [TARGET_COLOR["passthrough"], TARGET_COLOR["glusterfs"]]),
+           mdfiles="{:,}".format(int(meta.get("md_files", 10000))), ddir=ddir,
+           rpfs=TARGET_COLOR["rpfs"])
     gp = os.path.join(ddir, "plot.gp")
     with open(gp, "w") as f:
         f.write(script)
@@ -314,7 +333,7 @@ def render(records, metapath, outdir):
               "pipe_max_size", "passthrough_splice", "fio_engine", "loadavg_at_end"):
         md.append("- %s: %s" % (k, meta.get(k) if meta.get(k) not in (None, "") else "-"))
     md += ["", "## Method", "", meta.get("method", ""), "",
-           "## Summary (higher is better)", "", md_table(sh, srows), "",
+           "## Summary (higher is better)", "", md_table(sh, srows), "", WRITE_NOTE, "",
            "## Every run", "",
            "fio usr/sys: fio's own CPU use in percent (group reported). "
            "daemon CPU s: user+system CPU seconds, from /proc/PID/stat, used during "
@@ -335,6 +354,7 @@ def render(records, metapath, outdir):
     ok = plot(recs, meta, outdir)
 
     print(text_table(sh[:-2] + sh[-2:], srows))
+    print(WRITE_NOTE)
     print()
     print("Stripe unit sweep (rpfs, 4 iods):")
     print(text_table(uh, urows))
