@@ -631,13 +631,13 @@ static const struct mreq_desc mreq_desc[MREQ_NOPS] = {
 		false, 0 },
 };
 
-/* Whether op is a mgr op of the proto_mreq codec: in range and not one of
- * the lock ops (35..37, which have their own codec, proto_lock). */
+/* Whether op is a mgr op of the proto_mreq codec: in range, and not 34
+ * (unused) or one of the lock ops (35..37, their own codec: proto_lock). */
 static bool mgr_op_known(uint16_t op)
 {
 	if (op < PROTO_OP_MOUNT || op >= PROTO_OP_MGR_LAST)
 		return false;
-	return op < PROTO_OP_LOCK || op > PROTO_OP_LOCK_KEEPALIVE;
+	return op <= PROTO_OP_PURGE_MANY || op >= PROTO_OP_SETBLOCKS;
 }
 
 /* The table entry of a mgr op, or NULL if op is not one. */

@@ -91,7 +91,7 @@ enum proto_op {
 	PROTO_OP_SETSIZE,     /* ino, size: grow size to at least size, set mtime */
 	PROTO_OP_PURGE,       /* ino: drop an inode whose last link is gone */
 	PROTO_OP_PURGE_MANY,  /* inos: PURGE each, in one transaction */
-	/* 35..37: the lock ops, below */
+	/* 34 unused; 35..37: the lock ops, below */
 	PROTO_OP_SETBLOCKS = 38, /* ino, flags (PROTO_SB_*), size, mtime, blocks:
 				  * store the blocks the iods hold, maybe grow
 				  * the size and set times -> attr */

@@ -1646,7 +1646,7 @@ static void test_op_names(void)
 	CHECK(strcmp(proto_op_name(PROTO_OP_IO_SEEK), "IO_SEEK") == 0, "IO_SEEK");
 	CHECK(strcmp(proto_op_name(65535), "op#65535") == 0, "op#65535");
 	for (int op = PROTO_OP_MOUNT; op < PROTO_OP_MGR_LAST; op++)
-		CHECK((op >= PROTO_OP_LOCK && op <= PROTO_OP_LOCK_KEEPALIVE) ||
+		CHECK((op > PROTO_OP_PURGE_MANY && op < PROTO_OP_LOCK) ||
 		      strncmp(proto_op_name((uint16_t)op), "op#", 3) != 0, "name %d", op);
 	for (int op = PROTO_OP_IO_READ; op < PROTO_OP_IO_LAST; op++)
 		CHECK(strncmp(proto_op_name((uint16_t)op), "IO_", 3) == 0, "name %d", op);
