@@ -5,7 +5,9 @@
 # Registration experiment (subarray and holes; Ideal, Indiv., OGR, OGR+Q),
 # over verbs inside the RDMA VM (scripts/rdma-vm.sh, soft-RoCE under qemu
 # TCG) and over tcp on the host. Prints one table per experiment and
-# transport. A benchmark, not a test: it asserts nothing about speed (the
+# transport; over verbs, after each OGR table, the OGR cost model T = a *
+# pages + b each process of the OGR row calibrated (a, b and b/a, comma-
+# separated per process; OGR merges a hole of h pages when a * h < b). A benchmark, not a test: it asserts nothing about speed (the
 # programs do check the data they read back).
 #
 #   scripts/listio-bench.sh [--iters N] [--only tcp|verbs] [--quick]
@@ -134,7 +136,7 @@ mode_row() {
 
 # ogr_table TRANSPORT ADDR PORT
 ogr_table() {
-	local tr=$1 addr=$2 port=$3 c g line
+	local tr=$1 addr=$2 port=$3 c g line a b t models=()
 	for c in subarray holes; do
 		echo
 		if [ "$c" = subarray ]; then
@@ -152,8 +154,29 @@ ogr_table() {
 				"$(value reg_per_op "$line")" "$(value reg_us_per_op "$line")" \
 				"$(value ogr_groups_per_op "$line")" "$(value fallbacks_per_op "$line")"
 			[ "$(value ok "$line")" = 1 ] || echo "  (data check FAILED: $line)"
+			[ "$g" = ogr ] && models+=("$(value cost_a_ns "$line") $(value cost_b_ns "$line") $(value cal_us "$line")")
 		done
+		if [ "$tr" = verbs ] && [ ${#models[@]} -gt 0 ]; then
+			read -r a b t <<<"${models[-1]}"
+			echo "  OGR cost model of the OGR row's 4 processes: a = $a ns/page, b = $b ns/call (b/a = $(ratio "$a" "$b")), calibration $t us"
+		fi
+		models=()
 	done
+}
+
+# ratio A_LIST B_LIST: b/a of each process ("x,y,..." lists), rounded.
+ratio() {
+	local IFS=, a b i out=
+	read -ra a <<<"$1"
+	read -ra b <<<"$2"
+	for i in "${!a[@]}"; do
+		if [[ "${a[$i]}" =~ ^[1-9][0-9]*$ && "${b[$i]:-}" =~ ^[0-9]+$ ]]; then
+			out+="${out:+,}$(( (b[i] + a[i] / 2) / a[i] ))"
+		else
+			out+="${out:+,}?"
+		fi
+	done
+	echo "$out"
 }
 
 if [ "${RPFS_IN_VM:-}" != 1 ]; then
