@@ -224,7 +224,7 @@ void vb_rcache_calibrate(struct vb_rcache *rc);
 
 /* Calibration: sizes in pages and rounds (see vb_rcache_calibrate). */
 #define VB_CAL_NSIZES 5
-#define VB_CAL_ROUNDS 9
+#define VB_CAL_ROUNDS 15
 #define VB_CAL_MAXSIZES 8 /* distinct sizes vb_ogr_fit considers */
 /* Sane limits of the fitted model (ns): a registration pins each page
  * (sub-microsecond to a few microseconds per page on real HCAs, more under

@@ -27,8 +27,8 @@
  * registrations per process and operation, and registration time, taken
  * from the client counters (rpfs_stats_json); ogr also gives each
  * process's OGR cost model (cost_a_ns, cost_b_ns: a per page, b per call)
- * and the time its calibration took (cal_us), comma-separated. Not a test: it asserts no
- * timing, but it does check the data read back.
+ * and the time its calibration took (cal_us), comma-separated. Not a
+ * test: it asserts no timing, but it does check the data read back.
  */
 #include <errno.h>
 #include <fcntl.h>
