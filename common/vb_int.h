@@ -226,7 +226,7 @@ void vb_rcache_calibrate(struct vb_rcache *rc);
 #define VB_CAL_NSIZES 5
 #define VB_CAL_ROUNDS 15
 #define VB_CAL_MAXSIZES 8 /* distinct sizes vb_ogr_fit considers */
-#define VB_CAL_TRIES 3    /* timings of one sample while preempted */
+#define VB_CAL_TRIES 3    /* tries per sample while the thread is preempted */
 /* Sane limits of the fitted model (ns): a registration pins each page
  * (sub-microsecond to a few microseconds per page on real HCAs, more under
  * emulation) and costs a system call and driver work per call (tens of
