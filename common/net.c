@@ -78,7 +78,8 @@ const char *net_transport_name(enum net_transport t)
 	X(rdma_write_bytes) X(pipeline_units) X(sge_max) X(reg_count)         \
 	X(dereg_count) X(reg_bytes) X(reg_cache_hits) X(reg_cache_misses)     \
 	X(reg_cache_evictions) X(pinned_bytes) X(srq_posted) X(poll_sleeps) \
-	X(reg_ns) X(ogr_groups) X(ogr_fallbacks) X(rdma_signaled)
+	X(reg_ns) X(ogr_groups) X(ogr_fallbacks) X(rdma_signaled)            \
+	X(ogr_cost_a_ns) X(ogr_cost_b_ns) X(ogr_cal_ns)
 
 /* Format st as one JSON object; see net.h. Cost: one pass, no allocation. */
 int net_stats_json(const struct net_stats *st, const char *transport,

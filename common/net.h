@@ -127,6 +127,9 @@ struct net_stats {
 	uint64_t rdma_signaled;            /* signaled RDMA work requests: one per
 					    * pull/push (gather), one per
 					    * segment (multiple message) */
+	uint64_t ogr_cost_a_ns;            /* client: OGR cost model in use, */
+	uint64_t ogr_cost_b_ns;            /* ns per page and per call (gauges) */
+	uint64_t ogr_cal_ns;               /* client: time its calibration took */
 };
 
 /** Defaults: credits, timeout, thresholds of the paper (4 KiB inline, 64 KiB

@@ -156,6 +156,7 @@ struct vb_rcache {
 	 * in ns: calibrated at the first connect or from $RPFS_OGR_COST */
 	double cost_a, cost_b;
 	int calibrated;
+	uint64_t (*now)(void); /* clock of the calibration, ns (tests inject) */
 	struct vb_rent *ent;   /* sorted by base, non-overlapping */
 	int n, cap;
 	uint64_t tick;
@@ -212,9 +213,57 @@ int vb_rcache_get_list(struct vb_rcache *rc, const struct iovec *iov, int cnt,
  * @return the number of groups */
 int vb_ogr_group(const struct vb_rcache *rc, const struct iovec *iov,
 		 const struct iovec *alloc, int *idx, int n, int *grp);
-/* Time ibv_reg_mr/ibv_dereg_mr of a few sizes to set cost_a/cost_b, unless
- * $RPFS_OGR_COST="a_ns,b_ns" configures them. Needs rc->pd. */
+/*
+ * Set cost_a/cost_b from $RPFS_OGR_COST="a_ns,b_ns" or else by timing
+ * ibv_reg_mr + ibv_dereg_mr of VB_CAL_NSIZES sizes VB_CAL_ROUNDS times
+ * each (interleaved) and fitting them with vb_ogr_fit. Logs the result at
+ * info level and puts it in the counters (ogr_cost_a_ns, ogr_cost_b_ns,
+ * ogr_cal_ns). Once per cache; needs rc->pd for the timing.
+ */
 void vb_rcache_calibrate(struct vb_rcache *rc);
+
+/* Calibration: sizes in pages and rounds (see vb_rcache_calibrate). */
+#define VB_CAL_NSIZES 5
+#define VB_CAL_ROUNDS 15
+#define VB_CAL_MAXSIZES 8 /* distinct sizes vb_ogr_fit considers */
+#define VB_CAL_TRIES 3    /* tries per sample while the thread is preempted */
+/* Sane limits of the fitted model (ns): a registration pins each page
+ * (sub-microsecond to a few microseconds per page on real HCAs, more under
+ * emulation) and costs a system call and driver work per call (tens of
+ * microseconds on real HCAs). */
+#define VB_OGR_A_MIN 10.0
+#define VB_OGR_A_MAX 20000.0
+#define VB_OGR_B_MIN 1000.0
+#define VB_OGR_B_MAX 2000000.0
+/* Defaults (no timing, or an implausible fit): the seed paper's testbed,
+ * 0.77 + 0.23 us per page and 7.42 + 1.1 us per call. */
+#define VB_OGR_DEF_A 1000.0
+#define VB_OGR_DEF_B 8520.0
+
+/* One timing: registering and deregistering pages pages took ns
+ * (ns < 0: the registration failed). */
+struct vb_cal_sample {
+	uint32_t pages;
+	double ns;
+};
+
+/**
+ * Fit T = a * pages + b to timing samples, robustly against a noisy
+ * machine: noise only ever adds time, so each size keeps its fastest
+ * sample; the slope is the median of the slopes between every two sizes
+ * and the intercept the median of what is left at each size (Theil-Sen),
+ * so one size whose samples were all disturbed cannot drag the fit. The
+ * result is clamped to [VB_OGR_A_MIN, VB_OGR_A_MAX] and [VB_OGR_B_MIN,
+ * VB_OGR_B_MAX]. Pure: no clock, no verbs.
+ * @param s samples, any order, sizes repeated
+ * @param n number of samples (the first VB_CAL_MAXSIZES distinct sizes
+ *	count; samples of further sizes are ignored)
+ * @param a, b out: the model; the defaults VB_OGR_DEF_A/B on failure
+ * @return 0, -EINVAL (fewer than two sizes with a good sample, or an
+ *	implausible fit: not finite, a page costing nothing or less, or a
+ *	call costing less than a page)
+ */
+int vb_ogr_fit(const struct vb_cal_sample *s, int n, double *a, double *b);
 
 /* The server's registered zones, sorted by address for lookup. */
 struct vb_zone {

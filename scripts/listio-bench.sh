@@ -5,15 +5,19 @@
 # Registration experiment (subarray and holes; Ideal, Indiv., OGR, OGR+Q),
 # over verbs inside the RDMA VM (scripts/rdma-vm.sh, soft-RoCE under qemu
 # TCG) and over tcp on the host. Prints one table per experiment and
-# transport. A benchmark, not a test: it asserts nothing about speed (the
+# transport; over verbs, after each OGR table, the OGR cost model T =
+# a * pages + b each process of the OGR row calibrated (a, b and b/a,
+# comma-separated per process; OGR merges a hole of h pages when
+# a * h < b). A benchmark, not a test: it asserts nothing about speed (the
 # programs do check the data they read back).
 #
-#   scripts/listio-bench.sh [--iters N] [--only tcp|verbs] [--quick]
+#   scripts/listio-bench.sh [--iters N] [--only tcp|verbs] [--quick] [--ogr-only]
 #
 # Each transport gets a fresh cluster (1 mgr + 4 iods on one address, state
 # in a temporary directory); verbs runs the tiled list I/O a second time on
 # a cluster whose iods use Multiple Message ($RPFS_LIST_MODE=multi).
-# --quick skips the 64-byte memory-noncontiguous tile run.
+# --quick skips the 64-byte memory-noncontiguous tile run; --ogr-only runs
+# the OGR experiment alone (no tiled I/O, no transfer-scheme table).
 # Environment: RPFS_BUILD (default build-ogr; built if missing).
 set -euo pipefail
 
@@ -21,6 +25,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 ITERS=3
 ONLY=
 QUICK=0
+OGR_ONLY=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--iters) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "listio-bench: --iters: expected N, got \"${2:-}\"" >&2; exit 2; }
@@ -28,6 +33,7 @@ while [ $# -gt 0 ]; do
 	--only) [[ "${2:-}" =~ ^(tcp|verbs)$ ]] || { echo "listio-bench: --only: expected tcp or verbs, got \"${2:-}\"" >&2; exit 2; }
 		ONLY=$2; shift ;;
 	--quick) QUICK=1 ;;
+	--ogr-only) OGR_ONLY=1 ;;
 	*) echo "listio-bench: unknown argument \"$1\"" >&2; exit 2 ;;
 	esac
 	shift
@@ -134,7 +140,7 @@ mode_row() {
 
 # ogr_table TRANSPORT ADDR PORT
 ogr_table() {
-	local tr=$1 addr=$2 port=$3 c g line
+	local tr=$1 addr=$2 port=$3 c g line a b t models=()
 	for c in subarray holes; do
 		echo
 		if [ "$c" = subarray ]; then
@@ -152,8 +158,29 @@ ogr_table() {
 				"$(value reg_per_op "$line")" "$(value reg_us_per_op "$line")" \
 				"$(value ogr_groups_per_op "$line")" "$(value fallbacks_per_op "$line")"
 			[ "$(value ok "$line")" = 1 ] || echo "  (data check FAILED: $line)"
+			[ "$g" = ogr ] && models+=("$(value cost_a_ns "$line") $(value cost_b_ns "$line") $(value cal_us "$line")")
 		done
+		if [ "$tr" = verbs ] && [ ${#models[@]} -gt 0 ]; then
+			read -r a b t <<<"${models[-1]}"
+			echo "  OGR cost model of the OGR row's 4 processes: a = $a ns/page, b = $b ns/call (b/a = $(ratio "$a" "$b")), calibration $t us"
+		fi
+		models=()
 	done
+}
+
+# ratio A_LIST B_LIST: b/a of each process ("x,y,..." lists), rounded.
+ratio() {
+	local IFS=, a b i out=
+	read -ra a <<<"$1"
+	read -ra b <<<"$2"
+	for i in "${!a[@]}"; do
+		if [[ "${a[$i]}" =~ ^[1-9][0-9]*$ && "${b[$i]:-}" =~ ^[0-9]+$ ]]; then
+			out+="${out:+,}$(( (b[i] + a[i] / 2) / a[i] ))"
+		else
+			out+="${out:+,}?"
+		fi
+	done
+	echo "$out"
 }
 
 if [ "${RPFS_IN_VM:-}" != 1 ]; then
@@ -170,7 +197,7 @@ if [ "${RPFS_IN_VM:-}" != 1 ]; then
 		echo "=== tcp on the host (127.0.0.1) ==="
 		export RPFS_TRANSPORT=tcp
 		start_cluster tcp tcp 127.0.0.1 7600
-		tile_table tcp 127.0.0.1 7600
+		[ "$OGR_ONLY" = 1 ] || tile_table tcp 127.0.0.1 7600
 		ogr_table tcp 127.0.0.1 7600
 		for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 		wait 2>/dev/null || true
@@ -179,6 +206,7 @@ if [ "${RPFS_IN_VM:-}" != 1 ]; then
 	if [ "$ONLY" != tcp ]; then
 		args=(--iters "$ITERS")
 		[ "$QUICK" = 1 ] && args+=(--quick)
+		[ "$OGR_ONLY" = 1 ] && args+=(--ogr-only)
 		"$REPO/scripts/rdma-vm.sh" run --timeout 3000 -- \
 			"$REPO/scripts/listio-bench.sh" --only verbs "${args[@]}"
 	fi
@@ -190,8 +218,9 @@ ADDR=${RPFS_RDMA_ADDR:?not in the RDMA VM}
 export RPFS_TRANSPORT=verbs # the benchmark's clients and rpfs stats
 echo "=== verbs in the RDMA VM (soft-RoCE under TCG, $ADDR) ==="
 start_cluster verbs verbs "$ADDR" 7600
-tile_table verbs "$ADDR" 7600
+[ "$OGR_ONLY" = 1 ] || tile_table verbs "$ADDR" 7600
 ogr_table verbs "$ADDR" 7600
+[ "$OGR_ONLY" = 1 ] && exit 0
 start_cluster multi verbs "$ADDR" 7700 RPFS_LIST_MODE=multi
 echo
 echo "Transfer scheme, verbs: 64-byte elements, tiles noncontiguous in memory and file, list I/O"

@@ -25,8 +25,10 @@
  * Output: one line "key=value ..." with the aggregate bandwidth (MiB/s,
  * bytes of all processes over the slowest process's time), requests and
  * registrations per process and operation, and registration time, taken
- * from the client counters (rpfs_stats_json). Not a test: it asserts no
- * timing, but it does check the data read back.
+ * from the client counters (rpfs_stats_json); ogr also gives each
+ * process's OGR cost model (cost_a_ns, cost_b_ns: a per page, b per call)
+ * and the time its calibration took (cal_us), comma-separated. Not a
+ * test: it asserts no timing, but it does check the data read back.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,6 +53,7 @@ struct result {
 	uint64_t wr_reg, rd_reg;           /* ibv_reg_mr calls */
 	uint64_t wr_reg_ns, rd_reg_ns;     /* time registering */
 	uint64_t ogr_groups, ogr_fallbacks;
+	uint64_t cost_a, cost_b, cal_ns;   /* OGR model of this process */
 	int rc;                            /* 0 or -errno */
 	char transport[16];
 };
@@ -334,6 +337,9 @@ static int ogr_proc(const struct cfg *c, int p, rpfs_fs_t *fs, struct shared *sh
 		r->ogr_groups += s1.groups - s0.groups;
 		r->ogr_fallbacks += s1.fallbacks - s0.fallbacks;
 	}
+	r->cost_a = stat_of(fs, "ogr_cost_a_ns");
+	r->cost_b = stat_of(fs, "ogr_cost_b_ns");
+	r->cal_ns = stat_of(fs, "ogr_cal_ns");
 	/* check one read back through a plain contiguous read */
 	if (!rc) {
 		uint8_t *back = malloc(total);
@@ -366,11 +372,23 @@ static int ogr_proc(const struct cfg *c, int p, rpfs_fs_t *fs, struct shared *sh
 
 /* -------------------------------------------------------------------- main */
 
+/* Mount with the library's defaults but notices and worse only: each
+ * client's info line on its OGR model would fill the tables (the model
+ * is in the result line). @return 0, -errno */
+static int bench_mount(const char *mgr, rpfs_fs_t **fs)
+{
+	struct rpfs_opts o;
+
+	rpfs_opts_default(&o);
+	o.log_level = 5; /* LOG_NOTICE */
+	return rpfs_mount(mgr, &o, fs);
+}
+
 /* A forked process: mount, run its part, report. */
 static int child(const struct cfg *c, int p, struct shared *sh)
 {
 	rpfs_fs_t *fs;
-	int rc = rpfs_mount(c->mgr, NULL, &fs);
+	int rc = bench_mount(c->mgr, &fs);
 
 	if (rc) {
 		sh->r[p].rc = rc;
@@ -387,6 +405,24 @@ static int child(const struct cfg *c, int p, struct shared *sh)
 	sh->r[p].rc = rc;
 	rpfs_unmount(fs);
 	return rc ? 1 : 0;
+}
+
+/* The OGR model of every process as "v0,v1,v2,v3" into buf: what 0 cost_a
+ * (ns/page), 1 cost_b (ns/call), 2 calibration time (us). @return buf */
+static const char *per_proc(const struct shared *sh, int what, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int p = 0; p < NPROC && n < cap; p++) {
+		const struct result *r = &sh->r[p];
+		uint64_t v = what == 0 ? r->cost_a : what == 1 ? r->cost_b : r->cal_ns / 1000;
+		int w = snprintf(buf + n, cap - n, "%s%llu", p ? "," : "", (unsigned long long)v);
+		if (w < 0)
+			break;
+		n += (size_t)w;
+	}
+	return buf;
 }
 
 static int usage(void)
@@ -414,7 +450,7 @@ static int make_file(const struct cfg *c, const char *path, uint64_t size)
 	if (pid == 0) {
 		rpfs_fs_t *fs;
 		rpfs_file_t *f;
-		rc = rpfs_mount(c->mgr, NULL, &fs);
+		rc = bench_mount(c->mgr, &fs);
 		if (!rc) {
 			rc = rpfs_open(fs, path, O_RDWR | O_CREAT | O_TRUNC, 0644, &f);
 			if (!rc) {
@@ -517,6 +553,7 @@ int main(int argc, char **argv)
 		grp += r->ogr_groups;
 		fb += r->ogr_fallbacks;
 	}
+	char ca[NPROC * 24], cb[NPROC * 24], cc[NPROC * 24];
 	double ops = (double)NPROC * c.iters; /* per process and operation */
 	double bytes = !strcmp(c.cmd, "tile") ? (double)TW * TH * c.elem * NPROC * c.iters
 					       : !strcmp(c.ocase, "subarray")
@@ -533,9 +570,10 @@ int main(int argc, char **argv)
 	else
 		printf("ogr transport=%s case=%s reg=%s write_MiBs=%.1f req_per_op=%.1f "
 		       "reg_per_op=%.1f reg_us_per_op=%.0f ogr_groups_per_op=%.1f "
-		       "fallbacks_per_op=%.1f ok=%d\n",
+		       "fallbacks_per_op=%.1f cost_a_ns=%s cost_b_ns=%s cal_us=%s ok=%d\n",
 		       sh->r[0].transport, c.ocase, c.reg, wr > 0 ? bytes / wr / 1048576.0 : 0,
 		       (double)wreq / ops, (double)wreg / ops, (double)wns / ops / 1000.0,
-		       (double)grp / ops, (double)fb / ops, !bad);
+		       (double)grp / ops, (double)fb / ops, per_proc(sh, 0, ca, sizeof(ca)),
+		       per_proc(sh, 1, cb, sizeof(cb)), per_proc(sh, 2, cc, sizeof(cc)), !bad);
 	return bad;
 }
