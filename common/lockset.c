@@ -243,6 +243,20 @@ int lockset_owner_holds(const struct lockset *s, uint64_t ino,
 	return 0;
 }
 
+/* Whether want's owner holds want already: one lock of its kind and type
+ * covering want's range (the owner's adjacent locks of one type are
+ * merged, so one lock covers any range it holds). */
+int lockset_owner_covers(const struct lockset *s,
+			 const struct lockset_lock *want)
+{
+	for (const struct lockset_lock *l = s->bucket[ls_bucket(want->ino)]; l;
+	     l = l->next)
+		if (ls_same_owner(l, want) && l->type == want->type &&
+		    l->start <= want->start && l->end >= want->end)
+			return 1;
+	return 0;
+}
+
 /* Remove an owner's locks of one kind on one inode. */
 size_t lockset_drop_owner(struct lockset *s, uint64_t ino, uint64_t session,
 			  uint64_t owner, uint8_t kind)

@@ -69,6 +69,11 @@ int lockset_apply(struct lockset *s, const struct lockset_lock *want);
 int lockset_owner_holds(const struct lockset *s, uint64_t ino,
 			uint64_t session, uint64_t owner, uint8_t kind);
 
+/** Whether want's owner holds want's whole range already, of want's type
+ * and kind (so applying want would change nothing). Cost: a bucket. */
+int lockset_owner_covers(const struct lockset *s,
+			 const struct lockset_lock *want);
+
 /**
  * Remove the locks of (session, owner) of kind on ino.
  * @return the number removed

@@ -63,16 +63,42 @@ static int lk_from_flock(const struct flock *fl, struct cli_lk *l)
 	return 0;
 }
 
+/* FUSE interrupt callback of a non-blocking call: stop its retries
+ * through a grace period (nothing waits at the mgr). */
+static void nb_interrupt(fuse_req_t req, void *data)
+{
+	atomic_store(&((struct cli_lock_wait *)data)->cancelled, 1);
+}
+
+/* Make w, a non-blocking call's, cancelled by an interrupt of req (a
+ * signal to the caller, SIGKILL included), so that a call retried through
+ * the mgr's grace period never outlives its process. */
+static void nb_begin(fuse_req_t req, struct cli_lock_wait *w)
+{
+	cli_lock_wait_init(lk_of(req), w);
+	w->nonblock = 1;
+	fuse_req_interrupt_func(req, nb_interrupt, w);
+}
+
+/* Unregister the callback (waits out one that runs) before w goes. */
+static void nb_end(fuse_req_t req)
+{
+	fuse_req_interrupt_func(req, NULL, NULL);
+}
+
 /* GETLK: ask the mgr for a conflicting lock of another owner. */
 void cli_fuse_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		    struct flock *lock)
 {
+	struct cli_lock_wait w;
 	struct cli_lk l;
 	int rc = lk_from_flock(lock, &l);
 
 	if (rc || l.type == PROTO_LK_UNLCK)
 		return (void) fuse_reply_err(req, EINVAL);
-	rc = cli_lock_get(lk_of(req), ino, fi->lock_owner, &l);
+	nb_begin(req, &w);
+	rc = cli_lock_get(lk_of(req), ino, fi->lock_owner, &l, &w);
+	nb_end(req);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
 	if (l.type == PROTO_LK_UNLCK) {
@@ -157,6 +183,7 @@ static void lk_set(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		   uint64_t owner, const struct cli_lk *l, int sleep)
 {
 	struct cli_lock *lk = lk_of(req);
+	struct cli_lock_wait w;
 	int rc;
 
 	if (sleep && l->type != PROTO_LK_UNLCK) {
@@ -165,7 +192,9 @@ static void lk_set(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 			return;
 		return (void) fuse_reply_err(req, -rc);
 	}
-	rc = cli_lock_set(lk, ino, owner, l, NULL);
+	nb_begin(req, &w);
+	rc = cli_lock_set(lk, ino, owner, l, &w);
+	nb_end(req);
 	if (rc == 0)
 		lk_note(lk, l, fi->fh, ino, owner);
 	fuse_reply_err(req, -rc);

@@ -164,9 +164,9 @@ static int lk_grace_pause(struct cli_lock *lk, struct cli_lock_wait *w)
 	return 0;
 }
 
-/* F_GETLK; retried through a grace period. */
+/* F_GETLK; retried through a grace period until w is cancelled. */
 int cli_lock_get(struct cli_lock *lk, uint64_t ino, uint64_t owner,
-		 struct cli_lk *want)
+		 struct cli_lk *want, struct cli_lock_wait *w)
 {
 	struct proto_lockrep rep;
 	struct proto_lock q;
@@ -177,7 +177,8 @@ int cli_lock_get(struct cli_lock *lk, uint64_t ino, uint64_t owner,
 	lk_req(lk, &q, ino, owner, want, PROTO_LK_GET);
 	while ((rc = lk_run(lk, lk->fs->mgr, PROTO_OP_LOCK, &q, &rep)) ==
 	       -EINPROGRESS)
-		(void)lk_grace_pause(lk, NULL);
+		if (lk_grace_pause(lk, w))
+			return -EINTR;
 	if (rc)
 		return rc;
 	want->type = rep.type;
@@ -304,7 +305,7 @@ int cli_lock_set(struct cli_lock *lk, uint64_t ino, uint64_t owner,
 	int rc;
 
 	lk_req(lk, &q, ino, owner, want, PROTO_LK_SET);
-	if (w && want->type != PROTO_LK_UNLCK) {
+	if (w && !w->nonblock && want->type != PROTO_LK_UNLCK) {
 		rc = lk_wait(lk, &q, w);
 		q.cmd = PROTO_LK_SET;
 		q.id = 0;
@@ -312,7 +313,10 @@ int cli_lock_set(struct cli_lock *lk, uint64_t ino, uint64_t owner,
 	} else {
 		while ((rc = lk_run(lk, lk->fs->mgr, PROTO_OP_LOCK, &q,
 				    &rep)) == -EINPROGRESS)
-			(void)lk_grace_pause(lk, NULL);
+			if (lk_grace_pause(lk, w)) {
+				rc = -EINTR;
+				break;
+			}
 	}
 	if (rc == 0)
 		lk_record(lk, &q);
@@ -324,6 +328,7 @@ void cli_lock_wait_init(struct cli_lock *lk, struct cli_lock_wait *w)
 {
 	w->id = atomic_fetch_add(&lk->next_id, 1);
 	atomic_init(&w->cancelled, 0);
+	w->nonblock = 0;
 }
 
 /* Mark w cancelled and tell the mgr, which ends the WAIT in progress (or

@@ -27,10 +27,13 @@ struct cli_lk {
 	uint8_t kind;              /* PROTO_LK_POSIX / FLOCK */
 };
 
-/* A blocking wait in progress, so another thread can cancel it. */
+/* A blocking wait in progress, so another thread can cancel it; or, with
+ * nonblock, a non-blocking call that only retries through a grace period
+ * and stops doing so when cancelled. */
 struct cli_lock_wait {
 	uint64_t id;               /* unique within the session */
-	atomic_int cancelled;      /* set by cli_lock_cancel */
+	atomic_int cancelled;      /* set by cli_lock_cancel / the caller */
+	int nonblock;              /* never WAIT (set before the call) */
 };
 
 /**
@@ -51,13 +54,16 @@ void cli_lock_stop(struct cli_lock *lk);
 void cli_lock_free(struct cli_lock *lk);
 
 /**
- * F_GETLK: the first lock of another owner conflicting with want.
+ * F_GETLK: the first lock of another owner conflicting with want. During
+ * the mgr's grace period it asks again until the grace ends or w (if
+ * given) is cancelled.
  * @param[in,out] want in: the lock wanted; out: the conflicting lock, or
  *	type PROTO_LK_UNLCK when want could be granted
- * @return 0, -EIO (mgr unreachable), -EINVAL
+ * @param w NULL, or a wait whose cancellation ends the retries
+ * @return 0, -EIO (mgr unreachable), -EINVAL, -EINTR (w cancelled)
  */
 int cli_lock_get(struct cli_lock *lk, uint64_t ino, uint64_t owner,
-		 struct cli_lk *want);
+		 struct cli_lk *want, struct cli_lock_wait *w);
 
 /**
  * Set (or with type UNLCK release) a lock of owner. With w, wait until it
@@ -66,7 +72,9 @@ int cli_lock_get(struct cli_lock *lk, uint64_t ino, uint64_t owner,
  * after a restart this waits for the grace to end (new locks are not
  * granted then).
  * @param w NULL: do not wait; else a wait set up with cli_lock_wait_init
- * @return 0, -EAGAIN (conflict, w NULL), -EDEADLK (POSIX, waiting would
+ *	(with w->nonblock set: do not wait, but let a cancellation end the
+ *	retries through a grace period)
+ * @return 0, -EAGAIN (conflict, not waiting), -EDEADLK (POSIX, waiting would
  *	deadlock), -EINTR (cancelled), -ENOLCK (mgr table full), -EIO
  */
 int cli_lock_set(struct cli_lock *lk, uint64_t ino, uint64_t owner,

@@ -758,3 +758,36 @@ void mgr_db_close(struct mgr_db *db)
 	mdb_env_close(db->env);
 	free(db);
 }
+
+/* See mgr_db.h. */
+int mgr_db_lockmark_get(struct mgr_db *db, int *held)
+{
+	MDB_txn *txn;
+	uint64_t v;
+	int rc = mgr_db_begin(db, 1, &txn);
+
+	if (rc)
+		return rc;
+	rc = meta_get_u64(db, txn, "lockmark", &v, 0);
+	mgr_db_abort(txn);
+	if (rc)
+		return rc;
+	*held = v != 0;
+	return 0;
+}
+
+/* See mgr_db.h. Cost: one synced LMDB commit. */
+int mgr_db_lockmark_set(struct mgr_db *db, int held)
+{
+	MDB_txn *txn;
+	int rc = mgr_db_begin(db, 0, &txn);
+
+	if (rc)
+		return rc;
+	rc = meta_put_u64(db, txn, "lockmark", held ? 1 : 0);
+	if (rc) {
+		mgr_db_abort(txn);
+		return rc;
+	}
+	return mgr_db_commit(txn);
+}

@@ -164,6 +164,20 @@ int mgr_db_orphan_is(struct mgr_db *db, MDB_txn *txn, uint64_t ino);
 /** Next value of the layout rotation counter (post-increment). @return 0, -EIO */
 int mgr_db_rotate(struct mgr_db *db, MDB_txn *txn, uint64_t *val);
 
+/**
+ * Read the lock mark: whether, when the mgr last stopped, clients may have
+ * held locks that it granted (set at the first lock of a run, cleared at a
+ * clean stop with none held; see mgr_lockd.c). One read transaction.
+ * @param[out] held 1 or 0 (0 for a database that never had a lock)
+ * @return 0, -EIO
+ */
+int mgr_db_lockmark_get(struct mgr_db *db, int *held);
+/**
+ * Write the lock mark, in a transaction of its own (synced).
+ * @return 0, -EIO, -ENOSPC
+ */
+int mgr_db_lockmark_set(struct mgr_db *db, int held);
+
 /** Current time, for inode timestamps. */
 void mgr_db_now(struct proto_time *t);
 

@@ -256,6 +256,13 @@ static int ml_lock(struct mgr_lock *ml, struct ml_session *s,
 
 	ml_rep_fill(ml, NULL, rep);
 	if (q->flags & PROTO_LKF_RECLAIM) {
+		/* after the grace, a reclaim of what the owner holds anyway
+		 * (a client that saw the new boot id in the very reply that
+		 * granted the lock) is answered as granted */
+		if (!grace && lockset_owner_covers(&ml->set, &want)) {
+			ml_rep_fill(ml, &want, rep);
+			return 0;
+		}
 		if (!grace)
 			return -ENOLCK;
 	} else if (grace && !release) {

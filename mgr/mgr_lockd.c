@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <ev.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
 #include "log.h"
+#include "mgr_db.h"
 #include "mgr_lock.h"
 
 #define LOCKD_TICK_S 0.1 /* slice and lease resolution */
@@ -16,6 +18,9 @@
 struct mgr_lockd {
 	struct ev_loop *loop;
 	struct mgr_lock *ml;
+	struct mgr_db *db;     /* for the lock mark */
+	int marked;            /* the database's lock mark is set */
+	uint64_t grace_end_ms; /* end of this start's grace period */
 	ev_timer tick;
 };
 
@@ -49,16 +54,43 @@ static void lockd_reply(struct net_sreq *r, int status,
 	net_sreq_reply(r, status, NULL, 0);
 }
 
+/* Set the database's lock mark once a lock is held (granted: one is
+ * known to be), before its grant is answered, so that the next start after
+ * a crash gives clients a grace period to reclaim it. Cost: a count while
+ * unmarked; one synced LMDB commit once per run. */
+static void lockd_mark(struct mgr_lockd *ld, int granted)
+{
+	size_t locks, waiters, sessions;
+	int rc;
+
+	if (ld->marked)
+		return;
+	if (!granted) {
+		mgr_lock_counts(ld->ml, &locks, &waiters, &sessions);
+		if (!locks)
+			return;
+	}
+	rc = mgr_db_lockmark_set(ld->db, 1);
+	if (rc) {
+		log_err("cannot record that locks are held (%s): a restart after "
+			"a crash will not wait for reclaims", strerror(-rc));
+		return;
+	}
+	ld->marked = 1;
+}
+
 /* mgr_lock_done_fn: a deferred WAIT finished. */
 static void lockd_done(void *ctx, int status, const struct proto_lockrep *rep,
 		       void *arg)
 {
 	log_debug("LOCK wait from %s: %d",
 		  net_sconn_peer(((struct net_sreq *)ctx)->conn), status);
+	if (status == 0)
+		lockd_mark(arg, 1);
 	lockd_reply(ctx, status, rep);
 }
 
-/* Timer: end slices, expire leases. */
+/* Timer: end slices, expire leases (and grant what they free). */
 static void lockd_on_tick(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct mgr_lockd *ld = t->data;
@@ -66,9 +98,10 @@ static void lockd_on_tick(struct ev_loop *loop, ev_timer *t, int revents)
 	mgr_lock_tick(ld->ml, lockd_now_ms());
 }
 
-/* Create the table with a random boot id and start the timer. */
+/* Create the table with a random boot id (and a grace period if the lock
+ * mark asks for one), start the timer. */
 int mgr_lockd_new(struct mgr_lockd **out, struct ev_loop *loop,
-		  uint32_t grace_ms)
+		  struct mgr_db *db, uint32_t grace_ms)
 {
 	struct mgr_lockd *ld = calloc(1, sizeof(*ld));
 	uint64_t boot = 0;
@@ -76,6 +109,16 @@ int mgr_lockd_new(struct mgr_lockd **out, struct ev_loop *loop,
 
 	if (!ld)
 		return -ENOMEM;
+	rc = mgr_db_lockmark_get(db, &ld->marked);
+	if (rc)
+		goto out_free_ld;
+	if (!ld->marked)
+		grace_ms = 0;
+	if (grace_ms)
+		log_notice("locks may be held from the last run: %u s of grace "
+			   "for clients to reclaim them", grace_ms / 1000u);
+	ld->db = db;
+	ld->grace_end_ms = lockd_now_ms() + grace_ms;
 	while (boot == 0)
 		if (getrandom(&boot, sizeof(boot), 0) != sizeof(boot))
 			boot = (uint64_t)time(NULL) ^ lockd_now_ms() << 20;
@@ -95,11 +138,18 @@ out_free_ld:
 	return rc;
 }
 
-/* Stop the timer, answer the waiters, free. */
-void mgr_lockd_free(struct mgr_lockd *ld)
+/* Stop the timer, clear the lock mark at a clean stop with nothing held,
+ * answer the waiters, free. */
+void mgr_lockd_free(struct mgr_lockd *ld, int clean)
 {
+	size_t locks, waiters, sessions;
+
 	if (!ld)
 		return;
+	mgr_lock_counts(ld->ml, &locks, &waiters, &sessions);
+	if (clean && ld->marked && !locks && lockd_now_ms() >= ld->grace_end_ms &&
+	    mgr_db_lockmark_set(ld->db, 0) == 0)
+		ld->marked = 0;
 	ev_timer_stop(ld->loop, &ld->tick);
 	mgr_lock_free(ld->ml);
 	free(ld);
@@ -137,5 +187,7 @@ void mgr_lockd_handle(struct mgr_lockd *ld, struct net_sreq *r)
 		  q.type, net_sconn_peer(r->conn), rc);
 	if (rc == 1)
 		return; /* deferred: lockd_done replies */
+	if (rc == 0)
+		lockd_mark(ld, 0);
 	lockd_reply(r, rc, &rep);
 }

@@ -412,10 +412,10 @@ int main(int argc, char **argv)
 		log_err("out of memory");
 		goto out_stop_poll;
 	}
-	rc = mgr_lockd_new(&lockd, loop, a.lock_grace_ms >= 0 ?
+	rc = mgr_lockd_new(&lockd, loop, db, a.lock_grace_ms >= 0 ?
 			   (uint32_t)a.lock_grace_ms : MGR_LOCK_DEFAULT_GRACE_MS);
 	if (rc) {
-		log_err("out of memory");
+		log_err("cannot start the lock service: %s", strerror(-rc));
 		goto out_free_ops;
 	}
 	ms.ops = ops;
@@ -444,11 +444,11 @@ int main(int argc, char **argv)
 	ev_signal_stop(loop, &sigterm);
 	status = 0;
 
-	mgr_lockd_free(lockd); /* answers its deferred requests */
+	mgr_lockd_free(lockd, 1); /* answers its deferred requests */
 	lockd = NULL;
 	net_server_free(srv);
 out_free_lockd:
-	mgr_lockd_free(lockd);
+	mgr_lockd_free(lockd, 0);
 out_free_ops:
 	mgr_ops_free(ops);
 out_stop_poll:

@@ -507,6 +507,7 @@ int main(void)
 	struct mgr_db *db;
 	struct proto_attr r;
 	uint64_t fsid, last;
+	int held = -1;
 
 	log_init("test_mgr_db", LOG_WARNING);
 	mk_tmp(dir, sizeof(dir));
@@ -524,6 +525,8 @@ int main(void)
 	test_setid(db);
 	test_blocks(db);
 	test_irec_v1(db);
+	CHECK(mgr_db_lockmark_get(db, &held) == 0 && held == 0); /* new fs */
+	CHECK_RC(mgr_db_lockmark_set(db, 1), 0);
 	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("before"), 0755, &r), 0);
 	last = r.ino;
 	CHECK_RC(mgr_ns_rmdir(db, &root_c, 1, S("before")), 0);
@@ -534,6 +537,10 @@ int main(void)
 	CHECK(db != NULL);
 	if (db) {
 		CHECK(db->fsid == fsid);
+		/* the lock mark persists, and clears */
+		CHECK(mgr_db_lockmark_get(db, &held) == 0 && held == 1);
+		CHECK_RC(mgr_db_lockmark_set(db, 0), 0);
+		CHECK(mgr_db_lockmark_get(db, &held) == 0 && held == 0);
 		CHECK_RC(mgr_ns_lookup(db, &user_c, 1, S("rd"), &r), 0);
 		CHECK_RC(mgr_ns_lookup(db, &root_c, r.ino, S("e30"), &r), 0);
 		CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("after"), 0755, &r), 0);

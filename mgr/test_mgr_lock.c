@@ -328,6 +328,13 @@ static void test_lease_and_grace(void)
 	      "after grace: the unlocked hole is free");
 	q.session = 3;
 	CHECK(req(ml, q, 4000, NULL) == -ENOLCK, "reclaim after grace");
+	/* a reclaim after the grace of what the owner holds: granted */
+	q = Q(1, 1, PROTO_LK_SET, PROTO_LK_WRLCK, 0, 4);
+	q.flags = PROTO_LKF_RECLAIM;
+	CHECK(req(ml, q, 4000, NULL) == 0, "reclaim of a held lock");
+	q = Q(1, 1, PROTO_LK_SET, PROTO_LK_WRLCK, 0, 9);
+	q.flags = PROTO_LKF_RECLAIM;
+	CHECK(req(ml, q, 4000, NULL) == -ENOLCK, "reclaim across the hole");
 	mgr_lock_free(ml);
 }
 

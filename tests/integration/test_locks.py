@@ -390,6 +390,35 @@ def test_mgr_restart_locks_reclaimed(tmp_path_factory, agents):
         util.cleanup(ma, mb, c)
 
 
+def test_grace_only_when_locks_may_be_held(tmp_path_factory, agents):
+    """The grace period is for reclaims: a new file system, and one whose
+    mgr stopped cleanly with no lock held, start without one (locks at
+    once, even with --lock-grace 3600); a mgr killed while a lock is held
+    starts with one: the holder reclaims, a new lock waits, and a signal
+    ends that wait (F_SETLK retries through a grace, interruptibly)."""
+    c = _cluster(tmp_path_factory, 'lkg', 3600)
+    m = None
+    try:
+        m = c.mount(str(tmp_path_factory.mktemp('ga')), 'timeout=2')
+        a, b = agents(), agents()
+        f = os.path.join(m.path, 'f')
+        assert a.do('open ' + f) == 'ok'
+        assert b.do('open ' + f) == 'ok'
+        assert a.do('lock setlk wr 0 10') == 'ok'      # new file system
+        assert a.do('lock setlk un 0 0') == 'ok'
+        c.mgr.stop(signal.SIGTERM)                     # clean, nothing held
+        c.mgr.start()
+        assert a.do('lock setlk wr 0 10') == 'ok'      # no grace
+        c.mgr.stop(signal.SIGKILL)                     # crash, a lock held
+        c.mgr.start()
+        assert b.do('alarm 3') == 'ok'
+        assert b.do('lock setlk wr 100 10') == 'err EINTR'  # waited in grace
+        a.stop()
+        b.stop()
+    finally:
+        util.cleanup(m, c)
+
+
 @pytest.mark.parametrize('value', ['x', '-1', '3601', '', '5s'])
 def test_lock_grace_argument_checked(value):
     r = util.run([util.binary('mgr/rpfs-mgr'), '--lock-grace', value, '--listen',
