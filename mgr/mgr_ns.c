@@ -714,6 +714,21 @@ int mgr_ns_access(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 	return mgr_ns_finish(txn, rc);
 }
 
+/* Load ino for a writer's size or block update in txn.
+ * @return 0, -EISDIR (a directory), -EINVAL (not a regular file), -ENOENT,
+ *	-EIO */
+static int ns_get_regular(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+			  struct mgr_inode *in)
+{
+	int rc = mgr_db_inode_get(db, txn, ino, in);
+
+	if (rc)
+		return rc;
+	if (S_ISDIR(in->mode))
+		return -EISDIR;
+	return S_ISREG(in->mode) ? 0 : -EINVAL;
+}
+
 /* SETSIZE: grow-only size update from a writer, with its mtime. */
 int mgr_ns_setsize(struct mgr_db *db, uint64_t ino, uint64_t size,
 		   const struct proto_time *mtime, struct proto_attr *a)
@@ -724,11 +739,7 @@ int mgr_ns_setsize(struct mgr_db *db, uint64_t ino, uint64_t size,
 
 	if (rc)
 		return rc;
-	rc = mgr_db_inode_get(db, txn, ino, &in);
-	if (!rc && S_ISDIR(in.mode))
-		rc = -EISDIR;
-	else if (!rc && !S_ISREG(in.mode))
-		rc = -EINVAL;
+	rc = ns_get_regular(db, txn, ino, &in);
 	if (!rc) {
 		if (size > in.size)
 			in.size = size;
@@ -754,11 +765,7 @@ int mgr_ns_setblocks(struct mgr_db *db, uint64_t ino, uint32_t flags,
 
 	if (rc)
 		return rc;
-	rc = mgr_db_inode_get(db, txn, ino, &in);
-	if (!rc && S_ISDIR(in.mode))
-		rc = -EISDIR;
-	else if (!rc && !S_ISREG(in.mode))
-		rc = -EINVAL;
+	rc = ns_get_regular(db, txn, ino, &in);
 	if (!rc) {
 		in.blocks = blocks;
 		if ((flags & PROTO_SB_GROW) && size > in.size) {
