@@ -11,20 +11,9 @@
 
 #include "lockset.h"
 #include "mgr_lock.h"
+#include "check.h"
 
-static int failures, checks;
 
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		checks++;                                                    \
-		if (!(cond)) {                                               \
-			failures++;                                          \
-			fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__,       \
-				__LINE__, #cond);                            \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
-		}                                                            \
-	} while (0)
 
 /* ---------------------------------------------------------------- lockset */
 
@@ -344,6 +333,5 @@ int main(void)
 	test_waits();
 	test_deadlock();
 	test_lease_and_grace();
-	printf("test_mgr_lock: %d checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	return check_summary("test_mgr_lock");
 }

@@ -11,6 +11,7 @@
  * inputs for tests/fuzz/fuzz_proto.c into DIR instead.
  */
 #include "proto.h"
+#include "check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,20 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int failures;
-static int checks;
 
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		checks++;                                                    \
-		if (!(cond)) {                                               \
-			failures++;                                          \
-			fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__,       \
-				__LINE__, #cond);                            \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
-		}                                                            \
-	} while (0)
 
 /* Check that a decode failed with err and named field why. */
 #define CHECK_ERR(rc, err, why, field, ctx)                                  \
@@ -1930,6 +1918,5 @@ int main(int argc, char **argv)
 	test_lock();
 	test_layout();
 	test_op_names();
-	printf("test_proto: %d checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	return check_summary("test_proto");
 }

@@ -5,24 +5,12 @@
  * all pass.
  */
 #include "setid.h"
+#include "check.h"
 
 #include <stdio.h>
 #include <sys/stat.h>
 
-static int failures;
-static long checks;
 
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		checks++;                                                    \
-		if (!(cond)) {                                               \
-			failures++;                                          \
-			fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__,       \
-				__LINE__, #cond);                            \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
-		}                                                            \
-	} while (0)
 
 #define SUG (S_ISUID | S_ISGID)
 
@@ -89,6 +77,5 @@ int main(void)
 {
 	test_write();
 	test_chown();
-	printf("test_setid: %ld checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	return check_summary("test_setid");
 }
