@@ -7,6 +7,7 @@
 #define RPFS_ADMIN_H
 
 #include "cfg.h"
+#include "net.h"
 
 /* Exit codes, documented in the usage text. */
 #define ADM_OK 0        /* success; status: every server is up */
@@ -26,6 +27,23 @@ int adm_status(int argc, char **argv);
  * @return an ADM_* exit code
  */
 int adm_stats_server(int argc, char **argv);
+
+/**
+ * `rpfs scrub [--conf FILE | --mgr HOST:PORT] [--key FILE] [--timeout S]
+ * [--rate N | --rate NMB/s] [--dry-run] [--grace SECONDS]`: reclaim
+ * orphans online (rpfs_scrub.c, HACKING.md "Scrub").
+ * @return an ADM_* exit code
+ */
+int adm_scrub(int argc, char **argv);
+
+/**
+ * MOUNT against the mgr: the iod table.
+ * @param[in] req, rep PROTO_MAX_BODY bytes each
+ * @param[out] mt the table (hosts point into rep)
+ * @return 0, or -errno of the transport or the mgr
+ */
+int adm_call_mount(struct net_conn *c, uint8_t *req, uint8_t *rep,
+		   struct proto_mount *mt);
 
 /**
  * Load the config file (if path) and transport options: key from --key

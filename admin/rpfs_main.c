@@ -40,6 +40,10 @@ static void usage(FILE *f)
 "  stats --server HOST:PORT [--conf FILE] [--key FILE]\n"
 "                                   transport counters of a running server (JSON)\n"
 "  stats PATH                       the client's counters of the mount holding PATH\n"
+"  scrub [--conf FILE | --mgr HOST:PORT] [--key FILE] [--rate N | --rate NMB/s]\n"
+"        [--dry-run] [--grace SECONDS]\n"
+"                                   reclaim orphaned objects and inodes online, at\n"
+"                                   most N objects (or N MB) per second (default 1000)\n"
 "The config file defaults to $RPFS_CONF, else " CFG_DEFAULT_PATH ".\n"
 "Exit status: 0 success (status: all servers up), 1 failure (status: a server\n"
 "is down), 2 bad command line, 3 unusable config or key file.\n");
@@ -407,6 +411,8 @@ int main(int argc, char **argv)
 		return cmd_setlayout(argc, argv);
 	if (!strcmp(cmd, "stats"))
 		return cmd_stats(argc, argv);
+	if (!strcmp(cmd, "scrub"))
+		return adm_scrub(argc, argv);
 	fprintf(stderr, "rpfs: unknown command \"%s\"\n", cmd);
 	usage(stderr);
 	return ADM_USAGE;

@@ -94,8 +94,8 @@ static int adm_call_status(struct net_conn *c, uint8_t *rep, uint32_t cap,
 	return proto_status_decode(rep, call.rep_len, st, &why);
 }
 
-/* MOUNT against the mgr into a caller-owned table. @return 0 or -errno */
-static int adm_call_mount(struct net_conn *c, uint8_t *req, uint8_t *rep,
+/* See rpfs.h: MOUNT against the mgr into a caller-owned table. */
+int adm_call_mount(struct net_conn *c, uint8_t *req, uint8_t *rep,
 			  struct proto_mount *mt)
 {
 	struct proto_mreq m;

@@ -32,7 +32,9 @@
  * or u32 flags (FSYNC); IO_STATFS has an empty body; IO_REMOVE_MANY is
  * inos alone. IO_FALLOCATE is u64 ino, u64 off, u64 len, u32 mode; IO_SEEK
  * u64 ino, u64 size (the local offset), u32 flags; IO_BLOCKS u64 ino. The
- * IO_SEEK and IO_BLOCKS replies are one u64.
+ * IO_SEEK and IO_BLOCKS replies are one u64. IO_LIST is u32 bucket, u64
+ * after, u32 max; IO_CSUM u64 ino, u64 off, u64 len. Their replies and the
+ * mgr's scrub service bodies are laid out in proto.h.
  */
 #include "proto.h"
 
@@ -1071,10 +1073,10 @@ int proto_mount_decode(const void *buf, size_t len, struct proto_mount *m,
 /* ------------------------------------------------------------ iod requests */
 
 enum io_field { IF_INO = 1, IF_SEGS = 2, IF_SIZE = 4, IF_FLAGS = 8, IF_INOS = 16,
-		IF_RANGE = 32, IF_MODE = 64 };
+		IF_RANGE = 32, IF_MODE = 64, IF_CURSOR = 128, IF_MAX = 256 };
 
-/* Field sets of IO_READ .. IO_REMOVE_MANY. */
-static const uint8_t io_fields[PROTO_OP_IO_LAST - PROTO_OP_IO_READ] = {
+/* Field sets of IO_READ .. IO_CSUM. */
+static const uint16_t io_fields[PROTO_OP_IO_LAST - PROTO_OP_IO_READ] = {
 	[PROTO_OP_IO_READ - PROTO_OP_IO_READ] = IF_INO | IF_SEGS,
 	[PROTO_OP_IO_WRITE - PROTO_OP_IO_READ] = IF_INO | IF_SEGS,
 	[PROTO_OP_IO_TRUNCATE - PROTO_OP_IO_READ] = IF_INO | IF_SIZE,
@@ -1085,7 +1087,15 @@ static const uint8_t io_fields[PROTO_OP_IO_LAST - PROTO_OP_IO_READ] = {
 	[PROTO_OP_IO_FALLOCATE - PROTO_OP_IO_READ] = IF_INO | IF_RANGE | IF_MODE,
 	[PROTO_OP_IO_SEEK - PROTO_OP_IO_READ] = IF_INO | IF_SIZE | IF_FLAGS,
 	[PROTO_OP_IO_BLOCKS - PROTO_OP_IO_READ] = IF_INO,
+	[PROTO_OP_IO_LIST - PROTO_OP_IO_READ] = IF_CURSOR | IF_MAX,
+	[PROTO_OP_IO_CSUM - PROTO_OP_IO_READ] = IF_INO | IF_RANGE,
 };
+
+/* The range of an IO_CSUM is bounded (the iod reads it in one go). */
+static bool range_len_ok(uint16_t op, uint64_t len)
+{
+	return op != PROTO_OP_IO_CSUM || len <= PROTO_MAX_CSUM_LEN;
+}
 
 /* An IO_FALLOCATE mode is one of the five combinations rpfs serves. */
 static bool falloc_mode_ok(uint32_t mode)
@@ -1142,6 +1152,12 @@ int proto_ioreq_encode(struct wbuf *w, uint16_t op, const struct proto_ioreq *q)
 		return -EINVAL;
 	if ((f & IF_MODE) && !falloc_mode_ok(q->mode))
 		return -EINVAL;
+	if ((f & IF_RANGE) && !range_len_ok(op, q->len))
+		return -EINVAL;
+	if ((f & IF_CURSOR) && q->cursor.bucket > PROTO_LIST_END)
+		return -EINVAL;
+	if ((f & IF_MAX) && (q->max < 1 || q->max > PROTO_MAX_LIST))
+		return -EINVAL;
 	if (f & IF_INO)
 		wb_u64(w, q->ino);
 	if (f & IF_SEGS) {
@@ -1163,6 +1179,12 @@ int proto_ioreq_encode(struct wbuf *w, uint16_t op, const struct proto_ioreq *q)
 	}
 	if (f & IF_MODE)
 		wb_u32(w, q->mode);
+	if (f & IF_CURSOR) {
+		wb_u32(w, q->cursor.bucket);
+		wb_u64(w, q->cursor.after);
+	}
+	if (f & IF_MAX)
+		wb_u32(w, q->max);
 	return w->err;
 }
 
@@ -1231,7 +1253,8 @@ int proto_ioreq_decode(const void *buf, size_t len, uint16_t op,
 		q->len = rb_u64(&r);
 		if (r.err)
 			return fail(why, "range", -EBADMSG);
-		if (!seg_ok(&(struct proto_seg){ q->off, q->len }))
+		if (!seg_ok(&(struct proto_seg){ q->off, q->len }) ||
+		    !range_len_ok(op, q->len))
 			return fail(why, "range", -EBADMSG);
 	}
 	if (f & IF_MODE) {
@@ -1240,6 +1263,17 @@ int proto_ioreq_decode(const void *buf, size_t len, uint16_t op,
 			return fail(why, "mode", -EBADMSG);
 		if (!falloc_mode_ok(q->mode))
 			return fail(why, "mode", -EBADMSG);
+	}
+	if (f & IF_CURSOR) {
+		q->cursor.bucket = rb_u32(&r);
+		q->cursor.after = rb_u64(&r);
+		if (r.err || q->cursor.bucket > PROTO_LIST_END)
+			return fail(why, "cursor", -EBADMSG);
+	}
+	if (f & IF_MAX) {
+		q->max = rb_u32(&r);
+		if (r.err || q->max < 1 || q->max > PROTO_MAX_LIST)
+			return fail(why, "max", -EBADMSG);
 	}
 	if (r.off != r.len)
 		return fail(why, "trailing bytes", -EBADMSG);
@@ -1270,6 +1304,272 @@ int proto_ioval_decode(const void *buf, size_t len, uint64_t *v,
 		return fail(why, "trailing bytes", -EBADMSG);
 	if (*v > MAX_IO_OFF)
 		return fail(why, "value", -EBADMSG);
+	return 0;
+}
+
+/* ------------------------------------------------------------------- scrub */
+
+#define LIST_OBJ_WIRE 32u  /* u64 ino, size, blocks, i64 mtime */
+#define ORPHAN_WIRE 32u    /* u64 ino, size, blocks, i64 ctime_ns */
+
+/* Validate an IO_LIST reply; NULL or the bad field's name. */
+static const char *iolist_check(const struct proto_iolist *l)
+{
+	if (l->n > PROTO_MAX_LIST)
+		return "n";
+	if (l->eof > 1 || l->next.bucket > PROTO_LIST_END)
+		return "next";
+	if (l->eof != (l->next.bucket == PROTO_LIST_END && l->next.after == 0))
+		return "eof";
+	for (uint32_t i = 0; i < l->n; i++) {
+		const struct proto_obj *o = &l->objs[i];
+
+		if (o->ino == 0)
+			return "obj.ino";
+		if (o->size > MAX_IO_OFF)
+			return "obj.size";
+		if (o->blocks > PROTO_MAX_BLOCKS)
+			return "obj.blocks";
+	}
+	return NULL;
+}
+
+/* Encode an IO_LIST reply (at most 21 + 32 KiB bytes). */
+int proto_iolist_encode(struct wbuf *w, const struct proto_iolist *l)
+{
+	if (iolist_check(l))
+		return -EINVAL;
+	wb_u32(w, l->n);
+	wb_u8(w, l->eof);
+	wb_u32(w, l->next.bucket);
+	wb_u64(w, l->next.after);
+	for (uint32_t i = 0; i < l->n; i++) {
+		wb_u64(w, l->objs[i].ino);
+		wb_u64(w, l->objs[i].size);
+		wb_u64(w, l->objs[i].blocks);
+		wb_u64(w, (uint64_t)l->objs[i].mtime);
+	}
+	return w->err;
+}
+
+/* Decode and validate an IO_LIST reply. Cost: O(n). */
+int proto_iolist_decode(const void *buf, size_t len, struct proto_iolist *l,
+			const char **why)
+{
+	const char *bad;
+	struct rbuf r;
+
+	l->n = 0;
+	rb_init(&r, buf, len);
+	l->n = rb_u32(&r);
+	l->eof = rb_u8(&r);
+	l->next.bucket = rb_u32(&r);
+	l->next.after = rb_u64(&r);
+	if (r.err)
+		return fail(why, "iolist", -EBADMSG);
+	if (l->n > PROTO_MAX_LIST || (size_t)l->n * LIST_OBJ_WIRE != r.len - r.off) {
+		l->n = 0;
+		return fail(why, "n", -EBADMSG);
+	}
+	for (uint32_t i = 0; i < l->n; i++) {
+		l->objs[i].ino = rb_u64(&r);
+		l->objs[i].size = rb_u64(&r);
+		l->objs[i].blocks = rb_u64(&r);
+		l->objs[i].mtime = (int64_t)rb_u64(&r);
+	}
+	bad = iolist_check(l);
+	if (bad)
+		return fail(why, bad, -EBADMSG);
+	return 0;
+}
+
+/* Encode an IO_CSUM reply (12 bytes). */
+int proto_csum_encode(struct wbuf *w, const struct proto_csum *c)
+{
+	if (c->size > MAX_IO_OFF)
+		return -EINVAL;
+	wb_u32(w, c->crc);
+	wb_u64(w, c->size);
+	return w->err;
+}
+
+/* Decode and validate an IO_CSUM reply. */
+int proto_csum_decode(const void *buf, size_t len, struct proto_csum *c,
+		      const char **why)
+{
+	struct rbuf r;
+
+	rb_init(&r, buf, len);
+	c->crc = rb_u32(&r);
+	c->size = rb_u64(&r);
+	if (r.err)
+		return fail(why, "csum", -EBADMSG);
+	if (r.off != r.len)
+		return fail(why, "trailing bytes", -EBADMSG);
+	if (c->size > MAX_IO_OFF)
+		return fail(why, "size", -EBADMSG);
+	return 0;
+}
+
+/* Validate a scrub request of op; NULL or the bad field's name. */
+static const char *scrubq_check(uint16_t op, const struct proto_scrubq *q)
+{
+	if (op == PROTO_OP_SCRUB_INOS)
+		return inos_ok(&q->inos) ? NULL : "inos";
+	return q->max >= 1 && q->max <= PROTO_MAX_INOS ? NULL : "max";
+}
+
+/* Encode a scrub request. */
+int proto_scrubq_encode(struct wbuf *w, uint16_t op,
+			const struct proto_scrubq *q)
+{
+	if ((op != PROTO_OP_SCRUB_INOS && op != PROTO_OP_SCRUB_ORPHANS) ||
+	    scrubq_check(op, q))
+		return -EINVAL;
+	if (op == PROTO_OP_SCRUB_INOS) {
+		wb_inos(w, &q->inos);
+	} else {
+		wb_u64(w, q->cookie);
+		wb_u32(w, q->max);
+	}
+	return w->err;
+}
+
+/* Decode and validate a scrub request; an inode list points into buf. */
+int proto_scrubq_decode(const void *buf, size_t len, uint16_t op,
+			struct proto_scrubq *q, const char **why)
+{
+	const char *bad;
+	struct rbuf r;
+
+	memset(q, 0, sizeof(*q));
+	if (op != PROTO_OP_SCRUB_INOS && op != PROTO_OP_SCRUB_ORPHANS)
+		return fail(why, "op", -EOPNOTSUPP);
+	rb_init(&r, buf, len);
+	if (op == PROTO_OP_SCRUB_INOS) {
+		q->inos = rb_inos(&r);
+		if (r.err)
+			return fail(why, "inos", -EBADMSG);
+	} else {
+		q->cookie = rb_u64(&r);
+		q->max = rb_u32(&r);
+		if (r.err)
+			return fail(why, "scrubq", -EBADMSG);
+	}
+	if (r.off != r.len)
+		return fail(why, "trailing bytes", -EBADMSG);
+	bad = scrubq_check(op, q);
+	if (bad)
+		return fail(why, bad, -EBADMSG);
+	return 0;
+}
+
+/* Validate a SCRUB_INOS reply; NULL or the bad field's name. */
+static const char *inostate_check(const struct proto_inostate *s)
+{
+	if (s->n < 1 || s->n > PROTO_MAX_INOS)
+		return "n";
+	for (uint32_t i = 0; i < s->n; i++)
+		if (s->st[i] > PROTO_INO_ORPHAN)
+			return "state";
+	return NULL;
+}
+
+/* Encode a SCRUB_INOS reply. */
+int proto_inostate_encode(struct wbuf *w, const struct proto_inostate *s)
+{
+	if (inostate_check(s))
+		return -EINVAL;
+	wb_u32(w, s->n);
+	for (uint32_t i = 0; i < s->n; i++)
+		wb_u8(w, s->st[i]);
+	return w->err;
+}
+
+/* Decode and validate a SCRUB_INOS reply. */
+int proto_inostate_decode(const void *buf, size_t len,
+			  struct proto_inostate *s, const char **why)
+{
+	const char *bad;
+	struct rbuf r;
+
+	rb_init(&r, buf, len);
+	s->n = rb_u32(&r);
+	if (r.err)
+		return fail(why, "n", -EBADMSG);
+	if (s->n < 1 || s->n > PROTO_MAX_INOS || s->n != r.len - r.off) {
+		s->n = 0;
+		return fail(why, "n", -EBADMSG);
+	}
+	for (uint32_t i = 0; i < s->n; i++)
+		s->st[i] = rb_u8(&r);
+	bad = inostate_check(s);
+	if (bad)
+		return fail(why, bad, -EBADMSG);
+	return 0;
+}
+
+/* Validate a SCRUB_ORPHANS reply; NULL or the bad field's name. */
+static const char *orphans_check(const struct proto_orphans *o)
+{
+	if (o->n > PROTO_MAX_INOS)
+		return "n";
+	if (o->eof > 1)
+		return "eof";
+	for (uint32_t i = 0; i < o->n; i++) {
+		if (o->o[i].ino == 0 || (i && o->o[i].ino <= o->o[i - 1].ino))
+			return "orphan.ino";
+		if (o->o[i].blocks > PROTO_MAX_BLOCKS)
+			return "orphan.blocks";
+	}
+	return NULL;
+}
+
+/* Encode a SCRUB_ORPHANS reply (at most 17 + 8 KiB bytes). */
+int proto_orphans_encode(struct wbuf *w, const struct proto_orphans *o)
+{
+	if (orphans_check(o))
+		return -EINVAL;
+	wb_u64(w, (uint64_t)o->boot_ns);
+	wb_u32(w, o->n);
+	wb_u8(w, o->eof);
+	for (uint32_t i = 0; i < o->n; i++) {
+		wb_u64(w, o->o[i].ino);
+		wb_u64(w, o->o[i].size);
+		wb_u64(w, o->o[i].blocks);
+		wb_u64(w, (uint64_t)o->o[i].ctime_ns);
+	}
+	return w->err;
+}
+
+/* Decode and validate a SCRUB_ORPHANS reply. Cost: O(n). */
+int proto_orphans_decode(const void *buf, size_t len, struct proto_orphans *o,
+			 const char **why)
+{
+	const char *bad;
+	struct rbuf r;
+
+	rb_init(&r, buf, len);
+	o->boot_ns = (int64_t)rb_u64(&r);
+	o->n = rb_u32(&r);
+	o->eof = rb_u8(&r);
+	if (r.err) {
+		o->n = 0;
+		return fail(why, "orphans", -EBADMSG);
+	}
+	if (o->n > PROTO_MAX_INOS || (size_t)o->n * ORPHAN_WIRE != r.len - r.off) {
+		o->n = 0;
+		return fail(why, "n", -EBADMSG);
+	}
+	for (uint32_t i = 0; i < o->n; i++) {
+		o->o[i].ino = rb_u64(&r);
+		o->o[i].size = rb_u64(&r);
+		o->o[i].blocks = rb_u64(&r);
+		o->o[i].ctime_ns = (int64_t)rb_u64(&r);
+	}
+	bad = orphans_check(o);
+	if (bad)
+		return fail(why, bad, -EBADMSG);
 	return 0;
 }
 
@@ -1584,7 +1884,7 @@ int proto_layout_parse(const char *s, size_t len, struct proto_layout *l)
 /* ---------------------------------------------------------------- op names */
 
 #define N(x) [PROTO_OP_##x] = #x
-static const char *const op_names[PROTO_OP_IO_LAST] = {
+static const char *const op_names[PROTO_OP_SCRUB_LAST] = {
 	N(NET_HELLO), N(NET_CREDIT), N(NET_AUTH), N(STATUS), N(MOUNT), N(LOOKUP), N(GETATTR),
 	N(SETATTR), N(CREATE), N(MKDIR), N(MKNOD), N(UNLINK), N(RMDIR),
 	N(RENAME), N(LINK), N(SYMLINK), N(READLINK), N(READDIR), N(STATFS),
@@ -1593,7 +1893,7 @@ static const char *const op_names[PROTO_OP_IO_LAST] = {
 	N(LOCK_CANCEL), N(LOCK_KEEPALIVE), N(IO_READ),
 	N(IO_WRITE), N(IO_TRUNCATE), N(IO_REMOVE), N(IO_FSYNC), N(IO_STATFS),
 	N(IO_REMOVE_MANY), N(SETBLOCKS), N(IO_FALLOCATE), N(IO_SEEK),
-	N(IO_BLOCKS),
+	N(IO_BLOCKS), N(IO_LIST), N(IO_CSUM), N(SCRUB_INOS), N(SCRUB_ORPHANS),
 };
 #undef N
 
@@ -1602,7 +1902,7 @@ const char *proto_op_name(uint16_t op)
 {
 	static __thread char unknown[16];
 
-	if (op < PROTO_OP_IO_LAST && op_names[op])
+	if (op < PROTO_OP_SCRUB_LAST && op_names[op])
 		return op_names[op];
 	snprintf(unknown, sizeof(unknown), "op#%u", (unsigned)op);
 	return unknown;

@@ -48,6 +48,8 @@
 #define PROTO_MAX_IODS 256
 #define PROTO_MAX_INOS 256                     /* inodes per PURGE_MANY / IO_REMOVE_MANY */
 #define PROTO_MAX_HOST 255
+#define PROTO_MAX_LIST 1024                    /* objects per IO_LIST reply */
+#define PROTO_MAX_CSUM_LEN (4u * 1024 * 1024)  /* bytes per IO_CSUM */
 
 /* Header flags. */
 #define PROTO_F_REPLY 0x1u /* a reply to the request with the same tag */
@@ -118,7 +120,18 @@ enum proto_op {
 				* (PROTO_SEEK_HOLE or 0 = data) -> u64 local
 				* offset; -ENXIO no data / offset past the end */
 	PROTO_OP_IO_BLOCKS = 49, /* ino -> u64 512-byte blocks the object holds */
+	PROTO_OP_IO_LIST = 50, /* cursor, max -> proto_iolist: the objects of
+				* the data directory from the cursor (scrub) */
+	PROTO_OP_IO_CSUM = 51, /* ino, off, len (<= PROTO_MAX_CSUM_LEN) ->
+				* proto_csum: crc32c of the local range */
 	PROTO_OP_IO_LAST,
+
+	/* scrub service of the mgr (mgr/mgr_scrub.c): bodies are struct
+	 * proto_scrubq / proto_inostate / proto_orphans, not proto_mreq */
+	PROTO_OP_SCRUB_INOS = 60,    /* inos -> proto_inostate: which exist */
+	PROTO_OP_SCRUB_ORPHANS = 61, /* cookie, max -> proto_orphans: the
+				      * orphan inodes after cookie */
+	PROTO_OP_SCRUB_LAST,
 };
 
 /* A decoded frame header, in host order. */
@@ -333,6 +346,18 @@ struct proto_seg {
 };
 
 /*
+ * IO_LIST cursor. The objects of a data directory are walked in the order
+ * (ino & 0xffff, ino): bucket is the low 16 bits (the object's directory,
+ * see iod/iod_store.h), after the last inode listed in that bucket (0:
+ * none yet). {PROTO_LIST_END, 0} is the end; {0, 0} the start.
+ */
+#define PROTO_LIST_END 65536u
+struct proto_cursor {
+	uint32_t bucket;           /* 0..PROTO_LIST_END */
+	uint64_t after;
+};
+
+/*
  * An I/O request to an iod. For IO_READ the segment lengths must add up to
  * the header's aux (read memory); for IO_WRITE, to its bulk_len.
  * segs points at caller storage filled by the decoder (nsegs entries).
@@ -349,6 +374,31 @@ struct proto_ioreq {
 	uint32_t nsegs;            /* IO_READ IO_WRITE: 1..PROTO_MAX_SEGS */
 	struct proto_seg *segs;
 	struct proto_inos inos;    /* IO_REMOVE_MANY */
+	struct proto_cursor cursor;/* IO_LIST: where to resume */
+	uint32_t max;              /* IO_LIST: 1..PROTO_MAX_LIST objects */
+};
+
+/* One object of an IO_LIST reply: the local file's stat. */
+struct proto_obj {
+	uint64_t ino;              /* != 0 */
+	uint64_t size;             /* bytes, <= 2^62 */
+	uint64_t blocks;           /* 512-byte blocks, <= PROTO_MAX_BLOCKS */
+	int64_t mtime;             /* seconds since the epoch */
+};
+
+/* IO_LIST reply: n objects in cursor order, and where to go on. */
+struct proto_iolist {
+	uint32_t n;                /* 0..PROTO_MAX_LIST */
+	uint8_t eof;               /* 1: no objects after these (next is the end) */
+	struct proto_cursor next;  /* pass back in the next IO_LIST */
+	struct proto_obj objs[PROTO_MAX_LIST];
+};
+
+/* IO_CSUM reply. */
+struct proto_csum {
+	uint32_t crc;              /* crc32c (Castagnoli) of the range, bytes
+				    * past the object's end counting as zeros */
+	uint64_t size;             /* the object's size, <= 2^62 */
 };
 
 /* STATUS reply: what `rpfs status` and `rpfs stats --server` show. */
@@ -419,6 +469,48 @@ struct proto_lockrep {
 	uint32_t pid;      /* pid the holder's client reported */
 	uint8_t type;      /* enum proto_lk_type */
 	uint8_t flags;     /* PROTO_LKR_* */
+};
+
+/*
+ * Scrub service of the mgr (HACKING.md "Scrub"). SCRUB_INOS asks which of
+ * 1..PROTO_MAX_INOS inodes exist; SCRUB_ORPHANS lists the orphan inodes
+ * (nlink 0, objects not yet removed and purged) with numbers above cookie,
+ * at most max (1..PROTO_MAX_INOS) of them.
+ */
+struct proto_scrubq {
+	struct proto_inos inos;    /* SCRUB_INOS */
+	uint64_t cookie;           /* SCRUB_ORPHANS: list inodes > cookie */
+	uint32_t max;              /* SCRUB_ORPHANS */
+};
+
+enum proto_ino_state {
+	PROTO_INO_NONE = 0,        /* no such inode (never, or purged) */
+	PROTO_INO_LIVE = 1,        /* linked somewhere */
+	PROTO_INO_ORPHAN = 2,      /* last link gone, not purged yet */
+};
+
+/* SCRUB_INOS reply: one enum proto_ino_state per asked inode, in order. */
+struct proto_inostate {
+	uint32_t n;                /* 1..PROTO_MAX_INOS */
+	uint8_t st[PROTO_MAX_INOS];
+};
+
+/* One orphan inode of a SCRUB_ORPHANS reply. */
+struct proto_orphan {
+	uint64_t ino;              /* != 0 */
+	uint64_t size;
+	uint64_t blocks;           /* <= PROTO_MAX_BLOCKS */
+	int64_t ctime_ns;          /* ns since the epoch: when its last link
+				    * went (or a later change of the open file) */
+};
+
+/* SCRUB_ORPHANS reply. */
+struct proto_orphans {
+	int64_t boot_ns;           /* when the mgr started (ns since the epoch,
+				    * its clock) */
+	uint32_t n;                /* 0..PROTO_MAX_INOS */
+	uint8_t eof;               /* 1: no orphans after these */
+	struct proto_orphan o[PROTO_MAX_INOS]; /* ascending ino */
 };
 
 /* ---- header ---- */
@@ -523,7 +615,9 @@ int proto_ioreq_encode(struct wbuf *w, uint16_t op, const struct proto_ioreq *q)
  * off + len does not overflow and is <= 2^62, and the lengths add up to
  * expect_bytes (the header's aux for READ, bulk_len for WRITE).
  * IO_FALLOCATE: len > 0, off + len <= 2^62, mode one of the five valid
- * PROTO_FALLOC_* combinations; IO_SEEK: size <= 2^62, flags 0 or 1.
+ * PROTO_FALLOC_* combinations; IO_SEEK: size <= 2^62, flags 0 or 1;
+ * IO_LIST: cursor.bucket <= PROTO_LIST_END, max 1..PROTO_MAX_LIST;
+ * IO_CSUM: a range as IO_FALLOCATE's with len <= PROTO_MAX_CSUM_LEN.
  * @return 0, -EBADMSG, -EOPNOTSUPP
  */
 int proto_ioreq_decode(const void *buf, size_t len, uint16_t op,
@@ -575,6 +669,56 @@ int proto_lock_decode(const void *buf, size_t len, uint16_t op,
  */
 int proto_lockrep_encode(struct wbuf *w, const struct proto_lockrep *r);
 int proto_lockrep_decode(const void *buf, size_t len, struct proto_lockrep *r,
+			 const char **why);
+
+/**
+ * IO_LIST reply body: u32 n, u8 eof, u32 next.bucket, u64 next.after,
+ * n x (u64 ino, u64 size, u64 blocks, i64 mtime). Checks: n <=
+ * PROTO_MAX_LIST, eof 0/1 and set exactly when next is {PROTO_LIST_END, 0},
+ * next.bucket <= PROTO_LIST_END, each ino != 0, size <= 2^62, blocks <=
+ * PROTO_MAX_BLOCKS.
+ * @return 0, -EINVAL (encode: a check failed), -EMSGSIZE, -EBADMSG (decode)
+ */
+int proto_iolist_encode(struct wbuf *w, const struct proto_iolist *l);
+int proto_iolist_decode(const void *buf, size_t len, struct proto_iolist *l,
+			const char **why);
+
+/**
+ * IO_CSUM reply body: u32 crc, u64 size (<= 2^62).
+ * @return 0, -EINVAL / -EMSGSIZE (encode), -EBADMSG (decode)
+ */
+int proto_csum_encode(struct wbuf *w, const struct proto_csum *c);
+int proto_csum_decode(const void *buf, size_t len, struct proto_csum *c,
+		      const char **why);
+
+/**
+ * Scrub request body of op: SCRUB_INOS is an inode list (u32 n, n x u64,
+ * 1..PROTO_MAX_INOS); SCRUB_ORPHANS is u64 cookie, u32 max (1..
+ * PROTO_MAX_INOS).
+ * @return 0, -EINVAL (encode), -EMSGSIZE, -EBADMSG (decode; *why names the
+ *	field), -EOPNOTSUPP not a scrub op
+ */
+int proto_scrubq_encode(struct wbuf *w, uint16_t op,
+			const struct proto_scrubq *q);
+int proto_scrubq_decode(const void *buf, size_t len, uint16_t op,
+			struct proto_scrubq *q, const char **why);
+
+/**
+ * SCRUB_INOS reply body: u32 n (1..PROTO_MAX_INOS), n x u8 state (<= 2).
+ * @return 0, -EINVAL / -EMSGSIZE (encode), -EBADMSG (decode)
+ */
+int proto_inostate_encode(struct wbuf *w, const struct proto_inostate *s);
+int proto_inostate_decode(const void *buf, size_t len,
+			  struct proto_inostate *s, const char **why);
+
+/**
+ * SCRUB_ORPHANS reply body: i64 boot_ns, u32 n (<= PROTO_MAX_INOS), u8 eof
+ * (0/1), n x (u64 ino, u64 size, u64 blocks, i64 ctime_ns); inos != 0 and
+ * strictly ascending, blocks <= PROTO_MAX_BLOCKS.
+ * @return 0, -EINVAL / -EMSGSIZE (encode), -EBADMSG (decode)
+ */
+int proto_orphans_encode(struct wbuf *w, const struct proto_orphans *o);
+int proto_orphans_decode(const void *buf, size_t len, struct proto_orphans *o,
 			 const char **why);
 
 /** Layout as text, "unit=65536,count=4,first=0" (first optional on parse). */

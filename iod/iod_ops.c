@@ -93,6 +93,8 @@ struct iod_ops {
 	unsigned nfree;
 	struct io_req *ready_head, *ready_tail; /* resumes to run from idle */
 	ev_idle resume_w;           /* runs the deferred resumes */
+	struct proto_iolist *list;  /* IO_LIST reply being built (lazy, kept) */
+	uint8_t *scrub_buf;         /* IO_LIST reply body / IO_CSUM reads */
 };
 
 static void req_advance(struct io_req *q);
@@ -150,6 +152,8 @@ void iod_ops_free(struct iod_ops *ops)
 		n = q->next;
 		free(q);
 	}
+	free(ops->list);
+	free(ops->scrub_buf);
 	free(ops);
 }
 
@@ -598,6 +602,52 @@ static void req_value(struct io_req *q)
 	req_finish(q, 0, body, (uint32_t)w.len);
 }
 
+#define OPS_SCRUB_BUF (64u << 10) /* IO_LIST body (<= 32 KiB + 21), CSUM reads */
+
+/* The scrub buffers, allocated at the first IO_LIST or IO_CSUM and kept:
+ * a scrub is rare, so an iod that is never scrubbed never pays for them. */
+static int scrub_bufs(struct iod_ops *ops)
+{
+	if (!ops->list)
+		ops->list = malloc(sizeof(*ops->list));
+	if (!ops->scrub_buf)
+		ops->scrub_buf = malloc(OPS_SCRUB_BUF);
+	return ops->list && ops->scrub_buf ? 0 : -ENOMEM;
+}
+
+/* Serve IO_LIST (a bounded batch of objects from the cursor) and IO_CSUM
+ * (CRC-32C of a range of at most PROTO_MAX_CSUM_LEN, read in 64 KiB
+ * pieces), both synchronously in the loop thread, and reply. */
+static void req_scrub(struct io_req *q)
+{
+	struct iod_ops *ops = q->ops;
+	struct proto_csum cs;
+	struct wbuf w;
+	int rc = scrub_bufs(ops);
+
+	wb_init(&w, ops->scrub_buf, OPS_SCRUB_BUF);
+	if (rc == 0 && q->op == PROTO_OP_IO_LIST) {
+		rc = iod_store_list(ops->st, q->q.cursor, q->q.max, ops->list->objs,
+				    &ops->list->n, &ops->list->next);
+		if (rc == 0) {
+			ops->list->eof = ops->list->next.bucket == PROTO_LIST_END;
+			rc = proto_iolist_encode(&w, ops->list);
+		}
+	} else if (rc == 0) {
+		rc = iod_store_csum(ops->st, q->q.ino, q->q.off, q->q.len,
+				    ops->scrub_buf, OPS_SCRUB_BUF, &cs.crc, &cs.size);
+		if (rc == 0 && cs.size > (1ull << 62))
+			rc = -EFBIG;
+		if (rc == 0)
+			rc = proto_csum_encode(&w, &cs);
+	}
+	if (rc < 0) {
+		req_finish(q, rc, NULL, 0);
+		return;
+	}
+	req_finish(q, 0, ops->scrub_buf, (uint32_t)w.len);
+}
+
 /* Serve the small ops synchronously and reply. */
 static void req_simple(struct io_req *q)
 {
@@ -635,6 +685,10 @@ static void req_simple(struct io_req *q)
 	case PROTO_OP_IO_SEEK:
 	case PROTO_OP_IO_BLOCKS:
 		req_value(q);
+		return;
+	case PROTO_OP_IO_LIST:
+	case PROTO_OP_IO_CSUM:
+		req_scrub(q);
 		return;
 	case PROTO_OP_IO_STATFS:
 		rc = iod_store_statfs(ops->st, &sf);

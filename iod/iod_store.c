@@ -1,6 +1,7 @@
 /* iod_store.c - stripe objects on the local file system, fd cache (LRU). */
 #include "iod_store.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "iod_crc.h"
 #include "log.h"
 
 #define NIL UINT32_MAX
@@ -32,6 +34,8 @@ struct iod_store {
 	uint32_t nbucket;
 	uint32_t lru_head, lru_tail;
 	uint32_t free_head; /* free slots, chained through next */
+	uint64_t *scan;     /* IO_LIST: inodes of one bucket directory */
+	size_t nscan, scan_cap;
 };
 
 /* Fibonacci hash of ino into the bucket table. */
@@ -110,6 +114,7 @@ void iod_store_close(struct iod_store *st)
 			close(st->ent[i].fd);
 	if (st->objfd >= 0)
 		close(st->objfd);
+	free(st->scan);
 	free(st->bucket);
 	free(st->ent);
 	free(st->dir);
@@ -483,5 +488,203 @@ int iod_store_statfs(struct iod_store *st, struct proto_statfs *out)
 	out->files = sv.f_files;
 	out->ffree = sv.f_ffree;
 	out->namemax = (uint32_t)sv.f_namemax;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ scrub */
+
+#define LIST_DIRS_PER_CALL 4096 /* bucket directories one IO_LIST opens */
+
+/* Parse an object file name (16 lowercase hex digits). @return 0 or -EINVAL */
+static int obj_name_ino(const char *name, uint64_t *ino)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 0; name[i]; i++) {
+		char c = name[i];
+
+		if (i >= 16)
+			return -EINVAL;
+		if (c >= '0' && c <= '9')
+			v = v << 4 | (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v = v << 4 | (uint64_t)(c - 'a' + 10);
+		else
+			return -EINVAL;
+	}
+	if (i != 16 || v == 0)
+		return -EINVAL;
+	*ino = v;
+	return 0;
+}
+
+/* qsort order of inode numbers. */
+static int ino_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Append ino to the scan buffer, growing it (kept across calls). */
+static int scan_push(struct iod_store *st, uint64_t ino)
+{
+	if (st->nscan == st->scan_cap) {
+		size_t cap = st->scan_cap ? st->scan_cap * 2 : 1024;
+		uint64_t *p = realloc(st->scan, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		st->scan = p;
+		st->scan_cap = cap;
+	}
+	st->scan[st->nscan++] = ino;
+	return 0;
+}
+
+/* Collect the inodes above after in bucket's directory into st->scan,
+ * sorted. A missing directory is empty. @return 0 or -errno */
+static int list_collect(struct iod_store *st, DIR *d, uint32_t bucket,
+			uint64_t after)
+{
+	struct dirent *de;
+	uint64_t ino;
+	int rc;
+
+	st->nscan = 0;
+	errno = 0;
+	while ((de = readdir(d)) != NULL) {
+		if (obj_name_ino(de->d_name, &ino) || (ino & 0xffff) != bucket ||
+		    ino <= after)
+			continue;
+		rc = scan_push(st, ino);
+		if (rc)
+			return rc;
+	}
+	if (errno)
+		return -errno;
+	qsort(st->scan, st->nscan, sizeof(*st->scan), ino_cmp);
+	return 0;
+}
+
+/*
+ * List the objects above after in one bucket directory into objs (room
+ * entries). *last is the last inode taken, *more whether some are left.
+ * Objects removed between readdir and stat are skipped. Cost: one readdir
+ * of the directory, a sort, one fstatat per object taken.
+ */
+static int list_bucket(struct iod_store *st, uint32_t bucket, uint64_t after,
+		       struct proto_obj *objs, uint32_t room, uint32_t *got,
+		       uint64_t *last, int *more)
+{
+	char path[8];
+	struct stat sb;
+	size_t take;
+	DIR *d;
+	int fd, rc;
+
+	*got = 0;
+	*more = 0;
+	snprintf(path, sizeof(path), "%02x/%02x", (unsigned)(bucket & 0xff),
+		 (unsigned)((bucket >> 8) & 0xff));
+	fd = openat(st->objfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	rc = list_collect(st, d, bucket, after);
+	take = st->nscan < room ? st->nscan : room;
+	for (size_t i = 0; rc == 0 && i < take; i++) {
+		char name[20];
+
+		snprintf(name, sizeof(name), "%016llx",
+			 (unsigned long long)st->scan[i]);
+		*last = st->scan[i];
+		if (fstatat(dirfd(d), name, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT)
+				rc = -errno;
+			continue;
+		}
+		if (!S_ISREG(sb.st_mode))
+			continue;
+		objs[(*got)++] = (struct proto_obj){ st->scan[i],
+			(uint64_t)sb.st_size, (uint64_t)sb.st_blocks,
+			(int64_t)sb.st_mtim.tv_sec };
+	}
+	*more = rc == 0 && take < st->nscan;
+	closedir(d);
+	return rc;
+}
+
+/* See iod_store.h: walks buckets from the cursor until max objects or
+ * LIST_DIRS_PER_CALL directories. */
+int iod_store_list(struct iod_store *st, struct proto_cursor cur, uint32_t max,
+		   struct proto_obj *objs, uint32_t *n, struct proto_cursor *next)
+{
+	uint32_t b = cur.bucket, got, dirs = 0;
+	uint64_t after = cur.after, last = 0;
+	int more, rc;
+
+	*n = 0;
+	if (b > PROTO_LIST_END || max == 0)
+		return -EINVAL;
+	for (; b < PROTO_LIST_END; b++, after = 0) {
+		if (*n == max || dirs == LIST_DIRS_PER_CALL) {
+			*next = (struct proto_cursor){ b, after };
+			return 0;
+		}
+		rc = list_bucket(st, b, after, objs + *n, max - *n, &got, &last,
+				 &more);
+		if (rc)
+			return rc;
+		dirs++;
+		*n += got;
+		if (more) {
+			*next = (struct proto_cursor){ b, last };
+			return 0;
+		}
+	}
+	*next = (struct proto_cursor){ PROTO_LIST_END, 0 };
+	return 0;
+}
+
+/* See iod_store.h: preads the range through buf, zeros past the end. */
+int iod_store_csum(struct iod_store *st, uint64_t ino, uint64_t off,
+		   uint64_t len, void *buf, size_t cap, uint32_t *crc,
+		   uint64_t *size)
+{
+	struct stat sb;
+	uint32_t c = 0;
+	int fd = obj_fd(st, ino, 0);
+
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &sb) < 0)
+		return -errno;
+	*size = (uint64_t)sb.st_size;
+	while (len > 0) {
+		size_t n = len < cap ? (size_t)len : cap;
+		ssize_t r = 0;
+
+		if (off < *size) {
+			r = pread(fd, buf, n, (off_t)off);
+			if (r < 0) {
+				if (errno == EINTR)
+					continue;
+				return -errno;
+			}
+		}
+		if ((size_t)r < n) /* past the end (or a short read at it) */
+			memset((uint8_t *)buf + r, 0, n - (size_t)r);
+		c = iod_crc32c(c, buf, n);
+		off += n;
+		len -= n;
+	}
+	*crc = c;
 	return 0;
 }

@@ -112,6 +112,31 @@ int iod_store_blocks(struct iod_store *st, uint64_t ino, uint64_t *blocks);
  */
 int iod_store_statfs(struct iod_store *st, struct proto_statfs *out);
 
+/**
+ * List objects for the scrub (IO_LIST), in the cursor order of proto.h
+ * (bucket = ino & 0xffff, the object's directory XX/YY; then ino), from
+ * cur, with their size, blocks and mtime. Stops after max objects or after
+ * opening 4096 bucket directories (so one call blocks the loop for a
+ * bounded time; it may return 0 objects and a cursor to go on from).
+ * @param[out] objs room for max objects
+ * @param[out] n objects written
+ * @param[out] next where to go on; {PROTO_LIST_END, 0} at the end
+ * @return 0, -EINVAL (bad cursor, max 0), -ENOMEM, other -errno
+ */
+int iod_store_list(struct iod_store *st, struct proto_cursor cur, uint32_t max,
+		   struct proto_obj *objs, uint32_t *n, struct proto_cursor *next);
+
+/**
+ * CRC-32C of len bytes of object ino at off (IO_CSUM), read through buf
+ * (cap bytes); bytes past the object's end count as zeros.
+ * @param[out] crc the checksum
+ * @param[out] size the object's size
+ * @return 0, -ENOENT no such object, -EIO, other -errno
+ */
+int iod_store_csum(struct iod_store *st, uint64_t ino, uint64_t off,
+		   uint64_t len, void *buf, size_t cap, uint32_t *crc,
+		   uint64_t *size);
+
 /** Number of fds currently cached (for tests). */
 unsigned iod_store_cached(const struct iod_store *st);
 

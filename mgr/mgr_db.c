@@ -520,6 +520,35 @@ int mgr_db_orphan_is(struct mgr_db *db, MDB_txn *txn, uint64_t ino)
 	return rc ? db_err(rc, "orphan get") : 1;
 }
 
+/* The first orphan above after: one cursor seek, O(log orphans). */
+int mgr_db_orphan_next(struct mgr_db *db, MDB_txn *txn, uint64_t after,
+		       uint64_t *ino)
+{
+	uint8_t kb[8];
+	MDB_val k = { 0, kb }, d;
+	MDB_cursor *c;
+	uint64_t be;
+	int rc;
+
+	if (after == UINT64_MAX)
+		return -ENOENT;
+	k.mv_size = db_key(kb, after + 1, NULL, 0);
+	rc = mdb_cursor_open(txn, db->orphans, &c);
+	if (rc)
+		return db_err(rc, "orphan cursor");
+	rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE);
+	if (rc == 0 && k.mv_size != 8)
+		rc = MDB_CORRUPTED;
+	if (rc == 0) {
+		memcpy(&be, k.mv_data, 8);
+		*ino = be64toh(be);
+	}
+	mdb_cursor_close(c);
+	if (rc == MDB_NOTFOUND)
+		return -ENOENT;
+	return rc ? db_err(rc, "orphan next") : 0;
+}
+
 /* Post-increment the layout rotation counter. */
 int mgr_db_rotate(struct mgr_db *db, MDB_txn *txn, uint64_t *val)
 {

@@ -161,6 +161,14 @@ int mgr_db_xattr_list(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 int mgr_db_orphan_add(struct mgr_db *db, MDB_txn *txn, uint64_t ino);
 int mgr_db_orphan_is(struct mgr_db *db, MDB_txn *txn, uint64_t ino);
 
+/**
+ * The smallest orphan inode number above after (scrub's walk of the orphan
+ * table). Cost: one cursor seek.
+ * @return 0 (*ino set), -ENOENT no orphan above after, -EIO
+ */
+int mgr_db_orphan_next(struct mgr_db *db, MDB_txn *txn, uint64_t after,
+		       uint64_t *ino);
+
 /** Next value of the layout rotation counter (post-increment). @return 0, -EIO */
 int mgr_db_rotate(struct mgr_db *db, MDB_txn *txn, uint64_t *val);
 

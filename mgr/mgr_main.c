@@ -14,6 +14,7 @@
 #include "mgr_lock.h"
 #include "mgr_lockd.h"
 #include "mgr_ops.h"
+#include "mgr_scrub.h"
 #include "net.h"
 #include "srv_notify.h"
 #include "srv_status.h"
@@ -43,6 +44,7 @@ struct mgr_args {
 struct mgr_srv {
 	struct mgr_ops *ops;
 	struct mgr_lockd *lockd;
+	struct mgr_scrub *scrub;
 };
 
 /* Print the usage text to f. */
@@ -320,6 +322,8 @@ static void mgr_main_handle(struct net_sreq *r, void *arg)
 		srvstat_handle(r);
 	else if (mgr_lockd_owns(r->hdr.op))
 		mgr_lockd_handle(ms->lockd, r);
+	else if (mgr_scrub_owns(r->hdr.op))
+		mgr_scrub_handle(ms->scrub, r);
 	else
 		mgr_ops_handle(r, ms->ops);
 }
@@ -339,6 +343,8 @@ int main(int argc, char **argv)
 	struct mgr_iodpoll *poll = NULL;
 	struct mgr_ops *ops = NULL;
 	struct mgr_lockd *lockd = NULL;
+	struct mgr_scrub *scrub = NULL;
+	struct proto_time boot;
 	struct mgr_srv ms;
 	struct net_server *srv = NULL;
 	struct cfg *conf = NULL;
@@ -418,14 +424,21 @@ int main(int argc, char **argv)
 		log_err("cannot start the lock service: %s", strerror(-rc));
 		goto out_free_ops;
 	}
+	mgr_db_now(&boot);
+	rc = mgr_scrub_new(&scrub, db, mgr_scrub_ns(&boot));
+	if (rc) {
+		log_err("out of memory");
+		goto out_free_lockd;
+	}
 	ms.ops = ops;
 	ms.lockd = lockd;
+	ms.scrub = scrub;
 	rc = net_server_new(&srv, loop, a.listen_host, a.listen_port,
 			    mgr_main_handle, &ms, &o);
 	if (rc) {
 		log_err("--listen %s:%u: %s", a.listen_host, a.listen_port,
 			strerror(-rc));
-		goto out_free_lockd;
+		goto out_free_scrub;
 	}
 	ev_signal_init(&sigterm, on_signal, SIGTERM);
 	ev_signal_start(loop, &sigterm);
@@ -447,6 +460,8 @@ int main(int argc, char **argv)
 	mgr_lockd_free(lockd, 1); /* answers its deferred requests */
 	lockd = NULL;
 	net_server_free(srv);
+out_free_scrub:
+	mgr_scrub_free(scrub);
 out_free_lockd:
 	mgr_lockd_free(lockd, 0);
 out_free_ops:

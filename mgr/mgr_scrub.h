@@ -1,0 +1,42 @@
+/*
+ * mgr_scrub.h - the mgr's scrub service: answers which inodes exist and
+ * lists the orphan table, for `rpfs scrub` (HACKING.md "Scrub"). Bodies are
+ * struct proto_scrubq / proto_inostate / proto_orphans.
+ *
+ * Loop thread only.
+ */
+#ifndef RPFS_MGR_SCRUB_H
+#define RPFS_MGR_SCRUB_H
+
+#include <stdint.h>
+
+#include "mgr_db.h"
+#include "net.h"
+
+struct mgr_scrub;
+
+/**
+ * Create the service.
+ * @param[in] db the namespace (borrowed)
+ * @param[in] boot_ns when the mgr started, ns since the epoch (reported in
+ *	SCRUB_ORPHANS replies: the scrub reclaims orphans older than that)
+ * @return 0, -ENOMEM
+ */
+int mgr_scrub_new(struct mgr_scrub **out, struct mgr_db *db, int64_t boot_ns);
+
+/** t in nanoseconds since the epoch, clamped to the i64 range. */
+int64_t mgr_scrub_ns(const struct proto_time *t);
+
+/** Free the service (NULL is fine). */
+void mgr_scrub_free(struct mgr_scrub *sc);
+
+/** Whether op belongs to the scrub service (PROTO_OP_SCRUB_*). */
+int mgr_scrub_owns(uint16_t op);
+
+/**
+ * Serve one scrub request and reply: status 0 with the body, -EIO on a
+ * database failure; a malformed body closes the connection.
+ */
+void mgr_scrub_handle(struct mgr_scrub *sc, struct net_sreq *r);
+
+#endif

@@ -1,0 +1,285 @@
+"""`rpfs scrub`: online orphan reclamation at a bounded rate (HACKING.md
+"Scrub"). Orphans are injected on purpose: stripe objects of inodes that do
+not exist, written straight into the iods' data directories with an old
+mtime, and mgr orphan inodes left by a client killed between unlink and
+purge. Real daemons, real FUSE mounts."""
+import os
+import re
+import signal
+import threading
+import time
+
+import pytest
+
+import util
+
+MB = 1 << 20
+GHOST = 0x7a000000  # inode numbers far above any this test allocates
+
+
+def rpfs(*args, timeout=120):
+    return util.run([util.binary('admin/rpfs')] + list(args), check=False,
+                    timeout=timeout)
+
+
+def scrub(c, *args):
+    return rpfs('scrub', '--mgr', util.hostport(c.mgr_port), *args)
+
+
+def report(r):
+    """The numbers of a scrub report, by line."""
+    assert r.returncode == 0, 'scrub failed (%d):\n%s\n%s' % (r.returncode, r.stdout,
+                                                             r.stderr)
+    out = r.stdout
+    m = re.search(r'^objects checked: (\d+) on (\d+) iods, (\d+) orphan inodes at the mgr$',
+                  out, re.M)
+    assert m, out
+    rec = re.search(r'^(orphans reclaimed|orphans found \(dry run, nothing removed\)): '
+                    r'(\d+) iod objects, (\d+) mgr inodes$', out, re.M)
+    assert rec, out
+    freed = re.search(r'^(bytes freed|bytes that would be freed): (\d+)$', out, re.M)
+    left = re.search(r'^left for a later scrub .*: (\d+) iod objects, (\d+) mgr inodes$',
+                     out, re.M)
+    assert freed and left, out
+    assert re.search(r'^replicas compared: 0 \(no mirrored files\)$', out, re.M), out
+    assert re.search(r'^mismatches found: 0, repaired: 0$', out, re.M), out
+    return {'checked': int(m.group(1)), 'iods': int(m.group(2)),
+            'orphans_checked': int(m.group(3)), 'dry': rec.group(1) != 'orphans reclaimed',
+            'iod': int(rec.group(2)), 'mgr': int(rec.group(3)),
+            'bytes': int(freed.group(2)), 'young_iod': int(left.group(1)),
+            'young_mgr': int(left.group(2))}
+
+
+def object_files(c):
+    """Every object file on every iod."""
+    out = []
+    for d in c.iod_dirs:
+        for root, _dirs, files in os.walk(os.path.join(d, 'objects')):
+            out += [os.path.join(root, f) for f in files]
+    return out
+
+
+def inject(c, iod, ino, size, age):
+    """Write an object for inode ino (which the mgr does not know) into
+    iod's data directory, as a crashed client would have left it, with an
+    mtime age seconds ago. Returns (path, bytes it occupies)."""
+    d = os.path.join(c.iod_dirs[iod], 'objects', '%02x' % (ino & 0xff),
+                     '%02x' % ((ino >> 8) & 0xff))
+    os.makedirs(d, exist_ok=True)
+    p = os.path.join(d, '%016x' % ino)
+    with open(p, 'wb') as f:
+        f.write(os.urandom(size))
+        f.flush()
+        os.fsync(f.fileno())
+    t = time.time() - age
+    os.utime(p, (t, t))
+    return p, os.stat(p).st_blocks * 512
+
+
+def make_file(path, size):
+    data = os.urandom(size)
+    with open(path, 'wb') as f:
+        f.write(data)
+    return data
+
+
+def read(path):
+    with open(path, 'rb') as f:
+        return f.read()
+
+
+class Writer(threading.Thread):
+    """Appends 64 KiB pieces to a file on the mount until stopped: a file
+    being written while the scrub runs."""
+
+    def __init__(self, path):
+        super().__init__(daemon=True)
+        self.path = path
+        self.data = bytearray(os.urandom(MB))
+        self.stop_ev = threading.Event()
+        self.error = None
+        with open(path, 'wb') as f:  # all four iods hold an object from here on
+            f.write(self.data)
+
+    def run(self):
+        try:
+            with open(self.path, 'ab') as f:
+                while not self.stop_ev.is_set():
+                    piece = os.urandom(64 << 10)
+                    f.write(piece)
+                    f.flush()
+                    self.data += piece
+                    time.sleep(0.01)
+        except Exception as e:  # reported by the test
+            self.error = e
+
+    def finish(self):
+        self.stop_ev.set()
+        self.join(60)
+        assert not self.is_alive() and self.error is None, self.error
+
+
+def test_scrub_reclaims_iod_orphans(dcluster, tmp_mnt):
+    """Objects of inodes the mgr does not know, older than the grace, are
+    removed; a young one stays; live files, one of them written during the
+    scrub, stay intact byte for byte. A second scrub finds nothing."""
+    m = dcluster.mount(tmp_mnt)
+    live = {}
+    for name, size in (('a', 3 * MB + 123), ('b', 4096), ('c', 0)):
+        live[name] = make_file(os.path.join(m.path, name), size)
+    os.mkdir(os.path.join(m.path, 'd'))
+    live['d/e'] = make_file(os.path.join(m.path, 'd', 'e'), 700 << 10)
+    old = [inject(dcluster, 0, GHOST + 1, 100000, 3600),
+           inject(dcluster, 1, GHOST + 1, 5000, 3600),
+           inject(dcluster, 3, GHOST + 0x10203, 1, 7200)]
+    young = inject(dcluster, 2, GHOST + 2, 8192, 0)
+    w = Writer(os.path.join(m.path, 'w'))
+    w.start()
+    try:
+        nobj = len(object_files(dcluster))
+        # 20 objects per second: the scrub takes about a second, while w grows
+        r = report(scrub(dcluster, '--rate', '20', '--grace', '60'))
+    finally:
+        w.finish()
+    assert r['checked'] == nobj
+    assert r['iods'] == 4
+    assert (r['iod'], r['mgr']) == (3, 0)
+    assert r['bytes'] == sum(b for _p, b in old)
+    assert r['young_iod'] == 1
+    for p, _b in old:
+        assert not os.path.exists(p)
+    assert os.path.exists(young[0])
+    for name, data in live.items():
+        assert read(os.path.join(m.path, name)) == data, name
+    assert read(w.path) == bytes(w.data)
+    # through a fresh mount too (nothing cached)
+    m2 = dcluster.mount(tmp_mnt + '-2')
+    for name, data in live.items():
+        assert read(os.path.join(m2.path, name)) == data, name
+    again = report(scrub(dcluster, '--grace', '60'))
+    assert (again['iod'], again['mgr'], again['bytes']) == (0, 0, 0)
+    assert again['young_iod'] == 1
+    # with no grace the young one goes too
+    now = report(scrub(dcluster, '--grace', '0'))
+    assert (now['iod'], now['young_iod']) == (1, 0)
+    assert not os.path.exists(young[0])
+    util.cleanup(m2, m)
+
+
+def test_scrub_dry_run_changes_nothing(dcluster, tmp_mnt):
+    """--dry-run reports the orphans it would reclaim and removes none."""
+    m = dcluster.mount(tmp_mnt)
+    data = make_file(os.path.join(m.path, 'f'), MB)
+    inj = [inject(dcluster, i, GHOST + 7, 4096 * (i + 1), 600) for i in range(4)]
+    before = sorted(object_files(dcluster))
+    r = report(scrub(dcluster, '--dry-run', '--grace', '10'))
+    assert r['dry']
+    assert (r['iod'], r['mgr']) == (4, 0)
+    assert r['bytes'] == sum(b for _p, b in inj)
+    assert sorted(object_files(dcluster)) == before
+    assert read(os.path.join(m.path, 'f')) == data
+    r = report(scrub(dcluster, '--grace', '10'))
+    assert not r['dry'] and r['iod'] == 4
+    util.cleanup(m)
+
+
+def _orphan_by_dead_client(c, path):
+    """A mgr orphan with objects: a file unlinked while open, its client
+    killed (SIGKILL) before it could purge it. Returns its inode number."""
+    m = c.mount(path)
+    p = os.path.join(m.path, 'gone')
+    keep = os.path.join(m.path, 'keep')
+    data = make_file(keep, 2 * MB)
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, os.urandom(2 * MB))
+    os.fsync(fd)
+    ino = os.fstat(fd).st_ino
+    os.unlink(p)
+    m.proc.send_signal(signal.SIGKILL)
+    m.proc.wait(timeout=20)
+    try:
+        os.close(fd)
+    except OSError:
+        pass  # ENOTCONN: the client is gone
+    m.umount()
+    assert any(c.objects(ino)), 'the orphan keeps its objects'
+    return ino, data
+
+
+def test_scrub_mgr_orphans(dcluster, tmp_mnt):
+    """A mgr orphan left by a dead client: kept while the mgr that saw the
+    unlink runs (the client may still hold it open), reclaimed with its
+    objects after a mgr restart; the other file stays intact."""
+    ino, data = _orphan_by_dead_client(dcluster, tmp_mnt)
+    r = report(scrub(dcluster, '--grace', '0'))
+    assert (r['iod'], r['mgr'], r['young_mgr'], r['orphans_checked']) == (0, 0, 1, 1)
+    assert any(dcluster.objects(ino)), 'objects of a mgr orphan are not iod orphans'
+    dcluster.mgr.stop()
+    dcluster.mgr.start()
+    # unlinked before this start, but within the grace: still kept
+    r = report(scrub(dcluster, '--grace', '3600'))
+    assert (r['mgr'], r['young_mgr']) == (0, 1)
+    r = report(scrub(dcluster, '--grace', '0'))
+    assert (r['iod'], r['mgr'], r['young_mgr']) == (0, 1, 0)
+    assert r['bytes'] >= 2 * MB
+    assert not any(dcluster.objects(ino))
+    r = report(scrub(dcluster, '--grace', '0'))
+    assert (r['orphans_checked'], r['mgr']) == (0, 0)
+    m = dcluster.mount(tmp_mnt + '-2')
+    assert read(os.path.join(m.path, 'keep')) == data
+    assert not os.path.exists(os.path.join(m.path, 'gone'))
+    util.cleanup(m)
+
+
+@pytest.mark.parametrize('args,name', [
+    (['--rate', '0'], '--rate'),
+    (['--rate', 'fast'], '--rate'),
+    (['--rate', '5GB/s'], '--rate'),
+    (['--rate', '-3'], '--rate'),
+    (['--grace', '-1'], '--grace'),
+    (['--grace', '1.5'], '--grace'),
+    (['--grace', ''], '--grace'),
+    (['--timeout', '0'], '--timeout'),
+    (['--mgr', 'nohostport'], '--mgr'),
+    (['--bogus'], '--bogus'),
+    (['--rate'], '--rate'),
+    (['extra'], 'extra'),
+])
+def test_scrub_bad_arguments(args, name):
+    """A bad command line exits 2 with a message naming the argument."""
+    r = rpfs('scrub', *args)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert name in r.stderr, r.stderr
+    assert r.stdout == ''
+
+
+def test_scrub_bad_key(tmp_path):
+    """An unusable key file exits 3."""
+    r = rpfs('scrub', '--mgr', '127.0.0.1:1', '--key', str(tmp_path / 'nokey'))
+    assert r.returncode == 3, (r.returncode, r.stdout, r.stderr)
+
+
+# The mgr's statfs poll may complain about the iod that went away.
+@pytest.mark.expect_log(r'^<[34]>rpfs-mgr')
+def test_scrub_server_down(dcluster, tmp_mnt):
+    """A server down exits 1 naming it; orphans on the iods still up are
+    reclaimed, mgr orphans wait (their objects may be on the missing iod)."""
+    ino, _data = _orphan_by_dead_client(dcluster, tmp_mnt)
+    dcluster.mgr.stop()
+    dcluster.mgr.start()
+    p0, _b = inject(dcluster, 0, GHOST + 9, 4096, 600)
+    p3, _b = inject(dcluster, 3, GHOST + 9, 4096, 600)
+    dcluster.kill_iod(2)
+    r = scrub(dcluster, '--grace', '0', '--timeout', '2')
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert 'iod 2 (%s)' % util.hostport(dcluster.iod_ports[2]) in r.stderr, r.stderr
+    assert not os.path.exists(p0) and not os.path.exists(p3)
+    assert any(dcluster.objects(ino)), 'mgr orphans wait for every iod'
+    dcluster.start_iod(2)
+    r = report(scrub(dcluster, '--grace', '0'))
+    assert r['mgr'] == 1
+    dcluster.mgr.stop()
+    r = scrub(dcluster, '--timeout', '2')
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert 'mgr ' + util.hostport(dcluster.mgr_port) in r.stderr, r.stderr
+    dcluster.mgr.start()
