@@ -1334,7 +1334,7 @@ static const char *iolist_check(const struct proto_iolist *l)
 	return NULL;
 }
 
-/* Encode an IO_LIST reply (at most 21 + 32 KiB bytes). */
+/* Encode an IO_LIST reply (at most 17 + 32 KiB bytes). */
 int proto_iolist_encode(struct wbuf *w, const struct proto_iolist *l)
 {
 	if (iolist_check(l))
@@ -1525,7 +1525,7 @@ static const char *orphans_check(const struct proto_orphans *o)
 	return NULL;
 }
 
-/* Encode a SCRUB_ORPHANS reply (at most 17 + 8 KiB bytes). */
+/* Encode a SCRUB_ORPHANS reply (at most 13 + 8 KiB bytes). */
 int proto_orphans_encode(struct wbuf *w, const struct proto_orphans *o)
 {
 	if (orphans_check(o))

@@ -602,7 +602,7 @@ static void req_value(struct io_req *q)
 	req_finish(q, 0, body, (uint32_t)w.len);
 }
 
-#define OPS_SCRUB_BUF (64u << 10) /* IO_LIST body (<= 32 KiB + 21), CSUM reads */
+#define OPS_SCRUB_BUF (64u << 10) /* IO_LIST body (<= 32 KiB + 17), CSUM reads */
 
 /* The scrub buffers, allocated at the first IO_LIST or IO_CSUM and kept:
  * a scrub is rare, so an iod that is never scrubbed never pays for them. */

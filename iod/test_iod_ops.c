@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "iod_buf.h"
+#include "iod_crc.h"
 #include "iod_ops.h"
 #include "iod_store.h"
 #include "net.h"
@@ -359,6 +361,152 @@ static void test_store_space_tmpfs(void)
 		fprintf(stderr, "note: could not remove %s\n", dir);
 }
 
+
+/* ------------------------------------------------------------------ scrub */
+
+/* Send one IO_LIST / IO_CSUM request to h through the fake and return it
+ * replied (the caller frees it). */
+static struct fake *scrub_req(struct iod_ops *h, uint16_t op,
+			      const struct proto_ioreq *q)
+{
+	struct fake *f = calloc(1, sizeof(*f));
+	struct wbuf w;
+
+	wb_init(&w, f->body, sizeof(f->body));
+	if (proto_ioreq_encode(&w, op, q) < 0)
+		abort();
+	f->r.conn = fake_conn;
+	f->r.hdr.op = op;
+	f->r.body = f->body;
+	f->r.body_len = (uint32_t)w.len;
+	iod_ops_handle(&f->r, h);
+	CHECK(f->replied && !f->rejected);
+	return f;
+}
+
+/* Put a file named name (relative to objects/) into the store's directory:
+ * something that is not an object the listing must skip. */
+static void put_foreign(const char *dir, const char *sub, const char *name)
+{
+	char p[512];
+
+	snprintf(p, sizeof(p), "%s/objects/%s", dir, sub);
+	(void)mkdir(p, 0700);
+	snprintf(p, sizeof(p), "%s/objects/%s/%s", dir, sub, name);
+	FILE *fp = fopen(p, "w");
+	if (fp)
+		fclose(fp);
+}
+
+/* IO_LIST and IO_CSUM: the store's walk in cursor order with pagination,
+ * foreign files skipped; the checksum against iod_crc32c with zeros past
+ * the end; both through the handler too. */
+static void test_scrub(void)
+{
+	/* in cursor order: bucket (ino & 0xffff), then ino */
+	static const uint64_t want[] = { 1, 0x10001, 0x20001, 7, 0x100, 0x1ff,
+					 0xffff, 0x5ffff };
+	static const uint64_t put_order[] = { 0x10001, 0x5ffff, 1, 0x20001, 0x100,
+					      0xffff, 0x1ff, 7 };
+	static struct proto_obj objs[PROTO_MAX_LIST];
+	static struct proto_iolist l;
+	static uint8_t data[10000], buf[4096], exp[15000];
+	struct iod_buf_config bc = { { 1, 1, 0, 0, 0, 1 } };
+	char dir[] = "/tmp/test_iod_scrub.XXXXXX";
+	struct proto_cursor cur = { 0, 0 }, next;
+	struct iod_buf_pool *p2;
+	struct iod_store *st;
+	struct iod_ops *h;
+	uint64_t got[16], size;
+	uint32_t n, ngot = 0, crc, calls = 0;
+	const char *why;
+	struct fake *f;
+
+	CHECK(iod_crc32c(0, "123456789", 9) == 0xe3069283u);
+	CHECK(iod_crc32c(iod_crc32c(0, "1234", 4), "56789", 5) == 0xe3069283u);
+	CHECK(iod_crc32c(0, "", 0) == 0);
+	if (!mkdtemp(dir) || iod_store_open(&st, dir, 4) ||
+	    iod_buf_pool_new(&p2, &bc) || iod_ops_new(&h, loop, st, p2))
+		abort();
+	for (size_t i = 0; i < sizeof(put_order) / sizeof(put_order[0]); i++)
+		CHECK(iod_store_write(st, put_order[i], 0, data,
+				      (size_t)(put_order[i] % 5000) + 1) == 0);
+	put_foreign(dir, "01/00", "notanobject");
+	put_foreign(dir, "01/00", "0000000000000000");      /* ino 0 */
+	put_foreign(dir, "02/00", "0000000000000001");      /* wrong bucket */
+	put_foreign(dir, "01/00", "00000000000000010");     /* 17 digits */
+
+	/* pages of 3: every object once, in order, with its size */
+	do {
+		CHECK(iod_store_list(st, cur, 3, objs, &n, &next) == 0);
+		CHECK(n <= 3);
+		for (uint32_t i = 0; i < n && ngot < 16; i++) {
+			CHECK(objs[i].size == objs[i].ino % 5000 + 1);
+			CHECK(objs[i].mtime > 0);
+			got[ngot++] = objs[i].ino;
+		}
+		cur = next;
+		calls++;
+	} while (cur.bucket != PROTO_LIST_END && calls < 1000);
+	CHECK(cur.after == 0);
+	CHECK(ngot == 8 && !memcmp(got, want, sizeof(want)));
+	/* one directory budget (4096 buckets) per call: 16 calls at least */
+	CHECK(calls >= 16);
+	/* resuming inside a bucket */
+	cur = (struct proto_cursor){ 1, 1 };
+	CHECK(iod_store_list(st, cur, 2, objs, &n, &next) == 0);
+	CHECK(n == 2 && objs[0].ino == 0x10001 && objs[1].ino == 0x20001);
+	CHECK(next.bucket == 2 && next.after == 0); /* bucket 1 is done */
+	CHECK(iod_store_list(st, cur, 1, objs, &n, &next) == 0);
+	CHECK(n == 1 && objs[0].ino == 0x10001);
+	CHECK(next.bucket == 1 && next.after == 0x10001); /* 0x20001 is left */
+	CHECK(iod_store_list(st, (struct proto_cursor){ PROTO_LIST_END + 1, 0 }, 2,
+			     objs, &n, &next) == -EINVAL);
+
+	/* checksums: whole object, a range past its end, chunked reads */
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + 3);
+	CHECK(iod_store_write(st, 42, 0, data, sizeof(data)) == 0);
+	CHECK(iod_store_csum(st, 42, 0, sizeof(data), buf, sizeof(buf), &crc,
+			     &size) == 0);
+	CHECK(size == sizeof(data) && crc == iod_crc32c(0, data, sizeof(data)));
+	memcpy(exp, data + 5000, 5000); /* exp[5000..] stays zero */
+	CHECK(iod_store_csum(st, 42, 5000, sizeof(exp), buf, sizeof(buf), &crc,
+			     &size) == 0);
+	CHECK(crc == iod_crc32c(0, exp, sizeof(exp)));
+	CHECK(iod_store_csum(st, 4242, 0, 10, buf, sizeof(buf), &crc, &size) ==
+	      -ENOENT);
+
+	/* through the handler */
+	mode_sync = 1;
+	f = scrub_req(h, PROTO_OP_IO_CSUM,
+		      &(struct proto_ioreq){ .ino = 42, .off = 5000,
+					     .len = sizeof(exp) });
+	struct proto_csum cs;
+	CHECK(f->status == 0 && proto_csum_decode(f->rep, f->rep_len, &cs, &why) == 0);
+	CHECK(cs.crc == iod_crc32c(0, exp, sizeof(exp)) && cs.size == sizeof(data));
+	free(f);
+	f = scrub_req(h, PROTO_OP_IO_CSUM, &(struct proto_ioreq){ .ino = 4242,
+								  .off = 0, .len = 1 });
+	CHECK(f->status == -ENOENT && f->rep_len == 0);
+	free(f);
+	f = scrub_req(h, PROTO_OP_IO_LIST,
+		      &(struct proto_ioreq){ .cursor = { 0, 0 }, .max = 3 });
+	CHECK(f->status == 0 && proto_iolist_decode(f->rep, f->rep_len, &l, &why) == 0);
+	CHECK(l.n == 3 && !l.eof && l.objs[0].ino == 1 && l.objs[2].ino == 0x20001);
+	CHECK(l.next.bucket == 2 && l.next.after == 0);
+	free(f);
+	CHECK(bad_calls == 0);
+
+	iod_ops_free(h);
+	iod_store_close(st);
+	iod_buf_pool_free(p2);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "note: could not remove %s\n", dir);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/test_iod_ops.XXXXXX";
@@ -434,6 +582,7 @@ int main(void)
 	CHECK(m->replied && !m->rejected && m->status == -EOPNOTSUPP);
 	free(m);
 
+	test_scrub();
 	iod_ops_free(ops);
 	iod_store_close(st);
 	iod_buf_pool_free(pool);

@@ -179,6 +179,73 @@ static void fuzz_lockrep(const uint8_t *b, size_t len)
 	same(&w, proto_lockrep_encode(&w, &r), b, len);
 }
 
+/* IO_LIST reply: decode, re-encode. */
+static void fuzz_iolist(const uint8_t *b, size_t len)
+{
+	static struct proto_iolist l;
+	struct wbuf w;
+	const char *why;
+
+	if (proto_iolist_decode(b, len, &l, &why))
+		return;
+	if (l.n > PROTO_MAX_LIST)
+		abort();
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_iolist_encode(&w, &l), b, len);
+}
+
+/* IO_CSUM reply: decode, re-encode. */
+static void fuzz_csum(const uint8_t *b, size_t len)
+{
+	struct proto_csum c;
+	struct wbuf w;
+	const char *why;
+
+	if (proto_csum_decode(b, len, &c, &why))
+		return;
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_csum_encode(&w, &c), b, len);
+}
+
+/* Scrub request of op: decode, re-encode. */
+static void fuzz_scrubq(uint16_t op, const uint8_t *b, size_t len)
+{
+	struct proto_scrubq q;
+	struct wbuf w;
+	const char *why;
+
+	if (proto_scrubq_decode(b, len, op, &q, &why))
+		return;
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_scrubq_encode(&w, op, &q), b, len);
+}
+
+/* SCRUB_INOS reply: decode, re-encode. */
+static void fuzz_inostate(const uint8_t *b, size_t len)
+{
+	struct proto_inostate s;
+	struct wbuf w;
+	const char *why;
+
+	if (proto_inostate_decode(b, len, &s, &why))
+		return;
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_inostate_encode(&w, &s), b, len);
+}
+
+/* SCRUB_ORPHANS reply: decode, re-encode. */
+static void fuzz_orphans(const uint8_t *b, size_t len)
+{
+	static struct proto_orphans o;
+	struct wbuf w;
+	const char *why;
+
+	if (proto_orphans_decode(b, len, &o, &why))
+		return;
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_orphans_encode(&w, &o), b, len);
+}
+
 /* Layout text: parse, format, parse again to the same layout. */
 static void fuzz_layout(const uint8_t *b, size_t len)
 {
@@ -225,7 +292,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		aux = aux << 8 | hb[40 + i];
 	}
 	(void)proto_op_name(op);
-	switch (data[0] % 10) {
+	switch (data[0] % 15) {
 	case 0: fuzz_mreq(op, body, blen); break;
 	case 1: fuzz_mrep(op, body, blen); break;
 	case 2: fuzz_mount(body, blen); break;
@@ -236,6 +303,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 7: fuzz_ioval(body, blen); break;
 	case 8: fuzz_lock(op, body, blen); break;
 	case 9: fuzz_lockrep(body, blen); break;
+	case 10: fuzz_iolist(body, blen); break;
+	case 11: fuzz_csum(body, blen); break;
+	case 12: fuzz_scrubq(op, body, blen); break;
+	case 13: fuzz_inostate(body, blen); break;
+	case 14: fuzz_orphans(body, blen); break;
 	}
 	return 0;
 }

@@ -1787,6 +1787,314 @@ static void test_lock(void)
 				&why) == -EOPNOTSUPP, "LOCK is not an mreq");
 }
 
+/* ------------------------------------------------------------------ scrub */
+
+/* Every strict prefix of the len bytes in gbuf fails to decode with
+ * -EBADMSG (dec: a decoder of a body, 0 or -errno). */
+#define CHECK_CUTS(len, ctx, dec)                                            \
+	do {                                                                 \
+		for (size_t k_ = 0; k_ < (len); k_++) {                      \
+			uint8_t *c_ = dup_exact(gbuf, k_);                   \
+			const uint8_t *cut = c_;                             \
+			size_t cutlen = k_;                                  \
+			int r_ = (dec);                                      \
+			CHECK(r_ == -EBADMSG, "%s cut %zu: %d", (ctx), k_, r_); \
+			free(c_);                                            \
+			(void)cut;                                           \
+			(void)cutlen;                                        \
+		}                                                            \
+	} while (0)
+
+/* IO_LIST and IO_CSUM requests: bytes, round trip, limits. */
+static void test_scrub_ioreq(void)
+{
+	static struct proto_seg out[PROTO_MAX_SEGS];
+	struct proto_ioreq q, d;
+	struct wbuf w;
+	const char *why;
+	int rc;
+
+	q = (struct proto_ioreq){ .cursor = { 0x1234, 0xab0000001234ull },
+				  .max = PROTO_MAX_LIST, .ino = 99 };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_ioreq_encode(&w, PROTO_OP_IO_LIST, &q);
+	CHECK(rc == 0 && w.len == 16, "list enc rc %d len %zu", rc, w.len);
+	CHECK(gbuf[0] == 0x34 && gbuf[1] == 0x12 && gbuf[4] == 0x34 &&
+	      gbuf[9] == 0xab && gbuf[12] == 0x00 && gbuf[13] == 0x04,
+	      "list bytes");
+	rc = proto_ioreq_decode(gbuf, w.len, PROTO_OP_IO_LIST, 0, &d, out, &why);
+	CHECK(rc == 0 && d.cursor.bucket == 0x1234 &&
+	      d.cursor.after == 0xab0000001234ull && d.max == PROTO_MAX_LIST &&
+	      d.ino == 0, "list dec rc %d", rc);
+	CHECK_CUTS(w.len, "list", proto_ioreq_decode(cut, cutlen, PROTO_OP_IO_LIST,
+						     0, &d, out, &why));
+	gbuf[16] = 0;
+	rc = proto_ioreq_decode(gbuf, 17, PROTO_OP_IO_LIST, 0, &d, out, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "list trailing");
+	gbuf[12] = 0;
+	gbuf[13] = 0; /* max 0 */
+	rc = proto_ioreq_decode(gbuf, 16, PROTO_OP_IO_LIST, 0, &d, out, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "max", "list max 0");
+	gbuf[12] = 1;
+	gbuf[13] = 4; /* max 1025 */
+	rc = proto_ioreq_decode(gbuf, 16, PROTO_OP_IO_LIST, 0, &d, out, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "max", "list max 1025");
+	gbuf[12] = 1;
+	gbuf[13] = 0;
+	gbuf[0] = 1;
+	gbuf[1] = 0;
+	gbuf[2] = 1; /* bucket 65537 */
+	rc = proto_ioreq_decode(gbuf, 16, PROTO_OP_IO_LIST, 0, &d, out, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "cursor", "list bucket");
+	gbuf[0] = 0; /* bucket 65536: the end, valid */
+	rc = proto_ioreq_decode(gbuf, 16, PROTO_OP_IO_LIST, 0, &d, out, &why);
+	CHECK(rc == 0 && d.cursor.bucket == PROTO_LIST_END, "list end %d", rc);
+	q.max = 0;
+	CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_LIST, &q) == -EINVAL, "enc max 0");
+	q.max = PROTO_MAX_LIST + 1;
+	CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_LIST, &q) == -EINVAL, "enc max");
+	q.max = 1;
+	q.cursor.bucket = PROTO_LIST_END + 1;
+	CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_LIST, &q) == -EINVAL, "enc bucket");
+
+	q = (struct proto_ioreq){ .ino = 0x0102030405060708ull, .off = 1ull << 40,
+				  .len = PROTO_MAX_CSUM_LEN };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_ioreq_encode(&w, PROTO_OP_IO_CSUM, &q);
+	CHECK(rc == 0 && w.len == 24 && gbuf[0] == 8 && gbuf[13] == 1 &&
+	      gbuf[18] == 0x40, "csum enc rc %d len %zu", rc, w.len);
+	rc = proto_ioreq_decode(gbuf, w.len, PROTO_OP_IO_CSUM, 0, &d, out, &why);
+	CHECK(rc == 0 && d.ino == q.ino && d.off == q.off && d.len == q.len,
+	      "csum dec %d", rc);
+	CHECK_CUTS(w.len, "csum", proto_ioreq_decode(cut, cutlen, PROTO_OP_IO_CSUM,
+						     0, &d, out, &why));
+	gbuf[16]++; /* len 4 MiB + 1 */
+	rc = proto_ioreq_decode(gbuf, 24, PROTO_OP_IO_CSUM, 0, &d, out, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "range", "csum len");
+	memset(gbuf + 16, 0, 8); /* len 0 */
+	rc = proto_ioreq_decode(gbuf, 24, PROTO_OP_IO_CSUM, 0, &d, out, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "range", "csum len 0");
+	q.len = PROTO_MAX_CSUM_LEN + 1;
+	CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_CSUM, &q) == -EINVAL, "enc csum len");
+	q.len = 1;
+	q.off = UINT64_MAX;
+	CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_CSUM, &q) == -EINVAL, "enc csum off");
+}
+
+/* IO_LIST and IO_CSUM replies: bytes, round trip, every rejection. */
+static void test_scrub_ioreps(void)
+{
+	static struct proto_iolist l, d;
+	struct proto_csum cs = { 0xe3069283u, 12345 }, cd;
+	struct wbuf w;
+	const char *why;
+	uint8_t *cp;
+	int rc;
+
+	memset(&l, 0, sizeof(l));
+	l.n = 3;
+	l.next = (struct proto_cursor){ 0x22, 0x10022 };
+	l.objs[0] = (struct proto_obj){ 0x22, 0, 0, 1700000000 };
+	l.objs[1] = (struct proto_obj){ 0x10022, 1ull << 62, PROTO_MAX_BLOCKS, -5 };
+	l.objs[2] = (struct proto_obj){ 0x30022, 4096, 8, 0 };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_iolist_encode(&w, &l);
+	CHECK(rc == 0 && w.len == 17 + 3 * 32, "iolist enc %d %zu", rc, w.len);
+	CHECK(gbuf[0] == 3 && gbuf[4] == 0 && gbuf[5] == 0x22 && gbuf[9] == 0x22 &&
+	      gbuf[11] == 1 && gbuf[17] == 0x22, "iolist bytes");
+	cp = dup_exact(gbuf, w.len);
+	rc = proto_iolist_decode(cp, w.len, &d, &why);
+	CHECK(rc == 0 && d.n == 3 && !d.eof && d.next.bucket == 0x22 &&
+	      d.next.after == 0x10022 && !memcmp(d.objs, l.objs, 3 * sizeof(l.objs[0])),
+	      "iolist dec %d", rc);
+	free(cp);
+	CHECK_CUTS(w.len, "iolist", proto_iolist_decode(cut, cutlen, &d, &why));
+	gbuf[w.len] = 0;
+	rc = proto_iolist_decode(gbuf, w.len + 1, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "n", "iolist trailing");
+	gbuf[4] = 1; /* eof with a cursor that is not the end */
+	rc = proto_iolist_decode(gbuf, w.len, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "eof", "iolist eof");
+	gbuf[4] = 2;
+	rc = proto_iolist_decode(gbuf, w.len, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "next", "iolist eof 2");
+	gbuf[4] = 0;
+	gbuf[17] = 0; /* objs[0].ino 0x22 -> 0 */
+	rc = proto_iolist_decode(gbuf, w.len, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "obj.ino", "iolist ino 0");
+	gbuf[17] = 0x22;
+	gbuf[17 + 32 + 8]++; /* objs[1].size 2^62 + 1 */
+	rc = proto_iolist_decode(gbuf, w.len, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "obj.size", "iolist size");
+	gbuf[17 + 32 + 8]--;
+	gbuf[17 + 32 + 16]++; /* objs[1].blocks PROTO_MAX_BLOCKS + 1 */
+	rc = proto_iolist_decode(gbuf, w.len, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "obj.blocks", "iolist blocks");
+	l.n = PROTO_MAX_LIST + 1;
+	CHECK(proto_iolist_encode(&w, &l) == -EINVAL, "iolist enc n");
+	/* the end, empty; and a full batch of PROTO_MAX_LIST */
+	memset(&l, 0, sizeof(l));
+	l.eof = 1;
+	l.next.bucket = PROTO_LIST_END;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_iolist_encode(&w, &l);
+	CHECK(rc == 0 && w.len == 17, "iolist end enc");
+	rc = proto_iolist_decode(gbuf, w.len, &d, &why);
+	CHECK(rc == 0 && d.eof && d.n == 0, "iolist end dec %d", rc);
+	l.eof = 0;
+	CHECK(proto_iolist_encode(&w, &l) == -EINVAL, "iolist end without eof");
+	l.eof = 1;
+	l.n = PROTO_MAX_LIST;
+	for (uint32_t i = 0; i < l.n; i++)
+		l.objs[i] = (struct proto_obj){ i + 1, i, i, i };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_iolist_encode(&w, &l);
+	CHECK(rc == 0 && w.len == 17 + 32 * PROTO_MAX_LIST, "iolist full %d", rc);
+	rc = proto_iolist_decode(gbuf, w.len, &d, &why);
+	CHECK(rc == 0 && d.n == PROTO_MAX_LIST && d.objs[1023].ino == 1024,
+	      "iolist full dec %d", rc);
+	gbuf[0] = 1; /* n 1025 */
+	gbuf[1] = 4;
+	rc = proto_iolist_decode(gbuf, w.len, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "n", "iolist n 1025");
+
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_csum_encode(&w, &cs);
+	CHECK(rc == 0 && w.len == 12 && gbuf[0] == 0x83 && gbuf[3] == 0xe3 &&
+	      gbuf[4] == 0x39 && gbuf[5] == 0x30, "csum rep enc");
+	rc = proto_csum_decode(gbuf, 12, &cd, &why);
+	CHECK(rc == 0 && cd.crc == cs.crc && cd.size == cs.size, "csum rep dec");
+	CHECK_CUTS(12, "csum rep", proto_csum_decode(cut, cutlen, &cd, &why));
+	rc = proto_csum_decode(gbuf, 13, &cd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "csum rep trailing");
+	cs.size = (1ull << 62) + 1;
+	CHECK(proto_csum_encode(&w, &cs) == -EINVAL, "csum rep enc size");
+	memset(gbuf + 4, 0xff, 8);
+	rc = proto_csum_decode(gbuf, 12, &cd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "size", "csum rep size");
+}
+
+/* The mgr's scrub service: requests and replies. */
+static void test_scrub_mgr(void)
+{
+	static struct proto_orphans o, od;
+	static uint64_t many[PROTO_MAX_INOS + 1];
+	struct proto_scrubq q, d;
+	struct proto_inostate s, sd;
+	struct wbuf w;
+	const char *why;
+	int rc;
+
+	q = (struct proto_scrubq){ .inos = { 3, some_inos, NULL } };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_scrubq_encode(&w, PROTO_OP_SCRUB_INOS, &q);
+	CHECK(rc == 0 && w.len == 4 + 24 && gbuf[0] == 3 && gbuf[12] == 0x11,
+	      "inos enc %d", rc);
+	rc = proto_scrubq_decode(gbuf, w.len, PROTO_OP_SCRUB_INOS, &d, &why);
+	CHECK(rc == 0 && d.inos.n == 3 && proto_inos_at(&d.inos, 2) == UINT64_MAX &&
+	      d.max == 0 && d.cookie == 0, "inos dec %d", rc);
+	CHECK_CUTS(w.len, "inos", proto_scrubq_decode(cut, cutlen, PROTO_OP_SCRUB_INOS,
+						      &d, &why));
+	rc = proto_scrubq_decode(gbuf, w.len + 1, PROTO_OP_SCRUB_INOS, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "inos trailing");
+	for (uint32_t i = 0; i <= PROTO_MAX_INOS; i++)
+		many[i] = i + 1;
+	q.inos = (struct proto_inos){ PROTO_MAX_INOS + 1, many, NULL };
+	CHECK(proto_scrubq_encode(&w, PROTO_OP_SCRUB_INOS, &q) == -EINVAL, "inos 257");
+	q.inos.n = 0;
+	CHECK(proto_scrubq_encode(&w, PROTO_OP_SCRUB_INOS, &q) == -EINVAL, "inos 0");
+	memset(gbuf, 0, 4);
+	rc = proto_scrubq_decode(gbuf, 4, PROTO_OP_SCRUB_INOS, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "inos", "inos n 0");
+
+	q = (struct proto_scrubq){ .cookie = 0x0807060504030201ull, .max = 256 };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_scrubq_encode(&w, PROTO_OP_SCRUB_ORPHANS, &q);
+	CHECK(rc == 0 && w.len == 12 && gbuf[0] == 1 && gbuf[9] == 1, "orph enc %d", rc);
+	rc = proto_scrubq_decode(gbuf, w.len, PROTO_OP_SCRUB_ORPHANS, &d, &why);
+	CHECK(rc == 0 && d.cookie == q.cookie && d.max == 256 && d.inos.n == 0,
+	      "orph dec %d", rc);
+	CHECK_CUTS(w.len, "orph", proto_scrubq_decode(cut, cutlen,
+						      PROTO_OP_SCRUB_ORPHANS, &d, &why));
+	gbuf[8] = 1; /* max 257 */
+	rc = proto_scrubq_decode(gbuf, 12, PROTO_OP_SCRUB_ORPHANS, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "max", "orph max 257");
+	gbuf[8] = 0;
+	gbuf[9] = 0; /* max 0 */
+	rc = proto_scrubq_decode(gbuf, 12, PROTO_OP_SCRUB_ORPHANS, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "max", "orph max 0");
+	q.max = 0;
+	CHECK(proto_scrubq_encode(&w, PROTO_OP_SCRUB_ORPHANS, &q) == -EINVAL, "enc max 0");
+	q.max = 1;
+	CHECK(proto_scrubq_encode(&w, PROTO_OP_LOOKUP, &q) == -EINVAL, "enc op");
+	CHECK(proto_scrubq_decode(gbuf, 12, PROTO_OP_IO_LIST, &d, &why) == -EOPNOTSUPP,
+	      "dec op");
+	CHECK(proto_mreq_decode(gbuf, 12, PROTO_OP_SCRUB_ORPHANS,
+				&(struct proto_mreq){ 0 }, &why) == -EOPNOTSUPP,
+	      "SCRUB_ORPHANS is not an mreq");
+
+	s.n = 3;
+	s.st[0] = PROTO_INO_NONE;
+	s.st[1] = PROTO_INO_LIVE;
+	s.st[2] = PROTO_INO_ORPHAN;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_inostate_encode(&w, &s);
+	CHECK(rc == 0 && w.len == 7 && gbuf[0] == 3 && gbuf[4] == 0 && gbuf[5] == 1 &&
+	      gbuf[6] == 2, "state enc %d", rc);
+	rc = proto_inostate_decode(gbuf, 7, &sd, &why);
+	CHECK(rc == 0 && sd.n == 3 && sd.st[2] == PROTO_INO_ORPHAN, "state dec %d", rc);
+	CHECK_CUTS(7, "state", proto_inostate_decode(cut, cutlen, &sd, &why));
+	rc = proto_inostate_decode(gbuf, 8, &sd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "n", "state trailing");
+	gbuf[6] = 3;
+	rc = proto_inostate_decode(gbuf, 7, &sd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "state", "state 3");
+	s.st[2] = 3;
+	CHECK(proto_inostate_encode(&w, &s) == -EINVAL, "state enc 3");
+	s.n = 0;
+	CHECK(proto_inostate_encode(&w, &s) == -EINVAL, "state enc n 0");
+
+	memset(&o, 0, sizeof(o));
+	o.boot_ns = 1700000000123456789ll;
+	o.n = 2;
+	o.eof = 1;
+	o.o[0] = (struct proto_orphan){ 5, 100, 8, 1600000000000000000ll };
+	o.o[1] = (struct proto_orphan){ 6, 0, PROTO_MAX_BLOCKS, -1 };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_orphans_encode(&w, &o);
+	CHECK(rc == 0 && w.len == 13 + 64 && gbuf[0] == 0x15 && gbuf[8] == 2 &&
+	      gbuf[12] == 1 && gbuf[13] == 5, "orphans enc %d %zu", rc, w.len);
+	rc = proto_orphans_decode(gbuf, w.len, &od, &why);
+	CHECK(rc == 0 && od.boot_ns == o.boot_ns && od.n == 2 && od.eof &&
+	      !memcmp(od.o, o.o, 2 * sizeof(o.o[0])), "orphans dec %d", rc);
+	CHECK_CUTS(w.len, "orphans", proto_orphans_decode(cut, cutlen, &od, &why));
+	rc = proto_orphans_decode(gbuf, w.len + 1, &od, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "n", "orphans trailing");
+	gbuf[12] = 2;
+	rc = proto_orphans_decode(gbuf, w.len, &od, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "eof", "orphans eof 2");
+	gbuf[12] = 1;
+	gbuf[13 + 32] = 5; /* ino 6 -> 5: not ascending */
+	rc = proto_orphans_decode(gbuf, w.len, &od, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "orphan.ino", "orphans order");
+	gbuf[13 + 32] = 6;
+	gbuf[13 + 32 + 16]++; /* blocks PROTO_MAX_BLOCKS + 1 */
+	rc = proto_orphans_decode(gbuf, w.len, &od, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "orphan.blocks", "orphans blocks");
+	o.o[0].ino = 0;
+	CHECK(proto_orphans_encode(&w, &o) == -EINVAL, "orphans enc ino 0");
+	o.o[0].ino = 5;
+	o.n = PROTO_MAX_INOS + 1;
+	CHECK(proto_orphans_encode(&w, &o) == -EINVAL, "orphans enc n");
+
+	CHECK(strcmp(proto_op_name(PROTO_OP_IO_LIST), "IO_LIST") == 0 &&
+	      strcmp(proto_op_name(PROTO_OP_IO_CSUM), "IO_CSUM") == 0 &&
+	      strcmp(proto_op_name(PROTO_OP_SCRUB_INOS), "SCRUB_INOS") == 0 &&
+	      strcmp(proto_op_name(PROTO_OP_SCRUB_ORPHANS), "SCRUB_ORPHANS") == 0 &&
+	      strcmp(proto_op_name(PROTO_OP_IO_LAST), "op#52") == 0 &&
+	      strcmp(proto_op_name(PROTO_OP_SCRUB_LAST), "op#62") == 0, "scrub names");
+}
+
 /* ------------------------------------------------------ fuzz seed corpus */
 
 /* One seed file: selector byte, 48-byte header, body (see fuzz_proto.c). */
@@ -1811,6 +2119,49 @@ static int write_seed(const char *dir, const char *name, uint8_t sel,
 		return -EIO;
 	}
 	return close(fd) ? -errno : 0;
+}
+
+/* Seeds of the scrub bodies (selectors 10..14 of fuzz_proto.c). */
+static int write_scrub_seeds(const char *dir)
+{
+	static struct proto_iolist l;
+	static struct proto_orphans o;
+	struct proto_csum cs = { 0xe3069283u, 1 << 20 };
+	struct proto_inostate s = { 3, { 0, 1, 2 } };
+	struct proto_scrubq qi = { .inos = { 3, some_inos, NULL } };
+	struct proto_scrubq qo = { .cookie = 5, .max = 256 };
+	struct wbuf w;
+	int rc = 0;
+
+	l.n = 2;
+	l.next = (struct proto_cursor){ 0x22, 0x10022 };
+	l.objs[0] = (struct proto_obj){ 0x22, 65536, 128, 1700000000 };
+	l.objs[1] = (struct proto_obj){ 0x10022, 1, 8, 1700000001 };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_iolist_encode(&w, &l);
+	rc |= write_seed(dir, "iolist", 10, PROTO_OP_IO_LIST, 0, 0, gbuf, w.len);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_csum_encode(&w, &cs);
+	rc |= write_seed(dir, "csum", 11, PROTO_OP_IO_CSUM, 0, 0, gbuf, w.len);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_scrubq_encode(&w, PROTO_OP_SCRUB_INOS, &qi);
+	rc |= write_seed(dir, "scrubq-SCRUB_INOS", 12, PROTO_OP_SCRUB_INOS, 0, 0,
+			 gbuf, w.len);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_scrubq_encode(&w, PROTO_OP_SCRUB_ORPHANS, &qo);
+	rc |= write_seed(dir, "scrubq-SCRUB_ORPHANS", 12, PROTO_OP_SCRUB_ORPHANS, 0,
+			 0, gbuf, w.len);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_inostate_encode(&w, &s);
+	rc |= write_seed(dir, "inostate", 13, PROTO_OP_SCRUB_INOS, 0, 0, gbuf, w.len);
+	o.boot_ns = 1700000000000000000ll;
+	o.n = 1;
+	o.eof = 1;
+	o.o[0] = (struct proto_orphan){ 7, 4096, 8, 1600000000000000000ll };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_orphans_encode(&w, &o);
+	rc |= write_seed(dir, "orphans", 14, PROTO_OP_SCRUB_ORPHANS, 0, 0, gbuf, w.len);
+	return rc;
 }
 
 /* Write a valid message of every class into dir. */
@@ -1855,7 +2206,8 @@ static int write_corpus(const char *dir)
 					  .inos = { 3, some_inos, NULL },
 					  .off = 4096, .len = 65536,
 					  .mode = PROTO_FALLOC_PUNCH_HOLE |
-						  PROTO_FALLOC_KEEP_SIZE };
+						  PROTO_FALLOC_KEEP_SIZE,
+					  .cursor = { 0x22, 0x10022 }, .max = 256 };
 		wb_init(&w, gbuf, sizeof(gbuf));
 		proto_ioreq_encode(&w, op, &q);
 		snprintf(name, sizeof(name), "ioreq-%s", proto_op_name(op));
@@ -1893,6 +2245,7 @@ static int write_corpus(const char *dir)
 		proto_lockrep_encode(&w, &lr);
 		rc |= write_seed(dir, "lockrep", 9, PROTO_OP_LOCK, 0, 0, gbuf, w.len);
 	}
+	rc |= write_scrub_seeds(dir);
 	return rc ? -EIO : 0;
 }
 
@@ -1918,5 +2271,8 @@ int main(int argc, char **argv)
 	test_lock();
 	test_layout();
 	test_op_names();
+	test_scrub_ioreq();
+	test_scrub_ioreps();
+	test_scrub_mgr();
 	return check_summary("test_proto");
 }
