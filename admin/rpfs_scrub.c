@@ -65,7 +65,8 @@ struct scrub_ctx {
 	struct net_client *cl;
 	struct net_conn *mgr;
 	struct net_conn *iod[PROTO_MAX_IODS];
-	char iod_addr[PROTO_MAX_IODS][PROTO_MAX_HOST + 24];
+	char mgr_addr[PROTO_MAX_HOST + 24];   /* "mgr HOST:PORT" */
+	char iod_addr[PROTO_MAX_IODS][PROTO_MAX_HOST + 24]; /* "iod N (HOST:PORT)" */
 	uint16_t niods;
 	time_t now;         /* when the scrub started: the grace counts from it */
 	uint8_t req[PROTO_MAX_BODY], rep[PROTO_MAX_BODY];
@@ -278,11 +279,13 @@ static int call_remove(struct scrub_ctx *x, uint16_t i, uint32_t n)
 				    &len);
 }
 
-/* Report a failed call against a server (and remember the failure). */
-static void scrub_fail(struct scrub_ctx *x, const char *what, const char *addr,
+/* Report a failed operation (NULL: connecting) at a server, "mgr
+ * HOST:PORT" or "iod N (HOST:PORT)", and remember the failure. */
+static void scrub_fail(struct scrub_ctx *x, const char *server, const char *op,
 		       int rc)
 {
-	fprintf(stderr, "rpfs scrub: %s %s: %s\n", what, addr, strerror(-rc));
+	fprintf(stderr, "rpfs scrub: %s%s%s: %s\n", server, op ? ": " : "",
+		op ? op : "", strerror(-rc));
 	x->report.failed = 1;
 }
 
@@ -298,7 +301,7 @@ static int scrub_batch(struct scrub_ctx *x, uint16_t i)
 		x->inos[k] = l->objs[k].ino;
 	rc = call_inos(x, l->n);
 	if (rc) {
-		scrub_fail(x, "SCRUB_INOS at the mgr", x->iod_addr[i], rc);
+		scrub_fail(x, x->mgr_addr, "SCRUB_INOS", rc);
 		return rc;
 	}
 	for (uint32_t k = 0; k < l->n; k++) {
@@ -320,7 +323,7 @@ static int scrub_batch(struct scrub_ctx *x, uint16_t i)
 		return 0;
 	rc = call_remove(x, i, n);
 	if (rc)
-		scrub_fail(x, "IO_REMOVE_MANY at iod", x->iod_addr[i], rc);
+		scrub_fail(x, x->iod_addr[i], "IO_REMOVE_MANY", rc);
 	return rc;
 }
 
@@ -341,7 +344,7 @@ static int scrub_iod(struct scrub_ctx *x, uint16_t i)
 		if (rc == 0)
 			rc = proto_iolist_decode(x->rep, len, &x->list, &why);
 		if (rc) {
-			scrub_fail(x, "IO_LIST at iod", x->iod_addr[i], rc);
+			scrub_fail(x, x->iod_addr[i], "IO_LIST", rc);
 			return rc;
 		}
 		if (x->list.n) {
@@ -382,7 +385,7 @@ static int reclaim_orphans(struct scrub_ctx *x, uint32_t n,
 	for (uint16_t i = 0; i < x->niods; i++) {
 		rc = call_remove(x, i, n);
 		if (rc) {
-			scrub_fail(x, "IO_REMOVE_MANY at iod", x->iod_addr[i], rc);
+			scrub_fail(x, x->iod_addr[i], "IO_REMOVE_MANY", rc);
 			return rc;
 		}
 	}
@@ -390,7 +393,7 @@ static int reclaim_orphans(struct scrub_ctx *x, uint32_t n,
 	if (rc == 0)
 		rc = call_inos(x, n);
 	if (rc) {
-		scrub_fail(x, "PURGE_MANY at the mgr", "", rc);
+		scrub_fail(x, x->mgr_addr, "PURGE_MANY", rc);
 		return rc;
 	}
 	for (uint32_t k = 0; k < n; k++) {
@@ -421,7 +424,7 @@ static int scrub_orphans(struct scrub_ctx *x)
 		if (rc == 0)
 			rc = proto_orphans_decode(x->rep, len, &x->orphans, &why);
 		if (rc) {
-			scrub_fail(x, "SCRUB_ORPHANS at the mgr", "", rc);
+			scrub_fail(x, x->mgr_addr, "SCRUB_ORPHANS", rc);
 			return rc;
 		}
 		n = 0;
@@ -453,7 +456,6 @@ static int scrub_orphans(struct scrub_ctx *x)
 /* Connect to the mgr and learn the iod table. @return ADM_* (reported) */
 static int scrub_connect(struct scrub_ctx *x, struct net_opts *no)
 {
-	char addr[PROTO_MAX_HOST + 8];
 	int rc;
 
 	no->timeout_ms = (int)(x->a.timeout * 1000);
@@ -462,12 +464,13 @@ static int scrub_connect(struct scrub_ctx *x, struct net_opts *no)
 		fprintf(stderr, "rpfs scrub: %s\n", strerror(-rc));
 		return ADM_FAIL;
 	}
-	snprintf(addr, sizeof(addr), "%s:%u", x->a.host, x->a.port);
+	snprintf(x->mgr_addr, sizeof(x->mgr_addr), "mgr %s:%u", x->a.host,
+		 x->a.port);
 	rc = net_conn_new(x->cl, x->a.host, x->a.port, &x->mgr);
 	if (rc == 0)
 		rc = adm_call_mount(x->mgr, x->req, x->rep, &x->mt);
 	if (rc) {
-		fprintf(stderr, "rpfs scrub: mgr %s: %s\n", addr, strerror(-rc));
+		scrub_fail(x, x->mgr_addr, NULL, rc);
 		return ADM_FAIL;
 	}
 	x->niods = x->mt.niods;
@@ -476,12 +479,12 @@ static int scrub_connect(struct scrub_ctx *x, struct net_opts *no)
 
 		snprintf(host, sizeof(host), "%.*s", (int)x->mt.iods[i].host.len,
 			 x->mt.iods[i].host.p);
-		snprintf(x->iod_addr[i], sizeof(x->iod_addr[i]), "%u (%s:%u)", i,
+		snprintf(x->iod_addr[i], sizeof(x->iod_addr[i]), "iod %u (%s:%u)", i,
 			 host, x->mt.iods[i].port);
 		rc = net_conn_new(x->cl, host, x->mt.iods[i].port, &x->iod[i]);
 		if (rc) { /* reported; the other iods are still scrubbed */
 			x->iod[i] = NULL;
-			scrub_fail(x, "iod", x->iod_addr[i], rc);
+			scrub_fail(x, x->iod_addr[i], NULL, rc);
 		}
 	}
 	return ADM_OK;

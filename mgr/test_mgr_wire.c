@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -45,6 +46,16 @@ static uint32_t rep_len;
 static const struct proto_cred root_c = { 0, 0, 0, { 0 } };
 static const struct proto_cred user_c = { 1000, 1000, 0, { 0 } };
 static const struct proto_cred other_c = { 2000, 2000, 0, { 0 } };
+
+/* The current time (CLOCK_REALTIME), as the mgr stamps inodes. */
+static void mgr_now_ns(struct proto_time *t)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	t->sec = ts.tv_sec;
+	t->nsec = (uint32_t)ts.tv_nsec;
+}
 
 /* Encode m for op, run it, decode the reply. @return status or -errno */
 static int call(uint16_t op, struct proto_mreq *m, struct proto_mrep *p)
@@ -310,6 +321,100 @@ static void run_ops(void)
 	CHECK_RC(call(PROTO_OP_UNLINK, &m, &p), -EISDIR);
 }
 
+/* One scrub service exchange: body q for op, reply into repbuf.
+ * @return status or -errno */
+static int scrub_call(uint16_t op, const struct proto_scrubq *q)
+{
+	struct net_call c = { 0 };
+	struct wbuf w;
+	int rc;
+
+	wb_init(&w, reqbuf, sizeof(reqbuf));
+	rc = proto_scrubq_encode(&w, op, q);
+	if (rc)
+		return rc;
+	c.op = op;
+	c.body = reqbuf;
+	c.body_len = (uint32_t)w.len;
+	c.rep_buf = repbuf;
+	c.rep_cap = sizeof(repbuf);
+	rc = net_call_run(conn, &c);
+	rep_len = c.rep_len;
+	return rc ? rc : c.status;
+}
+
+/* SCRUB_INOS tells live, orphan and unknown inodes apart; SCRUB_ORPHANS
+ * walks the orphan table in pages; a malformed body closes the connection. */
+static void scrub_ops(void)
+{
+	static struct proto_orphans o;
+	struct proto_inostate s;
+	struct proto_mreq m;
+	struct proto_mrep p;
+	struct proto_time now;
+	uint64_t live, gone, inos[3], seen = 0, cookie = 0;
+	const char *why;
+	int pages = 0, found = 0;
+
+	m = (struct proto_mreq){ .cred = root_c, .parent = 1,
+				 .name = STR("scrub-live"), .mode = 0100644 };
+	CHECK_RC(call(PROTO_OP_CREATE, &m, &p), 0);
+	live = p.attr.ino;
+	m.name = STR("scrub-gone");
+	CHECK_RC(call(PROTO_OP_CREATE, &m, &p), 0);
+	gone = p.attr.ino;
+	m = (struct proto_mreq){ .cred = root_c, .parent = 1, .name = STR("scrub-gone") };
+	CHECK_RC(call(PROTO_OP_UNLINK, &m, &p), 0);
+	inos[0] = live;
+	inos[1] = gone;
+	inos[2] = gone + 1000000;
+	CHECK_RC(scrub_call(PROTO_OP_SCRUB_INOS,
+			    &(struct proto_scrubq){ .inos = { 3, inos, NULL } }), 0);
+	CHECK_RC(proto_inostate_decode(repbuf, rep_len, &s, &why), 0);
+	CHECK(s.n == 3 && s.st[0] == PROTO_INO_LIVE && s.st[1] == PROTO_INO_ORPHAN &&
+	      s.st[2] == PROTO_INO_NONE);
+	/* pages of one orphan: ascending, gone among them, then eof */
+	mgr_now_ns(&now);
+	do {
+		CHECK_RC(scrub_call(PROTO_OP_SCRUB_ORPHANS,
+				    &(struct proto_scrubq){ .cookie = cookie,
+							    .max = 1 }), 0);
+		CHECK_RC(proto_orphans_decode(repbuf, rep_len, &o, &why), 0);
+		CHECK(o.n <= 1 && o.boot_ns > 0 &&
+		      o.boot_ns <= now.sec * 1000000000ll + now.nsec);
+		for (uint32_t i = 0; i < o.n; i++) {
+			CHECK(o.o[i].ino > seen);
+			seen = cookie = o.o[i].ino;
+			found += o.o[i].ino == gone;
+			if (o.o[i].ino == gone)
+				CHECK(o.o[i].ctime_ns >= o.boot_ns && o.o[i].size == 0);
+		}
+		pages++;
+	} while (!o.eof && pages < 100);
+	CHECK(o.eof && found == 1 && pages >= 2);
+	/* purged: gone is no inode any more, and no orphan */
+	m = (struct proto_mreq){ .cred = root_c, .inos = { 1, &gone, NULL } };
+	CHECK_RC(call(PROTO_OP_PURGE_MANY, &m, &p), 0);
+	CHECK_RC(scrub_call(PROTO_OP_SCRUB_INOS,
+			    &(struct proto_scrubq){ .inos = { 1, &gone, NULL } }), 0);
+	CHECK_RC(proto_inostate_decode(repbuf, rep_len, &s, &why), 0);
+	CHECK(s.n == 1 && s.st[0] == PROTO_INO_NONE);
+	/* max 0 is malformed: the connection closes; the next call reconnects */
+	{
+		struct net_call c = { 0 };
+		uint8_t bad[12] = { 0 };
+
+		c.op = PROTO_OP_SCRUB_ORPHANS;
+		c.body = bad;
+		c.body_len = sizeof(bad);
+		c.rep_buf = repbuf;
+		c.rep_cap = sizeof(repbuf);
+		CHECK(net_call_run(conn, &c) != 0);
+		CHECK_RC(scrub_call(PROTO_OP_SCRUB_ORPHANS,
+				    &(struct proto_scrubq){ .max = 256 }), 0);
+	}
+}
+
 /* A request whose body fails validation closes only that connection. */
 static void bad_body(void)
 {
@@ -353,6 +458,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	run_ops();
+	scrub_ops();
 	raw_garbage(port);
 	bad_body();
 	net_client_free(cl);
