@@ -269,12 +269,14 @@ def test_scrub_server_down(dcluster, tmp_mnt):
     dcluster.mgr.start()
     p0, _b = inject(dcluster, 0, GHOST + 9, 4096, 600)
     p3, _b = inject(dcluster, 3, GHOST + 9, 4096, 600)
+    before = dcluster.objects(ino)
+    assert all(before), 'a 2 MiB file has an object on each of the 4 iods'
     dcluster.kill_iod(2)
     r = scrub(dcluster, '--grace', '0', '--timeout', '2')
     assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
     assert 'iod 2 (%s)' % util.hostport(dcluster.iod_ports[2]) in r.stderr, r.stderr
     assert not os.path.exists(p0) and not os.path.exists(p3)
-    assert any(dcluster.objects(ino)), 'mgr orphans wait for every iod'
+    assert dcluster.objects(ino) == before, 'mgr orphans wait for every iod'
     dcluster.start_iod(2)
     r = report(scrub(dcluster, '--grace', '0'))
     assert r['mgr'] == 1
