@@ -108,7 +108,8 @@ static int parse_rate(const char *s, struct scrub_args *a)
 	return -EINVAL;
 }
 
-/* Parse the command line into a. @return ADM_OK or ADM_USAGE */
+/* Parse the command line into a. @return ADM_OK, ADM_USAGE (reported), or
+ * -1 after --help printed the usage (the caller exits ADM_OK) */
 static int scrub_parse(int argc, char **argv, struct scrub_args *a)
 {
 	static const struct option opts[] = {

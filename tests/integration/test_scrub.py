@@ -285,3 +285,24 @@ def test_scrub_server_down(dcluster, tmp_mnt):
     assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
     assert 'mgr ' + util.hostport(dcluster.mgr_port) in r.stderr, r.stderr
     dcluster.mgr.start()
+
+
+@pytest.mark.expect_log(r'wrong cluster key')
+def test_scrub_config_and_key(tmp_path):
+    """With the config file the scrub finds the mgr and the key there; a
+    wrong key is refused (exit 1) and removes nothing."""
+    c = util.conf_cluster(tmp_path / 'k')
+    try:
+        p, b = inject(c, 1, GHOST + 3, 10000, 600)
+        other = str(tmp_path / 'other.key')
+        rpfs('keygen', other)
+        r = rpfs('scrub', '--mgr', util.hostport(c.mgr_port), '--key', other,
+                 '--timeout', '2')
+        assert r.returncode == 1 and 'mgr ' + util.hostport(c.mgr_port) in r.stderr, \
+            (r.returncode, r.stdout, r.stderr)
+        assert os.path.exists(p)
+        r = report(rpfs('scrub', '--conf', c.conf))
+        assert (r['iods'], r['iod'], r['bytes']) == (2, 1, b)
+        assert not os.path.exists(p)
+    finally:
+        util.cleanup(c)
