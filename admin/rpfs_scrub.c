@@ -295,6 +295,7 @@ static void scrub_fail(struct scrub_ctx *x, const char *server, const char *op,
 static int scrub_batch(struct scrub_ctx *x, uint16_t i)
 {
 	const struct proto_iolist *l = &x->list;
+	uint64_t bytes = 0;
 	uint32_t n = 0;
 	int rc;
 
@@ -317,15 +318,16 @@ static int scrub_batch(struct scrub_ctx *x, uint16_t i)
 			continue;
 		}
 		x->inos[n++] = o->ino;
-		x->report.iod_found++;
-		x->report.iod_bytes += o->blocks * 512;
+		bytes += o->blocks * 512;
 	}
-	if (n == 0 || x->a.dry_run)
-		return 0;
-	rc = call_remove(x, i, n);
-	if (rc)
+	rc = n && !x->a.dry_run ? call_remove(x, i, n) : 0;
+	if (rc) {
 		scrub_fail(x, x->iod_addr[i], "IO_REMOVE_MANY", rc);
-	return rc;
+		return rc;
+	}
+	x->report.iod_found += n;
+	x->report.iod_bytes += bytes;
+	return 0;
 }
 
 /* Pass 1 over iod i: IO_LIST from the start to the end. @return 0 or -errno */
@@ -344,6 +346,8 @@ static int scrub_iod(struct scrub_ctx *x, uint16_t i)
 			rc = scrub_call(x, x->iod[i], PROTO_OP_IO_LIST, w.len, &len);
 		if (rc == 0)
 			rc = proto_iolist_decode(x->rep, len, &x->list, &why);
+		if (rc == 0 && x->list.n > q.max)
+			rc = -EPROTO; /* more than asked for */
 		if (rc) {
 			scrub_fail(x, x->iod_addr[i], "IO_LIST", rc);
 			return rc;

@@ -93,7 +93,8 @@ struct iod_ops {
 	unsigned nfree;
 	struct io_req *ready_head, *ready_tail; /* resumes to run from idle */
 	ev_idle resume_w;           /* runs the deferred resumes */
-	struct proto_iolist *list;  /* IO_LIST reply being built (lazy, kept) */
+	struct proto_iolist *list;  /* IO_LIST reply being built (lazy, kept;
+				     * loop thread only, as the next) */
 	uint8_t *scrub_buf;         /* IO_LIST reply body / IO_CSUM reads */
 };
 

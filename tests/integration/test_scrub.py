@@ -219,6 +219,11 @@ def test_scrub_mgr_orphans(dcluster, tmp_mnt):
     # unlinked before this start, but within the grace: still kept
     r = report(scrub(dcluster, '--grace', '3600'))
     assert (r['mgr'], r['young_mgr']) == (0, 1)
+    before = dcluster.objects(ino)
+    r = report(scrub(dcluster, '--grace', '0', '--dry-run'))
+    assert r['dry'] and (r['iod'], r['mgr'], r['young_mgr']) == (0, 1, 0)
+    assert r['bytes'] >= 2 * MB
+    assert dcluster.objects(ino) == before
     r = report(scrub(dcluster, '--grace', '0'))
     assert (r['iod'], r['mgr'], r['young_mgr']) == (0, 1, 0)
     assert r['bytes'] >= 2 * MB
