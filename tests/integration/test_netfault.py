@@ -1,0 +1,463 @@
+"""The fault matrix (issue 12, item 4): separate hosts (tests/integration/
+netns.py: the mgr, 4 iods and 4 clients each in a network namespace of its
+own, on a bridge, netem on every link when $RPFS_NETEM is set), 4 clients
+running fio with verification on their own files while one fault is
+injected: kill -9 of an iod or of the mgr, SIGSTOP of an iod, the iod's link
+taken down, a full disk on one iod. Unmirrored files only (mirroring does
+not exist yet: add it as one more parameter of CASES' layouts).
+
+Each client k owns a directory cK with a file layout pinned by
+user.rpfs.layout, so that clients 0 and 1 need the victim iod (VICTIM) and
+clients 2 and 3 do not:
+
+    cli0  count=4 first=0   iods 0,1,2,3  buffered writes (write-behind)
+    cli1  count=2 first=1   iods 1,2      O_DIRECT
+    cli2  count=1 first=0   iod 0         buffered
+    cli3  count=2 first=2   iods 2,3      O_DIRECT
+
+Per case (per cycle; 1 cycle, or several with RPFS_SOAK=1):
+ 1. every client writes `pre` with fio (crc32c headers, verified, fsynced);
+ 2. every client runs fio on `run` (time based, verify_backlog, fsync every
+    16 writes) and a prober reading `pre` around the page cache (O_DIRECT),
+    which checks its sha256 on every pass and times every call;
+ 3. the fault; it is held until each client that needs the victim has seen
+    its error (EIO; ENOSPC from the writers for the full disk), then undone;
+ 4. checked: the probers never read wrong data; no call took longer than
+    HANG_S (the mount's timeout is TIMEOUT_S: a hang would be far above);
+    clients needing the victim got EIO during the fault (kill, stop, link)
+    and read `pre` correctly again after it; clients not needing it saw no
+    error at all; after a mgr kill -9 and restart everyone recovers without
+    a remount; every `pre` verifies with fio --verify_only after recovery;
+    every client writes and verifies a fresh file afterwards (`post`).
+The matrix (data checked, errors seen, max stall, time to recover) is
+printed at the end of the session and written to netfault-matrix.txt in
+pytest's base temporary directory.
+"""
+import errno
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import netns
+import util
+
+TIMEOUT_S = 3                 # -o timeout= of every client
+HANG_S = 4 * TIMEOUT_S + 10   # a call longer than this is a hang (generous: TCG VM)
+VICTIM = 1
+LAYOUTS = ['unit=65536,count=4,first=0', 'unit=65536,count=2,first=1',
+           'unit=65536,count=1,first=0', 'unit=65536,count=2,first=2']
+NEEDS_VICTIM = [0, 1]         # clients whose layouts include iod VICTIM
+DIRECT = [False, True, False, True]
+SOAK = os.environ.get('RPFS_SOAK', '0')
+if SOAK not in ('0', '1'):
+    raise ValueError('RPFS_SOAK: expected 0 or 1, got %r' % SOAK)
+SOAK = SOAK == '1'
+SIZE_MIB = 64 if SOAK else 4       # per file
+RUN_S = 60 if SOAK else 8          # fio `run` runtime (covers fault + recovery)
+CYCLES = 5 if SOAK else 1          # faults per case
+
+# Lines the daemons print because of the faults. The clients warn about a
+# lost or timed-out server and reconnects; the mgr about iods it cannot poll;
+# an iod resumed after SIGSTOP about clients gone meanwhile; an iod on a full
+# disk about ENOSPC.
+EXPECT = [r'^<[34]>rpfs-fuse', r'^<[34]>rpfs-mgr', r'^<4>rpfs-iod']
+
+# Reads FILE over and over around the page cache; per pass one line
+# "T STATUS MAXCALL": T = CLOCK_MONOTONIC at the end of the pass, STATUS ok,
+# bad (wrong sha256) or errN (errno of the failing call), MAXCALL the
+# longest single call (open or pread) of the pass in seconds.
+PROBER = r'''
+import hashlib, mmap, os, sys, time
+path, want = sys.argv[1], sys.argv[2]
+buf = mmap.mmap(-1, 1 << 20)
+while True:
+    maxc = 0.0
+    c0 = time.monotonic()
+    try:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        except OSError:
+            c0 = time.monotonic()
+            fd = os.open(path, os.O_RDONLY)
+        maxc = time.monotonic() - c0
+        try:
+            h = hashlib.sha256()
+            off = 0
+            while True:
+                c0 = time.monotonic()
+                r = os.preadv(fd, [buf], off)
+                maxc = max(maxc, time.monotonic() - c0)
+                if r <= 0:
+                    break
+                h.update(buf[:r])
+                off += r
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        status = 'ok' if h.hexdigest() == want else 'bad'
+    except OSError as e:
+        maxc = max(maxc, time.monotonic() - c0)
+        status = 'err%d' % e.errno
+    print('%f %s %f' % (time.monotonic(), status, maxc), flush=True)
+    time.sleep(0.1)
+'''
+
+
+class Prober:
+    """PROBER on one client's file, its lines collected by a thread."""
+
+    def __init__(self, path, want):
+        self.p = subprocess.Popen([sys.executable, '-c', PROBER, path, want],
+                                  stdout=subprocess.PIPE, text=True)
+        util.register_pid(self.p.pid)
+        self.passes = []          # (t, status, maxcall)
+        self.t = threading.Thread(target=self._pump, daemon=True)
+        self.t.start()
+
+    def _pump(self):
+        for line in self.p.stdout:
+            t, status, maxc = line.split()
+            self.passes.append((float(t), status, float(maxc)))
+
+    def first(self, pred, since):
+        """Time of the first pass after since whose status satisfies pred."""
+        for t, s, _ in list(self.passes):
+            if t >= since and pred(s):
+                return t
+        return None
+
+    def wait(self, pred, since, timeout, what):
+        return util.wait_until(lambda: self.first(pred, since), timeout, 0.05, what)
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait(timeout=60)
+        self.t.join(10)
+
+
+class Fio:
+    """One fio job on one client's file, run in the background.
+    Its JSON result goes to a file; stderr is kept for verify reports."""
+
+    def __init__(self, path, size_mib, direct, mode, outdir, runtime=None):
+        self.out = os.path.join(outdir, '%s-%s.%s.json' % (
+            os.path.basename(os.path.dirname(path)), os.path.basename(path), mode))
+        argv = ['fio', '--name=%s' % mode, '--filename=%s' % path, '--bs=64k',
+                '--size=%dM' % size_mib, '--ioengine=psync', '--direct=%d' % int(direct),
+                '--verify=crc32c', '--verify_fatal=1', '--verify_state_save=0',
+                '--output-format=json',
+                '--output=%s' % self.out]
+        if mode == 'verify':
+            argv += ['--rw=write', '--verify_only']
+        elif mode == 'write':
+            argv += ['--rw=write', '--do_verify=1', '--end_fsync=1']
+        elif mode == 'run':
+            argv += ['--rw=write', '--time_based', '--runtime=%d' % runtime,
+                     '--verify_backlog=16', '--fsync=16']
+        else:
+            raise ValueError(mode)
+        self.t0 = time.monotonic()
+        self.p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True, cwd=outdir)
+        util.register_pid(self.p.pid)
+        self.t_end = None
+        self.result = None
+
+    def wait(self, timeout):
+        """Wait for fio; returns {'error', 'stderr', 'secs', 'lat_max'}:
+        error is fio's errno for the job (-1: no JSON), lat_max the longest
+        completed I/O or sync in seconds."""
+        try:
+            _, err = self.p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            _, err = self.p.communicate()
+            raise AssertionError('fio on %s did not finish within %d s' % (self.out, timeout))
+        self.t_end = time.monotonic()
+        error, lat = -1, 0.0
+        try:
+            with open(self.out) as f:
+                text = f.read()
+            job = json.loads(text[text.index('{'):])['jobs'][0]
+            error = job['error']
+            for k in ('read', 'write', 'sync'):
+                if k in job:
+                    lat = max(lat, job[k].get('lat_ns', job[k].get('clat_ns', {})).get('max', 0) / 1e9)
+        except (OSError, ValueError, KeyError, IndexError):
+            pass
+        self.result = {'error': error, 'stderr': err, 'secs': self.t_end - self.t0,
+                       'lat_max': lat, 'rc': self.p.returncode}
+        return self.result
+
+
+def sha256(path):
+    return util.sha256_file(path)
+
+
+def wrong_data(res):
+    """True if fio reported a verification failure (wrong data read)."""
+    return res['error'] == errno.EILSEQ or 'verify failed' in res['stderr'] or \
+        'bad magic' in res['stderr'] or 'bad header' in res['stderr']
+
+
+# ------------------------------------------------------------------ faults
+
+class Fault:
+    """inject() the fault, undo() it; needs: clients that must see an error."""
+    errno_needing = errno.EIO
+
+    def __init__(self, c):
+        self.c = c
+
+
+class IodKill9(Fault):
+    name = 'iod kill -9'
+
+    def inject(self):
+        self.c.kill9(self.c.iods[VICTIM])
+
+    def undo(self):
+        self.c.restart(self.c.iods[VICTIM])
+
+
+class IodStop(Fault):
+    name = 'iod SIGSTOP'
+
+    def inject(self):
+        self.c.pause(VICTIM)
+
+    def undo(self):
+        self.c.resume(VICTIM)
+
+
+class IodLinkDown(Fault):
+    name = 'iod link down'
+
+    def inject(self):
+        self.c.link(self.c.iod_nodes[VICTIM], False)
+
+    def undo(self):
+        self.c.link(self.c.iod_nodes[VICTIM], True)
+
+
+class MgrKill9(Fault):
+    name = 'mgr kill -9'
+    errno_needing = None      # data path unaffected; metadata calls may fail
+
+    def inject(self):
+        self.c.kill9(self.c.mgr)
+
+    def undo(self):
+        self.c.restart(self.c.mgr)
+
+
+class DiskFull(Fault):
+    name = 'iod disk full'
+    errno_needing = errno.ENOSPC
+
+    def inject(self):
+        self.filled = self.c.fill_disk(VICTIM)
+
+    def undo(self):
+        self.c.free_disk(VICTIM)
+
+
+CASES = {'iod_kill9': IodKill9, 'iod_sigstop': IodStop, 'iod_link_down': IodLinkDown,
+         'mgr_kill9': MgrKill9, 'iod_disk_full': DiskFull}
+
+MATRIX = []
+
+
+@pytest.fixture(scope='module')
+def matrix(request, tmp_path_factory):
+    """Collects one row per case and cycle; prints the matrix at the end and
+    writes it to netfault-matrix.txt in pytest's base temporary directory."""
+    yield MATRIX
+    lines = ['fault matrix (unmirrored; %d clients, %d MiB/file, timeout=%ds, netem %r, %s)'
+             % (len(LAYOUTS), SIZE_MIB, TIMEOUT_S, netns.netem_spec() or 'off',
+                'soak' if SOAK else 'bounded'),
+             '%-14s %-5s %-4s %-22s %-14s %-9s %-9s %-8s %s' %
+             ('case', 'cycle', 'cli', 'data checked', 'errors seen', 'max call', 'fio lat',
+              'recover', 'fio run')]
+    for r in MATRIX:
+        lines.append('%-14s %-5d %-4s %-22s %-14s %-9s %-9s %-8s %s' % r)
+    text = '\n'.join(lines) + '\n'
+    path = os.path.join(str(tmp_path_factory.getbasetemp()), 'netfault-matrix.txt')
+    with open(path, 'w') as f:
+        f.write(text)
+    tr = request.config.pluginmanager.get_plugin('terminalreporter')
+    cm = request.config.pluginmanager.get_plugin('capturemanager')
+    if tr is not None and cm is not None:
+        with cm.global_and_fixture_disabled():
+            tr.write_line('')
+            for line in text.splitlines() + ['(written to %s)' % path]:
+                tr.write_line(line)
+
+
+@pytest.fixture
+def ncluster(request, tmp_path_factory):
+    """A fresh NetCluster (iod VICTIM on a 32 MiB tmpfs for the disk case)
+    with one mount per client node; everything torn down afterwards."""
+    full = (VICTIM,) if request.node.callspec.params.get('case') == 'iod_disk_full' else ()
+    state = str(tmp_path_factory.mktemp('nf'))
+    c = netns.start_net_cluster(state, full_iods=full, tmpfs_mib=32 + (SIZE_MIB if SOAK else 0))
+    try:
+        for k in range(len(c.cli_nodes)):
+            c.mount_client(k, os.path.join(state, 'mnt%d' % k), 'timeout=%d' % TIMEOUT_S)
+        yield c
+    finally:
+        netns.destroy(c)
+
+
+def client_dir(c, k):
+    return os.path.join(c.mounts[k].path, 'c%d' % k)
+
+
+def pinned_file(c, k, name):
+    """A file of client k with its pinned layout, SIZE_MIB of holes (fio
+    would unlink and recreate a shorter file, losing the layout)."""
+    p = os.path.join(client_dir(c, k), name)
+    with open(p, 'wb'):
+        pass
+    os.setxattr(p, 'user.rpfs.layout', LAYOUTS[k].encode())
+    os.truncate(p, SIZE_MIB << 20)
+    return p
+
+
+def fio_all(c, name, mode, timeout=None, **kw):
+    """fio MODE on file NAME of every client at once; the results by client."""
+    jobs = []
+    for k in range(len(c.mounts)):
+        p = os.path.join(client_dir(c, k), name)
+        if mode != 'verify' and not os.path.exists(p):
+            pinned_file(c, k, name)
+        jobs.append(Fio(p, SIZE_MIB, DIRECT[k], mode, c.logdir, **kw))
+    return [j.wait(timeout or 600) for j in jobs]
+
+
+def check_layouts(c, name):
+    """Each client's file has objects exactly on the iods of its layout, so
+    the 'needs the victim' split the assertions rely on is real."""
+    for k in range(len(c.mounts)):
+        ino = os.stat(os.path.join(client_dir(c, k), name)).st_ino
+        held = [i for i, o in enumerate(c.objects(ino)) if o is not None]
+        assert (VICTIM in held) == (k in NEEDS_VICTIM), \
+            'client %d (%s): objects on iods %s' % (k, LAYOUTS[k], held)
+
+
+def run_cycle(c, fault, cycle):
+    """One fault cycle over the 4 clients; returns the matrix rows."""
+    n = len(c.mounts)
+    res = fio_all(c, 'pre%d' % cycle, 'write')
+    for k, r in enumerate(res):
+        assert r['error'] == 0 and r['rc'] == 0, 'client %d: pre write: %s' % (k, r)
+    check_layouts(c, 'pre%d' % cycle)
+    pre = [os.path.join(client_dir(c, k), 'pre%d' % cycle) for k in range(n)]
+    want = [sha256(p) for p in pre]
+    probers = [Prober(pre[k], want[k]) for k in range(n)]
+    runs = []
+    try:
+        t_start = time.monotonic()
+        for k in range(n):
+            probers[k].wait(lambda s: s == 'ok', t_start, 60, 'client %d prober' % k)
+        disk = isinstance(fault, DiskFull)
+        if not disk:
+            for k in range(n):
+                runs.append(Fio(pinned_file(c, k, 'run%d' % cycle), SIZE_MIB, DIRECT[k],
+                                'run', c.logdir, runtime=RUN_S))
+            time.sleep(1)      # let them write before the fault
+        t0 = time.monotonic()
+        fault.inject()
+        if disk:               # new writes need space: start the writers now
+            for k in range(n):
+                runs.append(Fio(pinned_file(c, k, 'run%d' % cycle), SIZE_MIB, DIRECT[k],
+                                'run', c.logdir, runtime=RUN_S))
+        # hold the fault until every client needing the victim saw its error
+        if fault.errno_needing == errno.EIO:
+            for k in NEEDS_VICTIM:
+                probers[k].wait(lambda s: s == 'err%d' % errno.EIO, t0, HANG_S + 30,
+                                'client %d to get EIO during %s' % (k, fault.name))
+        elif fault.errno_needing == errno.ENOSPC:
+            for k in NEEDS_VICTIM:
+                r = runs[k].wait(RUN_S + HANG_S + 30)
+                assert r['error'] == errno.ENOSPC, \
+                    'client %d: writer on a full iod got %s, want ENOSPC' % (k, r)
+        else:
+            time.sleep(TIMEOUT_S + 1)
+        t1 = time.monotonic()
+        fault.undo()
+        recover = []
+        for k in range(n):
+            t = probers[k].wait(lambda s: s == 'ok', t1, 120,
+                                'client %d to read its file again after %s' % (k, fault.name))
+            recover.append(t - t1)
+        fres = [r.wait(RUN_S + HANG_S + 60) for r in runs]
+        time.sleep(0.3)   # one more prober pass each
+    finally:
+        for p in probers:
+            p.close()
+        for r in runs:
+            if r.p.poll() is None:
+                r.p.kill()
+                r.p.wait()
+
+    rows = []
+    for k in range(n):
+        seen = sorted({s for t, s, _ in probers[k].passes if s != 'ok'})
+        maxcall = max((m for _, _, m in probers[k].passes), default=0.0)
+        assert 'bad' not in seen, 'client %d read wrong data of %s' % (k, pre[k])
+        assert not wrong_data(fres[k]), 'client %d: fio verify failed: %s' % (k, fres[k])
+        assert maxcall < HANG_S, 'client %d: a call took %.1f s' % (k, maxcall)
+        assert fres[k]['lat_max'] < HANG_S, 'client %d: fio I/O took %.1f s' % (k, fres[k]['lat_max'])
+        if fault.errno_needing is None:
+            assert set(seen) <= {'err%d' % errno.EIO}, 'client %d: %s' % (k, seen)
+            assert fres[k]['error'] in (0, errno.EIO), 'client %d: fio %s' % (k, fres[k])
+        elif k in NEEDS_VICTIM:
+            if fault.errno_needing == errno.EIO:
+                assert seen == ['err%d' % errno.EIO], 'client %d: %s' % (k, seen)
+                assert fres[k]['error'] in (0, errno.EIO), 'client %d: fio %s' % (k, fres[k])
+            else:
+                assert seen == [], 'client %d: reads on a full disk: %s' % (k, seen)
+        else:
+            assert seen == [], 'client %d does not need iod %d, got %s' % (k, VICTIM, seen)
+            assert fres[k]['error'] == 0, 'client %d does not need iod %d: fio %s' \
+                % (k, VICTIM, fres[k])
+        fio_err = util.errno_name(fres[k]['error']) if fres[k]['error'] > 0 else \
+            ('ok' if fres[k]['error'] == 0 else 'no result')
+        rows.append([fault.name, cycle, 'c%d%s' % (k, '*' if k in NEEDS_VICTIM else ''), None,
+                     ','.join(util.errno_name(int(s[3:])) for s in seen) or '-',
+                     '%.2fs' % maxcall, '%.2fs' % fres[k]['lat_max'], '%.2fs' % recover[k],
+                     fio_err])
+
+    # after recovery: everything fsynced before the fault verifies, and
+    # every client writes and verifies a new file
+    for k, r in enumerate(fio_all(c, 'pre%d' % cycle, 'verify')):
+        assert r['error'] == 0 and r['rc'] == 0, 'client %d: pre verify after %s: %s' \
+            % (k, fault.name, r)
+        assert sha256(pre[k]) == want[k], 'client %d: pre changed' % k
+    for k, r in enumerate(fio_all(c, 'post%d' % cycle, 'write')):
+        assert r['error'] == 0 and r['rc'] == 0, 'client %d: write after %s: %s' \
+            % (k, fault.name, r)
+    for k in range(n):
+        rows[k][3] = '%dMiB pre+post ok' % SIZE_MIB
+    return [tuple(r) for r in rows]
+
+
+@pytest.mark.expect_log(*EXPECT)
+@pytest.mark.parametrize('mirrored', [False], ids=['unmirrored'])
+@pytest.mark.parametrize('case', list(CASES))
+def test_fault(case, mirrored, ncluster, matrix):
+    """One row of the fault matrix (see the module docstring)."""
+    c = ncluster
+    for k in range(len(c.mounts)):
+        os.mkdir(client_dir(c, k))
+    fault = CASES[case](c)
+    for cycle in range(CYCLES):
+        matrix.extend(run_cycle(c, fault, cycle))
+    assert not c.check_alive(), c.check_alive()
