@@ -9,7 +9,9 @@
 #      -Werror, tests/rdma/smoke.sh, tests/rdma/quickstart.sh (the quickstart
 #      over verbs), the C tests of meson suite "verbs" if
 #      any, test_vb_live from the ASan build, and the whole pytest suite (test_verbs.py's mechanism tests
-#      included) with RPFS_TRANSPORT=verbs on the soft-RoCE address.
+#      included) with RPFS_TRANSPORT=verbs on the soft-RoCE address (the
+#      fault harness, test_netfault.py, runs its own namespaces over tcp,
+#      with netem on every link).
 # Prints, as its last line, "N passed, N failed" over all four stages (a
 # skipped test counts as failed) and exits non-zero if anything failed.
 #
@@ -22,6 +24,9 @@
 # big directory's entries in the VM (the host stage keeps 1024, 3000 and
 # 5000: under TCG those three alone would take over 15 minutes);
 # RPFS_VM_PYTEST_TIMEOUT (default 2400) seconds for stage 4's pytest VM;
+# RPFS_VM_NETEM (default "delay 1ms loss 0.5%") the tc netem of every link
+# of the fault harness in the VM (tests/integration/test_netfault.py; the
+# host's kernel has no sch_netem, so stage 3 runs it without);
 # RPFS_TEST_KEEP=1 keeps the temporary directory even when all passed.
 set -euo pipefail
 
@@ -32,10 +37,11 @@ FUZZ_SECONDS=${RPFS_FUZZ_SECONDS:-60}
 # these (or from Debian's required set): the build's and fio-src.sh's,
 # clang and its runtime (fuzzing), python3-pytest, fio, attr (getfattr,
 # setfattr), util-linux (setpriv, prlimit, mountpoint), mount (umount),
-# fuse3 (fusermount3), diffutils (cmp, diff), systemd (systemd-analyze);
+# fuse3 (fusermount3), diffutils (cmp, diff), systemd (systemd-analyze),
+# iproute2 (ip, tc: the fault harness; nsenter is util-linux's);
 # scripts/rdma-vm.sh installs the VM's own (qemu, busybox, kmod, ...).
 PACKAGES=("${RPFS_BUILD_PACKAGES[@]}" "${RPFS_FIO_SRC_PACKAGES[@]}" clang libclang-rt-14-dev
-	python3 python3-pytest attr util-linux mount tar diffutils coreutils systemd)
+	python3 python3-pytest attr util-linux mount tar diffutils coreutils systemd iproute2)
 
 PASSED=0
 FAILED=0
@@ -335,6 +341,7 @@ else
 		RPFS_TEST_HOST=\$RPFS_RDMA_ADDR RPFS_TEST_BIG_MIB=${RPFS_VM_BIG_MIB:-256} \
 		RPFS_TEST_TAR_FILES=${RPFS_VM_TAR_FILES:-600} \
 		RPFS_TEST_READDIR_N=${RPFS_VM_READDIR_N:-2000} \
+		RPFS_NETEM='${RPFS_VM_NETEM:-delay 1ms loss 0.5%}' \
 		$PY -m pytest tests/integration -v --durations=15 \
 		--junitxml=$vm_junit ${RPFS_PYTEST_ARGS:-}" </dev/null
 	vm_rc=$?

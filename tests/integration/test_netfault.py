@@ -48,6 +48,7 @@ import util
 
 TIMEOUT_S = 3                 # -o timeout= of every client
 HANG_S = 4 * TIMEOUT_S + 10   # a call longer than this is a hang (generous: TCG VM)
+HOLD_S = TIMEOUT_S + 2        # every fault lasts at least this long
 VICTIM = 1
 LAYOUTS = ['unit=65536,count=4,first=0', 'unit=65536,count=2,first=1',
            'unit=65536,count=1,first=0', 'unit=65536,count=2,first=2']
@@ -61,11 +62,27 @@ SIZE_MIB = 64 if SOAK else 4       # per file
 RUN_S = 60 if SOAK else 8          # fio `run` runtime (covers fault + recovery)
 CYCLES = 5 if SOAK else 1          # faults per case
 
-# Lines the daemons print because of the faults. The clients warn about a
-# lost or timed-out server and reconnects; the mgr about iods it cannot poll;
-# an iod resumed after SIGSTOP about clients gone meanwhile; an iod on a full
-# disk about ENOSPC.
-EXPECT = [r'^<[34]>rpfs-fuse', r'^<[34]>rpfs-mgr', r'^<4>rpfs-iod']
+# Lines at <3>/<4> each fault makes the daemons print (anything else at
+# <0>..<4> fails the test). A client warns about a failed request to the
+# lost server, and about a write-behind write that failed (reported at the
+# next call); the mgr about an iod its poll finds down; an iod resumed after
+# SIGSTOP about clients that gave up on it meanwhile.
+_IOD_LOST = [r'^<4>rpfs-fuse: iod %d \(\S+\): \w+ failed: ' % VICTIM,
+             r'^<4>rpfs-fuse: inode \d+: a write of \d+ bytes at \d+ acknowledged earlier '
+             r'failed: (Input/output error|Connection|Broken pipe)',
+             r'^<4>rpfs-mgr: iod %d \(\S+\) went down: ' % VICTIM]
+EXPECT = {
+    'iod_kill9': _IOD_LOST,
+    'iod_sigstop': _IOD_LOST + [r'^<4>rpfs-iod: '],
+    'iod_link_down': _IOD_LOST,
+    'mgr_kill9': [r'^<4>rpfs-fuse: mgr \(\S+\): \w+ failed: ',
+                  r'^<4>rpfs-fuse: inode \d+: size update at \w+ failed: Input/output error',
+                  r'^<4>rpfs-fuse: inode \d+: a write of \d+ bytes at \d+ acknowledged '
+                  r'earlier failed: Input/output error'],
+    'iod_disk_full': [r'^<4>rpfs-fuse: inode \d+: a write of \d+ bytes at \d+ acknowledged '
+                      r'earlier failed: No space left on device',
+                      r'^<4>rpfs-fuse: iod %d \(\S+\): \w+ failed: No space left' % VICTIM],
+}
 
 # Reads FILE over and over around the page cache; per pass one line
 # "T STATUS MAXCALL": T = CLOCK_MONOTONIC at the end of the pass, STATUS ok,
@@ -282,11 +299,11 @@ def matrix(request, tmp_path_factory):
     lines = ['fault matrix (unmirrored; %d clients, %d MiB/file, timeout=%ds, netem %r, %s)'
              % (len(LAYOUTS), SIZE_MIB, TIMEOUT_S, netns.netem_spec() or 'off',
                 'soak' if SOAK else 'bounded'),
-             '%-14s %-5s %-4s %-22s %-14s %-9s %-9s %-8s %s' %
-             ('case', 'cycle', 'cli', 'data checked', 'errors seen', 'max call', 'fio lat',
-              'recover', 'fio run')]
+             '%-14s %-5s %-4s %-18s %-8s %-8s %-8s %-8s %-8s %s' %
+             ('case', 'cycle', 'cli', 'data checked', 'errors', 'detect', 'max call',
+              'fio lat', 'recover', 'fio run')]
     for r in MATRIX:
-        lines.append('%-14s %-5d %-4s %-22s %-14s %-9s %-9s %-8s %s' % r)
+        lines.append('%-14s %-5d %-4s %-18s %-8s %-8s %-8s %-8s %-8s %s' % tuple(r))
     text = '\n'.join(lines) + '\n'
     path = os.path.join(str(tmp_path_factory.getbasetemp()), 'netfault-matrix.txt')
     with open(path, 'w') as f:
@@ -302,11 +319,12 @@ def matrix(request, tmp_path_factory):
 
 @pytest.fixture
 def ncluster(request, tmp_path_factory):
-    """A fresh NetCluster (iod VICTIM on a 32 MiB tmpfs for the disk case)
+    """A fresh NetCluster (iod VICTIM on a tmpfs for the disk case: 32 MiB,
+    room for one cycle's files when soaking)
     with one mount per client node; everything torn down afterwards."""
     full = (VICTIM,) if request.node.callspec.params.get('case') == 'iod_disk_full' else ()
     state = str(tmp_path_factory.mktemp('nf'))
-    c = netns.start_net_cluster(state, full_iods=full, tmpfs_mib=32 + (SIZE_MIB if SOAK else 0))
+    c = netns.start_net_cluster(state, full_iods=full, tmpfs_mib=max(32, 3 * SIZE_MIB))
     try:
         for k in range(len(c.cli_nodes)):
             c.mount_client(k, os.path.join(state, 'mnt%d' % k), 'timeout=%d' % TIMEOUT_S)
@@ -351,113 +369,164 @@ def check_layouts(c, name):
             'client %d (%s): objects on iods %s' % (k, LAYOUTS[k], held)
 
 
-def run_cycle(c, fault, cycle):
-    """One fault cycle over the 4 clients; returns the matrix rows."""
-    n = len(c.mounts)
-    res = fio_all(c, 'pre%d' % cycle, 'write')
-    for k, r in enumerate(res):
-        assert r['error'] == 0 and r['rc'] == 0, 'client %d: pre write: %s' % (k, r)
-    check_layouts(c, 'pre%d' % cycle)
-    pre = [os.path.join(client_dir(c, k), 'pre%d' % cycle) for k in range(n)]
-    want = [sha256(p) for p in pre]
-    probers = [Prober(pre[k], want[k]) for k in range(n)]
-    runs = []
-    try:
-        t_start = time.monotonic()
-        for k in range(n):
-            probers[k].wait(lambda s: s == 'ok', t_start, 60, 'client %d prober' % k)
-        disk = isinstance(fault, DiskFull)
-        if not disk:
-            for k in range(n):
-                runs.append(Fio(pinned_file(c, k, 'run%d' % cycle), SIZE_MIB, DIRECT[k],
-                                'run', c.logdir, runtime=RUN_S))
+class Cycle:
+    """One fault cycle over the 4 clients: what was written, watched and
+    measured (t0: fault injected, t1: undone)."""
+
+    def __init__(self, c, fault, n):
+        self.c, self.fault, self.n = c, fault, n
+        self.pre = [os.path.join(client_dir(c, k), 'pre%d' % n) for k in range(len(c.mounts))]
+        self.want = []
+        self.probers = []
+        self.runs = []
+        self.fres = []
+        self.recover = []
+        self.t0 = self.t1 = None
+
+    def write_pre(self):
+        """Every client writes, verifies and fsyncs its `pre` file."""
+        for k, r in enumerate(fio_all(self.c, 'pre%d' % self.n, 'write')):
+            assert r['error'] == 0 and r['rc'] == 0, 'client %d: pre write: %s' % (k, r)
+        check_layouts(self.c, 'pre%d' % self.n)
+        self.want = [sha256(p) for p in self.pre]
+
+    def start_load(self):
+        """Probers on every `pre`, fio on every `run` (after the fault for
+        the full disk: only new writes need space)."""
+        t = time.monotonic()
+        self.probers = [Prober(p, w) for p, w in zip(self.pre, self.want)]
+        for k, pr in enumerate(self.probers):
+            pr.wait(lambda s: s == 'ok', t, 60, 'client %d prober' % k)
+        if not isinstance(self.fault, DiskFull):
+            self.start_fio()
             time.sleep(1)      # let them write before the fault
-        t0 = time.monotonic()
-        fault.inject()
-        if disk:               # new writes need space: start the writers now
-            for k in range(n):
-                runs.append(Fio(pinned_file(c, k, 'run%d' % cycle), SIZE_MIB, DIRECT[k],
-                                'run', c.logdir, runtime=RUN_S))
-        # hold the fault until every client needing the victim saw its error
-        if fault.errno_needing == errno.EIO:
-            for k in NEEDS_VICTIM:
-                probers[k].wait(lambda s: s == 'err%d' % errno.EIO, t0, HANG_S + 30,
-                                'client %d to get EIO during %s' % (k, fault.name))
-        elif fault.errno_needing == errno.ENOSPC:
-            for k in NEEDS_VICTIM:
-                r = runs[k].wait(RUN_S + HANG_S + 30)
-                assert r['error'] == errno.ENOSPC, \
-                    'client %d: writer on a full iod got %s, want ENOSPC' % (k, r)
-        else:
-            time.sleep(TIMEOUT_S + 1)
-        t1 = time.monotonic()
-        fault.undo()
-        recover = []
-        for k in range(n):
-            t = probers[k].wait(lambda s: s == 'ok', t1, 120,
-                                'client %d to read its file again after %s' % (k, fault.name))
-            recover.append(t - t1)
-        fres = [r.wait(RUN_S + HANG_S + 60) for r in runs]
+
+    def start_fio(self):
+        for k in range(len(self.pre)):
+            self.runs.append(Fio(pinned_file(self.c, k, 'run%d' % self.n), SIZE_MIB, DIRECT[k],
+                                 'run', self.c.logdir, runtime=RUN_S))
+
+    def fault_and_recover(self):
+        """Inject the fault; hold it until every client needing the victim
+        saw its error, and at least HOLD_S; undo it; wait for every client
+        to read its `pre` again and for the fio runs to end."""
+        f = self.fault
+        self.t0 = time.monotonic()
+        f.inject()
+        if isinstance(f, DiskFull):
+            self.start_fio()
+        for k in NEEDS_VICTIM:
+            if f.errno_needing == errno.EIO:
+                self.probers[k].wait(lambda s: s == 'err%d' % errno.EIO, self.t0, HANG_S + 30,
+                                     'client %d to get EIO during %s' % (k, f.name))
+            elif f.errno_needing == errno.ENOSPC:
+                self.runs[k].wait(RUN_S + HANG_S + 30)
+        time.sleep(max(0.0, self.t0 + HOLD_S - time.monotonic()))
+        self.t1 = time.monotonic()
+        f.undo()
+        for k, pr in enumerate(self.probers):
+            t = pr.wait(lambda s: s == 'ok', self.t1, 120,
+                        'client %d to read its file again after %s' % (k, f.name))
+            self.recover.append(t - self.t1)
+        self.fres = [r.result or r.wait(RUN_S + HANG_S + 60) for r in self.runs]
         time.sleep(0.3)   # one more prober pass each
-    finally:
-        for p in probers:
+
+    def stop_load(self):
+        for p in self.probers:
             p.close()
-        for r in runs:
+        for r in self.runs:
             if r.p.poll() is None:
                 r.p.kill()
                 r.p.wait()
 
-    rows = []
-    for k in range(n):
-        seen = sorted({s for t, s, _ in probers[k].passes if s != 'ok'})
-        maxcall = max((m for _, _, m in probers[k].passes), default=0.0)
-        assert 'bad' not in seen, 'client %d read wrong data of %s' % (k, pre[k])
-        assert not wrong_data(fres[k]), 'client %d: fio verify failed: %s' % (k, fres[k])
+    def seen(self, k):
+        """The sorted non-ok prober statuses of client k."""
+        return sorted({s for _, s, _ in self.probers[k].passes if s != 'ok'})
+
+    def rows(self):
+        """The matrix rows of this cycle (data column filled in later)."""
+        rows = []
+        for k in range(len(self.pre)):
+            pr, fr = self.probers[k], self.fres[k]
+            t_err = pr.first(lambda s: s != 'ok', self.t0)
+            fio = util.errno_name(fr['error']) if fr['error'] > 0 else \
+                ('ok' if fr['error'] == 0 else 'no result')
+            rows.append([self.fault.name, self.n, 'c%d%s' % (k, '*' if k in NEEDS_VICTIM else ''),
+                         'not verified',
+                         ','.join(s if s == 'bad' else util.errno_name(int(s[3:]))
+                                  for s in self.seen(k)) or '-',
+                         '-' if t_err is None else '%.2fs' % (t_err - self.t0),
+                         '%.2fs' % max((m for _, _, m in pr.passes), default=0.0),
+                         '%.2fs' % fr['lat_max'], '%.2fs' % self.recover[k], fio])
+        return rows
+
+    def check_client(self, k):
+        """The assertions on client k's prober and fio run (module doc)."""
+        seen, fr, f = self.seen(k), self.fres[k], self.fault
+        maxcall = max((m for _, _, m in self.probers[k].passes), default=0.0)
+        assert 'bad' not in seen, 'client %d read wrong data of %s' % (k, self.pre[k])
+        assert not wrong_data(fr), 'client %d: fio verify failed: %s' % (k, fr)
         assert maxcall < HANG_S, 'client %d: a call took %.1f s' % (k, maxcall)
-        assert fres[k]['lat_max'] < HANG_S, 'client %d: fio I/O took %.1f s' % (k, fres[k]['lat_max'])
-        if fault.errno_needing is None:
+        assert fr['lat_max'] < HANG_S, 'client %d: fio I/O took %.1f s' % (k, fr['lat_max'])
+        if f.errno_needing is None:          # the mgr: anyone may see EIO
             assert set(seen) <= {'err%d' % errno.EIO}, 'client %d: %s' % (k, seen)
-            assert fres[k]['error'] in (0, errno.EIO), 'client %d: fio %s' % (k, fres[k])
-        elif k in NEEDS_VICTIM:
-            if fault.errno_needing == errno.EIO:
-                assert seen == ['err%d' % errno.EIO], 'client %d: %s' % (k, seen)
-                assert fres[k]['error'] in (0, errno.EIO), 'client %d: fio %s' % (k, fres[k])
-            else:
-                assert seen == [], 'client %d: reads on a full disk: %s' % (k, seen)
-        else:
+            assert fr['error'] in (0, errno.EIO), 'client %d: fio %s' % (k, fr)
+        elif k not in NEEDS_VICTIM:
             assert seen == [], 'client %d does not need iod %d, got %s' % (k, VICTIM, seen)
-            assert fres[k]['error'] == 0, 'client %d does not need iod %d: fio %s' \
-                % (k, VICTIM, fres[k])
-        fio_err = util.errno_name(fres[k]['error']) if fres[k]['error'] > 0 else \
-            ('ok' if fres[k]['error'] == 0 else 'no result')
-        rows.append([fault.name, cycle, 'c%d%s' % (k, '*' if k in NEEDS_VICTIM else ''), None,
-                     ','.join(util.errno_name(int(s[3:])) for s in seen) or '-',
-                     '%.2fs' % maxcall, '%.2fs' % fres[k]['lat_max'], '%.2fs' % recover[k],
-                     fio_err])
+            assert fr['error'] == 0, 'client %d does not need iod %d: fio %s' % (k, VICTIM, fr)
+        elif f.errno_needing == errno.EIO:
+            assert seen == ['err%d' % errno.EIO], 'client %d: %s' % (k, seen)
+            assert fr['error'] == errno.EIO, 'client %d: fio %s' % (k, fr)
+        else:
+            assert seen == [], 'client %d: reads on a full disk: %s' % (k, seen)
+            assert fr['error'] == errno.ENOSPC, \
+                'client %d: writer on a full iod got %s, want ENOSPC' % (k, fr)
 
-    # after recovery: everything fsynced before the fault verifies, and
-    # every client writes and verifies a new file
-    for k, r in enumerate(fio_all(c, 'pre%d' % cycle, 'verify')):
-        assert r['error'] == 0 and r['rc'] == 0, 'client %d: pre verify after %s: %s' \
-            % (k, fault.name, r)
-        assert sha256(pre[k]) == want[k], 'client %d: pre changed' % k
-    for k, r in enumerate(fio_all(c, 'post%d' % cycle, 'write')):
-        assert r['error'] == 0 and r['rc'] == 0, 'client %d: write after %s: %s' \
-            % (k, fault.name, r)
-    for k in range(n):
-        rows[k][3] = '%dMiB pre+post ok' % SIZE_MIB
-    return [tuple(r) for r in rows]
+    def verify_after(self):
+        """After recovery: every `pre` verifies (fio --verify_only, sha256
+        unchanged) and every client writes and verifies a new file."""
+        for k, r in enumerate(fio_all(self.c, 'pre%d' % self.n, 'verify')):
+            assert r['error'] == 0 and r['rc'] == 0, 'client %d: pre verify after %s: %s' \
+                % (k, self.fault.name, r)
+            assert sha256(self.pre[k]) == self.want[k], 'client %d: pre changed' % k
+        for k, r in enumerate(fio_all(self.c, 'post%d' % self.n, 'write')):
+            assert r['error'] == 0 and r['rc'] == 0, 'client %d: write after %s: %s' \
+                % (k, self.fault.name, r)
 
 
-@pytest.mark.expect_log(*EXPECT)
+def run_cycle(c, fault, n, matrix):
+    """Cycle n of a case; its rows go to the matrix before any assertion,
+    so a failing case shows in it too."""
+    cy = Cycle(c, fault, n)
+    cy.write_pre()
+    try:
+        cy.start_load()
+        cy.fault_and_recover()
+    finally:
+        cy.stop_load()
+    rows = cy.rows()
+    matrix.extend(rows)
+    for k in range(len(c.mounts)):
+        cy.check_client(k)
+    cy.verify_after()
+    for r in rows:
+        r[3] = '%dMiB pre,post ok' % SIZE_MIB
+    for k in range(len(c.mounts)):      # room for the next cycle (soak)
+        for name in ('pre', 'run', 'post'):
+            os.unlink(os.path.join(client_dir(c, k), '%s%d' % (name, n)))
+
+
+# mirrored: mirrored files are not built yet; their cases join as True.
 @pytest.mark.parametrize('mirrored', [False], ids=['unmirrored'])
 @pytest.mark.parametrize('case', list(CASES))
-def test_fault(case, mirrored, ncluster, matrix):
+def test_fault(case, mirrored, ncluster, matrix, expect_log):
     """One row of the fault matrix (see the module docstring)."""
+    for r in EXPECT[case]:
+        expect_log(r)
     c = ncluster
     for k in range(len(c.mounts)):
         os.mkdir(client_dir(c, k))
     fault = CASES[case](c)
-    for cycle in range(CYCLES):
-        matrix.extend(run_cycle(c, fault, cycle))
+    for n in range(CYCLES):
+        run_cycle(c, fault, n, matrix)
     assert not c.check_alive(), c.check_alive()
