@@ -156,14 +156,12 @@ class NetCluster(util.Cluster):
         pair into the bridge, the addresses, and netem on both ends of every
         link when $RPFS_NETEM is set (so a packet crossing the bridge from
         node A to node B is delayed on A's egress and B's port egress)."""
-        _ip('netns', 'add', self.bridge_ns)
-        self.made_ns.append(self.bridge_ns)
+        self._add_ns(self.bridge_ns)
         _ip('-n', self.bridge_ns, 'link', 'set', 'lo', 'up')
         _ip('-n', self.bridge_ns, 'link', 'add', 'br0', 'type', 'bridge')
         _ip('-n', self.bridge_ns, 'link', 'set', 'br0', 'up')
         for node in self.nodes():
-            _ip('netns', 'add', node.ns)
-            self.made_ns.append(node.ns)
+            self._add_ns(node.ns)
             _ip('-n', node.ns, 'link', 'set', 'lo', 'up')
             _ip('-n', self.bridge_ns, 'link', 'add', node.port, 'type', 'veth',
                 'peer', 'name', 'eth0', 'netns', node.ns)
@@ -173,6 +171,17 @@ class NetCluster(util.Cluster):
             _ip('-n', node.ns, 'link', 'set', 'eth0', 'up')
             if self.netem:
                 self.set_netem(node, self.netem)
+
+    def _add_ns(self, ns):
+        """ip netns add, remembered for destroy() and listed in
+        $RPFS_TEST_NETNS (if set) so scripts/test.sh can delete what a
+        killed run left behind."""
+        _ip('netns', 'add', ns)
+        self.made_ns.append(ns)
+        f = os.environ.get('RPFS_TEST_NETNS')
+        if f:
+            with open(f, 'a') as fh:
+                fh.write(ns + '\n')
 
     def set_netem(self, node, spec):
         """netem SPEC (tc words, e.g. 'delay 1ms loss 0.5%') on node's eth0."""

@@ -46,7 +46,19 @@ import pytest
 import netns
 import util
 
-TIMEOUT_S = 3                 # -o timeout= of every client
+
+def _env_int(name, default, lo):
+    """$name as an integer >= lo, default when unset."""
+    v = os.environ.get(name) or str(default)
+    if not v.isdigit() or int(v) < lo:
+        raise ValueError('%s: expected an integer >= %d, got %r' % (name, lo, v))
+    return int(v)
+
+
+# -o timeout= of every client: $RPFS_NETFAULT_TIMEOUT, default 3 s. Under
+# TCG with netem loss a healthy request can take longer than 3 s (see
+# HACKING.md "Fault harness"): the VM stage sets 10.
+TIMEOUT_S = _env_int('RPFS_NETFAULT_TIMEOUT', 3, 1)
 HANG_S = 4 * TIMEOUT_S + 10   # a call longer than this is a hang (generous: TCG VM)
 HOLD_S = TIMEOUT_S + 2        # every fault lasts at least this long
 VICTIM = 1
@@ -59,7 +71,7 @@ if SOAK not in ('0', '1'):
     raise ValueError('RPFS_SOAK: expected 0 or 1, got %r' % SOAK)
 SOAK = SOAK == '1'
 SIZE_MIB = 64 if SOAK else 4       # per file
-RUN_S = 60 if SOAK else 8          # fio `run` runtime (covers fault + recovery)
+RUN_S = 60 if SOAK else HOLD_S + 4  # fio `run` runtime (covers the fault)
 CYCLES = 5 if SOAK else 1          # faults per case
 
 # Lines at <3>/<4> each fault makes the daemons print (anything else at
@@ -129,6 +141,7 @@ class Prober:
     """PROBER on one client's file, its lines collected by a thread."""
 
     def __init__(self, path, want):
+        self.path = path
         self.p = subprocess.Popen([sys.executable, '-c', PROBER, path, want],
                                   stdout=subprocess.PIPE, text=True)
         util.register_pid(self.p.pid)
@@ -149,7 +162,12 @@ class Prober:
         return None
 
     def wait(self, pred, since, timeout, what):
-        return util.wait_until(lambda: self.first(pred, since), timeout, 0.05, what)
+        """Wait for first(pred, since); wrong data read meanwhile fails at once."""
+        def cond():
+            if self.first(lambda s: s == 'bad', 0) is not None:
+                raise AssertionError('wrong data read (%s)' % self.path)
+            return self.first(pred, since)
+        return util.wait_until(cond, timeout, 0.05, what)
 
     def close(self):
         if self.p.poll() is None:
@@ -475,8 +493,9 @@ class Cycle:
             assert seen == [], 'client %d does not need iod %d, got %s' % (k, VICTIM, seen)
             assert fr['error'] == 0, 'client %d does not need iod %d: fio %s' % (k, VICTIM, fr)
         elif f.errno_needing == errno.EIO:
+            # fio meets the fault only if it wrote to the victim meanwhile
             assert seen == ['err%d' % errno.EIO], 'client %d: %s' % (k, seen)
-            assert fr['error'] == errno.EIO, 'client %d: fio %s' % (k, fr)
+            assert fr['error'] in (0, errno.EIO), 'client %d: fio %s' % (k, fr)
         else:
             assert seen == [], 'client %d: reads on a full disk: %s' % (k, seen)
             assert fr['error'] == errno.ENOSPC, \
