@@ -21,17 +21,22 @@ Per case (per cycle; 1 cycle, or several with RPFS_SOAK=1):
     16 writes) and a prober reading `pre` around the page cache (O_DIRECT),
     which checks its sha256 on every pass and times every call;
  3. the fault; it is held until each client that needs the victim has seen
-    its error (EIO; ENOSPC from the writers for the full disk), then undone;
- 4. checked: the probers never read wrong data; no call took longer than
-    HANG_S (the mount's timeout is TIMEOUT_S: a hang would be far above);
-    clients needing the victim got EIO during the fault (kill, stop, link)
-    and read `pre` correctly again after it; clients not needing it saw no
-    error at all; after a mgr kill -9 and restart everyone recovers without
-    a remount; every `pre` verifies with fio --verify_only after recovery;
-    every client writes and verifies a fresh file afterwards (`post`).
-The matrix (data checked, errors seen, max stall, time to recover) is
-printed at the end of the session and written to netfault-matrix.txt in
-pytest's base temporary directory.
+    its error (EIO; ENOSPC from the writers for the full disk), and at
+    least HOLD_S, then undone;
+ 4. checked: nothing read wrong data (probers, fio verify); no call took
+    longer than HANG_S (the mount's timeout is TIMEOUT_S: a hang would be
+    far above); clients needing the victim got EIO during the fault (kill,
+    stop, link; their fio got EIO too, or wrote nothing to the victim
+    meanwhile) and read `pre` correctly again after it; clients not needing
+    it saw no error at all; a full disk gives ENOSPC to the writers needing
+    it and nothing to the others; after a mgr kill -9 and restart everyone
+    recovers without a remount; every `pre` verifies with fio --verify_only
+    after recovery; every client writes and verifies a fresh file
+    afterwards (`post`).
+The matrix (data checked, errors seen, time to the first error, longest
+call, longest fio I/O, time to recover, fio's result) is printed at the end
+of the session and written to netfault-matrix.txt in pytest's base
+temporary directory.
 """
 import errno
 import json
