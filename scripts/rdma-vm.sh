@@ -46,9 +46,11 @@ case "$CACHE" in /*) ;; *) CACHE=$PWD/$CACHE ;; esac
 PACKAGES=(qemu-system-x86 busybox-static cpio gzip kmod xz-utils zstd util-linux iproute2
 	rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils librdmacm-dev
 	libibverbs-dev fuse3 bash)
-# Modules the guest loads, with their dependencies, in this order.
+# Modules the guest loads, with their dependencies, in this order. bridge
+# and sch_netem are for the fault harness (tests/integration/netns.py:
+# namespaces on a bridge, tc netem on every link).
 MODULES=(virtio_pci virtio_console 9pnet_virtio 9p fuse veth crc32_generic
-	crc32_pclmul ib_uverbs ib_umad rdma_rxe rdma_ucm overlay)
+	crc32_pclmul ib_uverbs ib_umad rdma_rxe rdma_ucm overlay bridge sch_netem)
 RXE_ADDR=10.55.0.1
 GUEST_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 

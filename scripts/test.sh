@@ -9,7 +9,9 @@
 #      -Werror, tests/rdma/smoke.sh, tests/rdma/quickstart.sh (the quickstart
 #      over verbs), the C tests of meson suite "verbs" if
 #      any, test_vb_live from the ASan build, and the whole pytest suite (test_verbs.py's mechanism tests
-#      included) with RPFS_TRANSPORT=verbs on the soft-RoCE address.
+#      included) with RPFS_TRANSPORT=verbs on the soft-RoCE address (the
+#      fault harness, test_netfault.py, runs its own namespaces over tcp,
+#      with netem on every link).
 # Prints, as its last line, "N passed, N failed" over all four stages (a
 # skipped test counts as failed) and exits non-zero if anything failed.
 #
@@ -22,6 +24,10 @@
 # big directory's entries in the VM (the host stage keeps 1024, 3000 and
 # 5000: under TCG those three alone would take over 15 minutes);
 # RPFS_VM_PYTEST_TIMEOUT (default 2400) seconds for stage 4's pytest VM;
+# RPFS_VM_NETEM (default "delay 1ms loss 0.5%") the tc netem of every link
+# of the fault harness in the VM (tests/integration/test_netfault.py; the
+# host's kernel has no sch_netem, so stage 3 runs it without) and
+# RPFS_VM_NETFAULT_TIMEOUT (default 10) its clients' timeout= in seconds;
 # RPFS_TEST_KEEP=1 keeps the temporary directory even when all passed.
 set -euo pipefail
 
@@ -32,10 +38,11 @@ FUZZ_SECONDS=${RPFS_FUZZ_SECONDS:-60}
 # these (or from Debian's required set): the build's and fio-src.sh's,
 # clang and its runtime (fuzzing), python3-pytest, fio, attr (getfattr,
 # setfattr), util-linux (setpriv, prlimit, mountpoint), mount (umount),
-# fuse3 (fusermount3), diffutils (cmp, diff), systemd (systemd-analyze);
+# fuse3 (fusermount3), diffutils (cmp, diff), systemd (systemd-analyze),
+# iproute2 (ip, tc: the fault harness; nsenter is util-linux's);
 # scripts/rdma-vm.sh installs the VM's own (qemu, busybox, kmod, ...).
 PACKAGES=("${RPFS_BUILD_PACKAGES[@]}" "${RPFS_FIO_SRC_PACKAGES[@]}" clang libclang-rt-14-dev
-	python3 python3-pytest attr util-linux mount tar diffutils coreutils systemd)
+	python3 python3-pytest attr util-linux mount tar diffutils coreutils systemd iproute2)
 
 PASSED=0
 FAILED=0
@@ -43,6 +50,9 @@ PY= # chosen after stage 0 installed python3-pytest (see pick_python)
 RUN_TMP=$(mktemp -d /tmp/rpfs-test.XXXXXX)
 export RPFS_TEST_PIDS=$RUN_TMP/pids
 : >"$RPFS_TEST_PIDS"
+# network namespaces of the fault harness (tests/integration/netns.py)
+export RPFS_TEST_NETNS=$RUN_TMP/netns
+: >"$RPFS_TEST_NETNS"
 
 # C tests that need real kernel verbs: meson suite "verbs", and vb_live.
 VERBS_TESTS_RE=':verbs / \| / vb_live$'
@@ -51,10 +61,11 @@ say() { printf '\n=== %s\n' "$*"; }
 pass() { PASSED=$((PASSED + ${1:-1})); }
 fail() { FAILED=$((FAILED + ${1:-1})); }
 
-# cleanup: unmount whatever the tests left mounted under RUN_TMP and stop
-# any process they started that is still running.
+# cleanup: unmount whatever the tests left mounted under RUN_TMP, stop
+# any process they started that is still running and delete the network
+# namespaces they left.
 cleanup() {
-	local mp pid
+	local mp pid ns
 	{ grep -o " $RUN_TMP/[^ ]*" /proc/self/mounts 2>/dev/null || true; } | sort -r |
 		while read -r mp; do
 			fusermount3 -u "$mp" 2>/dev/null || umount -l "$mp" 2>/dev/null || true
@@ -66,6 +77,11 @@ cleanup() {
 				kill -KILL "$pid" 2>/dev/null || true
 			fi
 		done <"$RPFS_TEST_PIDS"
+	fi
+	if [ -s "$RPFS_TEST_NETNS" ]; then
+		while read -r ns; do
+			ip netns del "$ns" 2>/dev/null || true
+		done <"$RPFS_TEST_NETNS"
 	fi
 }
 trap cleanup EXIT
@@ -331,10 +347,12 @@ else
 	rm -f "$vm_junit"
 	set +e
 	scripts/rdma-vm.sh run --timeout "${RPFS_VM_PYTEST_TIMEOUT:-2400}" -- \
-		"RPFS_BUILD=$VM_BUILD RPFS_TRANSPORT=$VM_TRANSPORT RPFS_TEST_PIDS= \
+		"RPFS_BUILD=$VM_BUILD RPFS_TRANSPORT=$VM_TRANSPORT RPFS_TEST_PIDS= RPFS_TEST_NETNS= \
 		RPFS_TEST_HOST=\$RPFS_RDMA_ADDR RPFS_TEST_BIG_MIB=${RPFS_VM_BIG_MIB:-256} \
 		RPFS_TEST_TAR_FILES=${RPFS_VM_TAR_FILES:-600} \
 		RPFS_TEST_READDIR_N=${RPFS_VM_READDIR_N:-2000} \
+		RPFS_NETEM='${RPFS_VM_NETEM:-delay 1ms loss 0.5%}' \
+		RPFS_NETFAULT_TIMEOUT=${RPFS_VM_NETFAULT_TIMEOUT:-10} \
 		$PY -m pytest tests/integration -v --durations=15 \
 		--junitxml=$vm_junit ${RPFS_PYTEST_ARGS:-}" </dev/null
 	vm_rc=$?
