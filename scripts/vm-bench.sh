@@ -22,7 +22,10 @@
 # registrations"): copies per byte moved ((client_copy_bytes +
 # fuse_copy_bytes) / bytes fio moved; "-" when the mount has no
 # fuse_copy_bytes counter), registrations per data operation (reg_count /
-# data_ops) and pin-down cache misses per operation. Numbers under TCG say
+# data_ops) and pin-down cache misses per operation (an engine row counts
+# its whole job process, so its mount's few connection registrations and
+# the buffer's one cache fill are spread over the run's operations; a mount
+# row counts only the delta over the job). Numbers under TCG say
 # how the transports compare on one machine, not what hardware would do.
 #
 # Environment: RPFS_BUILD (default build-vm; built if missing, with the fio
