@@ -79,7 +79,8 @@ const char *net_transport_name(enum net_transport t)
 	X(dereg_count) X(reg_bytes) X(reg_cache_hits) X(reg_cache_misses)     \
 	X(reg_cache_evictions) X(pinned_bytes) X(srq_posted) X(poll_sleeps) \
 	X(reg_ns) X(ogr_groups) X(ogr_fallbacks) X(rdma_signaled)            \
-	X(ogr_cost_a_ns) X(ogr_cost_b_ns) X(ogr_cal_ns)
+	X(ogr_cost_a_ns) X(ogr_cost_b_ns) X(ogr_cal_ns)                      \
+	X(client_copy_bytes) X(data_ops)
 
 /* Format st as one JSON object; see net.h. Cost: one pass, no allocation. */
 int net_stats_json(const struct net_stats *st, const char *transport,
@@ -287,12 +288,19 @@ int net_client_wr_sent_at_submit(const struct net_client *cl)
 	return cl->ops->wr_sent_at_submit;
 }
 
-/* Send a call through the connection's backend. */
+/* Send a call through the connection's backend; count it in data_ops when
+ * it carries data (the denominator of registrations per operation). */
 int net_call_submit(struct net_conn *c, struct net_call *call)
 {
+	int rc;
+
 	if (!c || !call)
 		return -EINVAL;
-	return c->cl->ops->submit(c, call);
+	rc = c->cl->ops->submit(c, call);
+	if (rc == 0 && ((call->wr_cnt > 0 && net_iov_total(call->wr_iov, call->wr_cnt)) ||
+			(call->rd_cnt > 0 && net_iov_total(call->rd_iov, call->rd_cnt))))
+		NET_STAT_ADD(&c->cl->st, data_ops, 1);
+	return rc;
 }
 
 /* Wait for a submitted call through its connection's backend. */

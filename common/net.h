@@ -130,6 +130,16 @@ struct net_stats {
 	uint64_t ogr_cost_a_ns;            /* client: OGR cost model in use, */
 	uint64_t ogr_cost_b_ns;            /* ns per page and per call (gauges) */
 	uint64_t ogr_cal_ns;               /* client: time its calibration took */
+	/* client CPU spent on data (issue 11) */
+	uint64_t client_copy_bytes;        /* client: payload bytes copied in
+					    * user space (verbs: gathers into
+					    * inline/fast buffers, inline and
+					    * fast-buffer copy-out; tcp: reads
+					    * through the staging buffer) */
+	uint64_t data_ops;                 /* client: calls submitted that
+					    * carried data (write or read
+					    * memory); reg_count / data_ops =
+					    * registrations per operation */
 };
 
 /** Defaults: credits, timeout, thresholds of the paper (4 KiB inline, 64 KiB

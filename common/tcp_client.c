@@ -903,15 +903,18 @@ static void tcp_rx_finish(struct tcp_conn *c)
 	NET_STAT_ADD(&c->tc->base.st, msgs_rx, 1);
 }
 
-/* Deliver n bytes of payload from src to the current frame's target. */
+/* Deliver n bytes of payload from src to the current frame's target
+ * (read data copied from the staging buffer counts in client_copy_bytes). */
 static void tcp_rx_deliver(struct tcp_conn *c, const uint8_t *src, size_t n)
 {
 	struct net_call *call = c->rx_call;
 
-	if (c->phase == RX_BODY)
+	if (c->phase == RX_BODY) {
 		memcpy((uint8_t *)call->rep_buf + c->rx_pos, src, n);
-	else if (c->phase == RX_DATA)
+	} else if (c->phase == RX_DATA) {
 		net_iov_copy_in(call->rd_iov, call->rd_cnt, c->rx_pos, src, n);
+		NET_STAT_ADD(&c->tc->base.st, client_copy_bytes, n);
+	}
 	c->rx_pos += n;
 	c->rx_left -= n;
 }

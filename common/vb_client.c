@@ -8,14 +8,23 @@
  * a landing buffer for big replies. A call holds one "call slot" (and one
  * credit) from submit to completion.
  *
- * Mechanism by size (thresholds from net_opts): write data up to inline_max
- * rides in the request; up to fast_max it goes with the request by RDMA
- * Write with Immediate into a server fast slot, straight from the caller's
- * memory when that is in the pin-down cache, else through our fast buffer;
- * above that the request names the memory in segments and the server RDMA
- * Reads it. Read data up to inline_max comes back in the reply; up to
- * fast_max the server RDMA Writes it into the registered user memory or our
- * fast buffer; above that into the user memory named by segments.
+ * Mechanism by size (thresholds from net_opts), for memory not declared
+ * long-lived: write data up to inline_max rides in the request (copied in);
+ * up to fast_max it goes with the request by RDMA Write with Immediate into
+ * a server fast slot, gathered through our fast buffer; above that the
+ * request names the memory in segments (registered for the call) and the
+ * server RDMA Reads it. Read data up to inline_max comes back in the reply
+ * (copied out); up to fast_max the server RDMA Writes it into our fast
+ * buffer (copied out); above that into the user memory named by segments.
+ *
+ * Memory declared long-lived (net_client_register_mem) is never copied, at
+ * any size: it is registered into the pin-down cache at its first use (one
+ * miss) and hit after. Write data leaves from it in place (RDMA Write with
+ * Immediate whose scatter/gather list names it, when it fits a server fast
+ * slot; else RDMA Read by the server), and read data is RDMA Written by the
+ * server straight into it, also below inline_max. For undeclared memory the
+ * copies are cheaper than registering per call, so they stay.
+ * client_copy_bytes counts every payload byte copied here.
  *
  * Threads: callers submit and wait; one progress thread takes reply
  * completions by interrupt (completion channel + ibv_req_notify_cq) and
@@ -808,28 +817,95 @@ out_free_mrs:
 	return rc;
 }
 
-/* Whether every entry of iov is already registered (check_if_registered). */
-static int vb_iov_registered(struct vb_cconn *c, const struct iovec *iov, int cnt)
+/*
+ * Whether every non-empty entry of iov lies in memory declared long-lived
+ * (registered already, or to be registered into the pin-down cache at its
+ * first use). Such memory is never copied: the RDMA operations use it in
+ * place, whatever the size. Cost: O(cnt log regions) under rc_lock.
+ */
+static int vb_iov_declared(struct vb_cconn *c, const struct iovec *iov, int cnt)
 {
 	struct vb_client *vc = c->vc;
 	int ok = 1;
 
 	pthread_mutex_lock(&vc->rc_lock);
 	for (int i = 0; i < cnt && ok; i++)
-		if (iov[i].iov_len && !vb_rcache_check(&vc->rc, iov[i].iov_base,
-						       iov[i].iov_len))
+		if (iov[i].iov_len && !vb_rcache_declared(&vc->rc, iov[i].iov_base,
+							  iov[i].iov_len))
 			ok = 0;
 	pthread_mutex_unlock(&vc->rc_lock);
 	return ok;
 }
 
-/* Copy iov into dst (gather). */
-static void vb_gather(const struct iovec *iov, int cnt, uint8_t *dst)
+/* Non-empty entries of iov. */
+static int vb_iov_nonzero(const struct iovec *iov, int cnt)
 {
+	int n = 0;
+
+	for (int i = 0; i < cnt; i++)
+		n += iov[i].iov_len != 0;
+	return n;
+}
+
+/*
+ * Register iov through the cache (declared memory: a hit, or one miss that
+ * fills the cache) and describe it as local scatter/gather entries at sge,
+ * merging neighbours contiguous under one registration. The references go
+ * to the slot, released when the call completes, so no eviction can drop
+ * a registration the adapter still reads from.
+ * @return entries written (<= max), -E2BIG more needed, -errno
+ */
+static int vb_iov_sges(struct vb_cconn *c, struct vb_cslot *s,
+		       const struct iovec *iov, int cnt, struct ibv_sge *sge,
+		       int max)
+{
+	struct vb_client *vc = c->vc;
+	struct ibv_mr *mrs[32];
+	int n = 0, rc;
+
+	if (vb_iov_nonzero(iov, cnt) > max || cnt > 32)
+		return -E2BIG;
+	if (s->nrefs + cnt > s->caprefs) {
+		int cap = s->nrefs + cnt + 8;
+		struct vb_rref *r = realloc(s->refs, (size_t)cap * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		s->refs = r;
+		s->caprefs = cap;
+	}
+	pthread_mutex_lock(&vc->rc_lock);
+	rc = vb_rcache_get_list(&vc->rc, iov, cnt, NULL, IBV_ACCESS_LOCAL_WRITE, mrs,
+				s->refs, &s->nrefs);
+	pthread_mutex_unlock(&vc->rc_lock);
+	if (rc)
+		return rc;
+	for (int i = 0; i < cnt; i++) {
+		uintptr_t a = (uintptr_t)iov[i].iov_base;
+		if (!iov[i].iov_len)
+			continue;
+		if (n && sge[n - 1].lkey == mrs[i]->lkey &&
+		    sge[n - 1].addr + sge[n - 1].length == a &&
+		    (uint64_t)sge[n - 1].length + iov[i].iov_len <= UINT32_MAX) {
+			sge[n - 1].length += (uint32_t)iov[i].iov_len;
+			continue;
+		}
+		sge[n++] = (struct ibv_sge){ a, (uint32_t)iov[i].iov_len, mrs[i]->lkey };
+	}
+	return n;
+}
+
+/* Copy iov into dst (gather), counting the copy. */
+static void vb_gather(struct net_stats *st, const struct iovec *iov, int cnt,
+		      uint8_t *dst)
+{
+	uint64_t n = 0;
+
 	for (int i = 0; i < cnt; i++) {
 		memcpy(dst, iov[i].iov_base, iov[i].iov_len);
 		dst += iov[i].iov_len;
+		n += iov[i].iov_len;
 	}
+	NET_STAT_ADD(st, client_copy_bytes, n);
 }
 
 /* Take a free fast slot bit (ours and the server's share the index).
@@ -846,9 +922,10 @@ static int vb_fast_take(struct vb_cconn *c)
 
 /*
  * Build the request of slot s into its buffers and post it. Chooses the
- * mechanism for write and read data (see the file comment), registers what
- * the server will access, and falls back to a big message (RDMA Read by the
- * server) when the message outgrows an internal buffer.
+ * mechanism for write and read data (see the file comment: by size, and
+ * never a copy for declared memory), registers what the server will
+ * access, and falls back to a big message (RDMA Read by the server) when
+ * the message outgrows an internal buffer.
  * @return 0 posted, -errno (slot still BUILDING; caller releases it)
  */
 static int vb_build_and_post(struct vb_cconn *c, struct vb_cslot *s, int si,
@@ -862,27 +939,32 @@ static int vb_build_and_post(struct vb_cconn *c, struct vb_cslot *s, int si,
 	uint8_t *segbuf = NULL;
 	struct vb_mhdr m = { .kind = VB_K_REQ, .fslot = 0xffff };
 	enum { WM_NONE, WM_INLINE, WM_FAST, WM_RDMA } wm = WM_NONE;
-	int rd_user = 0, rc, big = 0, nwr = 0, nrd = 0;
+	int rc, big = 0, nwr = 0, nrd = 0;
 	uint64_t len;
 	struct ibv_sge sge[32];
 	int nsge = 0;
+	int max_sge = c->max_sge < 32 ? (int)c->max_sge : 32;
+	/* Declared (long-lived) memory is never copied: reads of any size are
+	 * RDMA Written into it, writes leave from it in place. */
+	int wr_user = wr && vb_iov_declared(c, call->wr_iov, call->wr_cnt);
+	int rd_user = rd && vb_iov_declared(c, call->rd_iov, call->rd_cnt);
+	int nz_wr = vb_iov_nonzero(call->wr_iov, call->wr_cnt);
 
 	/* Write data. */
 	if (wr == 0)
 		wm = WM_NONE;
-	else if (wr <= o->inline_max)
+	else if (wr <= o->inline_max && !wr_user)
 		wm = WM_INLINE;
-	else if (wr <= o->fast_max && wr + VB_MSG_SIZE <= c->s_slot_size)
+	else if (wr <= o->fast_max && wr + VB_MSG_SIZE <= c->s_slot_size &&
+		 (!wr_user || call->wr_cnt + 1 <= max_sge))
 		wm = WM_FAST;
 	else
 		wm = WM_RDMA;
 	/* Read memory. */
-	if (rd && rd <= o->inline_max)
+	if (rd && rd <= o->inline_max && !rd_user)
 		m.flags |= VB_F_RD_INLINE;
 	else if (rd)
 		m.flags |= VB_F_RD_RDMA;
-	if (rd && rd > o->inline_max && rd <= o->fast_max)
-		rd_user = vb_iov_registered(c, call->rd_iov, call->rd_cnt);
 	s->rd_total = rd;
 
 	pthread_mutex_lock(&c->lock);
@@ -896,11 +978,7 @@ static int vb_build_and_post(struct vb_cconn *c, struct vb_cslot *s, int si,
 	/* Will the message outgrow an internal buffer? Then it goes big (the
 	 * server RDMA Reads it) and write data goes server-based with it. */
 	{
-		int nz_wr = 0, nz_rd = 0;
-		for (int i = 0; i < call->wr_cnt; i++)
-			nz_wr += call->wr_iov[i].iov_len != 0;
-		for (int i = 0; i < call->rd_cnt; i++)
-			nz_rd += call->rd_iov[i].iov_len != 0;
+		int nz_rd = vb_iov_nonzero(call->rd_iov, call->rd_cnt);
 		if (!(m.flags & VB_F_RD_RDMA))
 			nz_rd = 0;
 		else if (s->rd_in_fast)
@@ -976,7 +1054,7 @@ static int vb_build_and_post(struct vb_cconn *c, struct vb_cslot *s, int si,
 	if (wm == WM_INLINE) {
 		m.flags |= VB_F_WR_INLINE;
 		m.inl = (uint32_t)wr;
-		vb_gather(call->wr_iov, call->wr_cnt, p);
+		vb_gather(st, call->wr_iov, call->wr_cnt, p);
 		p += wr;
 	}
 	if (wm == WM_FAST) {
@@ -1006,32 +1084,17 @@ static int vb_build_and_post(struct vb_cconn *c, struct vb_cslot *s, int si,
 	} else if (wm == WM_FAST) {
 		/* RDMA Write with Immediate: [message][data] into the slot. */
 		sge[nsge++] = (struct ibv_sge){ (uintptr_t)msg, (uint32_t)len, c->mr->lkey };
-		int direct = call->wr_cnt + 1 <= (int)c->max_sge &&
-			     vb_iov_registered(c, call->wr_iov, call->wr_cnt);
-		if (direct) {
-			pthread_mutex_lock(&vc->rc_lock);
-			for (int i = 0; i < call->wr_cnt; i++) {
-				if (!call->wr_iov[i].iov_len)
-					continue;
-				struct ibv_mr *mr = vb_rcache_check(&vc->rc, call->wr_iov[i].iov_base,
-								    call->wr_iov[i].iov_len);
-				if (!mr) {
-					direct = 0;
-					break;
-				}
-				sge[nsge++] = (struct ibv_sge){ (uintptr_t)call->wr_iov[i].iov_base,
-							      (uint32_t)call->wr_iov[i].iov_len,
-							      mr->lkey };
-			}
-			if (direct)
-				NET_STAT_ADD(st, reg_cache_hits, 1);
-			pthread_mutex_unlock(&vc->rc_lock);
-		}
-		if (!direct) {
+		if (wr_user) {
+			/* straight from the caller's registered memory */
+			rc = vb_iov_sges(c, s, call->wr_iov, call->wr_cnt, sge + 1,
+					 max_sge - 1);
+			if (rc < 0)
+				goto out_free_segbuf;
+			nsge += rc;
+		} else {
 			uint8_t *fb = c->fast + (size_t)s->wr_fast * c->fast_sz;
-			vb_gather(call->wr_iov, call->wr_cnt, fb);
-			sge[1] = (struct ibv_sge){ (uintptr_t)fb, (uint32_t)wr, c->mr->lkey };
-			nsge = 2;
+			vb_gather(st, call->wr_iov, call->wr_cnt, fb);
+			sge[nsge++] = (struct ibv_sge){ (uintptr_t)fb, (uint32_t)wr, c->mr->lkey };
 		}
 		swr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
 		swr.imm_data = vb_imm_encode((unsigned)s->wr_fast, (uint32_t)(len + wr));
@@ -1083,8 +1146,8 @@ out_free_segbuf:
 /*
  * Send a call: connect if needed, take a credit and a slot (waiting up to
  * the deadline), then build and post the request. Cost: one post_send, plus
- * ibv_reg_mr per iovec of memory not declared long-lived (server-based
- * transfers only).
+ * ibv_reg_mr per group of memory not declared long-lived (server-based
+ * transfers only), or once per declared region (its first use).
  */
 static int vb_submit(struct net_conn *nc, struct net_call *call)
 {
@@ -1250,10 +1313,13 @@ static int vb_on_reply(struct vb_cconn *c, const uint8_t *msg, uint32_t len,
 		call->rd_bytes = m.inl;
 		NET_STAT_ADD(st, inline_msgs, 1);
 		NET_STAT_ADD(st, inline_bytes, m.inl);
+		NET_STAT_ADD(st, client_copy_bytes, m.inl);
 	} else if (h.aux) {
-		if (s->rd_in_fast)
+		if (s->rd_in_fast) {
 			net_iov_copy_in(call->rd_iov, call->rd_cnt, 0,
 					c->fast + (size_t)s->rd_fast * c->fast_sz, h.aux);
+			NET_STAT_ADD(st, client_copy_bytes, h.aux);
+		}
 		call->rd_bytes = h.aux;
 		if (s->rd_total <= c->vc->base.opts.fast_max) {
 			NET_STAT_ADD(st, fast_msgs, 1);

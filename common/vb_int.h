@@ -182,6 +182,11 @@ int vb_rcache_undeclare(struct vb_rcache *rc, void *addr);
 /* The registered entry covering [addr, addr+len), or NULL (no side effects
  * beyond the LRU tick): the paper's check_if_registered. */
 struct ibv_mr *vb_rcache_check(struct vb_rcache *rc, const void *addr, size_t len);
+/* Whether [addr, addr+len) lies in one declared region no larger than the
+ * cache bound, so vb_rcache_get fills it into the cache (one miss) or hits:
+ * the client moves such memory by RDMA straight, never copying it.
+ * @return 1 or 0 */
+int vb_rcache_declared(struct vb_rcache *rc, const void *addr, size_t len);
 /* Get a registration covering [addr, addr+len) with access flags acc:
  * a hit, a cache fill of a declared region (evicting LRU entries to stay
  * under the bound) or a per-call registration. @return 0, -errno */

@@ -212,6 +212,15 @@ struct ibv_mr *vb_rcache_check(struct vb_rcache *rc, const void *addr, size_t le
 	return e->mr;
 }
 
+/* Whether [addr, addr+len) lies in a declared region the cache can hold
+ * (registered already or not yet): memory that is never copied. O(log n). */
+int vb_rcache_declared(struct vb_rcache *rc, const void *addr, size_t len)
+{
+	struct vb_rent *e = vb_rc_find(rc, (uintptr_t)addr, len);
+
+	return e && e->len <= rc->max;
+}
+
 /* Evict least recently used idle registrations until need more bytes fit
  * under the bound. O(n) per eviction. @return 0 fits, -ENOSPC cannot */
 static int vb_rc_make_room(struct vb_rcache *rc, size_t need)

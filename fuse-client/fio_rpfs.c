@@ -8,10 +8,18 @@
  *   rpfs_mgr=HOST[:PORT]   ($RPFS_MGR, required)
  *   rpfs_key=FILE          ($RPFS_KEY) cluster key
  *   rpfs_transport=T       ($RPFS_TRANSPORT) tcp, verbs or auto
+ *   rpfs_stats=PATH        ($RPFS_FIO_STATS) at the end of each job, append
+ *                          one line of JSON to PATH: the job name, the job
+ *                          process's CPU time (getrusage: fio's own and the
+ *                          transport's threads) and the transport counters
+ *                          (rpfs_stats_json), e.g. for scripts/vm-bench.sh
  * filename= names files relative to the rpfs root (directory= is
  * prepended by fio as usual). Every job process mounts once (init) and
  * unmounts at cleanup. I/O is synchronous (rpfs_pread/rpfs_pwrite);
  * fsync= and end_fsync= map to rpfs_fsync; unlink=1 to rpfs_unlink.
+ * fio's I/O buffers come from rpfs_mem_alloc (the iomem_alloc hook), so
+ * the transport moves them without a copy and registers them once (verbs);
+ * fio's mem=/iomem= options therefore conflict with this engine.
  * Built only with -Dfio_engine=enabled (needs fio's source headers, see
  * scripts/fio-src.sh).
  */
@@ -20,6 +28,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "fio.h"
 #include "optgroup.h"
@@ -34,11 +44,13 @@ struct rpfs_fio_opts {
 	char *mgr;
 	char *key;
 	char *transport;
+	char *stats;
 };
 
 /* Per job: the mounted file system. */
 struct rpfs_fio_data {
 	rpfs_fs_t *fs;
+	const char *stats;  /* counters file, or NULL */
 };
 
 static struct fio_option rpfs_fio_options[] = {
@@ -66,6 +78,16 @@ static struct fio_option rpfs_fio_options[] = {
 		.type = FIO_OPT_STR_STORE,
 		.off1 = offsetof(struct rpfs_fio_opts, transport),
 		.help = "tcp, verbs or auto (default $RPFS_TRANSPORT or tcp)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "rpfs_stats",
+		.lname = "rpfs counters file",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rpfs_fio_opts, stats),
+		.help = "append the job's CPU time and transport counters as "
+			"JSON to this file (default $RPFS_FIO_STATS)",
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_INVALID,
 	},
@@ -110,6 +132,7 @@ static int rpfs_fio_init(struct thread_data *td)
 	rpfs_opts_default(&o);
 	o.key_file = opt_or_env(eo ? eo->key : NULL, "RPFS_KEY");
 	o.transport = opt_or_env(eo ? eo->transport : NULL, "RPFS_TRANSPORT");
+	d->stats = opt_or_env(eo ? eo->stats : NULL, "RPFS_FIO_STATS");
 	rc = rpfs_mount(mgr, &o, &d->fs);
 	if (rc) {
 		log_err("rpfs: mount %s: %s\n", mgr, strerror(-rc));
@@ -120,16 +143,90 @@ static int rpfs_fio_init(struct thread_data *td)
 	return 0;
 }
 
-/* Unmount at the end of the job. */
+/*
+ * Append the job's line to the counters file: {"job":NAME,"cpu_usr_s":U,
+ * "cpu_sys_s":S,"net":{counters}}. One write(2) with O_APPEND, so the
+ * lines of concurrent job processes do not interleave.
+ * @return 0, or an errno value (logged)
+ */
+static int rpfs_fio_write_stats(struct thread_data *td, struct rpfs_fio_data *d)
+{
+	char net[4096], line[4608];
+	struct rusage ru;
+	int n, fd, rc = 0;
+
+	if (rpfs_stats_json(d->fs, net, sizeof(net)) < 0 ||
+	    getrusage(RUSAGE_SELF, &ru) != 0)
+		return EINVAL;
+	n = snprintf(line, sizeof(line),
+		     "{\"job\":\"%s\",\"cpu_usr_s\":%ld.%06ld,"
+		     "\"cpu_sys_s\":%ld.%06ld,\"net\":%s}\n",
+		     td->o.name && !strpbrk(td->o.name, "\"\\") ? td->o.name : "job",
+		     (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec,
+		     (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec, net);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return ERANGE;
+	fd = open(d->stats, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		rc = errno;
+		log_err("rpfs: rpfs_stats %s: %s\n", d->stats, strerror(rc));
+		return rc;
+	}
+	if (write(fd, line, (size_t)n) != n) {
+		rc = errno ? errno : EIO;
+		log_err("rpfs: rpfs_stats %s: write: %s\n", d->stats, strerror(rc));
+	}
+	close(fd);
+	return rc;
+}
+
+/* Unmount at the end of the job (after fio freed its buffers), writing
+ * the counters first when asked. */
 static void rpfs_fio_cleanup(struct thread_data *td)
 {
 	struct rpfs_fio_data *d = td->io_ops_data;
 
 	if (!d)
 		return;
+	if (d->stats)
+		(void)rpfs_fio_write_stats(td, d);
 	(void)rpfs_unmount(d->fs);
 	free(d);
 	td->io_ops_data = NULL;
+}
+
+/*
+ * fio's I/O buffers (all io_us, total bytes) from registered memory:
+ * declared to the transport, so verbs registers them once, at first use,
+ * and moves data in and out of them in place (no copy, no registration per
+ * I/O). Runs after init (the fs is mounted). @return 0, 1 on failure
+ */
+static int rpfs_fio_iomem_alloc(struct thread_data *td, size_t total)
+{
+	struct rpfs_fio_data *d = td->io_ops_data;
+	void *p;
+	int rc;
+
+	if (!d)
+		return 1;
+	rc = rpfs_mem_alloc(d->fs, total, &p);
+	if (rc) {
+		log_err("rpfs: %zu bytes of registered I/O memory: %s\n", total,
+			strerror(-rc));
+		return 1;
+	}
+	td->orig_buffer = p;
+	return 0;
+}
+
+/* Give fio's I/O buffers back (before cleanup unmounts). */
+static void rpfs_fio_iomem_free(struct thread_data *td)
+{
+	struct rpfs_fio_data *d = td->io_ops_data;
+
+	if (d && td->orig_buffer)
+		(void)rpfs_mem_free(d->fs, td->orig_buffer);
+	td->orig_buffer = NULL;
 }
 
 /* Open (creating it for writers) a file by its rpfs path. */
@@ -236,6 +333,8 @@ struct ioengine_ops ioengine = {
 	.unlink_file = rpfs_fio_unlink_file,
 	.invalidate = rpfs_fio_invalidate,
 	.queue = rpfs_fio_queue,
+	.iomem_alloc = rpfs_fio_iomem_alloc,
+	.iomem_free = rpfs_fio_iomem_free,
 	.options = rpfs_fio_options,
 	.option_struct_size = sizeof(struct rpfs_fio_opts),
 };

@@ -11,7 +11,11 @@
 # Targets are interleaved per job (job J on every target, then job J+1),
 # because numbers on these machines drift 20-35 % within an hour.
 # Writes DIR/results.md, DIR/results.json, DIR/plot.png and prints the table
-# and the ratios rpfs/passthrough and rpfs/GlusterFS.
+# and the ratios rpfs/passthrough and rpfs/GlusterFS. The details table of
+# rpfs rows adds the client's copies per byte moved ((client_copy_bytes +
+# fuse_copy_bytes) / bytes; "-" without fuse_copy_bytes), registrations and
+# pin-down cache misses per data operation, from the mount's rpfs.stats or
+# the engine's rpfs_stats lines (HACKING.md "Client copies and registrations").
 #
 # Needs root (mounts, drop_caches, pipe-max-size, glusterd). Everything it
 # starts is stopped and everything it mounts is unmounted at exit;
@@ -36,7 +40,7 @@ T_START=$(date +%s)
 
 say() { printf 'bench: %s\n' "$*" >&2; }
 die() { printf 'bench: error: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit "$1"; }
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit "$1"; }
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -332,10 +336,33 @@ prewrite_fio() {
 		say "warning: the unmeasured pre-write of $file on $target failed"
 }
 
+# net_snap TARGET FILE: the client's transport counters of the rpfs mount
+# (rpfs.stats) into FILE, for net_words; nothing for other targets.
+net_snap() {
+	[ "$1" = rpfs ] || return 0
+	getfattr --absolute-names --only-values -n rpfs.stats "$WORK/mnt/main" \
+		>"$2" 2>/dev/null || rm -f "$2"
+}
+
+# net_words TARGET OUT: KEY=VALUE words of the counters one run moved, for
+# the record (copies per byte, registrations and cache misses per op): the
+# mount's rpfs.stats before/after, or the engine's rpfs_stats lines.
+net_words() {
+	case "$1" in
+	rpfs) [ -s "$2.net0" ] && [ -s "$2.net1" ] &&
+		$PY "$REPO/tests/bench/report.py" netdelta "$2.net0" "$2.net1" 2>/dev/null ;;
+	rpfs-fio) [ -s "$2.netl" ] &&
+		$PY "$REPO/tests/bench/report.py" netdelta - "$2.netl" 2>/dev/null ;;
+	esac
+	return 0
+}
+
 NRUN=0
 # run_fio SECTION PARAM TARGET JOB FILE NJOBS DIR PIDS: one fio run, one
 # record line in RECORDS. A failed or hung run (bounded by timeout) is
-# recorded as failed and the suite goes on.
+# recorded as failed and the suite goes on. rpfs runs also record their
+# transport counters (net_words); the engine writes its own through
+# $RPFS_FIO_STATS.
 run_fio() {
 	local section=$1 param=$2 target=$3 job=$4 file=$5 nj=$6 dir=$7 pids=$8
 	local out=$WORK/out/$section-$param-$target-$job.json engine=psync
@@ -344,6 +371,8 @@ run_fio() {
 	limit=$((SEQ_CAP + RUNTIME + 60))
 	NRUN=$((NRUN + 1))
 	printf 'bench: [%3d] %-6s %-8s %-11s %-10s ' "$NRUN" "$section" "$param" "$target" "$job" >&2
+	rm -f "$out.net0" "$out.net1" "$out.netl"
+	net_snap "$target" "$out.net0"
 	c0=$(cpu_ticks $pids)
 	t0=$(date +%s.%N)
 	# fio runs from WORK/fio-cwd: fio insists that directory= exists
@@ -351,21 +380,27 @@ run_fio() {
 	# an empty directory there) from the rpfs root.
 	if ! (cd "$WORK/fio-cwd" && BENCH_DIR=$dir BENCH_ENGINE=$engine BENCH_SIZE=$SEQ_SIZE \
 		BENCH_NJOBS=$nj BENCH_RUNTIME=$([ "${file#seq}" != "$file" ] && echo "$SEQ_CAP" || echo "$RUNTIME") \
-		RPFS_MGR=127.0.0.1:$PORT \
+		RPFS_MGR=127.0.0.1:$PORT RPFS_FIO_STATS=$out.netl \
 		timeout -k 5 "$limit" fio --output-format=json --output="$out" \
 		"$REPO/tests/bench/fio/$file" >"$out.log" 2>&1); then
 		err="fio failed: $(tail -n 3 "$out.log" "$out" 2>/dev/null | tr '\n"' ' ' | cut -c1-200)"
 	fi
 	t1=$(date +%s.%N)
 	c1=$(cpu_ticks $pids)
-	local cpu wall
+	net_snap "$target" "$out.net1"
+	local cpu wall net
 	cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }')
 	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+	net=$(net_words "$target" "$out")
+	# shellcheck disable=SC2086 # net: KEY=VALUE words
 	if [ -z "$err" ] && $PY "$REPO/tests/bench/report.py" record fio "$out" section="$section" \
 		param="$param" target="$target" job="$job" daemon_cpu_s="$cpu" wall_s="$wall" \
-		>>"$RECORDS" 2>"$out.err"; then
-		tail -n 1 "$RECORDS" | $PY -c 'import json,sys; r=json.load(sys.stdin)
-print("%9.1f MB/s %9.0f IOPS  cpu %s s" % (r["mbs"], r["iops"], r["daemon_cpu_s"]))' >&2
+		$net >>"$RECORDS" 2>"$out.err"; then
+		tail -n 1 "$RECORDS" | $PY -c 'import json,sys; sys.path.insert(0, sys.argv[1])
+import report; r=json.load(sys.stdin)
+c = report.net_columns(r, r["io_mb"] * 1e6, r["target"] == "rpfs-fio") if "data_ops" in r else ["-"] * 3
+print("%9.1f MB/s %9.0f IOPS  cpu %s s  copies/B %s regs/op %s misses/op %s" % ((r["mbs"], r["iops"], r["daemon_cpu_s"]) + tuple(c)))' \
+			"$REPO/tests/bench" >&2
 	else
 		[ -n "$err" ] || err="bad fio output: $(head -c 200 "$out.err")"
 		echo "failed" >&2

@@ -12,12 +12,24 @@
 #   seqwrite  sequential 1 MiB writes of --size MiB (end_fsync)
 #   seqread   sequential 1 MiB reads of that file, page cache dropped first
 #   randread  random 4 KiB reads of it for --runtime s, cache dropped first
-# and prints MB/s, IOPS and the rpfs-fuse CPU seconds (utime + stime from
-# /proc/PID/stat, before and after) per GiB moved. Numbers under TCG say
+# then the same three through the fio engine (ioengine=external:
+# librpfs_fio.so, its I/O buffers registered memory, no FUSE), rows
+# e-seqwrite, e-seqread, e-randread, and prints MB/s, IOPS and the client
+# CPU seconds per GiB moved: the rpfs-fuse process's (utime + stime from
+# /proc/PID/stat, before and after), or the engine job process's (getrusage
+# at its end, from its rpfs_stats line: fio's own work included). Beside
+# them the transport counters of the run (HACKING.md "Client copies and
+# registrations"): copies per byte moved ((client_copy_bytes +
+# fuse_copy_bytes) / bytes fio moved; "-" when the mount has no
+# fuse_copy_bytes counter), registrations per data operation (reg_count /
+# data_ops) and pin-down cache misses per operation (an engine row counts
+# its whole job process, so its mount's few connection registrations and
+# the buffer's one cache fill are spread over the run's operations; a mount
+# row counts only the delta over the job). Numbers under TCG say
 # how the transports compare on one machine, not what hardware would do.
 #
-# Environment: RPFS_BUILD (default build-vm; built if missing), RPFS_VM_BENCH_TIMEOUT
-# (default 1800 s, the VM's limit).
+# Environment: RPFS_BUILD (default build-vm; built if missing, with the fio
+# engine), RPFS_VM_BENCH_TIMEOUT (default 1800 s, the VM's limit).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,10 +57,18 @@ if [ "${RPFS_IN_VM:-}" != 1 ]; then
 	. "$REPO/scripts/packages.sh"
 	pkg_install "${RPFS_BUILD_PACKAGES[@]}" fio attr python3 ||
 		{ echo "vm-bench: cannot install packages" >&2; exit 1; }
+	pkg_install "${RPFS_FIO_SRC_PACKAGES[@]}" ||
+		{ echo "vm-bench: cannot install the fio engine's packages" >&2; exit 1; }
 	if [ ! -f "$BUILD/build.ninja" ]; then
-		meson setup "$BUILD" --buildtype=release -Dwerror=true -Dverbs=enabled
+		meson setup "$BUILD" --buildtype=release -Dwerror=true -Dverbs=enabled \
+			-Dfio_engine=enabled
 	fi
 	ninja -C "$BUILD" >/dev/null
+	if [ ! -f "$BUILD/fuse-client/librpfs_fio.so" ]; then
+		# an existing build without the engine: enable it (fio-src.sh)
+		meson configure "$BUILD" -Dfio_engine=enabled >/dev/null
+		ninja -C "$BUILD" >/dev/null
+	fi
 	exec "$REPO/scripts/rdma-vm.sh" run --timeout "${RPFS_VM_BENCH_TIMEOUT:-1800}" -- \
 		"$REPO/scripts/vm-bench.sh" --size "$SIZE" --runtime "$RUNTIME" --rounds "$ROUNDS"
 fi
@@ -124,30 +144,69 @@ drop_caches() {
 	echo 3 >/proc/sys/vm/drop_caches
 }
 
-# run_job T JOB: one fio job on T's mount; appends a result line to
-# $TMP/results: T JOB bytes seconds iops cpu_ticks.
-run_job() {
-	local t=$1 job=$2 mnt=$TMP/mnt-$1 pid args c0 c1 out
-	pid=$(eval echo "\$FUSE_PID_$t")
-	case "$job" in
-	seqwrite) rm -f "$mnt/bench.dat"
-		args=(--rw=write --bs=1M --size="${SIZE}m" --end_fsync=1) ;;
-	seqread) args=(--rw=read --bs=1M --size="${SIZE}m") ;;
-	randread) args=(--rw=randread --bs=4k --size="${SIZE}m" --runtime="$RUNTIME"
-			--time_based --randrepeat=0) ;;
-	esac
-	drop_caches
-	c0=$(cpu_ticks "$pid")
-	out=$TMP/fio-$t-$job.json
-	fio --name="$job" --filename="$mnt/bench.dat" --ioengine=psync --direct=0 \
-		--output-format=json "${args[@]}" >"$out"
-	c1=$(cpu_ticks "$pid")
-	python3 - "$out" "$t" "$job" $((c1 - c0)) >>"$TMP/results" <<'EOF'
+# stats T FILE: the rpfs.stats counters of T's mount into FILE.
+stats() {
+	getfattr --absolute-names --only-values -n rpfs.stats "$TMP/mnt-$1" >"$2"
+}
+
+# result OUT T JOB CPU_S NETWORDS...: append one result line to
+# $TMP/results: T JOB bytes seconds iops cpu_s KEY=VALUE... (counters).
+result() {
+	python3 - "$@" >>"$TMP/results" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))['jobs'][0]
 d = j['write'] if j['write']['io_bytes'] else j['read']
-print(sys.argv[2], sys.argv[3], d['io_bytes'], d['runtime'] / 1000.0, d['iops'], sys.argv[4])
+print(sys.argv[2], sys.argv[3], d['io_bytes'], d['runtime'] / 1000.0, d['iops'],
+      sys.argv[4], *sys.argv[5:])
 EOF
+}
+
+# job_args JOB FILE: fio arguments of a job on FILE (mount or engine).
+job_args() {
+	case "$1" in
+	seqwrite) echo --filename="$2" --rw=write --bs=1M --size="${SIZE}m" --end_fsync=1 ;;
+	seqread) echo --filename="$2" --rw=read --bs=1M --size="${SIZE}m" ;;
+	randread) echo --filename="$2" --rw=randread --bs=4k --size="${SIZE}m" \
+		--runtime="$RUNTIME" --time_based --randrepeat=0 ;;
+	esac
+}
+
+# run_engine T BASEPORT JOB: one fio job through the engine on T's
+# cluster (its own mount inside fio, registered buffers); CPU and counters
+# from its rpfs_stats line.
+run_engine() {
+	local t=$1 base=$2 job=$3 out=$TMP/fio-$1-e-$3.json st=$TMP/fio-$1-e-$3.stats
+	rm -f "$st"
+	# shellcheck disable=SC2046 # job_args: words
+	fio --name="e-$job" --ioengine="external:$BUILD/fuse-client/librpfs_fio.so" \
+		--rpfs_mgr="$ADDR:$base" --rpfs_transport="$t" --rpfs_stats="$st" \
+		--output-format=json $(job_args "$job" ebench.dat) >"$out"
+	local words cpu
+	words=$(python3 "$REPO/tests/bench/report.py" netdelta - "$st")
+	cpu=$(echo "$words" | sed -n 's/.*engine_cpu_s=\([0-9.]*\).*/\1/p')
+	# shellcheck disable=SC2086 # words: KEY=VALUE
+	result "$out" "$t" "e-$job" "$cpu" $words
+}
+
+# run_job T JOB: one fio job on T's mount; appends a result line (result)
+# with the CPU of its rpfs-fuse and the counters its rpfs.stats moved.
+run_job() {
+	local t=$1 job=$2 mnt=$TMP/mnt-$1 pid args c0 c1 out
+	pid=$(eval echo "\$FUSE_PID_$t")
+	[ "$job" = seqwrite ] && rm -f "$mnt/bench.dat"
+	read -ra args <<<"$(job_args "$job" "$mnt/bench.dat")"
+	drop_caches
+	stats "$t" "$TMP/net0"
+	c0=$(cpu_ticks "$pid")
+	out=$TMP/fio-$t-$job.json
+	fio --name="$job" --ioengine=psync --direct=0 --output-format=json "${args[@]}" >"$out"
+	c1=$(cpu_ticks "$pid")
+	stats "$t" "$TMP/net1"
+	local words
+	words=$(python3 "$REPO/tests/bench/report.py" netdelta "$TMP/net0" "$TMP/net1")
+	# shellcheck disable=SC2086 # words: KEY=VALUE
+	result "$out" "$t" "$job" "$(awk -v c=$((c1 - c0)) -v hz="$TICK" 'BEGIN { printf "%.3f", c / hz }')" \
+		$words
 }
 
 echo "vm-bench: $(uname -r), $(nproc) vCPUs, rxe on $ADDR, size ${SIZE} MiB, randread ${RUNTIME} s, rounds $ROUNDS"
@@ -160,29 +219,38 @@ for r in $(seq "$ROUNDS"); do
 			run_job "$t" "$job"
 		done
 	done
+	for job in seqwrite seqread randread; do
+		run_engine verbs 7500 "$job"
+		run_engine tcp 7600 "$job"
+	done
 done
 for t in verbs tcp; do
 	echo "--- rpfs.stats of the $t mount"
 	getfattr --absolute-names --only-values -n rpfs.stats "$TMP/mnt-$t"; echo
 done
-python3 - "$TMP/results" "$TICK" <<'EOF'
+python3 - "$TMP/results" "$REPO/tests/bench" <<'EOF'
 import sys
 from collections import defaultdict
-tick = float(sys.argv[2])
-acc = defaultdict(lambda: [0, 0.0, 0.0, 0, 0])
+sys.path.insert(0, sys.argv[2])
+import report
+acc = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0, {}])
 for line in open(sys.argv[1]):
-    t, job, b, s, iops, ticks = line.split()
+    t, job, b, s, iops, cpu, *words = line.split()
     a = acc[(job, t)]
-    a[0] += int(b); a[1] += float(s); a[2] += float(iops); a[3] += int(ticks); a[4] += 1
-print('| job | transport | MB/s | IOPS | client CPU s/GiB |')
-print('|---|---|---|---|---|')
-for job in ('seqwrite', 'seqread', 'randread'):
+    a[0] += int(b); a[1] += float(s); a[2] += float(iops); a[3] += float(cpu); a[4] += 1
+    for k, v in report.record('none', '-', words).items():
+        if isinstance(v, (int, float)):
+            a[5][k] = a[5].get(k, 0) + v
+print('| job | transport | MB/s | IOPS | client CPU s/GiB | copies/B | regs/op | misses/op |')
+print('|---|---|---|---|---|---|---|---|')
+for job in ('seqwrite', 'seqread', 'randread', 'e-seqwrite', 'e-seqread', 'e-randread'):
     for t in ('verbs', 'tcp'):
         if (job, t) not in acc:
             continue
-        b, s, iops, ticks, n = acc[(job, t)]
+        b, s, iops, cpu, n, net = acc[(job, t)]
         gib = b / float(1 << 30)
-        print('| %s %s | %s | %.1f | %.0f | %.2f |' % (
-            job, '1M' if job.startswith('seq') else '4k', t, b / s / 1e6 if s else 0,
-            iops / n, (ticks / tick) / gib if gib else 0))
+        cols = report.net_columns(net, b, job.startswith('e-'))
+        print('| %s %s | %s | %.1f | %.0f | %.2f | %s |' % (
+            job, '4k' if job.endswith('randread') else '1M', t, b / s / 1e6 if s else 0,
+            iops / n, cpu / gib if gib else 0, ' | '.join(cols)))
 EOF

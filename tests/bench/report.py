@@ -5,6 +5,16 @@
                                       one record line (metrics + KEY=VALUEs)
     report.py fio FIO_JSON            one fio --output-format=json result ->
                                       one line of JSON metrics on stdout
+    report.py netdelta BEFORE AFTER   transport counters moved by one run, as
+                                      KEY=VALUE words for `record`: BEFORE and
+                                      AFTER are rpfs.stats JSON of a mount
+                                      (BEFORE "-": zeros), or AFTER is the fio
+                                      engine's rpfs_stats file (one line per
+                                      job process, summed; adds engine_cpu_s)
+    report.py netcols IO_BYTES KEY=VALUE...
+                                      the three counter columns (copies per
+                                      byte, registrations and cache misses
+                                      per operation) of such words
     report.py render RECORDS META OUT records (JSON lines written by bench.sh)
                                       and run metadata -> OUT/results.md,
                                       OUT/results.json, OUT/plot.png (gnuplot);
@@ -69,6 +79,61 @@ def fio_metrics(path):
         "runtime_s": io["runtime"] / 1000.0,
         "fio_error": j.get("error", 0),
     }
+
+
+# Transport counters a run's record carries (differences over the run).
+NET_KEYS = ["client_copy_bytes", "fuse_copy_bytes", "reg_count", "data_ops",
+            "reg_cache_misses"]
+
+
+def read_net(path):
+    """Counters of a file: an rpfs.stats object, or the engine's JSON lines
+    ({"job","cpu_usr_s","cpu_sys_s","net":{...}}, one per job process),
+    summed. Returns (counters, engine CPU seconds or None)."""
+    if path == "-":
+        return {}, None
+    with open(path) as f:
+        text = f.read().strip()
+    if text.startswith("{") and '"net":' not in text.split("\n")[0]:
+        return json.loads(text), None
+    tot, cpu = {}, 0.0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        d = json.loads(line)
+        cpu += d.get("cpu_usr_s", 0) + d.get("cpu_sys_s", 0)
+        for k, v in d["net"].items():
+            if isinstance(v, (int, float)):
+                tot[k] = tot.get(k, 0) + v
+    return tot, cpu
+
+
+def netdelta(before, after):
+    """KEY=VALUE words of the counters that moved from before to after; a
+    counter absent from after (fuse_copy_bytes of a build without it) is
+    left out, so its column shows "-"."""
+    a, _ = read_net(before)
+    b, cpu = read_net(after)
+    words = ["%s=%d" % (k, b[k] - a.get(k, 0)) for k in NET_KEYS if k in b]
+    if cpu is not None:
+        words.append("engine_cpu_s=%.3f" % cpu)
+    return words
+
+
+def net_columns(rec, io_bytes, engine):
+    """[copies per byte moved, registrations per op, cache misses per op]
+    of a record with netdelta's keys: copies are the client's user-space
+    copies plus the kernel's copy through /dev/fuse (fuse_copy_bytes; none
+    for the engine, which has no FUSE), per byte the application moved.
+    "-" where a counter is missing or nothing was moved."""
+    ops = rec.get("data_ops")
+    fuse = 0 if engine else rec.get("fuse_copy_bytes")
+    copy = rec.get("client_copy_bytes")
+    cpb = "-" if copy is None or fuse is None or not io_bytes else \
+        "%.2f" % ((copy + fuse) / float(io_bytes))
+    per = lambda k: "-" if not ops or rec.get(k) is None else \
+        "%.3f" % (rec[k] / float(ops))
+    return [cpb, per("reg_count"), per("reg_cache_misses")]
 
 
 def load_records(path):
@@ -148,15 +213,18 @@ def summary(recs, meta):
 
 
 def details(recs):
-    """Every run of the main section: all metrics, fio CPU, daemon CPU."""
+    """Every run of the main section: all metrics, fio CPU, daemon CPU, and
+    for rpfs the client's copies per byte and registrations and cache
+    misses per operation (net_columns)."""
     header = ["job", "target", "MB/s", "IOPS", "create/s", "stat/s", "unlink/s",
-              "fio usr %", "fio sys %", "daemon CPU s", "wall s"]
+              "fio usr %", "fio sys %", "daemon CPU s", "wall s", "copies/B",
+              "regs/op", "misses/op"]
     rows = []
     order = {j[0]: i for i, j in enumerate(JOBS)}
     for r in sorted((r for r in recs if r.get("section") == "main"),
                     key=lambda r: (order.get(r["job"], 99), TARGETS.index(r["target"]))):
         if r.get("error"):
-            rows.append([r["job"], r["target"], "failed: " + r["error"]] + ["-"] * 8)
+            rows.append([r["job"], r["target"], "failed: " + r["error"]] + ["-"] * 11)
             continue
         fio = r["kind"] == "fio"
         rows.append([r["job"], r["target"],
@@ -164,7 +232,9 @@ def details(recs):
                      fmt(r.get("iops")) if fio else "-",
                      fmt(r.get("create")), fmt(r.get("stat")), fmt(r.get("unlink")),
                      fmt(r.get("usr")), fmt(r.get("sys")),
-                     fmt(r.get("daemon_cpu_s")), fmt(r.get("wall_s"))])
+                     fmt(r.get("daemon_cpu_s")), fmt(r.get("wall_s"))] +
+                    (net_columns(r, r.get("io_mb", 0) * 1e6, r["target"] == "rpfs-fio")
+                     if fio and r["target"].startswith("rpfs") else ["-"] * 3))
     return header, rows
 
 
@@ -396,6 +466,13 @@ def main(argv):
         return 0
     if len(argv) == 3 and argv[1] == "fio":
         print(json.dumps(fio_metrics(argv[2])))
+        return 0
+    if len(argv) == 4 and argv[1] == "netdelta":
+        print(" ".join(netdelta(argv[2], argv[3])))
+        return 0
+    if len(argv) >= 3 and argv[1] == "netcols":
+        rec = record("none", "-", argv[3:])
+        print(" ".join(net_columns(rec, float(argv[2]), "engine_cpu_s" in rec)))
         return 0
     if len(argv) == 5 and argv[1] == "render":
         return render(argv[2], argv[3], argv[4])

@@ -153,3 +153,66 @@ def test_fio_engine_seq_write_read(cluster, mnt, workdir, tmp_path):
                       '--size=3m', '--bs=12k', '--verify=crc32c',
                       '--end_fsync=1'])
     assert os.path.getsize(f) == 3 * 1024 * 1024 // (12 * 1024) * 12 * 1024
+
+
+def fio_stats(path):
+    """The engine's counters file (rpfs_stats=): one JSON object per job."""
+    import json
+    with open(path) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def fio_engine_job(cluster, mnt, f, stats, loops, extra=()):
+    """Random writes of 4 KiB to 1 MiB (inline, fast and server-based
+    sizes) then their crc32c verification, through the engine, counters
+    appended to stats."""
+    run_fio(cluster, ['--name=j%d' % loops,
+                      '--ioengine=external:' + fio_engine(),
+                      '--rpfs_mgr=' + util.hostport(cluster.mgr_port),
+                      '--rpfs_stats=' + str(stats),
+                      '--filename=' + rel(mnt, f), '--rw=randwrite',
+                      '--size=4m', '--bsrange=4k-1m', '--randrepeat=1',
+                      '--loops=%d' % loops, '--verify=crc32c'] + list(extra))
+
+
+def test_fio_engine_counters(cluster, mnt, workdir, tmp_path):
+    """rpfs_stats= makes each job append its CPU time and transport
+    counters (data_ops, client_copy_bytes, ...) as a JSON line; the data
+    verifies. $RPFS_FIO_STATS does the same without the option."""
+    f = os.path.join(workdir, 'fio-stats.dat')
+    stats = tmp_path / 'stats.json'
+    fio_engine_job(cluster, mnt, f, stats, 1)
+    lines = fio_stats(stats)
+    assert len(lines) == 1 and lines[0]['job'] == 'j1'
+    net = lines[0]['net']
+    assert net['transport'] == (cluster.env or os.environ).get(
+        'RPFS_TRANSPORT', 'tcp')
+    assert net['data_ops'] > 0 and 'client_copy_bytes' in net
+    assert lines[0]['cpu_usr_s'] + lines[0]['cpu_sys_s'] > 0
+    # moved at least the 4 MiB written and the 4 MiB verified
+    assert net['bulk_pull_bytes'] >= 4 << 20 and net['bulk_push_bytes'] >= 4 << 20
+    env_stats = tmp_path / 'env.json'
+    run_fio(cluster, ['--name=viaenv', '--ioengine=external:' + fio_engine(),
+                      '--rpfs_mgr=' + util.hostport(cluster.mgr_port),
+                      '--filename=' + rel(mnt, f), '--rw=read', '--size=1m'],
+            env_extra={'RPFS_FIO_STATS': str(env_stats)})
+    lines = fio_stats(env_stats)
+    assert len(lines) == 1 and lines[0]['job'] == 'viaenv'
+    assert lines[0]['net']['bulk_push_bytes'] == 1 << 20
+
+
+@pytest.mark.verbs
+def test_fio_engine_zero_copy_verbs(cluster, mnt, workdir, tmp_path):
+    """Over verbs the engine's I/O buffers are registered memory: no byte
+    is copied on the client at any size, and registrations do not grow
+    with the number of operations (4 loops register as much as 1)."""
+    f = os.path.join(workdir, 'fio-zc.dat')
+    stats = tmp_path / 'stats.json'
+    fio_engine_job(cluster, mnt, f, stats, 1)
+    fio_engine_job(cluster, mnt, f, stats, 4)
+    one, four = [ln['net'] for ln in fio_stats(stats)]
+    assert one['transport'] == four['transport'] == 'verbs'
+    assert one['client_copy_bytes'] == 0 and four['client_copy_bytes'] == 0
+    assert four['data_ops'] > one['data_ops']
+    assert four['reg_count'] == one['reg_count'], (one, four)
+    assert four['reg_cache_misses'] == one['reg_cache_misses'], (one, four)

@@ -3,7 +3,8 @@
  * its own thread and libev loop with a test handler, driven by net_client
  * calls. Covers echo, bulk pull/push integrity with scattered memory,
  * many threads on one credit-limited connection, timeouts and reconnect,
- * rejects, malformed input from raw sockets and a server going away.
+ * rejects, malformed input from raw sockets, a server going away and the
+ * client's data counters (data_ops, client_copy_bytes) and their JSON.
  * Every wait is bounded; alarm() guards the whole run.
  */
 #include "net.h"
@@ -406,6 +407,61 @@ out_free:
 	return rc;
 }
 
+/*
+ * The client's data counters: data_ops counts only calls that carry data,
+ * client_copy_bytes never exceeds the read bytes (tcp copies only what it
+ * staged), and both appear in net_stats_json.
+ */
+static int t_counters(uint16_t port)
+{
+	struct net_client *cl;
+	struct net_conn *c;
+	struct net_opts o;
+	struct net_stats s, z = { 0 };
+	static uint8_t w[1000], r[20000];
+	struct iovec wi = { w, sizeof(w) }, ri = { r, sizeof(r) }, empty = { w, 0 };
+	uint64_t rep[2], seed = 3;
+	char js[4096];
+	int rc = -1;
+
+	net_opts_default(&o);
+	o.transport = NET_TRANSPORT_TCP;
+	CHECK(net_client_new(&cl, &o) == 0);
+	if (net_conn_new(cl, "127.0.0.1", port, &c) != 0)
+		goto out_free_client;
+	struct net_call wc = { .op = OP_WRITE, .wr_iov = &wi, .wr_cnt = 1,
+			       .rep_buf = rep, .rep_cap = sizeof(rep) };
+	struct net_call rcall = { .op = OP_READ, .body = &seed, .body_len = sizeof(seed),
+				  .rd_iov = &ri, .rd_cnt = 1 };
+	struct net_call ec = { .op = OP_ECHO, .body = "x", .body_len = 1,
+			       .wr_iov = &empty, .wr_cnt = 1, .rep_buf = rep,
+			       .rep_cap = sizeof(rep) };
+	if (net_call_run(c, &ec) || net_call_run(c, &wc) || wc.status ||
+	    net_call_run(c, &rcall) || rcall.status || rcall.rd_bytes != sizeof(r))
+		goto out_free_client;
+	net_client_stats(cl, &s);
+	if (s.data_ops != 2 || s.client_copy_bytes > sizeof(r)) {
+		fprintf(stderr, "counters: data_ops %llu client_copy_bytes %llu\n",
+			(unsigned long long)s.data_ops,
+			(unsigned long long)s.client_copy_bytes);
+		goto out_free_client;
+	}
+	if (net_stats_json(&s, "tcp", js, sizeof(js)) < 0 ||
+	    !strstr(js, ",\"data_ops\":2") || !strstr(js, "\"client_copy_bytes\":"))
+		goto out_free_client;
+	z.client_copy_bytes = 12345;
+	z.data_ops = 678;
+	if (net_stats_json(&z, "verbs", js, sizeof(js)) < 0 ||
+	    !strstr(js, ",\"client_copy_bytes\":12345,") ||
+	    !strstr(js, ",\"data_ops\":678}") ||
+	    net_stats_json(&z, "verbs", js, strlen(js)) != -ERANGE)
+		goto out_free_client;
+	rc = 0;
+out_free_client:
+	net_client_free(cl);
+	return rc;
+}
+
 struct worker {
 	pthread_t t;
 	struct net_conn *c;
@@ -799,6 +855,7 @@ int main(void)
 	RUN(t_timeout(st.port));
 	RUN(t_lanes(st.port));
 	RUN(t_auth(st.port));
+	RUN(t_counters(st.port));
 	RUN(t_concurrent());
 	RUN(t_server_gone(&st, c));
 	net_client_stats(cl, &s);

@@ -323,6 +323,7 @@ static int test_mechanisms(void)
 	net_client_stats(cl, &b);
 	CHECK(D(inline_msgs) == 2 && D(inline_bytes) == 2048 && D(fast_msgs) == 0 &&
 	      D(rdma_read_ops) == 0 && D(rdma_write_ops) == 0);
+	CHECK(D(client_copy_bytes) == 2048 && D(data_ops) == 2); /* gather, copy-out */
 	/* fast: unregistered memory, copied through the fast buffer */
 	a = b;
 	CHECK(do_write(c, 32768, 3, 4, mem) == 0);
@@ -330,6 +331,7 @@ static int test_mechanisms(void)
 	net_client_stats(cl, &b);
 	CHECK(D(fast_msgs) == 2 && D(fast_bytes) == 65536 && D(inline_msgs) == 0 &&
 	      D(reg_count) == 0);
+	CHECK(D(client_copy_bytes) == 65536);
 	/* server-based, per-call registration (misses) */
 	a = b;
 	CHECK(do_write(c, 1 << 20, 5, 5, mem) == 0);
@@ -353,6 +355,34 @@ static int test_mechanisms(void)
 	net_client_stats(cl, &b);
 	CHECK(D(reg_cache_misses) == 1 && D(reg_count) == 1 && D(reg_cache_hits) >= 8);
 	CHECK(b.pinned_bytes - a.pinned_bytes == 8 << 20);
+	CHECK(D(client_copy_bytes) == 0);
+	/* declared memory is never copied, whatever the size: inline-size and
+	 * fast-size reads are RDMA Written into it, writes leave from it */
+	a = b;
+	CHECK(do_write(c, 1024, 13, 3, mem) == 0);
+	CHECK(do_read(c, 1024, 14, 3, mem) == 0);
+	CHECK(do_write(c, 32768, 15, 4, mem) == 0);
+	CHECK(do_read(c, 32768, 16, 4, mem) == 0);
+	net_client_stats(cl, &b);
+	CHECK(D(client_copy_bytes) == 0 && D(reg_count) == 0 && D(reg_cache_misses) == 0 &&
+	      D(inline_msgs) == 0 && D(fast_msgs) == 4 && D(data_ops) == 4);
+	/* a fresh declared region: registered at its first (small) use, one
+	 * miss, then hit */
+	uint8_t *mem2 = aligned_alloc(4096, 65536);
+	CHECK(mem2 && net_client_register_mem(cl, mem2, 65536) == 0);
+	a = b;
+	CHECK(do_read(c, 1000, 17, 2, mem2) == 0);
+	net_client_stats(cl, &b);
+	CHECK(D(reg_cache_misses) == 1 && D(reg_count) == 1 && D(client_copy_bytes) == 0);
+	a = b;
+	CHECK(do_write(c, 1000, 18, 1, mem2) == 0);
+	CHECK(do_read(c, 4000, 19, 1, mem2) == 0);
+	net_client_stats(cl, &b);
+	CHECK(D(reg_cache_misses) == 0 && D(reg_count) == 0 && D(reg_cache_hits) == 2 &&
+	      D(client_copy_bytes) == 0);
+	CHECK(net_client_unregister_mem(cl, mem2) == 0);
+	free(mem2);
+	net_client_stats(cl, &b);
 	CHECK(net_client_unregister_mem(cl, mem) == 0);
 	net_client_stats(cl, &a);
 	CHECK(a.pinned_bytes == b.pinned_bytes - (8 << 20));
@@ -368,8 +398,11 @@ static int test_mechanisms(void)
 		(unsigned long long)sv.st.reg_count, (unsigned long long)sv.st.srq_posted);
 	/* server-based: 1 + 4 MiB unregistered, 1 MiB declared, each way */
 	CHECK(sv.st.rdma_read_bytes == 6u << 20 && sv.st.rdma_write_bytes == 6u << 20);
-	CHECK(sv.st.inline_msgs == 2 && sv.st.inline_bytes == 2048 && sv.st.fast_msgs == 4 &&
-	      sv.st.fast_bytes == 4 * 32768);
+	CHECK(sv.st.inline_msgs == 2 && sv.st.inline_bytes == 2048);
+	/* fast: 2 undeclared, 2 declared, then 1 KiB and 32 KiB each way from
+	 * declared memory, then mem2's 1000, 1000 and 4000 bytes */
+	CHECK(sv.st.fast_msgs == 4 + 4 + 3 &&
+	      sv.st.fast_bytes == 6 * 32768 + 2 * 1024 + 2 * 1000 + 4000);
 	free(mem);
 	return 0;
 }
