@@ -12,6 +12,7 @@ import mmap
 import os
 import random
 import signal
+import subprocess
 import threading
 
 import pytest
@@ -232,6 +233,35 @@ def test_clean_unmount(cluster, tmp_mnt, opts):
     finally:
         ok = m.umount()
     assert ok, 'rpfs-fuse did not exit by itself with status 0 after the unmount'
+
+
+def test_singlethread_flag(cluster, tmp_mnt):
+    """-s runs the loop with one worker: I/O works and the client exits 0
+    by itself after the unmount."""
+    argv = [util.binary('fuse-client/rpfs-fuse'), util.hostport(cluster.mgr_port),
+            tmp_mnt, '-f', '-s']
+    logpath = os.path.join(cluster.logdir, 'singlethread.log')
+    with open(logpath, 'ab') as fh:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
+                                start_new_session=True, env=cluster.env)
+    util.register_pid(proc.pid)
+    try:
+        util.wait_for_mount(tmp_mnt, 30, proc)
+        data = pattern(6, MiB + 7)
+        p = os.path.join(tmp_mnt, 'single-%d' % os.getpid())
+        with open(p, 'wb') as f:
+            f.write(data)
+        assert read_all(p) == data
+        os.unlink(p)
+        util.umount(tmp_mnt)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            util.umount(tmp_mnt)
+            util.stop_proc(proc)
+    with open(logpath) as f:
+        log = f.read()
+    assert 'ERROR' not in log and '<3>' not in log and '<4>' not in log, log
 
 
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
