@@ -61,6 +61,7 @@ struct cli_loop {
 	atomic_uint_least64_t copy_bytes; /* payload through /dev/fuse */
 	atomic_uint_least64_t max_req;    /* largest READ/WRITE payload */
 	atomic_int bufsize_warned;        /* once: libfuse's bufsize too big */
+	atomic_int ownbuf_warned;         /* once: libfuse used its own buffer */
 	struct loop_worker w[];
 };
 
@@ -116,7 +117,9 @@ static void note_request(struct loop_worker *w, const void *buf, size_t n)
 /* custom io read: from the calling worker's clone into its buffer. libfuse
  * asks for se->bufsize bytes; more than the buffer holds would overrun it,
  * so the read is clipped and that logged once (the kernel then refuses
- * requests that do not fit, rather than memory being overwritten). */
+ * requests that do not fit, rather than memory being overwritten). A read
+ * into another buffer (a libfuse that ignores the preset buf.mem) works but
+ * loses the zero-copy path: logged once too, so tests notice. */
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	struct loop_worker *w = cur;
@@ -129,6 +132,9 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 				"hold %zu", len, w->lp->req_cap);
 		len = w->lp->req_cap;
 	}
+	if (w && buf != w->req && !atomic_exchange(&w->lp->ownbuf_warned, 1))
+		log_warn("libfuse reads requests into its own buffer: FUSE data "
+			 "is not in the registered pool");
 	n = read(thread_fd(fd), buf, len);
 	if (n > 0 && w)
 		note_request(w, buf, (size_t)n);
