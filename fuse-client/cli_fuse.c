@@ -18,6 +18,7 @@
 
 #include "cli_fuse.h"
 #include "cli_fuse_lock.h"
+#include "cli_loop.h"
 #include "cli_reap.h"
 #include "cli_setid.h"
 #include "cli_size.h"
@@ -665,7 +666,9 @@ static void cli_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 }
 
-/* READ: clip to the size, gather from the iods into a per-thread buffer. */
+/* READ: clip to the size, gather from the iods straight into the worker's
+ * registered reply buffer (cli_loop.h; a per-thread buffer elsewhere), and
+ * reply from it: no copy in user space, no registration per call. */
 static void cli_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
@@ -685,7 +688,9 @@ static void cli_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return (void) fuse_reply_buf(req, NULL, 0);
 	if (size > fsize - (uint64_t)off)
 		size = (size_t)(fsize - (uint64_t)off);
-	buf = rbuf_get(fs, size);
+	buf = cli_loop_reply_buf(size);
+	if (!buf)
+		buf = rbuf_get(fs, size);
 	if (!buf)
 		return (void) fuse_reply_err(req, ENOMEM);
 	rc = cli_io_read(fs, ino, &l, (uint64_t)off, size, buf);
@@ -942,13 +947,15 @@ static int is_stats(fuse_ino_t ino, const char *name)
 }
 
 /* Format the transport counters as JSON (net_stats_json) and add the
- * background removal's (reap_inodes, reap_batches), with a trailing
- * newline so that `getfattr --only-values` prints a whole line.
+ * background removal's (reap_inodes, reap_batches) and the FUSE data
+ * path's (fuse_copy_bytes, fuse_max_req_bytes: cli_loop_counts), with a
+ * trailing newline so that `getfattr --only-values` prints a whole line.
  * @return length (without NUL), -ERANGE */
-static int stats_json(struct cli_fs *fs, struct cli_reap *reap, char *buf,
-		      size_t cap)
+static int stats_json(struct cli_fuse *cf, char *buf, size_t cap)
 {
-	uint64_t inodes = 0, batches = 0;
+	struct cli_fs *fs = cf->fs;
+	struct cli_reap *reap = cf->reap;
+	uint64_t inodes = 0, batches = 0, copy, max_req;
 	struct net_stats s;
 	int n, k;
 
@@ -960,8 +967,11 @@ static int stats_json(struct cli_fs *fs, struct cli_reap *reap, char *buf,
 		return -ERANGE;
 	if (reap)
 		cli_reap_counts(reap, &inodes, &batches);
-	k = snprintf(buf + n - 1, cap - (size_t)n, ",\"reap_inodes\":%llu,\"reap_batches\":%llu}\n",
-		     (unsigned long long)inodes, (unsigned long long)batches);
+	cli_loop_counts(cf->loop, &copy, &max_req);
+	k = snprintf(buf + n - 1, cap - (size_t)n, ",\"reap_inodes\":%llu,\"reap_batches\":%llu"
+		     ",\"fuse_copy_bytes\":%llu,\"fuse_max_req_bytes\":%llu}\n",
+		     (unsigned long long)inodes, (unsigned long long)batches,
+		     (unsigned long long)copy, (unsigned long long)max_req);
 	if (k < 0 || (size_t)k >= cap - (size_t)n)
 		return -ERANGE;
 	return n - 1 + k;
@@ -1033,7 +1043,7 @@ static void cli_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return (void) fuse_reply_err(req, EOPNOTSUPP);
 	if (is_stats(ino, name)) {
 		char js[2048];
-		int n = stats_json(fs_of(req), cf_of(req)->reap, js, sizeof(js));
+		int n = stats_json(cf_of(req), js, sizeof(js));
 
 		if (n < 0)
 			return (void) fuse_reply_err(req, -n);

@@ -16,6 +16,8 @@ struct cli_fuse {
 	struct cli_wb *wb;    /* write-behind (cli_wb.h), NULL when off */
 	struct cli_reap *reap; /* background data removal (cli_reap.h) */
 	struct cli_lock *lock; /* cluster-wide locks (cli_lock.h) */
+	struct cli_loop *loop; /* the worker loop (cli_loop.h): set before
+				  its workers start, cleared after they end */
 };
 
 /**

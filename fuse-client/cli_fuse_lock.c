@@ -11,6 +11,7 @@
 
 #include "cli_fuse_lock.h"
 #include "cli_lock.h"
+#include "cli_loop.h"
 #include "log.h"
 
 /* A blocking request on its own thread. */
@@ -20,6 +21,7 @@ struct lkw {
 	uint64_t ino, owner, fh;
 	struct cli_lk want;
 	struct cli_lock_wait w;
+	int fd;           /* /dev/fuse fd to reply on (cli_loop_req_fd) */
 };
 
 /* Threads of blocking requests still running (lkw_mu). */
@@ -137,6 +139,7 @@ static void *lkw_main(void *arg)
 	struct lkw *k = arg;
 	int rc;
 
+	cli_loop_set_reply_fd(k->fd); /* the fd the request came from */
 	fuse_req_interrupt_func(k->req, lkw_interrupt, k);
 	rc = cli_lock_set(k->lk, k->ino, k->owner, &k->want, &k->w);
 	fuse_req_interrupt_func(k->req, NULL, NULL); /* waits out a callback */
@@ -163,7 +166,8 @@ static int lkw_start(fuse_req_t req, uint64_t ino, uint64_t owner,
 
 	if (!k)
 		return -ENOMEM;
-	*k = (struct lkw){ req, lk_of(req), ino, owner, fh, *l, { 0 } };
+	*k = (struct lkw){ req, lk_of(req), ino, owner, fh, *l, { 0 },
+			   cli_loop_req_fd() };
 	cli_lock_wait_init(k->lk, &k->w);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);

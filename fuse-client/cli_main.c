@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,7 @@
 #include "cli_fuse.h"
 #include "cli_fuse_lock.h"
 #include "cli_lock.h"
+#include "cli_loop.h"
 #include "cli_reap.h"
 #include "cli_wb.h"
 #include "cli_inode.h"
@@ -44,11 +47,13 @@ struct cli_args {
 	char *transport;      /* -o transport=NAME */
 	int writeback;        /* kernel writeback cache (-o [no_]writeback_cache) */
 	int write_behind;     /* -o [no_]write_behind (cli_wb.h) */
+	unsigned workers;     /* -o workers=N (cli_loop.h) */
 	int bad;              /* an argument was invalid (message printed) */
 };
 
 enum { KEY_TIMEOUT, KEY_ATTR_TIMEOUT, KEY_ENTRY_TIMEOUT, KEY_KEY, KEY_CONF,
-       KEY_TRANSPORT, KEY_WB, KEY_NO_WB, KEY_BEHIND, KEY_NO_BEHIND, KEY_IGNORE };
+       KEY_TRANSPORT, KEY_WB, KEY_NO_WB, KEY_BEHIND, KEY_NO_BEHIND, KEY_WORKERS,
+       KEY_IGNORE };
 
 static const struct fuse_opt cli_opt_spec[] = {
 	FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
@@ -61,6 +66,7 @@ static const struct fuse_opt cli_opt_spec[] = {
 	FUSE_OPT_KEY("no_writeback_cache", KEY_NO_WB),
 	FUSE_OPT_KEY("write_behind", KEY_BEHIND),
 	FUSE_OPT_KEY("no_write_behind", KEY_NO_BEHIND),
+	FUSE_OPT_KEY("workers=", KEY_WORKERS),
 	/* fstab-only options mount(8) may pass on: accepted and ignored */
 	FUSE_OPT_KEY("_netdev", KEY_IGNORE),
 	FUSE_OPT_KEY("nofail", KEY_IGNORE),
@@ -91,9 +97,11 @@ static void usage(const char *prog, FILE *f)
 		"                     shows at the next write, close or fsync (default;\n"
 		"                     tcp only; never for O_DIRECT, O_SYNC, O_DSYNC)\n"
 		"  -o no_write_behind answer write(2) once the iods stored the data\n"
+		"  -o workers=N       FUSE worker threads, 1..%d (default %d; -s: 1)\n"
 		"  -o allow_other     and the other generic FUSE mount options\n"
 		"  -o _netdev         (fstab) accepted and ignored\n"
-		"default mgr port: %d\n", prog, DEFAULT_MGR_PORT);
+		"default mgr port: %d\n", prog, CLI_LOOP_MAX_WORKERS,
+		CLI_LOOP_DEFAULT_WORKERS, DEFAULT_MGR_PORT);
 }
 
 /* Parse a number of seconds in [min, 86400] from "key=value". */
@@ -114,6 +122,25 @@ static int parse_seconds(struct cli_args *a, const char *arg, double min,
 		return 0;
 	}
 	*out = d;
+	return 0;
+}
+
+/* Parse "workers=N", N in 1..CLI_LOOP_MAX_WORKERS. */
+static int parse_workers(struct cli_args *a, const char *arg)
+{
+	const char *v = strchr(arg, '=') + 1;
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || end == v || *end || n < 1 || n > CLI_LOOP_MAX_WORKERS) {
+		fprintf(stderr, "%s: -o workers: expected 1..%d, got \"%s\"\n",
+			a->prog, CLI_LOOP_MAX_WORKERS, v);
+		a->bad = 1;
+		return 0;
+	}
+	a->workers = (unsigned)n;
 	return 0;
 }
 
@@ -156,6 +183,8 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_NO_BEHIND:
 		a->write_behind = key == KEY_BEHIND;
 		return 0;
+	case KEY_WORKERS:
+		return parse_workers(a, arg);
 	case KEY_ATTR_TIMEOUT:
 		return parse_seconds(a, arg, 0, &a->attr_timeout);
 	case KEY_ENTRY_TIMEOUT:
@@ -279,18 +308,33 @@ static void daemon_ready(int fd, unsigned char status)
 	close(fd);
 }
 
-/* Run the FUSE session until unmount or signal. */
-static int run_session(struct fuse_session *se,
-		       const struct fuse_cmdline_opts *o)
+/*
+ * Run the FUSE session on our worker loop (cli_loop.h) until unmount or
+ * signal; the threads that may still reply (lock waiters) are drained
+ * before the caller frees the loop and so closes its fds. @return 0, -errno
+ */
+static int run_session(struct cli_fuse *cf, struct cli_loop *lp)
 {
-	struct fuse_loop_config cfg;
+	int rc;
 
-	if (o->singlethread)
-		return fuse_session_loop(se);
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.clone_fd = 1;
-	cfg.max_idle_threads = 16;
-	return fuse_session_loop_mt(se, &cfg);
+	cf->loop = lp;
+	rc = cli_loop_run(lp);
+	cli_fuse_lock_drain(cf);
+	return rc;
+}
+
+/* Block the signals that end the session in this thread and so in every
+ * thread started after: only the loop's wait unblocks them (cli_loop_run),
+ * so the handler always runs where the exit is noticed. */
+static void block_exit_signals(void)
+{
+	sigset_t s;
+
+	sigemptyset(&s);
+	sigaddset(&s, SIGINT);
+	sigaddset(&s, SIGTERM);
+	sigaddset(&s, SIGHUP);
+	(void)pthread_sigmask(SIG_BLOCK, &s, NULL);
 }
 
 /*
@@ -359,11 +403,13 @@ int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct cli_args a = { .timeout = 10, .attr_timeout = 1.0,
-			      .entry_timeout = 1.0, .writeback = 0, .write_behind = 1 };
+			      .entry_timeout = 1.0, .writeback = 0, .write_behind = 1,
+			      .workers = CLI_LOOP_DEFAULT_WORKERS };
 	struct fuse_cmdline_opts fo;
 	struct net_opts no;
 	struct cli_fuse cf;
 	struct fuse_session *se;
+	struct cli_loop *lp;
 	char host[PROTO_MAX_HOST + 1], src[PROTO_MAX_HOST + 16];
 	uint16_t port = 0;
 	int rc, ret = 1, notify_fd = -1;
@@ -417,6 +463,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: cannot fork: %s\n", a.prog, strerror(errno));
 		goto out_free_args;
 	}
+	block_exit_signals();
 	memset(&cf, 0, sizeof(cf));
 	cf.attr_timeout = a.attr_timeout;
 	cf.entry_timeout = a.entry_timeout;
@@ -447,12 +494,16 @@ int main(int argc, char **argv)
 		goto out_destroy_session;
 	if (fuse_session_mount(se, fo.mountpoint) != 0)
 		goto out_remove_handlers;
+	if (cli_loop_new(&lp, se, cf.fs->net, fo.singlethread ? 1 : a.workers))
+		goto out_unmount;
 	log_notice("mounted %s on %s (%u iods)", src, fo.mountpoint,
 		   cf.fs->niods);
 	daemon_ready(notify_fd, 0);
 	notify_fd = -1;
-	ret = run_session(se, &fo) ? 1 : 0;
-	cli_fuse_lock_drain(&cf);
+	ret = run_session(&cf, lp) ? 1 : 0;
+	cf.loop = NULL;
+	cli_loop_free(lp);
+out_unmount:
 	fuse_session_unmount(se);
 out_remove_handlers:
 	fuse_remove_signal_handlers(se);
