@@ -130,6 +130,10 @@ struct net_stats {
 	uint64_t ogr_cost_a_ns;            /* client: OGR cost model in use, */
 	uint64_t ogr_cost_b_ns;            /* ns per page and per call (gauges) */
 	uint64_t ogr_cal_ns;               /* client: time its calibration took */
+	uint64_t pipe_bytes;               /* client (tcp): read data put into
+					    * callers' pipes (net_call rd_pipe) */
+	uint64_t pipe_staged_bytes;        /* of those, bytes staged by recv and
+					    * written, not spliced */
 };
 
 /** Defaults: credits, timeout, thresholds of the paper (4 KiB inline, 64 KiB
@@ -216,6 +220,16 @@ struct net_call {
 	 * (same count, or NULL), from the list I/O extended interface; lets
 	 * the verbs backend register whole allocations (OGR). */
 	const struct iovec *rd_alloc, *wr_alloc;
+	/* Optional, tcp only (net_client_rd_to_pipe): with rd_pipe 1 the
+	 * read data is appended, in order, to the pipe whose write end is
+	 * rd_pipe_fd, moved there from the socket by splice(2) (no copy
+	 * through user space); rd_iov then only gives the length (aux) and
+	 * is never written. The pipe must be empty and hold at least twice
+	 * that length (its buffers are counted in pages, and the socket's
+	 * pieces need not fill pages); submit checks F_GETPIPE_SZ. A data
+	 * frame out of order fails the call (-EPROTO, connection closed). */
+	int rd_pipe;
+	int rd_pipe_fd;
 	/* out */
 	int32_t status;            /* the server's status, valid when wait returns 0 */
 	uint32_t rep_len;          /* reply body length */
@@ -299,6 +313,13 @@ const char *net_client_transport(const struct net_client *cl);
  * @return 1 or 0
  */
 int net_client_wr_sent_at_submit(const struct net_client *cl);
+
+/**
+ * Whether calls may have their read data appended to a pipe (net_call
+ * rd_pipe): tcp can (splice from the socket), verbs cannot.
+ * @return 1 or 0
+ */
+int net_client_rd_to_pipe(const struct net_client *cl);
 
 /**
  * Register a region the server will pass to pull/push (its buffer zones),

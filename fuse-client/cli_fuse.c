@@ -21,6 +21,7 @@
 #include "cli_reap.h"
 #include "cli_setid.h"
 #include "cli_size.h"
+#include "cli_splice.h"
 #include "cli_space.h"
 #include "cli_wb.h"
 #include "cli_inode.h"
@@ -270,6 +271,7 @@ static void cli_init(void *userdata, struct fuse_conn_info *conn)
 	}
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
 			FUSE_CAP_SPLICE_MOVE);
+	(void)cli_splice_init(cf->fs, conn); /* READ replies by splice */
 	/* cluster-wide locks: the kernel passes fcntl and flock locks here */
 	if (cf->lock && (conn->capable & FUSE_CAP_POSIX_LOCKS))
 		conn->want |= FUSE_CAP_POSIX_LOCKS;
@@ -688,6 +690,9 @@ static void cli_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	buf = rbuf_get(fs, size);
 	if (!buf)
 		return (void) fuse_reply_err(req, ENOMEM);
+	rc = cli_splice_read(req, fs, ino, &l, (uint64_t)off, size, buf);
+	if (rc != -EAGAIN) /* spliced (cli_splice.h), or failed */
+		return rc ? (void) fuse_reply_err(req, -rc) : (void) 0;
 	rc = cli_io_read(fs, ino, &l, (uint64_t)off, size, buf);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
