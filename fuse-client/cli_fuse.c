@@ -667,7 +667,8 @@ static void cli_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 }
 
-/* READ: clip to the size, gather from the iods into a per-thread buffer. */
+/* READ: clip to the size; splice from the iods (cli_splice.h), else gather
+ * into a per-thread buffer. */
 static void cli_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
