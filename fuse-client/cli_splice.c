@@ -130,15 +130,15 @@ static int spl_pipe_probe(void)
 	return ok;
 }
 
-/* See cli_splice.h. */
+/* See cli_splice.h. Not FUSE_CAP_SPLICE_MOVE: the pipes may reference the
+ * iod's page-cache pages (loopback), which the kernel must never move into
+ * the reader's page cache; it copies them (the one copy left). */
 int cli_splice_init(struct cli_fs *fs, struct fuse_conn_info *conn)
 {
-	const unsigned caps = FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
-
 	spl_on = net_client_rd_to_pipe(fs->net) &&
 		 (conn->capable & FUSE_CAP_SPLICE_WRITE) && spl_pipe_probe();
 	if (spl_on)
-		conn->want |= conn->capable & caps;
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
 	log_info("reads: %s", spl_on ? "spliced from the iods' sockets to "
 		 "/dev/fuse" : "through a buffer (no splice: verbs, or a pipe "
 		 "cannot grow to 2 MiB)");
@@ -186,7 +186,7 @@ int cli_splice_read(fuse_req_t req, struct cli_fs *fs, uint64_t ino,
 			t->bv->buf[i] = (struct fuse_buf){
 				.size = t->pieces[i].len, .flags = FUSE_BUF_IS_FD,
 				.fd = t->pfd[t->pieces[i].k][0] };
-		if (fuse_reply_data(req, t->bv, FUSE_BUF_SPLICE_MOVE) == 0)
+		if (fuse_reply_data(req, t->bv, 0) == 0)
 			return 0;
 		rc = 0; /* libfuse answered (or could not): data may be left */
 	}

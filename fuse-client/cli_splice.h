@@ -16,7 +16,7 @@
  * At INIT: decide whether READs are answered by splice (the transport can
  * put read data into pipes, the kernel takes spliced replies, and a pipe
  * can grow to 2 MiB, which libfuse needs to splice a 1 MiB reply), and if
- * so ask for FUSE_CAP_SPLICE_WRITE and FUSE_CAP_SPLICE_MOVE. Call once,
+ * so ask for FUSE_CAP_SPLICE_WRITE (not SPLICE_MOVE, cli_splice.c). Call once,
  * after any code that clears the splice capabilities.
  * @param conn the connection being negotiated
  * @return 1 splice on, 0 off
