@@ -15,6 +15,7 @@ import mmap
 import os
 import random
 import re
+import signal
 import threading
 
 import pytest
@@ -221,3 +222,14 @@ def test_no_splice_when_pipes_cannot_grow(cluster, tmp_path_factory):
             assert _spliced(m, before) == 0
         finally:
             util.cleanup(m)
+
+
+# The client may complain about the lost iod, the mgr about its statfs poll.
+@pytest.mark.expect_log(r'^<[34]>rpfs-(fuse|mgr)')
+def test_splice_iod_killed_mid_read_eio(dcluster, tmp_mnt):
+    """An iod killed while 1 MiB O_DIRECT reads are spliced: EIO within the
+    timeout, no hang and no wrong bytes; reads work again once it is back
+    (the thread's pipes, left half full, are made anew)."""
+    import test_faults
+    with _pipe_max(4 * MIB):
+        test_faults._iod_fault(dcluster, tmp_mnt, signal.SIGKILL)
