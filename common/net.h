@@ -224,10 +224,12 @@ struct net_call {
 	 * read data is appended, in order, to the pipe whose write end is
 	 * rd_pipe_fd, moved there from the socket by splice(2) (no copy
 	 * through user space); rd_iov then only gives the length (aux) and
-	 * is never written. The pipe must be empty and hold at least twice
-	 * that length (its buffers are counted in pages, and the socket's
-	 * pieces need not fill pages); submit checks F_GETPIPE_SZ. A data
-	 * frame out of order fails the call (-EPROTO, connection closed). */
+	 * is never written. The pipe must be empty, non-blocking
+	 * (O_NONBLOCK) and hold at least twice that length (its buffers are
+	 * counted in pages, and the socket's pieces need not fill pages);
+	 * submit checks the last two (-EINVAL). A data frame out of order
+	 * fails the call (-EPROTO, connection closed); a pipe found full
+	 * fails it with -ENOBUFS (connection closed). */
 	int rd_pipe;
 	int rd_pipe_fd;
 	/* out */

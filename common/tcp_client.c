@@ -606,11 +606,14 @@ static int tcp_call_check(const struct net_call *call, uint64_t *wr, uint64_t *r
 	if (*wr > PROTO_MAX_BULK || *rd > PROTO_MAX_BULK)
 		return -EINVAL;
 	if (call->rd_pipe) {
-		/* splice would block on a full pipe: room for twice the data
-		 * (pipe buffers are pages; socket pieces may not fill them) */
+		/* room for twice the data (pipe buffers are pages; socket
+		 * pieces may not fill them), and a full pipe must not block
+		 * the receive side. Cost: two fcntl per call. */
 		int psz = fcntl(call->rd_pipe_fd, F_GETPIPE_SZ);
+		int fl = fcntl(call->rd_pipe_fd, F_GETFL);
 
-		if (call->rd_pipe != 1 || psz < 0 || (uint64_t)psz < 2 * *rd)
+		if (call->rd_pipe != 1 || psz < 0 || (uint64_t)psz < 2 * *rd ||
+		    fl < 0 || !(fl & O_NONBLOCK))
 			return -EINVAL;
 	}
 	return 0;
@@ -957,7 +960,7 @@ static int tcp_rx_deliver(struct tcp_conn *c, const uint8_t *src, size_t n)
 static ssize_t tcp_rx_splice(struct tcp_conn *c, int fd)
 {
 	ssize_t n = splice(fd, NULL, c->rx_call->rd_pipe_fd, NULL,
-			   (size_t)c->rx_left, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			   (size_t)c->rx_left, SPLICE_F_NONBLOCK);
 	char b;
 
 	if (n >= 0 || errno != EAGAIN)

@@ -412,7 +412,7 @@ out_free:
 
 /*
  * Read data into a pipe (net_call rd_pipe): a pipe without room for twice
- * the data is refused at submit; an in-order read lands in the pipe byte
+ * the data, or a blocking one, is refused at submit; an in-order read lands in the pipe byte
  * for byte (rd_iov untouched); a read whose frames come out of order fails
  * with -EPROTO and the connection recovers.
  */
@@ -437,6 +437,11 @@ static int t_pipe(struct net_conn *c)
 	}
 	if (fcntl(p[0], F_SETPIPE_SZ, (int)(2 * len)) < 0) {
 		fprintf(stderr, "pipe: F_SETPIPE_SZ: %s\n", strerror(errno));
+		goto out_close;
+	}
+	if (fcntl(p[1], F_SETFL, 0) < 0 || net_call_submit(c, &call) != -EINVAL ||
+	    fcntl(p[1], F_SETFL, O_NONBLOCK) < 0) {
+		fprintf(stderr, "pipe: a blocking pipe was not refused\n");
 		goto out_close;
 	}
 	if (net_call_run(c, &call) != 0 || call.status != 0 || call.rd_bytes != len) {
