@@ -35,6 +35,7 @@
 struct spl_tls {
 	int (*pfd)[2];                /* [PROTO_MAX_IODS] pipe fds, -1: none */
 	int wfd[PROTO_MAX_IODS];      /* write ends, for cli_io_read_pipes */
+	int psz[PROTO_MAX_IODS];      /* their sizes (F_GETPIPE_SZ) */
 	struct cli_io_piece pieces[SPL_MAX_PIECES];
 	struct fuse_bufvec *bv;       /* SPL_MAX_PIECES entries */
 };
@@ -52,6 +53,7 @@ static void spl_pipe_close(struct spl_tls *t, uint16_t k)
 	close(t->pfd[k][0]);
 	close(t->pfd[k][1]);
 	t->pfd[k][0] = t->pfd[k][1] = t->wfd[k] = -1;
+	t->psz[k] = 0;
 }
 
 /* Thread-exit destructor: close every pipe, free the state. */
@@ -98,12 +100,12 @@ static struct spl_tls *spl_tls_get(void)
 	return t;
 }
 
-/* Make the pipe of slot k unless it exists, with room for twice a share
- * of `need` bytes. @return 0, -EAGAIN (no pipe, or it cannot grow) */
+/* Make the pipe of slot k unless it exists (non-blocking, as net_call
+ * rd_pipe wants), with room for twice a share of `need` bytes; a pipe
+ * that could not grow stays, and its READs take the buffer path.
+ * @return 0, -EAGAIN (no pipe, or too small) */
 static int spl_pipe_get(struct spl_tls *t, uint16_t k, uint64_t need)
 {
-	int sz;
-
 	if (t->pfd[k][0] < 0) {
 		if (pipe2(t->pfd[k], O_CLOEXEC | O_NONBLOCK)) {
 			t->pfd[k][0] = t->pfd[k][1] = -1;
@@ -111,9 +113,9 @@ static int spl_pipe_get(struct spl_tls *t, uint16_t k, uint64_t need)
 		}
 		(void)fcntl(t->pfd[k][0], F_SETPIPE_SZ, SPL_PIPE_SZ);
 		t->wfd[k] = t->pfd[k][1];
+		t->psz[k] = fcntl(t->pfd[k][0], F_GETPIPE_SZ);
 	}
-	sz = fcntl(t->pfd[k][0], F_GETPIPE_SZ);
-	return sz >= 0 && (uint64_t)sz >= 2 * need ? 0 : -EAGAIN;
+	return t->psz[k] > 0 && (uint64_t)t->psz[k] >= 2 * need ? 0 : -EAGAIN;
 }
 
 /* Whether libfuse can splice a 1 MiB reply: its pipe must grow to 2 MiB
