@@ -80,7 +80,7 @@ const char *net_transport_name(enum net_transport t)
 	X(reg_cache_evictions) X(pinned_bytes) X(srq_posted) X(poll_sleeps) \
 	X(reg_ns) X(ogr_groups) X(ogr_fallbacks) X(rdma_signaled)            \
 	X(ogr_cost_a_ns) X(ogr_cost_b_ns) X(ogr_cal_ns)                      \
-	X(client_copy_bytes) X(data_ops)
+	X(client_copy_bytes) X(data_ops) X(pipe_bytes) X(pipe_staged_bytes)
 
 /* Format st as one JSON object; see net.h. Cost: one pass, no allocation. */
 int net_stats_json(const struct net_stats *st, const char *transport,
@@ -286,6 +286,12 @@ const char *net_client_transport(const struct net_client *cl)
 int net_client_wr_sent_at_submit(const struct net_client *cl)
 {
 	return cl->ops->wr_sent_at_submit;
+}
+
+/* Whether the backend can append read data to a pipe: see net.h. */
+int net_client_rd_to_pipe(const struct net_client *cl)
+{
+	return cl->ops->rd_to_pipe;
 }
 
 /* Send a call through the connection's backend; count it in data_ops when

@@ -140,6 +140,10 @@ struct net_stats {
 					    * carried data (write or read
 					    * memory); reg_count / data_ops =
 					    * registrations per operation */
+	uint64_t pipe_bytes;               /* client (tcp): read data put into
+					    * callers' pipes (net_call rd_pipe) */
+	uint64_t pipe_staged_bytes;        /* of those, bytes staged by recv and
+					    * written, not spliced */
 };
 
 /** Defaults: credits, timeout, thresholds of the paper (4 KiB inline, 64 KiB
@@ -226,6 +230,18 @@ struct net_call {
 	 * (same count, or NULL), from the list I/O extended interface; lets
 	 * the verbs backend register whole allocations (OGR). */
 	const struct iovec *rd_alloc, *wr_alloc;
+	/* Optional, tcp only (net_client_rd_to_pipe): with rd_pipe 1 the
+	 * read data is appended, in order, to the pipe whose write end is
+	 * rd_pipe_fd, moved there from the socket by splice(2) (no copy
+	 * through user space); rd_iov then only gives the length (aux) and
+	 * is never written. The pipe must be empty, non-blocking
+	 * (O_NONBLOCK) and hold at least twice that length (its buffers are
+	 * counted in pages, and the socket's pieces need not fill pages);
+	 * submit checks the last two (-EINVAL). A data frame out of order
+	 * fails the call (-EPROTO, connection closed); a pipe found full
+	 * fails it with -ENOBUFS (connection closed). */
+	int rd_pipe;
+	int rd_pipe_fd;
 	/* out */
 	int32_t status;            /* the server's status, valid when wait returns 0 */
 	uint32_t rep_len;          /* reply body length */
@@ -309,6 +325,13 @@ const char *net_client_transport(const struct net_client *cl);
  * @return 1 or 0
  */
 int net_client_wr_sent_at_submit(const struct net_client *cl);
+
+/**
+ * Whether calls may have their read data appended to a pipe (net_call
+ * rd_pipe): tcp can (splice from the socket), verbs cannot.
+ * @return 1 or 0
+ */
+int net_client_rd_to_pipe(const struct net_client *cl);
 
 /**
  * Register a region the server will pass to pull/push (its buffer zones),

@@ -30,6 +30,8 @@ struct net_client_ops {
 	 * so the caller may reuse wr_iov memory at once (tcp); 0 when the
 	 * server fetches it later (verbs: RDMA Read) */
 	int wr_sent_at_submit;
+	/* 1 when calls may name a pipe for their read data (rd_pipe) */
+	int rd_to_pipe;
 	int (*client_new)(struct net_client **out, const struct net_opts *o);
 	void (*client_free)(struct net_client *cl);
 	int (*conn_new)(struct net_client *cl, const char *host, uint16_t port,

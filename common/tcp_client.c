@@ -24,6 +24,12 @@
  * while another caller reads their reply, and they do not contend on one
  * socket's locks.
  *
+ * Pipe destination (net_call rd_pipe): a read call's data frames are
+ * spliced from the socket into the caller's pipe, in order, instead of
+ * read into its memory: on loopback the pipe then holds references to the
+ * pages the iod sent with sendfile, and the FUSE front end splices them on
+ * to /dev/fuse (cli_splice.c) - one copy in all instead of two.
+ *
  * Locks, in order: connect_lock -> lock; send_lock -> lock. The progress
  * thread takes lock, releases it, and only then send_lock (to close a fd).
  */
@@ -46,6 +52,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define TCP_STG_SIZE 8192     /* receive staging per connection */
@@ -598,6 +605,17 @@ static int tcp_call_check(const struct net_call *call, uint64_t *wr, uint64_t *r
 	*rd = net_iov_total(call->rd_iov, call->rd_cnt);
 	if (*wr > PROTO_MAX_BULK || *rd > PROTO_MAX_BULK)
 		return -EINVAL;
+	if (call->rd_pipe) {
+		/* room for twice the data (pipe buffers are pages; socket
+		 * pieces may not fill them), and a full pipe must not block
+		 * the receive side. Cost: two fcntl per call. */
+		int psz = fcntl(call->rd_pipe_fd, F_GETPIPE_SZ);
+		int fl = fcntl(call->rd_pipe_fd, F_GETFL);
+
+		if (call->rd_pipe != 1 || psz < 0 || (uint64_t)psz < 2 * *rd ||
+		    fl < 0 || !(fl & O_NONBLOCK))
+			return -EINVAL;
+	}
 	return 0;
 }
 
@@ -846,6 +864,8 @@ static int tcp_rx_hdr(struct tcp_conn *c, struct net_call **culprit, int *cerr)
 			uint64_t rd = net_iov_total(call->rd_iov, call->rd_cnt);
 			if (h->body_len || h->aux > rd || h->bulk_len > rd - h->aux) {
 				why = "data frame outside read memory";
+			} else if (call->rd_pipe && h->aux != call->rd_bytes) {
+				why = "data frame out of order for a pipe";
 			} else {
 				c->phase = RX_DATA;
 				c->rx_left = h->bulk_len;
@@ -904,19 +924,55 @@ static void tcp_rx_finish(struct tcp_conn *c)
 }
 
 /* Deliver n bytes of payload from src to the current frame's target
- * (read data copied from the staging buffer counts in client_copy_bytes). */
-static void tcp_rx_deliver(struct tcp_conn *c, const uint8_t *src, size_t n)
+ * (a pipe gets them by write(2): only what was staged, at most 8 KiB).
+ * @return 0, or -ENOBUFS the pipe took less (full: the caller broke the
+ *	rd_pipe contract) */
+static int tcp_rx_deliver(struct tcp_conn *c, const uint8_t *src, size_t n)
 {
 	struct net_call *call = c->rx_call;
 
 	if (c->phase == RX_BODY) {
 		memcpy((uint8_t *)call->rep_buf + c->rx_pos, src, n);
+	} else if (c->phase == RX_DATA && call->rd_pipe) {
+		ssize_t w = write(call->rd_pipe_fd, src, n);
+
+		if (w < 0 || (size_t)w != n)
+			return -ENOBUFS;
+		NET_STAT_ADD(&c->tc->base.st, pipe_bytes, n);
+		NET_STAT_ADD(&c->tc->base.st, pipe_staged_bytes, n);
+		NET_STAT_ADD(&c->tc->base.st, client_copy_bytes, n);
 	} else if (c->phase == RX_DATA) {
 		net_iov_copy_in(call->rd_iov, call->rd_cnt, c->rx_pos, src, n);
 		NET_STAT_ADD(&c->tc->base.st, client_copy_bytes, n);
 	}
 	c->rx_pos += n;
 	c->rx_left -= n;
+	return 0;
+}
+
+/*
+ * Splice the rest of the current data frame from the socket into its
+ * call's pipe. Cost: one splice(2) per socket buffer's worth, no copy.
+ * TCP's splice sometimes refuses (EAGAIN) although bytes are queued (seen
+ * on loopback mid-frame); then the step stages them by recv and writes
+ * them to the pipe instead (tcp_rx_deliver), which stays correct.
+ * @return >0 bytes moved, 0 the socket is closed, -1 with errno EAGAIN
+ *	(nothing to read now) or EINPROGRESS (bytes queued: stage them)
+ */
+static ssize_t tcp_rx_splice(struct tcp_conn *c, int fd)
+{
+	ssize_t n = splice(fd, NULL, c->rx_call->rd_pipe_fd, NULL,
+			   (size_t)c->rx_left, SPLICE_F_NONBLOCK);
+	char b;
+
+	if (n >= 0 || errno != EAGAIN)
+		return n;
+	if (recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1) {
+		errno = EINPROGRESS;
+	} else {
+		errno = EAGAIN;
+	}
+	return -1;
 }
 
 /*
@@ -929,6 +985,7 @@ static int tcp_rx_step(struct tcp_conn *c, int fd, struct net_call **culprit,
 {
 	struct tcp_client *tc = c->tc;
 	uint32_t avail = c->stg_len - c->stg_off;
+	int to_pipe = c->phase == RX_DATA && c->rx_call && c->rx_call->rd_pipe;
 	ssize_t n;
 
 	if (c->phase == RX_HDR && avail >= PROTO_HDR_LEN) {
@@ -949,14 +1006,32 @@ static int tcp_rx_step(struct tcp_conn *c, int fd, struct net_call **culprit,
 	}
 	if (c->phase != RX_HDR && avail > 0) {
 		size_t k = avail < c->rx_left ? avail : (size_t)c->rx_left;
-		tcp_rx_deliver(c, c->stg + c->stg_off, k);
+		if (tcp_rx_deliver(c, c->stg + c->stg_off, k)) {
+			log_warn("net: %s:%u: read pipe full (op %u tag %llu)",
+				 c->host, c->port, c->h.op,
+				 (unsigned long long)c->h.tag);
+			*culprit = c->rx_call;
+			*cerr = -ENOBUFS;
+			return -ENOBUFS;
+		}
 		c->stg_off += (uint32_t)k;
 		if (c->rx_left == 0)
 			tcp_rx_finish(c);
 		return 1;
 	}
-	if (c->phase != RX_HDR && c->phase != RX_SKIP &&
-	    c->rx_left >= TCP_DIRECT_MIN) {
+	if (to_pipe && (n = tcp_rx_splice(c, fd), n >= 0 || errno != EINPROGRESS)) {
+		/* Socket to the caller's pipe: no copy at all. */
+		if (n > 0) {
+			NET_STAT_ADD(&tc->base.st, bytes_rx, n);
+			NET_STAT_ADD(&tc->base.st, pipe_bytes, n);
+			c->rx_pos += (uint64_t)n;
+			c->rx_left -= (uint64_t)n;
+			if (c->rx_left == 0)
+				tcp_rx_finish(c);
+			return 1;
+		}
+	} else if (!to_pipe && c->phase != RX_HDR && c->phase != RX_SKIP &&
+		   c->rx_left >= TCP_DIRECT_MIN) {
 		/* Straight into the caller's memory: no copy. */
 		struct iovec one, *v = &one;
 		int cnt = 1;
@@ -1309,6 +1384,7 @@ static int tcp_conn_new(struct net_client *cl, const char *host, uint16_t port,
 const struct net_client_ops tcp_client_ops = {
 	.name = "tcp",
 	.wr_sent_at_submit = 1,
+	.rd_to_pipe = 1,
 	.client_new = tcp_client_new,
 	.client_free = tcp_client_free,
 	.conn_new = tcp_conn_new,

@@ -22,6 +22,7 @@
 #include "cli_reap.h"
 #include "cli_setid.h"
 #include "cli_size.h"
+#include "cli_splice.h"
 #include "cli_space.h"
 #include "cli_wb.h"
 #include "cli_inode.h"
@@ -271,6 +272,7 @@ static void cli_init(void *userdata, struct fuse_conn_info *conn)
 	}
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
 			FUSE_CAP_SPLICE_MOVE);
+	(void)cli_splice_init(cf->fs, conn); /* READ replies by splice */
 	/* cluster-wide locks: the kernel passes fcntl and flock locks here */
 	if (cf->lock && (conn->capable & FUSE_CAP_POSIX_LOCKS))
 		conn->want |= FUSE_CAP_POSIX_LOCKS;
@@ -666,9 +668,10 @@ static void cli_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 }
 
-/* READ: clip to the size, gather from the iods straight into the worker's
- * registered reply buffer (cli_loop.h; a per-thread buffer elsewhere), and
- * reply from it: no copy in user space, no registration per call. */
+/* READ: clip to the size; splice from the iods on tcp (cli_splice.h), else
+ * gather straight into the worker's registered reply buffer (cli_loop.h; a
+ * per-thread buffer elsewhere) and reply from it: no copy in user space, no
+ * registration per call. */
 static void cli_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
@@ -693,6 +696,9 @@ static void cli_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		buf = rbuf_get(fs, size);
 	if (!buf)
 		return (void) fuse_reply_err(req, ENOMEM);
+	rc = cli_splice_read(req, fs, ino, &l, (uint64_t)off, size, buf);
+	if (rc != -EAGAIN) /* spliced (cli_splice.h), or failed */
+		return rc ? (void) fuse_reply_err(req, -rc) : (void) 0;
 	rc = cli_io_read(fs, ino, &l, (uint64_t)off, size, buf);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);

@@ -420,7 +420,7 @@ static int sub_encode(struct io_sub *s, struct io_tls *t, uint16_t op, uint64_t 
  */
 static int round_run(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 		     uint64_t ino, const struct proto_layout *l,
-		     int with_allocs)
+		     int with_allocs, const int *pipes)
 {
 	size_t body_off = 0;
 	int rc;
@@ -435,6 +435,10 @@ static int round_run(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 		if (rc) {
 			s->rc = rc;
 			break;
+		}
+		if (pipes) {
+			s->call.rd_pipe = 1;
+			s->call.rd_pipe_fd = pipes[k];
 		}
 		body_off += sub_body_cap(s);
 		sub_submit(fs, s);
@@ -529,7 +533,7 @@ int cli_io_list(struct cli_fs *fs, uint64_t ino, const struct proto_layout *l,
 		if (nchunks == 0)
 			return -EINVAL; /* cannot happen after list_check */
 		round_group(t, l, nchunks, allocs != NULL);
-		rc = round_run(fs, t, op, ino, l, allocs != NULL);
+		rc = round_run(fs, t, op, ino, l, allocs != NULL, NULL);
 		if (rc)
 			return rc;
 		for (uint16_t k = 0; k < l->count; k++)
@@ -547,6 +551,59 @@ int cli_io_read(struct cli_fs *fs, uint64_t ino, const struct proto_layout *l,
 
 	return cli_io_list(fs, ino, l, CLI_IO_READ, &off, &flen, 1, &m, 1,
 			   NULL);
+}
+
+/*
+ * Read into pipes: see cli_io.h. One round of the list engine whose calls
+ * name a pipe per iod; the staged chunks, in file order, give the pieces.
+ * Cost: as cli_io_read, minus the copy out of the socket.
+ */
+int cli_io_read_pipes(struct cli_fs *fs, uint64_t ino,
+		      const struct proto_layout *l, uint64_t off, size_t len,
+		      void *buf, const int *pipes, struct cli_io_piece *pieces,
+		      size_t maxp, size_t *np)
+{
+	uint64_t flen = len, staged = 0;
+	struct iovec m = { .iov_base = buf, .iov_len = len };
+	struct io_cursor cur = { 0, 0, 0, 0 };
+	size_t nchunks, nsiov, n = 0;
+	struct io_tls *t;
+	int rc;
+
+	*np = 0;
+	if (len == 0 || stripe_layout_check(l, fs->niods))
+		return -EINVAL;
+	if (!net_client_rd_to_pipe(fs->net))
+		return -EOPNOTSUPP;
+	t = io_tls_get();
+	if (!t)
+		return -ENOMEM;
+	round_reset(fs, t, l);
+	rc = round_stage(fs, t, l, &off, &flen, 1, &m, NULL, &cur, &nchunks, &nsiov);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < nchunks; i++) {
+		const struct io_chunk *c = &t->chunks[i];
+
+		staged += c->len;
+		if (n && pieces[n - 1].k == c->k) {
+			pieces[n - 1].len += c->len;
+			continue;
+		}
+		if (n == maxp)
+			return -E2BIG;
+		pieces[n].k = c->k;
+		pieces[n].len = c->len;
+		n++;
+	}
+	if (staged != len)
+		return -E2BIG; /* more than one round */
+	round_group(t, l, nchunks, 0);
+	rc = round_run(fs, t, PROTO_OP_IO_READ, ino, l, 0, pipes);
+	if (rc)
+		return rc;
+	*np = n;
+	return 0;
 }
 
 /* Write: see cli_io.h. The buffer is only read (the iod pulls from it). */

@@ -44,6 +44,30 @@ int cli_io_list(struct cli_fs *fs, uint64_t ino, const struct proto_layout *l,
 		int dir, const uint64_t *foff, const uint64_t *flen, size_t nf,
 		const struct iovec *mem, size_t nm, const struct iovec *allocs);
 
+/* A piece of a read delivered into pipes (cli_io_read_pipes): its bytes
+ * are the next len bytes of pipe k, k the layout-relative iod index. */
+struct cli_io_piece {
+	uint16_t k;
+	uint64_t len;
+};
+
+/**
+ * Read [off, off + len) of file ino like cli_io_read, but have each iod's
+ * share appended, in file order, to its own pipe (pipes[k], write ends,
+ * k < l->count; each empty with room for twice its share, see net_call
+ * rd_pipe) instead of placed into buf, which only gives the length and is
+ * not written. On success pieces[0..*np) say, in file order, from which
+ * pipe each stretch of the range comes (adjacent stretches of one pipe
+ * merged). On failure the pipes may hold part of the data.
+ * @return 0, -EOPNOTSUPP the transport cannot (verbs), -E2BIG more than
+ *	maxp pieces or more than one round of the list engine, -EINVAL bad
+ *	layout or range, -ENOMEM, -EIO, or an iod's -errno
+ */
+int cli_io_read_pipes(struct cli_fs *fs, uint64_t ino,
+		      const struct proto_layout *l, uint64_t off, size_t len,
+		      void *buf, const int *pipes, struct cli_io_piece *pieces,
+		      size_t maxp, size_t *np);
+
 /**
  * Read [off, off + len) of file ino into buf. The caller clips len to the
  * file size; holes read as zeros.

@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ev.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -30,6 +31,7 @@
 #define OP_SLOW 103
 #define OP_REJECT 104
 #define OP_PEER 105 /* replies with the client's address as the server sees it */
+#define OP_READ_SEQ 106 /* OP_READ, its chunks pushed in order */
 
 #define CHECK(c)                                                              \
 	do {                                                                  \
@@ -127,10 +129,11 @@ static void read_done(struct net_sreq *r, int rc, void *arg)
 }
 
 /* Push the pattern into the client's read memory in five chunks, out of
- * order, each as two iovecs; reply when all are written. */
-static void read_start(struct net_sreq *r)
+ * order unless in_order, each as two iovecs; reply when all are written. */
+static void read_start(struct net_sreq *r, int in_order)
 {
-	static const int order[5] = { 4, 0, 2, 1, 3 };
+	static const int shuffled[5] = { 4, 0, 2, 1, 3 }, seq[5] = { 0, 1, 2, 3, 4 };
+	const int *order = in_order ? seq : shuffled;
 	struct xfer_ctx *x = calloc(1, sizeof(*x));
 	uint64_t seed = 0, len = r->hdr.aux;
 
@@ -174,7 +177,8 @@ static void test_handler(struct net_sreq *r, void *arg)
 		break;
 	}
 	case OP_READ:
-		read_start(r);
+	case OP_READ_SEQ:
+		read_start(r, r->hdr.op == OP_READ_SEQ);
 		break;
 	case OP_SLOW:
 		break; /* never answered; dropped by net_server_free */
@@ -453,12 +457,82 @@ static int t_counters(uint16_t port)
 	z.data_ops = 678;
 	if (net_stats_json(&z, "verbs", js, sizeof(js)) < 0 ||
 	    !strstr(js, ",\"client_copy_bytes\":12345,") ||
-	    !strstr(js, ",\"data_ops\":678}") ||
+	    !strstr(js, ",\"data_ops\":678,") ||
 	    net_stats_json(&z, "verbs", js, strlen(js)) != -ERANGE)
 		goto out_free_client;
 	rc = 0;
 out_free_client:
 	net_client_free(cl);
+	return rc;
+}
+
+/*
+ * Read data into a pipe (net_call rd_pipe): a pipe without room for twice
+ * the data, or a blocking one, is refused at submit; an in-order read lands in the pipe byte
+ * for byte (rd_iov untouched); a read whose frames come out of order fails
+ * with -EPROTO and the connection recovers.
+ */
+static int t_pipe(struct net_conn *c)
+{
+	uint64_t seed = 7, len = BULK / 8; /* a 1 MiB pipe: the default limit */
+	uint8_t *mem = malloc(len), *got = malloc(len);
+	struct iovec ri = { mem, len };
+	int p[2], rc = -1;
+	size_t have = 0;
+
+	if (!mem || !got || pipe2(p, O_NONBLOCK | O_CLOEXEC))
+		goto out_free;
+	memset(mem, 0xEE, len);
+	struct net_call call = { .op = OP_READ_SEQ, .body = &seed,
+				 .body_len = sizeof(seed), .rd_iov = &ri,
+				 .rd_cnt = 1, .rd_pipe = 1, .rd_pipe_fd = p[1] };
+	if (fcntl(p[0], F_SETPIPE_SZ, 4096) < 0 ||
+	    net_call_submit(c, &call) != -EINVAL) {
+		fprintf(stderr, "pipe: a 4 KiB pipe was not refused\n");
+		goto out_close;
+	}
+	if (fcntl(p[0], F_SETPIPE_SZ, (int)(2 * len)) < 0) {
+		fprintf(stderr, "pipe: F_SETPIPE_SZ: %s\n", strerror(errno));
+		goto out_close;
+	}
+	if (fcntl(p[1], F_SETFL, 0) < 0 || net_call_submit(c, &call) != -EINVAL ||
+	    fcntl(p[1], F_SETFL, O_NONBLOCK) < 0) {
+		fprintf(stderr, "pipe: a blocking pipe was not refused\n");
+		goto out_close;
+	}
+	if (net_call_run(c, &call) != 0 || call.status != 0 || call.rd_bytes != len) {
+		fprintf(stderr, "pipe: in-order read: status %d rd_bytes %llu\n",
+			call.status, (unsigned long long)call.rd_bytes);
+		goto out_close;
+	}
+	while (have < len) {
+		ssize_t n = read(p[0], got + have, len - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+	}
+	if (have != len || read(p[0], got, 1) != -1) {
+		fprintf(stderr, "pipe: %zu bytes in the pipe, want %llu\n", have,
+			(unsigned long long)len);
+		goto out_close;
+	}
+	for (uint64_t i = 0; i < len; i++)
+		if (got[i] != pattern(seed, i) || mem[i] != 0xEE) {
+			fprintf(stderr, "pipe: byte %llu wrong\n", (unsigned long long)i);
+			goto out_close;
+		}
+	call.op = OP_READ; /* chunks out of order */
+	if (net_call_run(c, &call) != -EPROTO || echo(c, "after pipe") != 0) {
+		fprintf(stderr, "pipe: out-of-order frames not refused\n");
+		goto out_close;
+	}
+	rc = 0;
+out_close:
+	close(p[0]);
+	close(p[1]);
+out_free:
+	free(mem);
+	free(got);
 	return rc;
 }
 
@@ -849,6 +923,7 @@ int main(void)
 	RUN(t_echo(c));
 	RUN(t_invalid(c));
 	RUN(t_bulk(c));
+	RUN(t_pipe(c));
 	RUN(t_rep_too_large(c));
 	RUN(t_reject(c, st.srv));
 	RUN(t_malformed(st.port, st.srv, c));
