@@ -314,11 +314,22 @@ def test_verbs_no_registration_after_warmup(workdir, mnt):
             dwrite(fd, off, pattern(off, MiB))
         for off in range(warm, total, MiB):
             assert dread(fd, off, MiB) == pattern(off, MiB), off
+        # 4 KiB reads (inline size) and 32 KiB reads (fast size) too
+        for n, size in ((128, 4096), (32, 32768)):
+            for i in range(n):
+                off = (i * 7919 % (total // size)) * size
+                blk = off - off % MiB
+                assert dread(fd, off, size) == \
+                    pattern(blk, MiB)[off - blk:off - blk + size], off
         s1 = stats(mnt.path)
     finally:
         os.close(fd)
     d = {k: s1[k] - s0[k] for k in s1 if isinstance(s1[k], int)}
     print('after warm-up', json.dumps({k: v for k, v in d.items() if v}, sort_keys=True))
-    assert d['fuse_copy_bytes'] == 2 * (total - warm), d
+    moved = d['bulk_pull_bytes'] + d['bulk_push_bytes']
+    assert moved == 2 * (total - warm) + 128 * 4096 + 32 * 32768, d
+    assert d['fuse_copy_bytes'] == moved, d
+    # no copy in user space: copies per byte moved is the /dev/fuse copy alone
+    assert d['client_copy_bytes'] == 0, d
     assert d['reg_cache_misses'] == 0, d
     assert d['reg_count'] == 0, d
