@@ -16,6 +16,7 @@
 #include <sys/xattr.h>
 #include <time.h>
 
+#include "cli_bdi.h"
 #include "cli_fuse.h"
 #include "cli_fuse_lock.h"
 #include "cli_loop.h"
@@ -240,6 +241,20 @@ static void *rbuf_get(struct cli_fs *fs, size_t len)
 
 /* ------------------------------------------------------------------ ops */
 
+/* After INIT's reply: widen the mount's readahead window, which the
+ * kernel caps at its 128 KiB default at INIT, to -o read_ahead_kb, so
+ * buffered sequential reads arrive as READs of up to 1 MiB too. */
+static void set_readahead(void *arg)
+{
+	struct cli_fuse *cf = arg;
+	int rc = cli_bdi_set_readahead(cf->mountpoint, cf->read_ahead_kb);
+
+	if (rc)
+		log_notice("readahead of %s stays at the kernel's default: "
+			   "cannot set read_ahead_kb=%u: %s", cf->mountpoint,
+			   cf->read_ahead_kb, strerror(-rc));
+}
+
 /*
  * Negotiate: 1 MiB writes and readahead, readdirplus, atomic O_TRUNC and,
  * unless -o no_writeback_cache, the writeback cache: the kernel absorbs
@@ -255,6 +270,8 @@ static void cli_init(void *userdata, struct fuse_conn_info *conn)
 
 	conn->max_write = CLI_MAX_IO;
 	conn->max_readahead = CLI_MAX_IO;
+	if (cf->read_ahead_kb && cf->mountpoint)
+		cli_loop_after_reply(set_readahead, cf);
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)

@@ -18,6 +18,8 @@ struct cli_fuse {
 	struct cli_lock *lock; /* cluster-wide locks (cli_lock.h) */
 	struct cli_loop *loop; /* the worker loop (cli_loop.h): set before
 				  its workers start, cleared after they end */
+	const char *mountpoint; /* absolute, as mounted (read-only) */
+	unsigned read_ahead_kb; /* -o read_ahead_kb=, 0: kernel default */
 };
 
 /**

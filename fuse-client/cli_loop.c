@@ -69,6 +69,9 @@ struct cli_loop {
 static __thread struct loop_worker *cur;
 /* A non-worker thread's reply fd (cli_loop_set_reply_fd), -1 if none. */
 static __thread int reply_fd = -1;
+/* Run once after this thread's next reply is written (cli_loop_after_reply). */
+static __thread void (*after_fn)(void *);
+static __thread void *after_arg;
 
 /* The fd this thread reads and replies on: its worker's clone, the fd set
  * for it, or what libfuse passed (the session fd). */
@@ -142,7 +145,7 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 }
 
 /* custom io writev: a reply (or notification) on the thread's fd; a READ's
- * payload is counted as copied. */
+ * payload is counted as copied; then the thread's after-reply hook, if any. */
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct loop_worker *w = cur;
@@ -151,6 +154,12 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 
 	(void)userdata;
 	n = writev(thread_fd(fd), iov, count);
+	if (after_fn) {
+		void (*fn)(void *) = after_fn;
+
+		after_fn = NULL;
+		fn(after_arg);
+	}
 	if (n > (ssize_t)sizeof(*out) && w && w->read_unique &&
 	    out->unique == w->read_unique && out->error == 0) {
 		atomic_fetch_add_explicit(&w->lp->copy_bytes,
@@ -439,4 +448,11 @@ void cli_loop_counts(const struct cli_loop *lp, uint64_t *copy,
 {
 	*copy = lp ? atomic_load(&((struct cli_loop *)lp)->copy_bytes) : 0;
 	*max_req = lp ? atomic_load(&((struct cli_loop *)lp)->max_req) : 0;
+}
+
+/* See cli_loop.h. */
+void cli_loop_after_reply(void (*fn)(void *), void *arg)
+{
+	after_fn = fn;
+	after_arg = arg;
 }

@@ -81,6 +81,15 @@ int cli_loop_req_fd(void);
 void cli_loop_set_reply_fd(int fd);
 
 /**
+ * Run fn(arg) once, in the calling thread, right after its next reply has
+ * been written to /dev/fuse (the kernel has then acted on it: e.g. INIT's
+ * limits are in force). Replaces a hook set before and not yet run.
+ * @param fn  the hook
+ * @param arg its argument
+ */
+void cli_loop_after_reply(void (*fn)(void *), void *arg);
+
+/**
  * Data path counters: payload bytes the kernel copied through /dev/fuse
  * (WRITE data read + READ data replied) and the largest READ or WRITE
  * payload requested. NULL lp gives zeros.

@@ -32,6 +32,8 @@
 #include "log.h"
 
 #define DEFAULT_MGR_PORT 7400
+#define DEFAULT_READ_AHEAD_KB 1024 /* CLI_MAX_IO: one 1 MiB READ per window */
+#define MAX_READ_AHEAD_KB 65536
 
 /* Command line state filled by fuse_opt_parse. */
 struct cli_args {
@@ -48,12 +50,13 @@ struct cli_args {
 	int writeback;        /* kernel writeback cache (-o [no_]writeback_cache) */
 	int write_behind;     /* -o [no_]write_behind (cli_wb.h) */
 	unsigned workers;     /* -o workers=N (cli_loop.h) */
+	unsigned read_ahead_kb; /* -o read_ahead_kb=N (cli_bdi.h), 0: leave it */
 	int bad;              /* an argument was invalid (message printed) */
 };
 
 enum { KEY_TIMEOUT, KEY_ATTR_TIMEOUT, KEY_ENTRY_TIMEOUT, KEY_KEY, KEY_CONF,
        KEY_TRANSPORT, KEY_WB, KEY_NO_WB, KEY_BEHIND, KEY_NO_BEHIND, KEY_WORKERS,
-       KEY_IGNORE };
+       KEY_READ_AHEAD, KEY_IGNORE };
 
 static const struct fuse_opt cli_opt_spec[] = {
 	FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
@@ -67,6 +70,7 @@ static const struct fuse_opt cli_opt_spec[] = {
 	FUSE_OPT_KEY("write_behind", KEY_BEHIND),
 	FUSE_OPT_KEY("no_write_behind", KEY_NO_BEHIND),
 	FUSE_OPT_KEY("workers=", KEY_WORKERS),
+	FUSE_OPT_KEY("read_ahead_kb=", KEY_READ_AHEAD),
 	/* fstab-only options mount(8) may pass on: accepted and ignored */
 	FUSE_OPT_KEY("_netdev", KEY_IGNORE),
 	FUSE_OPT_KEY("nofail", KEY_IGNORE),
@@ -98,10 +102,13 @@ static void usage(const char *prog, FILE *f)
 		"                     tcp only; never for O_DIRECT, O_SYNC, O_DSYNC)\n"
 		"  -o no_write_behind answer write(2) once the iods stored the data\n"
 		"  -o workers=N       FUSE worker threads, 1..%d (default %d; -s: 1)\n"
+		"  -o read_ahead_kb=N readahead window of the mount, 0..%d KiB (default\n"
+		"                     %d: 1 MiB READs; 0 keeps the kernel's 128; needs root)\n"
 		"  -o allow_other     and the other generic FUSE mount options\n"
 		"  -o _netdev         (fstab) accepted and ignored\n"
 		"default mgr port: %d\n", prog, CLI_LOOP_MAX_WORKERS,
-		CLI_LOOP_DEFAULT_WORKERS, DEFAULT_MGR_PORT);
+		CLI_LOOP_DEFAULT_WORKERS, MAX_READ_AHEAD_KB, DEFAULT_READ_AHEAD_KB,
+		DEFAULT_MGR_PORT);
 }
 
 /* Parse a number of seconds in [min, 86400] from "key=value". */
@@ -141,6 +148,25 @@ static int parse_workers(struct cli_args *a, const char *arg)
 		return 0;
 	}
 	a->workers = (unsigned)n;
+	return 0;
+}
+
+/* Parse "read_ahead_kb=N", N in 0..MAX_READ_AHEAD_KB. */
+static int parse_read_ahead(struct cli_args *a, const char *arg)
+{
+	const char *v = strchr(arg, '=') + 1;
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || end == v || *end || n < 0 || n > MAX_READ_AHEAD_KB) {
+		fprintf(stderr, "%s: -o read_ahead_kb: expected 0..%d, got \"%s\"\n",
+			a->prog, MAX_READ_AHEAD_KB, v);
+		a->bad = 1;
+		return 0;
+	}
+	a->read_ahead_kb = (unsigned)n;
 	return 0;
 }
 
@@ -185,6 +211,8 @@ static int opt_proc(void *data, const char *arg, int key,
 		return 0;
 	case KEY_WORKERS:
 		return parse_workers(a, arg);
+	case KEY_READ_AHEAD:
+		return parse_read_ahead(a, arg);
 	case KEY_ATTR_TIMEOUT:
 		return parse_seconds(a, arg, 0, &a->attr_timeout);
 	case KEY_ENTRY_TIMEOUT:
@@ -404,7 +432,8 @@ int main(int argc, char **argv)
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct cli_args a = { .timeout = 10, .attr_timeout = 1.0,
 			      .entry_timeout = 1.0, .writeback = 0, .write_behind = 1,
-			      .workers = CLI_LOOP_DEFAULT_WORKERS };
+			      .workers = CLI_LOOP_DEFAULT_WORKERS,
+			      .read_ahead_kb = DEFAULT_READ_AHEAD_KB };
 	struct fuse_cmdline_opts fo;
 	struct net_opts no;
 	struct cli_fuse cf;
@@ -466,6 +495,8 @@ int main(int argc, char **argv)
 	block_exit_signals();
 	memset(&cf, 0, sizeof(cf));
 	cf.attr_timeout = a.attr_timeout;
+	cf.read_ahead_kb = a.read_ahead_kb;
+	cf.mountpoint = fo.mountpoint;
 	cf.entry_timeout = a.entry_timeout;
 	rc = cli_fs_mount_net(&cf.fs, host, port, &no);
 	if (rc == -EACCES) {

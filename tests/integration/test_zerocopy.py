@@ -216,6 +216,50 @@ def test_1mib_requests_and_copy_counter(cluster, tmp_mnt):
         assert m.umount(), 'rpfs-fuse did not exit cleanly after the unmount'
 
 
+def bdi_read_ahead_kb(path):
+    """The read_ahead_kb of the bdi behind the mount at path."""
+    dev = os.stat(path).st_dev
+    with open('/sys/class/bdi/%d:%d/read_ahead_kb' % (os.major(dev), os.minor(dev))) as f:
+        return int(f.read())
+
+
+@pytest.mark.parametrize('opts,kb,req', [('workers=2', 1024, MiB),
+                                         ('read_ahead_kb=0', 128, 128 * KiB)])
+def test_buffered_read_requests(cluster, tmp_mnt, opts, kb, req):
+    """Buffered sequential reads: by default the mount's readahead window is
+    widened to 1 MiB after INIT (the kernel caps it at its 128 KiB default
+    there), so they arrive as 1 MiB READs; read_ahead_kb=0 keeps the
+    kernel's 128 KiB."""
+    m = cluster.mount(tmp_mnt, opts)
+    try:
+        assert bdi_read_ahead_kb(m.path) == kb
+        data = pattern(9, 4 * MiB)
+        path = os.path.join(m.path, 'ra-%d' % kb)
+        fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o644)
+        try:
+            for off in range(0, len(data), 64 * KiB):  # 64 KiB WRITEs
+                dwrite(fd, off, data[off:off + 64 * KiB])
+        finally:
+            os.close(fd)
+        assert stats(m.path)['fuse_max_req_bytes'] == 64 * KiB
+        with open(path, 'rb') as f:  # never cached: written O_DIRECT
+            got = b''.join(iter(lambda: f.read(MiB), b''))
+        assert got == data
+        assert stats(m.path)['fuse_max_req_bytes'] == req
+    finally:
+        assert m.umount(), 'rpfs-fuse did not exit cleanly after the unmount'
+
+
+@pytest.mark.parametrize('value', ['-1', '65537', 'abc', '', '1k'])
+def test_read_ahead_option_validated(value):
+    """-o read_ahead_kb= outside 0..65536 or not a number: exit 2 naming it."""
+    r = util.run([util.binary('fuse-client/rpfs-fuse'), util.HOST + ':7400',
+                  '/tmp/rpfs-never', '-o', 'read_ahead_kb=' + value], check=False,
+                 timeout=30)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert '-o read_ahead_kb' in r.stderr and '0..65536' in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize('opts', ['workers=1', 'workers=64', 'allow_other'])
 def test_clean_unmount(cluster, tmp_mnt, opts):
     """With 1, 64 and the default number of workers, I/O works and the
