@@ -763,6 +763,24 @@ static int vb_call_check(const struct net_call *call, uint64_t *wr, uint64_t *rd
 	return 0;
 }
 
+/* Make room in slot s for cnt more cache references (the registrations a
+ * call holds until its reply). @return 0, -ENOMEM */
+static int vb_slot_refs_reserve(struct vb_cslot *s, int cnt)
+{
+	int cap;
+	struct vb_rref *r;
+
+	if (s->nrefs + cnt <= s->caprefs)
+		return 0;
+	cap = s->nrefs + cnt + 8;
+	r = realloc(s->refs, (size_t)cap * sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	s->refs = r;
+	s->caprefs = cap;
+	return 0;
+}
+
 /*
  * Register iov (declared memory through the cache, the rest by Optimistic
  * Group Registration, see vb_mr.c) and describe it as segments at out.
@@ -780,14 +798,8 @@ static int vb_iov_segs(struct vb_cconn *c, struct vb_cslot *s,
 	struct vb_seg cur = { 0 };
 	int n = 0, rc;
 
-	if (s->nrefs + cnt > s->caprefs) {
-		int cap = s->nrefs + cnt + 8;
-		struct vb_rref *r = realloc(s->refs, (size_t)cap * sizeof(*r));
-		if (!r)
-			return -ENOMEM;
-		s->refs = r;
-		s->caprefs = cap;
-	}
+	if (vb_slot_refs_reserve(s, cnt))
+		return -ENOMEM;
 	if (cnt > 64 && !(mrs = malloc((size_t)cnt * sizeof(*mrs))))
 		return -ENOMEM;
 	pthread_mutex_lock(&vc->rc_lock);
@@ -865,14 +877,8 @@ static int vb_iov_sges(struct vb_cconn *c, struct vb_cslot *s,
 
 	if (vb_iov_nonzero(iov, cnt) > max || cnt > 32)
 		return -E2BIG;
-	if (s->nrefs + cnt > s->caprefs) {
-		int cap = s->nrefs + cnt + 8;
-		struct vb_rref *r = realloc(s->refs, (size_t)cap * sizeof(*r));
-		if (!r)
-			return -ENOMEM;
-		s->refs = r;
-		s->caprefs = cap;
-	}
+	if (vb_slot_refs_reserve(s, cnt))
+		return -ENOMEM;
 	pthread_mutex_lock(&vc->rc_lock);
 	rc = vb_rcache_get_list(&vc->rc, iov, cnt, NULL, IBV_ACCESS_LOCAL_WRITE, mrs,
 				s->refs, &s->nrefs);

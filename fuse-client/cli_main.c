@@ -132,8 +132,10 @@ static int parse_seconds(struct cli_args *a, const char *arg, double min,
 	return 0;
 }
 
-/* Parse "workers=N", N in 1..CLI_LOOP_MAX_WORKERS. */
-static int parse_workers(struct cli_args *a, const char *arg)
+/* Parse the number of "-o NAME=N" into *out, N in min..max; a bad value
+ * is reported (naming the option and the range) and marks a->bad. */
+static int parse_count(struct cli_args *a, const char *arg, long min, long max,
+		       unsigned *out)
 {
 	const char *v = strchr(arg, '=') + 1;
 	char *end;
@@ -141,32 +143,13 @@ static int parse_workers(struct cli_args *a, const char *arg)
 
 	errno = 0;
 	n = strtol(v, &end, 10);
-	if (errno || end == v || *end || n < 1 || n > CLI_LOOP_MAX_WORKERS) {
-		fprintf(stderr, "%s: -o workers: expected 1..%d, got \"%s\"\n",
-			a->prog, CLI_LOOP_MAX_WORKERS, v);
+	if (errno || end == v || *end || n < min || n > max) {
+		fprintf(stderr, "%s: -o %.*s: expected %ld..%ld, got \"%s\"\n",
+			a->prog, (int)(v - arg - 1), arg, min, max, v);
 		a->bad = 1;
 		return 0;
 	}
-	a->workers = (unsigned)n;
-	return 0;
-}
-
-/* Parse "read_ahead_kb=N", N in 0..MAX_READ_AHEAD_KB. */
-static int parse_read_ahead(struct cli_args *a, const char *arg)
-{
-	const char *v = strchr(arg, '=') + 1;
-	char *end;
-	long n;
-
-	errno = 0;
-	n = strtol(v, &end, 10);
-	if (errno || end == v || *end || n < 0 || n > MAX_READ_AHEAD_KB) {
-		fprintf(stderr, "%s: -o read_ahead_kb: expected 0..%d, got \"%s\"\n",
-			a->prog, MAX_READ_AHEAD_KB, v);
-		a->bad = 1;
-		return 0;
-	}
-	a->read_ahead_kb = (unsigned)n;
+	*out = (unsigned)n;
 	return 0;
 }
 
@@ -210,9 +193,9 @@ static int opt_proc(void *data, const char *arg, int key,
 		a->write_behind = key == KEY_BEHIND;
 		return 0;
 	case KEY_WORKERS:
-		return parse_workers(a, arg);
+		return parse_count(a, arg, 1, CLI_LOOP_MAX_WORKERS, &a->workers);
 	case KEY_READ_AHEAD:
-		return parse_read_ahead(a, arg);
+		return parse_count(a, arg, 0, MAX_READ_AHEAD_KB, &a->read_ahead_kb);
 	case KEY_ATTR_TIMEOUT:
 		return parse_seconds(a, arg, 0, &a->attr_timeout);
 	case KEY_ENTRY_TIMEOUT:
