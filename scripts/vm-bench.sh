@@ -3,7 +3,7 @@
 # the RDMA VM (scripts/rdma-vm.sh: soft-RoCE under qemu TCG), and the client
 # CPU it took. A benchmark, not a test: it asserts nothing about speed.
 #
-#   scripts/vm-bench.sh [--size MIB] [--runtime S] [--rounds N]
+#   scripts/vm-bench.sh [--size MIB] [--runtime S] [--rounds N] [--perf]
 #
 # On the host it boots the VM and runs itself inside. Inside, it starts two
 # clusters on $RPFS_RDMA_ADDR (1 mgr + 4 iods each, state on the VM's tmpfs),
@@ -17,7 +17,8 @@
 # e-seqwrite, e-seqread, e-randread, and prints MB/s, IOPS and the client
 # CPU seconds per GiB moved: the rpfs-fuse process's (utime + stime from
 # /proc/PID/stat, before and after), or the engine job process's (getrusage
-# at its end, from its rpfs_stats line: fio's own work included). Beside
+# from its mount to its end, from its rpfs_stats line: fio's per-I/O work
+# included, its start-up not). Beside
 # them the transport counters of the run (HACKING.md "Client copies and
 # registrations"): copies per byte moved ((client_copy_bytes +
 # fuse_copy_bytes) / bytes fio moved; "-" when the mount has no
@@ -28,6 +29,12 @@
 # row counts only the delta over the job). Numbers under TCG say
 # how the transports compare on one machine, not what hardware would do.
 #
+# --perf records every job system-wide with perf (cpu-clock, call graphs;
+# the VM has no PMU) and prints, per job and transport, where the CPU went:
+# the share of each command and, for the client (rpfs-fuse, or fio for an
+# engine row), its top kernel and user symbols. It slows every job, so its
+# table is for the profile, not for the figures.
+#
 # Environment: RPFS_BUILD (default build-vm; built if missing, with the fio
 # engine), RPFS_VM_BENCH_TIMEOUT (default 1800 s, the VM's limit).
 set -euo pipefail
@@ -36,6 +43,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 SIZE=256
 RUNTIME=20
 ROUNDS=1
+PERF=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--size) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "vm-bench: --size: expected MiB, got \"${2:-}\"" >&2; exit 2; }
@@ -44,6 +52,7 @@ while [ $# -gt 0 ]; do
 		RUNTIME=$2; shift ;;
 	--rounds) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "vm-bench: --rounds: expected N, got \"${2:-}\"" >&2; exit 2; }
 		ROUNDS=$2; shift ;;
+	--perf) PERF=--perf ;;
 	*) echo "vm-bench: unknown argument \"$1\"" >&2; exit 2 ;;
 	esac
 	shift
@@ -70,7 +79,7 @@ if [ "${RPFS_IN_VM:-}" != 1 ]; then
 		ninja -C "$BUILD" >/dev/null
 	fi
 	exec "$REPO/scripts/rdma-vm.sh" run --timeout "${RPFS_VM_BENCH_TIMEOUT:-1800}" -- \
-		"$REPO/scripts/vm-bench.sh" --size "$SIZE" --runtime "$RUNTIME" --rounds "$ROUNDS"
+		"$REPO/scripts/vm-bench.sh" --size "$SIZE" --runtime "$RUNTIME" --rounds "$ROUNDS" $PERF
 fi
 
 # ------------------------------------------------------------- inside the VM
@@ -161,6 +170,43 @@ print(sys.argv[2], sys.argv[3], d['io_bytes'], d['runtime'] / 1000.0, d['iops'],
 EOF
 }
 
+# profiled T JOB CMD...: run CMD, under a system-wide perf record into
+# $TMP/perf-T-JOB.data when --perf was given.
+profiled() {
+	local t=$1 job=$2
+	shift 2
+	if [ -n "$PERF" ]; then
+		perf record -q -e cpu-clock -a -g -o "$TMP/perf-$t-$job.data" -- "$@"
+	else
+		"$@"
+	fi
+}
+
+# perf_summary T JOB CLIENT: where the CPU of T's JOB went (profiled()):
+# the share of each command in all samples, then, as shares of CLIENT's own
+# samples, its split over binaries, its top symbols and its top call chains
+# (children: a kernel entry point with everything it called).
+perf_summary() {
+	local f=$TMP/perf-$1-$2.data
+	[ -f "$f" ] || return 0
+	echo "--- perf: $2 over $1: share per command (idle is swapper)"
+	perf report -i "$f" --stdio --no-children --sort comm -g none 2>/dev/null |
+		grep -E '^ +[0-9]' | head -n 8 || true
+	echo "--- perf: $2 over $1: $3 by binary (share of $3's samples)"
+	perf report -i "$f" --stdio --no-children --comm "$3" --percentage relative \
+		--sort dso -g none --percent-limit 2 2>/dev/null | grep -E '^ +[0-9]' | head -n 8 || true
+	echo "--- perf: $2 over $1: $3's top symbols"
+	perf report -i "$f" --stdio --no-children --comm "$3" --percentage relative \
+		--sort sym -g none --percent-limit 2 2>/dev/null | grep -E '^ +[0-9]' | head -n 15 || true
+	echo "--- perf: $2 over $1: $3's samples by call chain"
+	perf script -i "$f" --comm "$3" -F comm,ip,sym 2>/dev/null |
+		python3 "$REPO/tests/bench/report.py" perfsplit || true
+	echo "--- perf: $2 over $1: $3's top call chains (with callees)"
+	perf report -i "$f" --stdio --children --comm "$3" --percentage relative \
+		--sort sym -g none --percent-limit 8 2>/dev/null | grep -E '^ +[0-9]' |
+		grep -v '\] 0x\|\] 0000' | head -n 25 || true
+}
+
 # job_args JOB FILE: fio arguments of a job on FILE (mount or engine).
 job_args() {
 	case "$1" in
@@ -178,7 +224,7 @@ run_engine() {
 	local t=$1 base=$2 job=$3 out=$TMP/fio-$1-e-$3.json st=$TMP/fio-$1-e-$3.stats
 	rm -f "$st"
 	# shellcheck disable=SC2046 # job_args: words
-	fio --name="e-$job" --ioengine="external:$BUILD/fuse-client/librpfs_fio.so" \
+	profiled "$t" "e-$job" fio --name="e-$job" --ioengine="external:$BUILD/fuse-client/librpfs_fio.so" \
 		--rpfs_mgr="$ADDR:$base" --rpfs_transport="$t" --rpfs_stats="$st" \
 		--output-format=json $(job_args "$job" ebench.dat) >"$out"
 	local words cpu
@@ -199,7 +245,7 @@ run_job() {
 	stats "$t" "$TMP/net0"
 	c0=$(cpu_ticks "$pid")
 	out=$TMP/fio-$t-$job.json
-	fio --name="$job" --ioengine=psync --direct=0 --output-format=json "${args[@]}" >"$out"
+	profiled "$t" "$job" fio --name="$job" --ioengine=psync --direct=0 --output-format=json "${args[@]}" >"$out"
 	c1=$(cpu_ticks "$pid")
 	stats "$t" "$TMP/net1"
 	local words
@@ -254,3 +300,11 @@ for job in ('seqwrite', 'seqread', 'randread', 'e-seqwrite', 'e-seqread', 'e-ran
             job, '4k' if job.endswith('randread') else '1M', t, b / s / 1e6 if s else 0,
             iops / n, cpu / gib if gib else 0, ' | '.join(cols)))
 EOF
+if [ -n "$PERF" ]; then
+	for job in seqwrite seqread randread; do
+		for t in verbs tcp; do
+			perf_summary "$t" "$job" rpfs-fuse
+			perf_summary "$t" "e-$job" fio
+		done
+	done
+fi

@@ -15,6 +15,13 @@
                                       the three counter columns (copies per
                                       byte, registrations and cache misses
                                       per operation) of such words
+    report.py perfsplit               `perf script -F comm,sym` of one command
+                                      on stdin -> where its samples went:
+                                      soft-RoCE (a frame in rxe_*: the NIC's
+                                      work, done by the kernel in whatever
+                                      process runs when a packet is handled),
+                                      the /dev/fuse copy (fuse_copy_*), the
+                                      rest; as percentages of its samples
     report.py render RECORDS META OUT records (JSON lines written by bench.sh)
                                       and run metadata -> OUT/results.md,
                                       OUT/results.json, OUT/plot.png (gnuplot);
@@ -460,7 +467,50 @@ def record(kind, path, pairs):
     return rec
 
 
+def perf_split(lines):
+    """Classify perf script samples (a header line, then one frame per
+    line, a blank line between samples) by their call chains: 'rxe' if a
+    frame is a soft-RoCE function, else 'fuse' if one copies for /dev/fuse,
+    else 'other'. Returns (samples, {class: count})."""
+    counts = {"rxe": 0, "fuse": 0, "other": 0}
+    total = 0
+    frames = None
+
+    def close(fr):
+        if fr is None:
+            return 0
+        syms = [f.split()[1] if len(f.split()) > 1 else "" for f in fr]
+        if any(x.startswith("rxe_") for x in syms):
+            counts["rxe"] += 1
+        elif any(x.startswith("fuse_copy") for x in syms):
+            counts["fuse"] += 1
+        else:
+            counts["other"] += 1
+        return 1
+
+    for line in lines:
+        if not line.strip():
+            total += close(frames)
+            frames = None
+        elif line[0] not in " \t":
+            total += close(frames)
+            frames = []
+        elif frames is not None:
+            frames.append(line.strip())
+    total += close(frames)
+    return total, counts
+
+
 def main(argv):
+    if len(argv) == 2 and argv[1] == "perfsplit":
+        total, c = perf_split(sys.stdin)
+        if not total:
+            print("no samples")
+            return 0
+        print("samples %d: soft-RoCE (rxe_*) %.1f%%, /dev/fuse copy %.1f%%, rest %.1f%%" % (
+            total, 100.0 * c["rxe"] / total, 100.0 * c["fuse"] / total,
+            100.0 * c["other"] / total))
+        return 0
     if len(argv) >= 4 and argv[1] == "record":
         print(json.dumps(record(argv[2], argv[3], argv[4:])))
         return 0
