@@ -188,11 +188,21 @@ struct proto_time {
 	uint32_t nsec;
 };
 
-/* A file's striping: iod k of the file (k < count) is (first + k) % niods. */
+/*
+ * A file's striping. mirror 1: iod k of the file (k < count) is
+ * (first + k) % niods. mirror 2: count and first index mirror groups
+ * instead; group (first + k) % ngroups holds unit k on both its iods.
+ */
 struct proto_layout {
 	uint32_t unit;  /* stripe unit in bytes, 4096..64 MiB, power of two */
-	uint16_t count; /* number of iods the file is striped over, >= 1 */
-	uint16_t first; /* index of the first iod in the iod table */
+	uint16_t count; /* iods (mirror 1) or groups (mirror 2), >= 1 */
+	uint16_t first; /* index of the first iod (group) of the table */
+	uint8_t mirror; /* replicas: 1 or 2; 0 only in an all-zero layout */
+};
+
+/* A mirror group: two distinct iods holding the same objects. */
+struct proto_group {
+	uint16_t iod[2];
 };
 
 struct proto_attr {
@@ -337,6 +347,8 @@ struct proto_mount {
 	struct proto_layout deflayout; /* first is ignored */
 	uint16_t niods;
 	struct proto_iod iods[PROTO_MAX_IODS];
+	uint16_t ngroups;          /* mirror groups, <= niods / 2 */
+	struct proto_group groups[PROTO_MAX_IODS / 2];
 };
 
 /* A file-list entry: a range of the iod's local object. */
@@ -597,7 +609,17 @@ size_t proto_dirent_size(size_t namelen);
  */
 int proto_dirent_next(struct rbuf *r, struct proto_dirent *d);
 
-/** MOUNT reply body. @return 0, -EINVAL, -EMSGSIZE / -EBADMSG */
+/**
+ * Check a mirror group table: ngroups <= niods / 2, every iod < niods and
+ * in at most one group (so a group's two iods differ).
+ * @return NULL, or the name of the bad field ("ngroups", "group.iod")
+ */
+const char *proto_groups_check(const struct proto_group *g, uint16_t ngroups,
+			       uint16_t niods);
+
+/** MOUNT reply body (the group table follows the iods; deflayout.count
+ * counts groups when deflayout.mirror is 2).
+ * @return 0, -EINVAL, -EMSGSIZE / -EBADMSG */
 int proto_mount_encode(struct wbuf *w, const struct proto_mount *m);
 int proto_mount_decode(const void *buf, size_t len, struct proto_mount *m,
 		       const char **why);
@@ -721,12 +743,14 @@ int proto_orphans_encode(struct wbuf *w, const struct proto_orphans *o);
 int proto_orphans_decode(const void *buf, size_t len, struct proto_orphans *o,
 			 const char **why);
 
-/** Layout as text, "unit=65536,count=4,first=0" (first optional on parse). */
+/** Layout as text, "unit=65536,count=4,first=0" plus ",mirror=2" when
+ * mirrored (first and mirror optional on parse). */
 int proto_layout_format(char *buf, size_t cap, const struct proto_layout *l);
 /**
- * Parse a layout string. Accepts keys unit, count, first in any order.
+ * Parse a layout string. Accepts keys unit, count, first, mirror in any
+ * order; mirror defaults to 1.
  * @return 0, or -EINVAL (unknown key, bad number, unit not a power of two in
- *	[4096, 64 MiB], count 0 or > PROTO_MAX_IODS)
+ *	[4096, 64 MiB], count 0 or > PROTO_MAX_IODS, mirror not 1 or 2)
  */
 int proto_layout_parse(const char *s, size_t len, struct proto_layout *l);
 

@@ -32,6 +32,7 @@ struct mgr_args {
 	uint16_t niods;
 	uint32_t unit;   /* 0 = not given */
 	long count;      /* -1 = not given */
+	uint8_t mirror;  /* --mirror, [layout] mirror: 1 or 2; 0 = not given */
 	int root_squash;
 	int log_level;   /* -1 = not given */
 	const char *conf;      /* --conf FILE */
@@ -51,7 +52,8 @@ struct mgr_srv {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: " PROG " --listen HOST:PORT --db DIR --iod HOST:PORT [--iod HOST:PORT ...]\n"
-		   "       [--stripe-unit BYTES] [--stripe-count N] [--root-squash] [--log-level LEVEL]\n"
+		   "       [--stripe-unit BYTES] [--stripe-count N] [--mirror 1|2] [--root-squash]\n"
+		   "       [--log-level LEVEL]\n"
 		   "       [--key FILE] [--transport tcp|verbs|auto] [--lock-grace SECONDS]\n"
 		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
 		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n");
@@ -138,6 +140,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "iod", required_argument, NULL, 'i' },
 		{ "stripe-unit", required_argument, NULL, 'u' },
 		{ "stripe-count", required_argument, NULL, 'c' },
+		{ "mirror", required_argument, NULL, 'm' },
 		{ "root-squash", no_argument, NULL, 'r' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "conf", required_argument, NULL, 'C' },
@@ -187,6 +190,11 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 			break;
 		case 'c':
 			a->count_arg = optarg;
+			break;
+		case 'm':
+			if (strcmp(optarg, "1") && strcmp(optarg, "2"))
+				return bad_arg("--mirror", "1 or 2", optarg);
+			a->mirror = (uint8_t)(optarg[0] - '0');
 			break;
 		case 'r':
 			a->root_squash = 1;
@@ -262,6 +270,8 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 				snprintf(a->iods[i].host, sizeof(a->iods[i].host), "%s",
 					 f->iods[i].host);
 				a->iods[i].port = f->iods[i].port;
+				snprintf(a->iods[i].domain, sizeof(a->iods[i].domain),
+					 "%s", f->iods[i].domain);
 			}
 			a->niods = (uint16_t)f->niods;
 		}
@@ -269,6 +279,8 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 			a->unit = f->stripe_unit;
 		if (!a->count_arg && f->stripe_count >= 0)
 			a->count = f->stripe_count;
+		if (!a->mirror)
+			a->mirror = f->mirror;
 		if (a->root_squash < 0)
 			a->root_squash = f->root_squash;
 		if (a->log_level < 0)
@@ -398,9 +410,12 @@ int main(int argc, char **argv)
 	}
 	msg[0] = '\0';
 	rc = mgr_db_config(db, a.iods, a.niods, a.unit,
-			   a.count > 0 ? (uint16_t)a.count : 0, msg, sizeof(msg));
+			   a.count > 0 ? (uint16_t)a.count : 0, a.mirror, msg,
+			   sizeof(msg));
 	if (rc) {
-		if (rc == -EEXIST)
+		if (rc == -EINVAL && msg[0])
+			log_err("cannot start: %s", msg);
+		else if (rc == -EEXIST)
 			log_err("--iod: the iod table differs from the one recorded in %s: %s",
 				a.db_dir, msg);
 		else
