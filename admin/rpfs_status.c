@@ -166,6 +166,44 @@ static int adm_row(struct net_client *cl, const char *role, int id,
 	return 1;
 }
 
+/*
+ * Print the mirror groups and, per iod, the stale records the mgr keeps
+ * (STALE_COUNT): "iod N stale objects: C". Nothing when the fs has no
+ * group. @return 0, or the call's -errno (printed)
+ */
+static int adm_stale_rows(struct net_conn *mgr, const struct proto_mount *mt,
+			  uint8_t *rep)
+{
+	static struct proto_stalecnt cnt;
+	struct net_call call;
+	const char *why = "?";
+	int rc;
+
+	if (mt->ngroups == 0)
+		return 0;
+	printf("mirror groups:");
+	for (uint16_t g = 0; g < mt->ngroups; g++)
+		printf(" %u={%u,%u}", g, mt->groups[g].iod[0], mt->groups[g].iod[1]);
+	printf("\n");
+	memset(&call, 0, sizeof(call));
+	call.op = PROTO_OP_STALE_COUNT;
+	call.rep_buf = rep;
+	call.rep_cap = PROTO_MAX_BODY;
+	rc = net_call_run(mgr, &call);
+	if (!rc && call.status)
+		rc = call.status < 0 ? call.status : -EPROTO;
+	if (!rc)
+		rc = proto_stalecnt_decode(rep, call.rep_len, &cnt, &why);
+	if (rc) {
+		printf("stale objects: unknown (%s)\n", strerror(-rc));
+		return rc;
+	}
+	for (uint16_t i = 0; i < cnt.n; i++)
+		printf("iod %u stale objects: %llu\n", i,
+		       (unsigned long long)cnt.count[i]);
+	return 0;
+}
+
 /* See rpfs.h. */
 int adm_status(int argc, char **argv)
 {
@@ -220,6 +258,7 @@ int adm_status(int argc, char **argv)
 				 (int)mt.iods[i].host.len, mt.iods[i].host.p);
 		for (uint16_t i = 0; i < n; i++)
 			down += !adm_row(cl, "iod", i, hosts[i], mt.iods[i].port, rep);
+		(void)adm_stale_rows(mgr, &mt, rep);
 	} else if (conf) {
 		for (int i = 0; i < conf->niods; i++)
 			down += !adm_row(cl, "iod", i, conf->iods[i].host,

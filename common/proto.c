@@ -1847,6 +1847,67 @@ int proto_lockrep_decode(const void *buf, size_t len, struct proto_lockrep *r,
 	return 0;
 }
 
+/* ------------------------------------------------------------------ mirror */
+
+/* Encode a STALE_MARK request. */
+int proto_stale_encode(struct wbuf *w, const struct proto_stale *s)
+{
+	if (s->ino == 0 || s->iod >= PROTO_MAX_IODS)
+		return -EINVAL;
+	wb_u64(w, s->ino);
+	wb_u16(w, s->iod);
+	return w->err;
+}
+
+/* Decode and validate a STALE_MARK request. */
+int proto_stale_decode(const void *buf, size_t len, struct proto_stale *s,
+		       const char **why)
+{
+	struct rbuf r;
+
+	rb_init(&r, buf, len);
+	s->ino = rb_u64(&r);
+	s->iod = rb_u16(&r);
+	if (r.err)
+		return fail(why, "stale", -EBADMSG);
+	if (r.off != r.len)
+		return fail(why, "trailing bytes", -EBADMSG);
+	if (s->ino == 0)
+		return fail(why, "ino", -EBADMSG);
+	if (s->iod >= PROTO_MAX_IODS)
+		return fail(why, "iod", -EBADMSG);
+	return 0;
+}
+
+/* Encode a STALE_COUNT reply. */
+int proto_stalecnt_encode(struct wbuf *w, const struct proto_stalecnt *c)
+{
+	if (c->n < 1 || c->n > PROTO_MAX_IODS)
+		return -EINVAL;
+	wb_u16(w, c->n);
+	for (uint16_t i = 0; i < c->n; i++)
+		wb_u64(w, c->count[i]);
+	return w->err;
+}
+
+/* Decode and validate a STALE_COUNT reply. */
+int proto_stalecnt_decode(const void *buf, size_t len,
+			  struct proto_stalecnt *c, const char **why)
+{
+	struct rbuf r;
+
+	rb_init(&r, buf, len);
+	c->n = rb_u16(&r);
+	if (r.err || c->n < 1 || c->n > PROTO_MAX_IODS ||
+	    (size_t)c->n * 8 != r.len - r.off) {
+		c->n = 0;
+		return fail(why, "n", -EBADMSG);
+	}
+	for (uint16_t i = 0; i < c->n; i++)
+		c->count[i] = rb_u64(&r);
+	return 0;
+}
+
 /* ------------------------------------------------------------------ layout */
 
 /* Format l as "unit=U,count=C,first=F[,mirror=2]" (NUL-terminated).
@@ -1942,6 +2003,7 @@ static const char *const op_names[PROTO_OP_SCRUB_LAST] = {
 	N(IO_WRITE), N(IO_TRUNCATE), N(IO_REMOVE), N(IO_FSYNC), N(IO_STATFS),
 	N(IO_REMOVE_MANY), N(SETBLOCKS), N(IO_FALLOCATE), N(IO_SEEK),
 	N(IO_BLOCKS), N(IO_LIST), N(IO_CSUM), N(SCRUB_INOS), N(SCRUB_ORPHANS),
+	N(STALE_MARK), N(STALE_COUNT),
 };
 #undef N
 

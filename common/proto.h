@@ -131,6 +131,10 @@ enum proto_op {
 	PROTO_OP_SCRUB_INOS = 60,    /* inos -> proto_inostate: which exist */
 	PROTO_OP_SCRUB_ORPHANS = 61, /* cookie, max -> proto_orphans: the
 				      * orphan inodes after cookie */
+	/* mirror service of the mgr (mgr/mgr_stale.c) */
+	PROTO_OP_STALE_MARK = 62,    /* proto_stale: record iod's replica of
+				      * a mirrored file stale (durably) */
+	PROTO_OP_STALE_COUNT = 63,   /* (empty) -> proto_stalecnt */
 	PROTO_OP_SCRUB_LAST,
 };
 
@@ -501,6 +505,18 @@ enum proto_ino_state {
 	PROTO_INO_ORPHAN = 2,      /* last link gone, not purged yet */
 };
 
+/* STALE_MARK request: iod's replica of mirrored file ino missed a write. */
+struct proto_stale {
+	uint64_t ino;              /* != 0 */
+	uint16_t iod;              /* < PROTO_MAX_IODS */
+};
+
+/* STALE_COUNT reply: stale records per iod of the table. */
+struct proto_stalecnt {
+	uint16_t n;                /* the iods, 1..PROTO_MAX_IODS */
+	uint64_t count[PROTO_MAX_IODS];
+};
+
 /* SCRUB_INOS reply: one enum proto_ino_state per asked inode, in order. */
 struct proto_inostate {
 	uint32_t n;                /* 1..PROTO_MAX_INOS */
@@ -742,6 +758,22 @@ int proto_inostate_decode(const void *buf, size_t len,
 int proto_orphans_encode(struct wbuf *w, const struct proto_orphans *o);
 int proto_orphans_decode(const void *buf, size_t len, struct proto_orphans *o,
 			 const char **why);
+
+/**
+ * STALE_MARK body: u64 ino (!= 0), u16 iod (< PROTO_MAX_IODS).
+ * @return 0, -EINVAL / -EMSGSIZE (encode), -EBADMSG (decode)
+ */
+int proto_stale_encode(struct wbuf *w, const struct proto_stale *s);
+int proto_stale_decode(const void *buf, size_t len, struct proto_stale *s,
+		       const char **why);
+
+/**
+ * STALE_COUNT reply body: u16 n (1..PROTO_MAX_IODS), n x u64 count.
+ * @return 0, -EINVAL / -EMSGSIZE (encode), -EBADMSG (decode)
+ */
+int proto_stalecnt_encode(struct wbuf *w, const struct proto_stalecnt *c);
+int proto_stalecnt_decode(const void *buf, size_t len,
+			  struct proto_stalecnt *c, const char **why);
 
 /** Layout as text, "unit=65536,count=4,first=0" plus ",mirror=2" when
  * mirrored (first and mirror optional on parse). */

@@ -15,6 +15,7 @@
 #include "mgr_lockd.h"
 #include "mgr_ops.h"
 #include "mgr_scrub.h"
+#include "mgr_stale.h"
 #include "net.h"
 #include "srv_notify.h"
 #include "srv_status.h"
@@ -46,6 +47,7 @@ struct mgr_srv {
 	struct mgr_ops *ops;
 	struct mgr_lockd *lockd;
 	struct mgr_scrub *scrub;
+	struct mgr_db *db;
 };
 
 /* Print the usage text to f. */
@@ -336,6 +338,8 @@ static void mgr_main_handle(struct net_sreq *r, void *arg)
 		mgr_lockd_handle(ms->lockd, r);
 	else if (mgr_scrub_owns(r->hdr.op))
 		mgr_scrub_handle(ms->scrub, r);
+	else if (mgr_stale_owns(r->hdr.op))
+		mgr_stale_handle(ms->db, r);
 	else
 		mgr_ops_handle(r, ms->ops);
 }
@@ -448,6 +452,7 @@ int main(int argc, char **argv)
 	ms.ops = ops;
 	ms.lockd = lockd;
 	ms.scrub = scrub;
+	ms.db = db;
 	rc = net_server_new(&srv, loop, a.listen_host, a.listen_port,
 			    mgr_main_handle, &ms, &o);
 	if (rc) {

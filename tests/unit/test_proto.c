@@ -1615,6 +1615,55 @@ static void test_statfs(void)
 	CHECK(proto_statfs_encode(&w, &s) == -EMSGSIZE, "statfs no room");
 }
 
+/* STALE_MARK request and STALE_COUNT reply: wire bytes, round trip,
+ * rejected values. */
+static void test_stale(void)
+{
+	static struct proto_stalecnt c, cd;
+	struct proto_stale st = { 0x0102030405060708ull, 3 }, sd;
+	struct wbuf w;
+	const char *why;
+	int rc;
+
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_stale_encode(&w, &st) == 0 && w.len == 10 && gbuf[0] == 8 &&
+	      gbuf[7] == 1 && gbuf[8] == 3 && gbuf[9] == 0, "stale wire");
+	rc = proto_stale_decode(gbuf, w.len, &sd, &why);
+	CHECK(rc == 0 && sd.ino == st.ino && sd.iod == 3, "stale decode %d", rc);
+	rc = proto_stale_decode(gbuf, w.len - 1, &sd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "stale", "stale cut");
+	rc = proto_stale_decode(gbuf, w.len + 1, &sd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "stale trailing");
+	gbuf[9] = 1; /* iod 259 */
+	rc = proto_stale_decode(gbuf, w.len, &sd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "iod", "stale iod");
+	memset(gbuf, 0, 8);
+	gbuf[9] = 0;
+	rc = proto_stale_decode(gbuf, w.len, &sd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "ino", "stale ino 0");
+	st.ino = 0;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_stale_encode(&w, &st) == -EINVAL, "stale enc ino 0");
+	st = (struct proto_stale){ 5, PROTO_MAX_IODS };
+	CHECK(proto_stale_encode(&w, &st) == -EINVAL, "stale enc iod");
+
+	c.n = 4;
+	c.count[0] = 0;
+	c.count[2] = 7;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_stalecnt_encode(&w, &c) == 0 && w.len == 2 + 4 * 8, "stalecnt enc");
+	rc = proto_stalecnt_decode(gbuf, w.len, &cd, &why);
+	CHECK(rc == 0 && cd.n == 4 && cd.count[2] == 7 && cd.count[0] == 0,
+	      "stalecnt decode %d", rc);
+	rc = proto_stalecnt_decode(gbuf, w.len - 1, &cd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "n", "stalecnt cut");
+	gbuf[0] = 0;
+	rc = proto_stalecnt_decode(gbuf, 2, &cd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "n", "stalecnt n 0");
+	c.n = 0;
+	CHECK(proto_stalecnt_encode(&w, &c) == -EINVAL, "stalecnt enc n 0");
+}
+
 static void test_layout(void)
 {
 	struct proto_layout l = { 65536, 4, 2, 1 }, d;
@@ -2153,7 +2202,9 @@ static void test_scrub_mgr(void)
 	      strcmp(proto_op_name(PROTO_OP_SCRUB_INOS), "SCRUB_INOS") == 0 &&
 	      strcmp(proto_op_name(PROTO_OP_SCRUB_ORPHANS), "SCRUB_ORPHANS") == 0 &&
 	      strcmp(proto_op_name(PROTO_OP_IO_LAST), "op#52") == 0 &&
-	      strcmp(proto_op_name(PROTO_OP_SCRUB_LAST), "op#62") == 0, "scrub names");
+	      strcmp(proto_op_name(PROTO_OP_STALE_MARK), "STALE_MARK") == 0 &&
+	      strcmp(proto_op_name(PROTO_OP_STALE_COUNT), "STALE_COUNT") == 0 &&
+	      strcmp(proto_op_name(PROTO_OP_SCRUB_LAST), "op#64") == 0, "scrub names");
 }
 
 /* ------------------------------------------------------ fuzz seed corpus */
@@ -2326,6 +2377,7 @@ int main(int argc, char **argv)
 	test_mreq_bad();
 	test_mrep();
 	test_mount();
+	test_stale();
 	test_ioreq();
 	test_statfs();
 	test_status();
