@@ -110,6 +110,30 @@ static uint16_t groups_take(const uint16_t *dom, uint8_t *paired,
 	return niods; /* not reached: left[d] > 0 */
 }
 
+/* Whether niods / 2 pairs across domains exist: no domain may hold more
+ * iods than all the others (plus the odd one out). If not, name the
+ * domains and their sizes in msg. @return 0 or -EINVAL */
+static int groups_feasible(const char *const *domains, uint16_t niods,
+			   const uint16_t *dom, const uint16_t *left, char *msg,
+			   size_t cap)
+{
+	uint16_t big = groups_biggest(left, niods, niods);
+	size_t off;
+
+	if (left[big] <= niods - left[big] + (niods & 1))
+		return 0;
+	off = (size_t)snprintf(msg, cap, "failure domains: cannot pair the iods "
+			       "across domains: domain \"%s\" holds %u of the %u "
+			       "iods (domains:", domains[big], left[big], niods);
+	for (uint16_t i = 0; i < niods && off < cap; i++)
+		if (dom[i] == i)
+			off += (size_t)snprintf(msg + off, cap - off, " %s=%u",
+						domains[i], left[i]);
+	if (off < cap)
+		snprintf(msg + off, cap - off, ")");
+	return -EINVAL;
+}
+
 /* Order groups by their first iod (insertion sort: at most 128). */
 static void groups_sort(struct proto_group *g, uint16_t n)
 {
@@ -145,6 +169,9 @@ int stripe_groups_form(const char *const *domains, uint16_t niods,
 		return 0;
 	}
 	rc = groups_domains(domains, niods, dom, left, msg, msgcap);
+	if (rc)
+		return rc;
+	rc = groups_feasible(domains, niods, dom, left, msg, msgcap);
 	if (rc)
 		return rc;
 	while (n < niods / 2) {

@@ -554,7 +554,7 @@ static void test_groups(void)
 	CHECK_RC(mgr_db_open(&db, dir), 0);
 	four[1].domain[1] = '2';
 	CHECK_RC(mgr_db_config(db, four, 4, 0, 0, 0, msg, sizeof(msg)), -EINVAL);
-	CHECK(strstr(msg, "\"r2\"") != NULL);
+	CHECK(strstr(msg, "\"r2\" holds 3 of the 4 iods (domains: r1=1 r2=3)") != NULL);
 	/* one iod: no group, so mirror 2 is refused */
 	CHECK_RC(mgr_db_config(db, iods, 1, 0, 0, 2, msg, sizeof(msg)), -EINVAL);
 	CHECK(strstr(msg, "mirror=2 needs at least 2 iods") != NULL);

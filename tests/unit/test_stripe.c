@@ -356,7 +356,8 @@ static void test_groups(void)
 	      groups_are(g, n, odd, 2), "three domains: %u groups", n);
 	msg[0] = '\0';
 	CHECK(stripe_groups_form(lop, 4, g, &n, msg, sizeof(msg)) == -EINVAL &&
-	      strstr(msg, "\"a\"") != NULL, "lopsided refused: %s", msg);
+	      strstr(msg, "\"a\" holds 3 of the 4") != NULL &&
+	      strstr(msg, "a=3 b=1)") != NULL, "lopsided refused: %s", msg);
 	CHECK(stripe_groups_form(bad, 4, g, &n, msg, sizeof(msg)) == -EINVAL &&
 	      strstr(msg, "d/e") != NULL, "bad name: %s", msg);
 	CHECK(stripe_groups_form(mixed, 4, g, &n, msg, sizeof(msg)) == -EINVAL &&
