@@ -2233,7 +2233,7 @@ static int write_seed(const char *dir, const char *name, uint8_t sel,
 	return close(fd) ? -errno : 0;
 }
 
-/* Seeds of the scrub bodies (selectors 10..14 of fuzz_proto.c). */
+/* Seeds of the scrub and mirror bodies (selectors 10..16 of fuzz_proto.c). */
 static int write_scrub_seeds(const char *dir)
 {
 	static struct proto_iolist l;
@@ -2273,6 +2273,14 @@ static int write_scrub_seeds(const char *dir)
 	wb_init(&w, gbuf, sizeof(gbuf));
 	proto_orphans_encode(&w, &o);
 	rc |= write_seed(dir, "orphans", 14, PROTO_OP_SCRUB_ORPHANS, 0, 0, gbuf, w.len);
+	struct proto_stale st = { 0x1234, 3 };
+	static struct proto_stalecnt sc = { 4, { 0, 2, 0, 1 } };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_stale_encode(&w, &st);
+	rc |= write_seed(dir, "stale", 15, PROTO_OP_STALE_MARK, 0, 0, gbuf, w.len);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_stalecnt_encode(&w, &sc);
+	rc |= write_seed(dir, "stalecnt", 16, PROTO_OP_STALE_COUNT, 0, 0, gbuf, w.len);
 	return rc;
 }
 
