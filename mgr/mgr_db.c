@@ -225,7 +225,33 @@ static int db_del_prefix(MDB_txn *txn, MDB_dbi dbi, uint64_t id)
 	return rc == MDB_NOTFOUND ? 0 : db_err(rc, "delete prefix");
 }
 
-/* Delete inode ino with its xattrs and orphan mark, and uncount it. */
+static size_t stale_key(uint8_t *k, uint16_t iod, uint64_t ino);
+
+/* Drop the stale records of a purged inode (its objects are gone). Cost:
+ * nothing while no record exists (one O(1) stat), else one delete per iod
+ * in a group. @return 0, -EIO */
+static int stale_del_ino(struct mgr_db *db, MDB_txn *txn, uint64_t ino)
+{
+	MDB_stat st;
+	int rc = mdb_stat(txn, db->stale, &st);
+
+	if (rc)
+		return db_err(rc, "stale stat");
+	for (uint16_t g = 0; st.ms_entries && g < db->ngroups; g++) {
+		for (int r = 0; r < 2; r++) {
+			uint8_t kb[10];
+			MDB_val k = { stale_key(kb, db->groups[g].iod[r], ino), kb };
+
+			rc = mdb_del(txn, db->stale, &k, NULL);
+			if (rc && rc != MDB_NOTFOUND)
+				return db_err(rc, "stale del");
+		}
+	}
+	return 0;
+}
+
+/* Delete inode ino with its xattrs, orphan mark and stale records, and
+ * uncount it. */
 int mgr_db_inode_del(struct mgr_db *db, MDB_txn *txn, uint64_t ino)
 {
 	uint8_t kb[8];
@@ -239,6 +265,8 @@ int mgr_db_inode_del(struct mgr_db *db, MDB_txn *txn, uint64_t ino)
 	if (rc && rc != MDB_NOTFOUND)
 		return db_err(rc, "orphan del");
 	rc = db_del_prefix(txn, db->xattrs, ino);
+	if (!rc)
+		rc = stale_del_ino(db, txn, ino);
 	if (rc)
 		return rc;
 	rc = meta_get_u64(db, txn, "ninodes", &n, 1);

@@ -129,7 +129,8 @@ int mgr_db_inode_get(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 /** Store an inode. @return 0, -ENOSPC, -EIO */
 int mgr_db_inode_put(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 		     const struct mgr_inode *in);
-/** Delete an inode, its xattrs and its orphan mark. @return 0, -EIO */
+/** Delete an inode, its xattrs, its orphan mark and its stale records.
+ * @return 0, -EIO */
 int mgr_db_inode_del(struct mgr_db *db, MDB_txn *txn, uint64_t ino);
 /** Take the next inode number (never reused) and count it. @return 0, -EIO */
 int mgr_db_inode_alloc(struct mgr_db *db, MDB_txn *txn, uint64_t *ino);

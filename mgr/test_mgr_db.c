@@ -545,6 +545,12 @@ static void test_groups(void)
 	/* back to mirror 1 without a count: all iods */
 	CHECK_RC(mgr_db_config(db, four, 4, 0, 0, 1, msg, sizeof(msg)), 0);
 	CHECK(db->deflayout.mirror == 1 && db->deflayout.count == 4);
+	/* a purged inode takes its records along */
+	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
+	CHECK_RC(mgr_db_inode_del(db, txn, r.ino), 0);
+	CHECK_RC(mgr_db_commit(txn), 0);
+	CHECK_RC(mgr_db_stale_count(db, counts, 4), 0);
+	CHECK(counts[2] == 0);
 	CHECK_RC(mgr_db_config(db, four, 4, 0, 3, 2, msg, sizeof(msg)), -EINVAL);
 	mgr_db_close(db);
 	rm_tmp(dir);
