@@ -180,6 +180,9 @@ def test_write_8m_both_replicas(mc, mdir):
     with open(f, 'rb') as fh:
         assert fh.read() == data
     check_replicas(c, f, data)
+    # st_blocks counts one copy of the data, not both replicas
+    blocks = os.stat(f).st_blocks * 512
+    assert len(data) <= blocks < len(data) + MiB, blocks
 
 
 def test_overwrite_truncate_replicas(mc, mdir):
@@ -292,6 +295,11 @@ def test_default_mirror_flag(tmp_path_factory):
                       '--db', str(tmp_path_factory.mktemp('x')), '--iod',
                       '127.0.0.1:1', '--mirror', '3'], check=False)
         assert r.returncode == 2 and '--mirror: expected 1 or 2, got "3"' in r.stderr
+        # one iod forms no group: mirror=2 cannot be the default
+        r = util.run([util.binary('mgr/rpfs-mgr'), '--listen', '127.0.0.1:0',
+                      '--db', str(tmp_path_factory.mktemp('y')), '--iod',
+                      '127.0.0.1:1', '--mirror', '2'], check=False, timeout=30)
+        assert r.returncode == 1 and 'mirror=2 needs at least 2 iods' in r.stderr
     finally:
         util.cleanup(*(x for x in (m, c) if x))
 
@@ -347,6 +355,9 @@ def test_conf_domains_and_mirror(tmp_path_factory):
     conf4 = _domain_conf(c2, os.path.join(tmp2, 'some.conf'), ['a', 'b'])
     r = util.run([util.binary('mgr/rpfs-mgr'), '--conf', conf4], check=False)
     assert r.returncode == 2 and 'every iod or none' in r.stderr
+    conf5 = _domain_conf(c2, os.path.join(tmp2, 'm3.conf'), [], '[layout]\nmirror = 3\n')
+    r = util.run([util.binary('mgr/rpfs-mgr'), '--conf', conf5], check=False)
+    assert r.returncode == 2 and '[layout] mirror: expected 1 or 2, got "3"' in r.stderr
 
 
 @pytest.mark.expect_log(r'iod \d+ \(.*\): .* failed', r'reachable again',

@@ -334,11 +334,11 @@ def matrix(request, tmp_path_factory):
     lines = ['fault matrix (m2: mirror=2; %d clients, %d MiB/file, timeout=%ds, netem %r, %s)'
              % (len(LAYOUTS), SIZE_MIB, TIMEOUT_S, netns.netem_spec() or 'off',
                 'soak' if SOAK else 'bounded'),
-             '%-14s %-5s %-4s %-18s %-8s %-8s %-8s %-8s %-8s %s' %
+             '%-17s %-5s %-4s %-18s %-8s %-8s %-8s %-8s %-8s %s' %
              ('case', 'cycle', 'cli', 'data checked', 'errors', 'detect', 'max call',
               'fio lat', 'recover', 'fio run')]
     for r in MATRIX:
-        lines.append('%-14s %-5d %-4s %-18s %-8s %-8s %-8s %-8s %-8s %s' % tuple(r))
+        lines.append('%-17s %-5d %-4s %-18s %-8s %-8s %-8s %-8s %-8s %s' % tuple(r))
     text = '\n'.join(lines) + '\n'
     path = os.path.join(str(tmp_path_factory.getbasetemp()), 'netfault-matrix.txt')
     with open(path, 'w') as f:
