@@ -519,6 +519,39 @@ static void sub_read_check(struct cli_fs *fs, struct io_sub *s)
 }
 
 /*
+ * Wait for file iod k's sub-request of a round (and its buddy's) and
+ * return k's result: for mirror=2 writes both replicas judged by pair_rc,
+ * for mirror=2 reads a failed replica retried on the other, or -EAGAIN
+ * when reading into pipes.
+ */
+static int sub_finish(struct cli_fs *fs, struct io_tls *t, uint16_t op,
+		      uint64_t ino, const struct proto_layout *l, uint16_t k,
+		      int pipes)
+{
+	struct io_sub *s = &t->subs[k], *b = &t->subs[l->count + k];
+	int mirror = cli_mirror_n(l) == 2;
+
+	if (s->submitted)
+		sub_wait(fs, s);
+	if (op == PROTO_OP_IO_READ)
+		sub_read_check(fs, s);
+	if (!mirror || !s->nsegs)
+		return s->rc;
+	if (op == PROTO_OP_IO_WRITE) {
+		if (b->submitted)
+			sub_wait(fs, b);
+		return pair_rc(fs, ino, s->rc, s->iod, b->rc, b->iod);
+	}
+	if (op != PROTO_OP_IO_READ || s->rc != -EIO)
+		return s->rc;
+	if (pipes)
+		return -EAGAIN;
+	sub_read_failover(fs, s, ino, l, k);
+	sub_read_check(fs, s);
+	return s->rc;
+}
+
+/*
  * Encode and submit every sub-request of the round, then wait for all.
  * Mirror=2: a write goes to both replicas of each piece (results combined
  * by pair_rc); a read goes to one (read_pick) and fails over to the other
@@ -562,28 +595,8 @@ static int round_run(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 	}
 	rc = 0;
 	for (uint16_t k = 0; k < l->count; k++) {
-		struct io_sub *s = &t->subs[k], *b = &t->subs[l->count + k];
-		int src;
+		int src = sub_finish(fs, t, op, ino, l, k, pipes != NULL);
 
-		if (s->submitted)
-			sub_wait(fs, s);
-		if (op == PROTO_OP_IO_READ)
-			sub_read_check(fs, s);
-		src = s->rc;
-		if (mirror && op == PROTO_OP_IO_WRITE && s->nsegs) {
-			if (b->submitted)
-				sub_wait(fs, b);
-			src = pair_rc(fs, ino, s->rc, s->iod, b->rc, b->iod);
-		} else if (mirror && op == PROTO_OP_IO_READ && s->rc == -EIO &&
-			   s->nsegs) {
-			if (pipes)
-				src = -EAGAIN;
-			else {
-				sub_read_failover(fs, s, ino, l, k);
-				sub_read_check(fs, s);
-				src = s->rc;
-			}
-		}
 		if (src && !rc)
 			rc = src;
 	}
@@ -975,46 +988,57 @@ static void each_pass(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 }
 
 /*
- * cli_io_each of a mirrored layout. IO_SEEK and IO_BLOCKS ask one replica
- * per file iod (read_pick: the replicas hold the same bytes, so st_blocks
- * counts one copy) and ask the other where that fails with -EIO; other
- * ops go to both replicas, results combined by pair_rc.
+ * cli_io_each of a mirrored layout for IO_SEEK and IO_BLOCKS: ask one
+ * replica per file iod (read_pick; the replicas hold the same bytes, so
+ * st_blocks counts one copy) and the other where that fails with -EIO.
+ * Cost: one parallel round trip, two when a replica fails.
  */
-static void each_mirror(struct cli_fs *fs, struct io_tls *t, uint16_t op,
-			uint64_t ino, const struct proto_layout *l,
-			const struct proto_ioreq *qs, int *rcs, uint64_t *vals)
+static void each_one_replica(struct cli_fs *fs, struct io_tls *t, uint16_t op,
+			     uint64_t ino, const struct proto_layout *l,
+			     const struct proto_ioreq *qs, int *rcs, uint64_t *vals)
+{
+	uint16_t ks[PROTO_MAX_IODS], iods[PROTO_MAX_IODS];
+	int retry[PROTO_MAX_IODS]; /* 0: ask the other replica; 1: skip */
+	unsigned turn = atomic_fetch_add(&fs->read_turn, 1);
+
+	for (uint16_t k = 0; k < l->count; k++) {
+		int r = rcs[k] ? 0 : read_pick(fs, ino, l, k, turn);
+
+		ks[k] = k;
+		iods[k] = cli_mirror_iod(fs, l, k, r < 0 ? 0 : r);
+		if (r < 0)
+			rcs[k] = -EIO; /* both recorded stale */
+		retry[k] = rcs[k] != 0;
+	}
+	each_pass(fs, t, op, ino, l->count, ks, iods, qs, rcs, vals);
+	for (uint16_t k = 0; k < l->count; k++) {
+		uint16_t other = cli_mirror_iod(fs, l, k, 0);
+
+		if (other == iods[k])
+			other = cli_mirror_iod(fs, l, k, 1);
+		retry[k] = retry[k] || rcs[k] != -EIO ||
+			   cli_mirror_is_stale(fs, ino, other);
+		iods[k] = other;
+	}
+	each_pass(fs, t, op, ino, l->count, ks, iods, qs, retry, vals);
+	for (uint16_t k = 0; k < l->count; k++)
+		if (rcs[k] == -EIO && retry[k] != 1)
+			rcs[k] = retry[k];
+}
+
+/*
+ * cli_io_each of a mirrored layout for ops that change the objects
+ * (IO_FALLOCATE): both replicas of each file iod, results combined by
+ * pair_rc. Cost: one parallel round trip.
+ */
+static void each_both_replicas(struct cli_fs *fs, struct io_tls *t, uint16_t op,
+			       uint64_t ino, const struct proto_layout *l,
+			       const struct proto_ioreq *qs, int *rcs)
 {
 	uint16_t ks[2 * PROTO_MAX_IODS], iods[2 * PROTO_MAX_IODS];
 	int r2[2 * PROTO_MAX_IODS];
-	unsigned turn = atomic_fetch_add(&fs->read_turn, 1);
 	uint16_t c = l->count;
 
-	if (op == PROTO_OP_IO_SEEK || op == PROTO_OP_IO_BLOCKS) {
-		for (uint16_t k = 0; k < c; k++) {
-			int r = rcs[k] ? 0 : read_pick(fs, ino, l, k, turn);
-
-			ks[k] = k;
-			iods[k] = cli_mirror_iod(fs, l, k, r < 0 ? 0 : r);
-			if (r < 0)
-				rcs[k] = -EIO;
-			r2[k] = rcs[k];
-		}
-		each_pass(fs, t, op, ino, c, ks, iods, qs, rcs, vals);
-		for (uint16_t k = 0; k < c; k++) {
-			uint16_t other = cli_mirror_iod(fs, l, k, 0);
-
-			if (other == iods[k])
-				other = cli_mirror_iod(fs, l, k, 1);
-			r2[k] = r2[k] || rcs[k] != -EIO ||
-				cli_mirror_is_stale(fs, ino, other);
-			iods[k] = other;
-		}
-		each_pass(fs, t, op, ino, c, ks, iods, qs, r2, vals);
-		for (uint16_t k = 0; k < c; k++)
-			if (rcs[k] == -EIO && r2[k] != 1)
-				rcs[k] = r2[k];
-		return;
-	}
 	for (uint32_t j = 0; j < 2u * c; j++) {
 		ks[j] = (uint16_t)(j % c);
 		iods[j] = cli_mirror_iod(fs, l, ks[j], (int)(j / c));
@@ -1040,8 +1064,13 @@ int cli_io_each(struct cli_fs *fs, uint16_t op, uint64_t ino,
 	t = io_tls_get();
 	if (!t)
 		return -ENOMEM;
+	if (cli_mirror_n(l) == 2 &&
+	    (op == PROTO_OP_IO_SEEK || op == PROTO_OP_IO_BLOCKS)) {
+		each_one_replica(fs, t, op, ino, l, qs, rcs, vals);
+		return 0;
+	}
 	if (cli_mirror_n(l) == 2) {
-		each_mirror(fs, t, op, ino, l, qs, rcs, vals);
+		each_both_replicas(fs, t, op, ino, l, qs, rcs);
 		return 0;
 	}
 	for (uint16_t k = 0; k < l->count; k++) {

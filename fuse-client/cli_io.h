@@ -130,7 +130,11 @@ int cli_io_truncate(struct cli_fs *fs, uint64_t ino,
  * iod's result goes to rcs[k]: 0 or -errno as it answered (-ENOENT and
  * -ENXIO included), -EIO for a transport failure. For IO_SEEK and
  * IO_BLOCKS, vals[k] gets a successful reply's value (vals may be NULL for
- * other ops). Cost: one parallel round trip.
+ * other ops). Mirror=2: k is still the file iod; IO_SEEK and IO_BLOCKS
+ * ask one replica of it (the other where that fails with -EIO), other ops
+ * both, their results combined as for writes (a replica failing with -EIO
+ * while its buddy succeeds is recorded stale; then rcs[k] is 0).
+ * Cost: one parallel round trip (two when a replica fails).
  * @param[in] qs l->count requests
  * @param[in,out] rcs l->count results; nonzero on entry skips that iod
  * @param[out] vals NULL or l->count values
