@@ -43,22 +43,27 @@ def mirror_dir(parent, name='m', count=2):
     return d
 
 
-def groups_of(c):
-    """The mirror groups rpfs status reports: {g: (a, b)}."""
+def status_rows(c):
+    """iod -> (group, stale objects) from the rows of rpfs status."""
     r = rpfs('status', '--mgr', util.hostport(c.mgr_port))
-    m = re.search(r'^mirror groups:(.*)$', r.stdout, re.M)
-    assert m, r.stdout
-    return {int(g): (int(a), int(b))
-            for g, a, b in re.findall(r'(\d+)=\{(\d+),(\d+)\}', m.group(1))}
+    got = {int(i): (int(g), int(n)) for i, g, n in
+           re.findall(r'^iod +(\d+) .*, group (\d+), stale objects: (\d+)$',
+                      r.stdout, re.M)}
+    assert got, r.stdout
+    return got
+
+
+def groups_of(c):
+    """The mirror groups rpfs status reports: {g: (a, b)}, a < b."""
+    groups = {}
+    for i, (g, _n) in sorted(status_rows(c).items()):
+        groups[g] = groups.get(g, ()) + (i,)
+    return groups
 
 
 def stale_counts(c):
     """iod -> stale objects, from rpfs status."""
-    r = rpfs('status', '--mgr', util.hostport(c.mgr_port))
-    got = {int(i): int(n) for i, n in
-           re.findall(r'^iod (\d+) stale objects: (\d+)$', r.stdout, re.M)}
-    assert got, r.stdout
-    return got
+    return {i: n for i, (_g, n) in status_rows(c).items()}
 
 
 def read_obj(path):
