@@ -96,6 +96,23 @@ def check_replicas(c, path, data):
             assert got == want, 'unit %d on iod %d' % (u, i)
 
 
+def read_direct(path, n):
+    """n bytes of path read with O_DIRECT (no page cache, 1 MiB calls)."""
+    import mmap
+    buf = mmap.mmap(-1, MiB)
+    out = bytearray()
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        while len(out) < n:
+            r = os.preadv(fd, [buf], len(out))
+            if r <= 0:
+                break
+            out += buf[:r]
+    finally:
+        os.close(fd)
+    return bytes(out)
+
+
 def iod_push_bytes(c):
     """Read bytes each iod pushed so far (its STATUS counters)."""
     out = []
@@ -413,7 +430,15 @@ def test_degraded(tmp_path_factory):
         assert stale_counts(c)[1] == 1
         assert stale_counts(c)[0] == 0
 
+        # iod 1 comes back with the old bytes of [1 MiB, 3 MiB): this
+        # client recorded its replica stale and never reads it (reads
+        # alternate replicas, so a few whole-file reads would hit it)
+        c.start_iod(1)
+        for _ in range(4):
+            assert read_direct(f, len(data)) == bytes(data)
+
         # both replicas of group 0 gone: its pieces give EIO, group 1 reads
+        c.kill_iod(1)
         c.kill_iod(0)
         lay = layout_of(f)
         g0_unit = (0 - lay['first']) % 2  # the first unit on group 0
