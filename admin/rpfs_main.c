@@ -36,7 +36,7 @@ static void usage(FILE *f)
 "  status [--conf FILE | --mgr HOST:PORT] [--key FILE] [--timeout S]\n"
 "                                   every server: up or down, capacity, version\n"
 "  getlayout PATH                   the layout of a file or directory on a mount\n"
-"  setlayout PATH unit=SIZE[,count=N]  set it (directory: new files below it)\n"
+"  setlayout PATH unit=SIZE,count=N[,mirror=1|2]  set it (directory: new files below it)\n"
 "  stats --server HOST:PORT [--conf FILE] [--key FILE]\n"
 "                                   transport counters of a running server (JSON)\n"
 "  stats PATH                       the client's counters of the mount holding PATH\n"
@@ -163,7 +163,7 @@ static int host_is_local(const char *host)
 
 /* Create the mgr database and record the iod table. @return ADM_* */
 static int mkfs_db(const char *db_dir, const struct mgr_iod *iods, uint16_t n,
-		   uint32_t unit, uint16_t count)
+		   uint32_t unit, uint16_t count, uint8_t mirror)
 {
 	struct mgr_db *db;
 	char msg[512] = "";
@@ -175,7 +175,7 @@ static int mkfs_db(const char *db_dir, const struct mgr_iod *iods, uint16_t n,
 			db_dir, strerror(-rc));
 		return ADM_FAIL;
 	}
-	rc = mgr_db_config(db, iods, n, unit, count, msg, sizeof(msg));
+	rc = mgr_db_config(db, iods, n, unit, count, mirror, msg, sizeof(msg));
 	mgr_db_close(db);
 	if (rc == -EEXIST) {
 		fprintf(stderr, "rpfs mkfs: %s already holds another iod table: %s\n",
@@ -183,7 +183,8 @@ static int mkfs_db(const char *db_dir, const struct mgr_iod *iods, uint16_t n,
 		return ADM_FAIL;
 	}
 	if (rc) {
-		fprintf(stderr, "rpfs mkfs: %s: %s\n", db_dir, strerror(-rc));
+		fprintf(stderr, "rpfs mkfs: %s: %s\n", db_dir,
+			msg[0] ? msg : strerror(-rc));
 		return ADM_FAIL;
 	}
 	printf("mgr database %s: %u iods\n", db_dir, n);
@@ -279,7 +280,7 @@ static int cmd_mkfs(int argc, char **argv)
 			}
 			printf("iod data directory %s\n", data[i]);
 		}
-		return mkfs_db(db, iods, niods, (uint32_t)unit, (uint16_t)count);
+		return mkfs_db(db, iods, niods, (uint32_t)unit, (uint16_t)count, 0);
 	}
 	if (!conf_path)
 		conf_path = default_conf();
@@ -292,6 +293,7 @@ static int cmd_mkfs(int argc, char **argv)
 
 		snprintf(iods[i].host, sizeof(iods[i].host), "%s", d->host);
 		iods[i].port = d->port;
+		snprintf(iods[i].domain, sizeof(iods[i].domain), "%s", d->domain);
 		if (!d->data || (!all && !host_is_local(d->listen[0] ? d->listen : d->host)))
 			continue;
 		if ((c = mkdir_p(d->data)) != 0) {
@@ -304,7 +306,8 @@ static int cmd_mkfs(int argc, char **argv)
 	}
 	if (conf->db && conf->niods)
 		rc = mkfs_db(conf->db, iods, (uint16_t)conf->niods, conf->stripe_unit,
-			     conf->stripe_count > 0 ? (uint16_t)conf->stripe_count : 0);
+			     conf->stripe_count > 0 ? (uint16_t)conf->stripe_count : 0,
+			     conf->mirror);
 	else if (conf->db)
 		fprintf(stderr, "rpfs mkfs: %s: no [iod.N] sections, database not "
 			"created\n", conf_path), rc = ADM_CONFIG;
@@ -335,23 +338,45 @@ static int cmd_getlayout(int argc, char **argv)
 	return ADM_OK;
 }
 
-/* rpfs setlayout PATH unit=SIZE[,count=N] */
+/* If the layout string s has a mirror key with a value other than 1 or 2,
+ * print a message naming it and return 1; else 0. */
+static int setlayout_bad_mirror(const char *s)
+{
+	const char *m = strstr(s, "mirror=");
+	size_t n;
+
+	if (!m || (m != s && m[-1] != ','))
+		return 0;
+	m += 7;
+	n = strcspn(m, ",");
+	if (n == 1 && (m[0] == '1' || m[0] == '2'))
+		return 0;
+	fprintf(stderr, "rpfs setlayout: mirror: expected 1 or 2, got \"%.*s\"\n",
+		(int)n, m);
+	return 1;
+}
+
+/* rpfs setlayout PATH unit=SIZE,count=N[,mirror=M] */
 static int cmd_setlayout(int argc, char **argv)
 {
 	struct proto_layout l;
 
 	if (argc != 3) {
-		fprintf(stderr, "rpfs setlayout: expected PATH unit=BYTES[,count=N]\n");
+		fprintf(stderr, "rpfs setlayout: expected PATH unit=BYTES,count=N[,mirror=1|2]\n");
 		return ADM_USAGE;
 	}
 	if (proto_layout_parse(argv[2], strlen(argv[2]), &l)) {
+		if (setlayout_bad_mirror(argv[2]))
+			return ADM_USAGE;
 		fprintf(stderr, "rpfs setlayout: expected unit=BYTES (power of two, 4096.."
-			"67108864)[,count=N], got \"%s\"\n", argv[2]);
+			"67108864),count=N[,mirror=1|2], got \"%s\"\n", argv[2]);
 		return ADM_USAGE;
 	}
 	if (setxattr(argv[1], LAYOUT_XATTR, argv[2], strlen(argv[2]), 0) < 0) {
 		fprintf(stderr, "rpfs setlayout: %s: %s%s\n", argv[1], strerror(errno),
-			errno == EBUSY ? " (a file that has data keeps its layout)" : "");
+			errno == EBUSY ? " (a file that has data keeps its layout)" :
+			errno == EINVAL ? " (count above the iods, or above the mirror "
+					  "groups for mirror=2: mirror=2 needs at least 2 iods)" : "");
 		return ADM_FAIL;
 	}
 	return ADM_OK;

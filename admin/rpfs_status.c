@@ -136,9 +136,11 @@ static const char *adm_size(uint64_t n, char *buf, size_t cap)
 	return buf;
 }
 
-/* Print one row of the status table; returns 1 if the server is up. */
+/* Print one row of the status table, extra ("" or ", ...") at its end;
+ * returns 1 if the server is up. */
 static int adm_row(struct net_client *cl, const char *role, int id,
-		   const char *host, uint16_t port, uint8_t *rep)
+		   const char *host, uint16_t port, uint8_t *rep,
+		   const char *extra)
 {
 	struct proto_status st;
 	struct net_conn *c;
@@ -151,8 +153,8 @@ static int adm_row(struct net_client *cl, const char *role, int id,
 	if (rc == 0)
 		rc = adm_call_status(c, rep, PROTO_MAX_BODY, &st);
 	if (rc) {
-		printf("%-4s %-3s %-24s %-5s %-20s %s\n", role, idtxt, addr, "down",
-		       "-", strerror(-rc));
+		printf("%-4s %-3s %-24s %-5s %-20s %s%s\n", role, idtxt, addr, "down",
+		       "-", strerror(-rc), extra);
 		return 0;
 	}
 	uint64_t bs = st.st.bsize;
@@ -160,10 +162,51 @@ static int adm_row(struct net_client *cl, const char *role, int id,
 	adm_size((st.st.blocks - st.st.bfree) * bs, used, sizeof(used));
 	char cap[40];
 	snprintf(cap, sizeof(cap), "%s/%s", used, total);
-	printf("%-4s %-3s %-24s %-5s %-20s %.*s (up %llus)\n", role, idtxt, addr, "up",
-	       cap, (int)st.version.len, st.version.p,
-	       (unsigned long long)st.uptime_s);
+	printf("%-4s %-3s %-24s %-5s %-20s %.*s (up %llus)%s\n", role, idtxt, addr,
+	       "up", cap, (int)st.version.len, st.version.p,
+	       (unsigned long long)st.uptime_s, extra);
 	return 1;
+}
+
+/*
+ * The mirror suffix of each iod's row: ", group G, stale objects: C" for
+ * the iods in a mirror group (C from the mgr's STALE_COUNT, "?" if that
+ * failed), "" for the others and when the fs has no group.
+ */
+static void adm_stale_extra(struct net_conn *mgr, const struct proto_mount *mt,
+			    uint8_t *rep, char (*extra)[48])
+{
+	static struct proto_stalecnt cnt;
+	struct net_call call;
+	const char *why = "?";
+	int rc;
+
+	for (uint16_t i = 0; i < mt->niods; i++)
+		extra[i][0] = '\0';
+	if (mt->ngroups == 0)
+		return;
+	memset(&call, 0, sizeof(call));
+	call.op = PROTO_OP_STALE_COUNT;
+	call.rep_buf = rep;
+	call.rep_cap = PROTO_MAX_BODY;
+	rc = net_call_run(mgr, &call);
+	if (!rc && call.status)
+		rc = call.status < 0 ? call.status : -EPROTO;
+	if (!rc)
+		rc = proto_stalecnt_decode(rep, call.rep_len, &cnt, &why);
+	for (uint16_t g = 0; g < mt->ngroups; g++) {
+		for (int r = 0; r < 2; r++) {
+			uint16_t i = mt->groups[g].iod[r];
+
+			if (rc || i >= cnt.n)
+				snprintf(extra[i], sizeof(extra[i]),
+					 ", group %u, stale objects: ?", g);
+			else
+				snprintf(extra[i], sizeof(extra[i]),
+					 ", group %u, stale objects: %llu", g,
+					 (unsigned long long)cnt.count[i]);
+		}
+	}
 }
 
 /* See rpfs.h. */
@@ -206,24 +249,27 @@ int adm_status(int argc, char **argv)
 	}
 	printf("%-4s %-3s %-24s %-5s %-20s %s\n", "ROLE", "ID", "ADDRESS", "STATE",
 	       "USED/TOTAL", "VERSION");
-	down += !adm_row(cl, "mgr", -1, a.host, a.port, rep);
+	down += !adm_row(cl, "mgr", -1, a.host, a.port, rep, "");
 	/* the iod table: from the mgr, else from the config file */
 	mgr_rc = net_conn_new(cl, a.host, a.port, &mgr);
 	if (mgr_rc == 0)
 		mgr_rc = adm_call_mount(mgr, req, rep, &mt);
 	if (mgr_rc == 0) {
 		static char hosts[PROTO_MAX_IODS][PROTO_MAX_HOST + 1];
+		static char extra[PROTO_MAX_IODS][48];
 		uint16_t n = mt.niods;
 
 		for (uint16_t i = 0; i < n; i++)
 			snprintf(hosts[i], sizeof(hosts[i]), "%.*s",
 				 (int)mt.iods[i].host.len, mt.iods[i].host.p);
+		adm_stale_extra(mgr, &mt, rep, extra);
 		for (uint16_t i = 0; i < n; i++)
-			down += !adm_row(cl, "iod", i, hosts[i], mt.iods[i].port, rep);
+			down += !adm_row(cl, "iod", i, hosts[i], mt.iods[i].port, rep,
+					 extra[i]);
 	} else if (conf) {
 		for (int i = 0; i < conf->niods; i++)
 			down += !adm_row(cl, "iod", i, conf->iods[i].host,
-					 conf->iods[i].port, rep);
+					 conf->iods[i].port, rep, "");
 	} else {
 		fprintf(stderr, "rpfs status: cannot get the iod table from the mgr "
 			"(%s); give --conf to check the iods\n", strerror(-mgr_rc));

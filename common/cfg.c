@@ -2,6 +2,7 @@
 #include "cfg.h"
 #include "log.h"
 #include "net_auth.h"
+#include "stripe.h"
 
 #include <errno.h>
 #include <ini.h>
@@ -197,6 +198,12 @@ static int cfg_layout_client(struct cfg_parse *p, const char *sec,
 
 	if (!strcmp(sec, "layout") && !strcmp(key, "stripe_unit"))
 		return cfg_size(p, sec, key, v, 4096, 64u << 20, 1, &c->stripe_unit);
+	if (!strcmp(sec, "layout") && !strcmp(key, "mirror")) {
+		if (strcmp(v, "1") && strcmp(v, "2"))
+			return cfg_fail(p, "[layout] mirror: expected 1 or 2, got \"%s\"", v);
+		c->mirror = (uint8_t)(v[0] - '0');
+		return 1;
+	}
 	if (!strcmp(sec, "layout") && !strcmp(key, "stripe_count")) {
 		if (cfg_int(v, 0, PROTO_MAX_IODS, &n))
 			return cfg_fail(p, "[layout] stripe_count: expected a number "
@@ -227,7 +234,7 @@ static int cfg_layout_client(struct cfg_parse *p, const char *sec,
 	}
 	if (!strcmp(sec, "layout"))
 		return cfg_fail(p, "[layout]: unknown key \"%s\" (expected stripe_unit, "
-				"stripe_count)", key);
+				"stripe_count, mirror)", key);
 	return cfg_fail(p, "[client]: unknown key \"%s\" (expected timeout, "
 			"connections)", key);
 }
@@ -310,8 +317,16 @@ static int cfg_iod_key(struct cfg_parse *p, const char *sec, const char *key,
 	}
 	if (!strcmp(key, "data"))
 		return cfg_path(p, sec, key, v, &d->data);
+	if (!strcmp(key, "domain")) {
+		if (!stripe_domain_ok(v))
+			return cfg_fail(p, "[%s] domain: expected 1..%d characters "
+					"[A-Za-z0-9._-], got \"%s\"", sec,
+					STRIPE_MAX_DOMAIN, v);
+		snprintf(d->domain, sizeof(d->domain), "%s", v);
+		return 1;
+	}
 	return cfg_fail(p, "[%s]: unknown key \"%s\" (expected host, port, data, "
-			"listen, credits)", sec, key);
+			"listen, credits, domain)", sec, key);
 }
 
 /* [verbs] */
@@ -420,6 +435,16 @@ static int cfg_check(struct cfg_parse *p)
 				 c->path, d->line, i, miss);
 			return -EINVAL;
 		}
+	}
+	for (int i = 1; i < c->niods; i++) {
+		int with = c->iods[i].domain[0] ? i : 0, without = with ? 0 : i;
+
+		if (!c->iods[i].domain[0] == !c->iods[0].domain[0])
+			continue;
+		snprintf(p->err, p->errcap, "%s:%d: [iod.%d] domain: [iod.%d] names a "
+			 "failure domain but [iod.%d] does not (every iod or none)",
+			 c->path, c->iods[without].line, without, with, without);
+		return -EINVAL;
 	}
 	if (c->stripe_count > 0 && c->niods && c->stripe_count > c->niods) {
 		snprintf(p->err, p->errcap, "%s: [layout] stripe_count: %d is more than "

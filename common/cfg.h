@@ -4,11 +4,13 @@
  * sections it needs and lets its command-line flags override them.
  *
  *   [cluster]  mgr = HOST:PORT, key = PATH, transport = tcp|verbs|auto
- *   [layout]   stripe_unit = SIZE (4K..64M, power of two), stripe_count = N
+ *   [layout]   stripe_unit = SIZE (4K..64M, power of two), stripe_count = N,
+ *              mirror = 1|2 (replicas of new files; default 1)
  *   [client]   timeout = SECONDS
  *   [mgr]      db = DIR, listen = HOST:PORT, root_squash = BOOL
  *   [iod.N]    host = HOST, port = PORT, data = DIR, listen = HOST (bind
- *              address, default host), credits = N
+ *              address, default host), credits = N, domain = NAME (failure
+ *              domain, 1..63 of [A-Za-z0-9._-]; every iod or none)
  *   [verbs]    poll_mode = busy|adaptive, inline_max, fast_max,
  *              pipeline_unit = SIZE, max_clients = N, device = NAME,
  *              sl_request, sl_reply, sl_control, sl_bulk = 0..15
@@ -35,6 +37,7 @@ struct cfg_iod {
 	char listen[PROTO_MAX_HOST + 1]; /* bind address; "" = host */
 	uint16_t port;
 	int credits;     /* 0 = default */
+	char domain[64]; /* failure domain; "" = none (STRIPE_MAX_DOMAIN + 1) */
 	char *data;      /* data directory (malloc'd), NULL if not given */
 	int line;        /* first line of the section, for messages */
 };
@@ -50,6 +53,7 @@ struct cfg {
 	enum net_transport transport;
 	uint32_t stripe_unit;            /* 0 = unset */
 	int stripe_count;                /* -1 = unset */
+	uint8_t mirror;                  /* [layout] mirror 1|2; 0 = unset */
 	int timeout_ms;                  /* [client] timeout; 0 = unset */
 	int tcp_lanes;                   /* [client] connections; 0 = unset */
 	char *db;                        /* [mgr] db; NULL = unset */

@@ -12,14 +12,15 @@
  *
  * Wire layouts of the composite fields (all little-endian):
  *   time    i64 sec, u32 nsec                                    12 bytes
- *   layout  u32 unit, u16 count, u16 first                        8 bytes
+ *   layout  u32 unit, u16 count, u16 first, u8 mirror, 3 x u8 0  12 bytes
  *   attr    u64 ino, u32 mode nlink uid gid rdev, u64 size blocks,
- *           time atime mtime ctime, layout                       88 bytes
+ *           time atime mtime ctime, layout                       92 bytes
  *   cred    u32 uid, u32 gid, u16 ngroups, u32 groups[ngroups]
  *   dirent  u64 cookie, str name, attr
  *   statfs  u64 bsize blocks bfree bavail files ffree, u32 namemax
  *   mount   u64 fsid, layout deflayout, u16 niods,
- *           niods x (u16 id, str host, u16 port)
+ *           niods x (u16 id, str host, u16 port),
+ *           u16 ngroups, ngroups x (u16 iod a, u16 iod b)
  *   segs    u32 nsegs, nsegs x (u64 off, u64 len)
  *   inos    u32 n, n x u64 ino                      (1 <= n <= 256)
  *
@@ -43,7 +44,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define ATTR_WIRE_LEN 88u
+#define ATTR_WIRE_LEN 92u
 #define MAX_IO_OFF (1ull << 62)  /* largest end offset of an iod range */
 #define UNIT_MIN 4096u
 #define UNIT_MAX (64u * 1024 * 1024)
@@ -443,13 +444,16 @@ static bool unit_ok(uint32_t unit)
 	return unit >= UNIT_MIN && unit <= UNIT_MAX && !(unit & (unit - 1));
 }
 
-/* A layout in an attr or freed record: all zero (no data) or real. */
+/* A layout in an attr or freed record: all zero (no data) or real, with
+ * 1 or 2 replicas (a mirrored layout indexes at most 128 groups). */
 static bool layout_ok(const struct proto_layout *l)
 {
-	if (l->unit == 0 && l->count == 0 && l->first == 0)
+	uint16_t width = l->mirror == 2 ? PROTO_MAX_IODS / 2 : PROTO_MAX_IODS;
+
+	if (l->unit == 0 && l->count == 0 && l->first == 0 && l->mirror == 0)
 		return true;
-	return unit_ok(l->unit) && l->count >= 1 && l->count <= PROTO_MAX_IODS &&
-	       l->first < PROTO_MAX_IODS;
+	return unit_ok(l->unit) && (l->mirror == 1 || l->mirror == 2) &&
+	       l->count >= 1 && l->count <= width && l->first < width;
 }
 
 /* Check an attr's times and layout; NULL or the bad field's name. */
@@ -482,20 +486,27 @@ static void rb_time(struct rbuf *r, struct proto_time *t)
 	t->nsec = rb_u32(r);
 }
 
-/* Append a layout: u32 unit, u16 count, u16 first. */
+/* Append a layout: u32 unit, u16 count, u16 first, u8 mirror, 3 zero bytes. */
 static void wb_layout(struct wbuf *w, const struct proto_layout *l)
 {
 	wb_u32(w, l->unit);
 	wb_u16(w, l->count);
 	wb_u16(w, l->first);
+	wb_u8(w, l->mirror);
+	wb_u8(w, 0);
+	wb_u16(w, 0);
 }
 
-/* Read a layout written by wb_layout(). */
+/* Read a layout written by wb_layout(). Nonzero padding makes the layout
+ * invalid (mirror 0xff), so layout_ok() rejects it. */
 static void rb_layout(struct rbuf *r, struct proto_layout *l)
 {
 	l->unit = rb_u32(r);
 	l->count = rb_u16(r);
 	l->first = rb_u16(r);
+	l->mirror = rb_u8(r);
+	if (rb_u8(r) != 0 || rb_u16(r) != 0)
+		l->mirror = 0xff;
 }
 
 /* Append an attr (ATTR_WIRE_LEN bytes). */
@@ -1010,7 +1021,10 @@ static const char *mount_check(const struct proto_mount *m)
 		return "niods";
 	if (!unit_ok(m->deflayout.unit))
 		return "deflayout.unit";
-	if (m->deflayout.count < 1 || m->deflayout.count > m->niods)
+	if (m->deflayout.mirror != 1 && m->deflayout.mirror != 2)
+		return "deflayout.mirror";
+	if (m->deflayout.count < 1 ||
+	    m->deflayout.count > (m->deflayout.mirror == 2 ? m->ngroups : m->niods))
 		return "deflayout.count";
 	for (unsigned i = 0; i < m->niods; i++) {
 		if (m->iods[i].id != i)
@@ -1019,6 +1033,25 @@ static const char *mount_check(const struct proto_mount *m)
 			return "iod.host";
 		if (m->iods[i].port == 0)
 			return "iod.port";
+	}
+	return proto_groups_check(m->groups, m->ngroups, m->niods);
+}
+
+/* Check a mirror group table; NULL or the bad field's name. Cost:
+ * O(ngroups + niods). */
+const char *proto_groups_check(const struct proto_group *g, uint16_t ngroups,
+			       uint16_t niods)
+{
+	uint8_t used[PROTO_MAX_IODS] = { 0 };
+
+	if (ngroups > niods / 2)
+		return "ngroups";
+	for (unsigned i = 0; i < ngroups; i++) {
+		for (int r = 0; r < 2; r++) {
+			if (g[i].iod[r] >= niods || used[g[i].iod[r]])
+				return "group.iod";
+			used[g[i].iod[r]] = 1;
+		}
 	}
 	return NULL;
 }
@@ -1035,6 +1068,11 @@ int proto_mount_encode(struct wbuf *w, const struct proto_mount *m)
 		wb_u16(w, m->iods[i].id);
 		wb_str(w, m->iods[i].host.p, m->iods[i].host.len);
 		wb_u16(w, m->iods[i].port);
+	}
+	wb_u16(w, m->ngroups);
+	for (unsigned i = 0; i < m->ngroups; i++) {
+		wb_u16(w, m->groups[i].iod[0]);
+		wb_u16(w, m->groups[i].iod[1]);
 	}
 	return w->err;
 }
@@ -1062,6 +1100,15 @@ int proto_mount_decode(const void *buf, size_t len, struct proto_mount *m,
 		if (r.err)
 			return fail(why, "iod", -EBADMSG);
 	}
+	m->ngroups = rb_u16(&r);
+	if (r.err || m->ngroups > m->niods / 2)
+		return fail(why, "ngroups", -EBADMSG);
+	for (unsigned i = 0; i < m->ngroups; i++) {
+		m->groups[i].iod[0] = rb_u16(&r);
+		m->groups[i].iod[1] = rb_u16(&r);
+	}
+	if (r.err)
+		return fail(why, "group", -EBADMSG);
 	if (r.off != r.len)
 		return fail(why, "trailing bytes", -EBADMSG);
 	bad = mount_check(m);
@@ -1800,15 +1847,76 @@ int proto_lockrep_decode(const void *buf, size_t len, struct proto_lockrep *r,
 	return 0;
 }
 
+/* ------------------------------------------------------------------ mirror */
+
+/* Encode a STALE_MARK request. */
+int proto_stale_encode(struct wbuf *w, const struct proto_stale *s)
+{
+	if (s->ino == 0 || s->iod >= PROTO_MAX_IODS)
+		return -EINVAL;
+	wb_u64(w, s->ino);
+	wb_u16(w, s->iod);
+	return w->err;
+}
+
+/* Decode and validate a STALE_MARK request. */
+int proto_stale_decode(const void *buf, size_t len, struct proto_stale *s,
+		       const char **why)
+{
+	struct rbuf r;
+
+	rb_init(&r, buf, len);
+	s->ino = rb_u64(&r);
+	s->iod = rb_u16(&r);
+	if (r.err)
+		return fail(why, "stale", -EBADMSG);
+	if (r.off != r.len)
+		return fail(why, "trailing bytes", -EBADMSG);
+	if (s->ino == 0)
+		return fail(why, "ino", -EBADMSG);
+	if (s->iod >= PROTO_MAX_IODS)
+		return fail(why, "iod", -EBADMSG);
+	return 0;
+}
+
+/* Encode a STALE_COUNT reply. */
+int proto_stalecnt_encode(struct wbuf *w, const struct proto_stalecnt *c)
+{
+	if (c->n < 1 || c->n > PROTO_MAX_IODS)
+		return -EINVAL;
+	wb_u16(w, c->n);
+	for (uint16_t i = 0; i < c->n; i++)
+		wb_u64(w, c->count[i]);
+	return w->err;
+}
+
+/* Decode and validate a STALE_COUNT reply. */
+int proto_stalecnt_decode(const void *buf, size_t len,
+			  struct proto_stalecnt *c, const char **why)
+{
+	struct rbuf r;
+
+	rb_init(&r, buf, len);
+	c->n = rb_u16(&r);
+	if (r.err || c->n < 1 || c->n > PROTO_MAX_IODS ||
+	    (size_t)c->n * 8 != r.len - r.off) {
+		c->n = 0;
+		return fail(why, "n", -EBADMSG);
+	}
+	for (uint16_t i = 0; i < c->n; i++)
+		c->count[i] = rb_u64(&r);
+	return 0;
+}
+
 /* ------------------------------------------------------------------ layout */
 
-/* Format l as "unit=U,count=C,first=F" (NUL-terminated).
+/* Format l as "unit=U,count=C,first=F[,mirror=2]" (NUL-terminated).
  * @return 0, or -ERANGE if cap is too small. */
 int proto_layout_format(char *buf, size_t cap, const struct proto_layout *l)
 {
-	int n = snprintf(buf, cap, "unit=%u,count=%u,first=%u",
+	int n = snprintf(buf, cap, "unit=%u,count=%u,first=%u%s",
 			 (unsigned)l->unit, (unsigned)l->count,
-			 (unsigned)l->first);
+			 (unsigned)l->first, l->mirror == 2 ? ",mirror=2" : "");
 
 	if (n < 0 || (size_t)n >= cap)
 		return -ERANGE;
@@ -1833,16 +1941,16 @@ static int parse_num(const char *s, size_t len, uint32_t max, uint32_t *out)
 	return 0;
 }
 
-/* Parse "unit=U,count=C[,first=F]" in any key order. Trailing NULs and one
- * trailing newline (as xattr tools may send) are ignored. unit and count
- * are required, each key at most once. Cost: O(len). */
+/* Parse "unit=U,count=C[,first=F][,mirror=M]" in any key order. Trailing
+ * NULs and one trailing newline (as xattr tools may send) are ignored.
+ * unit and count are required, each key at most once. Cost: O(len). */
 int proto_layout_parse(const char *s, size_t len, struct proto_layout *l)
 {
-	static const char *const keys[3] = { "unit", "count", "first" };
-	static const uint32_t maxv[3] = { UNIT_MAX, PROTO_MAX_IODS,
-					  PROTO_MAX_IODS - 1 };
-	uint32_t val[3] = { 0, 0, 0 };
-	bool seen[3] = { false, false, false };
+	static const char *const keys[4] = { "unit", "count", "first", "mirror" };
+	static const uint32_t maxv[4] = { UNIT_MAX, PROTO_MAX_IODS,
+					  PROTO_MAX_IODS - 1, 2 };
+	uint32_t val[4] = { 0, 0, 0, 1 };
+	bool seen[4] = { false, false, false, false };
 	size_t pos = 0;
 
 	if (!s)
@@ -1862,22 +1970,23 @@ int proto_layout_parse(const char *s, size_t len, struct proto_layout *l)
 		if (!eq)
 			return -EINVAL;
 		klen = (size_t)(eq - tok);
-		for (k = 0; k < 3; k++)
+		for (k = 0; k < 4; k++)
 			if (strlen(keys[k]) == klen &&
 			    memcmp(keys[k], tok, klen) == 0)
 				break;
-		if (k == 3 || seen[k])
+		if (k == 4 || seen[k])
 			return -EINVAL;
 		if (parse_num(eq + 1, toklen - klen - 1, maxv[k], &val[k]))
 			return -EINVAL;
 		seen[k] = true;
 		pos += toklen + 1;
 	}
-	if (!seen[0] || !seen[1] || !unit_ok(val[0]) || val[1] < 1)
+	if (!seen[0] || !seen[1] || !unit_ok(val[0]) || val[1] < 1 || val[3] < 1)
 		return -EINVAL;
 	l->unit = val[0];
 	l->count = (uint16_t)val[1];
 	l->first = (uint16_t)val[2];
+	l->mirror = (uint8_t)val[3];
 	return 0;
 }
 
@@ -1894,6 +2003,7 @@ static const char *const op_names[PROTO_OP_SCRUB_LAST] = {
 	N(IO_WRITE), N(IO_TRUNCATE), N(IO_REMOVE), N(IO_FSYNC), N(IO_STATFS),
 	N(IO_REMOVE_MANY), N(SETBLOCKS), N(IO_FALLOCATE), N(IO_SEEK),
 	N(IO_BLOCKS), N(IO_LIST), N(IO_CSUM), N(SCRUB_INOS), N(SCRUB_ORPHANS),
+	N(STALE_MARK), N(STALE_COUNT),
 };
 #undef N
 

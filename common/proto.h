@@ -131,6 +131,10 @@ enum proto_op {
 	PROTO_OP_SCRUB_INOS = 60,    /* inos -> proto_inostate: which exist */
 	PROTO_OP_SCRUB_ORPHANS = 61, /* cookie, max -> proto_orphans: the
 				      * orphan inodes after cookie */
+	/* mirror service of the mgr (mgr/mgr_stale.c) */
+	PROTO_OP_STALE_MARK = 62,    /* proto_stale: record iod's replica of
+				      * a mirrored file stale (durably) */
+	PROTO_OP_STALE_COUNT = 63,   /* (empty) -> proto_stalecnt */
 	PROTO_OP_SCRUB_LAST,
 };
 
@@ -188,11 +192,21 @@ struct proto_time {
 	uint32_t nsec;
 };
 
-/* A file's striping: iod k of the file (k < count) is (first + k) % niods. */
+/*
+ * A file's striping. mirror 1: iod k of the file (k < count) is
+ * (first + k) % niods. mirror 2: count and first index mirror groups
+ * instead; group (first + k) % ngroups holds unit k on both its iods.
+ */
 struct proto_layout {
 	uint32_t unit;  /* stripe unit in bytes, 4096..64 MiB, power of two */
-	uint16_t count; /* number of iods the file is striped over, >= 1 */
-	uint16_t first; /* index of the first iod in the iod table */
+	uint16_t count; /* iods (mirror 1) or groups (mirror 2), >= 1 */
+	uint16_t first; /* index of the first iod (group) of the table */
+	uint8_t mirror; /* replicas: 1 or 2; 0 only in an all-zero layout */
+};
+
+/* A mirror group: two distinct iods holding the same objects. */
+struct proto_group {
+	uint16_t iod[2];
 };
 
 struct proto_attr {
@@ -337,6 +351,8 @@ struct proto_mount {
 	struct proto_layout deflayout; /* first is ignored */
 	uint16_t niods;
 	struct proto_iod iods[PROTO_MAX_IODS];
+	uint16_t ngroups;          /* mirror groups, <= niods / 2 */
+	struct proto_group groups[PROTO_MAX_IODS / 2];
 };
 
 /* A file-list entry: a range of the iod's local object. */
@@ -489,6 +505,18 @@ enum proto_ino_state {
 	PROTO_INO_ORPHAN = 2,      /* last link gone, not purged yet */
 };
 
+/* STALE_MARK request: iod's replica of mirrored file ino missed a write. */
+struct proto_stale {
+	uint64_t ino;              /* != 0 */
+	uint16_t iod;              /* < PROTO_MAX_IODS */
+};
+
+/* STALE_COUNT reply: stale records per iod of the table. */
+struct proto_stalecnt {
+	uint16_t n;                /* the iods, 1..PROTO_MAX_IODS */
+	uint64_t count[PROTO_MAX_IODS];
+};
+
 /* SCRUB_INOS reply: one enum proto_ino_state per asked inode, in order. */
 struct proto_inostate {
 	uint32_t n;                /* 1..PROTO_MAX_INOS */
@@ -597,7 +625,17 @@ size_t proto_dirent_size(size_t namelen);
  */
 int proto_dirent_next(struct rbuf *r, struct proto_dirent *d);
 
-/** MOUNT reply body. @return 0, -EINVAL, -EMSGSIZE / -EBADMSG */
+/**
+ * Check a mirror group table: ngroups <= niods / 2, every iod < niods and
+ * in at most one group (so a group's two iods differ).
+ * @return NULL, or the name of the bad field ("ngroups", "group.iod")
+ */
+const char *proto_groups_check(const struct proto_group *g, uint16_t ngroups,
+			       uint16_t niods);
+
+/** MOUNT reply body (the group table follows the iods; deflayout.count
+ * counts groups when deflayout.mirror is 2).
+ * @return 0, -EINVAL, -EMSGSIZE / -EBADMSG */
 int proto_mount_encode(struct wbuf *w, const struct proto_mount *m);
 int proto_mount_decode(const void *buf, size_t len, struct proto_mount *m,
 		       const char **why);
@@ -721,12 +759,30 @@ int proto_orphans_encode(struct wbuf *w, const struct proto_orphans *o);
 int proto_orphans_decode(const void *buf, size_t len, struct proto_orphans *o,
 			 const char **why);
 
-/** Layout as text, "unit=65536,count=4,first=0" (first optional on parse). */
+/**
+ * STALE_MARK body: u64 ino (!= 0), u16 iod (< PROTO_MAX_IODS).
+ * @return 0, -EINVAL / -EMSGSIZE (encode), -EBADMSG (decode)
+ */
+int proto_stale_encode(struct wbuf *w, const struct proto_stale *s);
+int proto_stale_decode(const void *buf, size_t len, struct proto_stale *s,
+		       const char **why);
+
+/**
+ * STALE_COUNT reply body: u16 n (1..PROTO_MAX_IODS), n x u64 count.
+ * @return 0, -EINVAL / -EMSGSIZE (encode), -EBADMSG (decode)
+ */
+int proto_stalecnt_encode(struct wbuf *w, const struct proto_stalecnt *c);
+int proto_stalecnt_decode(const void *buf, size_t len,
+			  struct proto_stalecnt *c, const char **why);
+
+/** Layout as text, "unit=65536,count=4,first=0" plus ",mirror=2" when
+ * mirrored (first and mirror optional on parse). */
 int proto_layout_format(char *buf, size_t cap, const struct proto_layout *l);
 /**
- * Parse a layout string. Accepts keys unit, count, first in any order.
+ * Parse a layout string. Accepts keys unit, count, first, mirror in any
+ * order; mirror defaults to 1.
  * @return 0, or -EINVAL (unknown key, bad number, unit not a power of two in
- *	[4096, 64 MiB], count 0 or > PROTO_MAX_IODS)
+ *	[4096, 64 MiB], count 0 or > PROTO_MAX_IODS, mirror not 1 or 2)
  */
 int proto_layout_parse(const char *s, size_t len, struct proto_layout *l);
 

@@ -9,7 +9,10 @@
  */
 #include "stripe.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
 #include <stdbool.h>
 
 #define STRIPE_UNIT_MIN 4096u
@@ -29,8 +32,167 @@ int stripe_layout_check(const struct proto_layout *l, uint16_t niods)
 		return -EINVAL;
 	if (l->count < 1 || l->count > niods)
 		return -EINVAL;
-	if (l->first >= niods)
+	if (l->first >= niods || l->mirror > 2)
 		return -EINVAL;
+	return 0;
+}
+
+/* See stripe.h. */
+int stripe_domain_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 1 || n > STRIPE_MAX_DOMAIN)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '.' && s[i] != '_' &&
+		    s[i] != '-')
+			return 0;
+	return 1;
+}
+
+/* Domain ids of the table (index of the first iod naming the same domain)
+ * and the iods left per domain id. @return 0, or -EINVAL with msg set */
+static int groups_domains(const char *const *domains, uint16_t niods,
+			  uint16_t *dom, uint16_t *left, char *msg, size_t cap)
+{
+	int named = 0;
+
+	for (uint16_t i = 0; i < niods; i++)
+		named += domains[i][0] != '\0';
+	if (named && named != niods) {
+		snprintf(msg, cap, "failure domains: either every iod names one or "
+			 "none does (%d of %u do)", named, niods);
+		return -EINVAL;
+	}
+	for (uint16_t i = 0; i < niods; i++) {
+		if (named && !stripe_domain_ok(domains[i])) {
+			snprintf(msg, cap, "iod %u: domain: expected 1..%d characters "
+				 "[A-Za-z0-9._-], got \"%s\"", i, STRIPE_MAX_DOMAIN,
+				 domains[i]);
+			return -EINVAL;
+		}
+		dom[i] = i;
+		for (uint16_t j = 0; j < i; j++)
+			if (!strcmp(domains[j], domains[i])) {
+				dom[i] = dom[j];
+				break;
+			}
+		left[i] = 0;
+	}
+	for (uint16_t i = 0; i < niods; i++)
+		left[dom[i]]++;
+	return 0;
+}
+
+/* The domain id with the most iods left, other than skip (ties: lowest
+ * id); niods when none has any left. */
+static uint16_t groups_biggest(const uint16_t *left, uint16_t niods,
+			       uint16_t skip)
+{
+	uint16_t best = niods;
+
+	for (uint16_t d = 0; d < niods; d++)
+		if (d != skip && left[d] && (best == niods || left[d] > left[best]))
+			best = d;
+	return best;
+}
+
+/* The lowest unpaired iod of domain id d; marks it paired. */
+static uint16_t groups_take(const uint16_t *dom, uint8_t *paired,
+			    uint16_t niods, uint16_t d)
+{
+	for (uint16_t i = 0; i < niods; i++)
+		if (dom[i] == d && !paired[i]) {
+			paired[i] = 1;
+			return i;
+		}
+	return niods; /* not reached: left[d] > 0 */
+}
+
+/* Whether niods / 2 pairs across domains exist: no domain may hold more
+ * iods than all the others (plus the odd one out). If not, name the
+ * domains and their sizes in msg. @return 0 or -EINVAL */
+static int groups_feasible(const char *const *domains, uint16_t niods,
+			   const uint16_t *dom, const uint16_t *left, char *msg,
+			   size_t cap)
+{
+	uint16_t big = groups_biggest(left, niods, niods);
+	size_t off;
+
+	if (left[big] <= niods - left[big] + (niods & 1))
+		return 0;
+	off = (size_t)snprintf(msg, cap, "failure domains: cannot pair the iods "
+			       "across domains: domain \"%s\" holds %u of the %u "
+			       "iods (domains:", domains[big], left[big], niods);
+	for (uint16_t i = 0; i < niods && off < cap; i++)
+		if (dom[i] == i)
+			off += (size_t)snprintf(msg + off, cap - off, " %s=%u",
+						domains[i], left[i]);
+	if (off < cap)
+		snprintf(msg + off, cap - off, ")");
+	return -EINVAL;
+}
+
+/* Order groups by their first iod (insertion sort: at most 128). */
+static void groups_sort(struct proto_group *g, uint16_t n)
+{
+	for (uint16_t i = 1; i < n; i++) {
+		struct proto_group x = g[i];
+		uint16_t j = i;
+
+		for (; j > 0 && g[j - 1].iod[0] > x.iod[0]; j--)
+			g[j] = g[j - 1];
+		g[j] = x;
+	}
+}
+
+/* See stripe.h. */
+int stripe_groups_form(const char *const *domains, uint16_t niods,
+		       struct proto_group *out, uint16_t *ngroups, char *msg,
+		       size_t msgcap)
+{
+	uint16_t dom[PROTO_MAX_IODS], left[PROTO_MAX_IODS], n = 0;
+	uint8_t paired[PROTO_MAX_IODS] = { 0 };
+	int rc, named = 0;
+
+	*ngroups = 0;
+	if (niods > PROTO_MAX_IODS)
+		return -EINVAL;
+	for (uint16_t i = 0; domains && i < niods; i++)
+		named |= domains[i][0] != '\0';
+	if (!named) {
+		for (uint16_t g = 0; g < niods / 2; g++)
+			out[g] = (struct proto_group){ { (uint16_t)(2 * g),
+							 (uint16_t)(2 * g + 1) } };
+		*ngroups = niods / 2;
+		return 0;
+	}
+	rc = groups_domains(domains, niods, dom, left, msg, msgcap);
+	if (rc)
+		return rc;
+	rc = groups_feasible(domains, niods, dom, left, msg, msgcap);
+	if (rc)
+		return rc;
+	while (n < niods / 2) {
+		uint16_t a = groups_biggest(left, niods, niods);
+		uint16_t b = a == niods ? niods : groups_biggest(left, niods, a);
+		uint16_t x, y;
+
+		if (b == niods) {
+			snprintf(msg, msgcap, "failure domains: cannot pair the iods "
+				 "across domains: domain \"%s\" holds %u of the %u "
+				 "iods left", domains[a], left[a], niods - 2 * n);
+			return -EINVAL;
+		}
+		x = groups_take(dom, paired, niods, a);
+		y = groups_take(dom, paired, niods, b);
+		left[a]--;
+		left[b]--;
+		out[n++] = (struct proto_group){ { x < y ? x : y, x < y ? y : x } };
+	}
+	groups_sort(out, n);
+	*ngroups = n;
 	return 0;
 }
 

@@ -4,6 +4,9 @@
  *   unit index   u = off / unit
  *   file iod     k = u % count              (table index (first + k) % niods)
  *   local offset   = (u / count) * unit + off % unit
+ * A mirrored layout (mirror 2) uses the same math over the mirror groups
+ * instead of the iods: "niods" below is then the number of groups, and both
+ * iods of group (first + k) % ngroups hold the same object.
  */
 #ifndef RPFS_STRIPE_H
 #define RPFS_STRIPE_H
@@ -23,11 +26,44 @@ struct stripe_piece {
 };
 
 /**
- * Check a layout against the iod table size.
+ * Check a layout against the iod table size (the group count if mirrored:
+ * see stripe_width).
  * @return 0, or -EINVAL (unit not a power of two in [4096, 64 MiB], count 0
- *	or > niods, first >= niods)
+ *	or > niods, first >= niods, mirror above 2)
  */
 int stripe_layout_check(const struct proto_layout *l, uint16_t niods);
+
+/** What a layout's count and first index: ngroups when l is mirrored
+ * (mirror 2), else niods. */
+static inline uint16_t stripe_width(const struct proto_layout *l,
+				    uint16_t niods, uint16_t ngroups)
+{
+	return l->mirror == 2 ? ngroups : niods;
+}
+
+#define STRIPE_MAX_DOMAIN 63 /* failure domain name length */
+
+/**
+ * Form the mirror groups of an iod table: pairs of distinct iods. Without
+ * failure domains (domains NULL, or every name "") iods 2i and 2i + 1 pair.
+ * With domains, every pair spans two domains: the iod of lowest index in
+ * the domain with the most iods left pairs with the lowest index of the
+ * next largest domain (ties: the domain seen first in the table), so the
+ * result is deterministic and pairs all iods but at most one when that is
+ * possible at all. Groups are sorted by their first iod, which is the lower
+ * one. An odd iod out is in no group. Cost: O(niods x domains).
+ * @param domains NULL or niods names (1..63 chars [A-Za-z0-9._-], or "")
+ * @param[out] out room for niods / 2 groups
+ * @param[out] msg on error, names the bad or unpairable domains
+ * @return 0; -EINVAL a bad name, some iods named and some not, or no
+ *	pairing across domains exists (one domain holds too many iods)
+ */
+int stripe_groups_form(const char *const *domains, uint16_t niods,
+		       struct proto_group *out, uint16_t *ngroups, char *msg,
+		       size_t msgcap);
+
+/** Whether s is a valid failure domain name (1..63 of [A-Za-z0-9._-]). */
+int stripe_domain_ok(const char *s);
 
 /**
  * Cut [off, off + len) into per-iod pieces, in file order. Pieces never span

@@ -12,6 +12,7 @@
 
 #include "cli_core.h"
 #include "cli_inode.h"
+#include "cli_mirror.h"
 #include "log.h"
 
 /* Per-thread scratch: request and reply bodies of one metadata call. */
@@ -141,6 +142,8 @@ static int fs_fetch_table(struct cli_fs *fs)
 	}
 	fs->fsid = mt->fsid;
 	fs->deflayout = mt->deflayout;
+	fs->ngroups = mt->ngroups;
+	memcpy(fs->groups, mt->groups, mt->ngroups * sizeof(*mt->groups));
 	fs->iods = calloc(mt->niods, sizeof(*fs->iods));
 	if (!fs->iods) {
 		rc = -ENOMEM;
@@ -200,6 +203,8 @@ int cli_fs_mount_net(struct cli_fs **out, const char *host, uint16_t port,
 	snprintf(fs->mgr_host, sizeof(fs->mgr_host), "%s", host);
 	fs->mgr_port = port;
 	fs->timeout_ms = no.timeout_ms;
+	pthread_mutex_init(&fs->stale_lock, NULL);
+	atomic_init(&fs->read_turn, cli_mirror_seed());
 	rc = cli_itab_new(&fs->itab);
 	if (rc)
 		goto out_free_fs;
@@ -221,6 +226,7 @@ out_free_net:
 out_free_itab:
 	cli_itab_free(fs->itab);
 out_free_fs:
+	pthread_mutex_destroy(&fs->stale_lock);
 	free(fs);
 	return rc;
 }
@@ -233,5 +239,7 @@ void cli_fs_free(struct cli_fs *fs)
 	net_client_free(fs->net);
 	free(fs->iods);
 	cli_itab_free(fs->itab);
+	cli_mirror_free(fs);
+	pthread_mutex_destroy(&fs->stale_lock);
 	free(fs);
 }

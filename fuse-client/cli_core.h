@@ -8,7 +8,9 @@
 #ifndef RPFS_CLI_CORE_H
 #define RPFS_CLI_CORE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "net.h"
@@ -33,8 +35,15 @@ struct cli_iod {
 					 * one timeout, not one per queued request */
 };
 
+/* A replica of a mirrored file this client recorded stale (cli_mirror.h). */
+struct cli_stale {
+	uint64_t ino;
+	uint16_t iod;
+};
+
 /* A mounted file system. All fields are set by cli_fs_mount and read-only
- * afterwards (the connections and the inode table lock themselves). */
+ * afterwards (the connections and the inode table lock themselves), except
+ * the stale record (stale_lock) and the read rotation (atomic). */
 struct cli_fs {
 	struct net_client *net;
 	struct net_conn *mgr;
@@ -45,6 +54,14 @@ struct cli_fs {
 	struct proto_layout deflayout;
 	uint16_t niods;
 	struct cli_iod *iods;     /* niods entries, index = iod id */
+	uint16_t ngroups;         /* mirror groups (MOUNT) */
+	struct proto_group groups[PROTO_MAX_IODS / 2];
+	atomic_uint read_turn;    /* rotates mirror=2 reads over the replicas;
+				   * starts at a random per-client seed */
+	pthread_mutex_t stale_lock;
+	struct cli_stale *stale;  /* stale_lock: replicas recorded stale */
+	size_t nstale, stale_cap; /* stale_lock */
+	atomic_int any_stale;     /* nstale > 0, readable without the lock */
 	int timeout_ms;
 	struct cli_itab *itab;    /* inode table (cli_inode.h) */
 };

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cli_io.h"
+#include "cli_mirror.h"
 #include "log.h"
 #include "stripe.h"
 
@@ -57,9 +58,9 @@ struct io_tls {
 	struct proto_seg segs[IO_MAX_CHUNKS]; /* grouped by iod, merged */
 	struct iovec iov[IO_MAX_IOV];    /* grouped by iod, merged */
 	struct iovec alloc[IO_MAX_IOV];  /* allocation of each iov */
-	struct io_sub subs[PROTO_MAX_IODS];
+	struct io_sub subs[2 * PROTO_MAX_IODS]; /* [count + k]: k's buddy */
 	uint8_t body[IO_MAX_CHUNKS * sizeof(struct proto_seg) * 2 +
-		     PROTO_MAX_IODS * IO_BODY_HDR];
+		     2 * PROTO_MAX_IODS * IO_BODY_HDR];
 };
 
 static pthread_key_t io_key;
@@ -205,20 +206,63 @@ struct io_cursor {
 	size_t mo;         /* bytes of it consumed */
 };
 
-/* Start a round: reset every sub-request of the layout. */
+/* Start a round: reset every sub-request of the layout (for mirror=2
+ * also the buddies' subs[count + k]). */
 static void round_reset(struct cli_fs *fs, struct io_tls *t,
 			const struct proto_layout *l)
 {
-	for (uint16_t k = 0; k < l->count; k++) {
-		struct io_sub *s = &t->subs[k];
+	for (uint32_t j = 0; j < (uint32_t)l->count * cli_mirror_n(l); j++) {
+		struct io_sub *s = &t->subs[j];
 
 		s->cseg = s->ciov = 0;
 		s->nsegs = s->niov = 0;
 		s->bytes = 0;
 		s->rc = 0;
 		s->submitted = 0;
-		s->iod = (uint16_t)((l->first + k) % fs->niods);
+		s->iod = cli_mirror_iod(fs, l, (uint16_t)(j % l->count),
+					(int)(j / l->count));
 	}
+}
+
+/*
+ * The result of one piece written to both replicas (a, b: results and
+ * iods). Both fine: 0. One failed with -EIO (the iod is down or lost the
+ * data) and the other fine: the failed replica is recorded stale at the
+ * mgr first, then 0; if that fails, -EIO. Any other error (-ENOSPC,
+ * -EDQUOT, -EFBIG, -EINVAL) is the writer's even if the buddy has the data.
+ * Both failed: the first error that is not -EIO, else -EIO.
+ */
+static int pair_rc(struct cli_fs *fs, uint64_t ino, int a, uint16_t a_iod,
+		   int b, uint16_t b_iod)
+{
+	if (!a && !b)
+		return 0;
+	if (a && b)
+		return a != -EIO ? a : b;
+	if ((a ? a : b) != -EIO)
+		return a ? a : b;
+	return cli_mirror_mark_stale(fs, ino, a ? a_iod : b_iod) ? -EIO : 0;
+}
+
+/*
+ * Pick the replica a read of file iod k goes to: rotate by turn (a
+ * per-call counter from a per-client random seed) so the load spreads over
+ * both, but skip a replica held down or recorded stale by this client.
+ * @return 0 or 1, or -EIO when both are recorded stale
+ */
+static int read_pick(struct cli_fs *fs, uint64_t ino,
+		     const struct proto_layout *l, uint16_t k, unsigned turn)
+{
+	int r = (int)((turn + k) & 1);
+	uint16_t a = cli_mirror_iod(fs, l, k, r), b = cli_mirror_iod(fs, l, k, !r);
+	int a_stale = cli_mirror_is_stale(fs, ino, a);
+	int b_stale = cli_mirror_is_stale(fs, ino, b);
+
+	if (a_stale && b_stale)
+		return -EIO;
+	if (a_stale || (iod_held_down(fs, a) && !b_stale && !iod_held_down(fs, b)))
+		return !r;
+	return r;
 }
 
 /*
@@ -300,7 +344,7 @@ static int round_stage(struct cli_fs *fs, struct io_tls *t,
 			cur->fo = 0;
 			continue;
 		}
-		rc = stripe_map(l, fs->niods, off, step, t->pieces,
+		rc = stripe_map(l, cli_mirror_width(fs, l), off, step, t->pieces,
 				IO_MAP_PIECES, &n);
 		if (rc)
 			return rc;
@@ -414,14 +458,113 @@ static int sub_encode(struct io_sub *s, struct io_tls *t, uint16_t op, uint64_t 
 	return rc;
 }
 
+/* Make b, the sub-request of k's other replica (iod), a copy of s: the
+ * same body and memory, its own reply buffer. */
+static void sub_buddy(struct io_sub *b, const struct io_sub *s, uint16_t iod)
+{
+	*b = *s;
+	b->iod = iod;
+	b->call.rep_buf = b->rep;
+}
+
+/* Point a read sub-request of mirror file iod k at the replica read_pick
+ * chooses. @return 0, or -EIO (both replicas stale: s->rc is set) */
+static int sub_read_replica(struct cli_fs *fs, struct io_sub *s, uint64_t ino,
+			    const struct proto_layout *l, uint16_t k, unsigned turn)
+{
+	int r = read_pick(fs, ino, l, k, turn);
+
+	if (r < 0) {
+		s->rc = -EIO;
+		return -EIO;
+	}
+	s->iod = cli_mirror_iod(fs, l, k, r);
+	return 0;
+}
+
+/*
+ * A read sub-request of a mirrored file failed with -EIO: send it again,
+ * same body and memory, to the other replica of k unless this client
+ * recorded that one stale, and wait. Cost: one more round trip.
+ */
+static void sub_read_failover(struct cli_fs *fs, struct io_sub *s, uint64_t ino,
+			      const struct proto_layout *l, uint16_t k)
+{
+	struct net_call c = s->call;
+	uint16_t other = cli_mirror_iod(fs, l, k, 0);
+
+	if (other == s->iod)
+		other = cli_mirror_iod(fs, l, k, 1);
+	if (cli_mirror_is_stale(fs, ino, other))
+		return;
+	s->iod = other;
+	s->rc = 0;
+	sub_prepare(s, c.op, c.body, c.body_len, c.rd_iov, c.rd_alloc);
+	s->call.rd_cnt = c.rd_cnt;
+	sub_submit(fs, s);
+	if (s->submitted)
+		sub_wait(fs, s);
+}
+
+/* Check a read sub-request moved all its bytes; a short read is -EIO. */
+static void sub_read_check(struct cli_fs *fs, struct io_sub *s)
+{
+	if (s->nsegs && s->rc == 0 && s->call.rd_bytes != s->bytes) {
+		log_warn("iod %u (%s:%u): read returned %llu of %llu bytes",
+			 s->iod, fs->iods[s->iod].host, fs->iods[s->iod].port,
+			 (unsigned long long)s->call.rd_bytes,
+			 (unsigned long long)s->bytes);
+		s->rc = -EIO;
+	}
+}
+
+/*
+ * Wait for file iod k's sub-request of a round (and its buddy's) and
+ * return k's result: for mirror=2 writes both replicas judged by pair_rc,
+ * for mirror=2 reads a failed replica retried on the other, or -EAGAIN
+ * when reading into pipes.
+ */
+static int sub_finish(struct cli_fs *fs, struct io_tls *t, uint16_t op,
+		      uint64_t ino, const struct proto_layout *l, uint16_t k,
+		      int pipes)
+{
+	struct io_sub *s = &t->subs[k], *b = &t->subs[l->count + k];
+	int mirror = cli_mirror_n(l) == 2;
+
+	if (s->submitted)
+		sub_wait(fs, s);
+	if (op == PROTO_OP_IO_READ)
+		sub_read_check(fs, s);
+	if (!mirror || !s->nsegs)
+		return s->rc;
+	if (op == PROTO_OP_IO_WRITE) {
+		if (b->submitted)
+			sub_wait(fs, b);
+		return pair_rc(fs, ino, s->rc, s->iod, b->rc, b->iod);
+	}
+	if (op != PROTO_OP_IO_READ || s->rc != -EIO)
+		return s->rc;
+	if (pipes)
+		return -EAGAIN;
+	sub_read_failover(fs, s, ino, l, k);
+	sub_read_check(fs, s);
+	return s->rc;
+}
+
 /*
  * Encode and submit every sub-request of the round, then wait for all.
+ * Mirror=2: a write goes to both replicas of each piece (results combined
+ * by pair_rc); a read goes to one (read_pick) and fails over to the other
+ * on -EIO, except into pipes, where a failure returns -EAGAIN (the pipe may
+ * hold part of the data: the caller reads again through a buffer).
  * Cost: one round trip to every iod involved, in parallel.
  */
 static int round_run(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 		     uint64_t ino, const struct proto_layout *l,
 		     int with_allocs, const int *pipes)
 {
+	int mirror = cli_mirror_n(l) == 2;
+	unsigned turn = mirror ? atomic_fetch_add(&fs->read_turn, 1) : 0;
 	size_t body_off = 0;
 	int rc;
 
@@ -430,6 +573,9 @@ static int round_run(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 		const struct iovec *al = with_allocs ? &t->alloc[s->iov0] : NULL;
 
 		if (!s->nsegs)
+			continue;
+		if (mirror && op == PROTO_OP_IO_READ &&
+		    sub_read_replica(fs, s, ino, l, k, turn))
 			continue;
 		rc = sub_encode(s, t, op, ino, t->body + body_off, &t->iov[s->iov0], al);
 		if (rc) {
@@ -441,25 +587,18 @@ static int round_run(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 			s->call.rd_pipe_fd = pipes[k];
 		}
 		body_off += sub_body_cap(s);
+		if (mirror && op == PROTO_OP_IO_WRITE) {
+			sub_buddy(&t->subs[l->count + k], s, t->subs[l->count + k].iod);
+			sub_submit(fs, &t->subs[l->count + k]);
+		}
 		sub_submit(fs, s);
 	}
 	rc = 0;
 	for (uint16_t k = 0; k < l->count; k++) {
-		struct io_sub *s = &t->subs[k];
+		int src = sub_finish(fs, t, op, ino, l, k, pipes != NULL);
 
-		if (s->submitted)
-			sub_wait(fs, s);
-		if (op == PROTO_OP_IO_READ && s->nsegs && s->rc == 0 &&
-		    s->call.rd_bytes != s->bytes) {
-			log_warn("iod %u (%s:%u): read returned %llu of %llu bytes",
-				 s->iod, fs->iods[s->iod].host,
-				 fs->iods[s->iod].port,
-				 (unsigned long long)s->call.rd_bytes,
-				 (unsigned long long)s->bytes);
-			s->rc = -EIO;
-		}
-		if (s->rc && !rc)
-			rc = s->rc;
+		if (src && !rc)
+			rc = src;
 	}
 	return rc;
 }
@@ -514,7 +653,7 @@ int cli_io_list(struct cli_fs *fs, uint64_t ino, const struct proto_layout *l,
 
 	if (dir != CLI_IO_READ && dir != CLI_IO_WRITE)
 		return -EINVAL;
-	if (stripe_layout_check(l, fs->niods))
+	if (stripe_layout_check(l, cli_mirror_width(fs, l)))
 		return -EINVAL;
 	rc = list_check(foff, flen, nf, mem, nm, allocs, &total);
 	if (rc)
@@ -571,7 +710,7 @@ int cli_io_read_pipes(struct cli_fs *fs, uint64_t ino,
 	int rc;
 
 	*np = 0;
-	if (len == 0 || stripe_layout_check(l, fs->niods))
+	if (len == 0 || stripe_layout_check(l, cli_mirror_width(fs, l)))
 		return -EINVAL;
 	if (!net_client_rd_to_pipe(fs->net))
 		return -EOPNOTSUPP;
@@ -623,8 +762,10 @@ int cli_io_write(struct cli_fs *fs, uint64_t ino, const struct proto_layout *l,
  * The data itself is on the wire already (net_client_wr_sent_at_submit).
  */
 struct cli_io_pending {
-	uint16_t count;      /* subs of the layout */
-	struct io_sub subs[]; /* then iovecs, bodies, the data copy */
+	uint64_t ino;
+	uint16_t count;      /* file iods of the layout */
+	uint16_t nrep;       /* replicas: subs[count + k] is k's buddy if 2 */
+	struct io_sub subs[]; /* then iovecs, bodies */
 };
 
 /* Start a write and return without waiting for the iods: see cli_io.h. */
@@ -641,7 +782,7 @@ int cli_io_write_start(struct cli_fs *fs, uint64_t ino,
 	int rc;
 
 	*out = NULL;
-	if (len == 0 || stripe_layout_check(l, fs->niods))
+	if (len == 0 || stripe_layout_check(l, cli_mirror_width(fs, l)))
 		return -EINVAL;
 	if (!net_client_wr_sent_at_submit(fs->net))
 		return -EAGAIN; /* the iods would fetch buf after we return */
@@ -661,29 +802,41 @@ int cli_io_write_start(struct cli_fs *fs, uint64_t ino,
 	}
 	if (staged != len)
 		return -EAGAIN; /* needs several rounds: write it synchronously */
-	need = sizeof(*p) + l->count * sizeof(struct io_sub) + niov * sizeof(struct iovec) +
-	       bodies;
+	uint16_t nrep = (uint16_t)cli_mirror_n(l);
+	need = sizeof(*p) + (size_t)l->count * nrep * sizeof(struct io_sub) +
+	       niov * sizeof(struct iovec) + bodies;
 	p = malloc(need);
 	if (!p)
 		return -ENOMEM;
+	p->ino = ino;
 	p->count = l->count;
-	struct iovec *iov = (struct iovec *)&p->subs[l->count];
+	p->nrep = nrep;
+	struct iovec *iov = (struct iovec *)&p->subs[l->count * nrep];
 	uint8_t *body = (uint8_t *)(iov + niov);
 	rc = 0;
 	for (uint16_t k = 0; k < l->count; k++) {
-		struct io_sub *s = &p->subs[k];
+		struct io_sub *s = &p->subs[k], *b = &p->subs[l->count + k];
 
 		*s = t->subs[k];
 		s->rc = 0;
 		s->submitted = 0;
+		if (nrep == 2) {
+			b->nsegs = 0;
+			b->rc = 0;
+			b->submitted = 0;
+		}
 		if (!s->nsegs || rc)
 			continue;
 		memcpy(iov, &t->iov[s->iov0], s->niov * sizeof(*iov));
 		rc = sub_encode(s, t, PROTO_OP_IO_WRITE, ino, body, iov, NULL);
+		if (!rc && nrep == 2) {
+			sub_buddy(b, s, cli_mirror_iod(fs, l, k, 1));
+			sub_submit(fs, b);
+		}
 		if (!rc)
 			sub_submit(fs, s);
-		if (s->rc && !rc)
-			rc = s->rc;
+		if (s->rc && (nrep == 1 || s->rc != -EIO) && !rc)
+			rc = s->rc; /* mirrored -EIO: pair_rc decides at the wait */
 		iov += s->niov;
 		body += sub_body_cap(s);
 	}
@@ -702,12 +855,19 @@ int cli_io_pending_wait(struct cli_fs *fs, struct cli_io_pending *p)
 	int rc = 0;
 
 	for (uint16_t k = 0; k < p->count; k++) {
-		struct io_sub *s = &p->subs[k];
+		struct io_sub *s = &p->subs[k], *b = &p->subs[p->count + k];
+		int src;
 
 		if (s->submitted)
 			sub_wait(fs, s);
-		if (s->rc && !rc)
-			rc = s->rc;
+		src = s->rc;
+		if (p->nrep == 2 && s->nsegs) {
+			if (b->submitted)
+				sub_wait(fs, b);
+			src = pair_rc(fs, p->ino, s->rc, s->iod, b->rc, b->iod);
+		}
+		if (src && !rc)
+			rc = src;
 	}
 	free(p);
 	return rc;
@@ -731,88 +891,193 @@ static void sub_start_nodata(struct cli_fs *fs, struct io_sub *s, uint16_t op,
 }
 
 /*
- * Send op to every iod of the layout at once and wait for all. For
- * IO_TRUNCATE size is the file size (each iod gets its local share).
+ * Send op to every iod of the layout at once (both replicas of a mirrored
+ * one) and wait for all. For IO_TRUNCATE size is the file size (each iod
+ * gets its local share). A mirrored replica that fails with -EIO while its
+ * buddy succeeds is recorded stale (pair_rc), except for IO_REMOVE, where
+ * any failure stands: the inode then stays an orphan for the scrub.
  * Cost: one parallel round trip.
  */
 static int fanout(struct cli_fs *fs, uint16_t op, uint64_t ino,
 		  const struct proto_layout *l, uint64_t size, uint32_t flags)
 {
+	uint32_t nsub = (uint32_t)l->count * cli_mirror_n(l);
 	struct io_tls *t;
 	int rc = 0;
 
-	if (stripe_layout_check(l, fs->niods))
+	if (stripe_layout_check(l, cli_mirror_width(fs, l)))
 		return -EINVAL;
 	t = io_tls_get();
 	if (!t)
 		return -ENOMEM;
-	for (uint16_t k = 0; k < l->count; k++) {
-		struct io_sub *s = &t->subs[k];
+	for (uint32_t j = 0; j < nsub; j++) {
+		struct io_sub *s = &t->subs[j];
 		struct proto_ioreq q = { .ino = ino, .flags = flags };
-		uint8_t *body = t->body + (size_t)k * IO_BODY_HDR;
+		uint16_t k = (uint16_t)(j % l->count);
 
-		s->iod = (uint16_t)((l->first + k) % fs->niods);
+		s->iod = cli_mirror_iod(fs, l, k, (int)(j / l->count));
 		s->submitted = 0;
 		s->rc = 0;
 		if (op == PROTO_OP_IO_TRUNCATE)
 			q.size = stripe_local_size(l, k, size);
-		sub_start_nodata(fs, s, op, &q, body, IO_BODY_HDR);
+		sub_start_nodata(fs, s, op, &q, t->body + (size_t)j * IO_BODY_HDR,
+				 IO_BODY_HDR);
 	}
-	for (uint16_t k = 0; k < l->count; k++) {
-		struct io_sub *s = &t->subs[k];
+	for (uint32_t j = 0; j < nsub; j++) {
+		struct io_sub *s = &t->subs[j];
 
 		if (s->submitted)
 			sub_wait(fs, s);
 		if (op == PROTO_OP_IO_REMOVE && s->rc == -ENOENT)
 			s->rc = 0;
-		if (s->rc && !rc)
-			rc = s->rc;
+	}
+	for (uint16_t k = 0; k < l->count; k++) {
+		struct io_sub *s = &t->subs[k], *b = &t->subs[l->count + k];
+		int src = s->rc;
+
+		if (nsub > l->count && op == PROTO_OP_IO_REMOVE)
+			src = s->rc ? s->rc : b->rc;
+		else if (nsub > l->count)
+			src = pair_rc(fs, ino, s->rc, s->iod, b->rc, b->iod);
+		if (src && !rc)
+			rc = src;
 	}
 	return rc;
 }
 
-/* Each: see cli_io.h. A value reply that does not decode counts as that
- * iod's -EIO. */
-int cli_io_each(struct cli_fs *fs, uint16_t op, uint64_t ino,
-		const struct proto_layout *l, const struct proto_ioreq *qs,
-		int *rcs, uint64_t *vals)
+/*
+ * One parallel pass of requests without data: entry j goes to iod iods[j]
+ * with request qs[ks[j]]; entries whose rcs[j] is nonzero are skipped.
+ * Results in rcs[j] (and vals[j] for IO_SEEK and IO_BLOCKS; a value reply
+ * that does not decode counts as -EIO). Cost: one parallel round trip.
+ */
+static void each_pass(struct cli_fs *fs, struct io_tls *t, uint16_t op,
+		      uint64_t ino, uint32_t n, const uint16_t *ks,
+		      const uint16_t *iods, const struct proto_ioreq *qs,
+		      int *rcs, uint64_t *vals)
 {
-	struct io_tls *t;
-
-	if (stripe_layout_check(l, fs->niods))
-		return -EINVAL;
-	t = io_tls_get();
-	if (!t)
-		return -ENOMEM;
-	for (uint16_t k = 0; k < l->count; k++) {
-		struct io_sub *s = &t->subs[k];
-		struct proto_ioreq q = qs[k];
+	for (uint32_t j = 0; j < n; j++) {
+		struct io_sub *s = &t->subs[j];
+		struct proto_ioreq q = qs[ks[j]];
 
 		q.ino = ino;
-		s->iod = (uint16_t)((l->first + k) % fs->niods);
+		s->iod = iods[j];
 		s->submitted = 0;
-		s->rc = rcs[k];
+		s->rc = rcs[j];
 		if (s->rc)
-			continue; /* the caller skips this iod */
-		sub_start_nodata(fs, s, op, &q, t->body + (size_t)k * IO_BODY_HDR,
+			continue;
+		sub_start_nodata(fs, s, op, &q, t->body + (size_t)j * IO_BODY_HDR,
 				 IO_BODY_HDR);
 	}
-	for (uint16_t k = 0; k < l->count; k++) {
-		struct io_sub *s = &t->subs[k];
+	for (uint32_t j = 0; j < n; j++) {
+		struct io_sub *s = &t->subs[j];
 		const char *why = NULL;
 
 		if (s->submitted)
 			sub_wait(fs, s);
-		rcs[k] = s->rc;
+		rcs[j] = s->rc;
 		if (s->rc || !vals ||
 		    (op != PROTO_OP_IO_SEEK && op != PROTO_OP_IO_BLOCKS))
 			continue;
-		if (proto_ioval_decode(s->rep, s->call.rep_len, &vals[k], &why)) {
+		if (proto_ioval_decode(s->rep, s->call.rep_len, &vals[j], &why)) {
 			log_warn("iod %u: %s reply: bad %s", s->iod, op_verb(op),
 				 why ? why : "body");
-			rcs[k] = -EIO;
+			rcs[j] = -EIO;
 		}
 	}
+}
+
+/*
+ * cli_io_each of a mirrored layout for IO_SEEK and IO_BLOCKS: ask one
+ * replica per file iod (read_pick; the replicas hold the same bytes, so
+ * st_blocks counts one copy) and the other where that fails with -EIO.
+ * Cost: one parallel round trip, two when a replica fails.
+ */
+static void each_one_replica(struct cli_fs *fs, struct io_tls *t, uint16_t op,
+			     uint64_t ino, const struct proto_layout *l,
+			     const struct proto_ioreq *qs, int *rcs, uint64_t *vals)
+{
+	uint16_t ks[PROTO_MAX_IODS], iods[PROTO_MAX_IODS];
+	int retry[PROTO_MAX_IODS]; /* 0: ask the other replica; 1: skip */
+	unsigned turn = atomic_fetch_add(&fs->read_turn, 1);
+
+	for (uint16_t k = 0; k < l->count; k++) {
+		int r = rcs[k] ? 0 : read_pick(fs, ino, l, k, turn);
+
+		ks[k] = k;
+		iods[k] = cli_mirror_iod(fs, l, k, r < 0 ? 0 : r);
+		if (r < 0)
+			rcs[k] = -EIO; /* both recorded stale */
+		retry[k] = rcs[k] != 0;
+	}
+	each_pass(fs, t, op, ino, l->count, ks, iods, qs, rcs, vals);
+	for (uint16_t k = 0; k < l->count; k++) {
+		uint16_t other = cli_mirror_iod(fs, l, k, 0);
+
+		if (other == iods[k])
+			other = cli_mirror_iod(fs, l, k, 1);
+		retry[k] = retry[k] || rcs[k] != -EIO ||
+			   cli_mirror_is_stale(fs, ino, other);
+		iods[k] = other;
+	}
+	each_pass(fs, t, op, ino, l->count, ks, iods, qs, retry, vals);
+	for (uint16_t k = 0; k < l->count; k++)
+		if (rcs[k] == -EIO && retry[k] != 1)
+			rcs[k] = retry[k];
+}
+
+/*
+ * cli_io_each of a mirrored layout for ops that change the objects
+ * (IO_FALLOCATE): both replicas of each file iod, results combined by
+ * pair_rc. Cost: one parallel round trip.
+ */
+static void each_both_replicas(struct cli_fs *fs, struct io_tls *t, uint16_t op,
+			       uint64_t ino, const struct proto_layout *l,
+			       const struct proto_ioreq *qs, int *rcs)
+{
+	uint16_t ks[2 * PROTO_MAX_IODS], iods[2 * PROTO_MAX_IODS];
+	int r2[2 * PROTO_MAX_IODS];
+	uint16_t c = l->count;
+
+	for (uint32_t j = 0; j < 2u * c; j++) {
+		ks[j] = (uint16_t)(j % c);
+		iods[j] = cli_mirror_iod(fs, l, ks[j], (int)(j / c));
+		r2[j] = rcs[ks[j]];
+	}
+	each_pass(fs, t, op, ino, 2u * c, ks, iods, qs, r2, NULL);
+	for (uint16_t k = 0; k < c; k++)
+		if (!rcs[k])
+			rcs[k] = pair_rc(fs, ino, r2[k], iods[k], r2[c + k],
+					 iods[c + k]);
+}
+
+/* Each: see cli_io.h. */
+int cli_io_each(struct cli_fs *fs, uint16_t op, uint64_t ino,
+		const struct proto_layout *l, const struct proto_ioreq *qs,
+		int *rcs, uint64_t *vals)
+{
+	uint16_t ks[PROTO_MAX_IODS], iods[PROTO_MAX_IODS];
+	struct io_tls *t;
+
+	if (stripe_layout_check(l, cli_mirror_width(fs, l)))
+		return -EINVAL;
+	t = io_tls_get();
+	if (!t)
+		return -ENOMEM;
+	if (cli_mirror_n(l) == 2 &&
+	    (op == PROTO_OP_IO_SEEK || op == PROTO_OP_IO_BLOCKS)) {
+		each_one_replica(fs, t, op, ino, l, qs, rcs, vals);
+		return 0;
+	}
+	if (cli_mirror_n(l) == 2) {
+		each_both_replicas(fs, t, op, ino, l, qs, rcs);
+		return 0;
+	}
+	for (uint16_t k = 0; k < l->count; k++) {
+		ks[k] = k;
+		iods[k] = cli_mirror_iod(fs, l, k, 0);
+	}
+	each_pass(fs, t, op, ino, l->count, ks, iods, qs, rcs, vals);
 	return 0;
 }
 
@@ -858,13 +1123,14 @@ int cli_io_remove_many(struct cli_fs *fs, size_t n, const uint64_t *inos,
 	for (size_t i = 0; i < n; i++) {
 		const struct proto_layout *l = &layouts[i];
 
-		ok[i] = stripe_layout_check(l, fs->niods) == 0;
+		ok[i] = stripe_layout_check(l, cli_mirror_width(fs, l)) == 0;
 		if (!ok[i]) {
 			rc = -EINVAL;
 			continue;
 		}
-		for (uint16_t k = 0; k < l->count; k++) {
-			uint16_t j = (uint16_t)((l->first + k) % fs->niods);
+		for (uint32_t e = 0; e < (uint32_t)l->count * cli_mirror_n(l); e++) {
+			uint16_t j = cli_mirror_iod(fs, l, (uint16_t)(e % l->count),
+						    (int)(e / l->count));
 
 			lists[(size_t)j * n + cnt[j]++] = inos[i];
 		}

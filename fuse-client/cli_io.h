@@ -8,7 +8,12 @@
  *
  * Any transport failure or timeout of any iod fails the whole call with
  * -EIO (logged once per failure burst per iod). An iod's own -errno (for
- * example -ENOSPC) is passed through. Thread-safe; each thread uses its own
+ * example -ENOSPC) is passed through. Mirrored layouts (mirror=2, see
+ * cli_mirror.h and HACKING.md "Mirroring"): writes, truncate, fsync,
+ * fallocate and remove go to both replicas of each piece; a replica failing
+ * with -EIO while its buddy succeeds is recorded stale at the mgr before the
+ * call succeeds. Reads, IO_SEEK and IO_BLOCKS go to one replica and fail
+ * over to the other on -EIO. Thread-safe; each thread uses its own
  * preallocated piece and request arrays, so a call allocates nothing.
  */
 #ifndef RPFS_CLI_IO_H
@@ -60,7 +65,9 @@ struct cli_io_piece {
  * pipe each stretch of the range comes (adjacent stretches of one pipe
  * merged). On failure the pipes may hold part of the data.
  * @return 0, -EOPNOTSUPP the transport cannot (verbs), -E2BIG more than
- *	maxp pieces or more than one round of the list engine, -EINVAL bad
+ *	maxp pieces or more than one round of the list engine, -EAGAIN a
+ *	replica of a mirrored file failed (the pipes may hold part of its
+ *	share: read through a buffer, which fails over), -EINVAL bad
  *	layout or range, -ENOMEM, -EIO, or an iod's -errno
  */
 int cli_io_read_pipes(struct cli_fs *fs, uint64_t ino,
@@ -123,7 +130,11 @@ int cli_io_truncate(struct cli_fs *fs, uint64_t ino,
  * iod's result goes to rcs[k]: 0 or -errno as it answered (-ENOENT and
  * -ENXIO included), -EIO for a transport failure. For IO_SEEK and
  * IO_BLOCKS, vals[k] gets a successful reply's value (vals may be NULL for
- * other ops). Cost: one parallel round trip.
+ * other ops). Mirror=2: k is still the file iod; IO_SEEK and IO_BLOCKS
+ * ask one replica of it (the other where that fails with -EIO), other ops
+ * both, their results combined as for writes (a replica failing with -EIO
+ * while its buddy succeeds is recorded stale; then rcs[k] is 0).
+ * Cost: one parallel round trip (two when a replica fails).
  * @param[in] qs l->count requests
  * @param[in,out] rcs l->count results; nonzero on entry skips that iod
  * @param[out] vals NULL or l->count values

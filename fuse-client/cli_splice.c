@@ -180,6 +180,12 @@ int cli_splice_read(fuse_req_t req, struct cli_fs *fs, uint64_t ino,
 			       t->pieces, SPL_MAX_PIECES, &n);
 	if (rc == -E2BIG || rc == -EOPNOTSUPP)
 		return -EAGAIN; /* nothing was sent */
+	if (rc == -EAGAIN) { /* a mirrored replica failed: the pipes may hold
+			      * part of it; read again through a buffer */
+		for (uint16_t k = 0; k < l->count; k++)
+			spl_pipe_close(t, k);
+		return -EAGAIN;
+	}
 	if (rc == 0) {
 		t->bv->count = n;
 		t->bv->idx = 0;

@@ -27,7 +27,8 @@ struct mgr_irec {
 	uint32_t ansec, mnsec, cnsec;
 	uint32_t unit;
 	uint16_t count, first;
-	uint32_t pad; /* explicit, so no uninitialised bytes reach the disk */
+	uint8_t mirror;  /* 0 in records written before mirroring: 1 */
+	uint8_t pad[3]; /* explicit, so no uninitialised bytes reach the disk */
 	uint64_t blocks; /* version 2 */
 };
 
@@ -164,7 +165,8 @@ int mgr_db_inode_get(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 	in->atime = (struct proto_time){ r.asec, r.ansec };
 	in->mtime = (struct proto_time){ r.msec, r.mnsec };
 	in->ctime = (struct proto_time){ r.csec, r.cnsec };
-	in->layout = (struct proto_layout){ r.unit, r.count, r.first };
+	in->layout = (struct proto_layout){ r.unit, r.count, r.first,
+					    r.mirror ? r.mirror : (r.unit ? 1 : 0) };
 	in->target_len = r.target_len;
 	in->target = r.target_len ? (const char *)d.mv_data + hlen : NULL;
 	return 0;
@@ -178,7 +180,7 @@ int mgr_db_inode_put(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 	MDB_val k = { db_key(kb, ino, NULL, 0), kb };
 	MDB_val d = { sizeof(struct mgr_irec) + in->target_len, NULL };
 	struct mgr_irec r = {
-		.pad = 0, .version = MGR_IREC_VERSION, .mode = in->mode, .nlink = in->nlink,
+		.pad = { 0, 0, 0 }, .mirror = in->layout.mirror, .version = MGR_IREC_VERSION, .mode = in->mode, .nlink = in->nlink,
 		.uid = in->uid, .gid = in->gid, .rdev = in->rdev,
 		.flags = in->flags, .target_len = in->target_len,
 		.size = in->size, .parent = in->parent,
@@ -223,7 +225,33 @@ static int db_del_prefix(MDB_txn *txn, MDB_dbi dbi, uint64_t id)
 	return rc == MDB_NOTFOUND ? 0 : db_err(rc, "delete prefix");
 }
 
-/* Delete inode ino with its xattrs and orphan mark, and uncount it. */
+static size_t stale_key(uint8_t *k, uint16_t iod, uint64_t ino);
+
+/* Drop the stale records of a purged inode (its objects are gone). Cost:
+ * nothing while no record exists (one O(1) stat), else one delete per iod
+ * in a group. @return 0, -EIO */
+static int stale_del_ino(struct mgr_db *db, MDB_txn *txn, uint64_t ino)
+{
+	MDB_stat st;
+	int rc = mdb_stat(txn, db->stale, &st);
+
+	if (rc)
+		return db_err(rc, "stale stat");
+	for (uint16_t g = 0; st.ms_entries && g < db->ngroups; g++) {
+		for (int r = 0; r < 2; r++) {
+			uint8_t kb[10];
+			MDB_val k = { stale_key(kb, db->groups[g].iod[r], ino), kb };
+
+			rc = mdb_del(txn, db->stale, &k, NULL);
+			if (rc && rc != MDB_NOTFOUND)
+				return db_err(rc, "stale del");
+		}
+	}
+	return 0;
+}
+
+/* Delete inode ino with its xattrs, orphan mark and stale records, and
+ * uncount it. */
 int mgr_db_inode_del(struct mgr_db *db, MDB_txn *txn, uint64_t ino)
 {
 	uint8_t kb[8];
@@ -237,6 +265,8 @@ int mgr_db_inode_del(struct mgr_db *db, MDB_txn *txn, uint64_t ino)
 	if (rc && rc != MDB_NOTFOUND)
 		return db_err(rc, "orphan del");
 	rc = db_del_prefix(txn, db->xattrs, ino);
+	if (!rc)
+		rc = stale_del_ino(db, txn, ino);
 	if (rc)
 		return rc;
 	rc = meta_get_u64(db, txn, "ninodes", &n, 1);
@@ -624,6 +654,8 @@ int mgr_db_open(struct mgr_db **out, const char *dir)
 		rc = mdb_dbi_open(txn, "orphans", MDB_CREATE, &db->orphans);
 	if (!rc)
 		rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &db->meta);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "stale", MDB_CREATE, &db->stale);
 	rc = db_err(rc, "dbi open");
 	if (!rc)
 		rc = meta_get_u64(db, txn, "fsid", &v, 0);
@@ -714,54 +746,149 @@ static int iodtab_diff(const struct mgr_iod *old, uint16_t on,
 	return 0;
 }
 
-/* Record or verify the iod table and default layout (one write txn). */
-int mgr_db_config(struct mgr_db *db, const struct mgr_iod *iods, uint16_t n,
-		  uint32_t unit, uint16_t count, char *msg, size_t msgcap)
+/* Record the iod table at first start, else compare it with the stored
+ * one. @return 0, -EEXIST (msg says what differs), -EIO */
+static int config_iods(struct mgr_db *db, MDB_txn *txn,
+		       const struct mgr_iod *iods, uint16_t n, char *msg,
+		       size_t msgcap)
 {
 	static uint8_t buf[2 + PROTO_MAX_IODS * (3 + PROTO_MAX_HOST)];
 	static struct mgr_iod old[PROTO_MAX_IODS];
-	MDB_val k = { 4, "iods" }, d, lk = { 9, "deflayout" };
-	struct proto_layout lay = { 65536, n, 0 }, stored;
+	MDB_val k = { 4, "iods" }, d;
 	uint16_t on;
+	int rc = mdb_get(txn, db->meta, &k, &d);
+
+	if (rc == MDB_NOTFOUND) {
+		d = (MDB_val){ iodtab_pack(buf, iods, n), buf };
+		return db_err(mdb_put(txn, db->meta, &k, &d, 0), "iods put");
+	}
+	if (rc)
+		return db_err(rc, "iods get");
+	rc = iodtab_unpack(d.mv_data, d.mv_size, old, &on);
+	if (rc) {
+		snprintf(msg, msgcap, "stored iod table is corrupt");
+		return rc;
+	}
+	return iodtab_diff(old, on, iods, n, msg, msgcap);
+}
+
+/* Form the mirror groups from the iods' domains; record them at first
+ * start (of a version with mirroring), else they must equal the stored
+ * ones. Stored as u16 n, then n x (u16, u16), host order.
+ * @return 0, -EINVAL (domains cannot pair), -EEXIST (differ), -EIO */
+static int config_groups(struct mgr_db *db, MDB_txn *txn,
+			 const struct mgr_iod *iods, uint16_t n, char *msg,
+			 size_t msgcap)
+{
+	static uint16_t buf[1 + PROTO_MAX_IODS];
+	const char *doms[PROTO_MAX_IODS];
+	MDB_val k = { 6, "groups" }, d;
+	uint16_t ng;
+	int rc;
+
+	for (uint16_t i = 0; i < n; i++)
+		doms[i] = iods[i].domain;
+	rc = stripe_groups_form(doms, n, db->groups, &ng, msg, msgcap);
+	if (rc)
+		return rc;
+	db->ngroups = ng;
+	buf[0] = ng;
+	memcpy(buf + 1, db->groups, ng * sizeof(struct proto_group));
+	rc = mdb_get(txn, db->meta, &k, &d);
+	if (rc == MDB_NOTFOUND) {
+		d = (MDB_val){ 2 + ng * sizeof(struct proto_group), buf };
+		return db_err(mdb_put(txn, db->meta, &k, &d, 0), "groups put");
+	}
+	if (rc)
+		return db_err(rc, "groups get");
+	if (d.mv_size != 2 + ng * sizeof(struct proto_group) ||
+	    memcmp(d.mv_data, buf, d.mv_size)) {
+		snprintf(msg, msgcap, "the mirror groups formed from the failure "
+			 "domains differ from the ones recorded in the database");
+		return -EEXIST;
+	}
+	return 0;
+}
+
+/* Resolve the default layout from the stored one and the given values
+ * (0 = not given): a mirror change without a count takes the full width.
+ * @return 0, -EINVAL (msg says why) */
+static int config_layout(struct mgr_db *db, struct proto_layout *lay,
+			 uint32_t unit, uint16_t count, uint8_t mirror,
+			 char *msg, size_t msgcap)
+{
+	uint16_t width;
+
+	if (unit)
+		lay->unit = unit;
+	if (mirror && mirror != lay->mirror && !count)
+		lay->count = 0;
+	if (mirror)
+		lay->mirror = mirror;
+	if (count)
+		lay->count = count;
+	if (lay->mirror == 2 && db->ngroups == 0) {
+		snprintf(msg, msgcap, "mirror=2 needs at least 2 iods");
+		return -EINVAL;
+	}
+	width = lay->mirror == 2 ? db->ngroups : db->niods;
+	if (count > width) {
+		snprintf(msg, msgcap, "stripe count %u is more than the %u mirror "
+			 "groups", count, width);
+		return -EINVAL;
+	}
+	if (lay->count == 0 || lay->count > width)
+		lay->count = width;
+	return 0;
+}
+
+/* Record or verify the iod table, the mirror groups and the default
+ * layout (one write txn). */
+int mgr_db_config(struct mgr_db *db, const struct mgr_iod *iods, uint16_t n,
+		  uint32_t unit, uint16_t count, uint8_t mirror, char *msg,
+		  size_t msgcap)
+{
+	MDB_val lk = { 9, "deflayout" }, d;
+	struct proto_layout lay, stored;
 	MDB_txn *txn;
 	int rc, have = 0;
 
-	if (n == 0 || n > PROTO_MAX_IODS || count > n)
+	if (n == 0 || n > PROTO_MAX_IODS || mirror > 2 ||
+	    (mirror != 2 && count > n))
 		return -EINVAL;
+	memset(&lay, 0, sizeof(lay)); /* padding reaches the disk */
+	lay.unit = 65536;
+	lay.count = n;
+	lay.mirror = 1;
 	rc = mgr_db_begin(db, 0, &txn);
 	if (rc)
 		return rc;
-	rc = mdb_get(txn, db->meta, &k, &d);
-	if (rc == MDB_NOTFOUND) {
-		d = (MDB_val){ iodtab_pack(buf, iods, n), buf };
-		rc = db_err(mdb_put(txn, db->meta, &k, &d, 0), "iods put");
-	} else if (rc == 0) {
-		rc = iodtab_unpack(d.mv_data, d.mv_size, old, &on);
-		if (rc)
-			snprintf(msg, msgcap, "stored iod table is corrupt");
-		else
-			rc = iodtab_diff(old, on, iods, n, msg, msgcap);
-	} else {
-		rc = db_err(rc, "iods get");
-	}
+	db->niods = n;
+	rc = config_iods(db, txn, iods, n, msg, msgcap);
+	if (!rc)
+		rc = config_groups(db, txn, iods, n, msg, msgcap);
 	if (rc)
 		goto out_abort;
 	rc = mdb_get(txn, db->meta, &lk, &d);
-	if (rc == 0 && d.mv_size == sizeof(stored)) {
-		memcpy(&stored, d.mv_data, sizeof(stored));
-		lay = stored;
+	if (rc == 0 && (d.mv_size == sizeof(stored) || d.mv_size == 8)) {
+		memset(&stored, 0, sizeof(stored));
+		memcpy(&stored, d.mv_data, d.mv_size); /* 8: before mirroring */
+		if (!stored.mirror)
+			stored.mirror = 1;
+		memcpy(&lay, &stored, sizeof(lay));
 		have = 1;
 	} else if (rc && rc != MDB_NOTFOUND) {
 		rc = db_err(rc, "deflayout get");
 		goto out_abort;
 	}
-	if (unit)
-		lay.unit = unit;
-	if (count)
-		lay.count = count;
-	if (have && (lay.unit != stored.unit || lay.count != stored.count))
-		log_notice("default layout changed from unit=%u,count=%u to unit=%u,count=%u",
-			   stored.unit, stored.count, lay.unit, lay.count);
+	rc = config_layout(db, &lay, unit, count, mirror, msg, msgcap);
+	if (rc)
+		goto out_abort;
+	if (have && (lay.unit != stored.unit || lay.count != stored.count ||
+		     lay.mirror != stored.mirror))
+		log_notice("default layout changed from unit=%u,count=%u,mirror=%u "
+			   "to unit=%u,count=%u,mirror=%u", stored.unit, stored.count,
+			   stored.mirror, lay.unit, lay.count, lay.mirror);
 	d = (MDB_val){ sizeof(lay), &lay };
 	rc = db_err(mdb_put(txn, db->meta, &lk, &d, 0), "deflayout put");
 	if (rc)
@@ -769,11 +896,63 @@ int mgr_db_config(struct mgr_db *db, const struct mgr_iod *iods, uint16_t n,
 	rc = mgr_db_commit(txn);
 	if (rc)
 		return rc;
-	db->niods = n;
 	memcpy(db->iods, iods, n * sizeof(*iods));
 	db->deflayout = lay;
 	return 0;
 
+out_abort:
+	mgr_db_abort(txn);
+	return rc;
+}
+
+/* Stale record key: u16 iod, u64 ino, both big-endian (a cursor walks
+ * one iod's records in inode order). */
+static size_t stale_key(uint8_t *k, uint16_t iod, uint64_t ino)
+{
+	uint16_t bi = htobe16(iod);
+	uint64_t bo = htobe64(ino);
+
+	memcpy(k, &bi, 2);
+	memcpy(k + 2, &bo, 8);
+	return 10;
+}
+
+/* See mgr_db.h. Cost: one B-tree insert and a durable commit. */
+int mgr_db_stale_add(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
+		     uint64_t ino)
+{
+	uint8_t kb[10];
+	MDB_val k = { stale_key(kb, iod, ino), kb }, d = { 0, "" };
+
+	return db_err(mdb_put(txn, db->stale, &k, &d, 0), "stale put");
+}
+
+/* See mgr_db.h. Cost: a walk over every stale record. */
+int mgr_db_stale_count(struct mgr_db *db, uint64_t *counts, uint16_t n)
+{
+	MDB_cursor *c;
+	MDB_txn *txn;
+	MDB_val k, d;
+	int rc = mgr_db_begin(db, 1, &txn);
+
+	if (rc)
+		return rc;
+	memset(counts, 0, n * sizeof(*counts));
+	rc = db_err(mdb_cursor_open(txn, db->stale, &c), "stale cursor");
+	if (rc)
+		goto out_abort;
+	for (rc = mdb_cursor_get(c, &k, &d, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+		uint16_t be;
+
+		if (k.mv_size != 10)
+			continue;
+		memcpy(&be, k.mv_data, 2);
+		if (be16toh(be) < n)
+			counts[be16toh(be)]++;
+	}
+	mdb_cursor_close(c);
+	rc = rc == MDB_NOTFOUND ? 0 : db_err(rc, "stale walk");
 out_abort:
 	mgr_db_abort(txn);
 	return rc;

@@ -7,7 +7,10 @@
  *   dirseq   parent (u64 BE) + seq (u64 BE)  -> name   (readdir order/cookies)
  *   xattrs   ino (u64 BE) + name             -> value
  *   orphans  ino (u64 BE)                    -> (empty) inodes with nlink 0
- *   meta     string key                      -> counters, fsid, iod table, layout
+ *   meta     string key                      -> counters, fsid, iod table,
+ *                                               mirror groups, layout
+ *   stale    iod (u16 BE) + ino (u64 BE)     -> (empty) replicas of mirrored
+ *                                               files that missed a write
  * Keys are big-endian so that a cursor walks one directory (or one inode's
  * xattrs) in order; this is a storage format, not wire byte order. Values are
  * host order (an LMDB file is not portable across architectures anyway).
@@ -29,6 +32,7 @@
 #include <stdint.h>
 
 #include "proto.h"
+#include "stripe.h"
 
 #define MGR_ROOT_INO 1
 #define MGR_SEQ_FIRST 3       /* cookies 1, 2 are "." and ".." */
@@ -57,15 +61,18 @@ struct mgr_inode {
 struct mgr_iod {
 	char host[PROTO_MAX_HOST + 1];
 	uint16_t port;
+	char domain[STRIPE_MAX_DOMAIN + 1]; /* failure domain; "" = none */
 };
 
 /* The open store. Fields are set at open/config and read-only afterwards. */
 struct mgr_db {
 	MDB_env *env;
-	MDB_dbi inodes, dirents, dirseq, xattrs, orphans, meta;
+	MDB_dbi inodes, dirents, dirseq, xattrs, orphans, meta, stale;
 	uint64_t fsid;
 	uint16_t niods;
 	struct mgr_iod iods[PROTO_MAX_IODS];
+	uint16_t ngroups;              /* mirror groups (stripe_groups_form) */
+	struct proto_group groups[PROTO_MAX_IODS / 2];
 	struct proto_layout deflayout; /* count resolved (never 0), first 0 */
 };
 
@@ -78,15 +85,33 @@ struct mgr_db {
 int mgr_db_open(struct mgr_db **out, const char *dir);
 
 /**
- * Check or record the iod table and the default layout. At first start the
- * table is stored; later it must match. unit/count of 0 mean "not given":
- * the defaults (65536, all iods) are used at first start, the stored values
- * are kept later; given and different values replace the stored ones.
- * @param[out] msg on -EEXIST, a message naming what differs
- * @return 0, -EEXIST table differs, -EINVAL bad count, -EIO
+ * Check or record the iod table, its mirror groups (formed from the iods'
+ * failure domains, stripe_groups_form) and the default layout. At first
+ * start table and groups are stored; later they must match.
+ * unit/count/mirror of 0 mean "not given": the defaults (65536, all iods
+ * or groups, 1) are used at first start, the stored values are kept later;
+ * given and different values replace the stored ones.
+ * @param[out] msg on -EEXIST or -EINVAL, a message naming what is wrong
+ * @return 0, -EEXIST table or groups differ, -EINVAL bad count, mirror 2
+ *	without a group, or domains that cannot be paired, -EIO
  */
 int mgr_db_config(struct mgr_db *db, const struct mgr_iod *iods, uint16_t n,
-		  uint32_t unit, uint16_t count, char *msg, size_t msgcap);
+		  uint32_t unit, uint16_t count, uint8_t mirror, char *msg,
+		  size_t msgcap);
+
+/**
+ * Record that iod's replica of mirrored file ino missed a write (in the
+ * caller's write txn; idempotent).
+ * @return 0, -ENOSPC, -EIO
+ */
+int mgr_db_stale_add(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
+		     uint64_t ino);
+
+/**
+ * Count the stale records per iod (counts[0..n), iods >= n ignored).
+ * @return 0, -EIO
+ */
+int mgr_db_stale_count(struct mgr_db *db, uint64_t *counts, uint16_t n);
 
 /** Close the environment (every txn must be finished) and free db. */
 void mgr_db_close(struct mgr_db *db);
@@ -104,7 +129,8 @@ int mgr_db_inode_get(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 /** Store an inode. @return 0, -ENOSPC, -EIO */
 int mgr_db_inode_put(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 		     const struct mgr_inode *in);
-/** Delete an inode, its xattrs and its orphan mark. @return 0, -EIO */
+/** Delete an inode, its xattrs, its orphan mark and its stale records.
+ * @return 0, -EIO */
 int mgr_db_inode_del(struct mgr_db *db, MDB_txn *txn, uint64_t ino);
 /** Take the next inode number (never reused) and count it. @return 0, -EIO */
 int mgr_db_inode_alloc(struct mgr_db *db, MDB_txn *txn, uint64_t *ino);

@@ -15,6 +15,7 @@
 #include "mgr_lockd.h"
 #include "mgr_ops.h"
 #include "mgr_scrub.h"
+#include "mgr_stale.h"
 #include "net.h"
 #include "srv_notify.h"
 #include "srv_status.h"
@@ -32,6 +33,7 @@ struct mgr_args {
 	uint16_t niods;
 	uint32_t unit;   /* 0 = not given */
 	long count;      /* -1 = not given */
+	uint8_t mirror;  /* --mirror, [layout] mirror: 1 or 2; 0 = not given */
 	int root_squash;
 	int log_level;   /* -1 = not given */
 	const char *conf;      /* --conf FILE */
@@ -45,13 +47,15 @@ struct mgr_srv {
 	struct mgr_ops *ops;
 	struct mgr_lockd *lockd;
 	struct mgr_scrub *scrub;
+	struct mgr_db *db;
 };
 
 /* Print the usage text to f. */
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: " PROG " --listen HOST:PORT --db DIR --iod HOST:PORT [--iod HOST:PORT ...]\n"
-		   "       [--stripe-unit BYTES] [--stripe-count N] [--root-squash] [--log-level LEVEL]\n"
+		   "       [--stripe-unit BYTES] [--stripe-count N] [--mirror 1|2] [--root-squash]\n"
+		   "       [--log-level LEVEL]\n"
 		   "       [--key FILE] [--transport tcp|verbs|auto] [--lock-grace SECONDS]\n"
 		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
 		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n");
@@ -138,6 +142,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "iod", required_argument, NULL, 'i' },
 		{ "stripe-unit", required_argument, NULL, 'u' },
 		{ "stripe-count", required_argument, NULL, 'c' },
+		{ "mirror", required_argument, NULL, 'm' },
 		{ "root-squash", no_argument, NULL, 'r' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "conf", required_argument, NULL, 'C' },
@@ -187,6 +192,11 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 			break;
 		case 'c':
 			a->count_arg = optarg;
+			break;
+		case 'm':
+			if (strcmp(optarg, "1") && strcmp(optarg, "2"))
+				return bad_arg("--mirror", "1 or 2", optarg);
+			a->mirror = (uint8_t)(optarg[0] - '0');
 			break;
 		case 'r':
 			a->root_squash = 1;
@@ -262,6 +272,8 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 				snprintf(a->iods[i].host, sizeof(a->iods[i].host), "%s",
 					 f->iods[i].host);
 				a->iods[i].port = f->iods[i].port;
+				snprintf(a->iods[i].domain, sizeof(a->iods[i].domain),
+					 "%s", f->iods[i].domain);
 			}
 			a->niods = (uint16_t)f->niods;
 		}
@@ -269,6 +281,8 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 			a->unit = f->stripe_unit;
 		if (!a->count_arg && f->stripe_count >= 0)
 			a->count = f->stripe_count;
+		if (!a->mirror)
+			a->mirror = f->mirror;
 		if (a->root_squash < 0)
 			a->root_squash = f->root_squash;
 		if (a->log_level < 0)
@@ -324,6 +338,8 @@ static void mgr_main_handle(struct net_sreq *r, void *arg)
 		mgr_lockd_handle(ms->lockd, r);
 	else if (mgr_scrub_owns(r->hdr.op))
 		mgr_scrub_handle(ms->scrub, r);
+	else if (mgr_stale_owns(r->hdr.op))
+		mgr_stale_handle(ms->db, r);
 	else
 		mgr_ops_handle(r, ms->ops);
 }
@@ -398,9 +414,12 @@ int main(int argc, char **argv)
 	}
 	msg[0] = '\0';
 	rc = mgr_db_config(db, a.iods, a.niods, a.unit,
-			   a.count > 0 ? (uint16_t)a.count : 0, msg, sizeof(msg));
+			   a.count > 0 ? (uint16_t)a.count : 0, a.mirror, msg,
+			   sizeof(msg));
 	if (rc) {
-		if (rc == -EEXIST)
+		if (rc == -EINVAL && msg[0])
+			log_err("cannot start: %s", msg);
+		else if (rc == -EEXIST)
 			log_err("--iod: the iod table differs from the one recorded in %s: %s",
 				a.db_dir, msg);
 		else
@@ -433,6 +452,7 @@ int main(int argc, char **argv)
 	ms.ops = ops;
 	ms.lockd = lockd;
 	ms.scrub = scrub;
+	ms.db = db;
 	rc = net_server_new(&srv, loop, a.listen_host, a.listen_port,
 			    mgr_main_handle, &ms, &o);
 	if (rc) {

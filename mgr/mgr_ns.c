@@ -318,14 +318,19 @@ static int ns_mknode(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c
 		in.size = tlen;
 	}
 	if (S_ISREG(mode)) {
+		uint16_t width;
+
 		in.layout = (dir.flags & MGR_IF_DIRLAYOUT) ? dir.layout
 							   : db->deflayout;
-		if (in.layout.count == 0 || in.layout.count > db->niods)
-			in.layout.count = db->niods;
+		if (in.layout.mirror == 2 && db->ngroups == 0)
+			in.layout.mirror = 1; /* cannot happen: checked at set */
+		width = stripe_width(&in.layout, db->niods, db->ngroups);
+		if (in.layout.count == 0 || in.layout.count > width)
+			in.layout.count = width;
 		rc = mgr_db_rotate(db, txn, &rot);
 		if (rc)
 			return rc;
-		in.layout.first = (uint16_t)(rot % (db->niods ? db->niods : 1));
+		in.layout.first = (uint16_t)(rot % (width ? width : 1));
 	}
 	rc = mgr_db_dirent_add(db, txn, parent, &dir, name, len, ino);
 	if (rc)

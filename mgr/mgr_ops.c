@@ -160,7 +160,8 @@ static int ops_statfs(struct mgr_ops *ops, struct proto_mrep *p)
 	return 0;
 }
 
-/* MOUNT reply: fsid, default layout, iod table. Encodes directly. */
+/* MOUNT reply: fsid, default layout, iod table, mirror groups. Encodes
+ * directly. */
 static int ops_mount(struct mgr_ops *ops, struct wbuf *w)
 {
 	static struct proto_mount mnt; /* large: keep off the stack */
@@ -176,6 +177,8 @@ static int ops_mount(struct mgr_ops *ops, struct wbuf *w)
 			(uint32_t)strlen(db->iods[i].host) };
 		mnt.iods[i].port = db->iods[i].port;
 	}
+	mnt.ngroups = db->ngroups;
+	memcpy(mnt.groups, db->groups, db->ngroups * sizeof(*db->groups));
 	return proto_mount_encode(w, &mnt);
 }
 

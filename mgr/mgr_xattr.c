@@ -111,24 +111,29 @@ static int xa_set_layout(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 	struct proto_time now;
 	int rc = proto_layout_parse(val, vlen, &l);
 
+	uint16_t width = stripe_width(&l, db->niods, db->ngroups);
+
 	if (rc)
 		return -EINVAL;
-	if (l.count == 0 || l.count > db->niods)
-		return -EINVAL;
+	if (l.count == 0 || l.count > width)
+		return -EINVAL; /* also mirror=2 without a group */
 	if (S_ISDIR(in->mode)) {
-		in->layout = (struct proto_layout){ l.unit, l.count, 0 };
+		in->layout = (struct proto_layout){ l.unit, l.count, 0, l.mirror };
 		in->flags |= MGR_IF_DIRLAYOUT;
 	} else if (S_ISREG(in->mode)) {
 		if (in->size != 0)
 			return -EBUSY;
 		/* first stays rotated unless the string names it */
 		if (memmem(val, vlen, "first=", 6)) {
-			if (l.first >= db->niods)
+			if (l.first >= width)
 				return -EINVAL;
 			in->layout.first = l.first;
+		} else {
+			in->layout.first %= width; /* the old one may index iods */
 		}
 		in->layout.unit = l.unit;
 		in->layout.count = l.count;
+		in->layout.mirror = l.mirror;
 	} else {
 		return -EPERM;
 	}

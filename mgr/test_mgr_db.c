@@ -49,7 +49,7 @@ static struct mgr_db *open_db(const char *dir)
 
 	if (mgr_db_open(&db, dir) != 0)
 		return NULL;
-	if (mgr_db_config(db, iods, 3, 0, 0, msg, sizeof(msg)) != 0) {
+	if (mgr_db_config(db, iods, 3, 0, 0, 0, msg, sizeof(msg)) != 0) {
 		mgr_db_close(db);
 		return NULL;
 	}
@@ -501,6 +501,73 @@ static void rm_tmp(const char *dir)
 	rmdir(dir);
 }
 
+/* Mirror groups from failure domains: recorded at first start, a later
+ * start with other domains refused; mirror defaults, stale records kept. */
+static void test_groups(void)
+{
+	struct mgr_iod four[4] = { { "h", 1, "r1" }, { "h", 2, "r1" },
+				   { "h", 3, "r2" }, { "h", 4, "r2" } };
+	struct mgr_db *db;
+	struct mgr_inode in;
+	struct proto_attr r;
+	uint64_t counts[4];
+	char dir[64], msg[256] = "";
+	MDB_txn *txn;
+
+	mk_tmp(dir, sizeof(dir));
+	CHECK_RC(mgr_db_open(&db, dir), 0);
+	CHECK_RC(mgr_db_config(db, four, 4, 0, 0, 2, msg, sizeof(msg)), 0);
+	CHECK(db->ngroups == 2 && db->groups[0].iod[0] == 0 &&
+	      db->groups[0].iod[1] == 2 && db->groups[1].iod[0] == 1 &&
+	      db->groups[1].iod[1] == 3);
+	CHECK(db->deflayout.mirror == 2 && db->deflayout.count == 2);
+	/* a new file gets a mirrored layout over the groups */
+	CHECK_RC(mgr_ns_create(db, &root_c, 1, S("m"), 0644, 0, &r), 0);
+	CHECK(r.layout.mirror == 2 && r.layout.count == 2 && r.layout.first < 2);
+	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
+	CHECK_RC(mgr_db_inode_get(db, txn, r.ino, &in), 0);
+	CHECK(in.layout.mirror == 2);
+	CHECK_RC(mgr_db_stale_add(db, txn, 2, r.ino), 0);
+	CHECK_RC(mgr_db_stale_add(db, txn, 2, r.ino), 0);
+	CHECK_RC(mgr_db_commit(txn), 0);
+	mgr_db_close(db);
+
+	CHECK_RC(mgr_db_open(&db, dir), 0);
+	CHECK_RC(mgr_db_stale_count(db, counts, 4), 0);
+	CHECK(counts[0] == 0 && counts[2] == 1);
+	/* other domains form other groups: refused */
+	four[1].domain[1] = '2';
+	four[2].domain[1] = '1';
+	CHECK_RC(mgr_db_config(db, four, 4, 0, 0, 0, msg, sizeof(msg)), -EEXIST);
+	CHECK(strstr(msg, "mirror groups") != NULL);
+	four[1].domain[1] = '1';
+	four[2].domain[1] = '2';
+	/* back to mirror 1 without a count: all iods */
+	CHECK_RC(mgr_db_config(db, four, 4, 0, 0, 1, msg, sizeof(msg)), 0);
+	CHECK(db->deflayout.mirror == 1 && db->deflayout.count == 4);
+	/* a purged inode takes its records along */
+	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
+	CHECK_RC(mgr_db_inode_del(db, txn, r.ino), 0);
+	CHECK_RC(mgr_db_commit(txn), 0);
+	CHECK_RC(mgr_db_stale_count(db, counts, 4), 0);
+	CHECK(counts[2] == 0);
+	CHECK_RC(mgr_db_config(db, four, 4, 0, 3, 2, msg, sizeof(msg)), -EINVAL);
+	mgr_db_close(db);
+	rm_tmp(dir);
+
+	/* one domain holds 3 of 4 iods: cannot pair across domains */
+	mk_tmp(dir, sizeof(dir));
+	CHECK_RC(mgr_db_open(&db, dir), 0);
+	four[1].domain[1] = '2';
+	CHECK_RC(mgr_db_config(db, four, 4, 0, 0, 0, msg, sizeof(msg)), -EINVAL);
+	CHECK(strstr(msg, "\"r2\" holds 3 of the 4 iods (domains: r1=1 r2=3)") != NULL);
+	/* one iod: no group, so mirror 2 is refused */
+	CHECK_RC(mgr_db_config(db, iods, 1, 0, 0, 2, msg, sizeof(msg)), -EINVAL);
+	CHECK(strstr(msg, "mirror=2 needs at least 2 iods") != NULL);
+	mgr_db_close(db);
+	rm_tmp(dir);
+}
+
 int main(void)
 {
 	char dir[64], msg[256];
@@ -510,6 +577,7 @@ int main(void)
 	int held = -1;
 
 	log_init("test_mgr_db", LOG_WARNING);
+	test_groups();
 	mk_tmp(dir, sizeof(dir));
 	db = open_db(dir);
 	if (!db) {
@@ -548,9 +616,9 @@ int main(void)
 		struct mgr_iod other[3];
 		memcpy(other, iods, sizeof(other));
 		other[1].port = 9999;
-		CHECK_RC(mgr_db_config(db, other, 3, 0, 0, msg, sizeof(msg)), -EEXIST);
+		CHECK_RC(mgr_db_config(db, other, 3, 0, 0, 0, msg, sizeof(msg)), -EEXIST);
 		CHECK(strstr(msg, "iod 1") != NULL);
-		CHECK_RC(mgr_db_config(db, iods, 2, 0, 0, msg, sizeof(msg)), -EEXIST);
+		CHECK_RC(mgr_db_config(db, iods, 2, 0, 0, 0, msg, sizeof(msg)), -EEXIST);
 		mgr_db_close(db);
 	}
 	rm_tmp(dir);

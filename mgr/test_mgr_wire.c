@@ -343,6 +343,65 @@ static int scrub_call(uint16_t op, const struct proto_scrubq *q)
 	return rc ? rc : c.status;
 }
 
+/* One mirror service exchange (STALE_MARK of ino/iod, or STALE_COUNT
+ * when ino is 0), reply into repbuf. @return status or -errno */
+static int stale_call(uint64_t ino, uint16_t iod)
+{
+	struct proto_stale st = { ino, iod };
+	struct net_call c = { 0 };
+	struct wbuf w;
+	int rc;
+
+	wb_init(&w, reqbuf, sizeof(reqbuf));
+	c.op = ino ? PROTO_OP_STALE_MARK : PROTO_OP_STALE_COUNT;
+	if (ino) {
+		rc = proto_stale_encode(&w, &st);
+		if (rc)
+			return rc;
+	}
+	c.body = reqbuf;
+	c.body_len = (uint32_t)w.len;
+	c.rep_buf = repbuf;
+	c.rep_cap = sizeof(repbuf);
+	rc = net_call_run(conn, &c);
+	rep_len = c.rep_len;
+	return rc ? rc : c.status;
+}
+
+/* Mirrored layouts over the mgr's one group {0,1}: set on a file, shown in
+ * its attr; STALE_MARK checked against the file and counted per iod. */
+static void stale_ops(void)
+{
+	static struct proto_stalecnt cnt;
+	struct proto_mreq m;
+	struct proto_mrep p;
+	const char *why;
+	uint64_t f;
+
+	m = (struct proto_mreq){ .cred = root_c, .parent = 1,
+				 .name = STR("mirrored"), .mode = 0100644 };
+	CHECK_RC(call(PROTO_OP_CREATE, &m, &p), 0);
+	f = p.attr.ino;
+	CHECK(p.attr.layout.mirror == 1);
+	CHECK_RC(stale_call(f, 1), -EINVAL); /* not mirrored */
+	m = (struct proto_mreq){ .cred = root_c, .ino = f, .xname = STR("user.rpfs.layout"),
+				 .xvalue = STR("unit=65536,count=2,mirror=2") };
+	CHECK_RC(call(PROTO_OP_SETXATTR, &m, &p), -EINVAL); /* one group only */
+	m.xvalue = STR("unit=65536,count=1,mirror=2");
+	CHECK_RC(call(PROTO_OP_SETXATTR, &m, &p), 0);
+	m = (struct proto_mreq){ .cred = root_c, .ino = f };
+	CHECK_RC(call(PROTO_OP_GETATTR, &m, &p), 0);
+	CHECK(p.attr.layout.mirror == 2 && p.attr.layout.count == 1 &&
+	      p.attr.layout.first == 0);
+	CHECK_RC(stale_call(f, 1), 0);
+	CHECK_RC(stale_call(f, 1), 0);   /* idempotent */
+	CHECK_RC(stale_call(f, 2), -EINVAL); /* not one of its replicas */
+	CHECK_RC(stale_call(f + 1000000, 1), -ENOENT);
+	CHECK_RC(stale_call(0, 0), 0);
+	CHECK_RC(proto_stalecnt_decode(repbuf, rep_len, &cnt, &why), 0);
+	CHECK(cnt.n == 2 && cnt.count[0] == 0 && cnt.count[1] == 1);
+}
+
 /* SCRUB_INOS tells live, orphan and unknown inodes apart; SCRUB_ORPHANS
  * walks the orphan table in pages; a malformed body closes the connection. */
 static void scrub_ops(void)
@@ -459,6 +518,7 @@ int main(int argc, char **argv)
 	}
 	run_ops();
 	scrub_ops();
+	stale_ops();
 	raw_garbage(port);
 	bad_body();
 	net_client_free(cl);

@@ -246,6 +246,32 @@ static void fuzz_orphans(const uint8_t *b, size_t len)
 	same(&w, proto_orphans_encode(&w, &o), b, len);
 }
 
+/* STALE_MARK request: decode, re-encode to the same bytes. */
+static void fuzz_stale(const uint8_t *b, size_t len)
+{
+	struct proto_stale s;
+	struct wbuf w;
+	const char *why;
+
+	if (proto_stale_decode(b, len, &s, &why))
+		return;
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_stale_encode(&w, &s), b, len);
+}
+
+/* STALE_COUNT reply: decode, re-encode to the same bytes. */
+static void fuzz_stalecnt(const uint8_t *b, size_t len)
+{
+	static struct proto_stalecnt c;
+	struct wbuf w;
+	const char *why;
+
+	if (proto_stalecnt_decode(b, len, &c, &why))
+		return;
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_stalecnt_encode(&w, &c), b, len);
+}
+
 /* Layout text: parse, format, parse again to the same layout. */
 static void fuzz_layout(const uint8_t *b, size_t len)
 {
@@ -256,7 +282,8 @@ static void fuzz_layout(const uint8_t *b, size_t len)
 		return;
 	if (proto_layout_format(txt, sizeof(txt), &l) ||
 	    proto_layout_parse(txt, strlen(txt), &l2) ||
-	    l.unit != l2.unit || l.count != l2.count || l.first != l2.first)
+	    l.unit != l2.unit || l.count != l2.count || l.first != l2.first ||
+	    l.mirror != l2.mirror)
 		abort();
 	if (stripe_layout_check(&l, PROTO_MAX_IODS))
 		abort();
@@ -292,7 +319,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		aux = aux << 8 | hb[40 + i];
 	}
 	(void)proto_op_name(op);
-	switch (data[0] % 15) {
+	switch (data[0] % 17) {
 	case 0: fuzz_mreq(op, body, blen); break;
 	case 1: fuzz_mrep(op, body, blen); break;
 	case 2: fuzz_mount(body, blen); break;
@@ -308,6 +335,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 12: fuzz_scrubq(op, body, blen); break;
 	case 13: fuzz_inostate(body, blen); break;
 	case 14: fuzz_orphans(body, blen); break;
+	case 15: fuzz_stale(body, blen); break;
+	case 16: fuzz_stalecnt(body, blen); break;
 	}
 	return 0;
 }

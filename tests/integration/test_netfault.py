@@ -3,8 +3,8 @@ netns.py: the mgr, 4 iods and 4 clients each in a network namespace of its
 own, on a bridge, netem on every link when $RPFS_NETEM is set), 4 clients
 running fio with verification on their own files while one fault is
 injected: kill -9 of an iod or of the mgr, SIGSTOP of an iod, the iod's link
-taken down, a full disk on one iod. Unmirrored files only (mirroring does
-not exist yet: add it as one more parameter of CASES' layouts).
+taken down, a full disk on one iod. Each case runs with unmirrored files
+and with mirrored ones (mirror=2: groups {0,1} and {2,3}, LAYOUTS_M).
 
 Each client k owns a directory cK with a file layout pinned by
 user.rpfs.layout, so that clients 0 and 1 need the victim iod (VICTIM) and
@@ -14,6 +14,13 @@ clients 2 and 3 do not:
     cli1  count=2 first=1   iods 1,2      O_DIRECT
     cli2  count=1 first=0   iod 0         buffered
     cli3  count=2 first=2   iods 2,3      O_DIRECT
+
+Mirrored, the same split over the groups (VICTIM is in group 0):
+
+    cli0  count=2 first=0   groups 0,1 (all iods)
+    cli1  count=1 first=0   group 0 (iods 0,1)
+    cli2  count=1 first=1   group 1 (iods 2,3)
+    cli3  count=1 first=1   group 1, unit 128 KiB
 
 Per case (per cycle; 1 cycle, or several with RPFS_SOAK=1):
  1. every client writes `pre` with fio (crc32c headers, verified, fsynced);
@@ -32,7 +39,10 @@ Per case (per cycle; 1 cycle, or several with RPFS_SOAK=1):
     it and nothing to the others; after a mgr kill -9 and restart everyone
     recovers without a remount; every `pre` verifies with fio --verify_only
     after recovery; every client writes and verifies a fresh file
-    afterwards (`post`).
+    afterwards (`post`). Mirrored, an iod that is killed, stopped or cut
+    off costs nobody an error (reads and writes go on against its buddy,
+    within the timeout); a full disk still gives ENOSPC to the writers
+    whose group holds it.
 The matrix (data checked, errors seen, time to the first error, longest
 call, longest fio I/O, time to recover, fio's result) is printed at the end
 of the session and written to netfault-matrix.txt in pytest's base
@@ -69,6 +79,8 @@ HOLD_S = TIMEOUT_S + 2        # every fault lasts at least this long
 VICTIM = 1
 LAYOUTS = ['unit=65536,count=4,first=0', 'unit=65536,count=2,first=1',
            'unit=65536,count=1,first=0', 'unit=65536,count=2,first=2']
+LAYOUTS_M = ['unit=65536,count=2,first=0,mirror=2', 'unit=65536,count=1,first=0,mirror=2',
+             'unit=65536,count=1,first=1,mirror=2', 'unit=131072,count=1,first=1,mirror=2']
 NEEDS_VICTIM = [0, 1]         # clients whose layouts include iod VICTIM
 DIRECT = [False, True, False, True]
 SOAK = os.environ.get('RPFS_SOAK', '0')
@@ -319,14 +331,14 @@ def matrix(request, tmp_path_factory):
     """Collects one row per case and cycle; prints the matrix at the end and
     writes it to netfault-matrix.txt in pytest's base temporary directory."""
     yield MATRIX
-    lines = ['fault matrix (unmirrored; %d clients, %d MiB/file, timeout=%ds, netem %r, %s)'
+    lines = ['fault matrix (m2: mirror=2; %d clients, %d MiB/file, timeout=%ds, netem %r, %s)'
              % (len(LAYOUTS), SIZE_MIB, TIMEOUT_S, netns.netem_spec() or 'off',
                 'soak' if SOAK else 'bounded'),
-             '%-14s %-5s %-4s %-18s %-8s %-8s %-8s %-8s %-8s %s' %
+             '%-17s %-5s %-4s %-18s %-8s %-8s %-8s %-8s %-8s %s' %
              ('case', 'cycle', 'cli', 'data checked', 'errors', 'detect', 'max call',
               'fio lat', 'recover', 'fio run')]
     for r in MATRIX:
-        lines.append('%-14s %-5d %-4s %-18s %-8s %-8s %-8s %-8s %-8s %s' % tuple(r))
+        lines.append('%-17s %-5d %-4s %-18s %-8s %-8s %-8s %-8s %-8s %s' % tuple(r))
     text = '\n'.join(lines) + '\n'
     path = os.path.join(str(tmp_path_factory.getbasetemp()), 'netfault-matrix.txt')
     with open(path, 'w') as f:
@@ -366,7 +378,8 @@ def pinned_file(c, k, name):
     p = os.path.join(client_dir(c, k), name)
     with open(p, 'wb'):
         pass
-    os.setxattr(p, 'user.rpfs.layout', LAYOUTS[k].encode())
+    os.setxattr(p, 'user.rpfs.layout',
+                (LAYOUTS_M if getattr(c, 'mirrored', False) else LAYOUTS)[k].encode())
     os.truncate(p, SIZE_MIB << 20)
     return p
 
@@ -389,7 +402,10 @@ def check_layouts(c, name):
         ino = os.stat(os.path.join(client_dir(c, k), name)).st_ino
         held = [i for i, o in enumerate(c.objects(ino)) if o is not None]
         assert (VICTIM in held) == (k in NEEDS_VICTIM), \
-            'client %d (%s): objects on iods %s' % (k, LAYOUTS[k], held)
+            'client %d: objects on iods %s' % (k, held)
+        if getattr(c, 'mirrored', False):   # both iods of each group
+            assert all((i ^ 1) in held for i in held), \
+                'client %d: mirrored objects on iods %s' % (k, held)
 
 
 class Cycle:
@@ -398,6 +414,11 @@ class Cycle:
 
     def __init__(self, c, fault, n):
         self.c, self.fault, self.n = c, fault, n
+        self.mirrored = getattr(c, 'mirrored', False)
+        # mirrored, only a full disk reaches the clients of the victim
+        self.errno_needing = fault.errno_needing
+        if self.mirrored and self.errno_needing == errno.EIO:
+            self.errno_needing = 0
         self.pre = [os.path.join(client_dir(c, k), 'pre%d' % n) for k in range(len(c.mounts))]
         self.want = []
         self.probers = []
@@ -439,10 +460,10 @@ class Cycle:
         if isinstance(f, DiskFull):
             self.start_fio()
         for k in NEEDS_VICTIM:
-            if f.errno_needing == errno.EIO:
+            if self.errno_needing == errno.EIO:
                 self.probers[k].wait(lambda s: s == 'err%d' % errno.EIO, self.t0, HANG_S + 30,
                                      'client %d to get EIO during %s' % (k, f.name))
-            elif f.errno_needing == errno.ENOSPC:
+            elif self.errno_needing == errno.ENOSPC:
                 self.runs[k].wait(RUN_S + HANG_S + 30)
         time.sleep(max(0.0, self.t0 + HOLD_S - time.monotonic()))
         self.t1 = time.monotonic()
@@ -474,7 +495,8 @@ class Cycle:
             t_err = pr.first(lambda s: s != 'ok', self.t0)
             fio = util.errno_name(fr['error']) if fr['error'] > 0 else \
                 ('ok' if fr['error'] == 0 else 'no result')
-            rows.append([self.fault.name, self.n, 'c%d%s' % (k, '*' if k in NEEDS_VICTIM else ''),
+            rows.append([self.fault.name + (' m2' if self.mirrored else ''), self.n,
+                         'c%d%s' % (k, '*' if k in NEEDS_VICTIM else ''),
                          'not verified',
                          ','.join(s if s == 'bad' else util.errno_name(int(s[3:]))
                                   for s in self.seen(k)) or '-',
@@ -485,19 +507,19 @@ class Cycle:
 
     def check_client(self, k):
         """The assertions on client k's prober and fio run (module doc)."""
-        seen, fr, f = self.seen(k), self.fres[k], self.fault
+        seen, fr, need = self.seen(k), self.fres[k], self.errno_needing
         maxcall = max((m for _, _, m in self.probers[k].passes), default=0.0)
         assert 'bad' not in seen, 'client %d read wrong data of %s' % (k, self.pre[k])
         assert not wrong_data(fr), 'client %d: fio verify failed: %s' % (k, fr)
         assert maxcall < HANG_S, 'client %d: a call took %.1f s' % (k, maxcall)
         assert fr['lat_max'] < HANG_S, 'client %d: fio I/O took %.1f s' % (k, fr['lat_max'])
-        if f.errno_needing is None:          # the mgr: anyone may see EIO
+        if need is None:                     # the mgr: anyone may see EIO
             assert set(seen) <= {'err%d' % errno.EIO}, 'client %d: %s' % (k, seen)
             assert fr['error'] in (0, errno.EIO), 'client %d: fio %s' % (k, fr)
-        elif k not in NEEDS_VICTIM:
+        elif k not in NEEDS_VICTIM or need == 0:
             assert seen == [], 'client %d does not need iod %d, got %s' % (k, VICTIM, seen)
             assert fr['error'] == 0, 'client %d does not need iod %d: fio %s' % (k, VICTIM, fr)
-        elif f.errno_needing == errno.EIO:
+        elif need == errno.EIO:
             # fio meets the fault only if it wrote to the victim meanwhile
             assert seen == ['err%d' % errno.EIO], 'client %d: %s' % (k, seen)
             assert fr['error'] in (0, errno.EIO), 'client %d: fio %s' % (k, fr)
@@ -540,14 +562,14 @@ def run_cycle(c, fault, n, matrix):
             os.unlink(os.path.join(client_dir(c, k), '%s%d' % (name, n)))
 
 
-# mirrored: mirrored files are not built yet; their cases join as True.
-@pytest.mark.parametrize('mirrored', [False], ids=['unmirrored'])
+@pytest.mark.parametrize('mirrored', [False, True], ids=['unmirrored', 'mirrored'])
 @pytest.mark.parametrize('case', list(CASES))
 def test_fault(case, mirrored, ncluster, matrix, expect_log):
     """One row of the fault matrix (see the module docstring)."""
     for r in EXPECT[case]:
         expect_log(r)
     c = ncluster
+    c.mirrored = mirrored
     for k in range(len(c.mounts)):
         os.mkdir(client_dir(c, k))
     fault = CASES[case](c)

@@ -761,6 +761,9 @@ static void raw_layout(struct wbuf *w, const struct proto_layout *l)
 	wb_u32(w, l->unit);
 	wb_u16(w, l->count);
 	wb_u16(w, l->first);
+	wb_u8(w, l->mirror);
+	wb_u8(w, 0);
+	wb_u16(w, 0);
 }
 
 static void raw_attr(struct wbuf *w, const struct proto_attr *a)
@@ -819,7 +822,7 @@ static void sample_attr(struct proto_attr *a, uint64_t ino)
 	a->atime = (struct proto_time){ -5, 1 };
 	a->mtime = (struct proto_time){ 1700000001, 999999999 };
 	a->ctime = (struct proto_time){ INT64_MAX, 0 };
-	a->layout = (struct proto_layout){ 65536, 4, 2 };
+	a->layout = (struct proto_layout){ 65536, 4, 2, 1 };
 }
 
 static bool attr_eq(const struct proto_attr *a, const struct proto_attr *b)
@@ -865,7 +868,7 @@ static void full_mrep(struct proto_mrep *m)
 	memset(m, 0, sizeof(*m));
 	sample_attr(&m->attr, 77);
 	m->freed.ino = 0xabcdef;
-	m->freed.layout = (struct proto_layout){ 1u << 26, 256, 255 };
+	m->freed.layout = (struct proto_layout){ 1u << 26, 256, 255, 1 };
 	m->target = S("/abs/target");
 	m->xvalue = SL(xv, sizeof(xv) - 1);
 	m->xsize = sizeof(xv) - 1;
@@ -994,6 +997,13 @@ static void test_mrep(void)
 	BAD_REP(PROTO_OP_OPEN, "attr.layout", 0, m.attr.layout.count = 0);
 	BAD_REP(PROTO_OP_OPEN, "attr.layout", 0, m.attr.layout = (struct proto_layout){ 0, 1, 0 });
 	BAD_REP(PROTO_OP_OPEN, "attr.layout", 0, m.attr.layout = (struct proto_layout){ 0, 0, 1 });
+	BAD_REP(PROTO_OP_OPEN, "attr.layout", 0, m.attr.layout.mirror = 0);
+	BAD_REP(PROTO_OP_OPEN, "attr.layout", 0, m.attr.layout.mirror = 3);
+	BAD_REP(PROTO_OP_OPEN, "attr.layout", 0, m.attr.layout = (struct proto_layout){ 0, 0, 0, 1 });
+	BAD_REP(PROTO_OP_OPEN, "attr.layout", 0,
+		m.attr.layout = (struct proto_layout){ 65536, 129, 0, 2 });
+	BAD_REP(PROTO_OP_OPEN, "attr.layout", 0,
+		m.attr.layout = (struct proto_layout){ 65536, 2, 128, 2 });
 	BAD_REP(PROTO_OP_UNLINK, "freed.layout", 0, m.freed.layout.unit = 12345);
 	BAD_REP(PROTO_OP_RENAME, "freed.layout", 0, m.freed.layout.count = 0);
 	BAD_REP(PROTO_OP_READLINK, "target", 0, m.target = S(""));
@@ -1089,12 +1099,26 @@ static void sample_mount(struct proto_mount *m, uint16_t n)
 
 	memset(m, 0, sizeof(*m));
 	m->fsid = 0x0123456789abcdefull;
-	m->deflayout = (struct proto_layout){ 65536, n, 0 };
+	m->deflayout = (struct proto_layout){ 65536, n, 0, 1 };
 	m->niods = n;
 	for (uint16_t i = 0; i < n; i++) {
 		m->iods[i].id = i;
 		m->iods[i].host = S(hosts[i % 4]);
 		m->iods[i].port = (uint16_t)(7401 + i);
+	}
+	m->ngroups = n / 2; /* {1, 0}, {2, 3}, {5, 4}, ...: order is free */
+	for (uint16_t g = 0; g < n / 2; g++)
+		m->groups[g] = (struct proto_group){ { (uint16_t)(2 * g + !(g & 1)),
+						       (uint16_t)(2 * g + (g & 1)) } };
+}
+
+/* Append a mount's group table as the wire has it. */
+static void raw_groups(struct wbuf *w, const struct proto_mount *m)
+{
+	wb_u16(w, m->ngroups);
+	for (unsigned g = 0; g < m->ngroups && g < PROTO_MAX_IODS / 2; g++) {
+		wb_u16(w, m->groups[g].iod[0]);
+		wb_u16(w, m->groups[g].iod[1]);
 	}
 }
 
@@ -1121,11 +1145,26 @@ static void test_mount(void)
 		wb_str(&w2, m.iods[i].host.p, m.iods[i].host.len);
 		wb_u16(&w2, m.iods[i].port);
 	}
+	raw_groups(&w2, &m);
 	CHECK(w.len == w2.len && memcmp(gbuf, gbuf2, w.len) == 0, "mount wire bytes");
 	cp = dup_exact(gbuf, w.len);
 	rc = proto_mount_decode(cp, w.len, &d, &why);
 	CHECK(rc == 0 && d.fsid == m.fsid && d.niods == 4 && d.deflayout.unit == 65536 &&
-	      d.deflayout.count == 3, "mount decode %d", rc);
+	      d.deflayout.count == 3 && d.deflayout.mirror == 1, "mount decode %d", rc);
+	CHECK(rc == 0 && d.ngroups == 2 && d.groups[0].iod[0] == 1 &&
+	      d.groups[0].iod[1] == 0 && d.groups[1].iod[0] == 2 &&
+	      d.groups[1].iod[1] == 3, "mount groups");
+	free(cp);
+
+	/* a mirrored default layout: count counts groups */
+	m.deflayout = (struct proto_layout){ 4096, 2, 0, 2 };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_mount_encode(&w, &m) == 0, "mount mirror encode");
+	cp = dup_exact(gbuf, w.len);
+	rc = proto_mount_decode(cp, w.len, &d, &why);
+	CHECK(rc == 0 && d.deflayout.mirror == 2 && d.deflayout.count == 2,
+	      "mount mirror decode %d", rc);
+	m.deflayout = (struct proto_layout){ 65536, 3, 0, 1 };
 	for (int i = 0; i < 4 && rc == 0; i++)
 		CHECK(d.iods[i].id == i && str_eq(d.iods[i].host, m.iods[i].host) &&
 		      d.iods[i].port == m.iods[i].port, "mount iod %d", i);
@@ -1164,6 +1203,7 @@ static void test_mount(void)
 			wb_str(&w, m.iods[i_].host.p, m.iods[i_].host.len);  \
 			wb_u16(&w, m.iods[i_].port);                         \
 		}                                                            \
+		raw_groups(&w, &m);                                          \
 		cp = dup_exact(gbuf, w.len);                                 \
 		why = NULL;                                                  \
 		rc = proto_mount_decode(cp, w.len, &d, &why);                \
@@ -1182,6 +1222,15 @@ static void test_mount(void)
 	BAD_MOUNT("deflayout.unit", 4, m.deflayout.unit = 1000);
 	BAD_MOUNT("deflayout.count", 4, m.deflayout.count = 0);
 	BAD_MOUNT("deflayout.count", 4, m.deflayout.count = 5);
+	BAD_MOUNT("deflayout.mirror", 4, m.deflayout.mirror = 0);
+	BAD_MOUNT("deflayout.mirror", 4, m.deflayout.mirror = 3);
+	BAD_MOUNT("deflayout.count", 4, m.deflayout.mirror = 2; m.deflayout.count = 3);
+	BAD_MOUNT("deflayout.count", 4, m.deflayout.mirror = 2; m.deflayout.count = 1;
+		  m.ngroups = 0);
+	BAD_MOUNT("ngroups", 4, m.ngroups = 3; m.groups[2] = m.groups[1]);
+	BAD_MOUNT("group.iod", 4, m.groups[1].iod[1] = 4);
+	BAD_MOUNT("group.iod", 4, m.groups[1].iod[1] = 2);
+	BAD_MOUNT("group.iod", 4, m.groups[1].iod[0] = 0);
 }
 
 /* --------------------------------------------------------- iod requests */
@@ -1566,9 +1615,58 @@ static void test_statfs(void)
 	CHECK(proto_statfs_encode(&w, &s) == -EMSGSIZE, "statfs no room");
 }
 
+/* STALE_MARK request and STALE_COUNT reply: wire bytes, round trip,
+ * rejected values. */
+static void test_stale(void)
+{
+	static struct proto_stalecnt c, cd;
+	struct proto_stale st = { 0x0102030405060708ull, 3 }, sd;
+	struct wbuf w;
+	const char *why;
+	int rc;
+
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_stale_encode(&w, &st) == 0 && w.len == 10 && gbuf[0] == 8 &&
+	      gbuf[7] == 1 && gbuf[8] == 3 && gbuf[9] == 0, "stale wire");
+	rc = proto_stale_decode(gbuf, w.len, &sd, &why);
+	CHECK(rc == 0 && sd.ino == st.ino && sd.iod == 3, "stale decode %d", rc);
+	rc = proto_stale_decode(gbuf, w.len - 1, &sd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "stale", "stale cut");
+	rc = proto_stale_decode(gbuf, w.len + 1, &sd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "stale trailing");
+	gbuf[9] = 1; /* iod 259 */
+	rc = proto_stale_decode(gbuf, w.len, &sd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "iod", "stale iod");
+	memset(gbuf, 0, 8);
+	gbuf[9] = 0;
+	rc = proto_stale_decode(gbuf, w.len, &sd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "ino", "stale ino 0");
+	st.ino = 0;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_stale_encode(&w, &st) == -EINVAL, "stale enc ino 0");
+	st = (struct proto_stale){ 5, PROTO_MAX_IODS };
+	CHECK(proto_stale_encode(&w, &st) == -EINVAL, "stale enc iod");
+
+	c.n = 4;
+	c.count[0] = 0;
+	c.count[2] = 7;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_stalecnt_encode(&w, &c) == 0 && w.len == 2 + 4 * 8, "stalecnt enc");
+	rc = proto_stalecnt_decode(gbuf, w.len, &cd, &why);
+	CHECK(rc == 0 && cd.n == 4 && cd.count[2] == 7 && cd.count[0] == 0,
+	      "stalecnt decode %d", rc);
+	rc = proto_stalecnt_decode(gbuf, w.len - 1, &cd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "n", "stalecnt cut");
+	gbuf[0] = 0;
+	rc = proto_stalecnt_decode(gbuf, 2, &cd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "n", "stalecnt n 0");
+	c.n = 0;
+	CHECK(proto_stalecnt_encode(&w, &c) == -EINVAL, "stalecnt enc n 0");
+}
+
 static void test_layout(void)
 {
-	struct proto_layout l = { 65536, 4, 2 }, d;
+	struct proto_layout l = { 65536, 4, 2, 1 }, d;
 	char buf[64];
 
 	CHECK(proto_layout_format(buf, sizeof(buf), &l) == 0 &&
@@ -1579,20 +1677,29 @@ static void test_layout(void)
 	CHECK(proto_layout_format(buf, strlen("unit=65536,count=4,first=2") + 1, &l) ==
 	      0, "format exact");
 
-	static const struct { const char *s; uint32_t u; uint16_t c, f; } ok[] = {
-		{ "unit=65536,count=4,first=2", 65536, 4, 2 },
-		{ "count=1,unit=4096", 4096, 1, 0 },
-		{ "first=255,count=256,unit=67108864", 1u << 26, 256, 255 },
-		{ "unit=1048576,count=3\n", 1u << 20, 3, 0 },
-		{ "unit=8192,count=2,first=0", 8192, 2, 0 },
-		{ "unit=0008192,count=02", 8192, 2, 0 },
+	l.mirror = 2;
+	CHECK(proto_layout_format(buf, sizeof(buf), &l) == 0 &&
+	      strcmp(buf, "unit=65536,count=4,first=2,mirror=2") == 0, "format: %s", buf);
+	l.mirror = 1;
+
+	static const struct { const char *s; uint32_t u; uint16_t c, f; uint8_t m; } ok[] = {
+		{ "unit=65536,count=4,first=2", 65536, 4, 2, 1 },
+		{ "count=1,unit=4096", 4096, 1, 0, 1 },
+		{ "first=255,count=256,unit=67108864", 1u << 26, 256, 255, 1 },
+		{ "unit=1048576,count=3\n", 1u << 20, 3, 0, 1 },
+		{ "unit=8192,count=2,first=0", 8192, 2, 0, 1 },
+		{ "unit=0008192,count=02", 8192, 2, 0, 1 },
+		{ "unit=65536,count=2,first=0,mirror=2", 65536, 2, 0, 2 },
+		{ "mirror=1,unit=65536,count=2", 65536, 2, 0, 1 },
+		{ "unit=65536,mirror=2,count=1", 65536, 1, 0, 2 },
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		memset(&d, 0xee, sizeof(d));
 		int rc = proto_layout_parse(ok[i].s, strlen(ok[i].s), &d);
 
 		CHECK(rc == 0 && d.unit == ok[i].u && d.count == ok[i].c &&
-		      d.first == ok[i].f, "parse \"%s\": %d", ok[i].s, rc);
+		      d.first == ok[i].f && d.mirror == ok[i].m, "parse \"%s\": %d",
+		      ok[i].s, rc);
 	}
 	/* with trailing NUL as some xattr tools send */
 	CHECK(proto_layout_parse("unit=4096,count=1", 18, &d) == 0, "trailing NUL");
@@ -1607,6 +1714,9 @@ static void test_layout(void)
 		"unit=4294971392,count=1", "unit=4096,count", "unit=4096,count=",
 		"unit==4096,count=1", "UNIT=4096,count=1", "unit=4096,count=1\n\n",
 		"unit=4096;count=1", "unit", "=", ",",
+		"unit=4096,count=1,mirror=0", "unit=4096,count=1,mirror=3",
+		"unit=4096,count=1,mirror=", "unit=4096,count=1,mirror=2,mirror=2",
+		"unit=4096,count=1,mirror=x",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		size_t len = strlen(bad[i]);
@@ -2092,7 +2202,9 @@ static void test_scrub_mgr(void)
 	      strcmp(proto_op_name(PROTO_OP_SCRUB_INOS), "SCRUB_INOS") == 0 &&
 	      strcmp(proto_op_name(PROTO_OP_SCRUB_ORPHANS), "SCRUB_ORPHANS") == 0 &&
 	      strcmp(proto_op_name(PROTO_OP_IO_LAST), "op#52") == 0 &&
-	      strcmp(proto_op_name(PROTO_OP_SCRUB_LAST), "op#62") == 0, "scrub names");
+	      strcmp(proto_op_name(PROTO_OP_STALE_MARK), "STALE_MARK") == 0 &&
+	      strcmp(proto_op_name(PROTO_OP_STALE_COUNT), "STALE_COUNT") == 0 &&
+	      strcmp(proto_op_name(PROTO_OP_SCRUB_LAST), "op#64") == 0, "scrub names");
 }
 
 /* ------------------------------------------------------ fuzz seed corpus */
@@ -2121,7 +2233,7 @@ static int write_seed(const char *dir, const char *name, uint8_t sel,
 	return close(fd) ? -errno : 0;
 }
 
-/* Seeds of the scrub bodies (selectors 10..14 of fuzz_proto.c). */
+/* Seeds of the scrub and mirror bodies (selectors 10..16 of fuzz_proto.c). */
 static int write_scrub_seeds(const char *dir)
 {
 	static struct proto_iolist l;
@@ -2161,6 +2273,14 @@ static int write_scrub_seeds(const char *dir)
 	wb_init(&w, gbuf, sizeof(gbuf));
 	proto_orphans_encode(&w, &o);
 	rc |= write_seed(dir, "orphans", 14, PROTO_OP_SCRUB_ORPHANS, 0, 0, gbuf, w.len);
+	struct proto_stale st = { 0x1234, 3 };
+	static struct proto_stalecnt sc = { 4, { 0, 2, 0, 1 } };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_stale_encode(&w, &st);
+	rc |= write_seed(dir, "stale", 15, PROTO_OP_STALE_MARK, 0, 0, gbuf, w.len);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_stalecnt_encode(&w, &sc);
+	rc |= write_seed(dir, "stalecnt", 16, PROTO_OP_STALE_COUNT, 0, 0, gbuf, w.len);
 	return rc;
 }
 
@@ -2265,6 +2385,7 @@ int main(int argc, char **argv)
 	test_mreq_bad();
 	test_mrep();
 	test_mount();
+	test_stale();
 	test_ioreq();
 	test_statfs();
 	test_status();

@@ -313,11 +313,104 @@ static void test_local_size(void)
 	CHECK(stripe_local_size(&l, 0, UINT64_MAX) == UINT64_MAX, "count 1 identity");
 }
 
+/* Whether groups g[0..n) are exactly the pairs want[0..n). */
+static bool groups_are(const struct proto_group *g, uint16_t n,
+		       const uint16_t (*want)[2], uint16_t nwant)
+{
+	if (n != nwant)
+		return false;
+	for (uint16_t i = 0; i < n; i++)
+		if (g[i].iod[0] != want[i][0] || g[i].iod[1] != want[i][1])
+			return false;
+	return true;
+}
+
+/* Mirror groups: plain pairs, pairs across failure domains, refusals. */
+static void test_groups(void)
+{
+	static const uint16_t plain[][2] = { { 0, 1 }, { 2, 3 } };
+	static const uint16_t span[][2] = { { 0, 2 }, { 1, 3 } };
+	static const uint16_t odd[][2] = { { 0, 1 }, { 2, 4 } };
+	struct proto_group g[PROTO_MAX_IODS / 2];
+	const char *none[5] = { "", "", "", "", "" };
+	const char *rack[4] = { "rackA", "rackA", "rackB", "rackB" };
+	const char *three[5] = { "a", "b", "b", "c", "a" };
+	const char *bad[4] = { "a", "b", "c", "d/e" };
+	const char *mixed[4] = { "a", "", "b", "c" };
+	const char *lop[4] = { "a", "a", "a", "b" };
+	const char *many[PROTO_MAX_IODS];
+	static char names[PROTO_MAX_IODS][8];
+	char msg[256];
+	uint16_t n;
+
+	CHECK(stripe_groups_form(NULL, 4, g, &n, msg, sizeof(msg)) == 0 &&
+	      groups_are(g, n, plain, 2), "plain 4");
+	CHECK(stripe_groups_form(none, 5, g, &n, msg, sizeof(msg)) == 0 &&
+	      n == 2 && g[1].iod[0] == 2 && g[1].iod[1] == 3, "plain 5: odd one out");
+	CHECK(stripe_groups_form(NULL, 1, g, &n, msg, sizeof(msg)) == 0 && n == 0,
+	      "one iod: no group");
+	CHECK(stripe_groups_form(rack, 4, g, &n, msg, sizeof(msg)) == 0 &&
+	      groups_are(g, n, span, 2), "two racks span");
+	/* a,b,b,c,a: a and b are largest (2 each): 0-1, then b,a: 2-4, 3 out */
+	CHECK(stripe_groups_form(three, 5, g, &n, msg, sizeof(msg)) == 0 &&
+	      groups_are(g, n, odd, 2), "three domains: %u groups", n);
+	msg[0] = '\0';
+	CHECK(stripe_groups_form(lop, 4, g, &n, msg, sizeof(msg)) == -EINVAL &&
+	      strstr(msg, "\"a\" holds 3 of the 4") != NULL &&
+	      strstr(msg, "a=3 b=1)") != NULL, "lopsided refused: %s", msg);
+	CHECK(stripe_groups_form(bad, 4, g, &n, msg, sizeof(msg)) == -EINVAL &&
+	      strstr(msg, "d/e") != NULL, "bad name: %s", msg);
+	CHECK(stripe_groups_form(mixed, 4, g, &n, msg, sizeof(msg)) == -EINVAL &&
+	      strstr(msg, "none") != NULL, "some named: %s", msg);
+	/* 256 iods in 4 domains of 64, interleaved: every pair spans two */
+	for (int i = 0; i < PROTO_MAX_IODS; i++) {
+		snprintf(names[i], sizeof(names[i]), "d%d", i % 4);
+		many[i] = names[i];
+	}
+	CHECK(stripe_groups_form(many, PROTO_MAX_IODS, g, &n, msg, sizeof(msg)) == 0 &&
+	      n == PROTO_MAX_IODS / 2, "256 iods");
+	for (uint16_t i = 0; i < n; i++)
+		CHECK(strcmp(many[g[i].iod[0]], many[g[i].iod[1]]) != 0 &&
+		      g[i].iod[0] < g[i].iod[1] && (i == 0 || g[i - 1].iod[0] < g[i].iod[0]),
+		      "group %u spans and is ordered", i);
+	CHECK(stripe_domain_ok("rack-1.a_b") && !stripe_domain_ok("") &&
+	      !stripe_domain_ok("a b") &&
+	      stripe_domain_ok("0123456789012345678901234567890123456789012345678901234567890ab") &&
+	      !stripe_domain_ok("0123456789012345678901234567890123456789012345678901234567890abc"),
+	      "domain names");
+}
+
+/* A mirrored layout maps over groups: stripe_width picks the table. */
+static void test_mirror_width(void)
+{
+	struct proto_layout l = { 65536, 2, 1, 2 };
+	struct stripe_piece p[8];
+	size_t n = 0;
+
+	CHECK(stripe_width(&l, 4, 2) == 2, "width mirror 2");
+	l.mirror = 1;
+	CHECK(stripe_width(&l, 4, 2) == 4, "width mirror 1");
+	l.mirror = 2;
+	CHECK(stripe_layout_check(&l, 2) == 0, "mirror 2 over 2 groups");
+	l.count = 3;
+	CHECK(stripe_layout_check(&l, 2) == -EINVAL, "count above groups");
+	l.count = 2;
+	l.mirror = 3;
+	CHECK(stripe_layout_check(&l, 4) == -EINVAL, "mirror 3");
+	l.mirror = 2;
+	/* units 0..3 of first=1 over 2 groups: group 1, 0, 1, 0 */
+	CHECK(stripe_map(&l, 2, 0, 4 * 65536, p, 8, &n) == 0 && n == 4 &&
+	      p[0].iod == 1 && p[1].iod == 0 && p[2].iod == 1 && p[3].iod == 0 &&
+	      p[2].local_off == 65536, "mirror map over groups");
+}
+
 int main(void)
 {
 	test_map_edges();
 	test_map_random();
 	test_local_size();
+	test_groups();
+	test_mirror_width();
 	printf("test_stripe: %ld checks, %d failed\n", checks, failures);
 	return failures ? 1 : 0;
 }
