@@ -201,6 +201,13 @@ perf_summary() {
 	echo "--- perf: $2 over $1: $3's samples by call chain"
 	perf script -i "$f" --comm "$3" -F comm,ip,sym 2>/dev/null |
 		python3 "$REPO/tests/bench/report.py" perfsplit || true
+	echo "--- perf: $2 over $1: $3's hottest symbols (>= 5 %) and their 3 main call chains"
+	perf report -i "$f" --stdio --no-children --comm "$3" --percentage relative \
+		--sort sym -g folded,0.05,caller,count --percent-limit 5 2>/dev/null |
+		awk '/^ +[0-9.]+%/ { print; n = 0; next }
+		     /^[0-9]+ / && n < 3 { k = split($2, f, ";"); s = f[k > 8 ? k - 7 : 1];
+			for (i = (k > 8 ? k - 6 : 2); i <= k; i++) s = s ";" f[i];
+			print "        " $1 " samples: " s; n++ }' || true
 	echo "--- perf: $2 over $1: $3's top call chains (with callees)"
 	perf report -i "$f" --stdio --children --comm "$3" --percentage relative \
 		--sort sym -g none --percent-limit 8 2>/dev/null | grep -E '^ +[0-9]' |
