@@ -30,12 +30,13 @@
  * op carries in this order: attr; freed (u64 ino, layout); target (str);
  * u32 xsize + xvalue (blob); statfs; u32 ndirents + u8 eof + dirents (blob).
  * An iod request is u64 ino, then segs (READ, WRITE), u64 size (TRUNCATE)
- * or u32 flags (FSYNC); IO_STATFS has an empty body; IO_REMOVE_MANY is
+ * or u32 flags (FSYNC, and READ after its segs); IO_STATFS has an empty body; IO_REMOVE_MANY is
  * inos alone. IO_FALLOCATE is u64 ino, u64 off, u64 len, u32 mode; IO_SEEK
  * u64 ino, u64 size (the local offset), u32 flags; IO_BLOCKS u64 ino. The
  * IO_SEEK and IO_BLOCKS replies are one u64. IO_LIST is u32 bucket, u64
- * after, u32 max; IO_CSUM u64 ino, u64 off, u64 len. Their replies and the
- * mgr's scrub service bodies are laid out in proto.h.
+ * after, u32 max; IO_CSUM u64 ino, u64 off, u64 len; IO_FENCE is
+ * proto_fence. Their replies and the mgr's scrub and mirror service bodies
+ * are laid out in proto.h.
  */
 #include "proto.h"
 
@@ -1124,7 +1125,7 @@ enum io_field { IF_INO = 1, IF_SEGS = 2, IF_SIZE = 4, IF_FLAGS = 8, IF_INOS = 16
 
 /* Field sets of IO_READ .. IO_CSUM. */
 static const uint16_t io_fields[PROTO_OP_IO_LAST - PROTO_OP_IO_READ] = {
-	[PROTO_OP_IO_READ - PROTO_OP_IO_READ] = IF_INO | IF_SEGS,
+	[PROTO_OP_IO_READ - PROTO_OP_IO_READ] = IF_INO | IF_SEGS | IF_FLAGS,
 	[PROTO_OP_IO_WRITE - PROTO_OP_IO_READ] = IF_INO | IF_SEGS,
 	[PROTO_OP_IO_TRUNCATE - PROTO_OP_IO_READ] = IF_INO | IF_SIZE,
 	[PROTO_OP_IO_REMOVE - PROTO_OP_IO_READ] = IF_INO,
@@ -1159,10 +1160,25 @@ static bool falloc_mode_ok(uint32_t mode)
 	}
 }
 
-/* The field set of iod op; -EOPNOTSUPP for anything else. */
+/* The flags each op with IF_FLAGS accepts. */
+static bool io_flags_ok(uint16_t op, uint32_t flags)
+{
+	switch (op) {
+	case PROTO_OP_IO_READ:
+		return (flags & ~PROTO_IO_MIRROR) == 0;
+	case PROTO_OP_IO_SEEK:
+		return (flags & ~(PROTO_SEEK_HOLE | PROTO_IO_MIRROR)) == 0;
+	default:
+		return (flags & ~1u) == 0;
+	}
+}
+
+/* The field set of iod op; -EOPNOTSUPP for anything else (IO_FENCE has a
+ * body of its own, proto_fence). */
 static int io_fields_get(uint16_t op, unsigned *f)
 {
-	if (op < PROTO_OP_IO_READ || op >= PROTO_OP_IO_LAST)
+	if (op < PROTO_OP_IO_READ || op >= PROTO_OP_IO_LAST ||
+	    op == PROTO_OP_IO_FENCE)
 		return -EOPNOTSUPP;
 	*f = io_fields[op - PROTO_OP_IO_READ];
 	return 0;
@@ -1191,7 +1207,7 @@ int proto_ioreq_encode(struct wbuf *w, uint16_t op, const struct proto_ioreq *q)
 	}
 	if ((f & IF_SIZE) && q->size > MAX_IO_OFF)
 		return -EINVAL;
-	if ((f & IF_FLAGS) && (q->flags & ~1u))
+	if ((f & IF_FLAGS) && !io_flags_ok(op, q->flags))
 		return -EINVAL;
 	if ((f & IF_INOS) && !inos_ok(&q->inos))
 		return -EINVAL;
@@ -1287,7 +1303,7 @@ int proto_ioreq_decode(const void *buf, size_t len, uint16_t op,
 		q->flags = rb_u32(&r);
 		if (r.err)
 			return fail(why, "flags", -EBADMSG);
-		if (q->flags & ~1u)
+		if (!io_flags_ok(op, q->flags))
 			return fail(why, "flags", -EBADMSG);
 	}
 	if (f & IF_INOS) {
@@ -1517,7 +1533,7 @@ static const char *inostate_check(const struct proto_inostate *s)
 	if (s->n < 1 || s->n > PROTO_MAX_INOS)
 		return "n";
 	for (uint32_t i = 0; i < s->n; i++)
-		if (s->st[i] > PROTO_INO_ORPHAN)
+		if (s->st[i] > PROTO_INO_MIRROR_STALE)
 			return "state";
 	return NULL;
 }
@@ -1885,8 +1901,11 @@ int proto_stalecnt_encode(struct wbuf *w, const struct proto_stalecnt *c)
 	if (c->n < 1 || c->n > PROTO_MAX_IODS)
 		return -EINVAL;
 	wb_u16(w, c->n);
-	for (uint16_t i = 0; i < c->n; i++)
+	for (uint16_t i = 0; i < c->n; i++) {
 		wb_u64(w, c->count[i]);
+		wb_u64(w, c->done[i]);
+		wb_u64(w, c->bytes[i]);
+	}
 	return w->err;
 }
 
@@ -1899,12 +1918,136 @@ int proto_stalecnt_decode(const void *buf, size_t len,
 	rb_init(&r, buf, len);
 	c->n = rb_u16(&r);
 	if (r.err || c->n < 1 || c->n > PROTO_MAX_IODS ||
-	    (size_t)c->n * 8 != r.len - r.off) {
+	    (size_t)c->n * 24 != r.len - r.off) {
 		c->n = 0;
 		return fail(why, "n", -EBADMSG);
 	}
-	for (uint16_t i = 0; i < c->n; i++)
+	for (uint16_t i = 0; i < c->n; i++) {
 		c->count[i] = rb_u64(&r);
+		c->done[i] = rb_u64(&r);
+		c->bytes[i] = rb_u64(&r);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------- fence */
+
+/* Whether a fence list to encode is well formed: 0..PROTO_MAX_INOS
+ * entries, none 0. */
+static bool fence_list_ok(const struct proto_inos *l)
+{
+	if (l->n > PROTO_MAX_INOS || (l->n && !l->host && !l->wire))
+		return false;
+	for (uint32_t i = 0; i < l->n; i++)
+		if (proto_inos_at(l, i) == 0)
+			return false;
+	return true;
+}
+
+/* Read a fence list in place (u32 n, n x u64; n may be 0). Sets r->err on
+ * a bad count or a short body; inode 0 is checked by the caller. */
+static struct proto_inos rb_fence_list(struct rbuf *r)
+{
+	struct proto_inos l = { 0, NULL, NULL };
+	uint32_t n = rb_u32(r);
+
+	if (r->err)
+		return l;
+	if (n > PROTO_MAX_INOS) {
+		r->err = -EBADMSG;
+		return l;
+	}
+	l.wire = n ? rb_take(r, (size_t)n * 8) : NULL;
+	if (!n || l.wire)
+		l.n = n;
+	return l;
+}
+
+/* Encode an IO_FENCE request. */
+int proto_fence_encode(struct wbuf *w, const struct proto_fence *f)
+{
+	if (f->seq == 0 || f->lease_ms > PROTO_MAX_LEASE_MS ||
+	    (f->flags & ~PROTO_FENCE_ALL) || !fence_list_ok(&f->add) ||
+	    !fence_list_ok(&f->del))
+		return -EINVAL;
+	wb_u64(w, f->seq);
+	wb_u64(w, f->confirm);
+	wb_u32(w, f->lease_ms);
+	wb_u32(w, f->flags);
+	wb_u32(w, f->add.n);
+	for (uint32_t i = 0; i < f->add.n; i++)
+		wb_u64(w, proto_inos_at(&f->add, i));
+	wb_u32(w, f->del.n);
+	for (uint32_t i = 0; i < f->del.n; i++)
+		wb_u64(w, proto_inos_at(&f->del, i));
+	return w->err;
+}
+
+/* Decode and validate an IO_FENCE request. Cost: O(inodes). */
+int proto_fence_decode(const void *buf, size_t len, struct proto_fence *f,
+		       const char **why)
+{
+	struct rbuf r;
+
+	memset(f, 0, sizeof(*f));
+	rb_init(&r, buf, len);
+	f->seq = rb_u64(&r);
+	f->confirm = rb_u64(&r);
+	f->lease_ms = rb_u32(&r);
+	f->flags = rb_u32(&r);
+	if (r.err)
+		return fail(why, "fence header", -EBADMSG);
+	if (f->seq == 0)
+		return fail(why, "seq", -EBADMSG);
+	if (f->lease_ms > PROTO_MAX_LEASE_MS)
+		return fail(why, "lease_ms", -EBADMSG);
+	if (f->flags & ~PROTO_FENCE_ALL)
+		return fail(why, "fence flags", -EBADMSG);
+	f->add = rb_fence_list(&r);
+	if (r.err)
+		return fail(why, "fence add list", -EBADMSG);
+	f->del = rb_fence_list(&r);
+	if (r.err)
+		return fail(why, "fence del list", -EBADMSG);
+	if (r.off != r.len)
+		return fail(why, "trailing bytes", -EBADMSG);
+	if (!fence_list_ok(&f->add) || !fence_list_ok(&f->del))
+		return fail(why, "fence ino", -EBADMSG);
+	return 0;
+}
+
+/* Encode an IO_FENCE reply. */
+int proto_fencestate_encode(struct wbuf *w, const struct proto_fencestate *s)
+{
+	if (s->leased > 1 || s->complete > 1 || s->loading > 1 ||
+	    s->lease_left_ms > PROTO_MAX_LEASE_MS)
+		return -EINVAL;
+	wb_u8(w, s->leased);
+	wb_u8(w, s->complete);
+	wb_u8(w, s->loading);
+	wb_u32(w, s->nfenced);
+	wb_u32(w, s->lease_left_ms);
+	return w->err;
+}
+
+/* Decode and validate an IO_FENCE reply. */
+int proto_fencestate_decode(const void *buf, size_t len,
+			    struct proto_fencestate *s, const char **why)
+{
+	struct rbuf r;
+
+	rb_init(&r, buf, len);
+	s->leased = rb_u8(&r);
+	s->complete = rb_u8(&r);
+	s->loading = rb_u8(&r);
+	s->nfenced = rb_u32(&r);
+	s->lease_left_ms = rb_u32(&r);
+	if (r.err || r.off != r.len)
+		return fail(why, "fence state length", -EBADMSG);
+	if (s->leased > 1 || s->complete > 1 || s->loading > 1)
+		return fail(why, "fence state flag", -EBADMSG);
+	if (s->lease_left_ms > PROTO_MAX_LEASE_MS)
+		return fail(why, "lease_left_ms", -EBADMSG);
 	return 0;
 }
 
@@ -2002,7 +2145,7 @@ static const char *const op_names[PROTO_OP_SCRUB_LAST] = {
 	N(LOCK_CANCEL), N(LOCK_KEEPALIVE), N(IO_READ),
 	N(IO_WRITE), N(IO_TRUNCATE), N(IO_REMOVE), N(IO_FSYNC), N(IO_STATFS),
 	N(IO_REMOVE_MANY), N(SETBLOCKS), N(IO_FALLOCATE), N(IO_SEEK),
-	N(IO_BLOCKS), N(IO_LIST), N(IO_CSUM), N(SCRUB_INOS), N(SCRUB_ORPHANS),
+	N(IO_BLOCKS), N(IO_LIST), N(IO_CSUM), N(IO_FENCE), N(SCRUB_INOS), N(SCRUB_ORPHANS),
 	N(STALE_MARK), N(STALE_COUNT),
 };
 #undef N

@@ -124,6 +124,9 @@ enum proto_op {
 				* the data directory from the cursor (scrub) */
 	PROTO_OP_IO_CSUM = 51, /* ino, off, len (<= PROTO_MAX_CSUM_LEN) ->
 				* proto_csum: crc32c of the local range */
+	PROTO_OP_IO_FENCE = 52, /* proto_fence (from the mgr): the lease and
+				 * the fenced (stale) inodes of this iod ->
+				 * proto_fencestate */
 	PROTO_OP_IO_LAST,
 
 	/* scrub service of the mgr (mgr/mgr_scrub.c): bodies are struct
@@ -268,6 +271,20 @@ struct proto_cred {
 #define PROTO_SEEK_DATA 0x0u
 #define PROTO_SEEK_HOLE 0x1u
 
+/* IO_READ / IO_SEEK flag: the request reads one replica of a mirrored
+ * file. The iod serves it only while it holds the mgr's lease, knows its
+ * whole fence set, and the inode is not fenced; else -ESTALE (the client
+ * asks the buddy). Other reads are never fenced. */
+#define PROTO_IO_MIRROR 0x100u
+
+/* IO_FENCE flags. */
+#define PROTO_FENCE_RESET 0x1u    /* start loading a new fence set: add/del
+				   * of this and later messages go to it */
+#define PROTO_FENCE_COMPLETE 0x2u /* the set being loaded is complete: it
+				   * replaces the one in force */
+#define PROTO_FENCE_ALL 0x3u
+#define PROTO_MAX_LEASE_MS 600000u
+
 /* CREATE flags. */
 #define PROTO_CREATE_EXCL 0x1u
 
@@ -383,7 +400,9 @@ struct proto_ioreq {
 	uint64_t size;             /* IO_TRUNCATE: new local object size;
 				    * IO_SEEK: local offset to look from */
 	uint32_t flags;            /* IO_FSYNC: 1 = datasync; IO_SEEK:
-				    * PROTO_SEEK_HOLE or PROTO_SEEK_DATA */
+				    * PROTO_SEEK_HOLE or PROTO_SEEK_DATA, and
+				    * PROTO_IO_MIRROR; IO_READ: 0 or
+				    * PROTO_IO_MIRROR */
 	uint64_t off, len;         /* IO_FALLOCATE: local range, len > 0,
 				    * off + len <= 2^62 */
 	uint32_t mode;             /* IO_FALLOCATE: PROTO_FALLOC_* */
@@ -408,6 +427,36 @@ struct proto_iolist {
 	uint8_t eof;               /* 1: no objects after these (next is the end) */
 	struct proto_cursor next;  /* pass back in the next IO_LIST */
 	struct proto_obj objs[PROTO_MAX_LIST];
+};
+
+/*
+ * IO_FENCE request (mgr -> iod). The lease: the mgr numbers its messages
+ * (seq) and later confirms one whose reply it received (confirm); the iod
+ * remembers when it received each recent message, and a confirm extends
+ * its lease to (that receive time + that message's lease_ms). A message
+ * delayed in the network (or read late by a stopped iod) is never
+ * confirmed, so it never extends the lease past what the mgr counts on:
+ * the mgr takes the lease to end lease_ms after it received the reply.
+ * The fence set: the inodes whose replica here is stale; see the
+ * PROTO_FENCE_* flags. add and del lists are applied in that order.
+ */
+struct proto_fence {
+	uint64_t seq;              /* != 0 */
+	uint64_t confirm;          /* 0, or the seq of an earlier message */
+	uint32_t lease_ms;         /* granted by this message, if confirmed;
+				    * <= PROTO_MAX_LEASE_MS */
+	uint32_t flags;            /* PROTO_FENCE_* */
+	struct proto_inos add;     /* 0..PROTO_MAX_INOS inodes to fence */
+	struct proto_inos del;     /* 0..PROTO_MAX_INOS inodes to unfence */
+};
+
+/* IO_FENCE reply: the iod's state after the message. */
+struct proto_fencestate {
+	uint8_t leased;            /* 1: the lease is in force now */
+	uint8_t complete;          /* 1: a whole fence set is in force */
+	uint8_t loading;           /* 1: a set is being loaded (after RESET) */
+	uint32_t nfenced;          /* inodes in the set in force */
+	uint32_t lease_left_ms;    /* 0 when not leased */
 };
 
 /* IO_CSUM reply. */
@@ -503,6 +552,10 @@ enum proto_ino_state {
 	PROTO_INO_NONE = 0,        /* no such inode (never, or purged) */
 	PROTO_INO_LIVE = 1,        /* linked somewhere */
 	PROTO_INO_ORPHAN = 2,      /* last link gone, not purged yet */
+	PROTO_INO_MIRRORED = 3,    /* linked, a mirror=2 regular file, no
+				    * replica recorded stale */
+	PROTO_INO_MIRROR_STALE = 4,/* linked, mirror=2, a replica recorded
+				    * stale (the resync will repair it) */
 };
 
 /* STALE_MARK request: iod's replica of mirrored file ino missed a write. */
@@ -511,10 +564,13 @@ struct proto_stale {
 	uint16_t iod;              /* < PROTO_MAX_IODS */
 };
 
-/* STALE_COUNT reply: stale records per iod of the table. */
+/* STALE_COUNT reply: stale records per iod of the table, and what the
+ * mgr's resync did for each since the mgr started. */
 struct proto_stalecnt {
 	uint16_t n;                /* the iods, 1..PROTO_MAX_IODS */
-	uint64_t count[PROTO_MAX_IODS];
+	uint64_t count[PROTO_MAX_IODS];  /* stale records left */
+	uint64_t done[PROTO_MAX_IODS];   /* records resynced and cleared */
+	uint64_t bytes[PROTO_MAX_IODS];  /* bytes copied to it by resync */
 };
 
 /* SCRUB_INOS reply: one enum proto_ino_state per asked inode, in order. */
@@ -653,7 +709,9 @@ int proto_ioreq_encode(struct wbuf *w, uint16_t op, const struct proto_ioreq *q)
  * off + len does not overflow and is <= 2^62, and the lengths add up to
  * expect_bytes (the header's aux for READ, bulk_len for WRITE).
  * IO_FALLOCATE: len > 0, off + len <= 2^62, mode one of the five valid
- * PROTO_FALLOC_* combinations; IO_SEEK: size <= 2^62, flags 0 or 1;
+ * PROTO_FALLOC_* combinations; IO_SEEK: size <= 2^62, flags 0 or 1,
+ * optionally | PROTO_IO_MIRROR; IO_READ: flags 0 or PROTO_IO_MIRROR;
+ * IO_FSYNC: flags 0 or 1;
  * IO_LIST: cursor.bucket <= PROTO_LIST_END, max 1..PROTO_MAX_LIST;
  * IO_CSUM: a range as IO_FALLOCATE's with len <= PROTO_MAX_CSUM_LEN.
  * @return 0, -EBADMSG, -EOPNOTSUPP
@@ -768,7 +826,28 @@ int proto_stale_decode(const void *buf, size_t len, struct proto_stale *s,
 		       const char **why);
 
 /**
- * STALE_COUNT reply body: u16 n (1..PROTO_MAX_IODS), n x u64 count.
+ * IO_FENCE body: u64 seq (!= 0), u64 confirm, u32 lease_ms (<=
+ * PROTO_MAX_LEASE_MS), u32 flags (PROTO_FENCE_*), u32 nadd, nadd x u64,
+ * u32 ndel, ndel x u64 (each list 0..PROTO_MAX_INOS, no inode 0).
+ * Decoded lists point into buf.
+ * @return 0, -EINVAL / -EMSGSIZE (encode), -EBADMSG (decode)
+ */
+int proto_fence_encode(struct wbuf *w, const struct proto_fence *f);
+int proto_fence_decode(const void *buf, size_t len, struct proto_fence *f,
+		       const char **why);
+
+/**
+ * IO_FENCE reply body: u8 leased, u8 complete, u8 loading (each 0/1), u32
+ * nfenced, u32 lease_left_ms (<= PROTO_MAX_LEASE_MS).
+ * @return 0, -EINVAL / -EMSGSIZE (encode), -EBADMSG (decode)
+ */
+int proto_fencestate_encode(struct wbuf *w, const struct proto_fencestate *s);
+int proto_fencestate_decode(const void *buf, size_t len,
+			    struct proto_fencestate *s, const char **why);
+
+/**
+ * STALE_COUNT reply body: u16 n (1..PROTO_MAX_IODS), n x (u64 count, u64
+ * done, u64 bytes).
  * @return 0, -EINVAL / -EMSGSIZE (encode), -EBADMSG (decode)
  */
 int proto_stalecnt_encode(struct wbuf *w, const struct proto_stalecnt *c);
