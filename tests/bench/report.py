@@ -15,13 +15,15 @@
                                       the three counter columns (copies per
                                       byte, registrations and cache misses
                                       per operation) of such words
-    report.py perfsplit               `perf script -F comm,sym` of one command
-                                      on stdin -> where its samples went:
-                                      soft-RoCE (a frame in rxe_*: the NIC's
-                                      work, done by the kernel in whatever
-                                      process runs when a packet is handled),
-                                      the /dev/fuse copy (fuse_copy_*), the
-                                      rest; as percentages of its samples
+    report.py perfsplit               `perf script -F comm,ip,sym,dso` of one
+                                      command on stdin -> where its samples
+                                      went, by call chain: soft-RoCE (a frame
+                                      in rxe_*: the NIC's work, done by the
+                                      kernel in whatever process runs when a
+                                      packet is handled), the /dev/fuse copy,
+                                      TCP/IP, verbs syscalls, sleep/wakeup,
+                                      other kernel, user space; then the
+                                      hottest symbols and their callers
     report.py render RECORDS META OUT records (JSON lines written by bench.sh)
                                       and run metadata -> OUT/results.md,
                                       OUT/results.json, OUT/plot.png (gnuplot);
@@ -467,25 +469,52 @@ def record(kind, path, pairs):
     return rec
 
 
+# Classes of perf_split(), in priority order: a sample belongs to the first
+# class one of whose prefixes starts a frame of its call chain ("user": no
+# kernel frame at all).
+PERF_CLASSES = [
+    ("soft-RoCE", ("rxe_",)),
+    ("/dev/fuse copy", ("fuse_copy",)),
+    ("tcp/ip", ("tcp_", "inet_", "ip_", "__ip_", "sock_", "__sys_sendmsg", "__sys_recvmsg")),
+    ("verbs syscalls", ("ib_uverbs",)),
+    ("sleep/wakeup", ("schedule", "__schedule", "futex_", "try_to_wake_up", "__wake_up", "do_epoll_wait")),
+    ("other kernel", ("",)),
+]
+
+
 def perf_split(lines):
-    """Classify perf script samples (a header line, then one frame per
-    line, a blank line between samples) by their call chains: 'rxe' if a
-    frame is a soft-RoCE function, else 'fuse' if one copies for /dev/fuse,
-    else 'other'. Returns (samples, {class: count})."""
-    counts = {"rxe": 0, "fuse": 0, "other": 0}
+    """Classify `perf script -F comm,ip,sym,dso` samples (a header line,
+    then one frame per line, leaf first; a blank line between samples) by
+    their call chains (PERF_CLASSES; "user" when no frame is the kernel's).
+    Returns (samples, {class: count}, {leaf symbol: count},
+    {leaf symbol: {caller chain: count}})."""
+    counts = {}
+    leaves = {}
+    chains = {}
     total = 0
     frames = None
 
     def close(fr):
-        if fr is None:
+        if not fr:
             return 0
-        syms = [f.split()[1] if len(f.split()) > 1 else "" for f in fr]
-        if any(x.startswith("rxe_") for x in syms):
-            counts["rxe"] += 1
-        elif any(x.startswith("fuse_copy") for x in syms):
-            counts["fuse"] += 1
-        else:
-            counts["other"] += 1
+        syms = []
+        kernel = False
+        for f in fr:
+            w = f.split()
+            sym = w[1] if len(w) > 1 else "?"
+            syms.append(sym)
+            kernel = kernel or "kernel.kallsyms" in f
+        cls = "user"
+        if kernel:
+            for name, prefixes in PERF_CLASSES:
+                if any(x.startswith(p) for x in syms for p in prefixes):
+                    cls = name
+                    break
+        counts[cls] = counts.get(cls, 0) + 1
+        leaves[syms[0]] = leaves.get(syms[0], 0) + 1
+        ch = ";".join(reversed(syms[1:7]))
+        chains.setdefault(syms[0], {})
+        chains[syms[0]][ch] = chains[syms[0]].get(ch, 0) + 1
         return 1
 
     for line in lines:
@@ -498,18 +527,27 @@ def perf_split(lines):
         elif frames is not None:
             frames.append(line.strip())
     total += close(frames)
-    return total, counts
+    return total, counts, leaves, chains
+
+
+def print_perf_split(total, counts, leaves, chains):
+    """The summary of perf_split(): classes, then the 6 hottest leaf
+    symbols with the 2 commonest chains of callers of each (6 deep)."""
+    if not total:
+        print("no samples")
+        return
+    print("samples %d: %s" % (total, ", ".join(
+        "%s %.1f%%" % (k, 100.0 * v / total)
+        for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))))
+    for sym, n in sorted(leaves.items(), key=lambda kv: -kv[1])[:6]:
+        print("  %5.1f%% %s" % (100.0 * n / total, sym))
+        for ch, m in sorted(chains[sym].items(), key=lambda kv: -kv[1])[:2]:
+            print("         %5.1f%% from %s" % (100.0 * m / total, ch or "-"))
 
 
 def main(argv):
     if len(argv) == 2 and argv[1] == "perfsplit":
-        total, c = perf_split(sys.stdin)
-        if not total:
-            print("no samples")
-            return 0
-        print("samples %d: soft-RoCE (rxe_*) %.1f%%, /dev/fuse copy %.1f%%, rest %.1f%%" % (
-            total, 100.0 * c["rxe"] / total, 100.0 * c["fuse"] / total,
-            100.0 * c["other"] / total))
+        print_perf_split(*perf_split(sys.stdin))
         return 0
     if len(argv) >= 4 and argv[1] == "record":
         print(json.dumps(record(argv[2], argv[3], argv[4:])))
