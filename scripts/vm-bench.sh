@@ -199,7 +199,7 @@ perf_summary() {
 	perf report -i "$f" --stdio --no-children --comm "$3" --percentage relative \
 		--sort sym -g none --percent-limit 2 2>/dev/null | grep -E '^ +[0-9]' | head -n 15 || true
 	echo "--- perf: $2 over $1: $3's samples by call chain"
-	perf script -i "$f" --comm "$3" -F comm,ip,sym 2>/dev/null |
+	perf script -i "$f" --comm "$3" -F comm,ip,sym,dso 2>/dev/null |
 		python3 "$REPO/tests/bench/report.py" perfsplit || true
 	echo "--- perf: $2 over $1: $3's hottest symbols (>= 5 %) and their 3 main call chains"
 	perf report -i "$f" --stdio --no-children --comm "$3" --percentage relative \
