@@ -235,6 +235,10 @@ static void round_reset(struct cli_fs *fs, struct io_tls *t,
 static int pair_rc(struct cli_fs *fs, uint64_t ino, int a, uint16_t a_iod,
 		   int b, uint16_t b_iod)
 {
+	if (!a)
+		cli_mirror_forget(fs, ino, a_iod);
+	if (!b)
+		cli_mirror_forget(fs, ino, b_iod);
 	if (!a && !b)
 		return 0;
 	if (a && b)
@@ -441,13 +445,16 @@ static size_t sub_body_cap(const struct io_sub *s)
 	return IO_BODY_HDR + s->nsegs * sizeof(struct proto_seg) * 2;
 }
 
-/* Encode s's request (its merged segments in t) into body, which holds
+/* Encode s's request (its merged segments in t; flags: PROTO_IO_MIRROR for
+ * a read of a mirrored file, else 0) into body, which holds
  * sub_body_cap(s) bytes, and fill its call with the memory at iov.
  * @return 0, or -EINVAL/-ERANGE from the encoder */
 static int sub_encode(struct io_sub *s, struct io_tls *t, uint16_t op, uint64_t ino,
-		      uint8_t *body, const struct iovec *iov, const struct iovec *al)
+		      uint32_t flags, uint8_t *body, const struct iovec *iov,
+		      const struct iovec *al)
 {
-	struct proto_ioreq q = { .ino = ino, .nsegs = s->nsegs, .segs = &t->segs[s->seg0] };
+	struct proto_ioreq q = { .ino = ino, .nsegs = s->nsegs,
+				 .segs = &t->segs[s->seg0], .flags = flags };
 	struct wbuf w;
 	int rc;
 
@@ -482,10 +489,33 @@ static int sub_read_replica(struct cli_fs *fs, struct io_sub *s, uint64_t ino,
 	return 0;
 }
 
+/* Whether a mirrored replica's answer sends the read to the buddy: the
+ * iod is down or lost the data (-EIO), or it is fenced (-ESTALE: stale,
+ * or no lease from the mgr). */
+static int replica_failed(int rc)
+{
+	return rc == -EIO || rc == -ESTALE;
+}
+
 /*
- * A read sub-request of a mirrored file failed with -EIO: send it again,
- * same body and memory, to the other replica of k unless this client
- * recorded that one stale, and wait. Cost: one more round trip.
+ * Both replicas of a mirrored read are fenced (-ESTALE: e.g. neither holds
+ * the mgr's lease yet, just after a start): sleep 100 ms and return 0 to
+ * ask again, or -EIO once deadline_ns has passed. Cost: the sleep.
+ */
+static int fenced_wait(uint64_t deadline_ns)
+{
+	struct timespec ts = { 0, 100 * 1000000L };
+
+	if (mono_ns() >= deadline_ns)
+		return -EIO;
+	nanosleep(&ts, NULL);
+	return 0;
+}
+
+/*
+ * A read sub-request of a mirrored file failed with -EIO or -ESTALE: send
+ * it again, same body and memory, to the other replica of k unless this
+ * client recorded that one stale, and wait. Cost: one more round trip.
  */
 static void sub_read_failover(struct cli_fs *fs, struct io_sub *s, uint64_t ino,
 			      const struct proto_layout *l, uint16_t k)
@@ -519,6 +549,33 @@ static void sub_read_check(struct cli_fs *fs, struct io_sub *s)
 }
 
 /*
+ * A mirrored read of file iod k failed on its replica (-EIO or -ESTALE):
+ * ask the other one, and while the answer is -ESTALE (fenced; the other
+ * may be down or fenced too) keep asking them in turn every 100 ms until
+ * the client timeout. @return 0, or the error; never -ESTALE (-EIO).
+ * Cost: a round trip per try.
+ */
+static int sub_read_retry(struct cli_fs *fs, struct io_sub *s, uint64_t ino,
+			  const struct proto_layout *l, uint16_t k)
+{
+	uint64_t deadline = mono_ns() + (uint64_t)fs->timeout_ms * 1000000ull;
+
+	for (;;) {
+		sub_read_failover(fs, s, ino, l, k);
+		sub_read_check(fs, s);
+		if (s->rc != -ESTALE || fenced_wait(deadline))
+			break;
+	}
+	if (s->rc == -ESTALE) {
+		log_warn("inode %llu: no replica of file iod %u may be read "
+			 "(both fenced or down) within the timeout",
+			 (unsigned long long)ino, k);
+		s->rc = -EIO;
+	}
+	return s->rc;
+}
+
+/*
  * Wait for file iod k's sub-request of a round (and its buddy's) and
  * return k's result: for mirror=2 writes both replicas judged by pair_rc,
  * for mirror=2 reads a failed replica retried on the other, or -EAGAIN
@@ -542,13 +599,11 @@ static int sub_finish(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 			sub_wait(fs, b);
 		return pair_rc(fs, ino, s->rc, s->iod, b->rc, b->iod);
 	}
-	if (op != PROTO_OP_IO_READ || s->rc != -EIO)
+	if (op != PROTO_OP_IO_READ || !replica_failed(s->rc))
 		return s->rc;
 	if (pipes)
 		return -EAGAIN;
-	sub_read_failover(fs, s, ino, l, k);
-	sub_read_check(fs, s);
-	return s->rc;
+	return sub_read_retry(fs, s, ino, l, k);
 }
 
 /*
@@ -577,7 +632,9 @@ static int round_run(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 		if (mirror && op == PROTO_OP_IO_READ &&
 		    sub_read_replica(fs, s, ino, l, k, turn))
 			continue;
-		rc = sub_encode(s, t, op, ino, t->body + body_off, &t->iov[s->iov0], al);
+		rc = sub_encode(s, t, op, ino, mirror && op == PROTO_OP_IO_READ ?
+				PROTO_IO_MIRROR : 0, t->body + body_off,
+				&t->iov[s->iov0], al);
 		if (rc) {
 			s->rc = rc;
 			break;
@@ -828,7 +885,7 @@ int cli_io_write_start(struct cli_fs *fs, uint64_t ino,
 		if (!s->nsegs || rc)
 			continue;
 		memcpy(iov, &t->iov[s->iov0], s->niov * sizeof(*iov));
-		rc = sub_encode(s, t, PROTO_OP_IO_WRITE, ino, body, iov, NULL);
+		rc = sub_encode(s, t, PROTO_OP_IO_WRITE, ino, 0, body, iov, NULL);
 		if (!rc && nrep == 2) {
 			sub_buddy(b, s, cli_mirror_iod(fs, l, k, 1));
 			sub_submit(fs, b);
@@ -947,20 +1004,22 @@ static int fanout(struct cli_fs *fs, uint16_t op, uint64_t ino,
 
 /*
  * One parallel pass of requests without data: entry j goes to iod iods[j]
- * with request qs[ks[j]]; entries whose rcs[j] is nonzero are skipped.
+ * with request qs[ks[j]], its flags ORed with xflags (PROTO_IO_MIRROR for
+ * a mirrored IO_SEEK); entries whose rcs[j] is nonzero are skipped.
  * Results in rcs[j] (and vals[j] for IO_SEEK and IO_BLOCKS; a value reply
  * that does not decode counts as -EIO). Cost: one parallel round trip.
  */
 static void each_pass(struct cli_fs *fs, struct io_tls *t, uint16_t op,
-		      uint64_t ino, uint32_t n, const uint16_t *ks,
-		      const uint16_t *iods, const struct proto_ioreq *qs,
-		      int *rcs, uint64_t *vals)
+		      uint64_t ino, uint32_t xflags, uint32_t n,
+		      const uint16_t *ks, const uint16_t *iods,
+		      const struct proto_ioreq *qs, int *rcs, uint64_t *vals)
 {
 	for (uint32_t j = 0; j < n; j++) {
 		struct io_sub *s = &t->subs[j];
 		struct proto_ioreq q = qs[ks[j]];
 
 		q.ino = ino;
+		q.flags |= xflags;
 		s->iod = iods[j];
 		s->submitted = 0;
 		s->rc = rcs[j];
@@ -990,16 +1049,22 @@ static void each_pass(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 /*
  * cli_io_each of a mirrored layout for IO_SEEK and IO_BLOCKS: ask one
  * replica per file iod (read_pick; the replicas hold the same bytes, so
- * st_blocks counts one copy) and the other where that fails with -EIO.
+ * st_blocks counts one copy) and the other where that fails with -EIO or
+ * -ESTALE (fenced: IO_SEEK carries PROTO_IO_MIRROR; IO_BLOCKS has no flags
+ * and is never fenced); while both are fenced, ask them in turn every
+ * 100 ms until the client timeout, then -EIO.
  * Cost: one parallel round trip, two when a replica fails.
  */
 static void each_one_replica(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 			     uint64_t ino, const struct proto_layout *l,
 			     const struct proto_ioreq *qs, int *rcs, uint64_t *vals)
 {
+	uint32_t xf = op == PROTO_OP_IO_SEEK ? PROTO_IO_MIRROR : 0;
+	uint64_t deadline = mono_ns() + (uint64_t)fs->timeout_ms * 1000000ull;
 	uint16_t ks[PROTO_MAX_IODS], iods[PROTO_MAX_IODS];
-	int retry[PROTO_MAX_IODS]; /* 0: ask the other replica; 1: skip */
+	int retry[PROTO_MAX_IODS]; /* 0: ask the other replica; else skip */
 	unsigned turn = atomic_fetch_add(&fs->read_turn, 1);
+	int again;
 
 	for (uint16_t k = 0; k < l->count; k++) {
 		int r = rcs[k] ? 0 : read_pick(fs, ino, l, k, turn);
@@ -1008,22 +1073,30 @@ static void each_one_replica(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 		iods[k] = cli_mirror_iod(fs, l, k, r < 0 ? 0 : r);
 		if (r < 0)
 			rcs[k] = -EIO; /* both recorded stale */
-		retry[k] = rcs[k] != 0;
 	}
-	each_pass(fs, t, op, ino, l->count, ks, iods, qs, rcs, vals);
-	for (uint16_t k = 0; k < l->count; k++) {
-		uint16_t other = cli_mirror_iod(fs, l, k, 0);
+	each_pass(fs, t, op, ino, xf, l->count, ks, iods, qs, rcs, vals);
+	do {
+		again = 0;
+		for (uint16_t k = 0; k < l->count; k++) {
+			uint16_t other = cli_mirror_iod(fs, l, k, 0);
 
-		if (other == iods[k])
-			other = cli_mirror_iod(fs, l, k, 1);
-		retry[k] = retry[k] || rcs[k] != -EIO ||
-			   cli_mirror_is_stale(fs, ino, other);
-		iods[k] = other;
-	}
-	each_pass(fs, t, op, ino, l->count, ks, iods, qs, retry, vals);
-	for (uint16_t k = 0; k < l->count; k++)
-		if (rcs[k] == -EIO && retry[k] != 1)
+			if (other == iods[k])
+				other = cli_mirror_iod(fs, l, k, 1);
+			retry[k] = !replica_failed(rcs[k]) ||
+				   cli_mirror_is_stale(fs, ino, other);
+			iods[k] = other;
+		}
+		each_pass(fs, t, op, ino, xf, l->count, ks, iods, qs, retry, vals);
+		for (uint16_t k = 0; k < l->count; k++) {
+			if (!replica_failed(rcs[k]) || retry[k] == 1)
+				continue;
 			rcs[k] = retry[k];
+			again |= rcs[k] == -ESTALE;
+		}
+	} while (again && !fenced_wait(deadline));
+	for (uint16_t k = 0; k < l->count; k++)
+		if (rcs[k] == -ESTALE)
+			rcs[k] = -EIO;
 }
 
 /*
@@ -1044,7 +1117,7 @@ static void each_both_replicas(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 		iods[j] = cli_mirror_iod(fs, l, ks[j], (int)(j / c));
 		r2[j] = rcs[ks[j]];
 	}
-	each_pass(fs, t, op, ino, 2u * c, ks, iods, qs, r2, NULL);
+	each_pass(fs, t, op, ino, 0, 2u * c, ks, iods, qs, r2, NULL);
 	for (uint16_t k = 0; k < c; k++)
 		if (!rcs[k])
 			rcs[k] = pair_rc(fs, ino, r2[k], iods[k], r2[c + k],
@@ -1077,7 +1150,7 @@ int cli_io_each(struct cli_fs *fs, uint16_t op, uint64_t ino,
 		ks[k] = k;
 		iods[k] = cli_mirror_iod(fs, l, k, 0);
 	}
-	each_pass(fs, t, op, ino, l->count, ks, iods, qs, rcs, vals);
+	each_pass(fs, t, op, ino, 0, l->count, ks, iods, qs, rcs, vals);
 	return 0;
 }
 

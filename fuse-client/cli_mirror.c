@@ -1,6 +1,6 @@
 /*
- * cli_mirror.c - replica mapping and the client's record of stale
- * replicas. The record is a growable array of (ino, iod) under a mutex;
+ * cli_mirror.c - replica mapping, STALE_MARK, and the client's hint of the
+ * replicas it recorded stale: a growable array of (ino, iod) under a mutex;
  * readers skip the lock while it is empty (the common case: no iod has
  * been down since mount).
  */
@@ -78,6 +78,23 @@ out_unlock:
 }
 
 /* See cli_mirror.h. */
+void cli_mirror_forget(struct cli_fs *fs, uint64_t ino, uint16_t iod)
+{
+	if (!atomic_load_explicit(&fs->any_stale, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&fs->stale_lock);
+	for (size_t i = 0; i < fs->nstale; i++) {
+		if (fs->stale[i].ino != ino || fs->stale[i].iod != iod)
+			continue;
+		fs->stale[i] = fs->stale[--fs->nstale];
+		break;
+	}
+	if (!fs->nstale)
+		atomic_store_explicit(&fs->any_stale, 0, memory_order_release);
+	pthread_mutex_unlock(&fs->stale_lock);
+}
+
+/* See cli_mirror.h. */
 int cli_mirror_mark_stale(struct cli_fs *fs, uint64_t ino, uint16_t iod)
 {
 	struct proto_stale s = { ino, iod };
@@ -86,8 +103,6 @@ int cli_mirror_mark_stale(struct cli_fs *fs, uint64_t ino, uint16_t iod)
 	struct wbuf w;
 	int rc;
 
-	if (cli_mirror_is_stale(fs, ino, iod))
-		return 0;
 	wb_init(&w, body, sizeof(body));
 	rc = proto_stale_encode(&w, &s);
 	if (rc)
@@ -104,8 +119,9 @@ int cli_mirror_mark_stale(struct cli_fs *fs, uint64_t ino, uint16_t iod)
 			 "mgr: %s", (unsigned long long)ino, iod, strerror(-rc));
 		return rc;
 	}
-	log_notice("inode %llu: iod %u's replica recorded stale (iod down)",
-		   (unsigned long long)ino, iod);
+	if (!cli_mirror_is_stale(fs, ino, iod))
+		log_notice("inode %llu: iod %u's replica recorded stale (iod down)",
+			   (unsigned long long)ino, iod);
 	return stale_add(fs, ino, iod);
 }
 

@@ -2,7 +2,9 @@
  * cli_mirror.h - the client's side of mirrored layouts (HACKING.md
  * "Mirroring"): which iod holds replica r of a file-relative stripe index,
  * which replica a read goes to, and the replicas this client recorded
- * stale at the mgr (STALE_MARK) and so never reads again.
+ * stale at the mgr (STALE_MARK), which it does not read first until a
+ * write to them succeeds again (the iods fence stale replicas; this is only
+ * a hint that saves the round trip of a refused read).
  */
 #ifndef RPFS_CLI_MIRROR_H
 #define RPFS_CLI_MIRROR_H
@@ -30,20 +32,32 @@ uint16_t cli_mirror_iod(const struct cli_fs *fs, const struct proto_layout *l,
 uint16_t cli_mirror_width(const struct cli_fs *fs, const struct proto_layout *l);
 
 /**
- * Whether this client recorded iod's replica of ino stale. Cost: one
- * atomic load while nothing is stale; else a scan under a mutex.
+ * Whether this client recorded iod's replica of ino stale and no write to
+ * it succeeded since. Cost: one atomic load while nothing is stale; else a
+ * scan under a mutex.
  */
 int cli_mirror_is_stale(struct cli_fs *fs, uint64_t ino, uint16_t iod);
 
 /**
  * Record iod's replica of mirrored file ino stale at the mgr (STALE_MARK,
- * answered after the mgr committed it) and remember it, so this client
- * never reads that replica again. A replica already remembered costs
- * nothing. Cost: one mgr round trip the first time.
+ * answered once the mgr committed it and the iod is fenced) and remember
+ * it as a hint, so this client does not send reads there first. Sent for
+ * every failed replica write, even one remembered: the mgr's resync may
+ * have cleared an earlier record, and each mark bumps the record's
+ * generation so a resync running meanwhile does not clear it.
+ * Cost: one mgr round trip (and an LMDB commit there).
  * @return 0, -ENOMEM, or the mgr call's error (-EIO, -ETIMEDOUT, the mgr's
  *	-EINVAL / -ENOENT)
  */
 int cli_mirror_mark_stale(struct cli_fs *fs, uint64_t ino, uint16_t iod);
+
+/**
+ * Forget the hint of cli_mirror_mark_stale for (ino, iod): a write to that
+ * replica succeeded, so it is back (it may still be fenced at its iod until
+ * resynced, which then answers its reads with -ESTALE). Cost: one atomic
+ * load while nothing is remembered; else a scan under a mutex.
+ */
+void cli_mirror_forget(struct cli_fs *fs, uint64_t ino, uint16_t iod);
 
 /** A random per-client start of the read rotation (so clients reading
  * the same file do not all pick the same replica first). */
