@@ -105,7 +105,7 @@ def run_fio(cluster, args, env_extra=None, timeout=300):
         env['LD_PRELOAD'] = pre
         # fio's own allocations at exit are not ours to judge
         env['ASAN_OPTIONS'] = 'detect_leaks=0'
-    p = subprocess.run(['fio', '--output-format=normal'] + args, env=env,
+    p = subprocess.run(['fio', '--output-format=normal', '--verify_state_save=0'] + args, env=env,
                        capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, 'fio failed (%d):\n%s%s' % (
         p.returncode, p.stdout, p.stderr)

@@ -286,7 +286,7 @@ def test_listio_librpfs(mc, mdir, tmp_path):
 def test_fio_verify(mc, mdir):
     d = mirror_dir(mdir)
     f = os.path.join(d, 'fio.dat')
-    p = subprocess.run(['fio', '--name=mir', '--ioengine=psync', '--filename=' + f,
+    p = subprocess.run(['fio', '--name=mir', '--verify_state_save=0', '--ioengine=psync', '--filename=' + f,
                         '--rw=randwrite', '--size=4m', '--bsrange=4k-256k',
                         '--randrepeat=1', '--randseed=7', '--verify=crc32c',
                         '--fsync=8', '--output-format=normal'],
