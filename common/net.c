@@ -457,6 +457,13 @@ int net_ms_left(uint64_t deadline_ns)
 	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
+uint64_t net_call_timeout_ns(const struct net_call *call, const struct net_opts *o)
+{
+	uint64_t ms = call->timeout_ms ? call->timeout_ms : (uint64_t)o->timeout_ms;
+
+	return ms * 1000000ull;
+}
+
 uint64_t net_iov_total(const struct iovec *iov, int cnt)
 {
 	uint64_t sum = 0;

@@ -226,6 +226,9 @@ struct net_call {
 	int rd_cnt;
 	void *rep_buf;             /* reply body lands here */
 	uint32_t rep_cap;
+	uint32_t timeout_ms;       /* 0: the client's timeout; else this call's
+				    * own (a STALE_MARK, which the mgr answers
+				    * only once the replica is fenced) */
 	/* Optional: for each rd_iov / wr_iov entry, the allocation it lies in
 	 * (same count, or NULL), from the list I/O extended interface; lets
 	 * the verbs backend register whole allocations (OGR). */

@@ -120,6 +120,8 @@ uint64_t net_now_ns(void);
 struct timespec net_ns_to_ts(uint64_t ns);
 /* Milliseconds from now until deadline, 0 if past, capped at INT_MAX. */
 int net_ms_left(uint64_t deadline_ns);
+/* How long call may take, in ns: its own timeout_ms, else the client's. */
+uint64_t net_call_timeout_ns(const struct net_call *call, const struct net_opts *o);
 /* Sum of iovec lengths; UINT64_MAX if it overflows. */
 uint64_t net_iov_total(const struct iovec *iov, int cnt);
 /* Copy n bytes from src into the memory described by iov at offset off.

@@ -673,7 +673,7 @@ static int tcp_submit(struct net_conn *nc, struct net_call *call)
 		tcp_lane_put(c);
 		return rc;
 	}
-	deadline = net_now_ns() + (uint64_t)tc->base.opts.timeout_ms * 1000000ull;
+	deadline = net_now_ns() + net_call_timeout_ns(call, &tc->base.opts);
 
 	pthread_mutex_lock(&c->lock);
 	for (;;) {

@@ -1166,7 +1166,7 @@ static int vb_submit(struct net_conn *nc, struct net_call *call)
 	rc = vb_call_check(call, &wr, &rd);
 	if (rc)
 		return rc;
-	deadline = net_now_ns() + (uint64_t)vc->base.opts.timeout_ms * 1000000ull;
+	deadline = net_now_ns() + net_call_timeout_ns(call, &vc->base.opts);
 
 	pthread_mutex_lock(&c->lock);
 	for (;;) {

@@ -14,6 +14,11 @@
 
 #include "log.h"
 
+/* What a STALE_MARK may take beyond the client timeout: the mgr's lease
+ * (8 s, HACKING.md "Mirroring") and a poll round's timeout (2 s), with a
+ * margin. */
+#define CLI_MARK_EXTRA_MS 12000
+
 /* See cli_mirror.h. */
 uint16_t cli_mirror_iod(const struct cli_fs *fs, const struct proto_layout *l,
 			uint16_t k, int r)
@@ -109,6 +114,9 @@ int cli_mirror_mark_stale(struct cli_fs *fs, uint64_t ino, uint16_t iod)
 		return rc;
 	memset(&call, 0, sizeof(call));
 	call.op = PROTO_OP_STALE_MARK;
+	/* the mgr answers once the iod is fenced, which for an iod it cannot
+	 * reach means once that iod's lease has surely run out */
+	call.timeout_ms = (uint32_t)fs->timeout_ms + CLI_MARK_EXTRA_MS;
 	call.body = body;
 	call.body_len = (uint32_t)w.len;
 	rc = net_call_run(fs->mgr, &call);

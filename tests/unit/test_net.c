@@ -708,8 +708,15 @@ static int t_timeout(uint16_t port)
 	rc = net_call_wait(&e);
 	CHECK(rc == -EIO || rc == -ETIMEDOUT);
 	CHECK(echo(c, "after timeout") == 0);
+	/* a call's own timeout_ms replaces the client's (300 ms) */
+	slow = (struct net_call){ .op = OP_SLOW, .timeout_ms = 900 };
+	t0 = now_ms();
+	CHECK(net_call_submit(c, &slow) == 0);
+	CHECK(net_call_wait(&slow) == -ETIMEDOUT);
+	CHECK(now_ms() - t0 >= 850);
+	CHECK(echo(c, "after the call's own timeout") == 0);
 	net_client_stats(cl, &s);
-	CHECK(s.timeouts >= 1);
+	CHECK(s.timeouts >= 2);
 	CHECK(s.reconnects >= 1);
 	net_client_free(cl);
 	return 0;
