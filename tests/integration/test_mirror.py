@@ -13,7 +13,9 @@ import errno
 import json
 import os
 import re
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -456,3 +458,105 @@ def test_degraded(tmp_path_factory):
             os.close(fd)
     finally:
         util.cleanup(*(x for x in (m, c) if x))
+
+
+def _mirror_cluster(tmp_path_factory, name, mgr_args=()):
+    c = util.Cluster(str(tmp_path_factory.mktemp(name)), niods=4, name=name,
+                     mgr_args=mgr_args)
+    util.clusters.append(c)
+    c.start()
+    return c
+
+
+def _mount(c, tmp_path_factory, tag, opts='allow_other,timeout=3'):
+    path = str(tmp_path_factory.mktemp(tag))
+    util.make_traversable(path)
+    return c.mount(path, opts)
+
+
+def _degraded_overwrite(c, m, pause):
+    """Write a 4 MiB mirrored file through m, take iod 1 away with pause()
+    (its replica misses the overwrite of [1 MiB, 3 MiB)), and return (the
+    file's name below the mount, the data it now holds)."""
+    d = mirror_dir(m.path)
+    f = os.path.join(d, 'f')
+    data = bytearray(os.urandom(4 * MiB))
+    with open(f, 'wb') as fh:
+        fh.write(data)
+        os.fsync(fh.fileno())
+    pause()
+    new = os.urandom(2 * MiB)
+    with open(f, 'r+b') as fh:
+        fh.seek(MiB)
+        fh.write(new)
+        os.fsync(fh.fileno())
+    data[MiB:3 * MiB] = new
+    assert stale_counts(c)[1] >= 1
+    return os.path.relpath(f, m.path), bytes(data)
+
+
+@pytest.mark.expect_log(r'iod \d+ \(.*\): .* failed', r'reachable again',
+                        r'marked stale', r'recorded stale', r'went down',
+                        r'not answering', r'lease', r'fence')
+def test_fence_other_client_and_resync(tmp_path_factory):
+    """An iod back with a stale replica refuses its mirrored reads (the
+    mgr fenced it), so a client that never saw the failure (a second
+    mount) reads the new bytes on every try, with resync off; once the
+    mgr resyncs, the record goes, the replicas are byte-identical and the
+    iod serves reads again."""
+    c = _mirror_cluster(tmp_path_factory, 'mirf', ('--resync-rate', '0'))
+    ma = mb = None
+    try:
+        ma = _mount(c, tmp_path_factory, 'mirfa')
+        rel, data = _degraded_overwrite(c, ma, lambda: c.kill_iod(1))
+        c.start_iod(1)
+        mb = _mount(c, tmp_path_factory, 'mirfb')
+        fb = os.path.join(mb.path, rel)
+        pushed = iod_push_bytes(c)[1]
+        for _ in range(8):  # reads alternate replicas: iod 1 is asked too
+            assert read_direct(fb, len(data)) == data
+            assert read_direct(os.path.join(ma.path, rel), len(data)) == data
+        assert iod_push_bytes(c)[1] == pushed, 'the stale replica served a read'
+        time.sleep(3)  # resync is off: the record stays
+        assert stale_counts(c)[1] >= 1
+
+        c.mgr.stop()
+        c.mgr.argv = [a for a in c.mgr.argv if a not in ('--resync-rate', '0')]
+        c.mgr.start()
+        util.wait_until(lambda: stale_counts(c)[1] == 0, 60, 0.2, 'resync of iod 1')
+        rows = rpfs('status', '--mgr', util.hostport(c.mgr_port)).stdout
+        m = re.search(r'^iod +1 .*resynced: (\d+) \((\d+) bytes\)$', rows, re.M)
+        assert m and int(m.group(1)) >= 1 and int(m.group(2)) > 0, rows
+        check_replicas(c, fb, data)
+        # unfenced: iod 1 serves reads again (the next fence round)
+        util.wait_until(lambda: (read_direct(fb, len(data)) == data and
+                                 iod_push_bytes(c)[1] > pushed), 30, 0.2,
+                        'iod 1 serving reads after the resync')
+    finally:
+        util.cleanup(*(x for x in (mb, ma, c) if x))
+
+
+@pytest.mark.expect_log(r'iod \d+ \(.*\): .* failed', r'reachable again',
+                        r'marked stale', r'recorded stale', r'went down',
+                        r'not answering', r'lease', r'fence', r'timed out',
+                        r'timeout')
+def test_fence_stopped_iod_lease(tmp_path_factory):
+    """A hung iod (SIGSTOP) that missed a write cannot serve the old bytes
+    when it wakes up: the mgr answered the client's STALE_MARK only after
+    the iod's lease had surely run out, and the iod gets a new lease only
+    with its new fence set. A second client reads right after SIGCONT."""
+    c = _mirror_cluster(tmp_path_factory, 'mirl', ('--resync-rate', '0'))
+    ma = mb = None
+    try:
+        ma = _mount(c, tmp_path_factory, 'mirla')
+        mb = _mount(c, tmp_path_factory, 'mirlb')
+        rel, data = _degraded_overwrite(
+            c, ma, lambda: c.iods[1].proc.send_signal(signal.SIGSTOP))
+        c.iods[1].proc.send_signal(signal.SIGCONT)
+        fb = os.path.join(mb.path, rel)
+        for _ in range(8):
+            assert read_direct(fb, len(data)) == data
+        assert stale_counts(c)[1] >= 1
+    finally:
+        c.iods[1].proc.send_signal(signal.SIGCONT)
+        util.cleanup(*(x for x in (mb, ma, c) if x))
