@@ -95,7 +95,7 @@ static void check_map_bytes(const struct proto_layout *l, uint16_t niods,
 /* A random valid layout for niods iods. */
 static struct proto_layout rnd_layout(uint16_t niods, unsigned max_shift)
 {
-	struct proto_layout l;
+	struct proto_layout l = { .mirror = 1 };
 
 	l.unit = 4096u << rnd_below(max_shift + 1);
 	l.count = (uint16_t)(1 + rnd_below(niods));
