@@ -431,11 +431,13 @@ static void *conc_thread(void *arg)
 	struct proto_ioreq q = { .ino = k->ino, .nsegs = 1, .segs = &seg };
 	struct iovec wr = { (void *)k->src, k->len }, rd = { k->dst, k->len };
 	struct net_call call;
-	uint8_t body[64];
-	struct wbuf w;
+	uint8_t body[64], rbody[64];
+	struct wbuf w, rw;
 
 	wb_init(&w, body, sizeof(body));
 	proto_ioreq_encode(&w, PROTO_OP_IO_WRITE, &q);
+	wb_init(&rw, rbody, sizeof(rbody)); /* IO_READ's body ends in flags */
+	proto_ioreq_encode(&rw, PROTO_OP_IO_READ, &q);
 	memset(&call, 0, sizeof(call));
 	call.op = PROTO_OP_IO_WRITE;
 	call.body = body;
@@ -447,8 +449,8 @@ static void *conc_thread(void *arg)
 		k->wrc = call.status;
 	memset(&call, 0, sizeof(call));
 	call.op = PROTO_OP_IO_READ;
-	call.body = body;
-	call.body_len = (uint32_t)w.len;
+	call.body = rbody;
+	call.body_len = (uint32_t)rw.len;
 	call.rd_iov = &rd;
 	call.rd_cnt = 1;
 	k->rrc = net_call_run(k->c, &call);
