@@ -8,7 +8,8 @@
  * while one slot's unit is on the network the other's is on disk. Disk I/O
  * is synchronous in the loop thread (page cache). Pull and push completions
  * may run inside net_sreq_pull/push or later from the loop; the request is
- * driven by one re-entrancy-guarded function, req_advance().
+ * driven by one re-entrancy-guarded function, req_advance(). IO_FENCE and
+ * the fencing of mirrored reads are iod_fence.c's.
  */
 #include "iod_ops.h"
 
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "iod_fence.h"
 #include "log.h"
 #include "proto.h"
 
@@ -96,6 +98,7 @@ struct iod_ops {
 	struct proto_iolist *list;  /* IO_LIST reply being built (lazy, kept;
 				     * loop thread only, as the next) */
 	uint8_t *scrub_buf;         /* IO_LIST reply body / IO_CSUM reads */
+	struct iod_fence *fence;    /* lease and fence set (loop thread only) */
 };
 
 static void req_advance(struct io_req *q);
@@ -109,6 +112,10 @@ int iod_ops_new(struct iod_ops **out, struct ev_loop *loop,
 
 	if (!ops)
 		return -ENOMEM;
+	if (iod_fence_new(&ops->fence) < 0) {
+		free(ops);
+		return -ENOMEM;
+	}
 	ops->loop = loop;
 	ops->st = st;
 	ops->pool = pool;
@@ -155,6 +162,7 @@ void iod_ops_free(struct iod_ops *ops)
 	}
 	free(ops->list);
 	free(ops->scrub_buf);
+	iod_fence_free(ops->fence);
 	free(ops);
 }
 
@@ -710,10 +718,29 @@ static void req_simple(struct io_req *q)
 	req_finish(q, rc, NULL, 0);
 }
 
+/* An IO_READ of OPS_FD_MIN or more on a transport that can send from a
+ * file goes by push_fd from a private descriptor of the object (none: all
+ * zeros); on any other failure to open it, the buffered path reports it. */
+static void req_try_fd(struct io_req *q)
+{
+	int rc;
+
+	if (q->total < OPS_FD_MIN || !net_sreq_can_push_fd(q->r))
+		return;
+	rc = iod_store_read_fd(q->ops->st, q->q.ino, &q->fd, &q->fsize);
+	if (rc == 0 || rc == -ENOENT) {
+		q->by_fd = 1;
+		if (rc == -ENOENT)
+			q->fd = -1; /* no object: all zeros */
+	}
+}
+
 /*
  * net_req_fn: decode the request and start it. Malformed bodies close the
  * connection (reject); unknown ops get -EOPNOTSUPP; a context allocation
- * failure gets -ENOMEM.
+ * failure gets -ENOMEM. IO_FENCE has a body of its own (iod_fence.c); a
+ * mirrored IO_READ / IO_SEEK the fence refuses gets -ESTALE before any
+ * object is opened or any data moves.
  */
 void iod_ops_handle(struct net_sreq *r, void *arg)
 {
@@ -728,6 +755,10 @@ void iod_ops_handle(struct net_sreq *r, void *arg)
 		log_debug("%s from %s: not an iod op", proto_op_name(op),
 			  net_sconn_peer(r->conn));
 		net_sreq_reply(r, -EOPNOTSUPP, NULL, 0);
+		return;
+	}
+	if (op == PROTO_OP_IO_FENCE) {
+		iod_fence_serve(ops->fence, r);
 		return;
 	}
 	q = req_get(ops, r);
@@ -749,21 +780,18 @@ void iod_ops_handle(struct net_sreq *r, void *arg)
 		net_sreq_reject(r, why ? why : "malformed body");
 		return;
 	}
+	if (iod_fence_gate(ops->fence, op, &q->q) < 0) {
+		req_finish(q, -ESTALE, NULL, 0);
+		return;
+	}
 	if (op != PROTO_OP_IO_READ && op != PROTO_OP_IO_WRITE) {
 		req_simple(q);
 		return;
 	}
 	q->total = expect;
 	q->unit = unit_for(expect);
-	if (op == PROTO_OP_IO_READ && expect >= OPS_FD_MIN &&
-	    net_sreq_can_push_fd(r)) {
-		rc = iod_store_read_fd(ops->st, q->q.ino, &q->fd, &q->fsize);
-		if (rc == 0 || rc == -ENOENT) {
-			q->by_fd = 1;
-			if (rc == -ENOENT)
-				q->fd = -1; /* no object: all zeros */
-		}
-	}
+	if (op == PROTO_OP_IO_READ)
+		req_try_fd(q);
 	log_debug("%s ino %llu: %u segs, %llu bytes, unit %zu",
 		  proto_op_name(op), (unsigned long long)q->q.ino, q->q.nsegs,
 		  (unsigned long long)expect, q->unit);

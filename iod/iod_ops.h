@@ -2,7 +2,9 @@
  * iod_ops.h - the iod request handler: decodes IO_* requests and runs them
  * against the object store, moving bulk data through pooled buffers with
  * double-buffered pipelining (pull/push of unit i+1 overlaps the disk I/O
- * of unit i).
+ * of unit i). IO_FENCE and the fencing of mirrored reads (PROTO_IO_MIRROR:
+ * -ESTALE unless the iod is leased and the inode not fenced) go through
+ * iod_fence.h.
  *
  * Loop thread only.
  */

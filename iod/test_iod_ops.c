@@ -507,6 +507,63 @@ static void test_scrub(void)
 		fprintf(stderr, "note: could not remove %s\n", dir);
 }
 
+/* ----------------------------------------------------------------- fence */
+
+/*
+ * A fresh handler holds no lease: a mirrored IO_READ or IO_SEEK is answered
+ * -ESTALE at once, with no buffer taken, nothing pushed and the memory
+ * untouched; the same requests without the flag are served. IO_FENCE
+ * bodies are iod_fence's: a malformed one is rejected.
+ */
+static void test_fence_gate(unsigned start_free)
+{
+	size_t len = 256 * KiB;
+	uint8_t *src = malloc(len), *dst = malloc(len);
+	struct proto_seg seg = { 0, len };
+	struct fake *f;
+
+	mode_sync = 1;
+	fill(src, len, 11);
+	f = mkreq(PROTO_OP_IO_WRITE, 900, &seg, 1, src, NULL);
+	iod_ops_handle(&f->r, ops);
+	CHECK(f->replied && f->status == 0);
+	free(f);
+	for (int flagged = 1; flagged >= 0; flagged--) {
+		struct proto_ioreq q = { .ino = 900, .nsegs = 1, .segs = &seg,
+					 .flags = flagged ? PROTO_IO_MIRROR : 0 };
+		struct wbuf w;
+
+		memset(dst, 0xee, len);
+		f = mkreq(PROTO_OP_IO_READ, 900, &seg, 1, NULL, dst);
+		wb_init(&w, f->body, sizeof(f->body));
+		CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_READ, &q) == 0);
+		f->r.body_len = (uint32_t)w.len;
+		iod_ops_handle(&f->r, ops);
+		CHECK(f->replied && !f->rejected);
+		CHECK(f->status == (flagged ? -ESTALE : 0));
+		CHECK(flagged ? f->nxfer == 0 : f->nxfer > 0);
+		CHECK(flagged ? dst[0] == 0xee && dst[len - 1] == 0xee :
+				memcmp(dst, src, len) == 0);
+		CHECK(pool_free_total() == start_free);
+		free(f);
+		q = (struct proto_ioreq){ .ino = 900, .size = 0,
+					  .flags = flagged ? PROTO_IO_MIRROR : 0 };
+		f = scrub_req(ops, PROTO_OP_IO_SEEK, &q);
+		CHECK(f->status == (flagged ? -ESTALE : 0));
+		free(f);
+	}
+	f = calloc(1, sizeof(*f));
+	f->r.conn = fake_conn;
+	f->r.hdr.op = PROTO_OP_IO_FENCE;
+	f->r.body = f->body; /* 32 zero bytes: seq 0 */
+	f->r.body_len = 32;
+	iod_ops_handle(&f->r, ops);
+	CHECK(f->rejected);
+	free(f);
+	free(src);
+	free(dst);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/test_iod_ops.XXXXXX";
@@ -582,6 +639,7 @@ int main(void)
 	CHECK(m->replied && !m->rejected && m->status == -EOPNOTSUPP);
 	free(m);
 
+	test_fence_gate(start_free);
 	test_scrub();
 	iod_ops_free(ops);
 	iod_store_close(st);

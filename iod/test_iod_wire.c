@@ -7,8 +7,10 @@
  * verified, holes, truncate, fsync, remove, statfs, unknown ops, concurrent
  * large requests (buffer pool exhaustion), a malformed request and raw
  * garbage (the connection is closed, the iod keeps serving), the data
- * directory lock, argument validation, ENOSPC on a small tmpfs, and a clean
- * SIGTERM shutdown.
+ * directory lock, argument validation, ENOSPC on a small tmpfs, fencing
+ * (IO_FENCE lease and fence set; mirrored IO_READ / IO_SEEK refused with
+ * -ESTALE unless leased, complete and not fenced; a malformed IO_FENCE
+ * closes the connection), and a clean SIGTERM shutdown.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -61,6 +63,7 @@ struct iod_proc {
 	uint16_t port;
 	pthread_t reader;
 	int nerr, nwarn; /* "<3>" / "<4>" lines seen (reader thread writes) */
+	int nfence_rej;  /* "<4>" lines naming a bad IO_FENCE body (same) */
 };
 
 /* Echo the iod's stderr and count error/warning lines. */
@@ -78,6 +81,8 @@ static void *drain_stderr(void *arg)
 			__atomic_add_fetch(&p->nerr, 1, __ATOMIC_RELAXED);
 		if (!strncmp(buf, "<4>", 3))
 			__atomic_add_fetch(&p->nwarn, 1, __ATOMIC_RELAXED);
+		if (!strncmp(buf, "<4>", 3) && strstr(buf, "bad IO_FENCE body (seq)"))
+			__atomic_add_fetch(&p->nfence_rej, 1, __ATOMIC_RELAXED);
 	}
 	fclose(f);
 	return NULL;
@@ -431,11 +436,13 @@ static void *conc_thread(void *arg)
 	struct proto_ioreq q = { .ino = k->ino, .nsegs = 1, .segs = &seg };
 	struct iovec wr = { (void *)k->src, k->len }, rd = { k->dst, k->len };
 	struct net_call call;
-	uint8_t body[64];
-	struct wbuf w;
+	uint8_t body[64], rbody[64];
+	struct wbuf w, rw;
 
 	wb_init(&w, body, sizeof(body));
 	proto_ioreq_encode(&w, PROTO_OP_IO_WRITE, &q);
+	wb_init(&rw, rbody, sizeof(rbody)); /* IO_READ's body ends in flags */
+	proto_ioreq_encode(&rw, PROTO_OP_IO_READ, &q);
 	memset(&call, 0, sizeof(call));
 	call.op = PROTO_OP_IO_WRITE;
 	call.body = body;
@@ -447,8 +454,8 @@ static void *conc_thread(void *arg)
 		k->wrc = call.status;
 	memset(&call, 0, sizeof(call));
 	call.op = PROTO_OP_IO_READ;
-	call.body = body;
-	call.body_len = (uint32_t)w.len;
+	call.body = rbody;
+	call.body_len = (uint32_t)rw.len;
 	call.rd_iov = &rd;
 	call.rd_cnt = 1;
 	k->rrc = net_call_run(k->c, &call);
@@ -760,6 +767,172 @@ static void test_space_ops(struct net_conn *c, const char *data)
 	free(dst);
 }
 
+/* A mirrored (PROTO_IO_MIRROR) read of the segment into buf. */
+static int io_read_mirror(struct net_conn *c, uint64_t ino,
+			  struct proto_seg *seg, void *buf, size_t len)
+{
+	struct proto_ioreq q = { .ino = ino, .nsegs = 1, .segs = seg,
+				 .flags = PROTO_IO_MIRROR };
+	struct iovec iov = { buf, len };
+
+	return io_call(c, PROTO_OP_IO_READ, &q, NULL, 0, &iov, 1, NULL, 0, NULL);
+}
+
+/*
+ * Send one IO_FENCE. @return the transport error or the iod's status; the
+ * reply's state is decoded into *st (cleared first) when a body came back.
+ */
+static int io_fence(struct net_conn *c, uint64_t seq, uint64_t confirm,
+		    uint32_t lease_ms, uint32_t flags, const uint64_t *add,
+		    uint32_t nadd, struct proto_fencestate *st)
+{
+	struct proto_fence m = { .seq = seq, .confirm = confirm,
+				 .lease_ms = lease_ms, .flags = flags,
+				 .add = { nadd, add, NULL } };
+	struct net_call call;
+	uint8_t rep[64];
+	const char *why = NULL;
+	struct wbuf w;
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	wb_init(&w, body_buf, sizeof(body_buf));
+	if (proto_fence_encode(&w, &m) < 0 || w.err)
+		return -EINVAL;
+	memset(&call, 0, sizeof(call));
+	call.op = PROTO_OP_IO_FENCE;
+	call.body = body_buf;
+	call.body_len = (uint32_t)w.len;
+	call.rep_buf = rep;
+	call.rep_cap = sizeof(rep);
+	rc = net_call_run(c, &call);
+	if (rc < 0)
+		return rc;
+	CHECK_EQ(call.rep_len, 11);
+	CHECK_EQ(proto_fencestate_decode(rep, call.rep_len, st, &why), 0);
+	return call.status;
+}
+
+/* Mirrored reads before any IO_FENCE, and the lease by confirmation. */
+static void fence_lease(struct net_conn *c, const uint8_t *src, uint8_t *dst,
+			size_t len)
+{
+	struct proto_seg seg = { 0, len };
+	struct proto_fencestate st;
+
+	/* a fresh iod: no lease, no set; unflagged reads are served */
+	CHECK_EQ(io_read_mirror(c, 70, &seg, dst, len), -ESTALE);
+	memset(dst, 0xee, len);
+	CHECK_EQ(io_read(c, 70, &seg, 1, dst, len), 0);
+	CHECK(memcmp(dst, src, len) == 0);
+	/* a whole (empty) set, not confirmed yet: still refused */
+	CHECK_EQ(io_fence(c, 1, 0, 60000, PROTO_FENCE_RESET | PROTO_FENCE_COMPLETE,
+			  NULL, 0, &st), 0);
+	CHECK(!st.leased && st.complete && !st.loading);
+	CHECK_EQ(st.nfenced, 0);
+	CHECK_EQ(st.lease_left_ms, 0);
+	CHECK_EQ(io_read_mirror(c, 70, &seg, dst, len), -ESTALE);
+	/* seq 2 confirms 1: leased, and the mirrored read is served */
+	CHECK_EQ(io_fence(c, 2, 1, 60000, 0, NULL, 0, &st), 0);
+	CHECK(st.leased && st.complete && !st.loading);
+	CHECK_EQ(st.nfenced, 0);
+	CHECK(st.lease_left_ms > 50000 && st.lease_left_ms <= 60000);
+	memset(dst, 0xee, len);
+	CHECK_EQ(io_read_mirror(c, 70, &seg, dst, len), 0);
+	CHECK(memcmp(dst, src, len) == 0);
+}
+
+/* A fenced inode is refused, its neighbour and unflagged reads are not;
+ * IO_SEEK alike (the flag does not turn a data seek into a hole seek). */
+static void fence_set(struct net_conn *c, const uint8_t *src, uint8_t *dst,
+		      size_t len)
+{
+	struct proto_seg seg = { 0, len };
+	struct proto_fencestate st;
+	uint64_t v = 1;
+
+	CHECK_EQ(io_fence(c, 3, 2, 60000, 0, (const uint64_t[]){ 70 }, 1, &st), 0);
+	CHECK(st.leased && st.complete && !st.loading);
+	CHECK_EQ(st.nfenced, 1);
+	CHECK_EQ(io_read_mirror(c, 70, &seg, dst, len), -ESTALE);
+	memset(dst, 0xee, len);
+	CHECK_EQ(io_read_mirror(c, 71, &seg, dst, len), 0);
+	CHECK(memcmp(dst, src, len) == 0);
+	memset(dst, 0xee, len);
+	CHECK_EQ(io_read(c, 70, &seg, 1, dst, len), 0);
+	CHECK(memcmp(dst, src, len) == 0);
+	CHECK_EQ(io_value(c, PROTO_OP_IO_SEEK, 70, 0, PROTO_IO_MIRROR, &v), -ESTALE);
+	CHECK_EQ(io_value(c, PROTO_OP_IO_SEEK, 70, 0,
+			  PROTO_IO_MIRROR | PROTO_SEEK_HOLE, &v), -ESTALE);
+	CHECK_EQ(io_value(c, PROTO_OP_IO_SEEK, 70, 0, PROTO_SEEK_HOLE, &v), 0);
+	CHECK_EQ(v, len);
+	CHECK_EQ(io_value(c, PROTO_OP_IO_SEEK, 71, 0, PROTO_IO_MIRROR, &v), 0);
+	CHECK_EQ(v, 0);
+	CHECK_EQ(io_value(c, PROTO_OP_IO_SEEK, 71, 0,
+			  PROTO_IO_MIRROR | PROTO_SEEK_HOLE, &v), 0);
+	CHECK_EQ(v, len);
+	/* a new set loads beside the one in force, which serves until COMPLETE */
+	CHECK_EQ(io_fence(c, 4, 3, 60000, PROTO_FENCE_RESET,
+			  (const uint64_t[]){ 71 }, 1, &st), 0);
+	CHECK(st.leased && st.complete && st.loading);
+	CHECK_EQ(st.nfenced, 1);
+	CHECK_EQ(io_read_mirror(c, 71, &seg, dst, len), 0);
+	CHECK_EQ(io_read_mirror(c, 70, &seg, dst, len), -ESTALE);
+	CHECK_EQ(io_fence(c, 5, 4, 60000, PROTO_FENCE_COMPLETE, NULL, 0, &st), 0);
+	CHECK(st.leased && st.complete && !st.loading);
+	CHECK_EQ(st.nfenced, 1);
+	CHECK_EQ(io_read_mirror(c, 71, &seg, dst, len), -ESTALE);
+	CHECK_EQ(io_read_mirror(c, 70, &seg, dst, len), 0);
+	/* COMPLETE with nothing loading: -EINVAL with the state, nothing changes */
+	CHECK_EQ(io_fence(c, 6, 5, 60000, PROTO_FENCE_COMPLETE,
+			  (const uint64_t[]){ 70 }, 1, &st), -EINVAL);
+	CHECK(st.leased && st.complete && !st.loading);
+	CHECK_EQ(st.nfenced, 1);
+	CHECK_EQ(io_read_mirror(c, 70, &seg, dst, len), 0);
+}
+
+/* A malformed IO_FENCE (seq 0) closes the connection with a warning; the
+ * fence state lives on (it is the iod's, not the connection's). */
+static void fence_malformed(struct iod_proc *p, struct net_conn *c,
+			    uint8_t *dst, size_t len)
+{
+	uint8_t bad[36] = { 0 }; /* seq 0, confirm 0, lease 0, flags 0, 0, 0 */
+	struct proto_seg seg = { 0, len };
+	struct net_call call;
+	int rc;
+
+	memset(&call, 0, sizeof(call));
+	call.op = PROTO_OP_IO_FENCE;
+	call.body = bad;
+	call.body_len = 32;
+	rc = net_call_run(c, &call);
+	CHECK(rc == -EIO || rc == -EPROTO || rc == -ECONNRESET);
+	for (int i = 0; i < 200 && !__atomic_load_n(&p->nfence_rej, __ATOMIC_RELAXED); i++)
+		usleep(10000);
+	CHECK_EQ(__atomic_load_n(&p->nfence_rej, __ATOMIC_RELAXED), 1);
+	CHECK_EQ(io_read_mirror(c, 70, &seg, dst, len), 0);
+	CHECK_EQ(io_read_mirror(c, 71, &seg, dst, len), -ESTALE);
+}
+
+/* Fencing of mirrored reads over the wire (inodes 70 and 71, 128 KiB each:
+ * reads that size go by sendfile on tcp, so the refusal must come before
+ * the object is opened). */
+static void test_fence(struct iod_proc *p, struct net_conn *c)
+{
+	size_t len = 128 * KiB;
+	uint8_t *src = malloc(len), *dst = malloc(len);
+	struct proto_seg seg = { 0, len };
+
+	fill(src, len, 70);
+	CHECK_EQ(io_write(c, 70, &seg, 1, src, len), 0);
+	CHECK_EQ(io_write(c, 71, &seg, 1, src, len), 0);
+	fence_lease(c, src, dst, len);
+	fence_set(c, src, dst, len);
+	fence_malformed(p, c, dst, len);
+	free(src);
+	free(dst);
+}
+
 int main(int argc, char **argv)
 {
 	char tmp[] = "/tmp/test_iod_wire.XXXXXX";
@@ -796,6 +969,8 @@ int main(int argc, char **argv)
 	test_small_ops(c, data);
 	fprintf(stderr, "space ops\n");
 	test_space_ops(c, data);
+	fprintf(stderr, "fence\n");
+	test_fence(&p, c);
 	fprintf(stderr, "concurrent\n");
 	test_concurrent(cl, p.port);
 	fprintf(stderr, "abort\n");

@@ -272,6 +272,40 @@ static void fuzz_stalecnt(const uint8_t *b, size_t len)
 	same(&w, proto_stalecnt_encode(&w, &c), b, len);
 }
 
+/* IO_FENCE request: decode, check the lists, re-encode to the same bytes. */
+static void fuzz_fence(const uint8_t *b, size_t len)
+{
+	struct proto_fence f;
+	struct wbuf w;
+	const char *why;
+
+	if (proto_fence_decode(b, len, &f, &why))
+		return;
+	if (f.seq == 0 || f.add.n > PROTO_MAX_INOS || f.del.n > PROTO_MAX_INOS)
+		abort();
+	for (uint32_t i = 0; i < f.add.n; i++)
+		if (proto_inos_at(&f.add, i) == 0)
+			abort();
+	for (uint32_t i = 0; i < f.del.n; i++)
+		if (proto_inos_at(&f.del, i) == 0)
+			abort();
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_fence_encode(&w, &f), b, len);
+}
+
+/* IO_FENCE reply: decode, re-encode to the same bytes. */
+static void fuzz_fencestate(const uint8_t *b, size_t len)
+{
+	struct proto_fencestate s;
+	struct wbuf w;
+	const char *why;
+
+	if (proto_fencestate_decode(b, len, &s, &why))
+		return;
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_fencestate_encode(&w, &s), b, len);
+}
+
 /* Layout text: parse, format, parse again to the same layout. */
 static void fuzz_layout(const uint8_t *b, size_t len)
 {
@@ -319,7 +353,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		aux = aux << 8 | hb[40 + i];
 	}
 	(void)proto_op_name(op);
-	switch (data[0] % 17) {
+	switch (data[0] % 19) {
 	case 0: fuzz_mreq(op, body, blen); break;
 	case 1: fuzz_mrep(op, body, blen); break;
 	case 2: fuzz_mount(body, blen); break;
@@ -337,6 +371,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 14: fuzz_orphans(body, blen); break;
 	case 15: fuzz_stale(body, blen); break;
 	case 16: fuzz_stalecnt(body, blen); break;
+	case 17: fuzz_fence(body, blen); break;
+	case 18: fuzz_fencestate(body, blen); break;
 	}
 	return 0;
 }

@@ -56,6 +56,22 @@ static uint8_t *dup_exact(const uint8_t *p, size_t len)
 	return d;
 }
 
+/* Every strict prefix of the len bytes in gbuf fails to decode with
+ * -EBADMSG (dec: a decoder of a body, 0 or -errno). */
+#define CHECK_CUTS(len, ctx, dec)                                            \
+	do {                                                                 \
+		for (size_t k_ = 0; k_ < (len); k_++) {                      \
+			uint8_t *c_ = dup_exact(gbuf, k_);                   \
+			const uint8_t *cut = c_;                             \
+			size_t cutlen = k_;                                  \
+			int r_ = (dec);                                      \
+			CHECK(r_ == -EBADMSG, "%s cut %zu: %d", (ctx), k_, r_); \
+			free(c_);                                            \
+			(void)cut;                                           \
+			(void)cutlen;                                        \
+		}                                                            \
+	} while (0)
+
 /* ---------------------------------------------------------------- header */
 
 static void test_header(void)
@@ -1257,19 +1273,30 @@ static void test_ioreq(void)
 				segs[i].len = 1 + i * 7u;
 				sum += segs[i].len;
 			}
+			/* READ ends in u32 flags (0 or PROTO_IO_MIRROR); WRITE
+			 * has none (its flags are not sent) */
+			int rd = op == PROTO_OP_IO_READ;
+			uint32_t fl = rd && c == 1 ? 0 : PROTO_IO_MIRROR;
+			size_t want = 8 + 4 + 16 * (size_t)n + (rd ? 4 : 0);
+
 			q = (struct proto_ioreq){ .ino = 0xfeedfacecafebeefull,
 						  .nsegs = n, .segs = segs,
-						  .size = 77, .flags = 1 };
+						  .size = 77, .flags = fl };
 			wb_init(&w, gbuf, sizeof(gbuf));
 			rc = proto_ioreq_encode(&w, (uint16_t)op, &q);
-			CHECK(rc == 0 && w.len == 8 + 4 + 16 * (size_t)n,
+			CHECK(rc == 0 && w.len == want,
 			      "io enc op %d n %u rc %d len %zu", op, n, rc, w.len);
 			CHECK(gbuf[8] == (uint8_t)n && gbuf[9] == (uint8_t)(n >> 8),
 			      "nsegs bytes");
+			CHECK(!rd || (w.len == want && gbuf[want - 4] == 0 &&
+				      gbuf[want - 3] == (uint8_t)(fl >> 8) &&
+				      gbuf[want - 2] == 0 && gbuf[want - 1] == 0),
+			      "read flags bytes");
 			cp = dup_exact(gbuf, w.len);
 			rc = proto_ioreq_decode(cp, w.len, (uint16_t)op, sum, &d, out, &why);
 			CHECK(rc == 0 && d.ino == q.ino && d.nsegs == n && d.segs == out &&
-			      d.size == 0 && d.flags == 0, "io dec op %d n %u rc %d", op, n, rc);
+			      d.size == 0 && d.flags == (rd ? fl : 0),
+			      "io dec op %d n %u rc %d", op, n, rc);
 			for (uint32_t i = 0; i < n && rc == 0; i++)
 				CHECK(out[i].off == segs[i].off && out[i].len == segs[i].len,
 				      "seg %u", i);
@@ -1517,8 +1544,81 @@ static void test_ioreq(void)
 	/* a segment ending exactly at 2^62 is fine */
 	wb_init(&w, gbuf, sizeof(gbuf));
 	wb_u64(&w, 1); wb_u32(&w, 1); wb_u64(&w, (1ull << 62) - 4096); wb_u64(&w, 4096);
+	wb_u32(&w, 0);
 	CHECK(proto_ioreq_decode(gbuf, w.len, PROTO_OP_IO_READ, 4096, &d, out, &why) == 0,
 	      "seg at 2^62");
+
+	/* IO_READ and IO_SEEK flags: PROTO_IO_MIRROR and (SEEK) the hole bit */
+	{
+		static const uint32_t ok_read[] = { 0, PROTO_IO_MIRROR };
+		static const uint32_t ok_seek[] = { PROTO_SEEK_DATA, PROTO_SEEK_HOLE,
+			PROTO_IO_MIRROR, PROTO_IO_MIRROR | PROTO_SEEK_HOLE };
+
+		for (size_t i = 0; i < 2; i++) {
+			wb_init(&w, gbuf, sizeof(gbuf));
+			wb_u64(&w, 1); wb_u32(&w, 1); wb_u64(&w, 0); wb_u64(&w, 10);
+			wb_u32(&w, ok_read[i]);
+			rc = proto_ioreq_decode(gbuf, w.len, PROTO_OP_IO_READ, 10, &d, out, &why);
+			CHECK(rc == 0 && d.flags == ok_read[i], "read flags %#x: %d",
+			      ok_read[i], rc);
+		}
+		for (size_t i = 0; i < 4; i++) {
+			q = (struct proto_ioreq){ .ino = 3, .size = 5, .flags = ok_seek[i] };
+			wb_init(&w, gbuf, sizeof(gbuf));
+			rc = proto_ioreq_encode(&w, PROTO_OP_IO_SEEK, &q);
+			CHECK(rc == 0 && w.len == 20 && gbuf[16] == (uint8_t)ok_seek[i] &&
+			      gbuf[17] == (uint8_t)(ok_seek[i] >> 8), "seek enc %#x", ok_seek[i]);
+			rc = proto_ioreq_decode(gbuf, w.len, PROTO_OP_IO_SEEK, 0, &d, out, &why);
+			CHECK(rc == 0 && d.flags == ok_seek[i] && d.size == 5,
+			      "seek flags %#x: %d", ok_seek[i], rc);
+		}
+		q = (struct proto_ioreq){ .ino = 1, .nsegs = 1, .segs = segs };
+		segs[0] = (struct proto_seg){ 0, 1 };
+		static const uint32_t bad_read[] = { 1, 2, 0x200, PROTO_IO_MIRROR | 1,
+						     0x80000000u };
+		for (size_t i = 0; i < 5; i++) {
+			q.flags = bad_read[i];
+			wb_init(&w, gbuf, sizeof(gbuf));
+			CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_READ, &q) == -EINVAL,
+			      "enc read flags %#x", bad_read[i]);
+		}
+		q = (struct proto_ioreq){ .ino = 1, .flags = PROTO_IO_MIRROR | 2 };
+		CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_SEEK, &q) == -EINVAL,
+		      "enc seek flags mirror|2");
+		q.flags = PROTO_IO_MIRROR;
+		CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_FSYNC, &q) == -EINVAL,
+		      "enc fsync flags mirror");
+		CHECK(w.len == 0, "nothing written on -EINVAL");
+	}
+	BAD_IO(PROTO_OP_IO_READ, 10, "flags", wb_u64(&w, 1); wb_u32(&w, 1);
+	       wb_u64(&w, 0); wb_u64(&w, 10));
+	BAD_IO(PROTO_OP_IO_READ, 10, "flags", wb_u64(&w, 1); wb_u32(&w, 1);
+	       wb_u64(&w, 0); wb_u64(&w, 10); wb_u16(&w, 0));
+	BAD_IO(PROTO_OP_IO_READ, 10, "flags", wb_u64(&w, 1); wb_u32(&w, 1);
+	       wb_u64(&w, 0); wb_u64(&w, 10); wb_u32(&w, 1));
+	BAD_IO(PROTO_OP_IO_READ, 10, "flags", wb_u64(&w, 1); wb_u32(&w, 1);
+	       wb_u64(&w, 0); wb_u64(&w, 10); wb_u32(&w, 0x200));
+	BAD_IO(PROTO_OP_IO_READ, 10, "flags", wb_u64(&w, 1); wb_u32(&w, 1);
+	       wb_u64(&w, 0); wb_u64(&w, 10); wb_u32(&w, PROTO_IO_MIRROR | 1));
+	BAD_IO(PROTO_OP_IO_READ, 10, "trailing bytes", wb_u64(&w, 1); wb_u32(&w, 1);
+	       wb_u64(&w, 0); wb_u64(&w, 10); wb_u32(&w, 0); wb_u8(&w, 0));
+	BAD_IO(PROTO_OP_IO_SEEK, 0, "flags", wb_u64(&w, 1); wb_u64(&w, 0);
+	       wb_u32(&w, PROTO_IO_MIRROR | 2));
+	BAD_IO(PROTO_OP_IO_SEEK, 0, "flags", wb_u64(&w, 1); wb_u64(&w, 0);
+	       wb_u32(&w, 0x201));
+	BAD_IO(PROTO_OP_IO_FSYNC, 0, "flags", wb_u64(&w, 1); wb_u32(&w, PROTO_IO_MIRROR));
+	BAD_IO(PROTO_OP_IO_WRITE, 10, "trailing bytes", wb_u64(&w, 1); wb_u32(&w, 1);
+	       wb_u64(&w, 0); wb_u64(&w, 10); wb_u32(&w, 0));
+
+	/* IO_FENCE has a body of its own: not an ioreq */
+	wb_init(&w, gbuf, sizeof(gbuf));
+	wb_u64(&w, 1);
+	CHECK(proto_ioreq_decode(gbuf, w.len, PROTO_OP_IO_FENCE, 0, &d, out, &why) ==
+	      -EOPNOTSUPP, "IO_FENCE is not an ioreq");
+	q = (struct proto_ioreq){ .ino = 1 };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_ioreq_encode(&w, PROTO_OP_IO_FENCE, &q) == -EINVAL && w.len == 0,
+	      "enc IO_FENCE as an ioreq");
 
 	/* encoder checks */
 	segs[0] = (struct proto_seg){ 0, 1 };
@@ -1647,21 +1747,271 @@ static void test_stale(void)
 	st = (struct proto_stale){ 5, PROTO_MAX_IODS };
 	CHECK(proto_stale_encode(&w, &st) == -EINVAL, "stale enc iod");
 
+	/* STALE_COUNT: u16 n, then per iod u64 count, u64 done, u64 bytes */
 	c.n = 4;
 	c.count[0] = 0;
 	c.count[2] = 7;
+	c.done[2] = 0x0102;
+	c.done[3] = 5;
+	c.bytes[1] = 0x1122334455667788ull;
+	c.bytes[3] = UINT64_MAX;
 	wb_init(&w, gbuf, sizeof(gbuf));
-	CHECK(proto_stalecnt_encode(&w, &c) == 0 && w.len == 2 + 4 * 8, "stalecnt enc");
+	CHECK(proto_stalecnt_encode(&w, &c) == 0 && w.len == 2 + 4 * 24, "stalecnt enc");
+	CHECK(gbuf[0] == 4 && gbuf[1] == 0 && gbuf[2 + 2 * 24] == 7 &&
+	      gbuf[2 + 2 * 24 + 8] == 2 && gbuf[2 + 2 * 24 + 9] == 1 &&
+	      gbuf[2 + 24 + 16] == 0x88 && gbuf[2 + 24 + 23] == 0x11 &&
+	      gbuf[2 + 3 * 24 + 8] == 5 && gbuf[2 + 3 * 24 + 23] == 0xff,
+	      "stalecnt wire bytes");
+	uint8_t *cp = dup_exact(gbuf, w.len);
+	rc = proto_stalecnt_decode(cp, w.len, &cd, &why);
+	free(cp);
+	CHECK(rc == 0 && cd.n == 4 && cd.count[2] == 7 && cd.count[0] == 0 &&
+	      cd.done[2] == 0x0102 && cd.done[3] == 5 && cd.done[0] == 0 &&
+	      cd.bytes[1] == c.bytes[1] && cd.bytes[3] == UINT64_MAX &&
+	      cd.bytes[2] == 0, "stalecnt decode %d", rc);
+	for (size_t k = 0; k < w.len; k++) {
+		cp = dup_exact(gbuf, k);
+		rc = proto_stalecnt_decode(cp, k, &cd, &why);
+		CHECK_ERR(rc, -EBADMSG, why, "n", "stalecnt cut");
+		free(cp);
+	}
+	rc = proto_stalecnt_decode(gbuf, w.len + 1, &cd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "n", "stalecnt trailing");
+	/* the old layout (n x u64 count) is refused */
+	wb_init(&w, gbuf, sizeof(gbuf));
+	wb_u16(&w, 4);
+	for (int i = 0; i < 4; i++)
+		wb_u64(&w, (uint64_t)i);
 	rc = proto_stalecnt_decode(gbuf, w.len, &cd, &why);
-	CHECK(rc == 0 && cd.n == 4 && cd.count[2] == 7 && cd.count[0] == 0,
-	      "stalecnt decode %d", rc);
-	rc = proto_stalecnt_decode(gbuf, w.len - 1, &cd, &why);
-	CHECK_ERR(rc, -EBADMSG, why, "n", "stalecnt cut");
+	CHECK_ERR(rc, -EBADMSG, why, "n", "stalecnt old layout");
+	/* one iod, and the most */
+	c.n = 1;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_stalecnt_encode(&w, &c) == 0 && w.len == 26, "stalecnt enc n 1");
+	c.n = PROTO_MAX_IODS;
+	c.bytes[PROTO_MAX_IODS - 1] = 9;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_stalecnt_encode(&w, &c) == 0 && w.len == 2 + PROTO_MAX_IODS * 24,
+	      "stalecnt enc n max");
+	rc = proto_stalecnt_decode(gbuf, w.len, &cd, &why);
+	CHECK(rc == 0 && cd.n == PROTO_MAX_IODS && cd.bytes[PROTO_MAX_IODS - 1] == 9,
+	      "stalecnt dec n max %d", rc);
+	gbuf[0] = 1; /* n 257 (u16 LE 0x0101) */
+	gbuf[1] = 1;
+	rc = proto_stalecnt_decode(gbuf, w.len, &cd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "n", "stalecnt n 257");
 	gbuf[0] = 0;
+	gbuf[1] = 0;
 	rc = proto_stalecnt_decode(gbuf, 2, &cd, &why);
 	CHECK_ERR(rc, -EBADMSG, why, "n", "stalecnt n 0");
 	c.n = 0;
 	CHECK(proto_stalecnt_encode(&w, &c) == -EINVAL, "stalecnt enc n 0");
+	c.n = PROTO_MAX_IODS + 1;
+	CHECK(proto_stalecnt_encode(&w, &c) == -EINVAL, "stalecnt enc n 257");
+}
+
+/* Raw IO_FENCE body from the wire description (no validation). */
+static size_t raw_fence(uint8_t *buf, size_t cap, uint64_t seq, uint64_t confirm,
+			uint32_t lease_ms, uint32_t flags, const uint64_t *add,
+			uint32_t nadd, const uint64_t *del, uint32_t ndel)
+{
+	struct wbuf w;
+
+	wb_init(&w, buf, cap);
+	wb_u64(&w, seq);
+	wb_u64(&w, confirm);
+	wb_u32(&w, lease_ms);
+	wb_u32(&w, flags);
+	wb_u32(&w, nadd);
+	for (uint32_t i = 0; i < nadd; i++)
+		wb_u64(&w, add[i]);
+	wb_u32(&w, ndel);
+	for (uint32_t i = 0; i < ndel; i++)
+		wb_u64(&w, del[i]);
+	return w.len;
+}
+
+/* Decode a raw IO_FENCE body from an exact-size copy; expect field why. */
+static void bad_fence(const uint8_t *raw, size_t len, const char *field,
+		      const char *ctx)
+{
+	struct proto_fence d;
+	const char *why = NULL;
+	uint8_t *cp = dup_exact(raw, len);
+	int rc = proto_fence_decode(cp, len, &d, &why);
+
+	CHECK_ERR(rc, -EBADMSG, why, field, ctx);
+	free(cp);
+}
+
+/* IO_FENCE request: wire bytes, round trips, rejected bodies. */
+static void test_fence(void)
+{
+	static const uint64_t add[2] = { 5, 0x8877665544332211ull };
+	static const uint64_t del[1] = { UINT64_MAX };
+	static uint64_t many[PROTO_MAX_INOS + 1];
+	struct proto_fence f = { .seq = 0x0102030405060708ull, .confirm = 7,
+				 .lease_ms = 8000, .flags = PROTO_FENCE_ALL,
+				 .add = { 2, add, NULL }, .del = { 1, del, NULL } };
+	struct proto_fence d;
+	struct wbuf w;
+	const char *why;
+	uint8_t *cp;
+	size_t n;
+	int rc;
+
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_fence_encode(&w, &f);
+	n = raw_fence(gbuf2, sizeof(gbuf2), f.seq, 7, 8000, 3, add, 2, del, 1);
+	CHECK(rc == 0 && w.len == 32 + 16 + 8 && n == w.len &&
+	      memcmp(gbuf, gbuf2, n) == 0, "fence enc %d len %zu", rc, w.len);
+	CHECK(gbuf[0] == 8 && gbuf[7] == 1 && gbuf[8] == 7 && gbuf[16] == 0x40 &&
+	      gbuf[17] == 0x1f && gbuf[20] == 3 && gbuf[24] == 2 && gbuf[28] == 5 &&
+	      gbuf[36 + 7] == 0x88 && gbuf[44] == 1 && gbuf[48] == 0xff, "fence bytes");
+	cp = dup_exact(gbuf, w.len);
+	rc = proto_fence_decode(cp, w.len, &d, &why);
+	CHECK(rc == 0 && d.seq == f.seq && d.confirm == 7 && d.lease_ms == 8000 &&
+	      d.flags == PROTO_FENCE_ALL && d.add.n == 2 && d.del.n == 1 &&
+	      d.add.wire == cp + 28 && d.del.wire == cp + 48 &&
+	      proto_inos_at(&d.add, 0) == 5 && proto_inos_at(&d.add, 1) == add[1] &&
+	      proto_inos_at(&d.del, 0) == UINT64_MAX, "fence dec %d", rc);
+	/* the decoded message re-encodes to the same bytes */
+	wb_init(&w, gbuf2, sizeof(gbuf2));
+	CHECK(proto_fence_encode(&w, &d) == 0 && w.len == n &&
+	      memcmp(gbuf2, cp, n) == 0, "fence re-encode");
+	free(cp);
+	CHECK_CUTS(n, "fence", proto_fence_decode(cut, cutlen, &d, &why));
+	gbuf[n] = 0;
+	rc = proto_fence_decode(gbuf, n + 1, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "fence trailing");
+
+	/* empty lists, each flag alone, the longest lease, the longest lists */
+	static const uint32_t flags[] = { 0, PROTO_FENCE_RESET, PROTO_FENCE_COMPLETE };
+	for (size_t i = 0; i < 3; i++) {
+		n = raw_fence(gbuf, sizeof(gbuf), 1, 0, PROTO_MAX_LEASE_MS, flags[i],
+			      NULL, 0, NULL, 0);
+		cp = dup_exact(gbuf, n);
+		rc = proto_fence_decode(cp, n, &d, &why);
+		CHECK(rc == 0 && n == 32 && d.add.n == 0 && d.del.n == 0 &&
+		      d.flags == flags[i] && d.lease_ms == PROTO_MAX_LEASE_MS,
+		      "fence empty %#x: %d", flags[i], rc);
+		free(cp);
+	}
+	for (uint32_t i = 0; i <= PROTO_MAX_INOS; i++)
+		many[i] = i + 1;
+	n = raw_fence(gbuf, sizeof(gbuf), 2, 1, 0, 0, many, PROTO_MAX_INOS, many,
+		      PROTO_MAX_INOS);
+	rc = proto_fence_decode(gbuf, n, &d, &why);
+	CHECK(rc == 0 && d.add.n == PROTO_MAX_INOS && d.del.n == PROTO_MAX_INOS &&
+	      proto_inos_at(&d.del, PROTO_MAX_INOS - 1) == PROTO_MAX_INOS,
+	      "fence 256 + 256: %d", rc);
+
+	/* rejected bodies */
+	n = raw_fence(gbuf, sizeof(gbuf), 0, 0, 8000, 0, NULL, 0, NULL, 0);
+	bad_fence(gbuf, n, "seq", "fence seq 0");
+	n = raw_fence(gbuf, sizeof(gbuf), 1, 0, PROTO_MAX_LEASE_MS + 1, 0, NULL, 0,
+		      NULL, 0);
+	bad_fence(gbuf, n, "lease_ms", "fence lease too big");
+	n = raw_fence(gbuf, sizeof(gbuf), 1, 0, UINT32_MAX, 0, NULL, 0, NULL, 0);
+	bad_fence(gbuf, n, "lease_ms", "fence lease u32 max");
+	n = raw_fence(gbuf, sizeof(gbuf), 1, 0, 8000, 4, NULL, 0, NULL, 0);
+	bad_fence(gbuf, n, "fence flags", "fence flags 4");
+	n = raw_fence(gbuf, sizeof(gbuf), 1, 0, 8000, 0x80000003u, NULL, 0, NULL, 0);
+	bad_fence(gbuf, n, "fence flags", "fence flags high bit");
+	n = raw_fence(gbuf, sizeof(gbuf), 1, 0, 8000, 0, many, PROTO_MAX_INOS + 1,
+		      NULL, 0);
+	bad_fence(gbuf, n, "fence add list", "fence add 257");
+	n = raw_fence(gbuf, sizeof(gbuf), 1, 0, 8000, 0, NULL, 0, many,
+		      PROTO_MAX_INOS + 1);
+	bad_fence(gbuf, n, "fence del list", "fence del 257");
+	n = raw_fence(gbuf, sizeof(gbuf), 1, 0, 8000, 0, many, 2, NULL, 0);
+	bad_fence(gbuf, 32 + 8, "fence add list", "fence add short");
+	bad_fence(gbuf, 24 + 4 + 16, "fence del list", "fence del count missing");
+	n = raw_fence(gbuf, sizeof(gbuf), 1, 0, 8000, 0, NULL, 0, many, 3);
+	bad_fence(gbuf, n - 1, "fence del list", "fence del short");
+	bad_fence(gbuf, 20, "fence header", "fence header short");
+	bad_fence(gbuf, 0, "fence header", "fence empty body");
+	n = raw_fence(gbuf, sizeof(gbuf), 1, 0, 8000, 0, (const uint64_t[]){ 4, 0 },
+		      2, NULL, 0);
+	bad_fence(gbuf, n, "fence ino", "fence add ino 0");
+	n = raw_fence(gbuf, sizeof(gbuf), 1, 0, 8000, 0, NULL, 0,
+		      (const uint64_t[]){ 0 }, 1);
+	bad_fence(gbuf, n, "fence ino", "fence del ino 0");
+
+	/* the encoder refuses what the decoder would */
+	struct proto_fence e = f;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	e.seq = 0;
+	CHECK(proto_fence_encode(&w, &e) == -EINVAL, "fence enc seq 0");
+	e = f;
+	e.lease_ms = PROTO_MAX_LEASE_MS + 1;
+	CHECK(proto_fence_encode(&w, &e) == -EINVAL, "fence enc lease");
+	e = f;
+	e.flags = 4;
+	CHECK(proto_fence_encode(&w, &e) == -EINVAL, "fence enc flags");
+	e = f;
+	e.add = (struct proto_inos){ PROTO_MAX_INOS + 1, many, NULL };
+	CHECK(proto_fence_encode(&w, &e) == -EINVAL, "fence enc add 257");
+	e = f;
+	e.del = (struct proto_inos){ 2, (const uint64_t[]){ 3, 0 }, NULL };
+	CHECK(proto_fence_encode(&w, &e) == -EINVAL, "fence enc del ino 0");
+	e = f;
+	e.add = (struct proto_inos){ 1, NULL, NULL };
+	CHECK(proto_fence_encode(&w, &e) == -EINVAL, "fence enc no list");
+	CHECK(w.len == 0, "nothing written on -EINVAL");
+	wb_init(&w, gbuf, 40);
+	CHECK(proto_fence_encode(&w, &f) == -EMSGSIZE, "fence enc no room");
+}
+
+/* IO_FENCE reply: wire bytes, round trip, rejected bodies. */
+static void test_fencestate(void)
+{
+	static const uint8_t raw[11] = { 1, 1, 0, 0x39, 0x30, 0, 0, 0x3f, 0x1f, 0, 0 };
+	struct proto_fencestate s = { 1, 1, 0, 12345, 7999 }, d;
+	struct wbuf w;
+	const char *why;
+	int rc;
+
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_fencestate_encode(&w, &s);
+	CHECK(rc == 0 && w.len == 11 && memcmp(gbuf, raw, 11) == 0,
+	      "fencestate enc %d", rc);
+	uint8_t *cp = dup_exact(raw, 11);
+	rc = proto_fencestate_decode(cp, 11, &d, &why);
+	free(cp);
+	CHECK(rc == 0 && d.leased == 1 && d.complete == 1 && d.loading == 0 &&
+	      d.nfenced == 12345 && d.lease_left_ms == 7999, "fencestate dec %d", rc);
+	CHECK_CUTS(11, "fencestate", proto_fencestate_decode(cut, cutlen, &d, &why));
+	memcpy(gbuf, raw, 11);
+	gbuf[11] = 0;
+	rc = proto_fencestate_decode(gbuf, 12, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "fence state length", "fencestate trailing");
+	for (int i = 0; i < 3; i++) {
+		memcpy(gbuf, raw, 11);
+		gbuf[i] = 2;
+		rc = proto_fencestate_decode(gbuf, 11, &d, &why);
+		CHECK_ERR(rc, -EBADMSG, why, "fence state flag", "fencestate flag 2");
+	}
+	/* every flag set, no lease left, the most inodes, the longest lease */
+	s = (struct proto_fencestate){ 1, 1, 1, UINT32_MAX, PROTO_MAX_LEASE_MS };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_fencestate_encode(&w, &s) == 0 &&
+	      proto_fencestate_decode(gbuf, w.len, &d, &why) == 0 && d.loading == 1 &&
+	      d.nfenced == UINT32_MAX && d.lease_left_ms == PROTO_MAX_LEASE_MS,
+	      "fencestate max");
+	gbuf[7] = (uint8_t)(PROTO_MAX_LEASE_MS + 1);
+	rc = proto_fencestate_decode(gbuf, w.len, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "lease_left_ms", "fencestate lease_left too big");
+	s.lease_left_ms = PROTO_MAX_LEASE_MS + 1;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_fencestate_encode(&w, &s) == -EINVAL, "fencestate enc left");
+	s.lease_left_ms = 0;
+	s.complete = 2;
+	CHECK(proto_fencestate_encode(&w, &s) == -EINVAL, "fencestate enc complete 2");
+	CHECK(w.len == 0, "nothing written on -EINVAL");
+	s.complete = 0;
+	wb_init(&w, gbuf, 10);
+	CHECK(proto_fencestate_encode(&w, &s) == -EMSGSIZE, "fencestate no room");
 }
 
 static void test_layout(void)
@@ -1899,21 +2249,6 @@ static void test_lock(void)
 
 /* ------------------------------------------------------------------ scrub */
 
-/* Every strict prefix of the len bytes in gbuf fails to decode with
- * -EBADMSG (dec: a decoder of a body, 0 or -errno). */
-#define CHECK_CUTS(len, ctx, dec)                                            \
-	do {                                                                 \
-		for (size_t k_ = 0; k_ < (len); k_++) {                      \
-			uint8_t *c_ = dup_exact(gbuf, k_);                   \
-			const uint8_t *cut = c_;                             \
-			size_t cutlen = k_;                                  \
-			int r_ = (dec);                                      \
-			CHECK(r_ == -EBADMSG, "%s cut %zu: %d", (ctx), k_, r_); \
-			free(c_);                                            \
-			(void)cut;                                           \
-			(void)cutlen;                                        \
-		}                                                            \
-	} while (0)
 
 /* IO_LIST and IO_CSUM requests: bytes, round trip, limits. */
 static void test_scrub_ioreq(void)
@@ -2156,11 +2491,27 @@ static void test_scrub_mgr(void)
 	CHECK_CUTS(7, "state", proto_inostate_decode(cut, cutlen, &sd, &why));
 	rc = proto_inostate_decode(gbuf, 8, &sd, &why);
 	CHECK_ERR(rc, -EBADMSG, why, "n", "state trailing");
-	gbuf[6] = 3;
-	rc = proto_inostate_decode(gbuf, 7, &sd, &why);
-	CHECK_ERR(rc, -EBADMSG, why, "state", "state 3");
-	s.st[2] = 3;
-	CHECK(proto_inostate_encode(&w, &s) == -EINVAL, "state enc 3");
+	/* the mirror states: 3 (mirrored) and 4 (mirrored, a replica stale) */
+	s.n = 5;
+	s.st[3] = PROTO_INO_MIRRORED;
+	s.st[4] = PROTO_INO_MIRROR_STALE;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_inostate_encode(&w, &s);
+	CHECK(rc == 0 && w.len == 9 && gbuf[0] == 5 && gbuf[7] == 3 && gbuf[8] == 4,
+	      "state enc 3 4: %d", rc);
+	rc = proto_inostate_decode(gbuf, 9, &sd, &why);
+	CHECK(rc == 0 && sd.n == 5 && sd.st[3] == PROTO_INO_MIRRORED &&
+	      sd.st[4] == PROTO_INO_MIRROR_STALE && sd.st[1] == PROTO_INO_LIVE,
+	      "state dec 3 4: %d", rc);
+	CHECK_CUTS(9, "state 3 4", proto_inostate_decode(cut, cutlen, &sd, &why));
+	gbuf[8] = 5;
+	rc = proto_inostate_decode(gbuf, 9, &sd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "state", "state 5");
+	gbuf[8] = 0xff;
+	rc = proto_inostate_decode(gbuf, 9, &sd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "state", "state 255");
+	s.st[4] = 5;
+	CHECK(proto_inostate_encode(&w, &s) == -EINVAL, "state enc 5");
 	s.n = 0;
 	CHECK(proto_inostate_encode(&w, &s) == -EINVAL, "state enc n 0");
 
@@ -2201,7 +2552,8 @@ static void test_scrub_mgr(void)
 	      strcmp(proto_op_name(PROTO_OP_IO_CSUM), "IO_CSUM") == 0 &&
 	      strcmp(proto_op_name(PROTO_OP_SCRUB_INOS), "SCRUB_INOS") == 0 &&
 	      strcmp(proto_op_name(PROTO_OP_SCRUB_ORPHANS), "SCRUB_ORPHANS") == 0 &&
-	      strcmp(proto_op_name(PROTO_OP_IO_LAST), "op#52") == 0 &&
+	      strcmp(proto_op_name(PROTO_OP_IO_FENCE), "IO_FENCE") == 0 &&
+	      strcmp(proto_op_name(PROTO_OP_IO_LAST), "op#53") == 0 &&
 	      strcmp(proto_op_name(PROTO_OP_STALE_MARK), "STALE_MARK") == 0 &&
 	      strcmp(proto_op_name(PROTO_OP_STALE_COUNT), "STALE_COUNT") == 0 &&
 	      strcmp(proto_op_name(PROTO_OP_SCRUB_LAST), "op#64") == 0, "scrub names");
@@ -2274,13 +2626,34 @@ static int write_scrub_seeds(const char *dir)
 	proto_orphans_encode(&w, &o);
 	rc |= write_seed(dir, "orphans", 14, PROTO_OP_SCRUB_ORPHANS, 0, 0, gbuf, w.len);
 	struct proto_stale st = { 0x1234, 3 };
-	static struct proto_stalecnt sc = { 4, { 0, 2, 0, 1 } };
+	static struct proto_stalecnt sc = { 4, { 0, 2, 0, 1 }, { 5, 0, 1, 0 },
+					    { 1 << 20, 0, 4096, 0 } };
 	wb_init(&w, gbuf, sizeof(gbuf));
 	proto_stale_encode(&w, &st);
 	rc |= write_seed(dir, "stale", 15, PROTO_OP_STALE_MARK, 0, 0, gbuf, w.len);
 	wb_init(&w, gbuf, sizeof(gbuf));
 	proto_stalecnt_encode(&w, &sc);
 	rc |= write_seed(dir, "stalecnt", 16, PROTO_OP_STALE_COUNT, 0, 0, gbuf, w.len);
+	return rc;
+}
+
+/* Seeds of the IO_FENCE request and reply (selectors 17, 18). */
+static int write_fence_seeds(const char *dir)
+{
+	static const uint64_t add[2] = { 0x22, 0x10022 }, del[1] = { 7 };
+	struct proto_fence f = { .seq = 2, .confirm = 1, .lease_ms = 8000,
+				 .flags = PROTO_FENCE_ALL, .add = { 2, add, NULL },
+				 .del = { 1, del, NULL } };
+	struct proto_fencestate fs = { 1, 1, 0, 2, 7998 };
+	struct wbuf w;
+	int rc = 0;
+
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_fence_encode(&w, &f);
+	rc |= write_seed(dir, "fence", 17, PROTO_OP_IO_FENCE, 0, 0, gbuf, w.len);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_fencestate_encode(&w, &fs);
+	rc |= write_seed(dir, "fencestate", 18, PROTO_OP_IO_FENCE, 0, 0, gbuf, w.len);
 	return rc;
 }
 
@@ -2321,7 +2694,12 @@ static int write_corpus(const char *dir)
 	proto_mount_encode(&w, &mt);
 	rc |= write_seed(dir, "mount", 2, PROTO_OP_MOUNT, 0, 0, gbuf, w.len);
 	for (uint16_t op = PROTO_OP_IO_READ; op < PROTO_OP_IO_LAST; op++) {
-		q = (struct proto_ioreq){ .ino = 9, .size = 12345, .flags = 1,
+		if (op == PROTO_OP_IO_FENCE)
+			continue; /* not an ioreq: write_fence_seeds */
+		q = (struct proto_ioreq){ .ino = 9, .size = 12345,
+					  .flags = op == PROTO_OP_IO_READ ? PROTO_IO_MIRROR :
+						   op == PROTO_OP_IO_SEEK ?
+						   PROTO_IO_MIRROR | PROTO_SEEK_HOLE : 1,
 					  .nsegs = 3, .segs = segs,
 					  .inos = { 3, some_inos, NULL },
 					  .off = 4096, .len = 65536,
@@ -2366,6 +2744,7 @@ static int write_corpus(const char *dir)
 		rc |= write_seed(dir, "lockrep", 9, PROTO_OP_LOCK, 0, 0, gbuf, w.len);
 	}
 	rc |= write_scrub_seeds(dir);
+	rc |= write_fence_seeds(dir);
 	return rc ? -EIO : 0;
 }
 
@@ -2386,6 +2765,8 @@ int main(int argc, char **argv)
 	test_mrep();
 	test_mount();
 	test_stale();
+	test_fence();
+	test_fencestate();
 	test_ioreq();
 	test_statfs();
 	test_status();
