@@ -1,7 +1,8 @@
 /*
  * rpfs.h - the admin CLI `rpfs`: shared exit codes and the subcommands,
  * each in its own file (rpfs_main.c: dispatch, keygen, mkfs, layout,
- * client stats; rpfs_status.c: status and server stats over the network).
+ * client stats; rpfs_status.c: status and server stats over the network;
+ * rpfs_scrub.c and rpfs_scrub_mirror.c: scrub).
  */
 #ifndef RPFS_ADMIN_H
 #define RPFS_ADMIN_H
@@ -31,7 +32,8 @@ int adm_stats_server(int argc, char **argv);
 /**
  * `rpfs scrub [--conf FILE | --mgr HOST:PORT] [--key FILE] [--timeout S]
  * [--rate N | --rate NMB/s] [--dry-run] [--grace SECONDS]`: reclaim
- * orphans online (rpfs_scrub.c, HACKING.md "Scrub").
+ * orphans and compare (and repair) the replicas of mirrored files online
+ * (rpfs_scrub.c, rpfs_scrub_mirror.c, HACKING.md "Scrub").
  * @return an ADM_* exit code
  */
 int adm_scrub(int argc, char **argv);

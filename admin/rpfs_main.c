@@ -42,8 +42,11 @@ static void usage(FILE *f)
 "  stats PATH                       the client's counters of the mount holding PATH\n"
 "  scrub [--conf FILE | --mgr HOST:PORT] [--key FILE] [--rate N | --rate NMB/s]\n"
 "        [--dry-run] [--grace SECONDS]\n"
-"                                   reclaim orphaned objects and inodes online, at\n"
-"                                   most N objects (or N MB) per second (default 1000)\n"
+"                                   reclaim orphaned objects and inodes and compare\n"
+"                                   the replicas of mirrored files online, at most\n"
+"                                   N objects (or N MB) per second (default 1000);\n"
+"                                   a mismatch is recorded stale on the group's\n"
+"                                   second iod (not with --dry-run)\n"
 "The config file defaults to $RPFS_CONF, else " CFG_DEFAULT_PATH ".\n"
 "Exit status: 0 success (status: all servers up), 1 failure (status: a server\n"
 "is down), 2 bad command line, 3 unusable config or key file.\n");

@@ -1,16 +1,17 @@
 /*
- * rpfs_scrub.c - `rpfs scrub`: online orphan reclamation at a bounded rate
- * (HACKING.md "Scrub").
+ * rpfs_scrub.c - `rpfs scrub`: online orphan reclamation and replica
+ * compare at a bounded rate (HACKING.md "Scrub").
  *
  * Two passes over a running file system, both paced by --rate:
  *  1. every iod's objects (IO_LIST, in batches), asking the mgr which of
  *     their inodes exist (SCRUB_INOS); objects of inodes that do not exist
- *     and whose mtime is older than --grace go with IO_REMOVE_MANY;
+ *     and whose mtime is older than --grace go with IO_REMOVE_MANY. The two
+ *     iods of a mirror group are walked side by side and the replicas of
+ *     mirrored files compared (rpfs_scrub_mirror.c);
  *  2. the mgr's orphan table (SCRUB_ORPHANS): orphans unlinked before the
  *     mgr's current start and longer ago than --grace lose their objects on
  *     every iod (IO_REMOVE_MANY), then the inode (PURGE_MANY).
- * Replica comparison (IO_CSUM) waits for mirrored files: none exist yet,
- * and the report says so.
+ * This file: command line, pacing, the walk of one iod, orphans, report.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -23,59 +24,11 @@
 #include "net.h"
 #include "proto.h"
 #include "rpfs.h"
+#include "rpfs_scrub.h"
 
-#define SCRUB_BATCH PROTO_MAX_INOS     /* objects per IO_LIST / SCRUB_INOS */
 #define SCRUB_DEFAULT_RATE 1000.0      /* objects per second */
 #define SCRUB_DEFAULT_GRACE 60
 #define SCRUB_MAX_GRACE (366L * 86400)
-
-/* Command line. */
-struct scrub_args {
-	const char *conf, *key;
-	char host[PROTO_MAX_HOST + 1];
-	uint16_t port;
-	int have_addr;
-	double timeout;
-	double rate_objs;   /* objects per second, 0 = not limited by count */
-	double rate_bytes;  /* object bytes per second, 0 = not by bytes */
-	long grace;         /* seconds */
-	int dry_run;
-};
-
-/* Counters of the report. */
-struct scrub_report {
-	uint64_t checked, orphans_checked;
-	uint64_t iod_found, iod_bytes, iod_young;
-	uint64_t mgr_found, mgr_bytes, mgr_young;
-	int failed;         /* a server was down or an operation failed */
-};
-
-/* The pacing clock: work done so far against the allowed rate. */
-struct scrub_pace {
-	struct timespec start;
-	double objs, bytes;
-	const struct scrub_args *a;
-};
-
-/* A connection to every server, and shared message buffers. */
-struct scrub_ctx {
-	struct scrub_args a;
-	struct scrub_report report;
-	struct scrub_pace pace;
-	struct net_client *cl;
-	struct net_conn *mgr;
-	struct net_conn *iod[PROTO_MAX_IODS];
-	char mgr_addr[PROTO_MAX_HOST + 24];   /* "mgr HOST:PORT" */
-	char iod_addr[PROTO_MAX_IODS][PROTO_MAX_HOST + 24]; /* "iod N (HOST:PORT)" */
-	uint16_t niods;
-	time_t now;         /* when the scrub started: the grace counts from it */
-	uint8_t req[PROTO_MAX_BODY], rep[PROTO_MAX_BODY];
-	struct proto_mount mt;
-	struct proto_iolist list;
-	struct proto_orphans orphans;
-	struct proto_inostate states;
-	uint64_t inos[SCRUB_BATCH];
-};
 
 /* Print the usage line of scrub. */
 static void scrub_usage(FILE *f)
@@ -199,15 +152,15 @@ static double since(const struct timespec *t)
 }
 
 /*
- * Count one object of bytes and sleep as long as the work done so far is
- * ahead of the rate: the scrub never checks more than rate objects (or
- * bytes) per second on average, so it stays in the background.
+ * Count objs objects and bytes of work and sleep as long as the work done
+ * so far is ahead of the rate: the scrub never checks more than rate
+ * objects (or bytes) per second on average, so it stays in the background.
  */
-static void pace_one(struct scrub_pace *p, uint64_t bytes)
+void scrub_pace_add(struct scrub_pace *p, double objs, uint64_t bytes)
 {
 	double due = 0, ahead;
 
-	p->objs += 1;
+	p->objs += objs;
 	p->bytes += (double)bytes;
 	if (p->a->rate_objs > 0)
 		due = p->objs / p->a->rate_objs;
@@ -282,19 +235,21 @@ static int call_remove(struct scrub_ctx *x, uint16_t i, uint32_t n)
 
 /* Report a failed operation (NULL: connecting) at a server, "mgr
  * HOST:PORT" or "iod N (HOST:PORT)", and remember the failure. */
-static void scrub_fail(struct scrub_ctx *x, const char *server, const char *op,
-		       int rc)
+void scrub_fail(struct scrub_ctx *x, const char *server, const char *op,
+		int rc)
 {
 	fprintf(stderr, "rpfs scrub: %s%s%s: %s\n", server, op ? ": " : "",
 		op ? op : "", strerror(-rc));
 	x->report.failed = 1;
 }
 
-/* Check one IO_LIST batch of iod i against the mgr and remove the orphans
- * older than the grace. @return 0 or -errno (reported) */
-static int scrub_batch(struct scrub_ctx *x, uint16_t i)
+/* Check w's IO_LIST batch against the mgr (the states stay in w->st) and
+ * remove the orphans older than the grace. Mirrored objects of a paired
+ * walk are paced by their compare instead of their size.
+ * @return 0 or -errno (reported) */
+static int scrub_batch(struct scrub_ctx *x, struct scrub_walk *w)
 {
-	const struct proto_iolist *l = &x->list;
+	const struct proto_iolist *l = &w->list;
 	uint64_t bytes = 0;
 	uint32_t n = 0;
 	int rc;
@@ -306,12 +261,14 @@ static int scrub_batch(struct scrub_ctx *x, uint16_t i)
 		scrub_fail(x, x->mgr_addr, "SCRUB_INOS", rc);
 		return rc;
 	}
+	memcpy(w->st, x->states.st, l->n);
 	for (uint32_t k = 0; k < l->n; k++) {
 		const struct proto_obj *o = &l->objs[k];
+		int later = w->paired && w->st[k] == PROTO_INO_MIRRORED;
 
-		pace_one(&x->pace, o->size);
+		scrub_pace_add(&x->pace, 1, later ? 0 : o->size);
 		x->report.checked++;
-		if (x->states.st[k] != PROTO_INO_NONE)
+		if (w->st[k] != PROTO_INO_NONE)
 			continue;
 		if (o->mtime > (int64_t)x->now - x->a.grace) {
 			x->report.iod_young++;
@@ -320,9 +277,9 @@ static int scrub_batch(struct scrub_ctx *x, uint16_t i)
 		x->inos[n++] = o->ino;
 		bytes += o->blocks * 512;
 	}
-	rc = n && !x->a.dry_run ? call_remove(x, i, n) : 0;
+	rc = n && !x->a.dry_run ? call_remove(x, w->iod, n) : 0;
 	if (rc) {
-		scrub_fail(x, x->iod_addr[i], "IO_REMOVE_MANY", rc);
+		scrub_fail(x, x->iod_addr[w->iod], "IO_REMOVE_MANY", rc);
 		return rc;
 	}
 	x->report.iod_found += n;
@@ -330,36 +287,109 @@ static int scrub_batch(struct scrub_ctx *x, uint16_t i)
 	return 0;
 }
 
-/* Pass 1 over iod i: IO_LIST from the start to the end. @return 0 or -errno */
-static int scrub_iod(struct scrub_ctx *x, uint16_t i)
+/* See rpfs_scrub.h. */
+int scrub_key_cmp(uint64_t a, uint64_t b)
 {
-	struct proto_ioreq q = { .cursor = { 0, 0 }, .max = SCRUB_BATCH };
+	if ((a & 0xffff) != (b & 0xffff))
+		return (a & 0xffff) < (b & 0xffff) ? -1 : 1;
+	return a < b ? -1 : a > b;
+}
+
+/* Whether w->list continues the walk in IO_LIST order (strictly after
+ * the last inode listed): the merge of a group's two walks relies on it. */
+static int walk_in_order(struct scrub_walk *w)
+{
+	for (uint32_t k = 0; k < w->list.n; k++) {
+		if (w->last && scrub_key_cmp(w->last, w->list.objs[k].ino) >= 0)
+			return 0;
+		w->last = w->list.objs[k].ino;
+	}
+	return 1;
+}
+
+/* Fetch w's next IO_LIST batch (skipping empty ones) and scrub its
+ * orphans. @return 0 (w->list.n > 0, or the end) or -errno (reported) */
+static int walk_fetch(struct scrub_ctx *x, struct scrub_walk *w)
+{
+	struct proto_ioreq q = { .max = SCRUB_BATCH };
 	const char *why = "?";
 	uint32_t len;
-	struct wbuf w;
+	struct wbuf wb;
 	int rc;
 
 	do {
-		wb_init(&w, x->req, sizeof(x->req));
-		rc = proto_ioreq_encode(&w, PROTO_OP_IO_LIST, &q);
+		q.cursor = w->cur;
+		wb_init(&wb, x->req, sizeof(x->req));
+		rc = proto_ioreq_encode(&wb, PROTO_OP_IO_LIST, &q);
 		if (rc == 0)
-			rc = scrub_call(x, x->iod[i], PROTO_OP_IO_LIST, w.len, &len);
+			rc = scrub_call(x, x->iod[w->iod], PROTO_OP_IO_LIST, wb.len,
+					&len);
 		if (rc == 0)
-			rc = proto_iolist_decode(x->rep, len, &x->list, &why);
-		if (rc == 0 && x->list.n > q.max)
-			rc = -EPROTO; /* more than asked for */
+			rc = proto_iolist_decode(x->rep, len, &w->list, &why);
+		if (rc == 0 && (w->list.n > q.max || !walk_in_order(w)))
+			rc = -EPROTO; /* more than asked for, or out of order */
 		if (rc) {
-			scrub_fail(x, x->iod_addr[i], "IO_LIST", rc);
+			w->list.n = 0;
+			scrub_fail(x, x->iod_addr[w->iod], "IO_LIST", rc);
 			return rc;
 		}
-		if (x->list.n) {
-			rc = scrub_batch(x, i);
-			if (rc)
-				return rc;
-		}
-		q.cursor = x->list.next;
-	} while (!x->list.eof);
-	return 0;
+		w->cur = w->list.next;
+		w->pos = 0;
+	} while (!w->list.n && !w->list.eof);
+	return w->list.n ? scrub_batch(x, w) : 0;
+}
+
+/* See rpfs_scrub.h. */
+void scrub_walk_start(struct scrub_ctx *x, struct scrub_walk *w, uint16_t iod,
+		      int paired)
+{
+	w->iod = iod;
+	w->paired = paired;
+	w->done = w->failed = !x->iod[iod];
+	w->pos = 0;
+	w->last = 0;
+	w->cur = (struct proto_cursor){ 0, 0 };
+	w->list.n = 0;
+	w->list.eof = 0;
+}
+
+/* See rpfs_scrub.h. */
+const struct proto_obj *scrub_walk_head(struct scrub_ctx *x,
+					struct scrub_walk *w)
+{
+	while (!w->done && w->pos >= w->list.n) {
+		if (w->list.eof)
+			w->done = 1;
+		else if (walk_fetch(x, w))
+			w->done = w->failed = 1;
+	}
+	return w->done ? NULL : &w->list.objs[w->pos];
+}
+
+/* Pass 1 over iod i alone (it is in no mirror group). */
+static void scrub_iod(struct scrub_ctx *x, uint16_t i)
+{
+	struct scrub_walk *w = &x->walk[0];
+
+	scrub_walk_start(x, w, i, 0);
+	while (scrub_walk_head(x, w))
+		w->pos++;
+}
+
+/* Pass 1: each mirror group's two iods side by side, then the iods in no
+ * group alone. Failures are reported; the other iods go on. */
+static void scrub_iods(struct scrub_ctx *x)
+{
+	uint8_t grouped[PROTO_MAX_IODS] = { 0 };
+
+	for (uint16_t g = 0; g < x->mt.ngroups; g++) {
+		grouped[x->mt.groups[g].iod[0]] = 1;
+		grouped[x->mt.groups[g].iod[1]] = 1;
+		scrub_mirror_group(x, g);
+	}
+	for (uint16_t i = 0; i < x->niods; i++)
+		if (!grouped[i])
+			scrub_iod(x, i);
 }
 
 /* PURGE_MANY of x->inos[0..n) at the mgr; -ENOENT / -EBUSY mean some were
@@ -434,7 +464,7 @@ static int scrub_orphans(struct scrub_ctx *x)
 		}
 		n = 0;
 		for (uint32_t k = 0; k < o->n; k++) {
-			pace_one(&x->pace, o->o[k].size);
+			scrub_pace_add(&x->pace, 1, o->o[k].size);
 			x->report.orphans_checked++;
 			q.cookie = o->o[k].ino;
 			if (o->o[k].ctime_ns >= o->boot_ns ||
@@ -464,6 +494,7 @@ static int scrub_connect(struct scrub_ctx *x, struct net_opts *no)
 	int rc;
 
 	no->timeout_ms = (int)(x->a.timeout * 1000);
+	x->no = *no;
 	rc = net_client_new(&x->cl, no);
 	if (rc) {
 		fprintf(stderr, "rpfs scrub: %s\n", strerror(-rc));
@@ -513,8 +544,14 @@ static void scrub_print(const struct scrub_ctx *x)
 	       "since the mgr started): %llu iod objects, %llu mgr inodes\n",
 	       x->a.grace, (unsigned long long)r->iod_young,
 	       (unsigned long long)r->mgr_young);
-	printf("replicas compared: 0 (no mirrored files)\n");
-	printf("mismatches found: 0, repaired: 0\n");
+	printf("replicas compared: %llu (%llu bytes)\n",
+	       (unsigned long long)r->compared,
+	       (unsigned long long)r->compared_bytes);
+	printf("mismatches found: %llu, repaired: %llu%s\n",
+	       (unsigned long long)r->mismatches, (unsigned long long)r->repaired,
+	       x->a.dry_run ? " (dry run)" : "");
+	printf("replicas left to resync: %llu\n",
+	       (unsigned long long)r->resync_left);
 }
 
 /* See rpfs.h. */
@@ -549,14 +586,14 @@ int adm_scrub(int argc, char **argv)
 	x.pace.a = &x.a;
 	clock_gettime(CLOCK_MONOTONIC, &x.pace.start);
 	rc = scrub_connect(&x, &no);
-	for (uint16_t i = 0; rc == ADM_OK && i < x.niods; i++)
-		if (x.iod[i])
-			scrub_iod(&x, i); /* failures are reported; go on */
+	if (rc == ADM_OK)
+		scrub_iods(&x); /* failures are reported; go on */
 	/* orphans lose their objects on every iod: only with all of them up */
 	if (rc == ADM_OK && !x.report.failed)
 		scrub_orphans(&x);
 	if (rc == ADM_OK)
 		scrub_print(&x);
+	scrub_mirror_close(&x);
 	if (x.cl)
 		net_client_free(x.cl);
 	cfg_free(conf);

@@ -1,14 +1,18 @@
 /*
  * mgr_scrub.c - the scrub service: SCRUB_INOS (which of a batch of inodes
- * exist, live or orphan) and SCRUB_ORPHANS (walk the orphan table from a
- * cookie). Both run in one read transaction each and change nothing: the
- * scrub reclaims orphans with the ordinary IO_REMOVE_MANY and PURGE_MANY.
+ * exist: live, orphan, or a linked mirrored file with or without a stale
+ * replica) and SCRUB_ORPHANS (walk the orphan table from a cookie). Both
+ * run in one read transaction each and change nothing: the scrub reclaims
+ * orphans with the ordinary IO_REMOVE_MANY and PURGE_MANY, and repairs
+ * replicas with STALE_MARK (mgr_stale.c).
  */
 #include "mgr_scrub.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "log.h"
 
@@ -58,9 +62,62 @@ int64_t mgr_scrub_ns(const struct proto_time *t)
 	return t->sec * 1000000000 + (int64_t)t->nsec;
 }
 
-/* State of one inode in txn: orphan if marked, live if it exists. */
+/* Whether db->stale holds a record for (iod, ino). Only the key is
+ * read (u16 BE iod, u64 BE ino, as mgr_db.c writes it): the value's format
+ * is the resync's business. @return 1, 0, -EIO */
+static int scrub_stale_has(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
+			   uint64_t ino)
+{
+	uint16_t bi = htobe16(iod);
+	uint64_t bo = htobe64(ino);
+	uint8_t kb[10];
+	MDB_val k = { sizeof(kb), kb }, d;
+	int rc;
+
+	memcpy(kb, &bi, 2);
+	memcpy(kb + 2, &bo, 8);
+	rc = mdb_get(txn, db->stale, &k, &d);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	if (rc) {
+		log_err("scrub: stale get: %s", mdb_strerror(rc));
+		return -EIO;
+	}
+	return 1;
+}
+
+/* State of a linked mirror=2 regular file: MIRROR_STALE if either replica
+ * of any of its groups has a stale record, else MIRRORED. Cost: nothing
+ * while the stale table is empty (stale_any 0), else up to 2 x count
+ * lookups. @return 0, -EIO */
+static int scrub_mirror_state(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+			      const struct proto_layout *l, int stale_any,
+			      uint8_t *st)
+{
+	*st = PROTO_INO_MIRRORED;
+	for (uint16_t k = 0; stale_any && k < l->count && k < db->ngroups; k++) {
+		const struct proto_group *g =
+			&db->groups[(l->first + k) % db->ngroups];
+
+		for (int r = 0; r < 2; r++) {
+			int rc = scrub_stale_has(db, txn, g->iod[r], ino);
+
+			if (rc < 0)
+				return rc;
+			if (rc) {
+				*st = PROTO_INO_MIRROR_STALE;
+				return 0;
+			}
+		}
+	}
+	return 0;
+}
+
+/* State of one inode in txn: orphan if marked, else mirrored (with or
+ * without a stale replica) for a mirror=2 regular file, else live; none if
+ * it does not exist. */
 static int scrub_state(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
-		       uint8_t *st)
+		       int stale_any, uint8_t *st)
 {
 	struct mgr_inode in;
 	int rc = mgr_db_inode_get(db, txn, ino, &in);
@@ -74,23 +131,38 @@ static int scrub_state(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 	rc = mgr_db_orphan_is(db, txn, ino);
 	if (rc < 0)
 		return rc;
-	*st = rc ? PROTO_INO_ORPHAN : PROTO_INO_LIVE;
+	if (rc) {
+		*st = PROTO_INO_ORPHAN;
+		return 0;
+	}
+	if (S_ISREG(in.mode) && in.layout.mirror == 2 && db->ngroups)
+		return scrub_mirror_state(db, txn, ino, &in.layout, stale_any, st);
+	*st = PROTO_INO_LIVE;
 	return 0;
 }
 
-/* SCRUB_INOS: the state of each asked inode. Cost: n lookups. */
+/* SCRUB_INOS: the state of each asked inode. Cost: n inode lookups, and
+ * for mirrored files up to 2 x count stale lookups each while any stale
+ * record exists. */
 static int scrub_inos(struct mgr_scrub *sc, const struct proto_scrubq *q,
 		      struct wbuf *w)
 {
+	MDB_stat ms;
 	MDB_txn *txn;
 	int rc = mgr_db_begin(sc->db, 1, &txn);
 
 	if (rc)
 		return rc;
+	rc = mdb_stat(txn, sc->db->stale, &ms);
+	if (rc) {
+		log_err("scrub: stale stat: %s", mdb_strerror(rc));
+		mgr_db_abort(txn);
+		return -EIO;
+	}
 	sc->states.n = q->inos.n;
 	for (uint32_t i = 0; i < q->inos.n && !rc; i++)
 		rc = scrub_state(sc->db, txn, proto_inos_at(&q->inos, i),
-				 &sc->states.st[i]);
+				 ms.ms_entries != 0, &sc->states.st[i]);
 	mgr_db_abort(txn);
 	return rc ? rc : proto_inostate_encode(w, &sc->states);
 }

@@ -402,6 +402,67 @@ static void stale_ops(void)
 	CHECK(cnt.n == 2 && cnt.count[0] == 0 && cnt.count[1] == 1);
 }
 
+/* CREATE name in the root, as root, with layout lay (NULL: the default);
+ * @return the inode, or 0 after a failed CHECK */
+static uint64_t create_with(const char *name, uint32_t mode, const char *lay)
+{
+	struct proto_mreq m = { .cred = root_c, .parent = 1, .name = STR(name),
+				.mode = mode };
+	struct proto_mrep p;
+	uint64_t ino;
+
+	CHECK_RC(call(S_ISDIR(mode) ? PROTO_OP_MKDIR : PROTO_OP_CREATE, &m, &p), 0);
+	ino = p.attr.ino;
+	if (lay) {
+		m = (struct proto_mreq){ .cred = root_c, .ino = ino,
+					 .xname = STR("user.rpfs.layout"),
+					 .xvalue = STR(lay) };
+		CHECK_RC(call(PROTO_OP_SETXATTR, &m, &p), 0);
+	}
+	return ino;
+}
+
+/* SCRUB_INOS of mirrored files: MIRRORED without a stale record,
+ * MIRROR_STALE with one for either replica (first or second iod of the
+ * group), ORPHAN once unlinked; a mirror=1 file and a directory with a
+ * mirrored default layout stay LIVE. Runs after stale_ops, whose file
+ * "mirrored" has iod 1 (the group's second) recorded stale. */
+static void scrub_mirror_ops(void)
+{
+	const char *mir = "unit=65536,count=1,mirror=2";
+	struct proto_inostate s;
+	struct proto_mreq m;
+	struct proto_mrep p;
+	uint64_t inos[6];
+	const char *why;
+
+	m = (struct proto_mreq){ .cred = root_c, .parent = 1, .name = STR("mirrored") };
+	CHECK_RC(call(PROTO_OP_LOOKUP, &m, &p), 0);
+	inos[0] = p.attr.ino;                             /* iod 1 stale */
+	inos[1] = create_with("sm-clean", 0100644, mir);
+	inos[2] = create_with("sm-first", 0100644, mir);
+	CHECK_RC(stale_call(inos[2], 0), 0);              /* iod 0 stale */
+	inos[3] = create_with("sm-plain", 0100644, NULL);
+	inos[4] = create_with("sm-dir", 040755, mir);
+	inos[5] = create_with("sm-gone", 0100644, mir);
+	m = (struct proto_mreq){ .cred = root_c, .parent = 1, .name = STR("sm-gone") };
+	CHECK_RC(call(PROTO_OP_UNLINK, &m, &p), 0);
+	CHECK_RC(scrub_call(PROTO_OP_SCRUB_INOS,
+			    &(struct proto_scrubq){ .inos = { 6, inos, NULL } }), 0);
+	CHECK_RC(proto_inostate_decode(repbuf, rep_len, &s, &why), 0);
+	CHECK(s.n == 6 && s.st[0] == PROTO_INO_MIRROR_STALE &&
+	      s.st[1] == PROTO_INO_MIRRORED && s.st[2] == PROTO_INO_MIRROR_STALE &&
+	      s.st[3] == PROTO_INO_LIVE && s.st[4] == PROTO_INO_LIVE &&
+	      s.st[5] == PROTO_INO_ORPHAN);
+	/* purged: its record goes with it, the state is none */
+	m = (struct proto_mreq){ .cred = root_c, .inos = { 1, &inos[5], NULL } };
+	CHECK_RC(call(PROTO_OP_PURGE_MANY, &m, &p), 0);
+	CHECK_RC(scrub_call(PROTO_OP_SCRUB_INOS,
+			    &(struct proto_scrubq){ .inos = { 2, &inos[4], NULL } }), 0);
+	CHECK_RC(proto_inostate_decode(repbuf, rep_len, &s, &why), 0);
+	CHECK(s.n == 2 && s.st[0] == PROTO_INO_LIVE && s.st[1] == PROTO_INO_NONE);
+}
+
 /* SCRUB_INOS tells live, orphan and unknown inodes apart; SCRUB_ORPHANS
  * walks the orphan table in pages; a malformed body closes the connection. */
 static void scrub_ops(void)
@@ -519,6 +580,7 @@ int main(int argc, char **argv)
 	run_ops();
 	scrub_ops();
 	stale_ops();
+	scrub_mirror_ops();
 	raw_garbage(port);
 	bad_body();
 	net_client_free(cl);
