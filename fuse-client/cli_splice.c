@@ -11,7 +11,7 @@
  * buffer to /dev/fuse) and through user space.
  *
  * Pipes are per thread and per layout-relative iod index, created on
- * first use and sized SPL_PIPE_SZ; a pipe is empty between READs. After a
+ * first use and sized up to SPL_IOD_PIPE_SZ; a pipe is empty between READs. After a
  * failure, or a reply libfuse could not send, the thread's used pipes may
  * hold data: they are closed and made anew on next use.
  */
@@ -27,7 +27,18 @@
 #include "log.h"
 
 #define SPL_MIN (64u << 10)       /* smaller READs take the buffer path */
-#define SPL_PIPE_SZ (2u << 20)    /* per pipe: twice a 1 MiB share */
+#define SPL_PIPE_SZ (2u << 20)    /* libfuse's pipe for a 1 MiB reply */
+/* A pipe holds page slots, not bytes, and each piece of a socket's data
+ * takes a slot of its own: on a 1500-byte MTU link without GRO a 1 MiB
+ * share comes as 725 segments of 1448 bytes, some split over two pages,
+ * which overflows a 2 MiB pipe (512 slots). So an iod's pipe is asked for
+ * SPL_IOD_PIPE_SZ (2048 slots) and takes a share only if it holds
+ * SPL_SLOT_BYTES of pipe per byte of share (pieces of 1 KiB on average;
+ * 512 bytes in an 8 MiB pipe for a 1 MiB share); a smaller pipe (the
+ * limit is /proc/sys/fs/pipe-max-size without CAP_SYS_RESOURCE) takes
+ * smaller shares, and the rest go through the buffer path. */
+#define SPL_IOD_PIPE_SZ (8u << 20)
+#define SPL_SLOT_BYTES 4
 #define SPL_MAX_PIECES 1024       /* buffer vector entries per READ */
 #define SPL_MAX_IODS 64           /* wider layouts take the buffer path */
 
@@ -101,8 +112,9 @@ static struct spl_tls *spl_tls_get(void)
 }
 
 /* Make the pipe of slot k unless it exists (non-blocking, as net_call
- * rd_pipe wants), with room for twice a share of `need` bytes; a pipe
- * that could not grow stays, and its READs take the buffer path.
+ * rd_pipe wants), as large as it may grow up to SPL_IOD_PIPE_SZ, and say
+ * whether it holds a share of `need` bytes (SPL_SLOT_BYTES x need); a pipe
+ * too small for a share stays, and that READ takes the buffer path.
  * @return 0, -EAGAIN (no pipe, or too small) */
 static int spl_pipe_get(struct spl_tls *t, uint16_t k, uint64_t need)
 {
@@ -111,11 +123,13 @@ static int spl_pipe_get(struct spl_tls *t, uint16_t k, uint64_t need)
 			t->pfd[k][0] = t->pfd[k][1] = -1;
 			return -EAGAIN;
 		}
-		(void)fcntl(t->pfd[k][0], F_SETPIPE_SZ, SPL_PIPE_SZ);
+		if (fcntl(t->pfd[k][0], F_SETPIPE_SZ, SPL_IOD_PIPE_SZ) < 0)
+			(void)fcntl(t->pfd[k][0], F_SETPIPE_SZ, SPL_PIPE_SZ);
 		t->wfd[k] = t->pfd[k][1];
 		t->psz[k] = fcntl(t->pfd[k][0], F_GETPIPE_SZ);
 	}
-	return t->psz[k] > 0 && (uint64_t)t->psz[k] >= 2 * need ? 0 : -EAGAIN;
+	return t->psz[k] > 0 && (uint64_t)t->psz[k] >= SPL_SLOT_BYTES * need ?
+	       0 : -EAGAIN;
 }
 
 /* Whether libfuse can splice a 1 MiB reply: its pipe must grow to 2 MiB
