@@ -1257,19 +1257,25 @@ static void test_ioreq(void)
 				segs[i].len = 1 + i * 7u;
 				sum += segs[i].len;
 			}
+			/* READ carries flags after its segs (PROTO_IO_MIRROR);
+			 * WRITE has none, whatever q says */
+			int rd = op == PROTO_OP_IO_READ;
+			uint32_t fl = rd ? PROTO_IO_MIRROR : 0;
+
 			q = (struct proto_ioreq){ .ino = 0xfeedfacecafebeefull,
 						  .nsegs = n, .segs = segs,
-						  .size = 77, .flags = 1 };
+						  .size = 77,
+						  .flags = rd ? PROTO_IO_MIRROR : 1 };
 			wb_init(&w, gbuf, sizeof(gbuf));
 			rc = proto_ioreq_encode(&w, (uint16_t)op, &q);
-			CHECK(rc == 0 && w.len == 8 + 4 + 16 * (size_t)n,
+			CHECK(rc == 0 && w.len == 8 + 4 + 16 * (size_t)n + (rd ? 4 : 0),
 			      "io enc op %d n %u rc %d len %zu", op, n, rc, w.len);
 			CHECK(gbuf[8] == (uint8_t)n && gbuf[9] == (uint8_t)(n >> 8),
 			      "nsegs bytes");
 			cp = dup_exact(gbuf, w.len);
 			rc = proto_ioreq_decode(cp, w.len, (uint16_t)op, sum, &d, out, &why);
 			CHECK(rc == 0 && d.ino == q.ino && d.nsegs == n && d.segs == out &&
-			      d.size == 0 && d.flags == 0, "io dec op %d n %u rc %d", op, n, rc);
+			      d.size == 0 && d.flags == fl, "io dec op %d n %u rc %d", op, n, rc);
 			for (uint32_t i = 0; i < n && rc == 0; i++)
 				CHECK(out[i].off == segs[i].off && out[i].len == segs[i].len,
 				      "seg %u", i);
@@ -1517,8 +1523,13 @@ static void test_ioreq(void)
 	/* a segment ending exactly at 2^62 is fine */
 	wb_init(&w, gbuf, sizeof(gbuf));
 	wb_u64(&w, 1); wb_u32(&w, 1); wb_u64(&w, (1ull << 62) - 4096); wb_u64(&w, 4096);
+	wb_u32(&w, 0);
 	CHECK(proto_ioreq_decode(gbuf, w.len, PROTO_OP_IO_READ, 4096, &d, out, &why) == 0,
 	      "seg at 2^62");
+	/* IO_READ flags: only PROTO_IO_MIRROR */
+	gbuf[w.len - 4] = 1;
+	rc = proto_ioreq_decode(gbuf, w.len, PROTO_OP_IO_READ, 4096, &d, out, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "flags", "read flags 1");
 
 	/* encoder checks */
 	segs[0] = (struct proto_seg){ 0, 1 };
@@ -1650,10 +1661,13 @@ static void test_stale(void)
 	c.n = 4;
 	c.count[0] = 0;
 	c.count[2] = 7;
+	c.done[2] = 3;
+	c.bytes[2] = 1ull << 40;
 	wb_init(&w, gbuf, sizeof(gbuf));
-	CHECK(proto_stalecnt_encode(&w, &c) == 0 && w.len == 2 + 4 * 8, "stalecnt enc");
+	CHECK(proto_stalecnt_encode(&w, &c) == 0 && w.len == 2 + 4 * 24, "stalecnt enc");
 	rc = proto_stalecnt_decode(gbuf, w.len, &cd, &why);
-	CHECK(rc == 0 && cd.n == 4 && cd.count[2] == 7 && cd.count[0] == 0,
+	CHECK(rc == 0 && cd.n == 4 && cd.count[2] == 7 && cd.count[0] == 0 &&
+	      cd.done[2] == 3 && cd.bytes[2] == 1ull << 40 && cd.done[0] == 0,
 	      "stalecnt decode %d", rc);
 	rc = proto_stalecnt_decode(gbuf, w.len - 1, &cd, &why);
 	CHECK_ERR(rc, -EBADMSG, why, "n", "stalecnt cut");
@@ -2156,11 +2170,14 @@ static void test_scrub_mgr(void)
 	CHECK_CUTS(7, "state", proto_inostate_decode(cut, cutlen, &sd, &why));
 	rc = proto_inostate_decode(gbuf, 8, &sd, &why);
 	CHECK_ERR(rc, -EBADMSG, why, "n", "state trailing");
-	gbuf[6] = 3;
+	gbuf[6] = PROTO_INO_MIRROR_STALE;
 	rc = proto_inostate_decode(gbuf, 7, &sd, &why);
-	CHECK_ERR(rc, -EBADMSG, why, "state", "state 3");
-	s.st[2] = 3;
-	CHECK(proto_inostate_encode(&w, &s) == -EINVAL, "state enc 3");
+	CHECK(rc == 0 && sd.st[2] == PROTO_INO_MIRROR_STALE, "state 4 %d", rc);
+	gbuf[6] = PROTO_INO_MIRROR_STALE + 1;
+	rc = proto_inostate_decode(gbuf, 7, &sd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "state", "state 5");
+	s.st[2] = PROTO_INO_MIRROR_STALE + 1;
+	CHECK(proto_inostate_encode(&w, &s) == -EINVAL, "state enc 5");
 	s.n = 0;
 	CHECK(proto_inostate_encode(&w, &s) == -EINVAL, "state enc n 0");
 
@@ -2201,7 +2218,8 @@ static void test_scrub_mgr(void)
 	      strcmp(proto_op_name(PROTO_OP_IO_CSUM), "IO_CSUM") == 0 &&
 	      strcmp(proto_op_name(PROTO_OP_SCRUB_INOS), "SCRUB_INOS") == 0 &&
 	      strcmp(proto_op_name(PROTO_OP_SCRUB_ORPHANS), "SCRUB_ORPHANS") == 0 &&
-	      strcmp(proto_op_name(PROTO_OP_IO_LAST), "op#52") == 0 &&
+	      strcmp(proto_op_name(PROTO_OP_IO_FENCE), "IO_FENCE") == 0 &&
+	      strcmp(proto_op_name(PROTO_OP_IO_LAST), "op#53") == 0 &&
 	      strcmp(proto_op_name(PROTO_OP_STALE_MARK), "STALE_MARK") == 0 &&
 	      strcmp(proto_op_name(PROTO_OP_STALE_COUNT), "STALE_COUNT") == 0 &&
 	      strcmp(proto_op_name(PROTO_OP_SCRUB_LAST), "op#64") == 0, "scrub names");
@@ -2369,6 +2387,72 @@ static int write_corpus(const char *dir)
 	return rc ? -EIO : 0;
 }
 
+/* IO_FENCE request and reply: round trip, lists in place, limits. */
+static void test_fence(void)
+{
+	static uint64_t add[PROTO_MAX_INOS + 1];
+	uint64_t del[2] = { 9, 10 };
+	struct proto_fence f, d;
+	struct proto_fencestate st = { 1, 1, 0, 300, 7999 }, sd;
+	struct wbuf w;
+	const char *why;
+	int rc;
+
+	for (uint32_t i = 0; i <= PROTO_MAX_INOS; i++)
+		add[i] = 1000 + i;
+	f = (struct proto_fence){ .seq = 0x1122334455667788ull, .confirm = 5,
+				  .lease_ms = 8000, .flags = PROTO_FENCE_RESET,
+				  .add = { PROTO_MAX_INOS, add, NULL },
+				  .del = { 2, del, NULL } };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_fence_encode(&w, &f);
+	CHECK(rc == 0 && w.len == 28 + 8 * PROTO_MAX_INOS + 4 + 16 && gbuf[0] == 0x88,
+	      "fence enc %d %zu", rc, w.len);
+	rc = proto_fence_decode(gbuf, w.len, &d, &why);
+	CHECK(rc == 0 && d.seq == f.seq && d.confirm == 5 && d.lease_ms == 8000 &&
+	      d.flags == PROTO_FENCE_RESET && d.add.n == PROTO_MAX_INOS &&
+	      proto_inos_at(&d.add, 255) == 1255 && d.del.n == 2 &&
+	      proto_inos_at(&d.del, 1) == 10, "fence dec %d", rc);
+	rc = proto_fence_decode(gbuf, w.len - 1, &d, &why);
+	CHECK(rc == -EBADMSG, "fence cut %d", rc);
+	/* a renewal: no lists */
+	f = (struct proto_fence){ .seq = 1, .lease_ms = 8000 };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_fence_encode(&w, &f) == 0 && w.len == 32, "fence renewal");
+	rc = proto_fence_decode(gbuf, w.len, &d, &why);
+	CHECK(rc == 0 && d.add.n == 0 && d.del.n == 0 && d.confirm == 0,
+	      "fence renewal dec %d", rc);
+	CHECK_CUTS(32, "fence", proto_fence_decode(cut, cutlen, &d, &why));
+	gbuf[0] = 0; /* seq 0 */
+	rc = proto_fence_decode(gbuf, 32, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "seq", "fence seq 0");
+	/* encoder limits */
+	f.seq = 0;
+	CHECK(proto_fence_encode(&w, &f) == -EINVAL, "fence enc seq 0");
+	f.seq = 1;
+	f.flags = 4;
+	CHECK(proto_fence_encode(&w, &f) == -EINVAL, "fence enc flags");
+	f.flags = 0;
+	f.lease_ms = PROTO_MAX_LEASE_MS + 1;
+	CHECK(proto_fence_encode(&w, &f) == -EINVAL, "fence enc lease");
+	f.lease_ms = 1;
+	f.add = (struct proto_inos){ PROTO_MAX_INOS + 1, add, NULL };
+	CHECK(proto_fence_encode(&w, &f) == -EINVAL, "fence enc too many");
+	add[0] = 0;
+	f.add.n = 1;
+	CHECK(proto_fence_encode(&w, &f) == -EINVAL, "fence enc ino 0");
+	/* the reply */
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_fencestate_encode(&w, &st) == 0 && w.len == 11, "fencestate enc");
+	rc = proto_fencestate_decode(gbuf, w.len, &sd, &why);
+	CHECK(rc == 0 && sd.leased == 1 && sd.complete == 1 && !sd.loading &&
+	      sd.nfenced == 300 && sd.lease_left_ms == 7999, "fencestate dec %d", rc);
+	CHECK_CUTS(11, "fencestate", proto_fencestate_decode(cut, cutlen, &sd, &why));
+	gbuf[2] = 2;
+	rc = proto_fencestate_decode(gbuf, 11, &sd, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "fence state flag", "fencestate loading 2");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--write-corpus") == 0) {
@@ -2395,5 +2479,6 @@ int main(int argc, char **argv)
 	test_scrub_ioreq();
 	test_scrub_ioreps();
 	test_scrub_mgr();
+	test_fence();
 	return check_summary("test_proto");
 }
