@@ -48,7 +48,7 @@ static int stale_mark(struct mgr_db *db, const struct proto_stale *s)
 		return rc;
 	rc = mgr_stale_check(db, txn, s->ino, s->iod);
 	if (!rc)
-		rc = mgr_db_stale_add(db, txn, s->iod, s->ino);
+		rc = mgr_db_stale_add(db, txn, s->iod, s->ino, NULL);
 	if (rc) {
 		mgr_db_abort(txn);
 		return rc;
