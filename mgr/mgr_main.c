@@ -40,6 +40,7 @@ struct mgr_args {
 	const char *key_path;  /* --key FILE */
 	const char *transport; /* --transport NAME */
 	long lock_grace_ms;    /* --lock-grace SECONDS; -1 = not given */
+	long lease_ms;         /* --lease-ms (testing); -1 = not given */
 };
 
 /* What the request callback needs. */
@@ -47,7 +48,7 @@ struct mgr_srv {
 	struct mgr_ops *ops;
 	struct mgr_lockd *lockd;
 	struct mgr_scrub *scrub;
-	struct mgr_db *db;
+	struct mgr_stale *stale;
 };
 
 /* Print the usage text to f. */
@@ -58,7 +59,13 @@ static void usage(FILE *f)
 		   "       [--log-level LEVEL]\n"
 		   "       [--key FILE] [--transport tcp|verbs|auto] [--lock-grace SECONDS]\n"
 		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
-		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n");
+		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n"
+		   "For testing only:\n"
+		   "  --lease-ms MS  the fence lease granted to the iods (%u..%u,\n"
+		   "                 default %u); a STALE_MARK for an iod that does not\n"
+		   "                 answer waits up to one lease\n",
+		MGR_FENCE_MIN_LEASE_MS,
+		MGR_FENCE_MAX_LEASE_MS, MGR_FENCE_LEASE_MS);
 }
 
 /* Complain about an argument; the caller exits 2. */
@@ -133,6 +140,23 @@ static int parse_grace(const char *s, long *ms)
 	return 0;
 }
 
+/* Parse a decimal integer option in [lo, hi] (what names the range for the
+ * message). */
+static int parse_long(const char *opt, const char *s, long lo, long hi,
+		      const char *what, long *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || s[0] < '0' || s[0] > '9' || v < lo ||
+	    v > hi)
+		return bad_arg(opt, what, s);
+	*out = v;
+	return 0;
+}
+
 /* Parse argv into a; @return 0, 1 (help printed), -EINVAL (message printed) */
 static int parse_args(int argc, char **argv, struct mgr_args *a)
 {
@@ -149,6 +173,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "key", required_argument, NULL, 'K' },
 		{ "transport", required_argument, NULL, 'T' },
 		{ "lock-grace", required_argument, NULL, 'G' },
+		{ "lease-ms", required_argument, NULL, 'E' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -159,6 +184,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 	a->root_squash = -1;
 	a->log_level = -1;
 	a->lock_grace_ms = -1;
+	a->lease_ms = -1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
@@ -227,6 +253,14 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 			if (rc)
 				return rc;
 			break;
+		case 'E':
+			rc = parse_long("--lease-ms", optarg,
+					MGR_FENCE_MIN_LEASE_MS,
+					MGR_FENCE_MAX_LEASE_MS,
+					"milliseconds 1000..60000", &a->lease_ms);
+			if (rc)
+				return rc;
+			break;
 		case 'h':
 			usage(stdout);
 			return 1;
@@ -290,6 +324,8 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 		if (!a->key_path)
 			a->key_path = f->key_path;
 	}
+	if (a->lease_ms < 0)
+		a->lease_ms = MGR_FENCE_LEASE_MS;
 	if (a->root_squash < 0)
 		a->root_squash = 0;
 	if (a->log_level < 0)
@@ -339,7 +375,7 @@ static void mgr_main_handle(struct net_sreq *r, void *arg)
 	else if (mgr_scrub_owns(r->hdr.op))
 		mgr_scrub_handle(ms->scrub, r);
 	else if (mgr_stale_owns(r->hdr.op))
-		mgr_stale_handle(ms->db, r);
+		mgr_stale_handle(ms->stale, r);
 	else
 		mgr_ops_handle(r, ms->ops);
 }
@@ -360,6 +396,7 @@ int main(int argc, char **argv)
 	struct mgr_ops *ops = NULL;
 	struct mgr_lockd *lockd = NULL;
 	struct mgr_scrub *scrub = NULL;
+	struct mgr_stale *stale = NULL;
 	struct proto_time boot;
 	struct mgr_srv ms;
 	struct net_server *srv = NULL;
@@ -427,11 +464,18 @@ int main(int argc, char **argv)
 				a.db_dir, strerror(-rc));
 		goto out_close_db;
 	}
-	rc = mgr_iodpoll_start_opts(&poll, db, &o);
+	rc = mgr_stale_new(&stale, loop, db);
 	if (rc) {
-		log_err("cannot start the iod poller: %s", strerror(-rc));
+		log_err("out of memory");
 		goto out_close_db;
 	}
+	rc = mgr_iodpoll_start_opts(&poll, db, &o, (uint32_t)a.lease_ms,
+				    mgr_stale_wake, stale);
+	if (rc) {
+		log_err("cannot start the iod poller: %s", strerror(-rc));
+		goto out_free_stale;
+	}
+	mgr_stale_attach(stale, poll);
 	rc = mgr_ops_new(&ops, db, poll, a.root_squash);
 	if (rc) {
 		log_err("out of memory");
@@ -452,7 +496,7 @@ int main(int argc, char **argv)
 	ms.ops = ops;
 	ms.lockd = lockd;
 	ms.scrub = scrub;
-	ms.db = db;
+	ms.stale = stale;
 	rc = net_server_new(&srv, loop, a.listen_host, a.listen_port,
 			    mgr_main_handle, &ms, &o);
 	if (rc) {
@@ -479,6 +523,10 @@ int main(int argc, char **argv)
 
 	mgr_lockd_free(lockd, 1); /* answers its deferred requests */
 	lockd = NULL;
+	/* pending STALE_MARKs: the poll thread stops, they are answered
+	 * (-EIO unless fenced) while their connections still exist */
+	mgr_iodpoll_halt(poll);
+	mgr_stale_flush(stale);
 	net_server_free(srv);
 out_free_scrub:
 	mgr_scrub_free(scrub);
@@ -488,6 +536,8 @@ out_free_ops:
 	mgr_ops_free(ops);
 out_stop_poll:
 	mgr_iodpoll_stop(poll);
+out_free_stale:
+	mgr_stale_free(stale);
 out_close_db:
 	mgr_db_close(db);
 out_free_conf:
