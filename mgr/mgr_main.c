@@ -14,6 +14,7 @@
 #include "mgr_lock.h"
 #include "mgr_lockd.h"
 #include "mgr_ops.h"
+#include "mgr_resync.h"
 #include "mgr_scrub.h"
 #include "mgr_stale.h"
 #include "net.h"
@@ -40,6 +41,7 @@ struct mgr_args {
 	const char *key_path;  /* --key FILE */
 	const char *transport; /* --transport NAME */
 	long lock_grace_ms;    /* --lock-grace SECONDS; -1 = not given */
+	long resync_rate;      /* --resync-rate MB/s; -1 = not given */
 	long lease_ms;         /* --lease-ms (testing); -1 = not given */
 };
 
@@ -58,13 +60,16 @@ static void usage(FILE *f)
 		   "       [--stripe-unit BYTES] [--stripe-count N] [--mirror 1|2] [--root-squash]\n"
 		   "       [--log-level LEVEL]\n"
 		   "       [--key FILE] [--transport tcp|verbs|auto] [--lock-grace SECONDS]\n"
+		   "       [--resync-rate MB/s]\n"
 		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
 		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n"
+		   "--resync-rate: copy stale mirror replicas from their buddies at\n"
+		   "  most this fast (0..%u, default %u; 0 = resync off).\n"
 		   "For testing only:\n"
 		   "  --lease-ms MS  the fence lease granted to the iods (%u..%u,\n"
 		   "                 default %u); a STALE_MARK for an iod that does not\n"
 		   "                 answer waits up to one lease\n",
-		MGR_FENCE_MIN_LEASE_MS,
+		MGR_RESYNC_MAX_RATE, MGR_RESYNC_DEFAULT_RATE, MGR_FENCE_MIN_LEASE_MS,
 		MGR_FENCE_MAX_LEASE_MS, MGR_FENCE_LEASE_MS);
 }
 
@@ -173,6 +178,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "key", required_argument, NULL, 'K' },
 		{ "transport", required_argument, NULL, 'T' },
 		{ "lock-grace", required_argument, NULL, 'G' },
+		{ "resync-rate", required_argument, NULL, 'R' },
 		{ "lease-ms", required_argument, NULL, 'E' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -184,6 +190,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 	a->root_squash = -1;
 	a->log_level = -1;
 	a->lock_grace_ms = -1;
+	a->resync_rate = -1;
 	a->lease_ms = -1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -250,6 +257,14 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 			break;
 		case 'G':
 			rc = parse_grace(optarg, &a->lock_grace_ms);
+			if (rc)
+				return rc;
+			break;
+		case 'R':
+			rc = parse_long("--resync-rate", optarg, 0,
+					MGR_RESYNC_MAX_RATE,
+					"MB/s 0..100000 (0 = resync off)",
+					&a->resync_rate);
 			if (rc)
 				return rc;
 			break;
@@ -323,7 +338,11 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 			a->log_level = f->log_level;
 		if (!a->key_path)
 			a->key_path = f->key_path;
+		if (a->resync_rate < 0)
+			a->resync_rate = f->resync_rate;
 	}
+	if (a->resync_rate < 0)
+		a->resync_rate = MGR_RESYNC_DEFAULT_RATE;
 	if (a->lease_ms < 0)
 		a->lease_ms = MGR_FENCE_LEASE_MS;
 	if (a->root_squash < 0)
@@ -397,6 +416,7 @@ int main(int argc, char **argv)
 	struct mgr_lockd *lockd = NULL;
 	struct mgr_scrub *scrub = NULL;
 	struct mgr_stale *stale = NULL;
+	struct mgr_resync *resync = NULL;
 	struct proto_time boot;
 	struct mgr_srv ms;
 	struct net_server *srv = NULL;
@@ -475,11 +495,22 @@ int main(int argc, char **argv)
 		log_err("cannot start the iod poller: %s", strerror(-rc));
 		goto out_free_stale;
 	}
-	mgr_stale_attach(stale, poll);
+	if (a.resync_rate > 0) {
+		rc = mgr_resync_start(&resync, db, poll, &o,
+				      (uint32_t)a.resync_rate);
+		if (rc) {
+			log_err("cannot start the resync: %s", strerror(-rc));
+			goto out_stop_poll;
+		}
+	} else {
+		log_notice("resync is off (resync rate 0): stale replicas "
+			   "stay stale");
+	}
+	mgr_stale_attach(stale, poll, resync);
 	rc = mgr_ops_new(&ops, db, poll, a.root_squash);
 	if (rc) {
 		log_err("out of memory");
-		goto out_stop_poll;
+		goto out_stop_resync;
 	}
 	rc = mgr_lockd_new(&lockd, loop, db, a.lock_grace_ms >= 0 ?
 			   (uint32_t)a.lock_grace_ms : MGR_LOCK_DEFAULT_GRACE_MS);
@@ -525,6 +556,8 @@ int main(int argc, char **argv)
 	lockd = NULL;
 	/* pending STALE_MARKs: the poll thread stops, they are answered
 	 * (-EIO unless fenced) while their connections still exist */
+	mgr_resync_stop(resync);
+	resync = NULL;
 	mgr_iodpoll_halt(poll);
 	mgr_stale_flush(stale);
 	net_server_free(srv);
@@ -534,6 +567,8 @@ out_free_lockd:
 	mgr_lockd_free(lockd, 0);
 out_free_ops:
 	mgr_ops_free(ops);
+out_stop_resync:
+	mgr_resync_stop(resync);
 out_stop_poll:
 	mgr_iodpoll_stop(poll);
 out_free_stale:

@@ -5,7 +5,7 @@
  * ev_async, so a client that tells its writer "done" while one replica
  * missed the data does so only once the mgr durably knows which replica
  * that is and that replica can no longer serve a read of it. STALE_COUNT
- * walks the records.
+ * walks the records and adds the resync's counters.
  */
 #include "mgr_stale.h"
 
@@ -17,12 +17,14 @@
 
 #include "log.h"
 #include "mgr_iodpoll.h"
+#include "mgr_resync.h"
 
 /* The service. Loop thread only (async is sent from the poll thread). */
 struct mgr_stale {
 	struct ev_loop *loop;
 	struct mgr_db *db;
 	struct mgr_iodpoll *poll;
+	struct mgr_resync *rs;  /* NULL: resync off */
 	ev_async async;         /* marks done */
 };
 
@@ -76,9 +78,11 @@ int mgr_stale_new(struct mgr_stale **out, struct ev_loop *loop,
 }
 
 /* See mgr_stale.h. */
-void mgr_stale_attach(struct mgr_stale *st, struct mgr_iodpoll *poll)
+void mgr_stale_attach(struct mgr_stale *st, struct mgr_iodpoll *poll,
+		      struct mgr_resync *rs)
 {
 	st->poll = poll;
+	st->rs = rs;
 }
 
 /* See mgr_stale.h. */
@@ -170,7 +174,7 @@ static int stale_defer(struct mgr_stale *st, const struct proto_stale *s,
 	return 0;
 }
 
-/* STALE_COUNT: the records per iod (nothing resynced them yet). */
+/* STALE_COUNT: the records per iod and the resync's counters. */
 static int stale_count(struct mgr_stale *st, struct wbuf *w)
 {
 	static struct proto_stalecnt cnt;
@@ -180,8 +184,11 @@ static int stale_count(struct mgr_stale *st, struct wbuf *w)
 	rc = mgr_db_stale_count(st->db, cnt.count, cnt.n);
 	if (rc)
 		return rc;
-	for (uint16_t i = 0; i < cnt.n; i++)
+	for (uint16_t i = 0; i < cnt.n; i++) {
 		cnt.done[i] = cnt.bytes[i] = 0;
+		if (st->rs)
+			mgr_resync_counts(st->rs, i, &cnt.done[i], &cnt.bytes[i]);
+	}
 	return proto_stalecnt_encode(w, &cnt);
 }
 

@@ -4,8 +4,8 @@
  * that wrote one replica of a mirror=2 file but not its buddy (down) sends
  * STALE_MARK and acknowledges the write only after the reply, which comes
  * once the record is committed AND the iod is fenced (mgr_iodpoll.h), or
- * can no longer hold a lease; STALE_COUNT reports the records per iod
- * (`rpfs status`).
+ * can no longer hold a lease; STALE_COUNT reports the records per iod and
+ * what the resync did for each (`rpfs status`).
  *
  * Loop thread only (but mgr_stale_wake).
  */
@@ -19,6 +19,7 @@
 
 struct ev_loop;
 struct mgr_iodpoll;
+struct mgr_resync;
 struct mgr_stale;
 
 /**
@@ -29,10 +30,12 @@ int mgr_stale_new(struct mgr_stale **out, struct ev_loop *loop,
 		  struct mgr_db *db);
 
 /**
- * Give the service the poll thread (which fences the marks). Before the
+ * Give the service the poll thread (which fences the marks) and the
+ * resync (NULL when off; its counters go into STALE_COUNT). Before the
  * first request.
  */
-void mgr_stale_attach(struct mgr_stale *st, struct mgr_iodpoll *poll);
+void mgr_stale_attach(struct mgr_stale *st, struct mgr_iodpoll *poll,
+		      struct mgr_resync *rs);
 
 /** mgr_iodpoll_notify_fn: marks are done; wakes the loop. Any thread. */
 void mgr_stale_wake(void *st);

@@ -579,8 +579,8 @@ static void fence_up(const char *mgr_bin, const char *iod_bin)
 	{
 		char *argv[] = { (char *)mgr_bin, "--listen", "127.0.0.1:0", "--db",
 				 db, "--iod", ports[0], "--iod", ports[1],
-				 "--lease-ms", "10000", "--log-level", "info",
-				 NULL };
+				 "--lease-ms", "10000", "--resync-rate", "0",
+				 "--log-level", "info", NULL };
 		pid[2] = spawn(argv, &errfd[2], &port[2]);
 	}
 	CHECK(pid[2] > 0);
@@ -746,6 +746,10 @@ int main(int argc, char **argv)
 		return 1;
 	bad_option(argv[1], "--lease-ms", "999",
 		   "--lease-ms: expected milliseconds 1000..60000, got \"999\"");
+	bad_option(argv[1], "--resync-rate", "100001",
+		   "--resync-rate: expected MB/s 0..100000 (0 = resync off), "
+		   "got \"100001\"");
+	bad_option(argv[1], "--resync-rate", "-1", "--resync-rate: expected");
 	fence_waits(argv[1]);
 	fence_up(argv[1], argv[2]);
 	pid = spawn_mgr(argv[1], dir, "1000", &errfd, &port);
