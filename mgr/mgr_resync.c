@@ -73,6 +73,7 @@ struct rs_job {
 	uint16_t x, y;               /* stale replica, its buddy (source) */
 	uint64_t ino, gen;
 	uint64_t bytes;              /* copied to x */
+	uint64_t copy_ns;            /* time spent copying (pacing included) */
 	unsigned passes;             /* compare passes run */
 };
 
@@ -209,28 +210,31 @@ static int rs_copy(struct mgr_resync *rs, struct rs_job *j, uint64_t off,
 	struct proto_seg seg;
 	struct proto_ioreq q = { .ino = j->ino, .nsegs = 1, .segs = &seg };
 	struct iovec v;
-	int rc;
+	uint64_t t0 = rs_now_ns();
+	int rc = 0;
 
-	for (; off < end; off += seg.len) {
+	for (; off < end && !rc; off += seg.len) {
 		seg = (struct proto_seg){ off, end - off < RS_PIECE ?
 						end - off : RS_PIECE };
-		if (rs_pace(rs, seg.len))
-			return -ECANCELED;
+		if (rs_pace(rs, seg.len)) {
+			rc = -ECANCELED;
+			break;
+		}
 		v = (struct iovec){ rs->buf, (size_t)seg.len };
 		q.flags = 0; /* not PROTO_IO_MIRROR: never fenced */
 		rc = rs_call(rs, j->y, PROTO_OP_IO_READ, &q, &v, NULL, NULL, 0,
 			     NULL);
+		if (!rc)
+			rc = rs_call(rs, j->x, PROTO_OP_IO_WRITE, &q, NULL, &v,
+				     NULL, 0, NULL);
 		if (rc)
-			return rc;
-		rc = rs_call(rs, j->x, PROTO_OP_IO_WRITE, &q, NULL, &v, NULL, 0,
-			     NULL);
-		if (rc)
-			return rc;
+			break;
 		j->bytes += seg.len;
 		__atomic_add_fetch(&rs->cnt[j->x].bytes, seg.len,
 				   __ATOMIC_RELAXED);
 	}
-	return 0;
+	j->copy_ns += rs_now_ns() - t0;
+	return rc;
 }
 
 /* The first copy: y's whole object, then x cut to y's size. */
@@ -454,9 +458,10 @@ static void rs_record(struct mgr_resync *rs, const struct mgr_stale_rec *r)
 		return;
 	__atomic_add_fetch(&rs->cnt[j.x].done, 1, __ATOMIC_RELAXED);
 	log_notice("iod %u: inode %llu resynced from iod %u: %llu bytes "
-		   "copied, %u compare passes, %.2f s", j.x,
+		   "copied, %u compare passes, %.2f s (%.2f s copying)", j.x,
 		   (unsigned long long)j.ino, j.y, (unsigned long long)j.bytes,
-		   j.passes, (double)(rs_now_ns() - t0) / 1e9);
+		   j.passes, (double)(rs_now_ns() - t0) / 1e9,
+		   (double)j.copy_ns / 1e9);
 }
 
 /* One walk over every stale record, in batches read in their own read
