@@ -89,12 +89,13 @@ static int call(uint16_t op, struct proto_mreq *m, struct proto_mrep *p)
 }
 
 /* Spawn argv[0] with stderr on a pipe; return its port from its ready line
- * ("listening on 127.0.0.1:PORT"). */
+ * ("listening on 127.0.0.1:PORT"), read line by line (a mgr with many iods
+ * logs a lot before it). A child that does not get ready is killed. */
 static pid_t spawn(char *const argv[], int *errfd, int *port)
 {
 	int pfd[2];
 	char buf[4096];
-	size_t got = 0;
+	size_t got = 0, total = 0;
 	pid_t pid;
 
 	if (pipe(pfd))
@@ -108,19 +109,26 @@ static pid_t spawn(char *const argv[], int *errfd, int *port)
 	}
 	close(pfd[1]);
 	*errfd = pfd[0];
-	while (got < sizeof(buf) - 1) {
+	while (got < sizeof(buf) - 1 && total < (1u << 20)) {
 		ssize_t n = read(pfd[0], buf + got, 1);
 		if (n <= 0)
 			break;
 		got++;
+		total++;
 		buf[got] = '\0';
+		if (buf[got - 1] != '\n')
+			continue;
 		char *p = strstr(buf, "listening on 127.0.0.1:");
-		if (p && buf[got - 1] == '\n') {
+		if (p) {
 			*port = atoi(p + strlen("listening on 127.0.0.1:"));
 			return pid;
 		}
+		got = 0; /* next line */
 	}
 	fprintf(stderr, "%s did not get ready: %s\n", argv[0], buf);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(pfd[0]);
 	return -1;
 }
 
@@ -612,6 +620,55 @@ static void fence_up(const char *mgr_bin, const char *iod_bin)
 		failures++;
 }
 
+/* STALE_COUNT of a full table (PROTO_MAX_IODS iods, 24 bytes each: more
+ * than the 8 of before) fits the reply. */
+static void stalecount_wide(const char *bin)
+{
+	char dir[] = "/tmp/test_mgr_wire.XXXXXX", cmd[128];
+	static char addrs[PROTO_MAX_IODS][24];
+	static char *argv[8 + 2 * PROTO_MAX_IODS];
+	static struct proto_stalecnt cnt;
+	struct net_conn *saved = conn;
+	struct net_client *cl;
+	struct net_opts o;
+	const char *why;
+	int errfd = -1, port = 0, n = 0;
+	pid_t pid;
+
+	if (!mkdtemp(dir))
+		return;
+	argv[n++] = (char *)bin;
+	argv[n++] = "--listen";
+	argv[n++] = "127.0.0.1:0";
+	argv[n++] = "--db";
+	argv[n++] = dir;
+	for (int i = 0; i < PROTO_MAX_IODS; i++) {
+		snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%d", i + 1);
+		argv[n++] = "--iod";
+		argv[n++] = addrs[i];
+	}
+	argv[n] = NULL;
+	pid = spawn(argv, &errfd, &port);
+	CHECK(pid > 0);
+	if (pid <= 0)
+		return;
+	net_opts_default(&o);
+	o.timeout_ms = 5000;
+	CHECK_RC(net_client_new(&cl, &o), 0);
+	CHECK_RC(net_conn_new(cl, "127.0.0.1", port, &conn), 0);
+	CHECK_RC(stale_call(0, 0), 0);
+	CHECK(rep_len == 2 + 24 * PROTO_MAX_IODS);
+	CHECK_RC(proto_stalecnt_decode(repbuf, rep_len, &cnt, &why), 0);
+	CHECK(cnt.n == PROTO_MAX_IODS && cnt.count[255] == 0 && cnt.done[255] == 0);
+	net_client_free(cl);
+	kill(pid, SIGTERM);
+	CHECK(reap_mgr(pid, errfd) == 0);
+	conn = saved;
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		failures++;
+}
+
 /* Run the mgr with one bad option value: exit 2 and a message naming it. */
 static void bad_option(const char *bin, const char *opt, const char *val,
 		       const char *want)
@@ -752,6 +809,7 @@ int main(int argc, char **argv)
 	bad_option(argv[1], "--resync-rate", "-1", "--resync-rate: expected");
 	fence_waits(argv[1]);
 	fence_up(argv[1], argv[2]);
+	stalecount_wide(argv[1]);
 	pid = spawn_mgr(argv[1], dir, "1000", &errfd, &port);
 	if (pid < 0)
 		return 1;
