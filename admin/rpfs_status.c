@@ -12,6 +12,8 @@
 #include "proto.h"
 #include "rpfs.h"
 
+#define ADM_EXTRA_LEN 128 /* ", group G, stale objects: C, resynced: ..." */
+
 /* Command line of status / stats --server. */
 struct adm_args {
 	const char *conf;
@@ -169,12 +171,14 @@ static int adm_row(struct net_client *cl, const char *role, int id,
 }
 
 /*
- * The mirror suffix of each iod's row: ", group G, stale objects: C" for
- * the iods in a mirror group (C from the mgr's STALE_COUNT, "?" if that
- * failed), "" for the others and when the fs has no group.
+ * The mirror suffix of each iod's row: ", group G, stale objects: C,
+ * resynced: D (B bytes)" for the iods in a mirror group (C, the stale
+ * records left, and D and B, what the mgr's resync repaired and copied to
+ * the iod since the mgr started, from STALE_COUNT; "stale objects: ?" if
+ * that failed), "" for the others and when the fs has no group.
  */
 static void adm_stale_extra(struct net_conn *mgr, const struct proto_mount *mt,
-			    uint8_t *rep, char (*extra)[48])
+			    uint8_t *rep, char (*extra)[ADM_EXTRA_LEN])
 {
 	static struct proto_stalecnt cnt;
 	struct net_call call;
@@ -203,8 +207,11 @@ static void adm_stale_extra(struct net_conn *mgr, const struct proto_mount *mt,
 					 ", group %u, stale objects: ?", g);
 			else
 				snprintf(extra[i], sizeof(extra[i]),
-					 ", group %u, stale objects: %llu", g,
-					 (unsigned long long)cnt.count[i]);
+					 ", group %u, stale objects: %llu, "
+					 "resynced: %llu (%llu bytes)", g,
+					 (unsigned long long)cnt.count[i],
+					 (unsigned long long)cnt.done[i],
+					 (unsigned long long)cnt.bytes[i]);
 		}
 	}
 }
@@ -256,7 +263,7 @@ int adm_status(int argc, char **argv)
 		mgr_rc = adm_call_mount(mgr, req, rep, &mt);
 	if (mgr_rc == 0) {
 		static char hosts[PROTO_MAX_IODS][PROTO_MAX_HOST + 1];
-		static char extra[PROTO_MAX_IODS][48];
+		static char extra[PROTO_MAX_IODS][ADM_EXTRA_LEN];
 		uint16_t n = mt.niods;
 
 		for (uint16_t i = 0; i < n; i++)

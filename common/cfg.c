@@ -243,6 +243,7 @@ static int cfg_layout_client(struct cfg_parse *p, const char *sec,
 static int cfg_mgr(struct cfg_parse *p, const char *key, const char *v)
 {
 	struct cfg *c = p->c;
+	long n;
 	int b;
 
 	if (!strcmp(key, "db"))
@@ -260,7 +261,16 @@ static int cfg_mgr(struct cfg_parse *p, const char *key, const char *v)
 		c->root_squash = b;
 		return 1;
 	}
-	return cfg_fail(p, "[mgr]: unknown key \"%s\" (expected db, listen, root_squash)", key);
+	if (!strcmp(key, "resync_rate")) {
+		if (cfg_int(v, 0, CFG_MAX_RESYNC_RATE, &n))
+			return cfg_fail(p, "[mgr] resync_rate: expected MB/s 0..%d "
+					"(0 = resync off), got \"%s\"",
+					CFG_MAX_RESYNC_RATE, v);
+		c->resync_rate = n;
+		return 1;
+	}
+	return cfg_fail(p, "[mgr]: unknown key \"%s\" (expected db, listen, "
+			"root_squash, resync_rate)", key);
 }
 
 /* [iod.N] */
@@ -467,6 +477,7 @@ int cfg_load(struct cfg **out, const char *path, char *err, size_t errcap)
 		return -ENOMEM;
 	c->stripe_count = -1;
 	c->root_squash = -1;
+	c->resync_rate = -1;
 	c->log_level = -1;
 	for (int i = 0; i < NET_CLASS_COUNT; i++)
 		c->sl[i] = -1;

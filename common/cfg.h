@@ -7,7 +7,8 @@
  *   [layout]   stripe_unit = SIZE (4K..64M, power of two), stripe_count = N,
  *              mirror = 1|2 (replicas of new files; default 1)
  *   [client]   timeout = SECONDS
- *   [mgr]      db = DIR, listen = HOST:PORT, root_squash = BOOL
+ *   [mgr]      db = DIR, listen = HOST:PORT, root_squash = BOOL,
+ *              resync_rate = MB/s (0..100000, 0 = resync off)
  *   [iod.N]    host = HOST, port = PORT, data = DIR, listen = HOST (bind
  *              address, default host), credits = N, domain = NAME (failure
  *              domain, 1..63 of [A-Za-z0-9._-]; every iod or none)
@@ -30,6 +31,7 @@
 
 #define CFG_DEFAULT_PATH "/etc/rpfs/rpfs.conf"
 #define CFG_DEFAULT_MGR_PORT 7400
+#define CFG_MAX_RESYNC_RATE 100000       /* [mgr] resync_rate, MB/s */
 
 /* One [iod.N] section. */
 struct cfg_iod {
@@ -60,6 +62,7 @@ struct cfg {
 	char listen_host[PROTO_MAX_HOST + 1]; /* [mgr] listen; "" = unset */
 	uint16_t listen_port;
 	int root_squash;                 /* 0/1, -1 = unset */
+	long resync_rate;                /* [mgr] resync_rate MB/s, -1 = unset */
 	int niods;                       /* iods[0..niods-1], ids contiguous */
 	struct cfg_iod iods[PROTO_MAX_IODS];
 	int has_poll_mode;

@@ -104,6 +104,17 @@ static int meta_put_u64(struct mgr_db *db, MDB_txn *txn, const char *key,
 	return db_err(mdb_put(txn, db->meta, &k, &d, 0), "meta put");
 }
 
+/* The store whose stale records the calling thread's open write txn
+ * changed (NULL: none); mgr_db_commit bumps its stale version. Per thread,
+ * as the transactions are (one at a time per thread, no MDB_NOTLS). */
+static __thread struct mgr_db *stale_dirty;
+
+/* Remember that the current txn changed db's stale records. */
+static void stale_touch(struct mgr_db *db)
+{
+	stale_dirty = db;
+}
+
 /* Begin a transaction on db's environment. */
 int mgr_db_begin(struct mgr_db *db, int rdonly, MDB_txn **txn)
 {
@@ -111,15 +122,25 @@ int mgr_db_begin(struct mgr_db *db, int rdonly, MDB_txn **txn)
 		      "txn begin");
 }
 
-/* Commit; with default flags this fsyncs, so an acknowledged op survives. */
+/* Commit; with default flags this fsyncs, so an acknowledged op survives.
+ * Then, if the txn changed stale records, bump the stale version (after
+ * the commit: a reader that sees the new version sees the records too). */
 int mgr_db_commit(MDB_txn *txn)
 {
-	return db_err(mdb_txn_commit(txn), "commit");
+	struct mgr_db *dirty = stale_dirty;
+	int rc;
+
+	stale_dirty = NULL;
+	rc = db_err(mdb_txn_commit(txn), "commit");
+	if (!rc && dirty)
+		__atomic_add_fetch(&dirty->stale_ver, 1, __ATOMIC_RELEASE);
+	return rc;
 }
 
-/* Abort a transaction. */
+/* Abort a transaction (its stale changes, if any, are gone with it). */
 void mgr_db_abort(MDB_txn *txn)
 {
+	stale_dirty = NULL;
 	mdb_txn_abort(txn);
 }
 
@@ -245,6 +266,8 @@ static int stale_del_ino(struct mgr_db *db, MDB_txn *txn, uint64_t ino)
 			rc = mdb_del(txn, db->stale, &k, NULL);
 			if (rc && rc != MDB_NOTFOUND)
 				return db_err(rc, "stale del");
+			if (rc == 0)
+				stale_touch(db);
 		}
 	}
 	return 0;
@@ -917,14 +940,195 @@ static size_t stale_key(uint8_t *k, uint16_t iod, uint64_t ino)
 	return 10;
 }
 
-/* See mgr_db.h. Cost: one B-tree insert and a durable commit. */
+/* The generation of a stale record's value (empty: written before
+ * generations, 0). @return 0, -EIO (a value of another size) */
+static int stale_gen(const MDB_val *d, uint64_t *gen)
+{
+	if (d->mv_size == 0) {
+		*gen = 0;
+		return 0;
+	}
+	if (d->mv_size != 8)
+		return -EIO;
+	memcpy(gen, d->mv_data, 8);
+	return 0;
+}
+
+/* The (iod, ino) of a stale key. @return 0, -EIO (not a stale key) */
+static int stale_unkey(const MDB_val *k, uint16_t *iod, uint64_t *ino)
+{
+	uint16_t bi;
+	uint64_t bo;
+
+	if (k->mv_size != 10)
+		return -EIO;
+	memcpy(&bi, k->mv_data, 2);
+	memcpy(&bo, (const uint8_t *)k->mv_data + 2, 8);
+	*iod = be16toh(bi);
+	*ino = be64toh(bo);
+	return 0;
+}
+
+/* See mgr_db.h. Cost: a counter update and one B-tree insert. */
 int mgr_db_stale_add(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
-		     uint64_t ino)
+		     uint64_t ino, uint64_t *gen)
 {
 	uint8_t kb[10];
-	MDB_val k = { stale_key(kb, iod, ino), kb }, d = { 0, "" };
+	uint64_t seq;
+	MDB_val k = { stale_key(kb, iod, ino), kb }, d = { 8, &seq };
+	int rc = meta_get_u64(db, txn, "stale_seq", &seq, 0);
 
-	return db_err(mdb_put(txn, db->stale, &k, &d, 0), "stale put");
+	if (rc)
+		return rc;
+	seq++;
+	rc = meta_put_u64(db, txn, "stale_seq", seq);
+	if (!rc)
+		rc = db_err(mdb_put(txn, db->stale, &k, &d, 0), "stale put");
+	if (rc)
+		return rc;
+	stale_touch(db);
+	if (gen)
+		*gen = seq;
+	return 0;
+}
+
+/* See mgr_db.h. */
+int mgr_db_stale_get(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
+		     uint64_t ino, uint64_t *gen)
+{
+	uint8_t kb[10];
+	MDB_val k = { stale_key(kb, iod, ino), kb }, d;
+	uint64_t g;
+	int rc = mdb_get(txn, db->stale, &k, &d);
+
+	if (rc)
+		return db_err(rc, "stale get");
+	rc = stale_gen(&d, &g);
+	if (!rc && gen)
+		*gen = g;
+	return rc;
+}
+
+/* See mgr_db.h. Cost: one lookup and one delete. */
+int mgr_db_stale_del_if(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
+			uint64_t ino, uint64_t gen)
+{
+	uint8_t kb[10];
+	MDB_val k = { stale_key(kb, iod, ino), kb };
+	uint64_t cur;
+	int rc = mgr_db_stale_get(db, txn, iod, ino, &cur);
+
+	if (rc)
+		return rc;
+	if (cur != gen)
+		return -EAGAIN;
+	rc = db_err(mdb_del(txn, db->stale, &k, NULL), "stale del");
+	if (!rc)
+		stale_touch(db);
+	return rc;
+}
+
+/* Walk the stale records from key kb (inclusive) with fn until it says
+ * stop (1) or the keys leave iod (only_iod) or end. Shared by both
+ * listings. @return 0, -EIO */
+static int stale_walk(struct mgr_db *db, MDB_txn *txn, const uint8_t *kb,
+		      int only_iod, uint16_t iod,
+		      int (*fn)(void *arg, uint16_t iod, uint64_t ino,
+				uint64_t gen),
+		      void *arg)
+{
+	MDB_val k = { 10, (void *)kb }, d;
+	MDB_cursor *c;
+	int rc = mdb_cursor_open(txn, db->stale, &c);
+
+	if (rc)
+		return db_err(rc, "stale cursor");
+	for (rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+		uint16_t ki;
+		uint64_t ino, gen;
+
+		if (stale_unkey(&k, &ki, &ino) || stale_gen(&d, &gen)) {
+			rc = MDB_CORRUPTED;
+			break;
+		}
+		if (only_iod && ki != iod)
+			break;
+		if (fn(arg, ki, ino, gen))
+			break;
+	}
+	mdb_cursor_close(c);
+	return rc == 0 || rc == MDB_NOTFOUND ? 0 : db_err(rc, "stale walk");
+}
+
+/* Output of a listing. */
+struct stale_page {
+	uint32_t max, n;
+	uint64_t *inos, *gens;         /* mgr_db_stale_list */
+	struct mgr_stale_rec *recs;    /* mgr_db_stale_list_all */
+};
+
+/* stale_walk callback: take one record, stop when the page is full. */
+static int stale_take(void *arg, uint16_t iod, uint64_t ino, uint64_t gen)
+{
+	struct stale_page *pg = arg;
+
+	if (pg->recs) {
+		pg->recs[pg->n] = (struct mgr_stale_rec){ iod, ino, gen };
+	} else {
+		pg->inos[pg->n] = ino;
+		if (pg->gens)
+			pg->gens[pg->n] = gen;
+	}
+	return ++pg->n >= pg->max;
+}
+
+/* See mgr_db.h. */
+int mgr_db_stale_list(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
+		      uint64_t after, uint32_t max, uint64_t *inos,
+		      uint64_t *gens, uint32_t *n)
+{
+	struct stale_page pg = { max, 0, inos, gens, NULL };
+	uint8_t kb[10];
+	int rc;
+
+	*n = 0;
+	if (max == 0 || after == UINT64_MAX)
+		return 0;
+	stale_key(kb, iod, after + 1);
+	rc = stale_walk(db, txn, kb, 1, iod, stale_take, &pg);
+	*n = pg.n;
+	return rc;
+}
+
+/* See mgr_db.h. */
+int mgr_db_stale_list_all(struct mgr_db *db, MDB_txn *txn, uint16_t after_iod,
+			  uint64_t after_ino, uint32_t max,
+			  struct mgr_stale_rec *recs, uint32_t *n)
+{
+	struct stale_page pg = { max, 0, NULL, NULL, recs };
+	uint8_t kb[10];
+	int rc;
+
+	*n = 0;
+	if (max == 0)
+		return 0;
+	if (after_ino == UINT64_MAX) {
+		if (after_iod == UINT16_MAX)
+			return 0;
+		stale_key(kb, after_iod + 1, 0);
+	} else {
+		stale_key(kb, after_iod, after_ino + 1);
+	}
+	rc = stale_walk(db, txn, kb, 0, 0, stale_take, &pg);
+	*n = pg.n;
+	return rc;
+}
+
+/* See mgr_db.h. */
+uint64_t mgr_db_stale_version(const struct mgr_db *db)
+{
+	return __atomic_load_n(&db->stale_ver, __ATOMIC_ACQUIRE);
 }
 
 /* See mgr_db.h. Cost: a walk over every stale record. */

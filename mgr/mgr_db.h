@@ -9,8 +9,10 @@
  *   orphans  ino (u64 BE)                    -> (empty) inodes with nlink 0
  *   meta     string key                      -> counters, fsid, iod table,
  *                                               mirror groups, layout
- *   stale    iod (u16 BE) + ino (u64 BE)     -> (empty) replicas of mirrored
- *                                               files that missed a write
+ *   stale    iod (u16 BE) + ino (u64 BE)     -> u64 generation: replicas of
+ *                                               mirrored files that missed a
+ *                                               write (empty: generation 0,
+ *                                               records written before)
  * Keys are big-endian so that a cursor walks one directory (or one inode's
  * xattrs) in order; this is a storage format, not wire byte order. Values are
  * host order (an LMDB file is not portable across architectures anyway).
@@ -21,8 +23,17 @@
  * cookie + 1, so concurrent adds and removes never make readdir skip or repeat
  * an entry that stayed in place.
  *
- * All functions run in the caller's transaction (mgr_db_begin) and are used
- * from one thread (the mgr's loop thread) only.
+ * All functions run in the caller's transaction (mgr_db_begin). The loop
+ * thread does the namespace; the poll and resync threads read the stale
+ * records and the resync thread deletes them. The environment has no
+ * MDB_NOTLS: a thread has at most one transaction at a time (its own), and
+ * write transactions of different threads take turns (LMDB's writer lock).
+ *
+ * Stale version: an in-memory counter bumped after every committed
+ * transaction that added or deleted stale records (mgr_db_commit notices
+ * them, PURGE's included), so another thread learns cheaply that the fence
+ * sets changed: read the version BEFORE reading the records, and a change
+ * committed meanwhile shows as a newer version next time.
  */
 #ifndef RPFS_MGR_DB_H
 #define RPFS_MGR_DB_H
@@ -74,6 +85,15 @@ struct mgr_db {
 	uint16_t ngroups;              /* mirror groups (stripe_groups_form) */
 	struct proto_group groups[PROTO_MAX_IODS / 2];
 	struct proto_layout deflayout; /* count resolved (never 0), first 0 */
+	uint64_t stale_ver;            /* atomic (__atomic_*): the stale version */
+};
+
+/* One stale record: iod's replica of ino missed a write; gen changes with
+ * every STALE_MARK of it (mgr_db_stale_add). */
+struct mgr_stale_rec {
+	uint16_t iod;
+	uint64_t ino;
+	uint64_t gen;
 };
 
 /**
@@ -101,14 +121,64 @@ int mgr_db_config(struct mgr_db *db, const struct mgr_iod *iods, uint16_t n,
 
 /**
  * Record that iod's replica of mirrored file ino missed a write (in the
- * caller's write txn; idempotent).
+ * caller's write txn). The record's value becomes a new generation, taken
+ * from the counter meta "stale_seq", also when the record exists already:
+ * a repeated mark bumps it, so a resync that copied before the mark does
+ * not clear it (mgr_db_stale_del_if). The stale version is bumped at commit.
+ * @param[out] gen the new generation (may be NULL)
  * @return 0, -ENOSPC, -EIO
  */
 int mgr_db_stale_add(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
-		     uint64_t ino);
+		     uint64_t ino, uint64_t *gen);
 
 /**
- * Count the stale records per iod (counts[0..n), iods >= n ignored).
+ * Look one record up. Cost: one B-tree lookup.
+ * @param[out] gen its generation (may be NULL)
+ * @return 0, -ENOENT no record, -EIO
+ */
+int mgr_db_stale_get(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
+		     uint64_t ino, uint64_t *gen);
+
+/**
+ * Delete the record (iod, ino) only if its generation is still gen (in the
+ * caller's write txn; the stale version is bumped at commit).
+ * @return 0 deleted, -EAGAIN marked again since (another generation),
+ *	-ENOENT no record, -EIO
+ */
+int mgr_db_stale_del_if(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
+			uint64_t ino, uint64_t gen);
+
+/**
+ * A page of iod's records: inodes above after in ascending order, at most
+ * max of them. Cost: one cursor seek and n steps.
+ * @param[out] inos n inode numbers (room for max)
+ * @param[out] gens their generations (room for max; may be NULL)
+ * @param[out] n how many (0: none left after after)
+ * @return 0, -EIO
+ */
+int mgr_db_stale_list(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
+		      uint64_t after, uint32_t max, uint64_t *inos,
+		      uint64_t *gens, uint32_t *n);
+
+/**
+ * A page of all records in (iod, ino) order, strictly after (after_iod,
+ * after_ino) ((0, 0) starts at the beginning: no inode is 0), at most max.
+ * @param[out] recs n records (room for max)
+ * @return 0, -EIO
+ */
+int mgr_db_stale_list_all(struct mgr_db *db, MDB_txn *txn, uint16_t after_iod,
+			  uint64_t after_ino, uint32_t max,
+			  struct mgr_stale_rec *recs, uint32_t *n);
+
+/**
+ * The stale version: changes after every committed add or delete of stale
+ * records. Any thread; an atomic load.
+ */
+uint64_t mgr_db_stale_version(const struct mgr_db *db);
+
+/**
+ * Count the stale records per iod (counts[0..n), iods >= n ignored), in a
+ * read transaction of its own.
  * @return 0, -EIO
  */
 int mgr_db_stale_count(struct mgr_db *db, uint64_t *counts, uint16_t n);
@@ -118,7 +188,8 @@ void mgr_db_close(struct mgr_db *db);
 
 /** Begin a transaction. @return 0, -EIO */
 int mgr_db_begin(struct mgr_db *db, int rdonly, MDB_txn **txn);
-/** Commit (durably) and end txn. @return 0, -ENOSPC map full, -EIO */
+/** Commit (durably) and end txn; bumps the stale version when txn added or
+ * deleted stale records. @return 0, -ENOSPC map full, -EIO */
 int mgr_db_commit(MDB_txn *txn);
 /** Abort txn (also used to end read transactions). */
 void mgr_db_abort(MDB_txn *txn);

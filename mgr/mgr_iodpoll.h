@@ -1,31 +1,45 @@
 /*
- * mgr_iodpoll.h - background poller of the iods' capacity (IO_STATFS every
- * 2 s on its own thread and net_client), for the mgr's STATFS replies.
+ * mgr_iodpoll.h - the mgr's background thread that talks to every iod on
+ * its own net_client: IO_STATFS every round (2 s) for the mgr's STATFS
+ * replies, then IO_FENCE (the lease and the fence sets, mgr_fence.h), and
+ * the STALE_MARKs waiting until their iod is fenced.
  */
 #ifndef RPFS_MGR_IODPOLL_H
 #define RPFS_MGR_IODPOLL_H
 
 #include "mgr_db.h"
+#include "mgr_fence.h"
 #include "net.h"
 #include "proto.h"
 
 struct mgr_iodpoll;
 
+/* Called by the poll thread when marks are done (mgr_iodpoll_take_done has
+ * something); must be thread-safe (an ev_async_send). */
+typedef void (*mgr_iodpoll_notify_fn)(void *arg);
+
 /**
- * Start polling the iods of db's table (copied; db is not used afterwards).
+ * Start polling the iods of db's table with the transport options of the
+ * mgr (cluster key, transport); the poll timeout is set here. db stays in
+ * use (the fence sets: read transactions of the poll thread) until
+ * mgr_iodpoll_stop.
+ * @param lease_ms the lease each IO_FENCE grants (MGR_FENCE_LEASE_MS; a
+ *	shorter one for tests); a round comes every min(2 s, lease / 4)
+ * @param notify run when marks are done (may be NULL)
  * @return 0, -ENOMEM, -errno from net_client_new or pthread_create
  */
-int mgr_iodpoll_start(struct mgr_iodpoll **out, const struct mgr_db *db);
+int mgr_iodpoll_start_opts(struct mgr_iodpoll **out, struct mgr_db *db,
+			   const struct net_opts *o, uint32_t lease_ms,
+			   mgr_iodpoll_notify_fn notify, void *notify_arg);
 
 /**
- * mgr_iodpoll_start() with the transport options (cluster key, transport)
- * of the mgr; the poll timeout is set here.
- * @return as mgr_iodpoll_start()
+ * Stop the thread (waits for the current exchange, <= 2 s). Marks not
+ * done are moved to the done list with status -EIO: take them with
+ * mgr_iodpoll_take_done. Idempotent.
  */
-int mgr_iodpoll_start_opts(struct mgr_iodpoll **out, const struct mgr_db *db,
-			   const struct net_opts *o);
+void mgr_iodpoll_halt(struct mgr_iodpoll *p);
 
-/** Stop the thread and free. Waits for the current round (<= 2 s). */
+/** Halt and free. Marks never taken are freed (their ctx is dropped). */
 void mgr_iodpoll_stop(struct mgr_iodpoll *p);
 
 /**
@@ -36,5 +50,22 @@ void mgr_iodpoll_stop(struct mgr_iodpoll *p);
  */
 int mgr_iodpoll_get(struct mgr_iodpoll *p, struct proto_statfs *st,
 		    int wait_ms, unsigned *nup);
+
+/**
+ * Whether iod answered the last round and no message to it failed since.
+ * Any thread. @return 1 or 0
+ */
+int mgr_iodpoll_up(struct mgr_iodpoll *p, uint16_t iod);
+
+/**
+ * Queue a STALE_MARK (its record committed) to be answered once m->iod is
+ * fenced: the poll thread wakes at once, sends the iod an IO_FENCE adding
+ * m->ino and, when the iod acknowledged it or its lease bound passed, puts
+ * m on the done list (status 0) and notifies. m->iod < niods.
+ */
+void mgr_iodpoll_mark(struct mgr_iodpoll *p, struct mgr_fence_mark *m);
+
+/** Take the done marks (a NULL-terminated list, in completion order). */
+struct mgr_fence_mark *mgr_iodpoll_take_done(struct mgr_iodpoll *p);
 
 #endif

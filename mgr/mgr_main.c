@@ -14,6 +14,7 @@
 #include "mgr_lock.h"
 #include "mgr_lockd.h"
 #include "mgr_ops.h"
+#include "mgr_resync.h"
 #include "mgr_scrub.h"
 #include "mgr_stale.h"
 #include "net.h"
@@ -40,6 +41,8 @@ struct mgr_args {
 	const char *key_path;  /* --key FILE */
 	const char *transport; /* --transport NAME */
 	long lock_grace_ms;    /* --lock-grace SECONDS; -1 = not given */
+	long resync_rate;      /* --resync-rate MB/s; -1 = not given */
+	long lease_ms;         /* --lease-ms (testing); -1 = not given */
 };
 
 /* What the request callback needs. */
@@ -47,7 +50,7 @@ struct mgr_srv {
 	struct mgr_ops *ops;
 	struct mgr_lockd *lockd;
 	struct mgr_scrub *scrub;
-	struct mgr_db *db;
+	struct mgr_stale *stale;
 };
 
 /* Print the usage text to f. */
@@ -57,8 +60,17 @@ static void usage(FILE *f)
 		   "       [--stripe-unit BYTES] [--stripe-count N] [--mirror 1|2] [--root-squash]\n"
 		   "       [--log-level LEVEL]\n"
 		   "       [--key FILE] [--transport tcp|verbs|auto] [--lock-grace SECONDS]\n"
+		   "       [--resync-rate MB/s]\n"
 		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
-		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n");
+		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n"
+		   "--resync-rate: copy stale mirror replicas from their buddies at\n"
+		   "  most this fast (0..%u, default %u; 0 = resync off).\n"
+		   "For testing only:\n"
+		   "  --lease-ms MS  the fence lease granted to the iods (%u..%u,\n"
+		   "                 default %u); a STALE_MARK for an iod that does not\n"
+		   "                 answer waits up to one lease\n",
+		MGR_RESYNC_MAX_RATE, MGR_RESYNC_DEFAULT_RATE, MGR_FENCE_MIN_LEASE_MS,
+		MGR_FENCE_MAX_LEASE_MS, MGR_FENCE_LEASE_MS);
 }
 
 /* Complain about an argument; the caller exits 2. */
@@ -133,6 +145,23 @@ static int parse_grace(const char *s, long *ms)
 	return 0;
 }
 
+/* Parse a decimal integer option in [lo, hi] (what names the range for the
+ * message). */
+static int parse_long(const char *opt, const char *s, long lo, long hi,
+		      const char *what, long *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || s[0] < '0' || s[0] > '9' || v < lo ||
+	    v > hi)
+		return bad_arg(opt, what, s);
+	*out = v;
+	return 0;
+}
+
 /* Parse argv into a; @return 0, 1 (help printed), -EINVAL (message printed) */
 static int parse_args(int argc, char **argv, struct mgr_args *a)
 {
@@ -149,6 +178,8 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "key", required_argument, NULL, 'K' },
 		{ "transport", required_argument, NULL, 'T' },
 		{ "lock-grace", required_argument, NULL, 'G' },
+		{ "resync-rate", required_argument, NULL, 'R' },
+		{ "lease-ms", required_argument, NULL, 'E' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -159,6 +190,8 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 	a->root_squash = -1;
 	a->log_level = -1;
 	a->lock_grace_ms = -1;
+	a->resync_rate = -1;
+	a->lease_ms = -1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
@@ -227,6 +260,22 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 			if (rc)
 				return rc;
 			break;
+		case 'R':
+			rc = parse_long("--resync-rate", optarg, 0,
+					MGR_RESYNC_MAX_RATE,
+					"MB/s 0..100000 (0 = resync off)",
+					&a->resync_rate);
+			if (rc)
+				return rc;
+			break;
+		case 'E':
+			rc = parse_long("--lease-ms", optarg,
+					MGR_FENCE_MIN_LEASE_MS,
+					MGR_FENCE_MAX_LEASE_MS,
+					"milliseconds 1000..60000", &a->lease_ms);
+			if (rc)
+				return rc;
+			break;
 		case 'h':
 			usage(stdout);
 			return 1;
@@ -289,7 +338,13 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 			a->log_level = f->log_level;
 		if (!a->key_path)
 			a->key_path = f->key_path;
+		if (a->resync_rate < 0)
+			a->resync_rate = f->resync_rate;
 	}
+	if (a->resync_rate < 0)
+		a->resync_rate = MGR_RESYNC_DEFAULT_RATE;
+	if (a->lease_ms < 0)
+		a->lease_ms = MGR_FENCE_LEASE_MS;
 	if (a->root_squash < 0)
 		a->root_squash = 0;
 	if (a->log_level < 0)
@@ -339,7 +394,7 @@ static void mgr_main_handle(struct net_sreq *r, void *arg)
 	else if (mgr_scrub_owns(r->hdr.op))
 		mgr_scrub_handle(ms->scrub, r);
 	else if (mgr_stale_owns(r->hdr.op))
-		mgr_stale_handle(ms->db, r);
+		mgr_stale_handle(ms->stale, r);
 	else
 		mgr_ops_handle(r, ms->ops);
 }
@@ -360,6 +415,8 @@ int main(int argc, char **argv)
 	struct mgr_ops *ops = NULL;
 	struct mgr_lockd *lockd = NULL;
 	struct mgr_scrub *scrub = NULL;
+	struct mgr_stale *stale = NULL;
+	struct mgr_resync *resync = NULL;
 	struct proto_time boot;
 	struct mgr_srv ms;
 	struct net_server *srv = NULL;
@@ -427,15 +484,33 @@ int main(int argc, char **argv)
 				a.db_dir, strerror(-rc));
 		goto out_close_db;
 	}
-	rc = mgr_iodpoll_start_opts(&poll, db, &o);
+	rc = mgr_stale_new(&stale, loop, db);
 	if (rc) {
-		log_err("cannot start the iod poller: %s", strerror(-rc));
+		log_err("out of memory");
 		goto out_close_db;
 	}
+	rc = mgr_iodpoll_start_opts(&poll, db, &o, (uint32_t)a.lease_ms,
+				    mgr_stale_wake, stale);
+	if (rc) {
+		log_err("cannot start the iod poller: %s", strerror(-rc));
+		goto out_free_stale;
+	}
+	if (a.resync_rate > 0) {
+		rc = mgr_resync_start(&resync, db, poll, &o,
+				      (uint32_t)a.resync_rate);
+		if (rc) {
+			log_err("cannot start the resync: %s", strerror(-rc));
+			goto out_stop_poll;
+		}
+	} else {
+		log_notice("resync is off (resync rate 0): stale replicas "
+			   "stay stale");
+	}
+	mgr_stale_attach(stale, poll, resync);
 	rc = mgr_ops_new(&ops, db, poll, a.root_squash);
 	if (rc) {
 		log_err("out of memory");
-		goto out_stop_poll;
+		goto out_stop_resync;
 	}
 	rc = mgr_lockd_new(&lockd, loop, db, a.lock_grace_ms >= 0 ?
 			   (uint32_t)a.lock_grace_ms : MGR_LOCK_DEFAULT_GRACE_MS);
@@ -452,7 +527,7 @@ int main(int argc, char **argv)
 	ms.ops = ops;
 	ms.lockd = lockd;
 	ms.scrub = scrub;
-	ms.db = db;
+	ms.stale = stale;
 	rc = net_server_new(&srv, loop, a.listen_host, a.listen_port,
 			    mgr_main_handle, &ms, &o);
 	if (rc) {
@@ -479,6 +554,12 @@ int main(int argc, char **argv)
 
 	mgr_lockd_free(lockd, 1); /* answers its deferred requests */
 	lockd = NULL;
+	/* pending STALE_MARKs: the poll thread stops, they are answered
+	 * (-EIO unless fenced) while their connections still exist */
+	mgr_resync_stop(resync);
+	resync = NULL;
+	mgr_iodpoll_halt(poll);
+	mgr_stale_flush(stale);
 	net_server_free(srv);
 out_free_scrub:
 	mgr_scrub_free(scrub);
@@ -486,8 +567,12 @@ out_free_lockd:
 	mgr_lockd_free(lockd, 0);
 out_free_ops:
 	mgr_ops_free(ops);
+out_stop_resync:
+	mgr_resync_stop(resync);
 out_stop_poll:
 	mgr_iodpoll_stop(poll);
+out_free_stale:
+	mgr_stale_free(stale);
 out_close_db:
 	mgr_db_close(db);
 out_free_conf:

@@ -527,8 +527,8 @@ static void test_groups(void)
 	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
 	CHECK_RC(mgr_db_inode_get(db, txn, r.ino, &in), 0);
 	CHECK(in.layout.mirror == 2);
-	CHECK_RC(mgr_db_stale_add(db, txn, 2, r.ino), 0);
-	CHECK_RC(mgr_db_stale_add(db, txn, 2, r.ino), 0);
+	CHECK_RC(mgr_db_stale_add(db, txn, 2, r.ino, NULL), 0);
+	CHECK_RC(mgr_db_stale_add(db, txn, 2, r.ino, NULL), 0);
 	CHECK_RC(mgr_db_commit(txn), 0);
 	mgr_db_close(db);
 
@@ -568,6 +568,124 @@ static void test_groups(void)
 	rm_tmp(dir);
 }
 
+/* Stale records: every mark a new generation (a repeated mark too),
+ * delete only at the generation read, paged listings per iod and of all,
+ * the version bumped by commits that changed records (PURGE too) and only
+ * by those; a record written before generations reads as generation 0. */
+static void test_stale_gen(void)
+{
+	struct mgr_iod four[4] = { { "h", 1 }, { "h", 2 }, { "h", 3 }, { "h", 4 } };
+	static uint64_t inos[300], gens[300];
+	static struct mgr_stale_rec recs[100];
+	struct mgr_db *db;
+	struct proto_attr r;
+	uint64_t v, g1 = 0, g2 = 0, g, after;
+	uint32_t n, total, pages;
+	char dir[64], msg[256] = "";
+	uint8_t kb[10] = { 0, 3, 0, 0, 0, 0, 0, 0, 0, 99 };
+	MDB_val k = { 10, kb }, d = { 0, kb };
+	MDB_txn *txn;
+
+	mk_tmp(dir, sizeof(dir));
+	CHECK_RC(mgr_db_open(&db, dir), 0);
+	CHECK_RC(mgr_db_config(db, four, 4, 0, 0, 2, msg, sizeof(msg)), 0);
+	CHECK_RC(mgr_ns_create(db, &root_c, 1, S("m"), 0644, 0, &r), 0);
+	v = mgr_db_stale_version(db);
+	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
+	CHECK_RC(mgr_db_stale_add(db, txn, 2, r.ino, &g1), 0);
+	CHECK(mgr_db_stale_version(db) == v); /* not before the commit */
+	CHECK_RC(mgr_db_commit(txn), 0);
+	CHECK(mgr_db_stale_version(db) > v && g1 > 0);
+	/* a repeated mark bumps the generation */
+	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
+	CHECK_RC(mgr_db_stale_add(db, txn, 2, r.ino, &g2), 0);
+	CHECK_RC(mgr_db_stale_get(db, txn, 2, r.ino, &g), 0);
+	CHECK(g2 > g1 && g == g2);
+	CHECK_RC(mgr_db_commit(txn), 0);
+	/* delete at a stale generation: refused; at the current one: done */
+	v = mgr_db_stale_version(db);
+	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
+	CHECK_RC(mgr_db_stale_del_if(db, txn, 2, r.ino, g1), -EAGAIN);
+	mgr_db_abort(txn);
+	CHECK(mgr_db_stale_version(db) == v);
+	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
+	CHECK_RC(mgr_db_stale_del_if(db, txn, 2, r.ino, g2), 0);
+	CHECK_RC(mgr_db_stale_get(db, txn, 2, r.ino, &g), -ENOENT);
+	CHECK_RC(mgr_db_stale_del_if(db, txn, 2, r.ino, g2), -ENOENT);
+	CHECK_RC(mgr_db_commit(txn), 0);
+	CHECK(mgr_db_stale_version(db) == v + 1);
+	/* a commit that touches no record leaves the version alone */
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("d"), 0755, &r), 0);
+	CHECK(mgr_db_stale_version(db) == v + 1);
+	/* pages: 600 records of iod 1, 5 of iod 0, 1 of iod 3 (below) */
+	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
+	for (uint64_t i = 0; i < 600; i++)
+		CHECK_RC(mgr_db_stale_add(db, txn, 1, 1000 + 7 * i, NULL), 0);
+	for (uint64_t i = 0; i < 5; i++)
+		CHECK_RC(mgr_db_stale_add(db, txn, 0, 50 + i, NULL), 0);
+	CHECK(mdb_put(txn, db->stale, &k, &d, 0) == 0); /* before generations */
+	CHECK_RC(mgr_db_commit(txn), 0);
+	CHECK_RC(mgr_db_begin(db, 1, &txn), 0);
+	after = 0;
+	total = pages = 0;
+	do {
+		CHECK_RC(mgr_db_stale_list(db, txn, 1, after, 256, inos, gens, &n), 0);
+		for (uint32_t i = 0; i < n; i++) {
+			CHECK(inos[i] == 1000 + 7 * (total + i));
+			CHECK(i == 0 || gens[i] > gens[i - 1]);
+		}
+		if (n)
+			after = inos[n - 1];
+		total += n;
+		pages++;
+	} while (n == 256);
+	CHECK(total == 600 && pages == 3);
+	CHECK_RC(mgr_db_stale_list(db, txn, 1, 1000 + 7 * 599, 256, inos, NULL, &n), 0);
+	CHECK(n == 0);
+	CHECK_RC(mgr_db_stale_list(db, txn, 2, 0, 256, inos, NULL, &n), 0);
+	CHECK(n == 0);
+	{
+		uint16_t ai = 0;
+		uint64_t ao = 0;
+		uint32_t per[4] = { 0 };
+
+		total = 0;
+		do {
+			CHECK_RC(mgr_db_stale_list_all(db, txn, ai, ao, 100, recs, &n), 0);
+			for (uint32_t i = 0; i < n; i++) {
+				CHECK(recs[i].iod > ai ||
+				      (recs[i].iod == ai && recs[i].ino > ao));
+				ai = recs[i].iod;
+				ao = recs[i].ino;
+				per[recs[i].iod]++;
+				if (recs[i].iod == 3)
+					CHECK(recs[i].ino == 99 && recs[i].gen == 0);
+			}
+			total += n;
+		} while (n == 100);
+		CHECK(total == 606 && per[0] == 5 && per[1] == 600 && per[3] == 1);
+	}
+	CHECK_RC(mgr_db_stale_get(db, txn, 3, 99, &g), 0);
+	CHECK(g == 0);
+	mgr_db_abort(txn);
+	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
+	CHECK_RC(mgr_db_stale_del_if(db, txn, 3, 99, 0), 0);
+	CHECK_RC(mgr_db_commit(txn), 0);
+	/* PURGE of an inode with records: they go, and the version moves */
+	CHECK_RC(mgr_ns_create(db, &root_c, 1, S("p"), 0644, 0, &r), 0);
+	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
+	CHECK_RC(mgr_db_stale_add(db, txn, r.layout.first == 0 ? 0 : 1, r.ino,
+				  NULL), 0);
+	CHECK_RC(mgr_db_commit(txn), 0);
+	v = mgr_db_stale_version(db);
+	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
+	CHECK_RC(mgr_db_inode_del(db, txn, r.ino), 0);
+	CHECK_RC(mgr_db_commit(txn), 0);
+	CHECK(mgr_db_stale_version(db) == v + 1);
+	mgr_db_close(db);
+	rm_tmp(dir);
+}
+
 int main(void)
 {
 	char dir[64], msg[256];
@@ -578,6 +696,7 @@ int main(void)
 
 	log_init("test_mgr_db", LOG_WARNING);
 	test_groups();
+	test_stale_gen();
 	mk_tmp(dir, sizeof(dir));
 	db = open_db(dir);
 	if (!db) {

@@ -88,12 +88,14 @@ static int call(uint16_t op, struct proto_mreq *m, struct proto_mrep *p)
 	return rc;
 }
 
-/* Spawn the mgr with stderr on a pipe; return its port from the ready line. */
-static pid_t spawn_mgr(const char *bin, const char *db, int *errfd, int *port)
+/* Spawn argv[0] with stderr on a pipe; return its port from its ready line
+ * ("listening on 127.0.0.1:PORT"), read line by line (a mgr with many iods
+ * logs a lot before it). A child that does not get ready is killed. */
+static pid_t spawn(char *const argv[], int *errfd, int *port)
 {
 	int pfd[2];
 	char buf[4096];
-	size_t got = 0;
+	size_t got = 0, total = 0;
 	pid_t pid;
 
 	if (pipe(pfd))
@@ -102,26 +104,44 @@ static pid_t spawn_mgr(const char *bin, const char *db, int *errfd, int *port)
 	if (pid == 0) {
 		dup2(pfd[1], 2);
 		close(pfd[0]);
-		execl(bin, bin, "--listen", "127.0.0.1:0", "--db", db, "--iod",
-		      "127.0.0.1:1", "--iod", "127.0.0.1:2", (char *)NULL);
+		execv(argv[0], argv);
 		_exit(127);
 	}
 	close(pfd[1]);
 	*errfd = pfd[0];
-	while (got < sizeof(buf) - 1) {
+	while (got < sizeof(buf) - 1 && total < (1u << 20)) {
 		ssize_t n = read(pfd[0], buf + got, 1);
 		if (n <= 0)
 			break;
 		got++;
+		total++;
 		buf[got] = '\0';
+		if (buf[got - 1] != '\n')
+			continue;
 		char *p = strstr(buf, "listening on 127.0.0.1:");
-		if (p && buf[got - 1] == '\n') {
+		if (p) {
 			*port = atoi(p + strlen("listening on 127.0.0.1:"));
 			return pid;
 		}
+		got = 0; /* next line */
 	}
-	fprintf(stderr, "mgr did not get ready: %s\n", buf);
+	fprintf(stderr, "%s did not get ready: %s\n", argv[0], buf);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(pfd[0]);
 	return -1;
+}
+
+/* Spawn the mgr over two iods that refuse connections, with the fence
+ * lease lease (ms, as text). */
+static pid_t spawn_mgr(const char *bin, const char *db, const char *lease,
+		       int *errfd, int *port)
+{
+	char *argv[] = { (char *)bin, "--listen", "127.0.0.1:0", "--db",
+			 (char *)db, "--iod", "127.0.0.1:1", "--iod",
+			 "127.0.0.1:2", "--lease-ms", (char *)lease, NULL };
+
+	return spawn(argv, errfd, port);
 }
 
 /* Connect a raw socket and send garbage: the mgr must drop just that one. */
@@ -398,8 +418,281 @@ static void stale_ops(void)
 	CHECK_RC(stale_call(f, 2), -EINVAL); /* not one of its replicas */
 	CHECK_RC(stale_call(f + 1000000, 1), -ENOENT);
 	CHECK_RC(stale_call(0, 0), 0);
+	CHECK(rep_len == 2 + 2 * 24); /* count, done, bytes per iod */
 	CHECK_RC(proto_stalecnt_decode(repbuf, rep_len, &cnt, &why), 0);
 	CHECK(cnt.n == 2 && cnt.count[0] == 0 && cnt.count[1] == 1);
+	CHECK(cnt.done[0] == 0 && cnt.done[1] == 0 && cnt.bytes[1] == 0);
+}
+
+/* Milliseconds of CLOCK_MONOTONIC. */
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000ll + ts.tv_nsec / 1000000;
+}
+
+/* Create root file name, mirrored over the one group {0,1}. @return ino */
+static uint64_t mirrored_file(const char *name)
+{
+	struct proto_mreq m;
+	struct proto_mrep p;
+	uint64_t f;
+
+	m = (struct proto_mreq){ .cred = root_c, .parent = 1,
+				 .name = STR(name), .mode = 0100644 };
+	CHECK_RC(call(PROTO_OP_CREATE, &m, &p), 0);
+	f = p.attr.ino;
+	m = (struct proto_mreq){ .cred = root_c, .ino = f, .xname = STR("user.rpfs.layout"),
+				 .xvalue = STR("unit=65536,count=1,mirror=2") };
+	CHECK_RC(call(PROTO_OP_SETXATTR, &m, &p), 0);
+	return f;
+}
+
+/* Wait for the mgr to exit; echo its log. @return its exit status */
+static int reap_mgr(pid_t pid, int errfd)
+{
+	char buf[4096];
+	ssize_t n;
+	int st = 0;
+
+	waitpid(pid, &st, 0);
+	while ((n = read(errfd, buf, sizeof(buf))) > 0)
+		fwrite(buf, 1, n, stderr);
+	close(errfd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/*
+ * STALE_MARK waits until the iod is fenced. No iod answers here (both
+ * addresses refuse), so a mark is answered once the iod's lease has surely
+ * run out: a fresh mgr counts on its predecessor's lease, one lease after
+ * its start. A client that gives up meanwhile (its connection closes) is
+ * fine; at a SIGTERM a pending mark is answered -EIO and the mgr exits 0
+ * (under ASan: no leak, no use after free).
+ */
+static void fence_waits(const char *bin)
+{
+	char dir[] = "/tmp/test_mgr_wire.XXXXXX", cmd[128];
+	struct net_client *cl, *quick;
+	struct net_conn *qc, *saved = conn;
+	struct net_opts o;
+	struct net_call c = { 0 };
+	uint8_t body[16];
+	struct proto_stale st;
+	struct wbuf w;
+	static struct proto_stalecnt cnt;
+	const char *why;
+	long long t0, t;
+	int errfd = -1, port = 0;
+	uint64_t f;
+	pid_t pid;
+
+	if (!mkdtemp(dir))
+		return;
+	t0 = mono_ms();
+	pid = spawn_mgr(bin, dir, "2000", &errfd, &port);
+	CHECK(pid > 0);
+	if (pid <= 0)
+		return;
+	net_opts_default(&o);
+	o.timeout_ms = 8000;
+	CHECK_RC(net_client_new(&cl, &o), 0);
+	CHECK_RC(net_conn_new(cl, "127.0.0.1", port, &conn), 0);
+	f = mirrored_file("fenced");
+	/* a client that gives up before the answer */
+	o.timeout_ms = 300;
+	CHECK_RC(net_client_new(&quick, &o), 0);
+	CHECK_RC(net_conn_new(quick, "127.0.0.1", port, &qc), 0);
+	st = (struct proto_stale){ f, 0 };
+	wb_init(&w, body, sizeof(body));
+	CHECK_RC(proto_stale_encode(&w, &st), 0);
+	c.op = PROTO_OP_STALE_MARK;
+	c.body = body;
+	c.body_len = (uint32_t)w.len;
+	CHECK_RC(net_call_run(qc, &c), -ETIMEDOUT);
+	net_client_free(quick);
+	/* answered only after the lease bound (start + 2 s) */
+	CHECK_RC(stale_call(f, 1), 0);
+	t = mono_ms() - t0;
+	CHECK(t >= 2000 && t < 6000);
+	if (t < 2000 || t >= 6000)
+		fprintf(stderr, "STALE_MARK answered after %lld ms\n", t);
+	t0 = mono_ms();
+	CHECK_RC(stale_call(f, 1), 0); /* past the bound: at once */
+	CHECK(mono_ms() - t0 < 1500);
+	CHECK_RC(stale_call(0, 0), 0);
+	CHECK_RC(proto_stalecnt_decode(repbuf, rep_len, &cnt, &why), 0);
+	CHECK(cnt.n == 2 && cnt.count[0] == 1 && cnt.count[1] == 1);
+	net_client_free(cl);
+	kill(pid, SIGTERM);
+	CHECK(reap_mgr(pid, errfd) == 0);
+
+	/* a mark pending at SIGTERM: answered -EIO, clean exit */
+	pid = spawn_mgr(bin, dir, "60000", &errfd, &port);
+	CHECK(pid > 0);
+	if (pid <= 0)
+		return;
+	o.timeout_ms = 8000;
+	CHECK_RC(net_client_new(&cl, &o), 0);
+	CHECK_RC(net_conn_new(cl, "127.0.0.1", port, &conn), 0);
+	memset(&c, 0, sizeof(c));
+	c.op = PROTO_OP_STALE_MARK;
+	c.body = body;
+	c.body_len = (uint32_t)w.len;
+	CHECK_RC(net_call_submit(conn, &c), 0);
+	usleep(300 * 1000);
+	kill(pid, SIGTERM);
+	CHECK_RC(net_call_wait(&c), 0);
+	CHECK(c.status == -EIO);
+	net_client_free(cl);
+	CHECK(reap_mgr(pid, errfd) == 0);
+	conn = saved;
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		failures++;
+}
+
+/*
+ * With both iods up (real rpfs-iods), a STALE_MARK is answered as soon as
+ * the iod took the inode into its fence set (or, an iod without fencing,
+ * answered at all): well before the lease (10 s) could have run out.
+ */
+static void fence_up(const char *mgr_bin, const char *iod_bin)
+{
+	char dir[] = "/tmp/test_mgr_wire.XXXXXX", cmd[160], data[2][128];
+	char db[128], ports[2][32];
+	int errfd[3], port[3];
+	pid_t pid[3];
+	struct net_client *cl;
+	struct net_conn *saved = conn;
+	struct net_opts o;
+	long long t0;
+	uint64_t f;
+
+	if (!mkdtemp(dir))
+		return;
+	for (int i = 0; i < 2; i++) {
+		snprintf(data[i], sizeof(data[i]), "%s/iod%d", dir, i);
+		char *argv[] = { (char *)iod_bin, "--listen", "127.0.0.1:0",
+				 "--data", data[i], NULL };
+		pid[i] = spawn(argv, &errfd[i], &port[i]);
+		CHECK(pid[i] > 0);
+		if (pid[i] <= 0)
+			return;
+		snprintf(ports[i], sizeof(ports[i]), "127.0.0.1:%d", port[i]);
+	}
+	snprintf(db, sizeof(db), "%s/db", dir);
+	{
+		char *argv[] = { (char *)mgr_bin, "--listen", "127.0.0.1:0", "--db",
+				 db, "--iod", ports[0], "--iod", ports[1],
+				 "--lease-ms", "10000", "--resync-rate", "0",
+				 "--log-level", "info", NULL };
+		pid[2] = spawn(argv, &errfd[2], &port[2]);
+	}
+	CHECK(pid[2] > 0);
+	if (pid[2] > 0) {
+		net_opts_default(&o);
+		o.timeout_ms = 8000;
+		CHECK_RC(net_client_new(&cl, &o), 0);
+		CHECK_RC(net_conn_new(cl, "127.0.0.1", port[2], &conn), 0);
+		f = mirrored_file("up");
+		for (int k = 0; k < 3; k++) {
+			t0 = mono_ms();
+			CHECK_RC(stale_call(f, (uint16_t)(k & 1)), 0);
+			t0 = mono_ms() - t0;
+			fprintf(stderr, "STALE_MARK with the iod up: answered "
+				"after %lld ms\n", t0);
+			CHECK(t0 < 2000);
+		}
+		net_client_free(cl);
+		kill(pid[2], SIGTERM);
+		CHECK(reap_mgr(pid[2], errfd[2]) == 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		kill(pid[i], SIGTERM);
+		CHECK(reap_mgr(pid[i], errfd[i]) == 0);
+	}
+	conn = saved;
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		failures++;
+}
+
+/* STALE_COUNT of a full table (PROTO_MAX_IODS iods, 24 bytes each: more
+ * than the 8 of before) fits the reply. */
+static void stalecount_wide(const char *bin)
+{
+	char dir[] = "/tmp/test_mgr_wire.XXXXXX", cmd[128];
+	static char addrs[PROTO_MAX_IODS][24];
+	static char *argv[8 + 2 * PROTO_MAX_IODS];
+	static struct proto_stalecnt cnt;
+	struct net_conn *saved = conn;
+	struct net_client *cl;
+	struct net_opts o;
+	const char *why;
+	int errfd = -1, port = 0, n = 0;
+	pid_t pid;
+
+	if (!mkdtemp(dir))
+		return;
+	argv[n++] = (char *)bin;
+	argv[n++] = "--listen";
+	argv[n++] = "127.0.0.1:0";
+	argv[n++] = "--db";
+	argv[n++] = dir;
+	for (int i = 0; i < PROTO_MAX_IODS; i++) {
+		snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%d", i + 1);
+		argv[n++] = "--iod";
+		argv[n++] = addrs[i];
+	}
+	argv[n] = NULL;
+	pid = spawn(argv, &errfd, &port);
+	CHECK(pid > 0);
+	if (pid <= 0)
+		return;
+	net_opts_default(&o);
+	o.timeout_ms = 5000;
+	CHECK_RC(net_client_new(&cl, &o), 0);
+	CHECK_RC(net_conn_new(cl, "127.0.0.1", port, &conn), 0);
+	CHECK_RC(stale_call(0, 0), 0);
+	CHECK(rep_len == 2 + 24 * PROTO_MAX_IODS);
+	CHECK_RC(proto_stalecnt_decode(repbuf, rep_len, &cnt, &why), 0);
+	CHECK(cnt.n == PROTO_MAX_IODS && cnt.count[255] == 0 && cnt.done[255] == 0);
+	net_client_free(cl);
+	kill(pid, SIGTERM);
+	CHECK(reap_mgr(pid, errfd) == 0);
+	conn = saved;
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		failures++;
+}
+
+/* Run the mgr with one bad option value: exit 2 and a message naming it. */
+static void bad_option(const char *bin, const char *opt, const char *val,
+		       const char *want)
+{
+	char cmd[512];
+	FILE *pf;
+	char out[1024] = "";
+	size_t n;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s --listen 127.0.0.1:0 --db /nonexistent "
+		 "--iod 127.0.0.1:1 %s %s 2>&1", bin, opt, val);
+	pf = popen(cmd, "r");
+	if (!pf) {
+		failures++;
+		return;
+	}
+	n = fread(out, 1, sizeof(out) - 1, pf);
+	out[n] = '\0';
+	st = pclose(pf);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+	CHECK(strstr(out, want) != NULL);
+	if (!strstr(out, want))
+		fprintf(stderr, "%s %s: %s", opt, val, out);
 }
 
 /* CREATE name in the root, as root, with layout lay (NULL: the default);
@@ -560,15 +853,25 @@ int main(int argc, char **argv)
 	int errfd = -1, port = 0, st = 0;
 	pid_t pid;
 
-	if (argc < 2) {
-		fprintf(stderr, "usage: test_mgr_wire PATH-TO-rpfs-mgr\n");
+	if (argc < 3) {
+		fprintf(stderr, "usage: test_mgr_wire PATH-TO-rpfs-mgr "
+			"PATH-TO-rpfs-iod\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
 	log_init("test_mgr_wire", LOG_ERR);
 	if (!mkdtemp(dir))
 		return 1;
-	pid = spawn_mgr(argv[1], dir, &errfd, &port);
+	bad_option(argv[1], "--lease-ms", "999",
+		   "--lease-ms: expected milliseconds 1000..60000, got \"999\"");
+	bad_option(argv[1], "--resync-rate", "100001",
+		   "--resync-rate: expected MB/s 0..100000 (0 = resync off), "
+		   "got \"100001\"");
+	bad_option(argv[1], "--resync-rate", "-1", "--resync-rate: expected");
+	fence_waits(argv[1]);
+	fence_up(argv[1], argv[2]);
+	stalecount_wide(argv[1]);
+	pid = spawn_mgr(argv[1], dir, "1000", &errfd, &port);
 	if (pid < 0)
 		return 1;
 	net_opts_default(&o);

@@ -97,11 +97,11 @@ class NetCluster(util.Cluster):
     network, the tmpfs data dirs and the namespaces go in destroy().
 
     full_iods: indexes of iods whose --data lies on a tmpfs of tmpfs_mib
-    (for the full-disk fault). Daemons use tcp (the bridge carries no RDMA
+    (for the full-disk fault). mgr_args go on the mgr's command line. Daemons use tcp (the bridge carries no RDMA
     device) whatever $RPFS_TRANSPORT says."""
 
     def __init__(self, state_dir, niods=4, nclients=4, name='nf', full_iods=(),
-                 tmpfs_mib=32, log_level=None):
+                 tmpfs_mib=32, log_level=None, mgr_args=()):
         log_level = log_level or os.environ.get('RPFS_LOG_LEVEL', 'info')
         self.run_id = '%x%04x' % (os.getpid() & 0xffff, random.randrange(1 << 16))
         self.env = dict(os.environ, RPFS_TRANSPORT='tcp')
@@ -140,6 +140,7 @@ class NetCluster(util.Cluster):
                 '--db', self.db, '--log-level', log_level]
         for node in self.iod_nodes:
             argv += ['--iod', '%s:%d' % (node.addr, IOD_PORT)]
+        argv += list(mgr_args)
         self.mgr = util.Daemon('%s-mgr' % name, self.mgr_node.argv(argv),
                                os.path.join(self.logdir, 'mgr.log'),
                                r'^<5>rpfs-mgr: ready:', self.env)

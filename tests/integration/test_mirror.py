@@ -45,12 +45,21 @@ def mirror_dir(parent, name='m', count=2):
     return d
 
 
+STATUS_ROW = re.compile(r'^iod +(\d+) .*, group (\d+), stale objects: (\d+), '
+                        r'resynced: (\d+) \((\d+) bytes\)$', re.M)
+
+
 def status_rows(c):
     """iod -> (group, stale objects) from the rows of rpfs status."""
+    return {i: (g, n) for i, (g, n, _d, _b) in status_full(c).items()}
+
+
+def status_full(c):
+    """iod -> (group, stale objects, resynced, bytes resynced) from the
+    rows of rpfs status."""
     r = rpfs('status', '--mgr', util.hostport(c.mgr_port))
-    got = {int(i): (int(g), int(n)) for i, g, n in
-           re.findall(r'^iod +(\d+) .*, group (\d+), stale objects: (\d+)$',
-                      r.stdout, re.M)}
+    got = {int(m[0]): tuple(int(x) for x in m[1:])
+           for m in STATUS_ROW.findall(r.stdout)}
     assert got, r.stdout
     return got
 
@@ -385,7 +394,8 @@ def test_conf_domains_and_mirror(tmp_path_factory):
 
 
 @pytest.mark.expect_log(r'iod \d+ \(.*\): .* failed', r'reachable again',
-                        r'cannot record', r'marked stale', r'recorded stale')
+                        r'cannot record', r'marked stale', r'recorded stale',
+                        r'went down')
 def test_degraded(tmp_path_factory):
     """Kill one iod of a group: mirror=2 reads and writes go on, the stale
     record is durable; mirror=1 data there gives EIO; kill its buddy too:
@@ -396,7 +406,9 @@ def test_degraded(tmp_path_factory):
     try:
         c.start()
         path = str(tmp_path_factory.mktemp('mirkm'))
-        m = c.mount(path, 'allow_other,timeout=3')
+        # timeout above the mgr's 8 s lease: a STALE_MARK for a dead iod
+        # is answered once the iod's lease has surely run out
+        m = c.mount(path, 'allow_other,timeout=10')
         d = mirror_dir(path)
         f = os.path.join(d, 'f')
         data = bytearray(os.urandom(4 * MiB))
@@ -560,3 +572,119 @@ def test_fence_stopped_iod_lease(tmp_path_factory):
     finally:
         c.iods[1].proc.send_signal(signal.SIGCONT)
         util.cleanup(*(x for x in (mb, ma, c) if x))
+
+
+def _resync_cluster(tmp_path_factory, name, conf_extra, mgr_extra=()):
+    """A 4-iod cluster run from an rpfs.conf (plus conf_extra), with
+    mgr_extra on the mgr's command line, and a mount with a timeout above
+    the mgr's lease (a STALE_MARK for a dead iod waits for it)."""
+    tmp = str(tmp_path_factory.mktemp(name))
+    c = util.Cluster(tmp, niods=4, name=name)
+    conf = util.write_conf(c, os.path.join(tmp, 'rpfs.conf'), extra=conf_extra)
+    for i, d in enumerate(c.iods):
+        d.argv = [util.binary('iod/rpfs-iod'), '--conf', conf, '--id', str(i)]
+    c.mgr.argv = [util.binary('mgr/rpfs-mgr'), '--conf', conf] + list(mgr_extra)
+    util.clusters.append(c)
+    c.start()
+    path = str(tmp_path_factory.mktemp(name + 'm'))
+    m = c.mount(path, 'allow_other,timeout=10')
+    return c, m, path
+
+
+def _degraded_write(c, path, size, count=2):
+    """Write a mirrored file, kill iod 1, overwrite part of it and grow it
+    (degraded: iod 1's replica is recorded stale), and return (file,
+    data)."""
+    f = os.path.join(mirror_dir(path, count=count), 'f')
+    data = bytearray(os.urandom(size))
+    with open(f, 'wb') as fh:
+        fh.write(data)
+    c.kill_iod(1)
+    new = os.urandom(size // 2 + 3 * UNIT + 5)
+    with open(f, 'r+b') as fh:
+        fh.seek(size // 4)
+        fh.write(new)
+        os.fsync(fh.fileno())
+    data[size // 4:size // 4 + len(new)] = new
+    assert stale_counts(c)[1] == 1
+    return f, bytes(data)
+
+
+@pytest.mark.expect_log(r'went down', r'marked stale', r'recorded stale',
+                        r'iod \d+ \(.*\): .* failed')
+def test_resync(tmp_path_factory):
+    """An iod back from a degraded write is resynced by the mgr from its
+    buddy: the record goes (stale objects 0), rpfs status counts what was
+    done, both replicas are byte-identical and hold what was written; the
+    copy keeps to --resync-rate (the command line wins over [mgr]
+    resync_rate = 0 in the file)."""
+    rate = 10  # MB/s
+    c, m, path = _resync_cluster(tmp_path_factory, 'mirs',
+                                 '[mgr]\nresync_rate = 0\n',
+                                 ['--resync-rate', str(rate)])
+    try:
+        f, data = _degraded_write(c, path, 24 * MiB)
+        obj1 = c.objects(os.stat(f).st_ino)[1]
+        old = read_obj(obj1)
+        t0 = time.monotonic()
+        c.start_iod(1)
+        util.wait_until(lambda: status_full(c)[1][1:3] == (0, 1), 60, 0.2,
+                        'iod 1 resynced')
+        elapsed = time.monotonic() - t0
+        rows = status_full(c)
+        assert all(r[1] == 0 for r in rows.values()), rows
+        assert [r[2] for _i, r in sorted(rows.items())] == [0, 1, 0, 0]
+        copied = rows[1][3]
+        size1 = len(read_obj(obj1))
+        assert copied >= size1 == 12 * MiB  # the whole object, at least
+        assert read_obj(obj1) != old
+        check_replicas(c, f, data)
+        with open(f, 'rb') as fh:
+            assert fh.read() == data
+        # the first 1 MiB piece goes at once, the rest at the rate
+        assert elapsed >= (copied - MiB) / (rate * 1e6), (copied, elapsed)
+        log = open(c.mgr.log.path).read()
+        assert re.search(r'<5>rpfs-mgr: iod 1: inode %d resynced from iod 0: '
+                         r'%d bytes copied, \d compare passes'
+                         % (os.stat(f).st_ino, copied), log), log[-3000:]
+        print('resync: %d bytes in %.2f s from the iod restart (rate %d MB/s)'
+              % (copied, elapsed, rate))
+    finally:
+        util.cleanup(m, c)
+
+
+@pytest.mark.expect_log(r'went down', r'marked stale', r'recorded stale',
+                        r'iod \d+ \(.*\): .* failed')
+def test_resync_off(tmp_path_factory):
+    """[mgr] resync_rate = 0: the record of an iod back from a degraded
+    write stays, and so does its stale replica; a bad value is refused
+    with the file and line."""
+    c, m, path = _resync_cluster(tmp_path_factory, 'miro',
+                                 '[mgr]\nresync_rate = 0\n')
+    try:
+        f, data = _degraded_write(c, path, 4 * MiB, count=1)
+        c.start_iod(1)
+        util.wait_until(lambda: re.search(r'iod 1 \(\S+\) is up again',
+                                          open(c.mgr.log.path).read()),
+                        30, 0.2, 'the mgr sees iod 1 up')
+        time.sleep(3)  # a few resync periods
+        rows = status_full(c)
+        assert rows[1][1:] == (1, 0, 0), rows
+        objs = c.objects(os.stat(f).st_ino)
+        g = [grp for grp in groups_of(c).values() if 1 in grp][0]
+        assert read_obj(objs[g[0]]) != read_obj(objs[g[1]])
+        assert 'resync is off' in open(c.mgr.log.path).read()
+    finally:
+        util.cleanup(m, c)
+    bad = util.write_conf(c, os.path.join(c.state, 'bad.conf'),
+                          extra='[mgr]\nresync_rate = 100001\n')
+    r = util.run([util.binary('mgr/rpfs-mgr'), '--conf', bad], check=False)
+    assert r.returncode == 2, r.stderr
+    line = open(bad).read().splitlines().index('resync_rate = 100001') + 1
+    assert ('bad.conf:%d: [mgr] resync_rate: expected MB/s 0..100000 '
+            '(0 = resync off), got "100001"' % line) in r.stderr
+    r = util.run([util.binary('mgr/rpfs-mgr'), '--conf', bad, '--resync-rate',
+                  'x'], check=False)
+    assert r.returncode == 2
+    assert '--resync-rate: expected MB/s 0..100000 (0 = resync off), got "x"' \
+        in r.stderr

@@ -97,6 +97,8 @@ static struct proto_layout rnd_layout(uint16_t niods, unsigned max_shift)
 {
 	struct proto_layout l = { .mirror = 1 };
 
+	memset(&l, 0, sizeof(l));
+	l.mirror = 1;
 	l.unit = 4096u << rnd_below(max_shift + 1);
 	l.count = (uint16_t)(1 + rnd_below(niods));
 	l.first = (uint16_t)rnd_below(niods);
