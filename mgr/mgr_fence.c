@@ -135,6 +135,7 @@ int mgr_fence_build(struct mgr_fence_iod *fi, uint64_t ver,
 		return 1;
 	fi->msg_flags = 0;
 	fi->msg_nmarks = 0;
+	fi->msg_renewal = 0;
 	if (!fi->loading && (fi->need_full || !fi->delivered)) {
 		/* no set known in force: load one; it is read after every
 		 * waiting mark's record committed, so it carries them */
@@ -147,6 +148,7 @@ int mgr_fence_build(struct mgr_fence_iod *fi, uint64_t ver,
 	} else if (!fi->loading && fi->due && ver != fi->delivered_ver) {
 		start_load(fi, ver);
 	} else if (!fi->loading && (fi->due || fi->follow)) {
+		fi->msg_renewal = fi->due && !fi->follow;
 		fi->due = fi->follow = 0; /* a renewal */
 	} else if (!fi->loading) {
 		return 1;
@@ -274,12 +276,21 @@ int mgr_fence_reply(struct mgr_fence_iod *fi, int status,
 		fi->last_n = fi->load_n;
 		fi->follow = 1; /* confirm it at once: the lease starts */
 	}
+	if (fi->delivered && fi->msg_renewal)
+		fi->follow = 1; /* confirm this round's renewal at once */
 	if (fi->delivered)
 		marks_out(fi, 0, 0, 0, done);
 	else
 		fi->due = 1; /* a mark went to an iod without our set: load it */
 	return completed && (fi->last_n != prev_n || !was_delivered) &&
 	       (fi->last_n || prev_n);
+}
+
+/* See mgr_fence.h. */
+void mgr_fence_refused(struct mgr_fence_iod *fi, uint64_t now_ns)
+{
+	if (fi->lease_bound_ns > now_ns)
+		fi->lease_bound_ns = now_ns;
 }
 
 /* See mgr_fence.h. */

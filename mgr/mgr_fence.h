@@ -76,6 +76,9 @@ struct mgr_fence_iod {
 	/* message being sent: what it carries */
 	uint32_t msg_flags;
 	uint32_t msg_nmarks;
+	int msg_renewal;         /* it is a round's renewal: once answered, a
+				  * follow confirms it at once, so the lease
+				  * runs from this round, not the last one */
 	uint64_t add[PROTO_MAX_INOS + 1]; /* its add list (+1: a page asks
 					   * one more to know if it is the
 					   * last) */
@@ -89,6 +92,15 @@ struct mgr_fence_iod {
  */
 void mgr_fence_init(struct mgr_fence_iod *fi, uint16_t iod, uint64_t seq0,
 		    uint64_t now_ns, uint32_t lease_ms);
+
+/**
+ * A connection to the iod over tcp was refused: nothing listens at its
+ * address, so the process that may have held a lease is gone (a new one
+ * starts with none). The lease bound drops to now, and a mark waiting for
+ * it is answered at once instead of one lease later. Not for verbs, where
+ * a live server may reject a connection it has no room for.
+ */
+void mgr_fence_refused(struct mgr_fence_iod *fi, uint64_t now_ns);
 
 /** A poll round found the iod up: one message (renewal at least) is due. */
 void mgr_fence_round(struct mgr_fence_iod *fi);

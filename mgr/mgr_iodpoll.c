@@ -40,6 +40,7 @@ struct poll_iod {
 struct mgr_iodpoll {
 	pthread_t thread;
 	struct net_client *cl;   /* poll thread only (after start) */
+	int tcp;                 /* cl is tcp (mgr_fence_refused applies) */
 	struct mgr_db *db;       /* the fence sets (read txns of the thread) */
 	uint16_t niods;
 	uint32_t lease_ms, interval_ms;
@@ -120,6 +121,8 @@ static void poll_round(struct mgr_iodpoll *p)
 			poll_mark(pi, i, 0, rc);
 			mgr_fence_failed(&pi->fence);
 		}
+		if (rc == -ECONNREFUSED && p->tcp)
+			mgr_fence_refused(&pi->fence, poll_now_ns());
 	}
 	for (uint16_t i = 0; i < p->niods; i++) {
 		struct poll_iod *pi = &p->iods[i];
@@ -387,6 +390,7 @@ int mgr_iodpoll_start_opts(struct mgr_iodpoll **out, struct mgr_db *db,
 	rc = net_client_new(&p->cl, &o);
 	if (rc)
 		goto out_free_iods;
+	p->tcp = strcmp(net_client_transport(p->cl), "tcp") == 0;
 	for (uint16_t i = 0; i < db->niods; i++) {
 		p->iods[i].addr = db->iods[i];
 		mgr_fence_init(&p->iods[i].fence, i, poll_seq0(), now, lease_ms);

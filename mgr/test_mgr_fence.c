@@ -110,12 +110,18 @@ static void test_first_contact(void)
 	CHECK(f.seq == 79 && f.confirm == 78 && f.flags == 0 && page_calls == 0);
 	CHECK(mgr_fence_reply(&fi, 0, &st_ok, now + 2000 * MS, &tail) == 0);
 	CHECK(fi.lease_bound_ns == now + 2000 * MS + LEASE * MS);
+	/* and at once a follow that confirms the renewal (so the lease runs
+	 * from this round), which itself wants no follow */
+	CHECK(build(&fi, 5, &f) == 0);
+	CHECK(f.seq == 80 && f.confirm == 79 && f.flags == 0);
+	CHECK(mgr_fence_reply(&fi, 0, &st_ok, now + 2010 * MS, &tail) == 0);
+	CHECK(!mgr_fence_want(&fi));
 	/* the records changed: the next round reloads */
 	mgr_fence_round(&fi);
 	set_n = 2;
 	CHECK(build(&fi, 6, &f) == 0);
 	CHECK(f.flags == (PROTO_FENCE_RESET | PROTO_FENCE_COMPLETE));
-	CHECK(f.confirm == 79 && f.add.n == 2 && f.add.host[0] == 1000);
+	CHECK(f.confirm == 80 && f.add.n == 2 && f.add.host[0] == 1000);
 	CHECK(mgr_fence_reply(&fi, 0, &st_ok, now + 2100 * MS, &tail) == 1);
 	CHECK(fi.last_n == 2 && done == NULL);
 	/* seq never 0 */
@@ -268,8 +274,35 @@ static void test_mark_expires(void)
 	CHECK(done_count(done, &status) == 1 && status == -EIO);
 }
 
+/* A refused tcp connection (no process at the iod's address): a mark
+ * waiting for the lease bound is answered at once, not a lease later. */
+static void test_refused(void)
+{
+	struct mgr_fence_iod fi;
+	struct mgr_fence_mark *done = NULL, **tail = &done;
+	struct proto_fence f;
+	int status = 1;
+
+	set_n = 0;
+	mgr_fence_init(&fi, 1, 7, 0, LEASE);
+	mgr_fence_round(&fi);
+	CHECK(build(&fi, 1, &f) == 0);
+	CHECK(mgr_fence_reply(&fi, 0, &st_ok, 100 * MS, &tail) == 0);
+	mgr_fence_failed(&fi); /* killed: the next round's connect fails */
+	mgr_fence_add_mark(&fi, mark(9));
+	mgr_fence_expire(&fi, 300 * MS, &tail);
+	CHECK(done == NULL); /* the lease may still run */
+	mgr_fence_refused(&fi, 300 * MS);
+	CHECK(mgr_fence_deadline(&fi) == 300 * MS);
+	mgr_fence_expire(&fi, 300 * MS, &tail);
+	CHECK(done_count(done, &status) == 1 && status == 0);
+	mgr_fence_refused(&fi, 900 * MS); /* never raises the bound */
+	CHECK(fi.lease_bound_ns == 300 * MS);
+}
+
 int main(void)
 {
+	test_refused();
 	test_first_contact();
 	test_pages_and_marks();
 	test_mark_acked();
