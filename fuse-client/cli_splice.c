@@ -112,7 +112,8 @@ static struct spl_tls *spl_tls_get(void)
 }
 
 /* Make the pipe of slot k unless it exists (non-blocking, as net_call
- * rd_pipe wants), as large as it may grow up to SPL_IOD_PIPE_SZ, and say
+ * rd_pipe wants), as large as it may grow up to SPL_IOD_PIPE_SZ (8, 4,
+ * then 2 MiB: /proc/sys/fs/pipe-max-size bounds it), and say
  * whether it holds a share of `need` bytes (SPL_SLOT_BYTES x need); a pipe
  * too small for a share stays, and that READ takes the buffer path.
  * @return 0, -EAGAIN (no pipe, or too small) */
@@ -123,8 +124,9 @@ static int spl_pipe_get(struct spl_tls *t, uint16_t k, uint64_t need)
 			t->pfd[k][0] = t->pfd[k][1] = -1;
 			return -EAGAIN;
 		}
-		if (fcntl(t->pfd[k][0], F_SETPIPE_SZ, SPL_IOD_PIPE_SZ) < 0)
-			(void)fcntl(t->pfd[k][0], F_SETPIPE_SZ, SPL_PIPE_SZ);
+		for (unsigned sz = SPL_IOD_PIPE_SZ; sz >= SPL_PIPE_SZ; sz /= 2)
+			if (fcntl(t->pfd[k][0], F_SETPIPE_SZ, sz) >= 0)
+				break;
 		t->wfd[k] = t->pfd[k][1];
 		t->psz[k] = fcntl(t->pfd[k][0], F_GETPIPE_SZ);
 	}
