@@ -119,7 +119,11 @@ def resync(c, m2, a):
             raise RuntimeError('resync did not finish in 600 s: %r' % st)
         time.sleep(0.2)
     secs = time.monotonic() - t0
-    return secs, st[1][2] - before[1][2], stale
+    # the mgr's own account of each record: bytes, passes, time copying
+    with open(c.mgr.log.path, errors='replace') as f:
+        recs = re.findall(r'resynced from iod \d+: (\d+) bytes copied, (\d+) compare '
+                          r'passes, ([0-9.]+) s \(([0-9.]+) s copying\)', f.read())
+    return secs, st[1][2] - before[1][2], stale, recs
 
 
 def main():
@@ -151,7 +155,7 @@ def main():
         os.mkdir(m2)
         os.setxattr(m2, 'user.rpfs.layout', b'unit=65536,count=2,mirror=2')
         res = run_jobs(m1, m2, a, outdir)
-        secs, copied, nstale = resync(c, m2, a)
+        secs, copied, nstale, recs = resync(c, m2, a)
     finally:
         netns.destroy(c)
     net = c.netem or 'none'
@@ -166,6 +170,12 @@ def main():
           'in %.1f s: %.1f MB/s (from iod 1 restart to no stale record; '
           'includes the poll that sees it up)'
           % (a.resync_rate, nstale, copied / 1e6, secs, copied / 1e6 / secs))
+    for b, passes, whole, cp in recs:
+        b, whole, cp = int(b), float(whole), float(cp)
+        print('  mgr: %.1f MB copied in %.2f s copying (%.1f MB/s), %.2f s with '
+              '%s compare pass(es) and fsync (%.1f MB/s)'
+              % (b / 1e6, cp, b / 1e6 / cp if cp else 0, whole, passes,
+                 b / 1e6 / whole if whole else 0))
     return 0
 
 
