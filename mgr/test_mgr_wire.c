@@ -134,14 +134,44 @@ static pid_t spawn(char *const argv[], int *errfd, int *port)
 
 /* Spawn the mgr over two iods that refuse connections, with the fence
  * lease lease (ms, as text). */
+static pid_t spawn_mgr_iods(const char *bin, const char *db, const char *lease,
+			    const char *iod0, const char *iod1, int *errfd,
+			    int *port)
+{
+	char *argv[] = { (char *)bin, "--listen", "127.0.0.1:0", "--db",
+			 (char *)db, "--iod", (char *)iod0, "--iod",
+			 (char *)iod1, "--lease-ms", (char *)lease, NULL };
+
+	return spawn(argv, errfd, port);
+}
+
+/* A mgr whose two iods are at ports 1 and 2, where nothing listens: its
+ * connections are refused. */
 static pid_t spawn_mgr(const char *bin, const char *db, const char *lease,
 		       int *errfd, int *port)
 {
-	char *argv[] = { (char *)bin, "--listen", "127.0.0.1:0", "--db",
-			 (char *)db, "--iod", "127.0.0.1:1", "--iod",
-			 "127.0.0.1:2", "--lease-ms", (char *)lease, NULL };
+	return spawn_mgr_iods(bin, db, lease, "127.0.0.1:1", "127.0.0.1:2",
+			      errfd, port);
+}
 
-	return spawn(argv, errfd, port);
+/* A socket listening on a free loopback port that is never accepted
+ * from: connections to it complete, and then nothing answers (a hung
+ * iod). Its "127.0.0.1:PORT" goes to addr. @return the fd, or -1 */
+static int hung_listener(char *addr, size_t cap)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    listen(fd, 16) || getsockname(fd, (struct sockaddr *)&sa, &len)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	snprintf(addr, cap, "127.0.0.1:%u", ntohs(sa.sin_port));
+	return fd;
 }
 
 /* Connect a raw socket and send garbage: the mgr must drop just that one. */
@@ -485,14 +515,18 @@ static void fence_waits(const char *bin)
 	static struct proto_stalecnt cnt;
 	const char *why;
 	long long t0, t;
-	int errfd = -1, port = 0;
+	int errfd = -1, port = 0, h0, h1;
+	char a0[32], a1[32];
 	uint64_t f;
 	pid_t pid;
 
 	if (!mkdtemp(dir))
 		return;
+	h0 = hung_listener(a0, sizeof(a0));
+	h1 = hung_listener(a1, sizeof(a1));
+	CHECK(h0 >= 0 && h1 >= 0);
 	t0 = mono_ms();
-	pid = spawn_mgr(bin, dir, "2000", &errfd, &port);
+	pid = spawn_mgr_iods(bin, dir, "2000", a0, a1, &errfd, &port);
 	CHECK(pid > 0);
 	if (pid <= 0)
 		return;
@@ -530,7 +564,7 @@ static void fence_waits(const char *bin)
 	CHECK(reap_mgr(pid, errfd) == 0);
 
 	/* a mark pending at SIGTERM: answered -EIO, clean exit */
-	pid = spawn_mgr(bin, dir, "60000", &errfd, &port);
+	pid = spawn_mgr_iods(bin, dir, "60000", a0, a1, &errfd, &port);
 	CHECK(pid > 0);
 	if (pid <= 0)
 		return;
@@ -547,6 +581,28 @@ static void fence_waits(const char *bin)
 	CHECK_RC(net_call_wait(&c), 0);
 	CHECK(c.status == -EIO);
 	net_client_free(cl);
+	CHECK(reap_mgr(pid, errfd) == 0);
+	close(h0);
+	close(h1);
+
+	/* iods whose connections are refused (nothing listens): their lease
+	 * died with them, and a mark is answered at once, not a lease on */
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0 || !mkdtemp(strcpy(dir, "/tmp/test_mgr_wire.XXXXXX")))
+		failures++;
+	pid = spawn_mgr(bin, dir, "60000", &errfd, &port);
+	CHECK(pid > 0);
+	if (pid <= 0)
+		return;
+	CHECK_RC(net_client_new(&cl, &o), 0);
+	CHECK_RC(net_conn_new(cl, "127.0.0.1", port, &conn), 0);
+	f = mirrored_file("refused");
+	usleep(2500 * 1000); /* a poll round (2 s) tried the iods */
+	t0 = mono_ms();
+	CHECK_RC(stale_call(f, 1), 0);
+	CHECK(mono_ms() - t0 < 5000);
+	net_client_free(cl);
+	kill(pid, SIGTERM);
 	CHECK(reap_mgr(pid, errfd) == 0);
 	conn = saved;
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
