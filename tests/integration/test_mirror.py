@@ -548,10 +548,10 @@ def test_fence_other_client_and_resync(tmp_path_factory):
         util.cleanup(*(x for x in (mb, ma, c) if x))
 
 
-@pytest.mark.expect_log(r'iod \d+ \(.*\): .* failed', r'reachable again',
-                        r'marked stale', r'recorded stale', r'went down',
-                        r'not answering', r'lease', r'fence', r'timed out',
-                        r'timeout')
+# A hung iod costs every party warnings (as in test_faults.py's SIGSTOP
+# tests; over verbs the iod, once resumed, refuses the connections set up
+# while it was stopped).
+@pytest.mark.expect_log(r'^<[34]>rpfs-(fuse|mgr)', r'^<4>rpfs-iod')
 def test_fence_stopped_iod_lease(tmp_path_factory):
     """A hung iod (SIGSTOP) that missed a write cannot serve the old bytes
     when it wakes up: the mgr answered the client's STALE_MARK only after
