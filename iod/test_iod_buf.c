@@ -6,16 +6,7 @@
 
 #include "iod_buf.h"
 
-static int failures;
-
-#define CHECK(c)                                                             \
-	do {                                                                 \
-		if (!(c)) {                                                  \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
-				__LINE__, #c);                               \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
+#include "check_cond.h"
 
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)

@@ -17,26 +17,7 @@
 #include "log.h"
 #include "proto.h"
 
-static int failures;
-
-#define CHECK(c)                                                             \
-	do {                                                                 \
-		if (!(c)) {                                                  \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
-				__LINE__, #c);                               \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
-
-#define CHECK_EQ(a, b)                                                       \
-	do {                                                                 \
-		long long a_ = (long long)(a), b_ = (long long)(b);          \
-		if (a_ != b_) {                                              \
-			fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n", \
-				__FILE__, __LINE__, #a, a_, #b, b_);         \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
+#include "check_cond.h"
 
 #define MS(x) ((uint64_t)(x) * 1000000ull)
 #define T0 MS(1000000) /* an arbitrary monotonic start, far from 0 */

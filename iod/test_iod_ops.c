@@ -19,19 +19,10 @@
 #include "net.h"
 #include "proto.h"
 
+#include "check_cond.h"
+
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
-
-static int failures;
-
-#define CHECK(c)                                                             \
-	do {                                                                 \
-		if (!(c)) {                                                  \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
-				__LINE__, #c);                               \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
 
 /* ---------------------------------------------------------- fake transport */
 
@@ -360,7 +351,6 @@ static void test_store_space_tmpfs(void)
 	if (system(cmd) != 0)
 		fprintf(stderr, "note: could not remove %s\n", dir);
 }
-
 
 /* ------------------------------------------------------------------ scrub */
 

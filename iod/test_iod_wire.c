@@ -31,30 +31,12 @@
 #include "net.h"
 #include "proto.h"
 
+#include "check_cond.h"
+
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
 
-static int failures;
 static const char *iod_bin;
-
-#define CHECK(c)                                                             \
-	do {                                                                 \
-		if (!(c)) {                                                  \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
-				__LINE__, #c);                               \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
-
-#define CHECK_EQ(a, b)                                                       \
-	do {                                                                 \
-		long long a_ = (long long)(a), b_ = (long long)(b);          \
-		if (a_ != b_) {                                              \
-			fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n", \
-				__FILE__, __LINE__, #a, a_, #b, b_);         \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
 
 /* A running iod and the thread that drains its stderr. */
 struct iod_proc {

@@ -12,26 +12,8 @@
 #include "mgr_ns.h"
 #include "mgr_xattr.h"
 
-static int failures;
+#include "check_cond.h"
 
-#define CHECK(cond)                                                          \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, \
-				__LINE__, #cond);                            \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
-#define CHECK_RC(expr, want)                                                 \
-	do {                                                                 \
-		int rc_ = (expr);                                            \
-		if (rc_ != (want)) {                                         \
-			fprintf(stderr, "%s:%d: %s = %d (%s), want %d\n",     \
-				__FILE__, __LINE__, #expr, rc_,               \
-				strerror(-rc_), (want));                     \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
 #define S(x) x, strlen(x)
 
 static struct proto_cred root_c = { 0, 0, 0, { 0 } };

@@ -8,16 +8,7 @@
 
 #include "mgr_fence.h"
 
-static int failures;
-
-#define CHECK(cond)                                                          \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, \
-				__LINE__, #cond);                            \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
+#include "check_cond.h"
 
 #define MS 1000000ull
 #define LEASE 8000u

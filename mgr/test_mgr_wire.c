@@ -18,26 +18,8 @@
 #include "net.h"
 #include "proto.h"
 
-static int failures;
+#include "check_cond.h"
 
-#define CHECK(cond)                                                          \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, \
-				__LINE__, #cond);                            \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
-#define CHECK_RC(expr, want)                                                 \
-	do {                                                                 \
-		int rc_ = (expr);                                            \
-		if (rc_ != (want)) {                                         \
-			fprintf(stderr, "%s:%d: %s = %d (%s), want %d\n",     \
-				__FILE__, __LINE__, #expr, rc_,               \
-				strerror(-rc_), (want));                     \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
 #define STR(s) ((struct proto_str){ s, (uint32_t)strlen(s) })
 
 static struct net_conn *conn;
