@@ -320,7 +320,10 @@ int net_call_wait(struct net_call *call)
 /* submit + wait, the common synchronous case. */
 int net_call_run(struct net_conn *c, struct net_call *call)
 {
-	int rc = net_call_submit(c, call);
+	int rc;
+
+	call->wait_now = 1;
+	rc = net_call_submit(c, call);
 
 	if (rc)
 		return rc;

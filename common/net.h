@@ -245,6 +245,12 @@ struct net_call {
 	 * fails it with -ENOBUFS (connection closed). */
 	int rd_pipe;
 	int rd_pipe_fd;
+	/* 1: the submitter waits for this call right after its submits, before
+	 * it blocks on anything else (net_call_run; a round of I/O). The verbs
+	 * backend then has the submitting thread take reply completions from
+	 * before the post, so a fast reply does not go through the progress
+	 * thread. 0 for a call waited for later or by another thread. */
+	int wait_now;
 	/* out */
 	int32_t status;            /* the server's status, valid when wait returns 0 */
 	uint32_t rep_len;          /* reply body length */
@@ -256,6 +262,7 @@ struct net_call {
 	uint64_t deadline_ns;
 	struct net_conn *conn;
 	struct net_call *next;     /* pending list / hash chain */
+	int lead;                  /* verbs: counted in its submitter's lead */
 };
 
 /**

@@ -26,11 +26,15 @@
  * copies are cheaper than registering per call, so they stay.
  * client_copy_bytes counts every payload byte copied here.
  *
- * Threads: callers submit and wait; one progress thread takes reply
- * completions by interrupt (completion channel + ibv_req_notify_cq) and
- * rdma_cm events, completes calls and tears connections down. Send
- * completions are polled by submitters before they post. Locks, in order:
- * connect_lock -> lock -> vc->rc_lock.
+ * Threads: callers submit and wait. Reply completions come by interrupt
+ * (completion channel + ibv_req_notify_cq). The channel has one owner at a
+ * time: a waiting caller when none owns it (it leads: sleeps in poll() on
+ * the channel itself and completes every call it meets, its own included,
+ * so a lone call costs one wake-up, not two through a thread hand-off), or
+ * else the progress thread, which also takes rdma_cm events and tears
+ * connections down. Send completions are polled by submitters before they
+ * post. Locks, in order: connect_lock -> lock -> vc->rc_lock; vc->ch_lock
+ * is taken alone.
  */
 #include "vb_int.h"
 #include "net_auth.h"
@@ -38,6 +42,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <infiniband/verbs.h>
 #include <netdb.h>
 #include <poll.h>
@@ -134,9 +139,17 @@ struct vb_cconn {
 	size_t fast_sz;
 };
 
+/* Who takes the events of the completion channel. */
+enum vb_ch_owner {
+	VB_CH_NONE = 0,   /* nobody: armed in epoll for the progress thread */
+	VB_CH_PROGRESS,   /* the progress thread is taking events */
+	VB_CH_CALLER,     /* a caller leads (vb_lead); out of epoll */
+};
+
 struct vb_client {
 	struct net_client base;
 	int epfd, evfd;
+	int lead_fd;                     /* eventfd: wakes a leading caller */
 	pthread_t thr;
 	int stop;
 	pthread_mutex_t lock;            /* conns list, pd, chan */
@@ -145,6 +158,10 @@ struct vb_client {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
 	struct ibv_comp_channel *chan;
+	pthread_mutex_t ch_lock;         /* ch_owner, ch_reg, ch_armed */
+	enum vb_ch_owner ch_owner;
+	int ch_reg;                      /* chan->fd is in epfd */
+	int ch_armed;                    /* ... and armed (one-shot, not fired) */
 	pthread_mutex_t rc_lock;         /* rc */
 	struct vb_rcache rc;
 };
@@ -154,6 +171,23 @@ static void vb_kick(struct vb_client *vc)
 	uint64_t one = 1;
 	ssize_t n = write(vc->evfd, &one, sizeof(one));
 	(void)n;
+}
+
+/* Wake the caller that leads the completion channel, if one does: a call
+ * was completed by another thread (teardown), and the leader sleeps in
+ * poll(), not on the call. Rare paths only; cost: one write. */
+static void vb_lead_kick(struct vb_client *vc)
+{
+	uint64_t one = 1;
+	int lead;
+
+	pthread_mutex_lock(&vc->ch_lock);
+	lead = vc->ch_owner == VB_CH_CALLER;
+	pthread_mutex_unlock(&vc->ch_lock);
+	if (lead) {
+		ssize_t n = write(vc->lead_fd, &one, sizeof(one));
+		(void)n;
+	}
 }
 
 /* Release everything a slot holds and free it. Caller holds c->lock. */
@@ -239,6 +273,7 @@ static void vb_conn_down(struct vb_cconn *c, struct net_call *culprit, int cerr)
 	pthread_mutex_unlock(&c->lock);
 	NET_STAT_ADD(&vc->base.st, conn_errors, 1);
 	log_debug("net: verbs connection to %s:%u closed", c->host, c->port);
+	vb_lead_kick(vc);
 }
 
 /* Fail a call its waiter gave up on; wait until the progress thread has
@@ -346,11 +381,14 @@ static int vb_client_dev(struct vb_client *vc, struct ibv_context *ctx)
 			goto out_dealloc_pd;
 		}
 		fcntl(vc->chan->fd, F_SETFL, fcntl(vc->chan->fd, F_GETFL) | O_NONBLOCK);
-		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = 1 };
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.u32 = 1 };
 		if (epoll_ctl(vc->epfd, EPOLL_CTL_ADD, vc->chan->fd, &ev) < 0) {
 			rc = -errno;
 			goto out_destroy_chan;
 		}
+		pthread_mutex_lock(&vc->ch_lock);
+		vc->ch_reg = vc->ch_armed = 1;
+		pthread_mutex_unlock(&vc->ch_lock);
 		vc->ctx = ctx;
 		pthread_mutex_lock(&vc->rc_lock);
 		vc->rc.pd = vc->pd;
@@ -740,6 +778,153 @@ static int vb_conn_connect(struct vb_cconn *c, uint64_t deadline)
 	return rc;
 }
 
+/* ------------------------------------------------------------- channel lead */
+
+/*
+ * Take the completion channel for who if nobody owns it. A caller also
+ * takes it out of epoll (EPOLL_CTL_DEL, one syscall) so the progress
+ * thread is not woken for the events the caller takes: a MOD to no events
+ * would not do, as epoll keeps EPOLLERR|EPOLLHUP and the channel wakes
+ * its waiters without a key, so each event would still wake the progress
+ * thread for nothing. The progress thread's one-shot event disabled it
+ * already. @return 1 taken, 0 not
+ */
+static int vb_chan_take(struct vb_client *vc, enum vb_ch_owner who)
+{
+	int got = 0;
+
+	pthread_mutex_lock(&vc->ch_lock);
+	if (vc->ch_owner == VB_CH_NONE && vc->chan) {
+		vc->ch_owner = who;
+		got = 1;
+		if (who == VB_CH_PROGRESS) {
+			vc->ch_armed = 0;
+		} else if (vc->ch_reg && vc->ch_armed) {
+			if (epoll_ctl(vc->epfd, EPOLL_CTL_DEL, vc->chan->fd, NULL) == 0)
+				vc->ch_reg = vc->ch_armed = 0;
+		}
+	} else if (who == VB_CH_PROGRESS) {
+		vc->ch_armed = 0; /* the owner re-arms when it lets go */
+	}
+	pthread_mutex_unlock(&vc->ch_lock);
+	return got;
+}
+
+/* Let the completion channel go and arm it in epoll again, so the
+ * progress thread takes what comes next (an event left unread fires at
+ * once). */
+static void vb_chan_release(struct vb_client *vc)
+{
+	pthread_mutex_lock(&vc->ch_lock);
+	vc->ch_owner = VB_CH_NONE;
+	if (!vc->ch_armed) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.u32 = 1 };
+		if (epoll_ctl(vc->epfd, vc->ch_reg ? EPOLL_CTL_MOD : EPOLL_CTL_ADD,
+			      vc->chan->fd, &ev) == 0)
+			vc->ch_reg = vc->ch_armed = 1;
+		else
+			log_err("net: verbs: epoll_ctl: %s", strerror(errno));
+	}
+	pthread_mutex_unlock(&vc->ch_lock);
+}
+
+/*
+ * The client whose completion channel this thread leads, and how many
+ * reasons it has to: calls it submitted with wait_now and has not waited
+ * for yet, plus one while a wait of a call not so counted leads. While
+ * it leads, nobody else takes the channel's events: every wait of this
+ * thread, a credit or buffer wait included, must take them (vb_cv_wait).
+ */
+static __thread struct vb_client *vb_lead_vc;
+static __thread int vb_lead_n;
+
+/* Lead vc's channel one reason more. @return 1 this thread leads it now,
+ * 0 another owner has it (or this thread leads another client) */
+static int vb_lead_get(struct vb_client *vc)
+{
+	if (vb_lead_vc == vc) {
+		vb_lead_n++;
+		return 1;
+	}
+	if (vb_lead_vc || !vb_chan_take(vc, VB_CH_CALLER))
+		return 0;
+	vb_lead_vc = vc;
+	vb_lead_n = 1;
+	return 1;
+}
+
+/* One reason less; the last one lets the channel go. */
+static void vb_lead_put(struct vb_client *vc)
+{
+	if (--vb_lead_n > 0)
+		return;
+	vb_lead_vc = NULL;
+	vb_chan_release(vc);
+}
+
+static void vb_chan_event(struct ibv_cq *cq, void *ctx);
+
+/*
+ * One step of the leader: sleep in poll() on the channel and on lead_fd
+ * (written by teardown when it completes calls) until an event, the
+ * deadline or cap_ms, then take one event (re-arm, drain: completes every
+ * call of that connection, waking their waiters). One event a step: the
+ * call waited for may be done after it, and poll() returns at once while
+ * more are queued. Cost: poll, one read and one re-arm per event.
+ */
+static void vb_lead_step(struct vb_client *vc, uint64_t deadline, int cap_ms)
+{
+	struct pollfd p[2] = { { .fd = vc->chan->fd, .events = POLLIN },
+			       { .fd = vc->lead_fd, .events = POLLIN } };
+	struct ibv_cq *cq;
+	void *ctx;
+	int ms = net_ms_left(deadline);
+
+	if (ms > cap_ms)
+		ms = cap_ms;
+	if (poll(p, 2, ms) <= 0)
+		return;
+	if (p[1].revents & POLLIN) {
+		uint64_t v;
+		ssize_t r = read(vc->lead_fd, &v, sizeof(v));
+		(void)r;
+	}
+	if ((p[0].revents & POLLIN) && ibv_get_cq_event(vc->chan, &cq, &ctx) == 0)
+		vb_chan_event(cq, ctx);
+}
+
+/*
+ * Lead until call is done or its deadline passes: take the channel's
+ * events ourselves, completing every call met on the way (other waiters
+ * are woken as the progress thread would). Saves the progress thread's
+ * wake-up and the futex hand-off of each reply.
+ */
+static void vb_lead(struct vb_client *vc, struct net_call *call)
+{
+	while (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE &&
+	       net_now_ns() < call->deadline_ns)
+		vb_lead_step(vc, call->deadline_ns, INT_MAX);
+}
+
+/*
+ * Wait on c->cv (caller holds c->lock) for a credit, a slot or a buffer,
+ * until deadline. A thread that leads the channel takes its events
+ * instead, nobody else would bring the completion that frees one; it
+ * looks again every VB_LEAD_SLICE_MS (a failed submit frees without an
+ * event). @return ETIMEDOUT once the deadline passed, else 0
+ */
+static int vb_cv_wait(struct vb_cconn *c, uint64_t deadline)
+{
+	if (vb_lead_vc == c->vc) {
+		pthread_mutex_unlock(&c->lock);
+		vb_lead_step(c->vc, deadline, VB_LEAD_SLICE_MS);
+		pthread_mutex_lock(&c->lock);
+		return net_now_ns() >= deadline ? ETIMEDOUT : 0;
+	}
+	struct timespec ts = net_ns_to_ts(deadline);
+	return pthread_cond_timedwait(&c->cv, &c->lock, &ts);
+}
+
 /* ------------------------------------------------------------------- submit */
 
 static int vb_call_check(const struct net_call *call, uint64_t *wr, uint64_t *rd)
@@ -1031,11 +1216,9 @@ static int vb_build_and_post(struct vb_cconn *c, struct vb_cslot *s, int si,
 	if (big) {
 		/* Wait for the connection's big send buffer. */
 		pthread_mutex_lock(&c->lock);
-		while (c->big_busy && c->up && c->gen == s->gen) {
-			struct timespec ts = net_ns_to_ts(deadline);
-			if (pthread_cond_timedwait(&c->cv, &c->lock, &ts) == ETIMEDOUT)
+		while (c->big_busy && c->up && c->gen == s->gen)
+			if (vb_cv_wait(c, deadline) == ETIMEDOUT)
 				break;
-		}
 		if (c->big_busy || !c->up || c->gen != s->gen) {
 			pthread_mutex_unlock(&c->lock);
 			rc = c->big_busy ? -ETIMEDOUT : -EIO;
@@ -1191,9 +1374,7 @@ static int vb_submit(struct net_conn *nc, struct net_call *call)
 			waited = 1;
 			NET_STAT_ADD(&vc->base.st, credit_waits, 1);
 		}
-		struct timespec ts = net_ns_to_ts(deadline);
-		if (pthread_cond_timedwait(&c->cv, &c->lock, &ts) == ETIMEDOUT &&
-		    net_now_ns() >= deadline) {
+		if (vb_cv_wait(c, deadline) == ETIMEDOUT && net_now_ns() >= deadline) {
 			pthread_mutex_unlock(&c->lock);
 			NET_STAT_ADD(&vc->base.st, timeouts, 1);
 			return -ETIMEDOUT;
@@ -1215,8 +1396,14 @@ static int vb_submit(struct net_conn *nc, struct net_call *call)
 	__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&c->lock);
 
+	/* Lead before the post: a fast reply then reaches us, not the
+	 * progress thread and a hand-off. */
+	call->lead = call->wait_now && vb_lead_get(vc);
 	rc = vb_build_and_post(c, s, si, call, wr, rd, deadline);
 	if (rc) {
+		if (call->lead)
+			vb_lead_put(vc);
+		call->lead = 0;
 		pthread_mutex_lock(&c->lock);
 		if (c->gen == s->gen && c->up)
 			vb_credit_give(&c->cr, 1);
@@ -1230,29 +1417,50 @@ static int vb_submit(struct net_conn *nc, struct net_call *call)
 	return 0;
 }
 
-/* Wait for the reply until the deadline; on timeout have the connection
- * torn down so nothing lands in the call's memory later. */
+/*
+ * Wait for the reply until the deadline; on timeout have the connection
+ * torn down so nothing lands in the call's memory later. A call counted
+ * in this thread's lead (submitted with wait_now), or one whose wait finds
+ * the channel free, is waited for by leading (vb_lead); otherwise sleep
+ * until the channel's owner completes it.
+ */
 static int vb_wait(struct net_call *call)
 {
 	struct vb_cconn *c = NET_CONTAINER_OF(call->conn, struct vb_cconn, base);
+	struct vb_client *vc = c->vc;
 	struct timespec ts = net_ns_to_ts(call->deadline_ns);
-	int rc, s;
+	int rc, s, held = call->lead;
 
+	call->lead = 0;
 	for (;;) {
 		s = __atomic_load_n(&call->state, __ATOMIC_ACQUIRE);
 		if (s == NET_CALL_DONE)
 			break;
-		if (s != NET_CALL_SENT && s != NET_CALL_SLEEPING)
+		if (s != NET_CALL_SENT && s != NET_CALL_SLEEPING) {
+			if (held)
+				vb_lead_put(vc);
 			return -EINVAL;
+		}
 		if (net_now_ns() >= call->deadline_ns) {
+			if (held)
+				vb_lead_put(vc);
+			held = 0;
 			vb_call_abort(call, -ETIMEDOUT);
 			break;
 		}
+		if (!held)
+			held = vb_lead_get(vc);
+		if (held) {
+			vb_lead(vc, call);
+			continue;
+		}
 		net_call_sleep(call, &ts);
 	}
+	if (held)
+		vb_lead_put(vc);
 	rc = call->err;
 	if (rc == -ETIMEDOUT)
-		NET_STAT_ADD(&c->vc->base.st, timeouts, 1);
+		NET_STAT_ADD(&vc->base.st, timeouts, 1);
 	__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
 	return rc;
 }
@@ -1395,22 +1603,31 @@ static void vb_drain(struct vb_cconn *c)
 		vb_conn_down(c, culprit, culprit ? -EPROTO : -EIO);
 }
 
-/* Completion channel readable: take every CQ event, re-arm, drain. */
+/* One event of the completion channel, for cq of connection ctx: re-arm,
+ * then drain. Channel owner. */
+static void vb_chan_event(struct ibv_cq *cq, void *ctx)
+{
+	/* Re-arm, then ack at once: ibv_destroy_cq waits until every event
+	 * taken is acked, so the CQ outlives the re-arm, and a destroyer (a
+	 * failed connect, a teardown) never waits on us. vb_drain re-checks
+	 * c->rcq under c->lock. */
+	ibv_req_notify_cq(cq, 0);
+	ibv_ack_cq_events(cq, 1);
+	vb_drain(ctx);
+}
+
+/* Completion channel readable (progress thread): unless a caller leads,
+ * take every CQ event, re-arm, drain. */
 static void vb_on_chan(struct vb_client *vc)
 {
 	struct ibv_cq *cq;
 	void *ctx;
 
-	while (ibv_get_cq_event(vc->chan, &cq, &ctx) == 0) {
-		struct vb_cconn *c = ctx;
-		/* Re-arm, then ack at once: ibv_destroy_cq waits until every
-		 * event taken is acked, so the CQ outlives the re-arm, and a
-		 * destroyer (a failed connect, a teardown) never waits on us.
-		 * vb_drain re-checks c->rcq under c->lock. */
-		ibv_req_notify_cq(cq, 0);
-		ibv_ack_cq_events(cq, 1);
-		vb_drain(c);
-	}
+	if (!vb_chan_take(vc, VB_CH_PROGRESS))
+		return;
+	while (ibv_get_cq_event(vc->chan, &cq, &ctx) == 0)
+		vb_chan_event(cq, ctx);
+	vb_chan_release(vc);
 }
 
 /* rdma_cm events of established connections: a disconnect fails the calls. */
@@ -1425,6 +1642,7 @@ static void vb_on_cm(struct vb_client *vc)
 		if (t == RDMA_CM_EVENT_DISCONNECTED || t == RDMA_CM_EVENT_DEVICE_REMOVAL ||
 		    t == RDMA_CM_EVENT_TIMEWAIT_EXIT) {
 			vb_drain(c); /* replies that made it first */
+			vb_lead_kick(vc);
 			vb_conn_down(c, NULL, 0);
 		}
 	}
@@ -1487,6 +1705,7 @@ static int vb_client_new(struct net_client **out, const struct net_opts *o)
 	vc->base.opts = *o;
 	pin_max = o->pin_max ? o->pin_max : VB_DEFAULT_PIN_MAX;
 	pthread_mutex_init(&vc->lock, NULL);
+	pthread_mutex_init(&vc->ch_lock, NULL);
 	pthread_mutex_init(&vc->rc_lock, NULL);
 	vb_rcache_init(&vc->rc, pin_max, &vc->base.st);
 	vc->cm_ch = rdma_create_event_channel();
@@ -1505,19 +1724,26 @@ static int vb_client_new(struct net_client **out, const struct net_opts *o)
 		rc = -errno;
 		goto out_close_epfd;
 	}
+	vc->lead_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (vc->lead_fd < 0) {
+		rc = -errno;
+		goto out_close_evfd;
+	}
 	struct epoll_event e0 = { .events = EPOLLIN, .data.u32 = 0 };
 	struct epoll_event e2 = { .events = EPOLLIN, .data.u32 = 2 };
 	if (epoll_ctl(vc->epfd, EPOLL_CTL_ADD, vc->evfd, &e0) < 0 ||
 	    epoll_ctl(vc->epfd, EPOLL_CTL_ADD, vc->cm_ch->fd, &e2) < 0) {
 		rc = -errno;
-		goto out_close_evfd;
+		goto out_close_lead_fd;
 	}
 	rc = -pthread_create(&vc->thr, NULL, vb_progress, vc);
 	if (rc)
-		goto out_close_evfd;
+		goto out_close_lead_fd;
 	*out = &vc->base;
 	return 0;
 
+out_close_lead_fd:
+	close(vc->lead_fd);
 out_close_evfd:
 	close(vc->evfd);
 out_close_epfd:
@@ -1526,6 +1752,7 @@ out_destroy_cm_ch:
 	rdma_destroy_event_channel(vc->cm_ch);
 out_free:
 	pthread_mutex_destroy(&vc->rc_lock);
+	pthread_mutex_destroy(&vc->ch_lock);
 	pthread_mutex_destroy(&vc->lock);
 	free(vc);
 	return rc;
@@ -1565,9 +1792,11 @@ static void vb_client_free(struct net_client *cl)
 	if (vc->pd)
 		ibv_dealloc_pd(vc->pd);
 	rdma_destroy_event_channel(vc->cm_ch);
+	close(vc->lead_fd);
 	close(vc->evfd);
 	close(vc->epfd);
 	pthread_mutex_destroy(&vc->rc_lock);
+	pthread_mutex_destroy(&vc->ch_lock);
 	pthread_mutex_destroy(&vc->lock);
 	free(vc);
 }

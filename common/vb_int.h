@@ -35,6 +35,7 @@ struct ibv_mr;
 		     VB_INLINE_CAP)
 #define VB_FAST_SLOTS 4        /* fast RDMA buffers per connection */
 #define VB_POLL_BATCH 32       /* completions drained per poll pass */
+#define VB_LEAD_SLICE_MS 10    /* a leading thread's credit wait re-checks */
 #define VB_PRIV_MAGIC 0x42565052u        /* "RPVB" */
 #define VB_PRIV_VERSION 1
 #define VB_CPRIV_LEN 52u       /* fits the 56 bytes of a connect request */

@@ -437,6 +437,7 @@ static void sub_prepare(struct io_sub *s, uint16_t op, const uint8_t *body,
 	}
 	s->call.rep_buf = s->rep;
 	s->call.rep_cap = IO_REP_CAP;
+	s->call.wait_now = 1; /* a round waits right after its submits */
 }
 
 /* Bytes the encoded request body of s may take. */
@@ -886,6 +887,7 @@ int cli_io_write_start(struct cli_fs *fs, uint64_t ino,
 			continue;
 		memcpy(iov, &t->iov[s->iov0], s->niov * sizeof(*iov));
 		rc = sub_encode(s, t, PROTO_OP_IO_WRITE, ino, 0, body, iov, NULL);
+		s->call.wait_now = 0; /* waited for later, maybe by another thread */
 		if (!rc && nrep == 2) {
 			sub_buddy(b, s, cli_mirror_iod(fs, l, k, 1));
 			sub_submit(fs, b);

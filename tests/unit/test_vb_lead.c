@@ -1,0 +1,262 @@
+/*
+ * test_vb_lead.c - who takes the verbs client's completion events, without
+ * RDMA: vb_client.c is included with the channel calls stubbed, and a
+ * client is given a fake completion channel (an eventfd). Covers: a caller
+ * that leads takes the channel out of the progress thread's epoll and
+ * puts it back armed when its last reason goes (an event left unread is
+ * then reported at once); the progress thread cannot take a led channel
+ * and a caller cannot take one the progress thread holds; leading nests
+ * per thread and never spans two clients; a leader is woken by lead_fd
+ * when another thread completes its call, and takes channel events itself
+ * (re-arm and ack per event); a leading thread's credit wait returns after
+ * its slice, not at the deadline.
+ */
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vb_stub.h"
+
+static int stub_events, stub_notifies, stub_acks;
+static struct ibv_cq stub_cq;
+static void *stub_ctx; /* a connection that is down: its drain does nothing */
+
+/* Stub: read the eventfd as one CQ event of stub_cq, for stub_ctx. */
+static int stub_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **ctx)
+{
+	uint64_t v;
+
+	if (read(ch->fd, &v, sizeof(v)) != sizeof(v))
+		return -1;
+	stub_events++;
+	*cq = &stub_cq;
+	*ctx = stub_ctx;
+	return 0;
+}
+
+static int stub_req_notify_cq(struct ibv_cq *cq, int solicited)
+{
+	(void)cq;
+	(void)solicited;
+	stub_notifies++;
+	return 0;
+}
+
+static void stub_ack_cq_events(struct ibv_cq *cq, unsigned n)
+{
+	(void)cq;
+	stub_acks += (int)n;
+}
+
+#define ibv_get_cq_event stub_get_cq_event
+#define ibv_req_notify_cq stub_req_notify_cq
+#define ibv_ack_cq_events stub_ack_cq_events
+
+#include "../../common/vb_mr.c"
+#include "../../common/vb_wire.c"
+#include "../../common/vb_client.c"
+
+static struct vb_cconn down_conn;
+
+static struct ibv_comp_channel chan;
+
+/* A client with only what the channel lead touches. */
+static int client_init(struct vb_client *vc)
+{
+	memset(vc, 0, sizeof(*vc));
+	pthread_mutex_init(&vc->ch_lock, NULL);
+	vc->epfd = epoll_create1(0);
+	vc->lead_fd = eventfd(0, EFD_NONBLOCK);
+	if (vc->epfd < 0 || vc->lead_fd < 0)
+		return -1;
+	vc->chan = &chan;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.u32 = 1 };
+	if (epoll_ctl(vc->epfd, EPOLL_CTL_ADD, chan.fd, &ev) < 0)
+		return -1;
+	vc->ch_reg = vc->ch_armed = 1;
+	return 0;
+}
+
+static void client_fini(struct vb_client *vc)
+{
+	close(vc->epfd);
+	close(vc->lead_fd);
+	pthread_mutex_destroy(&vc->ch_lock);
+}
+
+/* Events epoll reports now (what would wake the progress thread). */
+static int reported(struct vb_client *vc)
+{
+	struct epoll_event ev[4];
+
+	return epoll_wait(vc->epfd, ev, 4, 0);
+}
+
+static void chan_post(void)
+{
+	uint64_t one = 1;
+
+	if (write(chan.fd, &one, sizeof(one)) != sizeof(one))
+		abort();
+}
+
+static void chan_clear(void)
+{
+	uint64_t v;
+
+	while (read(chan.fd, &v, sizeof(v)) == sizeof(v))
+		;
+}
+
+static int test_owners(void)
+{
+	struct vb_client vc, other;
+
+	CHECK(client_init(&vc) == 0);
+	/* the progress thread's one-shot event: it owns the channel, a
+	 * caller cannot take it, its release re-arms */
+	chan_post();
+	CHECK(reported(&vc) == 1);
+	CHECK(reported(&vc) == 0); /* one-shot: fired */
+	CHECK(vb_chan_take(&vc, VB_CH_PROGRESS) == 1);
+	CHECK(vb_lead_get(&vc) == 0 && vb_lead_vc == NULL);
+	vb_chan_release(&vc);
+	CHECK(vc.ch_owner == VB_CH_NONE && vc.ch_reg && vc.ch_armed);
+	CHECK(reported(&vc) == 1); /* unread event: reported again at once */
+	CHECK(vb_chan_take(&vc, VB_CH_PROGRESS) == 1);
+	chan_clear();              /* the progress thread takes it */
+	vb_chan_release(&vc);
+	CHECK(reported(&vc) == 0 && vc.ch_armed);
+
+	/* a caller leads: out of epoll, so an event is not reported */
+	CHECK(vb_lead_get(&vc) == 1 && vb_lead_vc == &vc && vb_lead_n == 1);
+	CHECK(vc.ch_owner == VB_CH_CALLER && !vc.ch_reg && !vc.ch_armed);
+	chan_post();
+	CHECK(reported(&vc) == 0);
+	CHECK(vb_chan_take(&vc, VB_CH_PROGRESS) == 0);
+	CHECK(vc.ch_owner == VB_CH_CALLER);
+	/* nesting, and never a second client */
+	CHECK(vb_lead_get(&vc) == 1 && vb_lead_n == 2);
+	CHECK(client_init(&other) == 0);
+	CHECK(vb_lead_get(&other) == 0 && other.ch_owner == VB_CH_NONE);
+	client_fini(&other);
+	vb_lead_put(&vc);
+	CHECK(vc.ch_owner == VB_CH_CALLER && reported(&vc) == 0);
+	vb_lead_put(&vc);
+	CHECK(vb_lead_vc == NULL && vc.ch_owner == VB_CH_NONE && vc.ch_reg &&
+	      vc.ch_armed);
+	CHECK(reported(&vc) == 1); /* what came while it led */
+	chan_clear();
+	client_fini(&vc);
+	return 0;
+}
+
+struct completer {
+	struct vb_client *vc;
+	struct net_call *call;
+};
+
+/* Complete the call from another thread after 50 ms, as teardown does. */
+static void *complete_later(void *arg)
+{
+	struct completer *k = arg;
+	struct timespec ts = { 0, 50 * 1000000 };
+
+	nanosleep(&ts, NULL);
+	net_call_done(k->call);
+	vb_lead_kick(k->vc);
+	return NULL;
+}
+
+static int test_lead(void)
+{
+	struct vb_client vc;
+	struct net_call call = { 0 };
+	struct completer k = { &vc, &call };
+	pthread_t thr;
+	uint64_t t0;
+
+	CHECK(client_init(&vc) == 0);
+	/* a kick without a leader writes nothing */
+	vb_lead_kick(&vc);
+	uint64_t v;
+	CHECK(read(vc.lead_fd, &v, sizeof(v)) < 0);
+
+	/* events the leader takes itself: re-armed and acked one by one */
+	CHECK(vb_lead_get(&vc) == 1);
+	chan_post();
+	stub_events = stub_notifies = stub_acks = 0;
+	vb_lead_step(&vc, net_now_ns() + 1000000000ull, 1000);
+	CHECK(stub_events == 1 && stub_notifies == 1 && stub_acks == 1);
+
+	/* woken by lead_fd when another thread completes the call: long
+	 * before its 10 s deadline */
+	call.state = NET_CALL_SENT;
+	call.deadline_ns = net_now_ns() + 10000000000ull;
+	t0 = net_now_ns();
+	CHECK(pthread_create(&thr, NULL, complete_later, &k) == 0);
+	vb_lead(&vc, &call);
+	pthread_join(thr, NULL);
+	CHECK(call.state == NET_CALL_DONE);
+	CHECK(net_now_ns() - t0 < 5000000000ull);
+
+	/* a deadline that passed: vb_lead returns without waiting */
+	call.state = NET_CALL_SENT;
+	call.deadline_ns = net_now_ns();
+	vb_lead(&vc, &call);
+	CHECK(call.state == NET_CALL_SENT);
+	vb_lead_put(&vc);
+	client_fini(&vc);
+	return 0;
+}
+
+static int test_cv_wait(void)
+{
+	struct vb_client vc;
+	struct vb_cconn c = { 0 };
+	uint64_t t0;
+
+	CHECK(client_init(&vc) == 0);
+	pthread_condattr_t ca;
+
+	c.vc = &vc;
+	pthread_mutex_init(&c.lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c.cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_lock(&c.lock);
+	/* leading: back after one slice (nobody would signal the cond) */
+	CHECK(vb_lead_get(&vc) == 1);
+	t0 = net_now_ns();
+	CHECK(vb_cv_wait(&c, t0 + 10000000000ull) == 0);
+	CHECK(net_now_ns() - t0 < 5000000000ull);
+	CHECK(vb_cv_wait(&c, net_now_ns()) == ETIMEDOUT);
+	vb_lead_put(&vc);
+	/* not leading: the cond, up to the deadline */
+	t0 = net_now_ns();
+	CHECK(vb_cv_wait(&c, t0 + 20000000ull) == ETIMEDOUT);
+	pthread_mutex_unlock(&c.lock);
+	pthread_cond_destroy(&c.cv);
+	pthread_mutex_destroy(&c.lock);
+	client_fini(&vc);
+	return 0;
+}
+
+int main(void)
+{
+	int fails = 0;
+
+	chan.fd = eventfd(0, EFD_NONBLOCK);
+	if (chan.fd < 0)
+		return 1;
+	stub_ctx = &down_conn;
+	fails += test_owners();
+	fails += test_lead();
+	fails += test_cv_wait();
+	close(chan.fd);
+	printf("%s\n", fails ? "FAIL" : "ok");
+	return fails != 0;
+}
