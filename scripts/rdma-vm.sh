@@ -32,6 +32,8 @@
 #   RPFS_VM_MEM      default for --mem (4096)
 #   RPFS_VM_TIMEOUT  default for --timeout (600)
 #   RPFS_VM_MTU      default for --mtu (9000)
+#   RPFS_VM_KARGS    extra kernel command line words (e.g.
+#                    "clocksource=tsc tsc=reliable"); none by default
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -55,7 +57,7 @@ RXE_ADDR=10.55.0.1
 GUEST_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 say() { printf 'rdma-vm: %s\n' "$*" >&2; }
-die() { printf 'rdma-vm: error: %s\n' "$*" >&2; exit "${2:-125}"; }
+die() { printf 'rdma-vm: error: %s\n' "$1" >&2; exit "${2:-125}"; }
 
 usage() {
 	sed -n '2,/^set -euo/p' "$0" | sed -e '/^set -euo/d' -e 's/^# \{0,1\}//' >&2
@@ -288,6 +290,8 @@ squote() {
 # run ARGS: see the header.
 run() {
 	local mem=${RPFS_VM_MEM:-4096} smp=2 timeout=${RPFS_VM_TIMEOUT:-600} ro=0
+	[[ "${RPFS_VM_KARGS:-}" =~ ^[A-Za-z0-9_.,:=/\ -]*$ ]] ||
+		die "RPFS_VM_KARGS: expected kernel words (letters, digits, _.,:=/-), got \"$RPFS_VM_KARGS\"" 2
 	local mtu=${RPFS_VM_MTU:-9000}
 	local shares=() d
 	while [ $# -gt 0 ]; do
@@ -363,7 +367,7 @@ run() {
 		-accel tcg -cpu max -m "$mem" -smp "$smp" \
 		-nic none -no-reboot -nodefaults -display none \
 		-kernel "$CACHE/kernel/vmlinuz" -initrd "$CACHE/initramfs.cpio.gz" \
-		-append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init" \
+		-append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init${RPFS_VM_KARGS:+ $RPFS_VM_KARGS}" \
 		-serial "file:$rdir/console.log" \
 		-device virtio-serial-pci \
 		-chardev stdio,id=out,signal=off -device virtconsole,chardev=out \
