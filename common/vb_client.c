@@ -162,6 +162,8 @@ struct vb_client {
 	enum vb_ch_owner ch_owner;
 	int ch_reg;                      /* chan->fd is in epfd */
 	int ch_armed;                    /* ... and armed (one-shot, not fired) */
+	int ch_inflight;                 /* atomic: call slots not free, all
+					  * connections (events are awaited) */
 	pthread_mutex_t rc_lock;         /* rc */
 	struct vb_rcache rc;
 };
@@ -199,6 +201,8 @@ static void vb_slot_release(struct vb_cconn *c, struct vb_cslot *s)
 	for (int i = 0; i < s->nrefs; i++)
 		vb_rcache_put(&vc->rc, &s->refs[i]);
 	pthread_mutex_unlock(&vc->rc_lock);
+	if (s->state != VB_CS_FREE)
+		__atomic_sub_fetch(&vc->ch_inflight, 1, __ATOMIC_SEQ_CST);
 	s->nrefs = 0;
 	if (s->wr_fast >= 0)
 		c->fast_busy &= ~(1u << s->wr_fast);
@@ -810,21 +814,48 @@ static int vb_chan_take(struct vb_client *vc, enum vb_ch_owner who)
 	return got;
 }
 
-/* Let the completion channel go and arm it in epoll again, so the
- * progress thread takes what comes next (an event left unread fires at
- * once). */
+/* Arm the channel (one-shot) in the progress thread's epoll unless it is.
+ * Caller holds ch_lock. */
+static void vb_chan_arm(struct vb_client *vc)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.u32 = 1 };
+
+	if (vc->ch_armed)
+		return;
+	if (epoll_ctl(vc->epfd, vc->ch_reg ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, vc->chan->fd,
+		      &ev) == 0)
+		vc->ch_reg = vc->ch_armed = 1;
+	else
+		log_err("net: verbs: epoll_ctl: %s", strerror(errno));
+}
+
+/*
+ * Let the completion channel go. With calls in flight, arm it in epoll so
+ * the progress thread takes what comes next (an event left unread fires at
+ * once); with none, leave it parked: no reply is awaited, and the next
+ * submitter leads it or arms it (vb_chan_need). A lone caller's call thus
+ * costs no epoll_ctl at all. Cost: one epoll_ctl when it arms.
+ */
 static void vb_chan_release(struct vb_client *vc)
 {
 	pthread_mutex_lock(&vc->ch_lock);
 	vc->ch_owner = VB_CH_NONE;
-	if (!vc->ch_armed) {
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.u32 = 1 };
-		if (epoll_ctl(vc->epfd, vc->ch_reg ? EPOLL_CTL_MOD : EPOLL_CTL_ADD,
-			      vc->chan->fd, &ev) == 0)
-			vc->ch_reg = vc->ch_armed = 1;
-		else
-			log_err("net: verbs: epoll_ctl: %s", strerror(errno));
-	}
+	if (__atomic_load_n(&vc->ch_inflight, __ATOMIC_SEQ_CST) > 0)
+		vb_chan_arm(vc);
+	pthread_mutex_unlock(&vc->ch_lock);
+}
+
+/*
+ * A call was counted in flight and its submitter does not lead: make sure
+ * somebody takes the channel's events. An owner does (a leader or the
+ * progress thread re-arms on release, seeing the count); with no owner,
+ * arm it for the progress thread.
+ */
+static void vb_chan_need(struct vb_client *vc)
+{
+	pthread_mutex_lock(&vc->ch_lock);
+	if (vc->ch_owner == VB_CH_NONE && vc->chan)
+		vb_chan_arm(vc);
 	pthread_mutex_unlock(&vc->ch_lock);
 }
 
@@ -870,9 +901,10 @@ static void vb_chan_event(struct ibv_cq *cq, void *ctx);
  * deadline or cap_ms, then take one event (re-arm, drain: completes every
  * call of that connection, waking their waiters). One event a step: the
  * call waited for may be done after it, and poll() returns at once while
- * more are queued. Cost: poll, one read and one re-arm per event.
+ * more are queued. Cost: one clock read, poll, one read and one re-arm per
+ * event. @return 0, or -ETIMEDOUT when the deadline had passed (no poll)
  */
-static void vb_lead_step(struct vb_client *vc, uint64_t deadline, int cap_ms)
+static int vb_lead_step(struct vb_client *vc, uint64_t deadline, int cap_ms)
 {
 	struct pollfd p[2] = { { .fd = vc->chan->fd, .events = POLLIN },
 			       { .fd = vc->lead_fd, .events = POLLIN } };
@@ -880,10 +912,12 @@ static void vb_lead_step(struct vb_client *vc, uint64_t deadline, int cap_ms)
 	void *ctx;
 	int ms = net_ms_left(deadline);
 
+	if (ms <= 0)
+		return -ETIMEDOUT;
 	if (ms > cap_ms)
 		ms = cap_ms;
 	if (poll(p, 2, ms) <= 0)
-		return;
+		return 0;
 	if (p[1].revents & POLLIN) {
 		uint64_t v;
 		ssize_t r = read(vc->lead_fd, &v, sizeof(v));
@@ -891,6 +925,7 @@ static void vb_lead_step(struct vb_client *vc, uint64_t deadline, int cap_ms)
 	}
 	if ((p[0].revents & POLLIN) && ibv_get_cq_event(vc->chan, &cq, &ctx) == 0)
 		vb_chan_event(cq, ctx);
+	return 0;
 }
 
 /*
@@ -898,12 +933,14 @@ static void vb_lead_step(struct vb_client *vc, uint64_t deadline, int cap_ms)
  * events ourselves, completing every call met on the way (other waiters
  * are woken as the progress thread would). Saves the progress thread's
  * wake-up and the futex hand-off of each reply.
+ * @return 0 done, -ETIMEDOUT the deadline passed first
  */
-static void vb_lead(struct vb_client *vc, struct net_call *call)
+static int vb_lead(struct vb_client *vc, struct net_call *call)
 {
-	while (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE &&
-	       net_now_ns() < call->deadline_ns)
-		vb_lead_step(vc, call->deadline_ns, INT_MAX);
+	while (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE)
+		if (vb_lead_step(vc, call->deadline_ns, INT_MAX))
+			return -ETIMEDOUT;
+	return 0;
 }
 
 /*
@@ -917,9 +954,9 @@ static int vb_cv_wait(struct vb_cconn *c, uint64_t deadline)
 {
 	if (vb_lead_vc == c->vc) {
 		pthread_mutex_unlock(&c->lock);
-		vb_lead_step(c->vc, deadline, VB_LEAD_SLICE_MS);
+		int rc = vb_lead_step(c->vc, deadline, VB_LEAD_SLICE_MS);
 		pthread_mutex_lock(&c->lock);
-		return net_now_ns() >= deadline ? ETIMEDOUT : 0;
+		return rc ? ETIMEDOUT : 0;
 	}
 	struct timespec ts = net_ns_to_ts(deadline);
 	return pthread_cond_timedwait(&c->cv, &c->lock, &ts);
@@ -1383,6 +1420,7 @@ static int vb_submit(struct net_conn *nc, struct net_call *call)
 	vb_credit_take(&c->cr);
 	s = &c->cs[si];
 	s->state = VB_CS_BUILDING;
+	__atomic_add_fetch(&vc->ch_inflight, 1, __ATOMIC_SEQ_CST);
 	s->call = call;
 	s->gen = c->gen;
 	s->wr_fast = s->rd_fast = -1;
@@ -1399,6 +1437,8 @@ static int vb_submit(struct net_conn *nc, struct net_call *call)
 	/* Lead before the post: a fast reply then reaches us, not the
 	 * progress thread and a hand-off. */
 	call->lead = call->wait_now && vb_lead_get(vc);
+	if (!call->lead)
+		vb_chan_need(vc);
 	rc = vb_build_and_post(c, s, si, call, wr, rd, deadline);
 	if (rc) {
 		if (call->lead)
@@ -1441,7 +1481,10 @@ static int vb_wait(struct net_call *call)
 				vb_lead_put(vc);
 			return -EINVAL;
 		}
-		if (net_now_ns() >= call->deadline_ns) {
+		if (!held)
+			held = vb_lead_get(vc);
+		/* a leader reads the clock once per step, nothing more */
+		if (held ? vb_lead(vc, call) != 0 : net_now_ns() >= call->deadline_ns) {
 			if (held)
 				vb_lead_put(vc);
 			held = 0;
@@ -1449,12 +1492,7 @@ static int vb_wait(struct net_call *call)
 			break;
 		}
 		if (!held)
-			held = vb_lead_get(vc);
-		if (held) {
-			vb_lead(vc, call);
-			continue;
-		}
-		net_call_sleep(call, &ts);
+			net_call_sleep(call, &ts);
 	}
 	if (held)
 		vb_lead_put(vc);
