@@ -32,7 +32,7 @@
 #include "log.h"
 
 #define DEFAULT_MGR_PORT 7400
-#define DEFAULT_READ_AHEAD_KB 1024 /* CLI_MAX_IO: one 1 MiB READ per window */
+#define DEFAULT_READ_AHEAD_KB 4096 /* 4 READs of CLI_MAX_IO (1 MiB) in flight */
 #define MAX_READ_AHEAD_KB 65536
 
 /* Command line state filled by fuse_opt_parse. */
@@ -103,7 +103,8 @@ static void usage(const char *prog, FILE *f)
 		"  -o no_write_behind answer write(2) once the iods stored the data\n"
 		"  -o workers=N       FUSE worker threads, 1..%d (default %d; -s: 1)\n"
 		"  -o read_ahead_kb=N readahead window of the mount, 0..%d KiB (default\n"
-		"                     %d: 1 MiB READs; 0 keeps the kernel's 128; needs root)\n"
+		"                     %d: 1 MiB READs, 4 in flight; 0 keeps the kernel's\n"
+		"                     128; needs root)\n"
 		"  -o allow_other     and the other generic FUSE mount options\n"
 		"  -o _netdev         (fstab) accepted and ignored\n"
 		"default mgr port: %d\n", prog, CLI_LOOP_MAX_WORKERS,

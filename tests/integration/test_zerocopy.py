@@ -223,13 +223,13 @@ def bdi_read_ahead_kb(path):
         return int(f.read())
 
 
-@pytest.mark.parametrize('opts,kb,req', [('workers=2', 1024, MiB),
+@pytest.mark.parametrize('opts,kb,req', [('workers=2', 4096, MiB),
                                          ('read_ahead_kb=0', 128, 128 * KiB)])
 def test_buffered_read_requests(cluster, tmp_mnt, opts, kb, req):
     """Buffered sequential reads: by default the mount's readahead window is
-    widened to 1 MiB after INIT (the kernel caps it at its 128 KiB default
-    there), so they arrive as 1 MiB READs; read_ahead_kb=0 keeps the
-    kernel's 128 KiB."""
+    widened to 4 MiB after INIT (the kernel caps it at its 128 KiB default
+    there), so they arrive as 1 MiB READs (max_pages), several in flight;
+    read_ahead_kb=0 keeps the kernel's 128 KiB."""
     m = cluster.mount(tmp_mnt, opts)
     try:
         assert bdi_read_ahead_kb(m.path) == kb
