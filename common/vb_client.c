@@ -84,7 +84,8 @@ enum vb_cs_state {
 	VB_CS_FREE = 0,   /* unused; may be taken with a credit */
 	VB_CS_BUILDING,   /* its submitter fills buffers and registers memory;
 			   * nobody else touches it */
-	VB_CS_SENT,       /* posted; the progress thread completes it */
+	VB_CS_SENT,       /* posted; the channel's owner (a leading caller or
+			   * the progress thread) completes it */
 };
 
 struct vb_cslot {
@@ -121,7 +122,8 @@ struct vb_cconn {
 	int big_busy;
 
 	/* resources of the current connection (set up under connect_lock,
-	 * torn down by the progress thread under lock) */
+	 * torn down under lock by the progress thread or the channel's
+	 * leader) */
 	struct rdma_cm_id *id;
 	struct ibv_cq *rcq, *scq;
 	uint32_t max_sge;
@@ -141,7 +143,8 @@ struct vb_cconn {
 
 /* Who takes the events of the completion channel. */
 enum vb_ch_owner {
-	VB_CH_NONE = 0,   /* nobody: armed in epoll for the progress thread */
+	VB_CH_NONE = 0,   /* nobody: armed in epoll for the progress thread,
+			   * or parked while no call is in flight */
 	VB_CH_PROGRESS,   /* the progress thread is taking events */
 	VB_CH_CALLER,     /* a caller leads (vb_lead); out of epoll */
 };
@@ -241,7 +244,8 @@ static void vb_conn_destroy_res(struct vb_cconn *c)
 }
 
 /*
- * Tear a connection down (progress thread): put the QP in the error state
+ * Tear a connection down (progress thread, or a leader whose drain found
+ * it broken; teardown then wakes the leader): put the QP in the error state
  * so the server can no longer touch our memory, fail every sent call
  * (culprit gets cerr, calls marked by their waiter keep their error, the
  * rest -EIO), then free the verbs objects. Safe when already down.
@@ -1596,7 +1600,8 @@ out_bad:
 }
 
 /* Drain c's receive CQ: complete replies, then repost the buffers in one
- * batch. Progress thread. */
+ * batch. The channel's owner (a leader or the progress thread), or the
+ * progress thread on a disconnect. */
 static void vb_drain(struct vb_cconn *c)
 {
 	struct ibv_wc wc[VB_POLL_BATCH];
