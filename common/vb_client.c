@@ -173,9 +173,7 @@ struct vb_client {
 
 static void vb_kick(struct vb_client *vc)
 {
-	uint64_t one = 1;
-	ssize_t n = write(vc->evfd, &one, sizeof(one));
-	(void)n;
+	(void)eventfd_write(vc->evfd, 1);
 }
 
 /* Wake the caller that leads the completion channel, if one does: a call
@@ -183,16 +181,13 @@ static void vb_kick(struct vb_client *vc)
  * poll(), not on the call. Rare paths only; cost: one write. */
 static void vb_lead_kick(struct vb_client *vc)
 {
-	uint64_t one = 1;
 	int lead;
 
 	pthread_mutex_lock(&vc->ch_lock);
 	lead = vc->ch_owner == VB_CH_CALLER;
 	pthread_mutex_unlock(&vc->ch_lock);
-	if (lead) {
-		ssize_t n = write(vc->lead_fd, &one, sizeof(one));
-		(void)n;
-	}
+	if (lead)
+		(void)eventfd_write(vc->lead_fd, 1);
 }
 
 /* Release everything a slot holds and free it. Caller holds c->lock. */
@@ -923,9 +918,8 @@ static int vb_lead_step(struct vb_client *vc, uint64_t deadline, int cap_ms)
 	if (poll(p, 2, ms) <= 0)
 		return 0;
 	if (p[1].revents & POLLIN) {
-		uint64_t v;
-		ssize_t r = read(vc->lead_fd, &v, sizeof(v));
-		(void)r;
+		eventfd_t v;
+		(void)eventfd_read(vc->lead_fd, &v);
 	}
 	if ((p[0].revents & POLLIN) && ibv_get_cq_event(vc->chan, &cq, &ctx) == 0)
 		vb_chan_event(cq, ctx);
@@ -1685,8 +1679,7 @@ static void vb_on_cm(struct vb_client *vc)
 		if (t == RDMA_CM_EVENT_DISCONNECTED || t == RDMA_CM_EVENT_DEVICE_REMOVAL ||
 		    t == RDMA_CM_EVENT_TIMEWAIT_EXIT) {
 			vb_drain(c); /* replies that made it first */
-			vb_lead_kick(vc);
-			vb_conn_down(c, NULL, 0);
+			vb_conn_down(c, NULL, 0); /* wakes a leader */
 		}
 	}
 }
@@ -1714,9 +1707,8 @@ static void *vb_progress(void *arg)
 		int n = epoll_wait(vc->epfd, ev, 8, -1);
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.u32 == 0) {
-				uint64_t v;
-				ssize_t r = read(vc->evfd, &v, sizeof(v));
-				(void)r;
+				eventfd_t v;
+				(void)eventfd_read(vc->evfd, &v);
 				vb_do_kills(vc);
 			} else if (ev[i].data.u32 == 1) {
 				vb_on_chan(vc);
