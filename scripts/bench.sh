@@ -4,14 +4,19 @@
 #   scripts/bench.sh [--quick] [--out DIR]
 #
 # Starts a local rpfs cluster (and two small ones for the iod sweep), a
-# minimal passthrough FUSE file system (tests/bench/) and a 4-brick GlusterFS
-# volume on loopback, all backed by one private tmpfs, then runs the same fio
-# jobs (tests/bench/fio/) and the metadata job (tests/bench/mdbench.c) on each target:
-#   rpfs FUSE mount, rpfs fio engine (if built), tmpfs, passthrough, GlusterFS.
+# minimal passthrough FUSE file system (tests/bench/), the same passthrough
+# with one loopback TCP round trip per read and write (-o hop=4: the ceiling
+# for any client with a server hop, tests/bench/bench_hop.c) and a 4-brick
+# GlusterFS volume on loopback, all backed by one private tmpfs, then runs
+# the same fio jobs (tests/bench/fio/) and the metadata job
+# (tests/bench/mdbench.c) on each target: rpfs FUSE mount, rpfs fio engine
+# (if built), tmpfs, passthrough, passthrough-hop (data jobs only), GlusterFS.
 # Targets are interleaved per job (job J on every target, then job J+1),
 # because numbers on these machines drift 20-35 % within an hour.
 # Writes DIR/results.md, DIR/results.json, DIR/plot.png and prints the table
-# and the ratios rpfs/passthrough and rpfs/GlusterFS. The details table of
+# and the ratios rpfs/passthrough, rpfs/passthrough-hop, passthrough-hop/
+# passthrough (the most a design with a server hop reached in this run) and
+# rpfs/GlusterFS. The details table of
 # rpfs rows adds the client's copies per byte moved ((client_copy_bytes +
 # fuse_copy_bytes) / bytes; "-" without fuse_copy_bytes), registrations and
 # pin-down cache misses per data operation, from the mount's rpfs.stats or
@@ -204,6 +209,18 @@ start_passthrough() {
 	wait_mount "$WORK/mnt/pt" || { cat "$WORK/logs/passthrough.log" >&2; die "passthrough mount failed"; }
 }
 
+# start_passthrough_hop: the passthrough in hop mode (4 server threads, as
+# many as the main cluster has iods) over WORK/fs/pth-src.
+start_passthrough_hop() {
+	mkdir -p "$WORK/fs/pth-src" "$WORK/mnt/pth"
+	"$WORK/bin/bench-passthrough" "$WORK/fs/pth-src" "$WORK/mnt/pth" -f -o hop=4 \
+		</dev/null >"$WORK/logs/passthrough-hop.log" 2>&1 &
+	PIDS+=($!)
+	PTH_PID=$!
+	MOUNTS+=("$WORK/mnt/pth")
+	wait_mount "$WORK/mnt/pth" || { cat "$WORK/logs/passthrough-hop.log" >&2; die "passthrough-hop mount failed"; }
+}
+
 # start_gluster: glusterd (unless one runs), a 4-brick distributed volume on
 # bricks in the bench tmpfs, its FUSE mount. Loopback only: the brick host is
 # a name resolving to 127.0.0.1 (glusterd refuses 127.0.0.1 itself).
@@ -295,6 +312,7 @@ target_dir() {
 	case "$1" in
 	tmpfs) echo "$WORK/fs/tmpfs" ;;
 	passthrough) echo "$WORK/mnt/pt/bench" ;;
+	passthrough-hop) echo "$WORK/mnt/pth/bench" ;;
 	rpfs) echo "$WORK/mnt/main/bench" ;;
 	rpfs-fio) echo "bench-fio" ;; # relative to the rpfs root (see run_fio)
 	glusterfs) echo "$WORK/mnt/gl/bench" ;;
@@ -303,6 +321,7 @@ target_dir() {
 target_pids() {
 	case "$1" in
 	passthrough) echo "$PT_PID" ;;
+	passthrough-hop) echo "$PTH_PID" ;;
 	rpfs) echo "$RPFS_PIDS_main" ;;
 	rpfs-fio) echo "$RPFS_PIDS_main" ;;
 	glusterfs) gluster_pids | tr '\n' ' ' ;;
@@ -451,7 +470,8 @@ mkdir -p "$WORK/bin" "$WORK/logs" "$WORK/out" "$WORK/mnt" "$WORK/fs" "$OUT"
 
 say "compiling the passthrough file system and the metadata benchmark"
 cc -std=gnu11 -O2 -Wall -Wextra -o "$WORK/bin/bench-passthrough" \
-	"$REPO/tests/bench/bench_passthrough.c" $(pkg-config --cflags --libs fuse3) -lpthread ||
+	"$REPO/tests/bench/bench_passthrough.c" "$REPO/tests/bench/bench_hop.c" \
+	$(pkg-config --cflags --libs fuse3) -lpthread ||
 	die "cannot compile tests/bench/bench_passthrough.c"
 cc -std=gnu11 -O2 -Wall -Wextra -o "$WORK/bin/bench-md" "$REPO/tests/bench/mdbench.c" ||
 	die "cannot compile tests/bench/mdbench.c"
@@ -472,7 +492,7 @@ else
 	FIO_ENGINE=
 	say "rpfs fio engine: not built yet"
 fi
-TARGETS+=(tmpfs passthrough)
+TARGETS+=(tmpfs passthrough passthrough-hop)
 
 say "starting rpfs clusters (4 iods; 1 and 2 iods for the sweep)"
 start_rpfs main 4 "$PORT"
@@ -480,6 +500,7 @@ start_rpfs iod1 1 $((PORT + 10))
 start_rpfs iod2 2 $((PORT + 20))
 say "starting the passthrough file system"
 start_passthrough
+start_passthrough_hop
 say "starting GlusterFS (4 bricks on loopback)"
 if start_gluster; then TARGETS+=(glusterfs); fi
 mkdir -p "$WORK/fio-cwd/bench-fio"
@@ -522,7 +543,7 @@ for t in "${TARGETS[@]}"; do clear_seq "$(target_dir "$t")"; done
 # Warm-up, not measured: the first metadata run on a file system is slower
 # (fresh memory for inodes and dentries on every layer).
 for t in "${TARGETS[@]}"; do
-	[ "$t" = rpfs-fio ] && continue
+	case "$t" in rpfs-fio|passthrough-hop) continue ;; esac
 	mkdir -p "$(target_dir "$t")/warm"
 	"$WORK/bin/bench-md" "$(target_dir "$t")/warm" 1000 10 >/dev/null ||
 		say "warning: metadata warm-up failed on $t"
@@ -532,7 +553,8 @@ for spec in "md1 1" "md100 100"; do
 	read -r job nd <<<"$spec"
 	for ((i = 0; i < NT; i++)); do
 		t=${TARGETS[(i + K) % NT]}
-		[ "$t" = rpfs-fio ] && continue
+		# the engine has no metadata path; the hop carries data only
+		case "$t" in rpfs-fio|passthrough-hop) continue ;; esac
 		drop_caches
 		settle
 		run_md "$t" "$job" "$nd"

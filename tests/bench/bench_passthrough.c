@@ -13,7 +13,11 @@
  * nosplice_read (splice read replies only; write requests are then read
  * into libfuse's per-thread buffer: measured slower here),
  * timeout=S (attr and entry timeout, default 1.0 like rpfs-fuse),
- * threads=N (max worker threads, default 16).
+ * threads=N (max worker threads, default 16),
+ * hop=N (carry every read and write across one loopback TCP round trip to
+ * N server threads, bench_hop.c: for small requests, the ceiling for a
+ * client with a server hop; requests are then read into memory, as
+ * rpfs-fuse reads them).
  *
  * Inodes: each one holds an O_PATH fd, found again through a hash table on
  * (st_dev, st_ino) so hard links and repeated lookups share one inode.
@@ -37,6 +41,8 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+
+#include "bench_hop.h"
 
 #define PT_MAX_IO (1u << 20)     /* max_write, max_readahead */
 #define PT_HASH_BITS 16
@@ -65,6 +71,7 @@ static struct {
 	int splice_read;                 /* option: splice requests in too (default on) */
 	int splice_ok;                   /* init: reads may use fuse_reply_data */
 	int threads;                     /* option */
+	int hop;                         /* option: hop server threads, 0: off */
 	pthread_key_t buf_key;           /* per-thread read buffer */
 } pt = { .lock = PTHREAD_MUTEX_INITIALIZER, .timeout = 1.0, .threads = 16 };
 
@@ -211,6 +218,9 @@ static void pt_init(void *userdata, struct fuse_conn_info *conn)
 		pt.splice_ok ? "on for read replies" :
 		"off (pipe cannot grow to 2 MiB, or nosplice)",
 		pt.splice_ok && pt.splice_read ? " and for write requests" : "");
+	if (pt.hop)
+		fprintf(stderr, "bench-passthrough: hop: reads and writes cross "
+			"loopback TCP to %d server threads\n", pt.hop);
 }
 
 /* pt_lookup: FUSE LOOKUP. */
@@ -413,6 +423,95 @@ static void pt_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, r < 0 ? errno : 0);
 }
 
+/* pt_hop_pipe: this thread's pipe for spliced hop replies, made on first
+ * use and sized for a 1 MiB reply arriving in socket pieces (like
+ * rpfs-fuse's per-iod pipes); NULL when the pipe cannot be that large.
+ * Thread-private; it lives as long as the thread (libfuse keeps them). */
+static __thread int pt_pp[2] = { -1, -1 };
+
+static int *pt_hop_pipe(void)
+{
+	if (pt_pp[0] >= 0)
+		return pt_pp;
+	if (pipe2(pt_pp, O_CLOEXEC) < 0)
+		return NULL;
+	if (fcntl(pt_pp[0], F_SETPIPE_SZ, 8 * PT_MAX_IO) < 0) {
+		close(pt_pp[0]);
+		close(pt_pp[1]);
+		pt_pp[0] = pt_pp[1] = -1;
+		return NULL;
+	}
+	return pt_pp;
+}
+
+/* pt_hop_pipe_drop: close this thread's pipe, which may hold data after a
+ * failure; the next use makes a new one. */
+static void pt_hop_pipe_drop(void)
+{
+	close(pt_pp[0]);
+	close(pt_pp[1]);
+	pt_pp[0] = pt_pp[1] = -1;
+}
+
+/* pt_read_hop_splice: READ of SIZE at OFF through the hop, the data spliced
+ * socket -> this thread's pipe -> /dev/fuse. Returns 0 when it replied,
+ * -EAGAIN when it sent nothing and the caller should copy instead. */
+static int pt_read_hop_splice(fuse_req_t req, int fd, size_t size, off_t off)
+{
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
+	int *pp = pt_hop_pipe();
+	int64_t res, left;
+	int s;
+
+	if (!pp)
+		return -EAGAIN;
+	s = hop_read_sock(fd, size, off, &res);
+	if (s < 0) {
+		fuse_reply_err(req, -s);
+		return 0;
+	}
+	if (res < 0) {
+		fuse_reply_err(req, (int)-res);
+		return 0;
+	}
+	for (left = res; left > 0;) {
+		ssize_t r = splice(s, NULL, pp[1], NULL, (size_t)left, SPLICE_F_MOVE);
+
+		if (r <= 0) {
+			hop_read_sock_failed();
+			pt_hop_pipe_drop();
+			fuse_reply_err(req, EIO);
+			return 0;
+		}
+		left -= r;
+	}
+	bv.buf[0].size = (size_t)res;
+	bv.buf[0].flags = FUSE_BUF_IS_FD;
+	bv.buf[0].fd = pp[0];
+	if (fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE) != 0)
+		pt_hop_pipe_drop();
+	return 0;
+}
+
+/* pt_read_hop: FUSE READ in hop mode: splice large replies as rpfs-fuse
+ * does, copy small ones through this thread's buffer. */
+static void pt_read_hop(fuse_req_t req, int fd, size_t size, off_t off)
+{
+	char *b;
+	ssize_t r;
+
+	if (pt.splice_ok && size >= 8192 &&
+	    pt_read_hop_splice(req, fd, size, off) == 0)
+		return;
+	b = pt_tbuf();
+	if (!b)
+		return (void)fuse_reply_err(req, ENOMEM);
+	r = hop_pread(fd, b, size, off);
+	if (r < 0)
+		return (void)fuse_reply_err(req, (int)-r);
+	fuse_reply_buf(req, b, (size_t)r);
+}
+
 /* pt_read: FUSE READ. With splice, hand libfuse the fd and offset: it
  * splices file -> pipe -> /dev/fuse (one kernel copy). Without splice, or
  * for reads under two pages (libfuse would malloc for those), pread into
@@ -426,6 +525,8 @@ static void pt_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	(void)ino;
 	if (size > PT_MAX_IO)
 		size = PT_MAX_IO;
+	if (pt.hop)
+		return pt_read_hop(req, (int)fi->fh, size, off);
 	if (pt.splice_ok && size >= 8192) {
 		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
 
@@ -447,6 +548,35 @@ static void pt_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, b, (size_t)r);
 }
 
+/* pt_write_hop: FUSE WRITE in hop mode: the data crosses the hop from
+ * the request buffer (memory, since hop mode reads requests into memory;
+ * gathered into this thread's buffer if it is not one piece). */
+static void pt_write_hop(fuse_req_t req, struct fuse_bufvec *in, off_t off, int fd)
+{
+	size_t size = fuse_buf_size(in);
+	const void *data = in->buf[0].mem;
+	ssize_t r;
+
+	if (in->count != 1 || (in->buf[0].flags & FUSE_BUF_IS_FD) ||
+	    in->off || in->buf[0].size != size) {
+		struct fuse_bufvec tmp = FUSE_BUFVEC_INIT(size);
+		char *b = pt_tbuf();
+
+		if (!b || size > PT_MAX_IO)
+			return (void)fuse_reply_err(req, b ? EINVAL : ENOMEM);
+		tmp.buf[0].mem = b;
+		r = fuse_buf_copy(&tmp, in, 0);
+		if (r < 0)
+			return (void)fuse_reply_err(req, (int)-r);
+		data = b;
+		size = (size_t)r;
+	}
+	r = hop_pwrite(fd, data, size, off);
+	if (r < 0)
+		return (void)fuse_reply_err(req, (int)-r);
+	fuse_reply_write(req, (size_t)r);
+}
+
 /* pt_write_buf: FUSE WRITE: copy the request buffer (a pipe when libfuse
  * spliced the request in) to the file; fuse_buf_copy splices fd to fd. */
 static void pt_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
@@ -456,6 +586,8 @@ static void pt_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	ssize_t r;
 
 	(void)ino;
+	if (pt.hop)
+		return pt_write_hop(req, in, off, (int)fi->fh);
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	out.buf[0].fd = (int)fi->fh;
 	out.buf[0].pos = off;
@@ -605,6 +737,7 @@ struct pt_opts {
 	int nosplice;
 	int nosplice_read;
 	int threads;
+	int hop;
 };
 
 static const struct fuse_opt pt_optspec[] = {
@@ -612,6 +745,7 @@ static const struct fuse_opt pt_optspec[] = {
 	{ "nosplice", offsetof(struct pt_opts, nosplice), 1 },
 	{ "nosplice_read", offsetof(struct pt_opts, nosplice_read), 1 },
 	{ "threads=%d", offsetof(struct pt_opts, threads), 0 },
+	{ "hop=%d", offsetof(struct pt_opts, hop), 0 },
 	FUSE_OPT_END
 };
 
@@ -628,7 +762,7 @@ int main(int argc, char **argv)
 
 	if (argc < 3 || argv[1][0] == '-') {
 		fprintf(stderr, "usage: %s SOURCE MOUNTPOINT [-f] [-d] "
-			"[-o nosplice,nosplice_read,timeout=S,threads=N,...]\n", argv[0]);
+			"[-o nosplice,nosplice_read,timeout=S,threads=N,hop=N,...]\n", argv[0]);
 		return 2;
 	}
 	pt.root.fd = open(argv[1], O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -664,7 +798,22 @@ int main(int argc, char **argv)
 	}
 	pt.threads = o.threads;
 	pt.nosplice = o.nosplice;
-	pt.splice_read = !o.nosplice_read;
+	pt.splice_read = !o.nosplice_read && !o.hop;
+	if (o.hop) {
+		int rc = o.hop < 0 || o.hop > HOP_MAX_SRV ? -EINVAL : hop_start(o.hop);
+
+		if (rc == -EINVAL) {
+			fprintf(stderr, "bench-passthrough: hop: expected 1..%d server threads, got %d\n",
+				HOP_MAX_SRV, o.hop);
+			return 2;
+		}
+		if (rc < 0) {
+			fprintf(stderr, "bench-passthrough: hop: cannot start the servers: %s\n",
+				strerror(-rc));
+			return 1;
+		}
+		pt.hop = o.hop;
+	}
 	if (pthread_key_create(&pt.buf_key, free) != 0)
 		return 1;
 	se = fuse_session_new(&args, &pt_ops, sizeof(pt_ops), NULL);

@@ -35,12 +35,13 @@ import os
 import subprocess
 import sys
 
-TARGETS = ["rpfs", "rpfs-fio", "tmpfs", "passthrough", "glusterfs"]
+TARGETS = ["rpfs", "rpfs-fio", "tmpfs", "passthrough", "passthrough-hop", "glusterfs"]
 TARGET_TITLE = {
     "rpfs": "rpfs FUSE",
     "rpfs-fio": "rpfs fio engine",
     "tmpfs": "tmpfs",
     "passthrough": "passthrough FUSE",
+    "passthrough-hop": "passthrough + TCP hop",
     "glusterfs": "GlusterFS",
 }
 # One colour per target, the same in every panel of the plot (gnuplot's
@@ -50,6 +51,7 @@ TARGET_COLOR = {
     "rpfs-fio": "#6fa8ff",
     "tmpfs": "#808080",
     "passthrough": "#2ca02c",
+    "passthrough-hop": "#98df8a",
     "glusterfs": "#d62728",
 }
 WRITE_NOTE = ("Write rows are overwrites on every target: each sequential write job "
@@ -191,10 +193,14 @@ def main_lookup(recs):
 
 def summary(recs, meta):
     """Headline table: one row per job metric, one column per target, plus
-    the ratios rpfs/passthrough and rpfs/GlusterFS."""
+    the ratios rpfs/passthrough and rpfs/GlusterFS, and against the
+    passthrough with a TCP hop: rpfs/hop and hop/passthrough (the share of
+    the passthrough that a design with a server hop reached in this run).
+    ratios holds (row title, rpfs/passthrough, rpfs/GlusterFS, rpfs/hop,
+    hop/passthrough), None where a figure is missing."""
     m = main_lookup(recs)
     header = ["job", "unit"] + [TARGET_TITLE[t] for t in TARGETS] + \
-        ["rpfs/passthrough", "rpfs/GlusterFS"]
+        ["rpfs/passthrough", "rpfs/GlusterFS", "rpfs/hop", "hop/passthrough"]
     rows, ratios = [], []
     for job, title, metrics in JOBS:
         for met in metrics:
@@ -215,9 +221,12 @@ def summary(recs, meta):
             rp = vals.get("rpfs")
             rpt = rp / vals["passthrough"] if rp is not None and vals.get("passthrough") else None
             rgl = rp / vals["glusterfs"] if rp is not None and vals.get("glusterfs") else None
-            row += [fmt(rpt, "ratio"), fmt(rgl, "ratio")]
+            hop = vals.get("passthrough-hop")
+            rph = rp / hop if rp is not None and hop else None
+            hpt = hop / vals["passthrough"] if hop and vals.get("passthrough") else None
+            row += [fmt(rpt, "ratio"), fmt(rgl, "ratio"), fmt(rph, "ratio"), fmt(hpt, "ratio")]
             rows.append(row)
-            ratios.append((row[0], rpt, rgl))
+            ratios.append((row[0], rpt, rgl, rph, hpt))
     return header, rows, ratios
 
 
@@ -314,7 +323,7 @@ def plot(recs, meta, outdir):
     _, _, ratios = summary(recs, meta)
     with open(os.path.join(ddir, "ratio.dat"), "w") as f:
         f.write('label "rpfs / passthrough" "rpfs / GlusterFS"\n')
-        for name, a, b in ratios:
+        for name, a, b, _, _ in ratios:
             short = (name.replace("seq overwrite 1 MiB, ", "sw ").replace("seq read 1 MiB, ", "sr ")
                      .replace("rand read 4 KiB, 4 jobs", "randread").replace("rand overwrite 4 KiB, 4 jobs", "randwrite")
                      .replace("metadata, 1 dir: ", "md1 ").replace("metadata, 100 dirs: ", "md100 ")
@@ -441,9 +450,10 @@ def render(records, metapath, outdir):
     print(text_table(ih, irows))
     print()
     print("Ratios (rpfs FUSE / other; >1 means rpfs is faster):")
-    for name, a, b in ratios:
-        print("  %-36s rpfs/passthrough %6s   rpfs/GlusterFS %6s" %
-              (name, fmt(a, "ratio"), fmt(b, "ratio")))
+    for name, a, b, c, d in ratios:
+        print("  %-36s rpfs/passthrough %6s   rpfs/GlusterFS %6s   rpfs/hop %6s   "
+              "hop/passthrough %6s" %
+              (name, fmt(a, "ratio"), fmt(b, "ratio"), fmt(c, "ratio"), fmt(d, "ratio")))
     print()
     print("results: %s/results.md, results.json%s" %
           (outdir, ", plot.png" if ok else " (plot failed)"))
