@@ -262,7 +262,9 @@ struct net_call {
 	uint64_t deadline_ns;
 	struct net_conn *conn;
 	struct net_call *next;     /* pending list / hash chain */
-	int lead;                  /* verbs: counted in its submitter's lead */
+	int lead;                  /* wait_now call not yet waited for: verbs: counted
+				    * in its submitter's lead; tcp: in its thread's
+				    * unwaited calls */
 };
 
 /**

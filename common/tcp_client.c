@@ -12,8 +12,17 @@
  * and tears the connection down, so once it has torn a connection down
  * nothing can write into a failed call's memory any more. Callers that
  * need a teardown (timeout, send failure) ask for it (kill) and wait for
- * it. The socket is armed in epoll (EPOLLONESHOT) only while nobody owns
- * its receive side; whoever gives up ownership re-arms it.
+ * it.
+ *
+ * Epoll (EPOLLONESHOT, enum tcp_arm): a socket wakes the progress thread
+ * on a reply only while some call is in flight that no caller reads
+ * (ARM_IN); otherwise it wakes it only when the peer closes or fails
+ * (ARM_HUP). A lone caller's call therefore changes no epoll state: it is
+ * sent while the socket is at ARM_HUP, its submitter reads the reply, and
+ * the socket stays at ARM_HUP. Whoever gives up ownership sets the mode
+ * from what is still in flight; a submitter whose reply nobody will read
+ * at once (write-behind, the second and later iods of a round) sets
+ * ARM_IN.
  *
  * Waiters sleep on a futex on their own call's state word: a completion
  * wakes exactly the one caller it concerns (no thundering herd).
@@ -60,6 +69,16 @@
 #define TCP_RX_BUDGET 64      /* reads per connection per wakeup (fairness) */
 #define TCP_LEAD_SLICE_MS 10  /* a reading caller checks for kill requests */
 
+/* How a connection's socket is armed in the progress thread's epoll
+ * (tcp_conn.arm); every mode is one-shot. */
+enum tcp_arm {
+	ARM_OFF = 0,  /* fired, or not in epoll: no event until set again */
+	ARM_HUP,      /* peer close and errors only: no call in flight that
+		       * nobody reads (replies wake no one) */
+	ARM_IN,       /* readable too: calls in flight whose replies the
+		       * progress thread must read */
+};
+
 /* Who reads a connection's socket (tcp_conn.rx_owner). */
 enum tcp_rx_owner { RXO_NONE = 0, RXO_PROGRESS, RXO_CALLER };
 
@@ -92,7 +111,9 @@ struct tcp_conn {
 	unsigned tab_mask;               /* lock */
 	int kill;                        /* lock; teardown requested */
 	int rx_owner;                    /* lock; enum tcp_rx_owner */
-	int armed;                       /* lock; fd armed in epoll */
+	int arm;                         /* lock; enum tcp_arm */
+	int inflight;                    /* lock; calls in tab */
+	int credit_waiters;              /* lock; submitters waiting for a credit */
 
 	/* receive side owner only (rx_owner, handed over under lock) */
 	uint64_t rx_gen;
@@ -128,12 +149,20 @@ static void tcp_kick(struct tcp_client *tc)
 
 /* ----------------------------------------------------------- pending table */
 
+/* Calls this thread submitted with wait_now and has not begun to wait for
+ * (net_call.lead marks them). The first one's socket the thread will read
+ * itself; the others (further iods of a round) are armed for the progress
+ * thread, which reads them meanwhile. */
+static __thread int tcp_tls_unwaited;
+
+/* Register call in c's pending table. Caller holds c->lock. */
 static void tcp_tab_insert(struct tcp_conn *c, struct net_call *call)
 {
 	struct net_call **b = &c->tab[call->tag & c->tab_mask];
 
 	call->next = *b;
 	*b = call;
+	c->inflight++;
 }
 
 /* Find a pending call by tag. Caller holds c->lock. O(chain). */
@@ -153,8 +182,48 @@ static void tcp_tab_remove(struct tcp_conn *c, struct net_call *call)
 		if (*pp == call) {
 			*pp = call->next;
 			call->next = NULL;
+			c->inflight--;
 			return;
 		}
+}
+
+/*
+ * Set the epoll mode of c's socket to mode (enum tcp_arm) unless it is
+ * there already. Caller holds c->lock; c is up. Cost: one epoll_ctl when
+ * the mode changes, nothing otherwise.
+ */
+static void tcp_arm_set(struct tcp_conn *c, int mode)
+{
+	struct epoll_event ev = { .events = EPOLLRDHUP | EPOLLONESHOT,
+				  .data.ptr = c };
+
+	if (c->arm == mode)
+		return;
+	if (mode == ARM_IN)
+		ev.events |= EPOLLIN;
+	if (epoll_ctl(c->tc->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+		c->arm = mode;
+	else
+		log_err("net: epoll_ctl: %s", strerror(errno));
+}
+
+/* The mode c's socket needs while nobody owns its receive side: replies
+ * due (calls in flight, or credits awaited) need a reader. Caller holds
+ * c->lock. */
+static int tcp_arm_wanted(const struct tcp_conn *c)
+{
+	return c->inflight > 0 || c->credit_waiters > 0 ? ARM_IN : ARM_HUP;
+}
+
+/* Ask the progress thread to read c's replies if nobody owns its receive
+ * side (an owner sets the mode when it lets go); mygen: the connection
+ * the caller used, left alone if it was replaced. */
+static void tcp_arm_in(struct tcp_conn *c, uint64_t mygen)
+{
+	pthread_mutex_lock(&c->lock);
+	if (c->up && c->gen == mygen && c->rx_owner == RXO_NONE)
+		tcp_arm_set(c, ARM_IN);
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* --------------------------------------------------------------- teardown */
@@ -190,6 +259,7 @@ static void tcp_conn_down(struct tcp_conn *c, struct net_call *culprit,
 		while (p) {
 			struct net_call *nx = p->next;
 			p->next = NULL;
+			c->inflight--;
 			if (p == culprit)
 				p->err = culprit_err;
 			else if (!p->err)
@@ -563,8 +633,9 @@ static int tcp_conn_connect(struct tcp_conn *c, uint64_t deadline)
 	c->gen++;
 	c->credits = c->credit_max = credits;
 	c->kill = 0;
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.ptr = c };
-	c->armed = 1;
+	/* No call is in flight yet: submit arms ARM_IN if it must. */
+	struct epoll_event ev = { .events = EPOLLRDHUP | EPOLLONESHOT, .data.ptr = c };
+	c->arm = ARM_HUP;
 	if (epoll_ctl(tc->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		rc = -errno;
 		c->up = 0;
@@ -693,8 +764,13 @@ static int tcp_submit(struct net_conn *nc, struct net_call *call)
 			waited = 1;
 			NET_STAT_ADD(&tc->base.st, credit_waits, 1);
 		}
+		/* Credits come back in frames someone has to read. */
+		if (c->rx_owner == RXO_NONE)
+			tcp_arm_set(c, ARM_IN);
 		struct timespec ts = net_ns_to_ts(deadline);
+		c->credit_waiters++;
 		rc = pthread_cond_timedwait(&c->credit_cv, &c->lock, &ts);
+		c->credit_waiters--;
 		if (rc == ETIMEDOUT && !(c->up && c->credits > 0)) {
 			pthread_mutex_unlock(&c->lock);
 			NET_STAT_ADD(&tc->base.st, timeouts, 1);
@@ -755,6 +831,11 @@ static int tcp_submit(struct net_conn *nc, struct net_call *call)
 	}
 	NET_STAT_ADD(&tc->base.st, msgs_tx, 1);
 	NET_STAT_ADD(&tc->base.st, bulk_pull_bytes, wr);
+	/* The reply of the first wait_now call is read by this thread; any
+	 * other needs the progress thread (see tcp_tls_unwaited). */
+	call->lead = call->wait_now;
+	if (!call->wait_now || tcp_tls_unwaited++ > 0)
+		tcp_arm_in(c, mygen);
 	return 0;
 }
 
@@ -811,6 +892,10 @@ static int tcp_wait(struct net_call *call)
 	struct timespec ts = net_ns_to_ts(call->deadline_ns);
 	int rc, s;
 
+	if (call->lead) {
+		call->lead = 0;
+		tcp_tls_unwaited--;
+	}
 	for (;;) {
 		s = __atomic_load_n(&call->state, __ATOMIC_ACQUIRE);
 		if (s == NET_CALL_DONE)
@@ -1140,8 +1225,9 @@ static int tcp_rx_owned(struct tcp_conn *c, struct net_call *stop_call)
 
 /*
  * Give up ownership of c's receive side: serve a kill request that came
- * meanwhile (nobody else could), then re-arm the socket in epoll so the
- * progress thread reads what arrives next.
+ * meanwhile (nobody else could), then arm the socket for what is still in
+ * flight (tcp_arm_wanted): ARM_IN when replies are due that nobody reads,
+ * else ARM_HUP. Cost: an epoll_ctl only when the mode changes.
  */
 static void tcp_rx_release(struct tcp_conn *c)
 {
@@ -1154,14 +1240,8 @@ static void tcp_rx_release(struct tcp_conn *c)
 		}
 		c->kill = 0;
 		c->rx_owner = RXO_NONE;
-		if (c->up && !c->armed) {
-			struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT,
-						  .data.ptr = c };
-			if (epoll_ctl(c->tc->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
-				c->armed = 1;
-			else
-				log_err("net: epoll_ctl: %s", strerror(errno));
-		}
+		if (c->up)
+			tcp_arm_set(c, tcp_arm_wanted(c));
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
@@ -1169,8 +1249,10 @@ static void tcp_rx_release(struct tcp_conn *c)
 
 /*
  * Take ownership of c's receive side for the calling thread if nobody has
- * it and c is up; disarm the socket in epoll so the progress thread is not
- * woken for what the owner reads. @return 1 taken, 0 not
+ * it and c is up. A caller sets the socket to ARM_HUP if it was at ARM_IN,
+ * so the progress thread is not woken for what the caller reads (the
+ * usual case, a lone caller, finds it at ARM_HUP and changes nothing).
+ * @return 1 taken, 0 not
  */
 static int tcp_rx_take(struct tcp_conn *c, int who)
 {
@@ -1180,16 +1262,12 @@ static int tcp_rx_take(struct tcp_conn *c, int who)
 	if (c->up && c->rx_owner == RXO_NONE) {
 		c->rx_owner = who;
 		got = 1;
-		if (who == RXO_PROGRESS) {
-			c->armed = 0; /* one-shot: the event disarmed it */
-		} else if (c->armed) {
-			struct epoll_event ev = { .events = EPOLLONESHOT,
-						  .data.ptr = c };
-			if (epoll_ctl(c->tc->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
-				c->armed = 0;
-		}
+		if (who == RXO_PROGRESS)
+			c->arm = ARM_OFF; /* one-shot: the event disarmed it */
+		else if (c->arm == ARM_IN)
+			tcp_arm_set(c, ARM_HUP);
 	} else if (who == RXO_PROGRESS) {
-		c->armed = 0; /* the owner re-arms when it lets go */
+		c->arm = ARM_OFF; /* the owner re-arms when it lets go */
 	}
 	pthread_mutex_unlock(&c->lock);
 	return got;
