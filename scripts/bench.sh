@@ -5,19 +5,21 @@
 #
 # Starts a local rpfs cluster (and two small ones for the iod sweep), a
 # minimal passthrough FUSE file system (tests/bench/), the same passthrough
-# with one loopback TCP round trip per read and write (-o hop=4: the ceiling
-# for any client with a server hop, tests/bench/bench_hop.c) and a 4-brick
-# GlusterFS volume on loopback, all backed by one private tmpfs, then runs
-# the same fio jobs (tests/bench/fio/) and the metadata job
-# (tests/bench/mdbench.c) on each target: rpfs FUSE mount, rpfs fio engine
-# (if built), tmpfs, passthrough, passthrough-hop (data jobs only), GlusterFS.
+# with one loopback TCP round trip per read and write (-o hop=4,
+# tests/bench/bench_hop.c: for small requests, the ceiling for any client
+# with a server hop; no ceiling for 1 MiB ones, which a striped client
+# spreads over its servers) and a 4-brick GlusterFS volume on loopback, all
+# backed by one private tmpfs, then runs the same fio jobs (tests/bench/fio/)
+# and the metadata job (tests/bench/mdbench.c) on each target: rpfs FUSE
+# mount, rpfs fio engine (if built), tmpfs, passthrough, passthrough-hop
+# (data jobs only), GlusterFS.
 # Targets are interleaved per job (job J on every target, then job J+1),
 # because numbers on these machines drift 20-35 % within an hour.
 # Writes DIR/results.md, DIR/results.json, DIR/plot.png and prints the table
 # and the ratios rpfs/passthrough, rpfs/passthrough-hop, passthrough-hop/
-# passthrough (the most a design with a server hop reached in this run) and
-# rpfs/GlusterFS. The details table of
-# rpfs rows adds the client's copies per byte moved ((client_copy_bytes +
+# passthrough (on 4 KiB random I/O, the most a design with a server hop
+# reached in this run) and rpfs/GlusterFS. The details table of rpfs rows
+# adds the client's copies per byte moved ((client_copy_bytes +
 # fuse_copy_bytes) / bytes; "-" without fuse_copy_bytes), registrations and
 # pin-down cache misses per data operation, from the mount's rpfs.stats or
 # the engine's rpfs_stats lines (HACKING.md "Client copies and registrations").
@@ -45,7 +47,8 @@ T_START=$(date +%s)
 
 say() { printf 'bench: %s\n' "$*" >&2; }
 die() { printf 'bench: error: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit "$1"; }
+# usage: the header comment above, up to its first non-comment line.
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit "$1"; }
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -661,6 +664,10 @@ meta = {
         "%s files created (open O_CREAT|O_EXCL + close), stat'ed, unlinked, in one "
         "directory or round-robin over 100, caches dropped before the stat and "
         "unlink phases, after an unmeasured warm-up of 1,000 files on every target. "
+        "passthrough-hop is the passthrough with each read and write carried out by one of 4 "
+        "server threads across a loopback TCP round trip (tests/bench/bench_hop.c): on 4 KiB "
+        "random I/O the ceiling for any client whose data lives behind a server; it sends a "
+        "1 MiB request whole to one server, so it is no ceiling for the sequential rows. "
         "The rpfs iod sweep uses a separate 1- and 2-iod cluster (idle during the other runs). "
         "Other load on the machine is not controlled: check the load average. Numbers drift 20-35 %% within an hour on these machines: "
         "compare only within one run."
