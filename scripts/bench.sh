@@ -6,9 +6,9 @@
 # Starts a local rpfs cluster (and two small ones for the iod sweep), a
 # minimal passthrough FUSE file system (tests/bench/), the same passthrough
 # with one loopback TCP round trip per read and write (-o hop=4,
-# tests/bench/bench_hop.c: for small requests, the ceiling for any client
-# with a server hop; no ceiling for 1 MiB ones, which a striped client
-# spreads over its servers) and a 4-brick GlusterFS volume on loopback, all
+# tests/bench/bench_hop.c: for small reads, the ceiling for any client
+# with a server hop; no ceiling for writes that go behind, nor for 1 MiB
+# requests, which a striped client spreads over its servers) and a 4-brick GlusterFS volume on loopback, all
 # backed by one private tmpfs, then runs the same fio jobs (tests/bench/fio/)
 # and the metadata job (tests/bench/mdbench.c) on each target: rpfs FUSE
 # mount, rpfs fio engine (if built), tmpfs, passthrough, passthrough-hop
@@ -17,7 +17,7 @@
 # because numbers on these machines drift 20-35 % within an hour.
 # Writes DIR/results.md, DIR/results.json, DIR/plot.png and prints the table
 # and the ratios rpfs/passthrough, rpfs/passthrough-hop, passthrough-hop/
-# passthrough (on 4 KiB random I/O, the most a design with a server hop
+# passthrough (on 4 KiB random reads, the most a design with a server hop
 # reached in this run) and rpfs/GlusterFS. The details table of rpfs rows
 # adds the client's copies per byte moved ((client_copy_bytes +
 # fuse_copy_bytes) / bytes; "-" without fuse_copy_bytes), registrations and
@@ -666,8 +666,10 @@ meta = {
         "unlink phases, after an unmeasured warm-up of 1,000 files on every target. "
         "passthrough-hop is the passthrough with each read and write carried out by one of 4 "
         "server threads across a loopback TCP round trip (tests/bench/bench_hop.c): on 4 KiB "
-        "random I/O the ceiling for any client whose data lives behind a server; it sends a "
-        "1 MiB request whole to one server, so it is no ceiling for the sequential rows. "
+        "random reads the ceiling for any client whose data lives behind a server; its writes "
+        "wait for the server, so it is no ceiling for writes that go behind (rpfs over tcp), "
+        "and it sends a 1 MiB request whole to one server, so it is no ceiling for the "
+        "sequential rows. "
         "The rpfs iod sweep uses a separate 1- and 2-iod cluster (idle during the other runs). "
         "Other load on the machine is not controlled: check the load average. Numbers drift 20-35 %% within an hour on these machines: "
         "compare only within one run."

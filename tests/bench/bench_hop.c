@@ -13,12 +13,14 @@
  * are spliced socket -> pipe -> /dev/fuse, as rpfs-fuse splices them.
  *
  * The servers are threads, not processes, so a switch to them is no dearer
- * than an iod switch. For a request that one server answers in one round
- * trip (a small random read or write) the figure is therefore an upper
- * bound for any client with a server hop, which is why scripts/bench.sh
- * reports it beside the passthrough. It is no bound for large requests:
- * the hop sends a whole 1 MiB to one server, where a striped client spreads
- * it over several servers at once.
+ * than an iod switch. For a small request whose caller waits for the
+ * server's answer (a 4 KiB random read, or a write that does not go
+ * behind) the figure is therefore an upper bound for any client with a
+ * server hop, which is why scripts/bench.sh reports it beside the
+ * passthrough. It is no bound for writes answered before the server has
+ * them (rpfs's write-behind), nor for large requests: the hop sends a whole
+ * 1 MiB to one server, where a striped client spreads it over several
+ * servers at once.
  *
  * Wire (host byte order; both ends are this process):
  *   request  struct hop_req, then len bytes of data for a write

@@ -15,7 +15,7 @@
  * timeout=S (attr and entry timeout, default 1.0 like rpfs-fuse),
  * threads=N (max worker threads, default 16),
  * hop=N (carry every read and write across one loopback TCP round trip to
- * N server threads, bench_hop.c: for small requests, the ceiling for a
+ * N server threads, bench_hop.c: for small reads, the ceiling for a
  * client with a server hop; requests are then read into memory, as
  * rpfs-fuse reads them).
  *

@@ -194,8 +194,9 @@ def main_lookup(recs):
 def summary(recs, meta):
     """Headline table: one row per job metric, one column per target, plus
     the ratios rpfs/passthrough and rpfs/GlusterFS, and against the
-    passthrough with a TCP hop: rpfs/hop and hop/passthrough (the share of
-    the passthrough that a design with a server hop reached in this run).
+    passthrough with a TCP hop: rpfs/hop and hop/passthrough (on 4 KiB
+    random reads, the share of the passthrough that a design with a server
+    hop reached in this run; bench_hop.c says where it is no ceiling).
     ratios holds (row title, rpfs/passthrough, rpfs/GlusterFS, rpfs/hop,
     hop/passthrough), None where a figure is missing."""
     m = main_lookup(recs)
