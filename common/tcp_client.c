@@ -142,9 +142,7 @@ static void tcp_rx_release(struct tcp_conn *c);
 /* Nudge the progress thread (kill requests, stop). */
 static void tcp_kick(struct tcp_client *tc)
 {
-	uint64_t one = 1;
-	ssize_t n = write(tc->evfd, &one, sizeof(one));
-	(void)n;
+	(void)eventfd_write(tc->evfd, 1);
 }
 
 /* ----------------------------------------------------------- pending table */
@@ -213,17 +211,6 @@ static void tcp_arm_set(struct tcp_conn *c, int mode)
 static int tcp_arm_wanted(const struct tcp_conn *c)
 {
 	return c->inflight > 0 || c->credit_waiters > 0 ? ARM_IN : ARM_HUP;
-}
-
-/* Ask the progress thread to read c's replies if nobody owns its receive
- * side (an owner sets the mode when it lets go); mygen: the connection
- * the caller used, left alone if it was replaced. */
-static void tcp_arm_in(struct tcp_conn *c, uint64_t mygen)
-{
-	pthread_mutex_lock(&c->lock);
-	if (c->up && c->gen == mygen && c->rx_owner == RXO_NONE)
-		tcp_arm_set(c, ARM_IN);
-	pthread_mutex_unlock(&c->lock);
 }
 
 /* --------------------------------------------------------------- teardown */
@@ -788,6 +775,11 @@ static int tcp_submit(struct net_conn *nc, struct net_call *call)
 	call->deadline_ns = deadline;
 	__atomic_store_n(&call->state, NET_CALL_SENT, __ATOMIC_RELAXED);
 	tcp_tab_insert(c, call);
+	/* The reply of this thread's first wait_now call is read by this
+	 * thread; any other needs the progress thread (see tcp_tls_unwaited)
+	 * unless a caller owns the socket (it sets the mode when it lets go). */
+	if ((!call->wait_now || tcp_tls_unwaited > 0) && c->rx_owner == RXO_NONE)
+		tcp_arm_set(c, ARM_IN);
 	mygen = c->gen;
 	pthread_mutex_unlock(&c->lock);
 
@@ -831,11 +823,8 @@ static int tcp_submit(struct net_conn *nc, struct net_call *call)
 	}
 	NET_STAT_ADD(&tc->base.st, msgs_tx, 1);
 	NET_STAT_ADD(&tc->base.st, bulk_pull_bytes, wr);
-	/* The reply of the first wait_now call is read by this thread; any
-	 * other needs the progress thread (see tcp_tls_unwaited). */
 	call->lead = call->wait_now;
-	if (!call->wait_now || tcp_tls_unwaited++ > 0)
-		tcp_arm_in(c, mygen);
+	tcp_tls_unwaited += call->wait_now;
 	return 0;
 }
 
@@ -1320,9 +1309,8 @@ static void *tcp_progress(void *arg)
 		}
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.ptr == NULL) {
-				uint64_t v;
-				ssize_t r = read(tc->evfd, &v, sizeof(v));
-				(void)r;
+				eventfd_t v;
+				(void)eventfd_read(tc->evfd, &v);
 				tcp_do_kills(tc);
 			} else {
 				tcp_rx(ev[i].data.ptr);
