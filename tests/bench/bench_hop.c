@@ -89,21 +89,23 @@ static int hop_full(int s, void *buf, size_t len, int rx)
 	return 0;
 }
 
-/* hop_send2: send the reply header P and LEN bytes of DATA in one sendmsg
- * (one segment for a small read, as rpfs's iods send it), finishing a
- * short send with plain sends. Returns 0 or -errno. */
-static int hop_send2(int c, struct hop_rep *p, const char *data, size_t len)
+/* hop_send2: send a header of HLEN bytes and LEN bytes of DATA in one
+ * sendmsg (one segment for a small message, as rpfs sends its frames),
+ * finishing a short send (a full socket buffer) with plain sends.
+ * Returns 0 or -errno. */
+static int hop_send2(int s, const void *hdr, size_t hlen, const void *data,
+		     size_t len)
 {
-	struct iovec iov[2] = { { p, sizeof(*p) }, { (void *)data, len } };
-	struct msghdr m = { .msg_iov = iov, .msg_iovlen = 2 };
-	ssize_t r = sendmsg(c, &m, MSG_NOSIGNAL);
+	struct iovec iov[2] = { { (void *)hdr, hlen }, { (void *)data, len } };
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+	ssize_t r = sendmsg(s, &m, MSG_NOSIGNAL);
 
 	if (r < 0)
 		return -errno;
-	if ((size_t)r < sizeof(*p))
+	if ((size_t)r < hlen)
 		return -EIO;
-	r -= (ssize_t)sizeof(*p);
-	return (size_t)r < len ? hop_full(c, (char *)data + r, len - (size_t)r, 0) : 0;
+	r -= (ssize_t)hlen;
+	return (size_t)r < len ? hop_full(s, (char *)data + r, len - (size_t)r, 0) : 0;
 }
 
 /* hop_serve_one: read one request from connection C and answer it, using
@@ -154,7 +156,7 @@ static int hop_serve_one(int c, char *buf)
 	p.res = pread(q.fd, buf, q.len, (off_t)q.off);
 	if (p.res < 0)
 		p.res = -errno;
-	return hop_send2(c, &p, buf, p.res > 0 ? (size_t)p.res : 0);
+	return hop_send2(c, &p, sizeof(p), buf, p.res > 0 ? (size_t)p.res : 0);
 }
 
 /* hop_server: one server thread's epoll loop over its listener and its
@@ -263,26 +265,12 @@ static int hop_fail(int rc)
  * sendmsg. Returns the socket, or -errno. */
 static int hop_send(struct hop_req *q, const void *data)
 {
-	struct iovec iov[2] = { { q, sizeof(*q) }, { (void *)data, data ? q->len : 0 } };
-	struct msghdr m = { .msg_iov = iov, .msg_iovlen = data ? 2 : 1 };
-	size_t want = sizeof(*q) + (data ? q->len : 0);
-	int s = hop_conn();
-	ssize_t r;
+	int s = hop_conn(), rc;
 
 	if (s < 0)
 		return s;
-	r = sendmsg(s, &m, MSG_NOSIGNAL);
-	if (r < 0)
-		return hop_fail(-errno);
-	if ((size_t)r < want) {
-		/* Rare (a full socket buffer): finish the data by plain sends. */
-		size_t done = (size_t)r - sizeof(*q);
-
-		if ((size_t)r < sizeof(*q) ||
-		    hop_full(s, (char *)data + done, q->len - done, 0))
-			return hop_fail(-EIO);
-	}
-	return s;
+	rc = hop_send2(s, q, sizeof(*q), data, data ? q->len : 0);
+	return rc ? hop_fail(rc) : s;
 }
 
 /* hop_call: hop_send, then read the reply header. Returns the socket with
