@@ -78,6 +78,26 @@ struct proto_time cli_now_time(void)
 	return t;
 }
 
+/* See cli_core.h. */
+uint64_t cli_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* See cli_core.h. */
+int cli_iod_held_down(struct cli_fs *fs, uint16_t iod)
+{
+	struct cli_iod *d = &fs->iods[iod];
+
+	if (!atomic_load_explicit(&d->failing, memory_order_relaxed))
+		return 0;
+	return cli_mono_ns() < atomic_load_explicit(&d->down_until_ns,
+						    memory_order_relaxed);
+}
+
 /* Fill a credential, capping the group list at PROTO_MAX_GROUPS. */
 void cli_cred_set(struct proto_cred *c, uint32_t uid, uint32_t gid,
 		  const uint32_t *groups, int n)

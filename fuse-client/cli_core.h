@@ -105,6 +105,18 @@ void cli_cred_set(struct proto_cred *c, uint32_t uid, uint32_t gid,
 /** The current wall-clock time in protocol form (a write's mtime). */
 struct proto_time cli_now_time(void);
 
+/** CLOCK_MONOTONIC in nanoseconds. */
+uint64_t cli_mono_ns(void);
+
+/**
+ * Whether iod timed out recently enough that calls to it fail at once
+ * (cli_iod.down_until_ns). Cost: one atomic load while the iod is healthy.
+ * @param[in] fs the mounted file system
+ * @param[in] iod iod table index (< fs->niods)
+ * @return 1 while held down, else 0
+ */
+int cli_iod_held_down(struct cli_fs *fs, uint16_t iod);
+
 /**
  * Per-thread scratch of PROTO_MAX_BODY bytes for request encoding and one for
  * reply bodies, allocated on first use by each thread and freed at thread

@@ -33,6 +33,7 @@
 struct io_sub {
 	struct net_call call;
 	uint16_t iod;      /* iod table index */
+	uint16_t alt;      /* mirror=2 read: the replica asked when iod fails */
 	int submitted;     /* call is in flight and must be waited for */
 	int rc;            /* 0 or -errno of this sub-request */
 	uint32_t seg0, nsegs, iov0, niov;
@@ -108,27 +109,6 @@ static const char *op_verb(uint16_t op)
 	}
 }
 
-/* CLOCK_MONOTONIC in nanoseconds. */
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* Whether an iod timed out recently enough that calls to it fail at once.
- * Cost: one atomic load while the iod is healthy. */
-static int iod_held_down(struct cli_fs *fs, uint16_t iod)
-{
-	struct cli_iod *d = &fs->iods[iod];
-
-	if (!atomic_load_explicit(&d->failing, memory_order_relaxed))
-		return 0;
-	return mono_ns() < atomic_load_explicit(&d->down_until_ns,
-						 memory_order_relaxed);
-}
-
 /* Record a transport failure of an iod: log once per burst, return -EIO.
  * A timeout holds the iod down for one timeout period. */
 static int iod_fail(struct cli_fs *fs, uint16_t iod, uint16_t op, int rc)
@@ -137,7 +117,7 @@ static int iod_fail(struct cli_fs *fs, uint16_t iod, uint16_t op, int rc)
 
 	if (rc == -ETIMEDOUT)
 		atomic_store(&d->down_until_ns,
-			     mono_ns() + (uint64_t)fs->timeout_ms * 1000000ull);
+			     cli_mono_ns() + (uint64_t)fs->timeout_ms * 1000000ull);
 	if (atomic_exchange(&d->failing, 1) == 0)
 		log_warn("iod %u (%s:%u): %s failed: %s", iod, d->host,
 			 d->port, op_verb(op), strerror(-rc));
@@ -172,7 +152,7 @@ static void sub_submit(struct cli_fs *fs, struct io_sub *s)
 {
 	int rc;
 
-	if (iod_held_down(fs, s->iod)) {
+	if (cli_iod_held_down(fs, s->iod)) {
 		s->rc = -EIO;
 		return;
 	}
@@ -246,27 +226,6 @@ static int pair_rc(struct cli_fs *fs, uint64_t ino, int a, uint16_t a_iod,
 	if ((a ? a : b) != -EIO)
 		return a ? a : b;
 	return cli_mirror_mark_stale(fs, ino, a ? a_iod : b_iod) ? -EIO : 0;
-}
-
-/*
- * Pick the replica a read of file iod k goes to: rotate by turn (a
- * per-call counter from a per-client random seed) so the load spreads over
- * both, but skip a replica held down or recorded stale by this client.
- * @return 0 or 1, or -EIO when both are recorded stale
- */
-static int read_pick(struct cli_fs *fs, uint64_t ino,
-		     const struct proto_layout *l, uint16_t k, unsigned turn)
-{
-	int r = (int)((turn + k) & 1);
-	uint16_t a = cli_mirror_iod(fs, l, k, r), b = cli_mirror_iod(fs, l, k, !r);
-	int a_stale = cli_mirror_is_stale(fs, ino, a);
-	int b_stale = cli_mirror_is_stale(fs, ino, b);
-
-	if (a_stale && b_stale)
-		return -EIO;
-	if (a_stale || (iod_held_down(fs, a) && !b_stale && !iod_held_down(fs, b)))
-		return !r;
-	return r;
 }
 
 /*
@@ -475,19 +434,17 @@ static void sub_buddy(struct io_sub *b, const struct io_sub *s, uint16_t iod)
 	b->call.rep_buf = b->rep;
 }
 
-/* Point a read sub-request of mirror file iod k at the replica read_pick
- * chooses. @return 0, or -EIO (both replicas stale: s->rc is set) */
-static int sub_read_replica(struct cli_fs *fs, struct io_sub *s, uint64_t ino,
-			    const struct proto_layout *l, uint16_t k, unsigned turn)
+/* Point a read sub-request of mirror file iod k at the replica that
+ * cli_mirror_read_order puts first, with the other as its alternative. */
+static void sub_read_replica(struct cli_fs *fs, struct io_sub *s, uint64_t ino,
+			     const struct proto_layout *l, uint16_t k,
+			     unsigned turn)
 {
-	int r = read_pick(fs, ino, l, k, turn);
+	uint16_t order[2];
 
-	if (r < 0) {
-		s->rc = -EIO;
-		return -EIO;
-	}
-	s->iod = cli_mirror_iod(fs, l, k, r);
-	return 0;
+	cli_mirror_read_order(fs, ino, l, k, turn, order);
+	s->iod = order[0];
+	s->alt = order[1];
 }
 
 /* Whether a mirrored replica's answer sends the read to the buddy: the
@@ -507,7 +464,7 @@ static int fenced_wait(uint64_t deadline_ns)
 {
 	struct timespec ts = { 0, 100 * 1000000L };
 
-	if (mono_ns() >= deadline_ns)
+	if (cli_mono_ns() >= deadline_ns)
 		return -EIO;
 	nanosleep(&ts, NULL);
 	return 0;
@@ -515,19 +472,15 @@ static int fenced_wait(uint64_t deadline_ns)
 
 /*
  * A read sub-request of a mirrored file failed with -EIO or -ESTALE: send
- * it again, same body and memory, to the other replica of k unless this
- * client recorded that one stale, and wait. Cost: one more round trip.
+ * it again, same body and memory, to its other replica (s->alt, which
+ * becomes the alternative in turn), and wait. Cost: one more round trip.
  */
-static void sub_read_failover(struct cli_fs *fs, struct io_sub *s, uint64_t ino,
-			      const struct proto_layout *l, uint16_t k)
+static void sub_read_failover(struct cli_fs *fs, struct io_sub *s)
 {
 	struct net_call c = s->call;
-	uint16_t other = cli_mirror_iod(fs, l, k, 0);
+	uint16_t other = s->alt;
 
-	if (other == s->iod)
-		other = cli_mirror_iod(fs, l, k, 1);
-	if (cli_mirror_is_stale(fs, ino, other))
-		return;
+	s->alt = s->iod;
 	s->iod = other;
 	s->rc = 0;
 	sub_prepare(s, c.op, c.body, c.body_len, c.rd_iov, c.rd_alloc);
@@ -550,37 +503,50 @@ static void sub_read_check(struct cli_fs *fs, struct io_sub *s)
 }
 
 /*
+ * Whether a mirrored read that got rc from one replica after prev from the
+ * other should ask again: both failed, and one of them is fenced (-ESTALE:
+ * stale, or not yet leased or unfenced by the mgr), which may change
+ * within seconds; two -EIO answers mean both replicas are down.
+ */
+static int replica_wait_fence(int rc, int prev)
+{
+	return replica_failed(rc) && (rc == -ESTALE || prev == -ESTALE);
+}
+
+/*
  * A mirrored read of file iod k failed on its replica (-EIO or -ESTALE):
- * ask the other one, and while the answer is -ESTALE (fenced; the other
- * may be down or fenced too) keep asking them in turn every 100 ms until
- * the client timeout. @return 0, or the error; never -ESTALE (-EIO).
+ * ask the other one, and while one of them is fenced and neither answers
+ * (replica_wait_fence) keep asking them in turn every 100 ms until the
+ * client timeout. @return 0, or the error; never -ESTALE (-EIO).
  * Cost: a round trip per try.
  */
 static int sub_read_retry(struct cli_fs *fs, struct io_sub *s, uint64_t ino,
-			  const struct proto_layout *l, uint16_t k)
+			  uint16_t k)
 {
-	uint64_t deadline = mono_ns() + (uint64_t)fs->timeout_ms * 1000000ull;
+	uint64_t deadline = cli_mono_ns() + (uint64_t)fs->timeout_ms * 1000000ull;
+	int prev = s->rc;
 
 	for (;;) {
-		sub_read_failover(fs, s, ino, l, k);
+		sub_read_failover(fs, s);
 		sub_read_check(fs, s);
-		if (s->rc != -ESTALE || fenced_wait(deadline))
+		if (!replica_wait_fence(s->rc, prev))
+			return s->rc == -ESTALE ? -EIO : s->rc;
+		prev = s->rc;
+		if (fenced_wait(deadline))
 			break;
 	}
-	if (s->rc == -ESTALE) {
-		log_warn("inode %llu: no replica of file iod %u may be read "
-			 "(both fenced or down) within the timeout",
-			 (unsigned long long)ino, k);
-		s->rc = -EIO;
-	}
+	log_warn("inode %llu: no replica of file iod %u may be read "
+		 "(both fenced or down) within the timeout",
+		 (unsigned long long)ino, k);
+	s->rc = -EIO;
 	return s->rc;
 }
 
 /*
  * Wait for file iod k's sub-request of a round (and its buddy's) and
  * return k's result: for mirror=2 writes both replicas judged by pair_rc,
- * for mirror=2 reads a failed replica retried on the other, or -EAGAIN
- * when reading into pipes.
+ * for mirror=2 reads a failed replica retried on the other (or -EAGAIN
+ * when reading into pipes), and the answer noted by cli_mirror_read_done.
  */
 static int sub_finish(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 		      uint64_t ino, const struct proto_layout *l, uint16_t k,
@@ -600,18 +566,22 @@ static int sub_finish(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 			sub_wait(fs, b);
 		return pair_rc(fs, ino, s->rc, s->iod, b->rc, b->iod);
 	}
-	if (op != PROTO_OP_IO_READ || !replica_failed(s->rc))
+	if (op != PROTO_OP_IO_READ)
 		return s->rc;
-	if (pipes)
-		return -EAGAIN;
-	return sub_read_retry(fs, s, ino, l, k);
+	if (replica_failed(s->rc)) {
+		if (pipes)
+			return -EAGAIN;
+		sub_read_retry(fs, s, ino, k);
+	}
+	cli_mirror_read_done(fs, ino, s->iod, s->rc);
+	return s->rc;
 }
 
 /*
  * Encode and submit every sub-request of the round, then wait for all.
  * Mirror=2: a write goes to both replicas of each piece (results combined
- * by pair_rc); a read goes to one (read_pick) and fails over to the other
- * on -EIO, except into pipes, where a failure returns -EAGAIN (the pipe may
+ * by pair_rc); a read goes to one (cli_mirror_read_order) and fails over
+ * to the other on -EIO or -ESTALE, except into pipes, where a failure returns -EAGAIN (the pipe may
  * hold part of the data: the caller reads again through a buffer).
  * Cost: one round trip to every iod involved, in parallel.
  */
@@ -630,9 +600,8 @@ static int round_run(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 
 		if (!s->nsegs)
 			continue;
-		if (mirror && op == PROTO_OP_IO_READ &&
-		    sub_read_replica(fs, s, ino, l, k, turn))
-			continue;
+		if (mirror && op == PROTO_OP_IO_READ)
+			sub_read_replica(fs, s, ino, l, k, turn);
 		rc = sub_encode(s, t, op, ino, mirror && op == PROTO_OP_IO_READ ?
 				PROTO_IO_MIRROR : 0, t->body + body_off,
 				&t->iov[s->iov0], al);
@@ -1050,11 +1019,11 @@ static void each_pass(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 
 /*
  * cli_io_each of a mirrored layout for IO_SEEK and IO_BLOCKS: ask one
- * replica per file iod (read_pick; the replicas hold the same bytes, so
- * st_blocks counts one copy) and the other where that fails with -EIO or
- * -ESTALE (fenced: IO_SEEK carries PROTO_IO_MIRROR; IO_BLOCKS has no flags
- * and is never fenced); while both are fenced, ask them in turn every
- * 100 ms until the client timeout, then -EIO.
+ * replica per file iod (cli_mirror_read_order; the replicas hold the same
+ * bytes, so st_blocks counts one copy) and the other where that fails with
+ * -EIO or -ESTALE (fenced: IO_SEEK carries PROTO_IO_MIRROR; IO_BLOCKS has
+ * no flags and is never fenced); while both are fenced, ask them in turn
+ * every 100 ms until the client timeout, then -EIO.
  * Cost: one parallel round trip, two when a replica fails.
  */
 static void each_one_replica(struct cli_fs *fs, struct io_tls *t, uint16_t op,
@@ -1062,43 +1031,52 @@ static void each_one_replica(struct cli_fs *fs, struct io_tls *t, uint16_t op,
 			     const struct proto_ioreq *qs, int *rcs, uint64_t *vals)
 {
 	uint32_t xf = op == PROTO_OP_IO_SEEK ? PROTO_IO_MIRROR : 0;
-	uint64_t deadline = mono_ns() + (uint64_t)fs->timeout_ms * 1000000ull;
-	uint16_t ks[PROTO_MAX_IODS], iods[PROTO_MAX_IODS];
+	uint64_t deadline = cli_mono_ns() + (uint64_t)fs->timeout_ms * 1000000ull;
+	uint16_t ks[PROTO_MAX_IODS], iods[PROTO_MAX_IODS], alts[PROTO_MAX_IODS];
 	int retry[PROTO_MAX_IODS]; /* 0: ask the other replica; else skip */
+	int live[PROTO_MAX_IODS];  /* k has no answer yet */
+	int prev[PROTO_MAX_IODS];  /* k's answer before the last */
 	unsigned turn = atomic_fetch_add(&fs->read_turn, 1);
 	int again;
 
 	for (uint16_t k = 0; k < l->count; k++) {
-		int r = rcs[k] ? 0 : read_pick(fs, ino, l, k, turn);
+		uint16_t order[2];
 
+		cli_mirror_read_order(fs, ino, l, k, turn, order);
 		ks[k] = k;
-		iods[k] = cli_mirror_iod(fs, l, k, r < 0 ? 0 : r);
-		if (r < 0)
-			rcs[k] = -EIO; /* both recorded stale */
+		iods[k] = order[0];
+		alts[k] = order[1];
 	}
 	each_pass(fs, t, op, ino, xf, l->count, ks, iods, qs, rcs, vals);
+	for (uint16_t k = 0; k < l->count; k++)
+		live[k] = replica_failed(rcs[k]);
 	do {
 		again = 0;
 		for (uint16_t k = 0; k < l->count; k++) {
-			uint16_t other = cli_mirror_iod(fs, l, k, 0);
+			uint16_t other = alts[k];
 
-			if (other == iods[k])
-				other = cli_mirror_iod(fs, l, k, 1);
-			retry[k] = !replica_failed(rcs[k]) ||
-				   cli_mirror_is_stale(fs, ino, other);
+			retry[k] = !live[k];
+			if (retry[k])
+				continue;
+			alts[k] = iods[k];
 			iods[k] = other;
 		}
 		each_pass(fs, t, op, ino, xf, l->count, ks, iods, qs, retry, vals);
 		for (uint16_t k = 0; k < l->count; k++) {
-			if (!replica_failed(rcs[k]) || retry[k] == 1)
+			if (!live[k])
 				continue;
+			prev[k] = rcs[k];
 			rcs[k] = retry[k];
-			again |= rcs[k] == -ESTALE;
+			live[k] = replica_wait_fence(rcs[k], prev[k]);
+			again |= live[k];
 		}
 	} while (again && !fenced_wait(deadline));
-	for (uint16_t k = 0; k < l->count; k++)
+	for (uint16_t k = 0; k < l->count; k++) {
 		if (rcs[k] == -ESTALE)
 			rcs[k] = -EIO;
+		if (op == PROTO_OP_IO_SEEK)
+			cli_mirror_read_done(fs, ino, iods[k], rcs[k]);
+	}
 }
 
 /*

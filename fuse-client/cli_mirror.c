@@ -1,8 +1,8 @@
 /*
- * cli_mirror.c - replica mapping, STALE_MARK, and the client's hint of the
- * replicas it recorded stale: a growable array of (ino, iod) under a mutex;
- * readers skip the lock while it is empty (the common case: no iod has
- * been down since mount).
+ * cli_mirror.c - replica mapping, the order a read asks the replicas in,
+ * STALE_MARK, and the client's hint of the replicas it recorded stale: a
+ * growable array of (ino, iod) under a mutex; readers skip the lock while
+ * it is empty (the common case: no iod has been down since mount).
  */
 #include "cli_mirror.h"
 
@@ -54,6 +54,31 @@ int cli_mirror_is_stale(struct cli_fs *fs, uint64_t ino, uint16_t iod)
 	found = stale_find(fs, ino, iod);
 	pthread_mutex_unlock(&fs->stale_lock);
 	return found;
+}
+
+/* See cli_mirror.h. */
+void cli_mirror_read_order(struct cli_fs *fs, uint64_t ino,
+			   const struct proto_layout *l, uint16_t k,
+			   unsigned turn, uint16_t order[2])
+{
+	int r = (int)((turn + k) & 1);
+	uint16_t a = cli_mirror_iod(fs, l, k, r), b = cli_mirror_iod(fs, l, k, !r);
+	int a_last = cli_mirror_is_stale(fs, ino, a) || cli_iod_held_down(fs, a);
+	int b_last = cli_mirror_is_stale(fs, ino, b) || cli_iod_held_down(fs, b);
+
+	order[0] = a_last && !b_last ? b : a;
+	order[1] = order[0] == a ? b : a;
+}
+
+/* See cli_mirror.h. */
+void cli_mirror_read_done(struct cli_fs *fs, uint64_t ino, uint16_t iod,
+			  int rc)
+{
+	if (rc || !cli_mirror_is_stale(fs, ino, iod))
+		return;
+	log_notice("inode %llu: iod %u's replica serves reads again (resynced)",
+		   (unsigned long long)ino, iod);
+	cli_mirror_forget(fs, ino, iod);
 }
 
 /* Add (ino, iod) to the record, growing it. @return 0, -ENOMEM */

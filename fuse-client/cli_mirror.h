@@ -1,10 +1,11 @@
 /*
  * cli_mirror.h - the client's side of mirrored layouts (HACKING.md
  * "Mirroring"): which iod holds replica r of a file-relative stripe index,
- * which replica a read goes to, and the replicas this client recorded
- * stale at the mgr (STALE_MARK), which it does not read first until a
- * write to them succeeds again (the iods fence stale replicas; this is only
- * a hint that saves the round trip of a refused read).
+ * the order in which a read asks the two replicas, and the replicas this
+ * client recorded stale at the mgr (STALE_MARK). That record is only a
+ * hint: the iods fence stale replicas (-ESTALE), so a hinted replica is
+ * asked last, never skipped, and the hint goes once that replica serves a
+ * mirrored read (the mgr resynced and unfenced it) or takes a write.
  */
 #ifndef RPFS_CLI_MIRROR_H
 #define RPFS_CLI_MIRROR_H
@@ -32,16 +33,49 @@ uint16_t cli_mirror_iod(const struct cli_fs *fs, const struct proto_layout *l,
 uint16_t cli_mirror_width(const struct cli_fs *fs, const struct proto_layout *l);
 
 /**
- * Whether this client recorded iod's replica of ino stale and no write to
- * it succeeded since. Cost: one atomic load while nothing is stale; else a
- * scan under a mutex.
+ * Whether this client recorded iod's replica of ino stale and neither a
+ * write to it nor a mirrored read from it succeeded since. Cost: one atomic
+ * load while nothing is stale; else a scan under a mutex.
  */
 int cli_mirror_is_stale(struct cli_fs *fs, uint64_t ino, uint16_t iod);
 
 /**
+ * The replicas a read of file iod k of mirrored file ino asks, in order:
+ * order[0] first, order[1] when that fails (-EIO, -ESTALE). The first
+ * rotates with turn (a per-call counter from cli_mirror_seed), so the load
+ * spreads over both; a replica this client recorded stale, or holds down
+ * after a timeout, goes second. Both are always listed: the iod refuses a
+ * fenced replica's reads itself, so no hint can make a readable file
+ * unreadable. Cost: two cli_mirror_is_stale and two held-down checks.
+ * @param[in] fs the mounted file system
+ * @param[in] ino the file
+ * @param[in] l its layout (mirror 2, checked by stripe_layout_check)
+ * @param[in] k file-relative iod (< l->count)
+ * @param[in] turn the call's rotation counter
+ * @param[out] order the two iod table indexes, first choice first
+ */
+void cli_mirror_read_order(struct cli_fs *fs, uint64_t ino,
+			   const struct proto_layout *l, uint16_t k,
+			   unsigned turn, uint16_t order[2]);
+
+/**
+ * Take note of how iod answered a mirrored read of ino (IO_READ or IO_SEEK,
+ * both sent with PROTO_IO_MIRROR, which a fenced replica refuses): a
+ * success from a replica recorded stale here means the mgr resynced it and
+ * lifted its fence, so the record is forgotten. Cost: one atomic load
+ * while nothing is recorded.
+ * @param[in] fs the mounted file system
+ * @param[in] ino the file
+ * @param[in] iod the replica that answered
+ * @param[in] rc its result: 0 or -errno
+ */
+void cli_mirror_read_done(struct cli_fs *fs, uint64_t ino, uint16_t iod,
+			  int rc);
+
+/**
  * Record iod's replica of mirrored file ino stale at the mgr (STALE_MARK,
  * answered once the mgr committed it and the iod is fenced) and remember
- * it as a hint, so this client does not send reads there first. Sent for
+ * it as a hint, so this client asks that replica last. Sent for
  * every failed replica write, even one remembered: the mgr's resync may
  * have cleared an earlier record, and each mark bumps the record's
  * generation so a resync running meanwhile does not clear it.
@@ -53,9 +87,10 @@ int cli_mirror_mark_stale(struct cli_fs *fs, uint64_t ino, uint16_t iod);
 
 /**
  * Forget the hint of cli_mirror_mark_stale for (ino, iod): a write to that
- * replica succeeded, so it is back (it may still be fenced at its iod until
- * resynced, which then answers its reads with -ESTALE). Cost: one atomic
- * load while nothing is remembered; else a scan under a mutex.
+ * replica succeeded, or a mirrored read from it did, so it is back (after
+ * a write it may still be fenced at its iod until resynced, which then
+ * answers its reads with -ESTALE). Cost: one atomic load while nothing is
+ * remembered; else a scan under a mutex.
  */
 void cli_mirror_forget(struct cli_fs *fs, uint64_t ino, uint16_t iod);
 

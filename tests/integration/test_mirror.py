@@ -540,9 +540,12 @@ def test_fence_other_client_and_resync(tmp_path_factory):
         m = re.search(r'^iod +1 .*resynced: (\d+) \((\d+) bytes\)$', rows, re.M)
         assert m and int(m.group(1)) >= 1 and int(m.group(2)) > 0, rows
         check_replicas(c, fb, data)
-        # unfenced: iod 1 serves reads again (the next fence round)
-        util.wait_until(lambda: (read_direct(fb, len(data)) == data and
-                                 iod_push_bytes(c)[1] > pushed), 30, 0.2,
+        # unfenced: iod 1 serves reads again (the next fence round); every
+        # read meanwhile returns the data, whichever replica serves it
+        def iod1_served():
+            assert read_direct(fb, len(data)) == data
+            return iod_push_bytes(c)[1] > pushed
+        util.wait_until(iod1_served, 30, 0.2,
                         'iod 1 serving reads after the resync')
     finally:
         util.cleanup(*(x for x in (mb, ma, c) if x))
@@ -688,3 +691,44 @@ def test_resync_off(tmp_path_factory):
     assert r.returncode == 2
     assert '--resync-rate: expected MB/s 0..100000 (0 = resync off), got "x"' \
         in r.stderr
+
+
+@pytest.mark.expect_log(r'^<4>rpfs-fuse: iod \d \(\S+\): (read|write|fsync) '
+                        r'failed: Connection refused$',
+                        r'^<4>rpfs-mgr: iod \d \(\S+\) went down: '
+                        r'Connection refused$')
+def test_resynced_replica_read_after_buddy_lost(tmp_path_factory):
+    """For each iod X of each group in turn: X is killed, a mirrored file
+    is written and synced (X's replica recorded stale), X comes back and
+    the mgr resyncs it (rpfs status: 0 stale objects), then X's buddy Y is
+    killed. The file must read intact from X alone, on the mount that
+    wrote it (which recorded X stale itself) and on a second mount. Every
+    earlier cycle's file is read again too, with its own survivor."""
+    c = _mirror_cluster(tmp_path_factory, 'mirb')
+    ma = mb = None
+    try:
+        ma = _mount(c, tmp_path_factory, 'mirba', 'allow_other,timeout=10')
+        mb = _mount(c, tmp_path_factory, 'mirbb', 'allow_other,timeout=10')
+        d = mirror_dir(ma.path)
+        files = []
+        for x, y in ((1, 0), (0, 1), (3, 2), (2, 3)):
+            c.kill_iod(x)
+            f = os.path.join(d, 'f%d' % x)
+            data = os.urandom(16 * MiB)
+            with open(f, 'wb') as fh:
+                fh.write(data)
+                os.fsync(fh.fileno())
+            assert stale_counts(c)[x] == 1
+            c.start_iod(x)
+            util.wait_until(lambda: stale_counts(c)[x] == 0, 60, 0.2,
+                            'resync of iod %d' % x)
+            files.append((os.path.relpath(f, ma.path), data))
+            c.kill_iod(y)
+            for rel, want in files:
+                for m in (ma, mb):
+                    got = read_direct(os.path.join(m.path, rel), len(want))
+                    assert got == want, '%s through %s, iod %d down' % (
+                        rel, m.name, y)
+            c.start_iod(y)
+    finally:
+        util.cleanup(*(x for x in (mb, ma, c) if x))
