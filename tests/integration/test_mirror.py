@@ -714,7 +714,7 @@ def test_resynced_replica_read_after_buddy_lost(tmp_path_factory):
         for x, y in ((1, 0), (0, 1), (3, 2), (2, 3)):
             c.kill_iod(x)
             f = os.path.join(d, 'f%d' % x)
-            data = os.urandom(16 * MiB)
+            data = os.urandom(8 * MiB)
             with open(f, 'wb') as fh:
                 fh.write(data)
                 os.fsync(fh.fileno())
