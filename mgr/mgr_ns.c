@@ -734,9 +734,22 @@ static int ns_get_regular(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 	return S_ISREG(in->mode) ? 0 : -EINVAL;
 }
 
+/* Whether c may publish what it wrote to in (SETSIZE, SETBLOCKS): its
+ * owner, root, or a caller with write permission, as for a truncate (the
+ * owner passes even at mode 0444: a file created read-only is written
+ * through the descriptor that created it). @return 0, -EACCES */
+static int ns_may_publish(const struct proto_cred *c,
+			  const struct mgr_inode *in)
+{
+	if (mgr_perm_owner(c, in))
+		return 0;
+	return mgr_perm_check(c, in, MGR_MAY_WRITE);
+}
+
 /* SETSIZE: grow-only size update from a writer, with its mtime. */
-int mgr_ns_setsize(struct mgr_db *db, uint64_t ino, uint64_t size,
-		   const struct proto_time *mtime, struct proto_attr *a)
+int mgr_ns_setsize(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
+		   uint64_t size, const struct proto_time *mtime,
+		   struct proto_attr *a)
 {
 	struct mgr_inode in;
 	MDB_txn *txn;
@@ -745,6 +758,8 @@ int mgr_ns_setsize(struct mgr_db *db, uint64_t ino, uint64_t size,
 	if (rc)
 		return rc;
 	rc = ns_get_regular(db, txn, ino, &in);
+	if (!rc)
+		rc = ns_may_publish(c, &in);
 	if (!rc) {
 		if (size > in.size)
 			in.size = size;
@@ -760,9 +775,10 @@ int mgr_ns_setsize(struct mgr_db *db, uint64_t ino, uint64_t size,
  * (mtime and ctime change when it does, as with ext4's fallocate),
  * PROTO_SB_MTIME sets mtime and ctime, PROTO_SB_CTIME ctime, to the
  * writer's time t. */
-int mgr_ns_setblocks(struct mgr_db *db, uint64_t ino, uint32_t flags,
-		     uint64_t size, const struct proto_time *t,
-		     uint64_t blocks, struct proto_attr *a)
+int mgr_ns_setblocks(struct mgr_db *db, const struct proto_cred *c,
+		     uint64_t ino, uint32_t flags, uint64_t size,
+		     const struct proto_time *t, uint64_t blocks,
+		     struct proto_attr *a)
 {
 	struct mgr_inode in;
 	MDB_txn *txn;
@@ -771,6 +787,8 @@ int mgr_ns_setblocks(struct mgr_db *db, uint64_t ino, uint32_t flags,
 	if (rc)
 		return rc;
 	rc = ns_get_regular(db, txn, ino, &in);
+	if (!rc)
+		rc = ns_may_publish(c, &in);
 	if (!rc) {
 		in.blocks = blocks;
 		if ((flags & PROTO_SB_GROW) && size > in.size) {

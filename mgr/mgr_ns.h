@@ -111,21 +111,29 @@ int mgr_ns_open(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 int mgr_ns_access(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 		  uint32_t mask);
 
-/** Grow the size to at least size, set mtime/ctime. @return also -EISDIR, -EINVAL */
-int mgr_ns_setsize(struct mgr_db *db, uint64_t ino, uint64_t size,
-		   const struct proto_time *mtime, struct proto_attr *a);
+/**
+ * SETSIZE: grow the size of regular file ino to at least size, set mtime
+ * and ctime. The caller must own the file, be root, or have write
+ * permission on it (as for a truncate).
+ * @return 0, -ENOENT, -EISDIR, -EINVAL not a regular file, -EACCES,
+ *	-ENOSPC, -EIO
+ */
+int mgr_ns_setsize(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
+		   uint64_t size, const struct proto_time *mtime,
+		   struct proto_attr *a);
 
 /**
  * SETBLOCKS: store blocks (512-byte blocks the iods hold) for regular file
  * ino; with PROTO_SB_GROW grow the size to at least size (a growth sets
  * mtime and ctime); PROTO_SB_MTIME sets mtime and ctime, PROTO_SB_CTIME
- * ctime, to t. Like SETSIZE, no permission check: the client checked the
- * handle was opened for writing.
- * @return 0, -ENOENT, -EISDIR, -EINVAL not a regular file, -ENOSPC, -EIO
+ * ctime, to t. The caller must be allowed to publish as for SETSIZE.
+ * @return 0, -ENOENT, -EISDIR, -EINVAL not a regular file, -EACCES,
+ *	-ENOSPC, -EIO
  */
-int mgr_ns_setblocks(struct mgr_db *db, uint64_t ino, uint32_t flags,
-		     uint64_t size, const struct proto_time *t,
-		     uint64_t blocks, struct proto_attr *a);
+int mgr_ns_setblocks(struct mgr_db *db, const struct proto_cred *c,
+		     uint64_t ino, uint32_t flags, uint64_t size,
+		     const struct proto_time *t, uint64_t blocks,
+		     struct proto_attr *a);
 
 /** Drop an orphan whose stripe objects are gone. @return also -EBUSY still linked */
 int mgr_ns_purge(struct mgr_db *db, uint64_t ino);

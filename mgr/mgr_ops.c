@@ -246,14 +246,15 @@ static int ops_dispatch(struct mgr_ops *ops, uint16_t op,
 	case PROTO_OP_ACCESS:
 		return mgr_ns_access(db, c, m->ino, m->mode);
 	case PROTO_OP_SETSIZE:
-		return mgr_ns_setsize(db, m->ino, m->size, &m->mtime, &p->attr);
+		return mgr_ns_setsize(db, c, m->ino, m->size, &m->mtime,
+				      &p->attr);
 	case PROTO_OP_PURGE:
 		return mgr_ns_purge(db, m->ino);
 	case PROTO_OP_PURGE_MANY:
 		return mgr_ns_purge_many(db, &m->inos);
 	case PROTO_OP_SETBLOCKS:
-		return mgr_ns_setblocks(db, m->ino, m->flags, m->size, &m->mtime,
-					m->blocks, &p->attr);
+		return mgr_ns_setblocks(db, c, m->ino, m->flags, m->size,
+					&m->mtime, m->blocks, &p->attr);
 	default:
 		return -EOPNOTSUPP;
 	}

@@ -51,15 +51,19 @@ int mgr_perm_owner(const struct proto_cred *c, const struct mgr_inode *in)
 	return c->uid == 0 || c->uid == in->uid;
 }
 
-/* Root squash: root becomes nobody/nogroup, and loses group 0. */
+/* Root squash, as NFS's root_squash: uid 0 becomes nobody and nogroup,
+ * gid 0 becomes nogroup whatever the uid, and group 0 leaves the
+ * supplementary list, so no caller keeps root's user or group rights. */
 void mgr_perm_squash(struct proto_cred *c)
 {
 	uint16_t j = 0;
 
-	if (c->uid != 0)
-		return;
-	c->uid = 65534;
-	c->gid = 65534;
+	if (c->uid == 0) {
+		c->uid = 65534;
+		c->gid = 65534;
+	}
+	if (c->gid == 0)
+		c->gid = 65534;
 	for (uint16_t i = 0; i < c->ngroups && i < PROTO_MAX_GROUPS; i++)
 		if (c->groups[i] != 0)
 			c->groups[j++] = c->groups[i];

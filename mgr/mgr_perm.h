@@ -35,7 +35,8 @@ int mgr_perm_sticky(const struct proto_cred *c, const struct mgr_inode *dir,
 /** @return 1 if the caller owns in or is root */
 int mgr_perm_owner(const struct proto_cred *c, const struct mgr_inode *in);
 
-/** Map uid 0 to 65534/65534 (root squash), in place. */
+/** Root squash, in place: uid 0 becomes 65534 with gid 65534, a gid 0
+ * becomes 65534, and group 0 is dropped from the supplementary groups. */
 void mgr_perm_squash(struct proto_cred *c);
 
 #endif

@@ -130,9 +130,15 @@ static void test_basic(struct mgr_db *db)
 	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
 	CHECK(r.size == 12345 && r.blocks == 0); /* none published: a hole */
 	struct proto_time t = { 1000, 5 };
-	CHECK_RC(mgr_ns_setsize(db, a.ino, 100, &t, &r), 0);
+	CHECK_RC(mgr_ns_setsize(db, &root_c, a.ino, 100, &t, &r), 0);
 	CHECK(r.size == 12345 && r.mtime.sec == 1000);
-	CHECK_RC(mgr_ns_setsize(db, a.ino, 20000, &t, &r), 0);
+	CHECK_RC(mgr_ns_setsize(db, &root_c, a.ino, 20000, &t, &r), 0);
+	CHECK(r.size == 20000);
+	/* publishing a size or blocks: the owner, root or a writer only */
+	CHECK_RC(mgr_ns_setsize(db, &other_c, a.ino, 30000, &t, &r), -EACCES);
+	CHECK_RC(mgr_ns_setblocks(db, &other_c, a.ino, PROTO_SB_GROW, 30000, &t,
+				  8, &r), -EACCES);
+	CHECK_RC(mgr_ns_setsize(db, &user_c, a.ino, 20000, &t, &r), 0);
 	CHECK(r.size == 20000);
 	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_UID, .uid = 5 };
 	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), -EPERM);
@@ -202,23 +208,23 @@ static void test_blocks(struct mgr_db *db)
 	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("blk"), 0777, &d), 0);
 	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("f"), S_IFREG | 0644, 0, &a), 0);
 	CHECK(a.blocks == 0);
-	CHECK_RC(mgr_ns_setsize(db, a.ino, 1 << 20, &t, &r), 0);
+	CHECK_RC(mgr_ns_setsize(db, &root_c, a.ino, 1 << 20, &t, &r), 0);
 	CHECK(r.size == 1 << 20 && r.blocks == 0 && r.mtime.sec == 1000);
 	/* no flags: only the blocks */
-	CHECK_RC(mgr_ns_setblocks(db, a.ino, 0, 0, &t2, 24, &r), 0);
+	CHECK_RC(mgr_ns_setblocks(db, &root_c, a.ino, 0, 0, &t2, 24, &r), 0);
 	CHECK(r.blocks == 24 && r.size == 1 << 20);
 	CHECK(r.mtime.sec == 1000 && r.ctime.sec == 1000);
 	/* ctime only; size ignored without GROW */
-	CHECK_RC(mgr_ns_setblocks(db, a.ino, PROTO_SB_CTIME, 1 << 30, &t2, 30, &r), 0);
+	CHECK_RC(mgr_ns_setblocks(db, &root_c, a.ino, PROTO_SB_CTIME, 1 << 30, &t2, 30, &r), 0);
 	CHECK(r.blocks == 30 && r.size == 1 << 20);
 	CHECK(r.mtime.sec == 1000 && r.ctime.sec == 2000);
 	/* grow: size, mtime and ctime change; a smaller size changes nothing */
-	CHECK_RC(mgr_ns_setblocks(db, a.ino, PROTO_SB_GROW, 1 << 21, &t3, 4096, &r), 0);
+	CHECK_RC(mgr_ns_setblocks(db, &root_c, a.ino, PROTO_SB_GROW, 1 << 21, &t3, 4096, &r), 0);
 	CHECK(r.size == 1 << 21 && r.blocks == 4096 && r.mtime.sec == 3000 &&
 	      r.ctime.sec == 3000);
-	CHECK_RC(mgr_ns_setblocks(db, a.ino, PROTO_SB_GROW, 5, &t, 4096, &r), 0);
+	CHECK_RC(mgr_ns_setblocks(db, &root_c, a.ino, PROTO_SB_GROW, 5, &t, 4096, &r), 0);
 	CHECK(r.size == 1 << 21 && r.mtime.sec == 3000);
-	CHECK_RC(mgr_ns_setblocks(db, a.ino, PROTO_SB_GROW | PROTO_SB_MTIME, 5,
+	CHECK_RC(mgr_ns_setblocks(db, &root_c, a.ino, PROTO_SB_GROW | PROTO_SB_MTIME, 5,
 				  &t2, 4000, &r), 0);
 	CHECK(r.size == 1 << 21 && r.mtime.sec == 2000 && r.blocks == 4000);
 	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), 0);
@@ -228,8 +234,8 @@ static void test_blocks(struct mgr_db *db)
 	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
 	CHECK(r.size == 1000 && r.blocks == 2);
 	/* not a regular file, or none */
-	CHECK_RC(mgr_ns_setblocks(db, d.ino, 0, 0, &t, 1, &r), -EISDIR);
-	CHECK_RC(mgr_ns_setblocks(db, 999999, 0, 0, &t, 1, &r), -ENOENT);
+	CHECK_RC(mgr_ns_setblocks(db, &root_c, d.ino, 0, 0, &t, 1, &r), -EISDIR);
+	CHECK_RC(mgr_ns_setblocks(db, &root_c, 999999, 0, 0, &t, 1, &r), -ENOENT);
 }
 
 /* A version 1 inode record (before blocks) still loads, with blocks as
@@ -269,7 +275,7 @@ static void test_irec_v1(struct mgr_db *db)
 	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), 0);
 	CHECK(r.size == 100000 && r.blocks == 196 && r.mtime.sec == 6 &&
 	      r.layout.count == 3);
-	CHECK_RC(mgr_ns_setblocks(db, a.ino, 0, 0, &t, 8, &r), 0);
+	CHECK_RC(mgr_ns_setblocks(db, &root_c, a.ino, 0, 0, &t, 8, &r), 0);
 	CHECK(r.blocks == 8);
 	CHECK_RC(mgr_db_begin(db, 1, &txn), 0);
 	CHECK(mdb_get(txn, db->inodes, &k, &v) == 0 && v.mv_size > sizeof(rec));
@@ -457,7 +463,7 @@ static void test_xattr(struct mgr_db *db)
 	CHECK_RC(mgr_ns_getattr(db, r.ino, &r), 0);
 	CHECK(r.layout.unit == 1048576 && r.layout.count == 1 && r.layout.first == 2);
 	struct proto_time t = { 1, 0 };
-	CHECK_RC(mgr_ns_setsize(db, r.ino, 10, &t, &r), 0);
+	CHECK_RC(mgr_ns_setsize(db, &root_c, r.ino, 10, &t, &r), 0);
 	CHECK_RC(mgr_xattr_set(db, &user_c, r.ino, S("user.rpfs.layout"), S("unit=4096,count=1"), 0), -EBUSY);
 }
 
