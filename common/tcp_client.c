@@ -239,6 +239,12 @@ static void tcp_conn_down(struct tcp_conn *c, struct net_call *culprit,
 	c->fd = -1;
 	c->credits = 0;
 	epoll_ctl(tc->epfd, EPOLL_CTL_DEL, fd, NULL);
+	/* close with a reset: what the kernel still holds to send belongs to
+	 * calls failed here, and must never reach the server later, behind
+	 * newer requests on a new connection (a timed-out write, resent once
+	 * a cut link is back, would overwrite acknowledged data) */
+	(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &(struct linger){ 1, 0 },
+			 sizeof(struct linger));
 	shutdown(fd, SHUT_RDWR); /* unblocks a sender in poll/sendmsg */
 	for (unsigned i = 0; i <= c->tab_mask; i++) {
 		struct net_call *p = c->tab[i];
