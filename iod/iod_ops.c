@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "iod_fence.h"
@@ -99,6 +100,9 @@ struct iod_ops {
 				     * loop thread only, as the next) */
 	uint8_t *scrub_buf;         /* IO_LIST reply body / IO_CSUM reads */
 	struct iod_fence *fence;    /* lease and fence set (loop thread only) */
+	unsigned fsync_delay_ms;    /* test hook: hold IO_FSYNC this long ... */
+	uint64_t fsync_delay_ino;   /* ... of this object (0 = any); both set
+				     * before serving, then read-only */
 };
 
 static void req_advance(struct io_req *q);
@@ -124,6 +128,35 @@ int iod_ops_new(struct iod_ops **out, struct ev_loop *loop,
 	ops->resume_w.data = ops;
 	*out = ops;
 	return 0;
+}
+
+/* See iod_ops.h. */
+int iod_ops_test_fsync_delay(struct iod_ops *ops, unsigned delay_ms,
+			     uint64_t ino)
+{
+	if (delay_ms > IOD_OPS_MAX_TEST_DELAY_MS)
+		return -EINVAL;
+	ops->fsync_delay_ms = delay_ms;
+	ops->fsync_delay_ino = ino;
+	return 0;
+}
+
+/* Test hook: hold an IO_FSYNC of the chosen object for the delay set by
+ * iod_ops_test_fsync_delay, as a slow disk would, in the thread that runs
+ * the fsync. Costs nothing when the hook is off. */
+static void fsync_hold(const struct iod_ops *ops, uint64_t ino)
+{
+	struct timespec ts;
+
+	if (!ops->fsync_delay_ms ||
+	    (ops->fsync_delay_ino && ops->fsync_delay_ino != ino))
+		return;
+	log_info("test hook: holding IO_FSYNC of ino %llu for %u ms",
+		 (unsigned long long)ino, ops->fsync_delay_ms);
+	ts.tv_sec = ops->fsync_delay_ms / 1000;
+	ts.tv_nsec = (long)(ops->fsync_delay_ms % 1000) * 1000000L;
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
 }
 
 /* Return every buffer a request holds to the pool (may wake waiters). */
@@ -685,6 +718,7 @@ static void req_simple(struct io_req *q)
 		}
 		break;
 	case PROTO_OP_IO_FSYNC:
+		fsync_hold(ops, q->q.ino);
 		rc = iod_store_fsync(ops->st, q->q.ino, q->q.flags & 1);
 		break;
 	case PROTO_OP_IO_FALLOCATE:

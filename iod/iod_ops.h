@@ -34,6 +34,19 @@ int iod_ops_new(struct iod_ops **out, struct ev_loop *loop,
  */
 void iod_ops_free(struct iod_ops *ops);
 
+/**
+ * Test hook (off unless called; rpfs-iod calls it only when
+ * $RPFS_IOD_TEST_FSYNC_DELAY_MS is set): hold every IO_FSYNC of object ino
+ * (of every object when ino is 0) delay_ms before its fsync runs, as a
+ * slow disk would. Call before serving.
+ * @param[in] delay_ms 0 (off) .. IOD_OPS_MAX_TEST_DELAY_MS
+ * @return 0, -EINVAL delay_ms out of range
+ */
+int iod_ops_test_fsync_delay(struct iod_ops *ops, unsigned delay_ms,
+			     uint64_t ino);
+
+#define IOD_OPS_MAX_TEST_DELAY_MS 60000
+
 /** The net_req_fn to pass to net_server_new() with arg = the iod_ops. */
 void iod_ops_handle(struct net_sreq *r, void *arg);
 
