@@ -99,6 +99,7 @@ struct iod_ops {
 	struct proto_iolist *list;  /* IO_LIST reply being built (lazy, kept;
 				     * loop thread only, as the next) */
 	uint8_t *scrub_buf;         /* IO_LIST reply body / IO_CSUM reads */
+	struct iod_scan scan;       /* IO_LIST: the store's scratch */
 	struct iod_fence *fence;    /* lease and fence set (loop thread only) */
 	unsigned fsync_delay_ms;    /* test hook: hold IO_FSYNC this long ... */
 	uint64_t fsync_delay_ino;   /* ... of this object (0 = any); both set
@@ -195,6 +196,7 @@ void iod_ops_free(struct iod_ops *ops)
 	}
 	free(ops->list);
 	free(ops->scrub_buf);
+	iod_scan_release(&ops->scan);
 	iod_fence_free(ops->fence);
 	free(ops);
 }
@@ -669,8 +671,9 @@ static void req_scrub(struct io_req *q)
 
 	wb_init(&w, ops->scrub_buf, OPS_SCRUB_BUF);
 	if (rc == 0 && q->op == PROTO_OP_IO_LIST) {
-		rc = iod_store_list(ops->st, q->q.cursor, q->q.max, ops->list->objs,
-				    &ops->list->n, &ops->list->next);
+		rc = iod_store_list(ops->st, &ops->scan, q->q.cursor, q->q.max,
+				    ops->list->objs, &ops->list->n,
+				    &ops->list->next);
 		if (rc == 0) {
 			ops->list->eof = ops->list->next.bucket == PROTO_LIST_END;
 			rc = proto_iolist_encode(&w, ops->list);

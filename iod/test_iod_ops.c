@@ -404,6 +404,7 @@ static void test_scrub(void)
 	struct iod_buf_config bc = { { 1, 1, 0, 0, 0, 1 } };
 	char dir[] = "/tmp/test_iod_scrub.XXXXXX";
 	struct proto_cursor cur = { 0, 0 }, next;
+	struct iod_scan scan = { 0 };
 	struct iod_buf_pool *p2;
 	struct iod_store *st;
 	struct iod_ops *h;
@@ -428,7 +429,7 @@ static void test_scrub(void)
 
 	/* pages of 3: every object once, in order, with its size */
 	do {
-		CHECK(iod_store_list(st, cur, 3, objs, &n, &next) == 0);
+		CHECK(iod_store_list(st, &scan, cur, 3, objs, &n, &next) == 0);
 		CHECK(n <= 3);
 		for (uint32_t i = 0; i < n && ngot < 16; i++) {
 			CHECK(objs[i].size == objs[i].ino % 5000 + 1);
@@ -444,14 +445,14 @@ static void test_scrub(void)
 	CHECK(calls >= 16);
 	/* resuming inside a bucket */
 	cur = (struct proto_cursor){ 1, 1 };
-	CHECK(iod_store_list(st, cur, 2, objs, &n, &next) == 0);
+	CHECK(iod_store_list(st, &scan, cur, 2, objs, &n, &next) == 0);
 	CHECK(n == 2 && objs[0].ino == 0x10001 && objs[1].ino == 0x20001);
 	CHECK(next.bucket == 2 && next.after == 0); /* bucket 1 is done */
-	CHECK(iod_store_list(st, cur, 1, objs, &n, &next) == 0);
+	CHECK(iod_store_list(st, &scan, cur, 1, objs, &n, &next) == 0);
 	CHECK(n == 1 && objs[0].ino == 0x10001);
 	CHECK(next.bucket == 1 && next.after == 0x10001); /* 0x20001 is left */
-	CHECK(iod_store_list(st, (struct proto_cursor){ PROTO_LIST_END + 1, 0 }, 2,
-			     objs, &n, &next) == -EINVAL);
+	CHECK(iod_store_list(st, &scan, (struct proto_cursor){ PROTO_LIST_END + 1, 0 },
+			     2, objs, &n, &next) == -EINVAL);
 
 	/* checksums: whole object, a range past its end, chunked reads */
 	for (size_t i = 0; i < sizeof(data); i++)
@@ -466,6 +467,7 @@ static void test_scrub(void)
 	CHECK(crc == iod_crc32c(0, exp, sizeof(exp)));
 	CHECK(iod_store_csum(st, 4242, 0, 10, buf, sizeof(buf), &crc, &size) ==
 	      -ENOENT);
+	iod_scan_release(&scan);
 
 	/* through the handler */
 	mode_sync = 1;
