@@ -4,9 +4,10 @@
  * double-buffered pipelining (pull/push of unit i+1 overlaps the disk I/O
  * of unit i). IO_FENCE and the fencing of mirrored reads (PROTO_IO_MIRROR:
  * -ESTALE unless the iod is leased and the inode not fenced) go through
- * iod_fence.h.
+ * iod_fence.h. IO_FSYNC, IO_FALLOCATE, IO_CSUM and IO_LIST run on a pool
+ * of IOD_WORK_THREADS workers (iod_work.h) and reply from the loop.
  *
- * Loop thread only.
+ * Loop thread only (the workers are internal).
  */
 #ifndef RPFS_IOD_OPS_H
 #define RPFS_IOD_OPS_H
@@ -19,11 +20,12 @@ struct ev_loop;
 struct iod_ops;
 
 /**
- * Create the handler state.
- * @param[in] loop the loop the server runs in (for deferred resumes)
+ * Create the handler state and start its worker threads.
+ * @param[in] loop the loop the server runs in (deferred resumes, worker
+ *	completions)
  * @param[in] st the object store (borrowed)
  * @param[in] pool the buffer pool (borrowed)
- * @return 0, -ENOMEM
+ * @return 0, -ENOMEM, -errno from pthread_create
  */
 int iod_ops_new(struct iod_ops **out, struct ev_loop *loop,
 		struct iod_store *st, struct iod_buf_pool *pool);
@@ -31,6 +33,7 @@ int iod_ops_new(struct iod_ops **out, struct ev_loop *loop,
 /**
  * Free the handler. Call after net_server_free(): requests still in flight
  * are abandoned (their buffers go back to the pool, nothing is replied).
+ * Waits for the disk calls the workers are in (a held fsync delays it).
  */
 void iod_ops_free(struct iod_ops *ops);
 
