@@ -21,6 +21,7 @@
 #include "iod_buf.h"
 #include "iod_ops.h"
 #include "iod_store.h"
+#include "iod_work.h"
 #include "log.h"
 #include "net.h"
 #include "srv_notify.h"
@@ -35,6 +36,7 @@ struct iod_args {
 	const char *data;
 	int level;             /* -1 = not given */
 	int credits;           /* 0 = not given */
+	int io_threads;        /* --io-threads N, 0 = not given */
 	const char *conf;      /* --conf FILE */
 	long id;               /* --id N, -1 = not given */
 	const char *key_path;  /* --key FILE */
@@ -47,7 +49,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: " PROG " --listen HOST:PORT --data DIR [--log-level LEVEL]"
 		" [--credits N]\n"
-		"       [--key FILE] [--transport tcp|verbs|auto]\n"
+		"       [--key FILE] [--transport tcp|verbs|auto] [--io-threads N]\n"
 		"   or: " PROG " --conf FILE --id N [any of the above, which override the file]\n");
 }
 
@@ -96,6 +98,7 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 		{ "id", required_argument, NULL, 'i' },
 		{ "key", required_argument, NULL, 'K' },
 		{ "transport", required_argument, NULL, 'T' },
+		{ "io-threads", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -170,6 +173,18 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 				return -EINVAL;
 			}
 			a->credits = (int)n;
+			break;
+		case 'W':
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || n < 1 ||
+			    n > IOD_WORK_MAX_THREADS) {
+				fprintf(stderr, PROG ": --io-threads: expected a number "
+					"in 1..%d, got \"%s\"\n", IOD_WORK_MAX_THREADS,
+					optarg);
+				return -EINVAL;
+			}
+			a->io_threads = (int)n;
 			break;
 		case 'h':
 			usage();
@@ -485,7 +500,9 @@ int main(int argc, char **argv)
 		log_err("--data %s: %s", a.data, strerror(-rc));
 		goto out_free_pool;
 	}
-	rc = iod_ops_new(&ops, loop, st, pool);
+	rc = iod_ops_new_threads(&ops, loop, st, pool,
+				 a.io_threads ? (unsigned)a.io_threads :
+						IOD_WORK_THREADS);
 	if (rc < 0) {
 		log_err("cannot set up the request handler: %s", strerror(-rc));
 		goto out_close_store;

@@ -141,10 +141,11 @@ struct iod_ops {
 static void req_advance(struct io_req *q);
 static void resume_cb(struct ev_loop *loop, ev_idle *w, int revents);
 
-/* Allocate the handler, its workers and its (high priority) resume
- * watcher. */
-int iod_ops_new(struct iod_ops **out, struct ev_loop *loop,
-		struct iod_store *st, struct iod_buf_pool *pool)
+/* Allocate the handler, its nthreads workers and its (high priority)
+ * resume watcher. */
+int iod_ops_new_threads(struct iod_ops **out, struct ev_loop *loop,
+			struct iod_store *st, struct iod_buf_pool *pool,
+			unsigned nthreads)
 {
 	struct iod_ops *ops = calloc(1, sizeof(*ops));
 	int rc;
@@ -155,7 +156,7 @@ int iod_ops_new(struct iod_ops **out, struct ev_loop *loop,
 		rc = -ENOMEM;
 		goto out_free_ops;
 	}
-	rc = iod_work_new(&ops->work, loop, IOD_WORK_THREADS, IOD_WORK_QUEUE);
+	rc = iod_work_new(&ops->work, loop, nthreads, IOD_WORK_QUEUE);
 	if (rc < 0)
 		goto out_free_fence;
 	ops->loop = loop;
@@ -172,6 +173,13 @@ out_free_fence:
 out_free_ops:
 	free(ops);
 	return rc;
+}
+
+/* The handler with the default number of workers. */
+int iod_ops_new(struct iod_ops **out, struct ev_loop *loop,
+		struct iod_store *st, struct iod_buf_pool *pool)
+{
+	return iod_ops_new_threads(out, loop, st, pool, IOD_WORK_THREADS);
 }
 
 /* See iod_ops.h. */

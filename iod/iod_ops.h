@@ -20,7 +20,7 @@ struct ev_loop;
 struct iod_ops;
 
 /**
- * Create the handler state and start its worker threads.
+ * Create the handler state and start its IOD_WORK_THREADS worker threads.
  * @param[in] loop the loop the server runs in (deferred resumes, worker
  *	completions)
  * @param[in] st the object store (borrowed)
@@ -29,6 +29,16 @@ struct iod_ops;
  */
 int iod_ops_new(struct iod_ops **out, struct ev_loop *loop,
 		struct iod_store *st, struct iod_buf_pool *pool);
+
+/**
+ * iod_ops_new with nthreads workers for the slow disk calls.
+ * @param[in] nthreads 1..IOD_WORK_MAX_THREADS
+ * @return 0, -EINVAL nthreads out of range, -ENOMEM, -errno from
+ *	pthread_create
+ */
+int iod_ops_new_threads(struct iod_ops **out, struct ev_loop *loop,
+			struct iod_store *st, struct iod_buf_pool *pool,
+			unsigned nthreads);
 
 /**
  * Free the handler. Call after net_server_free(): requests still in flight

@@ -718,7 +718,19 @@ static void test_cli(const char *data)
 		       "--bogus", NULL };
 	char *a6[] = { (char *)iod_bin, "--listen", "127.0.0.1:0", "--data", (char *)data,
 		       "--log-level", "loud", NULL };
+	char *a7[] = { (char *)iod_bin, "--listen", "127.0.0.1:0", "--data", (char *)data,
+		       "--io-threads", "0", NULL };
+	char *a8[] = { (char *)iod_bin, "--listen", "127.0.0.1:0", "--data", (char *)data,
+		       "--io-threads", "65", NULL };
 	char *lk[] = { (char *)iod_bin, "--listen", "127.0.0.1:0", "--data", (char *)data, NULL };
+	char other[300];
+	char *ev[] = { (char *)iod_bin, "--listen", "127.0.0.1:0", "--data", other, NULL };
+	static const char *const bad_env[][2] = {
+		{ "RPFS_IOD_TEST_FSYNC_DELAY_MS", "abc" },
+		{ "RPFS_IOD_TEST_FSYNC_DELAY_MS", "0" },
+		{ "RPFS_IOD_TEST_FSYNC_DELAY_MS", "60001" },
+		{ "RPFS_IOD_TEST_FSYNC_INO", "5" }, /* without the delay */
+	};
 
 	CHECK_EQ(run_status(a1), 2);
 	CHECK_EQ(run_status(a2), 2);
@@ -726,7 +738,17 @@ static void test_cli(const char *data)
 	CHECK_EQ(run_status(a4), 2);
 	CHECK_EQ(run_status(a5), 2);
 	CHECK_EQ(run_status(a6), 2);
+	CHECK_EQ(run_status(a7), 2);
+	CHECK_EQ(run_status(a8), 2);
 	CHECK_EQ(run_status(lk), 1);
+	/* the test hook's variables are checked too (another data dir: the
+	 * running iod holds this one's lock) */
+	snprintf(other, sizeof(other), "%s-env", data);
+	for (size_t i = 0; i < sizeof(bad_env) / sizeof(bad_env[0]); i++) {
+		setenv(bad_env[i][0], bad_env[i][1], 1);
+		CHECK_EQ(run_status(ev), 2);
+		unsetenv(bad_env[i][0]);
+	}
 }
 
 /* A full disk: -ENOSPC to the writer; other requests carry on. Needs a
