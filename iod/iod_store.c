@@ -323,29 +323,6 @@ int iod_store_read(struct iod_store *st, uint64_t ino, uint64_t off,
 	return 0;
 }
 
-/* A private descriptor and the size: see iod_store.h. Cost: fcntl + fstat. */
-int iod_store_read_fd(struct iod_store *st, uint64_t ino, int *fd,
-		      uint64_t *size)
-{
-	struct stat sb;
-	int ofd = obj_fd(st, ino, 0), nfd;
-
-	if (ofd < 0)
-		return ofd;
-	nfd = fcntl(ofd, F_DUPFD_CLOEXEC, 0);
-	if (nfd < 0)
-		return -errno;
-	if (fstat(nfd, &sb) < 0) {
-		int rc = -errno;
-
-		close(nfd);
-		return rc;
-	}
-	*fd = nfd;
-	*size = (uint64_t)sb.st_size;
-	return 0;
-}
-
 /* A private duplicate of the cached descriptor: see iod_store.h.
  * Cost: a cache lookup (an openat on a miss) and an fcntl. */
 int iod_store_open_fd(struct iod_store *st, uint64_t ino, int create,
@@ -359,6 +336,25 @@ int iod_store_open_fd(struct iod_store *st, uint64_t ino, int create,
 	if (nfd < 0)
 		return -errno;
 	*fd = nfd;
+	return 0;
+}
+
+/* A private descriptor and the size: see iod_store.h. Cost: fcntl + fstat. */
+int iod_store_read_fd(struct iod_store *st, uint64_t ino, int *fd,
+		      uint64_t *size)
+{
+	struct stat sb;
+	int nfd, rc = iod_store_open_fd(st, ino, 0, &nfd);
+
+	if (rc < 0)
+		return rc;
+	if (fstat(nfd, &sb) < 0) {
+		rc = -errno;
+		close(nfd);
+		return rc;
+	}
+	*fd = nfd;
+	*size = (uint64_t)sb.st_size;
 	return 0;
 }
 
