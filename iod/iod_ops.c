@@ -789,14 +789,19 @@ static int work_csum(struct io_req *q)
 	return rc;
 }
 
+/* The request a worker job is embedded in. */
+static struct io_req *req_of_job(struct iod_job *j)
+{
+	return (struct io_req *)((char *)j - offsetof(struct io_req, job));
+}
+
 /* iod_job run(), on a worker: the disk call of the op, on the private
  * descriptor (and, for IO_LIST, the store's objects directory only).
  * Touches nothing of the request but its worker fields and its decoded
  * body: the connection is the loop's. */
 static void work_run(struct iod_job *j)
 {
-	struct io_req *q = (struct io_req *)((char *)j -
-					     offsetof(struct io_req, job));
+	struct io_req *q = req_of_job(j);
 
 	switch (q->op) {
 	case PROTO_OP_IO_FSYNC:
@@ -839,13 +844,11 @@ static void work_feed(struct iod_ops *ops)
  * keeps it until the reply, which then only frees it. */
 static void work_done(struct iod_job *j)
 {
-	struct io_req *q = (struct io_req *)((char *)j -
-					     offsetof(struct io_req, job));
+	struct io_req *q = req_of_job(j);
+	struct iod_ops *ops = q->ops;
 	struct scrub_job *sj = q->scrub;
 	int32_t rc = q->wrc;
 	uint32_t len = rc == 0 && sj ? q->wlen : 0;
-
-	struct iod_ops *ops = q->ops;
 
 	work_feed(ops);
 	q->scrub = NULL; /* the body must outlive the reply */
