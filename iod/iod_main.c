@@ -21,6 +21,7 @@
 #include "iod_buf.h"
 #include "iod_ops.h"
 #include "iod_store.h"
+#include "iod_work.h"
 #include "log.h"
 #include "net.h"
 #include "srv_notify.h"
@@ -35,6 +36,7 @@ struct iod_args {
 	const char *data;
 	int level;             /* -1 = not given */
 	int credits;           /* 0 = not given */
+	int io_threads;        /* --io-threads N, 0 = not given */
 	const char *conf;      /* --conf FILE */
 	long id;               /* --id N, -1 = not given */
 	const char *key_path;  /* --key FILE */
@@ -47,7 +49,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: " PROG " --listen HOST:PORT --data DIR [--log-level LEVEL]"
 		" [--credits N]\n"
-		"       [--key FILE] [--transport tcp|verbs|auto]\n"
+		"       [--key FILE] [--transport tcp|verbs|auto] [--io-threads N]\n"
 		"   or: " PROG " --conf FILE --id N [any of the above, which override the file]\n");
 }
 
@@ -96,6 +98,7 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 		{ "id", required_argument, NULL, 'i' },
 		{ "key", required_argument, NULL, 'K' },
 		{ "transport", required_argument, NULL, 'T' },
+		{ "io-threads", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -170,6 +173,18 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 				return -EINVAL;
 			}
 			a->credits = (int)n;
+			break;
+		case 'W':
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || n < 1 ||
+			    n > IOD_WORK_MAX_THREADS) {
+				fprintf(stderr, PROG ": --io-threads: expected a number "
+					"in 1..%d, got \"%s\"\n", IOD_WORK_MAX_THREADS,
+					optarg);
+				return -EINVAL;
+			}
+			a->io_threads = (int)n;
 			break;
 		case 'h':
 			usage();
@@ -302,6 +317,63 @@ static void raise_nofile(void)
 	}
 }
 
+/* Parse a decimal number in lo..hi from the environment variable name.
+ * @return 0 (*out set; 0 when unset), -EINVAL (message logged) */
+static int env_number(const char *name, unsigned long long lo,
+		      unsigned long long hi, unsigned long long *out)
+{
+	const char *s = getenv(name);
+	unsigned long long v;
+	char *end;
+
+	*out = 0;
+	if (!s)
+		return 0;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || s[0] == '+' || v < lo ||
+	    v > hi) {
+		log_err("%s: expected a number in %llu..%llu, got \"%s\"", name,
+			lo, hi, s);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+/*
+ * The fault-injection hook for tests, off unless its variable is set:
+ * RPFS_IOD_TEST_FSYNC_DELAY_MS=N (1..60000) holds each IO_FSYNC N ms
+ * before its fsync; RPFS_IOD_TEST_FSYNC_INO=INO limits that to one object.
+ * A set hook is announced by a warning; a bad value refuses the start.
+ * @return 0, -EINVAL (message logged)
+ */
+static int test_hooks(struct iod_ops *ops)
+{
+	unsigned long long ms, ino;
+
+	if (env_number("RPFS_IOD_TEST_FSYNC_DELAY_MS", 1,
+		       IOD_OPS_MAX_TEST_DELAY_MS, &ms) < 0 ||
+	    env_number("RPFS_IOD_TEST_FSYNC_INO", 1, UINT64_MAX, &ino) < 0)
+		return -EINVAL;
+	if (ino && !ms) {
+		log_err("RPFS_IOD_TEST_FSYNC_INO: set without "
+			"RPFS_IOD_TEST_FSYNC_DELAY_MS");
+		return -EINVAL;
+	}
+	if (!ms)
+		return 0;
+	if (ino)
+		log_warn("test hook RPFS_IOD_TEST_FSYNC_DELAY_MS=%llu: IO_FSYNC "
+			 "of ino %llu is held %llu ms (never set this in "
+			 "production)", ms, ino, ms);
+	else
+		log_warn("test hook RPFS_IOD_TEST_FSYNC_DELAY_MS=%llu: every "
+			 "IO_FSYNC is held %llu ms (never set this in "
+			 "production)", ms, ms);
+	return iod_ops_test_fsync_delay(ops, (unsigned)ms, ino);
+}
+
 /* net_req_fn: the admin STATUS op, else the I/O handler. */
 static void iod_main_handle(struct net_sreq *r, void *arg)
 {
@@ -428,10 +500,16 @@ int main(int argc, char **argv)
 		log_err("--data %s: %s", a.data, strerror(-rc));
 		goto out_free_pool;
 	}
-	rc = iod_ops_new(&ops, loop, st, pool);
+	rc = iod_ops_new_threads(&ops, loop, st, pool,
+				 a.io_threads ? (unsigned)a.io_threads :
+						IOD_WORK_THREADS);
 	if (rc < 0) {
 		log_err("cannot set up the request handler: %s", strerror(-rc));
 		goto out_close_store;
+	}
+	if (test_hooks(ops) < 0) {
+		status = 2;
+		goto out_free_ops;
 	}
 	no.credits = a.credits;
 	rc = net_server_new(&srv, loop, a.host, a.port, iod_main_handle, ops, &no);

@@ -10,6 +10,12 @@
  * may run inside net_sreq_pull/push or later from the loop; the request is
  * driven by one re-entrancy-guarded function, req_advance(). IO_FENCE and
  * the fencing of mirrored reads are iod_fence.c's.
+ *
+ * The calls whose time a slow disk sets (IO_FSYNC, IO_FALLOCATE, IO_CSUM,
+ * IO_LIST) run on the worker pool (iod_work.h): the loop opens the
+ * object's private descriptor, a worker makes the call, and the reply goes
+ * out from the loop when the completion comes back (HACKING.md "iod
+ * threads" has the ordering rule).
  */
 #include "iod_ops.h"
 
@@ -18,9 +24,11 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "iod_fence.h"
+#include "iod_work.h"
 #include "log.h"
 #include "proto.h"
 
@@ -28,6 +36,7 @@
 #define OPS_FD_MIN (64u << 10) /* reads from this size on go by push_fd */
 #define OPS_ZERO_LEN 65536     /* static zeros pushed for holes */
 #define OPS_ZERO_IOVS 16       /* ... up to 1 MiB per push */
+#define OPS_SCRUB_BUF (64u << 10) /* IO_LIST body (<= 32 KiB + 17), CSUM reads */
 
 static const uint8_t ops_zeros[OPS_ZERO_LEN];
 
@@ -49,6 +58,20 @@ enum slot_state {
 };
 
 struct io_req;
+
+/* Scratch of one IO_LIST or IO_CSUM (about 100 KiB), taken from the
+ * handler's free list when it starts and put back at its reply; the list
+ * is allocated lazily (an iod never scrubbed never pays for it) and keeps
+ * OPS_SCRUB_KEEP. Owned by the request's loop side, or by its worker
+ * between submit and done. */
+struct scrub_job {
+	struct proto_iolist list;    /* IO_LIST: the objects */
+	struct iod_scan scan;        /* IO_LIST: the store's scratch (kept) */
+	uint8_t body[OPS_SCRUB_BUF]; /* the reply body; IO_CSUM reads */
+	struct scrub_job *next;      /* free list */
+};
+
+#define OPS_SCRUB_KEEP IOD_WORK_THREADS /* idle scrub scratches kept */
 
 /* A transfer buffer of one request (loop thread only, as every field). */
 struct slot {
@@ -83,6 +106,14 @@ struct io_req {
 	struct iod_buf_waiter waiter;
 	struct io_req *next, *prev; /* live list, or free list via next */
 	struct io_req *ready_next;  /* deferred resume queue */
+	/* An op on a worker. The loop fills these before the submit and
+	 * reads them after done(); between the two only the worker. */
+	struct iod_job job;
+	int wfd;                    /* the object's private descriptor, or -1 */
+	int wrc;                    /* the worker's result, 0 or -errno */
+	uint32_t wlen;              /* reply body bytes in scrub->body */
+	struct scrub_job *scrub;    /* IO_LIST / IO_CSUM scratch */
+	struct io_req *wnext;       /* backlog (loop thread only) */
 	struct proto_seg segs[PROTO_MAX_SEGS];
 };
 
@@ -95,27 +126,39 @@ struct iod_ops {
 	unsigned nfree;
 	struct io_req *ready_head, *ready_tail; /* resumes to run from idle */
 	ev_idle resume_w;           /* runs the deferred resumes */
-	struct proto_iolist *list;  /* IO_LIST reply being built (lazy, kept;
-				     * loop thread only, as the next) */
-	uint8_t *scrub_buf;         /* IO_LIST reply body / IO_CSUM reads */
+	struct iod_work *work;      /* workers for the slow disk calls */
+	struct io_req *backlog_head, *backlog_tail; /* worker ops the pool's
+				     * queue had no room for (loop thread only) */
+	struct scrub_job *scrub_free; /* idle scrub scratches (loop thread only,
+				       * as the next) */
+	unsigned nscrub_free;
 	struct iod_fence *fence;    /* lease and fence set (loop thread only) */
+	unsigned fsync_delay_ms;    /* test hook: hold IO_FSYNC this long ... */
+	uint64_t fsync_delay_ino;   /* ... of this object (0 = any); both set
+				     * before serving, then read-only */
 };
 
 static void req_advance(struct io_req *q);
 static void resume_cb(struct ev_loop *loop, ev_idle *w, int revents);
 
-/* Allocate the handler and its (high priority) resume watcher. */
-int iod_ops_new(struct iod_ops **out, struct ev_loop *loop,
-		struct iod_store *st, struct iod_buf_pool *pool)
+/* Allocate the handler, its nthreads workers and its (high priority)
+ * resume watcher. */
+int iod_ops_new_threads(struct iod_ops **out, struct ev_loop *loop,
+			struct iod_store *st, struct iod_buf_pool *pool,
+			unsigned nthreads)
 {
 	struct iod_ops *ops = calloc(1, sizeof(*ops));
+	int rc;
 
 	if (!ops)
 		return -ENOMEM;
 	if (iod_fence_new(&ops->fence) < 0) {
-		free(ops);
-		return -ENOMEM;
+		rc = -ENOMEM;
+		goto out_free_ops;
 	}
+	rc = iod_work_new(&ops->work, loop, nthreads, IOD_WORK_QUEUE);
+	if (rc < 0)
+		goto out_free_fence;
 	ops->loop = loop;
 	ops->st = st;
 	ops->pool = pool;
@@ -124,6 +167,48 @@ int iod_ops_new(struct iod_ops **out, struct ev_loop *loop,
 	ops->resume_w.data = ops;
 	*out = ops;
 	return 0;
+
+out_free_fence:
+	iod_fence_free(ops->fence);
+out_free_ops:
+	free(ops);
+	return rc;
+}
+
+/* The handler with the default number of workers. */
+int iod_ops_new(struct iod_ops **out, struct ev_loop *loop,
+		struct iod_store *st, struct iod_buf_pool *pool)
+{
+	return iod_ops_new_threads(out, loop, st, pool, IOD_WORK_THREADS);
+}
+
+/* See iod_ops.h. */
+int iod_ops_test_fsync_delay(struct iod_ops *ops, unsigned delay_ms,
+			     uint64_t ino)
+{
+	if (delay_ms > IOD_OPS_MAX_TEST_DELAY_MS)
+		return -EINVAL;
+	ops->fsync_delay_ms = delay_ms;
+	ops->fsync_delay_ino = ino;
+	return 0;
+}
+
+/* Test hook: hold an IO_FSYNC of the chosen object for the delay set by
+ * iod_ops_test_fsync_delay, as a slow disk would, in the thread that runs
+ * the fsync. Costs nothing when the hook is off. */
+static void fsync_hold(const struct iod_ops *ops, uint64_t ino)
+{
+	struct timespec ts;
+
+	if (!ops->fsync_delay_ms ||
+	    (ops->fsync_delay_ino && ops->fsync_delay_ino != ino))
+		return;
+	log_info("test hook: holding IO_FSYNC of ino %llu for %u ms",
+		 (unsigned long long)ino, ops->fsync_delay_ms);
+	ts.tv_sec = ops->fsync_delay_ms / 1000;
+	ts.tv_nsec = (long)(ops->fsync_delay_ms % 1000) * 1000000L;
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
 }
 
 /* Return every buffer a request holds to the pool (may wake waiters). */
@@ -137,13 +222,58 @@ static void req_release_bufs(struct io_req *q)
 	}
 }
 
-/* Abandon live requests (the server already dropped them), free contexts. */
+/* A scrub scratch from the free list, or a new one. @return NULL: no memory */
+static struct scrub_job *scrub_get(struct iod_ops *ops)
+{
+	struct scrub_job *sj = ops->scrub_free;
+
+	if (sj) {
+		ops->scrub_free = sj->next;
+		ops->nscrub_free--;
+		return sj;
+	}
+	sj = malloc(sizeof(*sj));
+	if (sj)
+		sj->scan = (struct iod_scan){ NULL, 0, 0 };
+	return sj;
+}
+
+/* Keep a scrub scratch for reuse, or free it beyond OPS_SCRUB_KEEP. */
+static void scrub_put(struct iod_ops *ops, struct scrub_job *sj)
+{
+	if (ops->nscrub_free >= OPS_SCRUB_KEEP) {
+		iod_scan_release(&sj->scan);
+		free(sj);
+		return;
+	}
+	sj->next = ops->scrub_free;
+	ops->scrub_free = sj;
+	ops->nscrub_free++;
+}
+
+/* Close a worker op's descriptor and give back its scratch (loop thread,
+ * once no worker has the op). */
+static void work_release(struct io_req *q)
+{
+	if (q->wfd >= 0)
+		close(q->wfd);
+	q->wfd = -1;
+	if (q->scrub) {
+		scrub_put(q->ops, q->scrub);
+		q->scrub = NULL;
+	}
+}
+
+/* Abandon live requests (the server already dropped them), free contexts.
+ * The workers stop first (waiting for the calls they are in), so no
+ * worker touches a request freed here. */
 void iod_ops_free(struct iod_ops *ops)
 {
 	struct io_req *q, *n;
 
 	if (!ops)
 		return;
+	iod_work_free(ops->work);
 	ev_idle_stop(ops->loop, &ops->resume_w);
 	for (q = ops->live; q; q = q->next)
 		iod_buf_cancel(ops->pool, &q->waiter);
@@ -154,14 +284,20 @@ void iod_ops_free(struct iod_ops *ops)
 		req_release_bufs(q);
 		if (q->by_fd && q->fd >= 0)
 			close(q->fd);
+		work_release(q);
 		free(q);
 	}
 	for (q = ops->free; q; q = n) {
 		n = q->next;
 		free(q);
 	}
-	free(ops->list);
-	free(ops->scrub_buf);
+	while (ops->scrub_free) {
+		struct scrub_job *sj = ops->scrub_free;
+
+		ops->scrub_free = sj->next;
+		iod_scan_release(&sj->scan);
+		free(sj);
+	}
 	iod_fence_free(ops->fence);
 	free(ops);
 }
@@ -182,6 +318,7 @@ static struct io_req *req_get(struct iod_ops *ops, struct net_sreq *r)
 	}
 	memset(q, 0, offsetof(struct io_req, segs));
 	q->ops = ops;
+	q->wfd = -1;
 	q->r = r;
 	q->slot[0].req = q;
 	q->slot[1].req = q;
@@ -611,53 +748,164 @@ static void req_value(struct io_req *q)
 	req_finish(q, 0, body, (uint32_t)w.len);
 }
 
-#define OPS_SCRUB_BUF (64u << 10) /* IO_LIST body (<= 32 KiB + 17), CSUM reads */
-
-/* The scrub buffers, allocated at the first IO_LIST or IO_CSUM and kept:
- * a scrub is rare, so an iod that is never scrubbed never pays for them. */
-static int scrub_bufs(struct iod_ops *ops)
+/* IO_LIST on a worker: a batch of objects from the cursor, encoded into
+ * the scratch's body. @return 0, -errno */
+static int work_list(struct io_req *q)
 {
-	if (!ops->list)
-		ops->list = malloc(sizeof(*ops->list));
-	if (!ops->scrub_buf)
-		ops->scrub_buf = malloc(OPS_SCRUB_BUF);
-	return ops->list && ops->scrub_buf ? 0 : -ENOMEM;
+	struct scrub_job *sj = q->scrub;
+	struct wbuf w;
+	int rc;
+
+	rc = iod_store_list(q->ops->st, &sj->scan, q->q.cursor, q->q.max,
+			    sj->list.objs, &sj->list.n, &sj->list.next);
+	if (rc < 0)
+		return rc;
+	sj->list.eof = sj->list.next.bucket == PROTO_LIST_END;
+	wb_init(&w, sj->body, sizeof(sj->body));
+	rc = proto_iolist_encode(&w, &sj->list);
+	q->wlen = (uint32_t)w.len;
+	return rc;
 }
 
-/* Serve IO_LIST (a bounded batch of objects from the cursor) and IO_CSUM
- * (CRC-32C of a range of at most PROTO_MAX_CSUM_LEN, read in 64 KiB
- * pieces), both synchronously in the loop thread, and reply. */
-static void req_scrub(struct io_req *q)
+/* IO_CSUM on a worker: CRC-32C of a range of at most PROTO_MAX_CSUM_LEN,
+ * read in 64 KiB pieces, encoded into the scratch's body.
+ * @return 0, -EFBIG (size beyond 2^62), -errno */
+static int work_csum(struct io_req *q)
 {
-	struct iod_ops *ops = q->ops;
+	struct scrub_job *sj = q->scrub;
 	struct proto_csum cs;
 	struct wbuf w;
-	int rc = scrub_bufs(ops);
+	int rc;
 
-	wb_init(&w, ops->scrub_buf, OPS_SCRUB_BUF);
-	if (rc == 0 && q->op == PROTO_OP_IO_LIST) {
-		rc = iod_store_list(ops->st, q->q.cursor, q->q.max, ops->list->objs,
-				    &ops->list->n, &ops->list->next);
-		if (rc == 0) {
-			ops->list->eof = ops->list->next.bucket == PROTO_LIST_END;
-			rc = proto_iolist_encode(&w, ops->list);
-		}
-	} else if (rc == 0) {
-		rc = iod_store_csum(ops->st, q->q.ino, q->q.off, q->q.len,
-				    ops->scrub_buf, OPS_SCRUB_BUF, &cs.crc, &cs.size);
-		if (rc == 0 && cs.size > (1ull << 62))
-			rc = -EFBIG;
-		if (rc == 0)
-			rc = proto_csum_encode(&w, &cs);
+	rc = iod_store_csum_fd(q->wfd, q->q.off, q->q.len, sj->body,
+			       sizeof(sj->body), &cs.crc, &cs.size);
+	if (rc < 0)
+		return rc;
+	if (cs.size > (1ull << 62))
+		return -EFBIG;
+	wb_init(&w, sj->body, sizeof(sj->body));
+	rc = proto_csum_encode(&w, &cs);
+	q->wlen = (uint32_t)w.len;
+	return rc;
+}
+
+/* The request a worker job is embedded in. */
+static struct io_req *req_of_job(struct iod_job *j)
+{
+	return (struct io_req *)((char *)j - offsetof(struct io_req, job));
+}
+
+/* iod_job run(), on a worker: the disk call of the op, on the private
+ * descriptor (and, for IO_LIST, the store's objects directory only).
+ * Touches nothing of the request but its worker fields and its decoded
+ * body: the connection is the loop's. */
+static void work_run(struct iod_job *j)
+{
+	struct io_req *q = req_of_job(j);
+
+	switch (q->op) {
+	case PROTO_OP_IO_FSYNC:
+		fsync_hold(q->ops, q->q.ino);
+		q->wrc = iod_store_fsync_fd(q->wfd, q->q.flags & 1);
+		break;
+	case PROTO_OP_IO_FALLOCATE:
+		q->wrc = iod_store_fallocate_fd(q->wfd, q->q.mode, q->q.off,
+						q->q.len);
+		break;
+	case PROTO_OP_IO_CSUM:
+		q->wrc = work_csum(q);
+		break;
+	case PROTO_OP_IO_LIST:
+		q->wrc = work_list(q);
+		break;
+	default:
+		q->wrc = -EOPNOTSUPP;
+		break;
 	}
-	if (rc < 0) {
+}
+
+/* Hand backlogged ops to the pool, oldest first, while it has room. */
+static void work_feed(struct iod_ops *ops)
+{
+	struct io_req *q;
+
+	while ((q = ops->backlog_head)) {
+		if (iod_work_submit(ops->work, &q->job) < 0)
+			return;
+		ops->backlog_head = q->wnext;
+		if (!ops->backlog_head)
+			ops->backlog_tail = NULL;
+	}
+}
+
+/* iod_job done(), in the loop: a worker finished the op (room in the
+ * queue for the backlog); release what it used and reply. The request is
+ * still valid even if its connection closed meanwhile: the transport
+ * keeps it until the reply, which then only frees it. */
+static void work_done(struct iod_job *j)
+{
+	struct io_req *q = req_of_job(j);
+	struct iod_ops *ops = q->ops;
+	struct scrub_job *sj = q->scrub;
+	int32_t rc = q->wrc;
+	uint32_t len = rc == 0 && sj ? q->wlen : 0;
+
+	work_feed(ops);
+	q->scrub = NULL; /* the body must outlive the reply */
+	work_release(q);
+	req_finish(q, rc, len ? sj->body : NULL, len);
+	if (sj)
+		scrub_put(ops, sj);
+}
+
+/*
+ * Start IO_FSYNC, IO_FALLOCATE, IO_CSUM or IO_LIST: here, in the loop, the
+ * parts that use the store (the object's private descriptor, created when
+ * a fallocate creates), then the disk call on a worker, or in the backlog
+ * behind older ones when the pool's queue is full. What needs no disk call
+ * (a missing object to flush, a punch of nothing) is answered at once.
+ */
+static void req_work(struct io_req *q)
+{
+	struct iod_ops *ops = q->ops;
+	int rc = 0;
+
+	switch (q->op) {
+	case PROTO_OP_IO_FSYNC:
+		rc = iod_store_open_fd(ops->st, q->q.ino, 0, &q->wfd);
+		if (rc == -ENOENT)
+			rc = 0; /* nothing to flush */
+		break;
+	case PROTO_OP_IO_FALLOCATE:
+		rc = iod_store_fallocate_open(ops->st, q->q.ino, q->q.mode,
+					      q->q.off, q->q.len, &q->wfd);
+		break;
+	case PROTO_OP_IO_CSUM:
+		rc = iod_store_open_fd(ops->st, q->q.ino, 0, &q->wfd);
+		/* fall through */
+	case PROTO_OP_IO_LIST:
+		if (rc == 0 && !(q->scrub = scrub_get(ops)))
+			rc = -ENOMEM;
+		break;
+	}
+	if (rc < 0 || (q->wfd < 0 && !q->scrub)) {
+		work_release(q);
 		req_finish(q, rc, NULL, 0);
 		return;
 	}
-	req_finish(q, 0, ops->scrub_buf, (uint32_t)w.len);
+	q->job = (struct iod_job){ work_run, work_done, NULL };
+	if (!ops->backlog_head && iod_work_submit(ops->work, &q->job) == 0)
+		return;
+	q->wnext = NULL;
+	if (ops->backlog_tail)
+		ops->backlog_tail->wnext = q;
+	else
+		ops->backlog_head = q;
+	ops->backlog_tail = q;
 }
 
-/* Serve the small ops synchronously and reply. */
+/* Serve the small ops synchronously and reply; hand the slow ones to a
+ * worker. */
 static void req_simple(struct io_req *q)
 {
 	struct iod_ops *ops = q->ops;
@@ -685,19 +933,14 @@ static void req_simple(struct io_req *q)
 		}
 		break;
 	case PROTO_OP_IO_FSYNC:
-		rc = iod_store_fsync(ops->st, q->q.ino, q->q.flags & 1);
-		break;
 	case PROTO_OP_IO_FALLOCATE:
-		rc = iod_store_fallocate(ops->st, q->q.ino, q->q.mode, q->q.off,
-					 q->q.len);
-		break;
+	case PROTO_OP_IO_LIST:
+	case PROTO_OP_IO_CSUM:
+		req_work(q);
+		return;
 	case PROTO_OP_IO_SEEK:
 	case PROTO_OP_IO_BLOCKS:
 		req_value(q);
-		return;
-	case PROTO_OP_IO_LIST:
-	case PROTO_OP_IO_CSUM:
-		req_scrub(q);
 		return;
 	case PROTO_OP_IO_STATFS:
 		rc = iod_store_statfs(ops->st, &sf);

@@ -25,8 +25,9 @@ struct fd_ent {
 };
 
 struct iod_store {
-	char *dir;          /* data directory (loop thread only, as every field) */
-	int objfd;          /* dir/objects */
+	char *dir;          /* data directory (loop thread only, as every field
+			     * but objfd) */
+	int objfd;          /* dir/objects (fixed at open: any thread reads it) */
 	struct fd_ent *ent; /* max_fds slots */
 	unsigned max_fds;
 	unsigned nused;     /* slots holding an fd */
@@ -34,8 +35,6 @@ struct iod_store {
 	uint32_t nbucket;
 	uint32_t lru_head, lru_tail;
 	uint32_t free_head; /* free slots, chained through next */
-	uint64_t *scan;     /* IO_LIST: inodes of one bucket directory */
-	size_t nscan, scan_cap;
 };
 
 /* Fibonacci hash of ino into the bucket table. */
@@ -114,7 +113,6 @@ void iod_store_close(struct iod_store *st)
 			close(st->ent[i].fd);
 	if (st->objfd >= 0)
 		close(st->objfd);
-	free(st->scan);
 	free(st->bucket);
 	free(st->ent);
 	free(st->dir);
@@ -325,21 +323,33 @@ int iod_store_read(struct iod_store *st, uint64_t ino, uint64_t off,
 	return 0;
 }
 
-/* A private descriptor and the size: see iod_store.h. Cost: fcntl + fstat. */
-int iod_store_read_fd(struct iod_store *st, uint64_t ino, int *fd,
-		      uint64_t *size)
+/* A private duplicate of the cached descriptor: see iod_store.h.
+ * Cost: a cache lookup (an openat on a miss) and an fcntl. */
+int iod_store_open_fd(struct iod_store *st, uint64_t ino, int create,
+		      int *fd)
 {
-	struct stat sb;
-	int ofd = obj_fd(st, ino, 0), nfd;
+	int ofd = obj_fd(st, ino, create), nfd;
 
 	if (ofd < 0)
 		return ofd;
 	nfd = fcntl(ofd, F_DUPFD_CLOEXEC, 0);
 	if (nfd < 0)
 		return -errno;
-	if (fstat(nfd, &sb) < 0) {
-		int rc = -errno;
+	*fd = nfd;
+	return 0;
+}
 
+/* A private descriptor and the size: see iod_store.h. Cost: fcntl + fstat. */
+int iod_store_read_fd(struct iod_store *st, uint64_t ino, int *fd,
+		      uint64_t *size)
+{
+	struct stat sb;
+	int nfd, rc = iod_store_open_fd(st, ino, 0, &nfd);
+
+	if (rc < 0)
+		return rc;
+	if (fstat(nfd, &sb) < 0) {
+		rc = -errno;
 		close(nfd);
 		return rc;
 	}
@@ -377,6 +387,14 @@ int iod_store_remove(struct iod_store *st, uint64_t ino)
 	return 0;
 }
 
+/* fsync/fdatasync one descriptor. */
+int iod_store_fsync_fd(int fd, int datasync)
+{
+	if ((datasync ? fdatasync(fd) : fsync(fd)) < 0)
+		return -errno;
+	return 0;
+}
+
 /* fsync/fdatasync the object; a missing object has nothing to flush. */
 int iod_store_fsync(struct iod_store *st, uint64_t ino, int datasync)
 {
@@ -386,9 +404,7 @@ int iod_store_fsync(struct iod_store *st, uint64_t ino, int datasync)
 		return 0;
 	if (fd < 0)
 		return fd;
-	if ((datasync ? fdatasync(fd) : fsync(fd)) < 0)
-		return -errno;
-	return 0;
+	return iod_store_fsync_fd(fd, datasync);
 }
 
 /* fallocate(2) on fd, retried on EINTR. @return 0, -errno */
@@ -401,26 +417,42 @@ static int store_fallocate(int fd, uint32_t mode, uint64_t off, uint64_t len)
 	return 0;
 }
 
-/* fallocate through the cache. A punch or a keep-size zeroing of a missing
- * object has nothing to do, so it does not create one. A file system
- * without ZERO_RANGE (tmpfs) gets a punch and an allocation of the range
- * instead: the same zeros, allocated, the same size. Cost: one or two
- * syscalls, whose cost grows with the extents touched. */
-int iod_store_fallocate(struct iod_store *st, uint64_t ino, uint32_t mode,
-			uint64_t off, uint64_t len)
+/* Whether a fallocate mode may create a missing object: not one that only
+ * removes data (a punch) or zeroes it within the size (ZERO_RANGE with
+ * KEEP_SIZE), which has nothing to do on a missing object. */
+static int falloc_creates(uint32_t mode)
 {
-	int create = !(mode & PROTO_FALLOC_PUNCH_HOLE) &&
-		     !((mode & PROTO_FALLOC_ZERO_RANGE) &&
-		       (mode & PROTO_FALLOC_KEEP_SIZE));
-	int fd, rc;
+	return !(mode & PROTO_FALLOC_PUNCH_HOLE) &&
+	       !((mode & PROTO_FALLOC_ZERO_RANGE) &&
+		 (mode & PROTO_FALLOC_KEEP_SIZE));
+}
+
+/* The loop's half of a fallocate: see iod_store.h. */
+int iod_store_fallocate_open(struct iod_store *st, uint64_t ino,
+			     uint32_t mode, uint64_t off, uint64_t len, int *fd)
+{
+	int create = falloc_creates(mode);
+	int rc;
+
+	*fd = -1;
+	if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - off)
+		return -EFBIG;
+	rc = iod_store_open_fd(st, ino, create, fd);
+	if (rc == -ENOENT && !create)
+		return 0;
+	return rc;
+}
+
+/* fallocate on a descriptor. A file system without ZERO_RANGE (tmpfs) gets
+ * a punch and an allocation of the range instead: the same zeros,
+ * allocated, the same size. Cost: one or two syscalls, whose cost grows
+ * with the extents touched. */
+int iod_store_fallocate_fd(int fd, uint32_t mode, uint64_t off, uint64_t len)
+{
+	int rc;
 
 	if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - off)
 		return -EFBIG;
-	fd = obj_fd(st, ino, create);
-	if (fd == -ENOENT && !create)
-		return 0;
-	if (fd < 0)
-		return fd;
 	rc = store_fallocate(fd, mode, off, len);
 	if (rc != -EOPNOTSUPP || !(mode & PROTO_FALLOC_ZERO_RANGE))
 		return rc;
@@ -429,6 +461,24 @@ int iod_store_fallocate(struct iod_store *st, uint64_t ino, uint32_t mode,
 	if (rc)
 		return rc;
 	return store_fallocate(fd, mode & PROTO_FALLOC_KEEP_SIZE, off, len);
+}
+
+/* fallocate through the cache: both halves above, on the cached fd. A
+ * punch or a keep-size zeroing of a missing object does not create one. */
+int iod_store_fallocate(struct iod_store *st, uint64_t ino, uint32_t mode,
+			uint64_t off, uint64_t len)
+{
+	int create = falloc_creates(mode);
+	int fd;
+
+	if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - off)
+		return -EFBIG;
+	fd = obj_fd(st, ino, create);
+	if (fd == -ENOENT && !create)
+		return 0;
+	if (fd < 0)
+		return fd;
+	return iod_store_fallocate_fd(fd, mode, off, len);
 }
 
 /* lseek SEEK_DATA/SEEK_HOLE on the cached fd (lseek moves the shared file
@@ -527,44 +577,51 @@ static int ino_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Append ino to the scan buffer, growing it (kept across calls). */
-static int scan_push(struct iod_store *st, uint64_t ino)
+/* Free a listing's scratch. */
+void iod_scan_release(struct iod_scan *sc)
 {
-	if (st->nscan == st->scan_cap) {
-		size_t cap = st->scan_cap ? st->scan_cap * 2 : 1024;
-		uint64_t *p = realloc(st->scan, cap * sizeof(*p));
+	free(sc->ino);
+	*sc = (struct iod_scan){ NULL, 0, 0 };
+}
+
+/* Append ino to the scan scratch, growing it (kept across calls). */
+static int scan_push(struct iod_scan *sc, uint64_t ino)
+{
+	if (sc->n == sc->cap) {
+		size_t cap = sc->cap ? sc->cap * 2 : 1024;
+		uint64_t *p = realloc(sc->ino, cap * sizeof(*p));
 
 		if (!p)
 			return -ENOMEM;
-		st->scan = p;
-		st->scan_cap = cap;
+		sc->ino = p;
+		sc->cap = cap;
 	}
-	st->scan[st->nscan++] = ino;
+	sc->ino[sc->n++] = ino;
 	return 0;
 }
 
-/* Collect the inodes above after in bucket's directory into st->scan,
- * sorted. A missing directory is empty. @return 0 or -errno */
-static int list_collect(struct iod_store *st, DIR *d, uint32_t bucket,
+/* Collect the inodes above after in bucket's directory into sc, sorted.
+ * @return 0 or -errno */
+static int list_collect(struct iod_scan *sc, DIR *d, uint32_t bucket,
 			uint64_t after)
 {
 	struct dirent *de;
 	uint64_t ino;
 	int rc;
 
-	st->nscan = 0;
+	sc->n = 0;
 	errno = 0;
 	while ((de = readdir(d)) != NULL) {
 		if (obj_name_ino(de->d_name, &ino) || (ino & 0xffff) != bucket ||
 		    ino <= after)
 			continue;
-		rc = scan_push(st, ino);
+		rc = scan_push(sc, ino);
 		if (rc)
 			return rc;
 	}
 	if (errno)
 		return -errno;
-	qsort(st->scan, st->nscan, sizeof(*st->scan), ino_cmp);
+	qsort(sc->ino, sc->n, sizeof(*sc->ino), ino_cmp);
 	return 0;
 }
 
@@ -574,7 +631,8 @@ static int list_collect(struct iod_store *st, DIR *d, uint32_t bucket,
  * Objects removed between readdir and stat are skipped. Cost: one readdir
  * of the directory, a sort, one fstatat per object taken.
  */
-static int list_bucket(struct iod_store *st, uint32_t bucket, uint64_t after,
+static int list_bucket(struct iod_store *st, struct iod_scan *sc,
+		       uint32_t bucket, uint64_t after,
 		       struct proto_obj *objs, uint32_t room, uint32_t *got,
 		       uint64_t *last, int *more)
 {
@@ -597,14 +655,14 @@ static int list_bucket(struct iod_store *st, uint32_t bucket, uint64_t after,
 		close(fd);
 		return rc;
 	}
-	rc = list_collect(st, d, bucket, after);
-	take = st->nscan < room ? st->nscan : room;
+	rc = list_collect(sc, d, bucket, after);
+	take = sc->n < room ? sc->n : room;
 	for (size_t i = 0; rc == 0 && i < take; i++) {
 		char name[20];
 
 		snprintf(name, sizeof(name), "%016llx",
-			 (unsigned long long)st->scan[i]);
-		*last = st->scan[i];
+			 (unsigned long long)sc->ino[i]);
+		*last = sc->ino[i];
 		if (fstatat(dirfd(d), name, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
 			if (errno != ENOENT)
 				rc = -errno;
@@ -612,19 +670,20 @@ static int list_bucket(struct iod_store *st, uint32_t bucket, uint64_t after,
 		}
 		if (!S_ISREG(sb.st_mode))
 			continue;
-		objs[(*got)++] = (struct proto_obj){ st->scan[i],
+		objs[(*got)++] = (struct proto_obj){ sc->ino[i],
 			(uint64_t)sb.st_size, (uint64_t)sb.st_blocks,
 			(int64_t)sb.st_mtim.tv_sec };
 	}
-	*more = rc == 0 && take < st->nscan;
+	*more = rc == 0 && take < sc->n;
 	closedir(d);
 	return rc;
 }
 
 /* See iod_store.h: walks buckets from the cursor until max objects or
- * LIST_DIRS_PER_CALL directories. */
-int iod_store_list(struct iod_store *st, struct proto_cursor cur, uint32_t max,
-		   struct proto_obj *objs, uint32_t *n, struct proto_cursor *next)
+ * LIST_DIRS_PER_CALL directories. Reads only st->objfd of the store. */
+int iod_store_list(struct iod_store *st, struct iod_scan *sc,
+		   struct proto_cursor cur, uint32_t max, struct proto_obj *objs,
+		   uint32_t *n, struct proto_cursor *next)
 {
 	uint32_t b = cur.bucket, got, dirs = 0;
 	uint64_t after = cur.after, last = 0;
@@ -638,8 +697,8 @@ int iod_store_list(struct iod_store *st, struct proto_cursor cur, uint32_t max,
 			*next = (struct proto_cursor){ b, after };
 			return 0;
 		}
-		rc = list_bucket(st, b, after, objs + *n, max - *n, &got, &last,
-				 &more);
+		rc = list_bucket(st, sc, b, after, objs + *n, max - *n, &got,
+				 &last, &more);
 		if (rc)
 			return rc;
 		dirs++;
@@ -653,17 +712,14 @@ int iod_store_list(struct iod_store *st, struct proto_cursor cur, uint32_t max,
 	return 0;
 }
 
-/* See iod_store.h: preads the range through buf, zeros past the end. */
-int iod_store_csum(struct iod_store *st, uint64_t ino, uint64_t off,
-		   uint64_t len, void *buf, size_t cap, uint32_t *crc,
-		   uint64_t *size)
+/* See iod_store.h: preads the range through buf, zeros past the end.
+ * Cost: an fstat and one pread per cap bytes below the size. */
+int iod_store_csum_fd(int fd, uint64_t off, uint64_t len, void *buf,
+		      size_t cap, uint32_t *crc, uint64_t *size)
 {
 	struct stat sb;
 	uint32_t c = 0;
-	int fd = obj_fd(st, ino, 0);
 
-	if (fd < 0)
-		return fd;
 	if (fstat(fd, &sb) < 0)
 		return -errno;
 	*size = (uint64_t)sb.st_size;
@@ -687,4 +743,16 @@ int iod_store_csum(struct iod_store *st, uint64_t ino, uint64_t off,
 	}
 	*crc = c;
 	return 0;
+}
+
+/* iod_store_csum_fd on the cached descriptor. */
+int iod_store_csum(struct iod_store *st, uint64_t ino, uint64_t off,
+		   uint64_t len, void *buf, size_t cap, uint32_t *crc,
+		   uint64_t *size)
+{
+	int fd = obj_fd(st, ino, 0);
+
+	if (fd < 0)
+		return fd;
+	return iod_store_csum_fd(fd, off, len, buf, cap, crc, size);
 }

@@ -16,6 +16,7 @@
 #include "iod_crc.h"
 #include "iod_ops.h"
 #include "iod_store.h"
+#include "iod_work.h"
 #include "net.h"
 #include "proto.h"
 
@@ -354,8 +355,9 @@ static void test_store_space_tmpfs(void)
 
 /* ------------------------------------------------------------------ scrub */
 
-/* Send one IO_LIST / IO_CSUM request to h through the fake and return it
- * replied (the caller frees it). */
+/* Send one IO_LIST / IO_CSUM (or other small) request to h through the
+ * fake and return it replied (the caller frees it): worker ops reply from
+ * the loop once their completion comes back, so run it until then. */
 static struct fake *scrub_req(struct iod_ops *h, uint16_t op,
 			      const struct proto_ioreq *q)
 {
@@ -370,6 +372,11 @@ static struct fake *scrub_req(struct iod_ops *h, uint16_t op,
 	f->r.body = f->body;
 	f->r.body_len = (uint32_t)w.len;
 	iod_ops_handle(&f->r, h);
+	for (int i = 0; i < 10000 && !f->replied; i++) {
+		ev_run(loop, EVRUN_NOWAIT);
+		if (!f->replied)
+			usleep(1000);
+	}
 	CHECK(f->replied && !f->rejected);
 	return f;
 }
@@ -404,6 +411,7 @@ static void test_scrub(void)
 	struct iod_buf_config bc = { { 1, 1, 0, 0, 0, 1 } };
 	char dir[] = "/tmp/test_iod_scrub.XXXXXX";
 	struct proto_cursor cur = { 0, 0 }, next;
+	struct iod_scan scan = { 0 };
 	struct iod_buf_pool *p2;
 	struct iod_store *st;
 	struct iod_ops *h;
@@ -428,7 +436,7 @@ static void test_scrub(void)
 
 	/* pages of 3: every object once, in order, with its size */
 	do {
-		CHECK(iod_store_list(st, cur, 3, objs, &n, &next) == 0);
+		CHECK(iod_store_list(st, &scan, cur, 3, objs, &n, &next) == 0);
 		CHECK(n <= 3);
 		for (uint32_t i = 0; i < n && ngot < 16; i++) {
 			CHECK(objs[i].size == objs[i].ino % 5000 + 1);
@@ -444,14 +452,14 @@ static void test_scrub(void)
 	CHECK(calls >= 16);
 	/* resuming inside a bucket */
 	cur = (struct proto_cursor){ 1, 1 };
-	CHECK(iod_store_list(st, cur, 2, objs, &n, &next) == 0);
+	CHECK(iod_store_list(st, &scan, cur, 2, objs, &n, &next) == 0);
 	CHECK(n == 2 && objs[0].ino == 0x10001 && objs[1].ino == 0x20001);
 	CHECK(next.bucket == 2 && next.after == 0); /* bucket 1 is done */
-	CHECK(iod_store_list(st, cur, 1, objs, &n, &next) == 0);
+	CHECK(iod_store_list(st, &scan, cur, 1, objs, &n, &next) == 0);
 	CHECK(n == 1 && objs[0].ino == 0x10001);
 	CHECK(next.bucket == 1 && next.after == 0x10001); /* 0x20001 is left */
-	CHECK(iod_store_list(st, (struct proto_cursor){ PROTO_LIST_END + 1, 0 }, 2,
-			     objs, &n, &next) == -EINVAL);
+	CHECK(iod_store_list(st, &scan, (struct proto_cursor){ PROTO_LIST_END + 1, 0 },
+			     2, objs, &n, &next) == -EINVAL);
 
 	/* checksums: whole object, a range past its end, chunked reads */
 	for (size_t i = 0; i < sizeof(data); i++)
@@ -466,6 +474,7 @@ static void test_scrub(void)
 	CHECK(crc == iod_crc32c(0, exp, sizeof(exp)));
 	CHECK(iod_store_csum(st, 4242, 0, 10, buf, sizeof(buf), &crc, &size) ==
 	      -ENOENT);
+	iod_scan_release(&scan);
 
 	/* through the handler */
 	mode_sync = 1;
@@ -495,6 +504,77 @@ static void test_scrub(void)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "note: could not remove %s\n", dir);
+}
+
+/* ---------------------------------------------------------- worker ops */
+
+/*
+ * More worker ops at once than the pool's queue holds: IOD_WORK_THREADS
+ * fsyncs of object 32, which the test hook holds 300 ms, so every worker
+ * is busy; then 400 IO_FSYNC and 8 IO_CSUM of object 31. None is answered
+ * inside the handler call (the disk call is a worker's); the ones the
+ * queue has no room for wait in the backlog and all are answered, 0, once
+ * the loop runs.
+ */
+static void test_worker_backlog(void)
+{
+	enum { NH = IOD_WORK_THREADS, NF = NH + 400, NC = 8 };
+	static struct fake *f[NF + NC];
+	uint8_t data[4096];
+	struct proto_seg seg = { 0, sizeof(data) };
+	struct fake *w;
+	struct proto_csum cs;
+	const char *why;
+	int replied = 0, early = 0;
+
+	CHECK(NF - NH > IOD_WORK_QUEUE);
+	mode_sync = 1;
+	fill(data, sizeof(data), 5);
+	for (uint64_t ino = 31; ino <= 32; ino++) {
+		w = mkreq(PROTO_OP_IO_WRITE, ino, &seg, 1, data, NULL);
+		iod_ops_handle(&w->r, ops);
+		CHECK(w->replied && w->status == 0);
+		free(w);
+	}
+	CHECK(iod_ops_test_fsync_delay(ops, 300, 32) == 0);
+	for (int i = 0; i < NF + NC; i++) {
+		struct proto_ioreq q = { .ino = i < NH ? 32 : 31,
+					 .len = sizeof(data) };
+		uint16_t op = i < NF ? PROTO_OP_IO_FSYNC : PROTO_OP_IO_CSUM;
+		struct wbuf wb;
+
+		f[i] = calloc(1, sizeof(*f[i]));
+		wb_init(&wb, f[i]->body, sizeof(f[i]->body));
+		if (proto_ioreq_encode(&wb, op, &q) < 0)
+			abort();
+		f[i]->r.conn = fake_conn;
+		f[i]->r.hdr.op = op;
+		f[i]->r.body = f[i]->body;
+		f[i]->r.body_len = (uint32_t)wb.len;
+		iod_ops_handle(&f[i]->r, ops);
+		early += f[i]->replied;
+	}
+	CHECK(early == 0);
+	for (int k = 0; k < 20000 && replied < NF + NC; k++) {
+		ev_run(loop, EVRUN_NOWAIT);
+		replied = 0;
+		for (int i = 0; i < NF + NC; i++)
+			replied += f[i]->replied;
+		if (replied < NF + NC)
+			usleep(1000);
+	}
+	CHECK_EQ(replied, NF + NC);
+	CHECK(iod_ops_test_fsync_delay(ops, 0, 0) == 0); /* workers idle */
+	for (int i = 0; i < NF + NC; i++) {
+		CHECK(f[i]->status == 0 && !f[i]->rejected);
+		if (i >= NF) {
+			CHECK(proto_csum_decode(f[i]->rep, f[i]->rep_len, &cs,
+						&why) == 0);
+			CHECK(cs.crc == iod_crc32c(0, data, sizeof(data)) &&
+			      cs.size == sizeof(data));
+		}
+		free(f[i]);
+	}
 }
 
 /* ----------------------------------------------------------------- fence */
@@ -630,6 +710,7 @@ int main(void)
 	free(m);
 
 	test_fence_gate(start_free);
+	test_worker_backlog();
 	test_scrub();
 	iod_ops_free(ops);
 	iod_store_close(st);

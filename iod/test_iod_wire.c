@@ -10,12 +10,16 @@
  * directory lock, argument validation, ENOSPC on a small tmpfs, fencing
  * (IO_FENCE lease and fence set; mirrored IO_READ / IO_SEEK refused with
  * -ESTALE unless leased, complete and not fenced; a malformed IO_FENCE
- * closes the connection), and a clean SIGTERM shutdown.
+ * closes the connection), a clean SIGTERM shutdown, and, on a second iod
+ * with the fsync test hook, an fsync held on a worker: reads go on
+ * meanwhile, its connection may close before the reply, and SIGTERM while
+ * one is held still exits cleanly.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -46,6 +50,7 @@ struct iod_proc {
 	pthread_t reader;
 	int nerr, nwarn; /* "<3>" / "<4>" lines seen (reader thread writes) */
 	int nfence_rej;  /* "<4>" lines naming a bad IO_FENCE body (same) */
+	int nheld;       /* fsyncs the test hook started holding (same) */
 };
 
 /* Echo the iod's stderr and count error/warning lines. */
@@ -65,6 +70,8 @@ static void *drain_stderr(void *arg)
 			__atomic_add_fetch(&p->nwarn, 1, __ATOMIC_RELAXED);
 		if (!strncmp(buf, "<4>", 3) && strstr(buf, "bad IO_FENCE body (seq)"))
 			__atomic_add_fetch(&p->nfence_rej, 1, __ATOMIC_RELAXED);
+		if (strstr(buf, "test hook: holding IO_FSYNC of ino"))
+			__atomic_add_fetch(&p->nheld, 1, __ATOMIC_RELAXED);
 	}
 	fclose(f);
 	return NULL;
@@ -581,6 +588,107 @@ static void test_abort(struct net_client *cl, uint16_t port)
 	test_concurrent(cl, port);
 }
 
+/* Wait until the iod's hook holds n fsyncs in all (10 s at most). */
+static void wait_held(struct iod_proc *p, int n)
+{
+	for (int i = 0; i < 10000; i++) {
+		if (__atomic_load_n(&p->nheld, __ATOMIC_RELAXED) >= n)
+			return;
+		usleep(1000);
+	}
+	CHECK(!"the hook never held the fsync");
+}
+
+/* Whether a reply is waiting on raw socket s (no wait). */
+static int raw_readable(int s)
+{
+	struct pollfd pf = { .fd = s, .events = POLLIN };
+
+	return poll(&pf, 1, 0) > 0;
+}
+
+/* Read one reply header from raw socket s (10 s at most); its status. */
+static int raw_reply_status(int s)
+{
+	struct pollfd pf = { .fd = s, .events = POLLIN };
+	uint8_t hb[PROTO_HDR_LEN];
+	struct proto_hdr h;
+	const char *why;
+	size_t got = 0;
+
+	while (got < sizeof(hb) && poll(&pf, 1, 10000) > 0) {
+		ssize_t n = read(s, hb + got, sizeof(hb) - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got < sizeof(hb) || proto_hdr_decode(hb, &h, &why) < 0)
+		return -EPROTO;
+	return h.status;
+}
+
+/*
+ * An iod whose hook holds IO_FSYNC of ino 77 for 1 s. Two fsyncs of 77 go
+ * out on raw connections, one of which closes at once; while both are
+ * held, a write and read of another object and a statfs are served (the
+ * kept connection has no reply yet when they finish). The held fsync then
+ * answers 0, the closed one's completion finds its connection gone (the
+ * iod must not touch freed state: ASan). A third fsync is held when
+ * SIGTERM comes: the iod still exits 0.
+ */
+static void test_held_fsync(const char *tmp)
+{
+	char data[256];
+	struct iod_proc p;
+	struct net_client *cl;
+	struct net_conn *c;
+	struct net_opts o;
+	struct proto_seg seg = { 0, 4096 };
+	uint8_t src[4096], dst[4096];
+	int a, b, d;
+
+	snprintf(data, sizeof(data), "%s/held", tmp);
+	setenv("RPFS_IOD_TEST_FSYNC_DELAY_MS", "1000", 1);
+	setenv("RPFS_IOD_TEST_FSYNC_INO", "77", 1);
+	int rc = iod_start(&p, data);
+	unsetenv("RPFS_IOD_TEST_FSYNC_DELAY_MS");
+	unsetenv("RPFS_IOD_TEST_FSYNC_INO");
+	if (rc < 0) {
+		CHECK(!"iod with the hook did not start");
+		return;
+	}
+	net_opts_default(&o);
+	o.timeout_ms = 20000;
+	CHECK_EQ(net_client_new(&cl, &o), 0);
+	CHECK_EQ(net_conn_new(cl, "127.0.0.1", p.port, &c), 0);
+	fill(src, sizeof(src), 77);
+	CHECK_EQ(io_write(c, 77, &seg, 1, src, sizeof(src)), 0);
+
+	a = raw_connect(p.port);
+	b = raw_connect(p.port);
+	raw_request(a, PROTO_OP_IO_FSYNC, 77, 0);
+	raw_request(b, PROTO_OP_IO_FSYNC, 77, 0);
+	close(a);
+	wait_held(&p, 2);
+	CHECK_EQ(io_write(c, 78, &seg, 1, src, sizeof(src)), 0);
+	CHECK_EQ(io_read(c, 78, &seg, 1, dst, sizeof(dst)), 0);
+	CHECK(memcmp(src, dst, sizeof(dst)) == 0);
+	CHECK_EQ(io_call(c, PROTO_OP_IO_STATFS, &(struct proto_ioreq){ 0 }, NULL,
+			 0, NULL, 0, body_buf, sizeof(body_buf), NULL), 0);
+	CHECK(!raw_readable(b)); /* all of the above while the fsync was held */
+	CHECK_EQ(raw_reply_status(b), 0);
+	close(b);
+
+	d = raw_connect(p.port);
+	raw_request(d, PROTO_OP_IO_FSYNC, 77, 0);
+	wait_held(&p, 3);
+	net_client_free(cl);
+	CHECK_EQ(iod_stop(&p), 0);
+	close(d);
+	CHECK_EQ(p.nerr, 0);
+	CHECK_EQ(p.nwarn, 0); /* (the hook's warning came before ready) */
+}
+
 /* Run iod_bin with extra args; return its exit status. */
 static int run_status(char *const argv[])
 {
@@ -610,7 +718,19 @@ static void test_cli(const char *data)
 		       "--bogus", NULL };
 	char *a6[] = { (char *)iod_bin, "--listen", "127.0.0.1:0", "--data", (char *)data,
 		       "--log-level", "loud", NULL };
+	char *a7[] = { (char *)iod_bin, "--listen", "127.0.0.1:0", "--data", (char *)data,
+		       "--io-threads", "0", NULL };
+	char *a8[] = { (char *)iod_bin, "--listen", "127.0.0.1:0", "--data", (char *)data,
+		       "--io-threads", "65", NULL };
 	char *lk[] = { (char *)iod_bin, "--listen", "127.0.0.1:0", "--data", (char *)data, NULL };
+	char other[300];
+	char *ev[] = { (char *)iod_bin, "--listen", "127.0.0.1:0", "--data", other, NULL };
+	static const char *const bad_env[][2] = {
+		{ "RPFS_IOD_TEST_FSYNC_DELAY_MS", "abc" },
+		{ "RPFS_IOD_TEST_FSYNC_DELAY_MS", "0" },
+		{ "RPFS_IOD_TEST_FSYNC_DELAY_MS", "60001" },
+		{ "RPFS_IOD_TEST_FSYNC_INO", "5" }, /* without the delay */
+	};
 
 	CHECK_EQ(run_status(a1), 2);
 	CHECK_EQ(run_status(a2), 2);
@@ -618,7 +738,17 @@ static void test_cli(const char *data)
 	CHECK_EQ(run_status(a4), 2);
 	CHECK_EQ(run_status(a5), 2);
 	CHECK_EQ(run_status(a6), 2);
+	CHECK_EQ(run_status(a7), 2);
+	CHECK_EQ(run_status(a8), 2);
 	CHECK_EQ(run_status(lk), 1);
+	/* the test hook's variables are checked too (another data dir: the
+	 * running iod holds this one's lock) */
+	snprintf(other, sizeof(other), "%s-env", data);
+	for (size_t i = 0; i < sizeof(bad_env) / sizeof(bad_env[0]); i++) {
+		setenv(bad_env[i][0], bad_env[i][1], 1);
+		CHECK_EQ(run_status(ev), 2);
+		unsetenv(bad_env[i][0]);
+	}
 }
 
 /* A full disk: -ENOSPC to the writer; other requests carry on. Needs a
@@ -969,6 +1099,8 @@ int main(int argc, char **argv)
 	CHECK_EQ(iod_stop(&p), 0);
 	CHECK_EQ(p.nerr, 0);
 	CHECK(p.nwarn >= 1); /* the rejected connections */
+	fprintf(stderr, "held fsync\n");
+	test_held_fsync(tmp);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "note: could not remove %s\n", tmp);
