@@ -573,3 +573,62 @@ def sha256_file(path, bs=1 << 20):
 
 def errno_name(e):
     return errno.errorcode.get(e, str(e))
+
+
+def read_checked(path, want, bs=1 << 20):
+    """Read path whole, with O_DIRECT where the file system takes it (so the
+    bytes come from the servers, not the page cache), and compare each piece
+    a read returns with want at its offset: AssertionError at the first
+    wrong piece, and if the file ends short or runs long. want is the
+    file's bytes, or a list of the contents it may rightly have (e.g. with
+    and without a write that failed and may or may not have landed); the
+    read must match one of them throughout. A read error (OSError) is left
+    to the caller."""
+    import mmap
+    cands = list(want) if isinstance(want, list) else [want]
+    buf = mmap.mmap(-1, bs)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError as e:
+        if e.errno != errno.EINVAL:
+            raise
+        fd = os.open(path, os.O_RDONLY)
+    try:
+        off = 0
+        while True:
+            n = os.preadv(fd, [buf], off)
+            if n <= 0:
+                break
+            cands = [w for w in cands if buf[:n] == w[off:off + n]]
+            if not cands:
+                raise AssertionError('%s: wrong bytes in the %d read at offset %d'
+                                     % (path, n, off))
+            off += n
+        cands = [w for w in cands if len(w) == off]
+        assert cands, '%s: read %d bytes, want %s' % (
+            path, off, ' or '.join(str(len(w)) for w in (want if isinstance(want, list)
+                                                        else [want])))
+    finally:
+        os.close(fd)
+        buf.close()
+
+
+def wait_reads_again(path, want, timeout, errnos=(errno.EIO,)):
+    """After a fault, wait for path to be readable again: read_checked over
+    and over until one whole pass gets no error. Only a read error in
+    errnos means "not yet"; any other error, and any read that returns
+    wrong bytes, fails at once (a wrong read is never retried). Returns the
+    errors seen while waiting."""
+    seen = []
+
+    def clean_pass():
+        try:
+            read_checked(path, want)
+            return True
+        except OSError as e:
+            if e.errno not in errnos:
+                raise
+            seen.append(errno_name(e.errno))
+            return False
+    wait_until(clean_pass, timeout, 0.5, 'an error-free read of %s' % path)
+    return seen
