@@ -108,27 +108,14 @@ class Reader:
         self.t.join(10)
 
 
-def _re_addr(c, i):
-    """An anchored-regex piece naming iod i of cluster c as the logs do:
-    'iod I (HOST:PORT)'."""
-    return re.escape('iod %d (%s)' % (i, util.hostport(c.iod_ports[i])))
-
-
-# How a connection to a killed iod ends for its peers (strerror texts): the
-# call in flight fails with EIO or ECONNRESET when the socket closes, a
-# connect while it is down with ECONNREFUSED.
-KILLED_ERRS = r'(Input/output error|Connection reset by peer|Connection refused)'
-
-
 def iod_fault_logs(c, i, killed, op='read'):
     """The exact warnings an iod i of cluster c killed (killed) or hung
     (SIGSTOP) under a mount's `op` causes: the client's one warning per
     failure burst, and the mgr's statfs poll noting the iod went down (if
     a poll falls in the outage). Nothing else: the iod logs no warning
     over a client that went away."""
-    err = KILLED_ERRS if killed else 'Connection timed out'
-    return [r'^<4>rpfs-fuse: %s: %s failed: %s$' % (_re_addr(c, i), op, err),
-            r'^<4>rpfs-mgr: %s went down: %s$' % (_re_addr(c, i), err)]
+    err = util.GONE_ERRS if killed else 'Connection timed out'
+    return [util.client_iod_fail_log(c, i, op, err), util.mgr_iod_down_log(c, i, err)]
 
 
 def _iod_fault(dcluster, tmp_mnt, sig, expect_log):

@@ -632,3 +632,36 @@ def wait_reads_again(path, want, timeout, errnos=(errno.EIO,)):
             return False
     wait_until(clean_pass, timeout, 0.5, 'an error-free read of %s' % path)
     return seen
+
+
+# How a connection to a daemon that was killed or restarted ends for its
+# peers, as strerror texts in their logs: a call in flight fails with EIO or
+# ECONNRESET when the socket closes; a connect while it is down fails with
+# ECONNREFUSED, or ENOTCONN when the handshake is cut short.
+GONE_ERRS = (r'(Input/output error|Connection reset by peer|Connection refused|'
+             r'Transport endpoint is not connected)')
+
+
+def iod_re(c, i):
+    """A regex piece naming iod i of cluster c as the logs do:
+    'iod I (HOST:PORT)'."""
+    return re.escape('iod %d (%s)' % (i, hostport(c.iod_ports[i])))
+
+
+def mgr_iod_down_log(c, i, errs=GONE_ERRS):
+    """The anchored regex of the mgr's statfs-poll warning that iod i of
+    cluster c, up before, went down with one of errs (a regex piece)."""
+    return r'^<4>rpfs-mgr: %s went down: %s$' % (iod_re(c, i), errs)
+
+
+def client_iod_fail_log(c, i, ops, errs=GONE_ERRS):
+    """The anchored regex of a client's warning (once per failure burst)
+    that a call of one of ops ('read|write') to iod i of c failed."""
+    return r'^<4>rpfs-fuse: %s: (%s) failed: %s$' % (iod_re(c, i), ops, errs)
+
+
+def client_mgr_fail_log(c, errs=GONE_ERRS):
+    """The anchored regex of a client's warning (once per failure burst)
+    that a call to the mgr of c failed (any op: LOOKUP, GETATTR, ...)."""
+    return r'^<4>rpfs-fuse: mgr \(%s\): [A-Z_]+ failed: %s$' % (
+        re.escape(hostport(c.mgr_port)), errs)
