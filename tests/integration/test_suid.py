@@ -158,5 +158,11 @@ def test_setid_dropped_by_librpfs(cluster, mnt, workdir, how):
         assert r.returncode == 0, (name, r.stdout, r.stderr)
         assert r.stdout.strip() == 'mode %04o' % want, (name, r.stdout, r.stderr)
         # the mount sees another client's change once its attribute cache
-        # (attr_timeout) expires
-        util.wait_until(lambda: mode_of(f) == want, 30, what='%s: mode %o' % (name, want))
+        # (attr_timeout) expires: until then it may see the old mode, and
+        # no other
+        def new_mode_seen():
+            got = mode_of(f)
+            assert got in (mode, want), '%s: mode %o, want %o (or %o before)' % (
+                name, got, want, mode)
+            return got == want
+        util.wait_until(new_mode_seen, 30, what='%s: mode %o' % (name, want))

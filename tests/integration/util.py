@@ -573,3 +573,95 @@ def sha256_file(path, bs=1 << 20):
 
 def errno_name(e):
     return errno.errorcode.get(e, str(e))
+
+
+def read_checked(path, want, bs=1 << 20):
+    """Read path whole, with O_DIRECT where the file system takes it (so the
+    bytes come from the servers, not the page cache), and compare each piece
+    a read returns with want at its offset: AssertionError at the first
+    wrong piece, and if the file ends short or runs long. want is the
+    file's bytes, or a list of the contents it may rightly have (e.g. with
+    and without a write that failed and may or may not have landed); the
+    read must match one of them throughout. A read error (OSError) is left
+    to the caller."""
+    import mmap
+    cands = list(want) if isinstance(want, list) else [want]
+    buf = mmap.mmap(-1, bs)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError as e:
+        if e.errno != errno.EINVAL:
+            raise
+        fd = os.open(path, os.O_RDONLY)
+    try:
+        off = 0
+        while True:
+            n = os.preadv(fd, [buf], off)
+            if n <= 0:
+                break
+            cands = [w for w in cands if buf[:n] == w[off:off + n]]
+            if not cands:
+                raise AssertionError('%s: wrong bytes in the %d read at offset %d'
+                                     % (path, n, off))
+            off += n
+        cands = [w for w in cands if len(w) == off]
+        assert cands, '%s: read %d bytes, want %s' % (
+            path, off, ' or '.join(str(len(w)) for w in (want if isinstance(want, list)
+                                                        else [want])))
+    finally:
+        os.close(fd)
+        buf.close()
+
+
+def wait_reads_again(path, want, timeout, errnos=(errno.EIO,)):
+    """After a fault, wait for path to be readable again: read_checked over
+    and over until one whole pass gets no error. Only a read error in
+    errnos means "not yet"; any other error, and any read that returns
+    wrong bytes, fails at once (a wrong read is never retried). Returns the
+    errors seen while waiting."""
+    seen = []
+
+    def clean_pass():
+        try:
+            read_checked(path, want)
+            return True
+        except OSError as e:
+            if e.errno not in errnos:
+                raise
+            seen.append(errno_name(e.errno))
+            return False
+    wait_until(clean_pass, timeout, 0.5, 'an error-free read of %s' % path)
+    return seen
+
+
+# How a connection to a daemon that was killed or restarted ends for its
+# peers, as strerror texts in their logs: a call in flight fails with EIO or
+# ECONNRESET when the socket closes; a connect while it is down fails with
+# ECONNREFUSED, or ENOTCONN when the handshake is cut short.
+GONE_ERRS = (r'(Input/output error|Connection reset by peer|Connection refused|'
+             r'Transport endpoint is not connected)')
+
+
+def iod_re(c, i):
+    """A regex piece naming iod i of cluster c as the logs do:
+    'iod I (HOST:PORT)'."""
+    return re.escape('iod %d (%s)' % (i, hostport(c.iod_ports[i])))
+
+
+def mgr_iod_down_log(c, i, errs=GONE_ERRS):
+    """The anchored regex of the mgr's statfs-poll warning that iod i of
+    cluster c, up before, went down with one of errs (a regex piece)."""
+    return r'^<4>rpfs-mgr: %s went down: %s$' % (iod_re(c, i), errs)
+
+
+def client_iod_fail_log(c, i, ops, errs=GONE_ERRS):
+    """The anchored regex of a client's warning (once per failure burst)
+    that a call of one of ops ('read|write') to iod i of c failed."""
+    return r'^<4>rpfs-fuse: %s: (%s) failed: %s$' % (iod_re(c, i), ops, errs)
+
+
+def client_mgr_fail_log(c, errs=GONE_ERRS):
+    """The anchored regex of a client's warning (once per failure burst)
+    that a call to the mgr of c failed (any op: LOOKUP, GETATTR, ...)."""
+    return r'^<4>rpfs-fuse: mgr \(%s\): [A-Z_]+ failed: %s$' % (
+        re.escape(hostport(c.mgr_port)), errs)
