@@ -15,7 +15,8 @@ clients 2 and 3 do not:
     cli2  count=1 first=0   iod 0         buffered
     cli3  count=2 first=2   iods 2,3      O_DIRECT
 
-Mirrored, the same split over the groups (VICTIM is in group 0):
+Mirrored, the same split over the groups (VICTIM is in group 0, GOOD is
+its buddy):
 
     cli0  count=2 first=0   groups 0,1 (all iods)
     cli1  count=1 first=0   group 0 (iods 0,1)
@@ -30,9 +31,11 @@ Per case (per cycle; 1 cycle, or several with RPFS_SOAK=1):
     for) and a prober reading `pre` around the page cache (O_DIRECT),
     which checks its sha256 on every pass and times every call;
  3. the fault; it is held until each client that needs the victim has seen
-    its error (EIO; ENOSPC from the writers for the full disk), and at
-    least HOLD_S, then undone; the writers go on until each has an
-    acknowledged write issued after the undo;
+    its error (EIO; ENOSPC from the writers for the full disk; mirrored,
+    where an iod lost costs no error, until each of them has an
+    acknowledged write issued during the fault, so the victim's replica
+    of `run` missed it), and at least HOLD_S, then undone; the writers go
+    on until each has an acknowledged write issued after the undo;
  4. checked: nothing read wrong data (probers); no call took longer than
     HANG_S (the mount's timeout is TIMEOUT_S: a hang would be far above);
     clients needing the victim got EIO during the fault (kill, stop,
@@ -51,8 +54,14 @@ Per case (per cycle; 1 cycle, or several with RPFS_SOAK=1):
     writers whose group holds it. A degraded write's STALE_MARK waits
     until the victim is fenced, at worst until its lease (8 s) has run
     out: the client gives that call its timeout plus 12 s, and the
-    longest-call bound (HANG_S) leaves room for it. Finally every client
-    writes and verifies a fresh file (`post`).
+    longest-call bound (HANG_S) leaves room for it. Mirrored, the
+    victim's replicas of the `run` files of clients 0 and 1 missed writes
+    (the mgr resynced them, which its log must show); once the resync is
+    done and the victim unfenced, GOOD is killed, so every read of group
+    0 comes from the victim's replica, and the second clients read every
+    `run` and `pre` again (then GOOD is restarted); a stale replica read
+    there fails the case. Finally every client writes and verifies a
+    fresh file (`post`).
 The matrix (data checked, errors seen, time to the first error, longest
 call, longest write call, time to recover, the writer's acknowledged
 writes) is printed at the end of the session and written to
@@ -63,6 +72,7 @@ import hashlib
 import json
 import mmap
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -90,6 +100,7 @@ TIMEOUT_S = _env_int('RPFS_NETFAULT_TIMEOUT', 3, 1)
 HANG_S = 4 * TIMEOUT_S + 10   # a call longer than this is a hang (generous: TCG VM)
 HOLD_S = TIMEOUT_S + 2        # every fault lasts at least this long
 VICTIM = 1
+GOOD = VICTIM ^ 1             # the victim's buddy in the mirrored cases
 LAYOUTS = ['unit=65536,count=4,first=0', 'unit=65536,count=2,first=1',
            'unit=65536,count=1,first=0', 'unit=65536,count=2,first=2']
 LAYOUTS_M = ['unit=65536,count=2,first=0,mirror=2', 'unit=65536,count=1,first=0,mirror=2',
@@ -130,6 +141,10 @@ EXPECT = {
 # while the clients' fio still writes them, which may take several tries.
 EXPECT_M = [r'^<4>rpfs-mgr: iod %d: resync of inode \d+ from iod \d+ did not converge'
             % VICTIM]
+# Mirrored, after recovery: GOOD killed (so the victim's replicas serve
+# every read of group 0), its reads fail over; the mgr's poll may see it.
+EXPECT_GOOD_DOWN = [r'^<4>rpfs-fuse: iod %d \(\S+\): read failed: Connection refused$' % GOOD,
+                    r'^<4>rpfs-mgr: iod %d \(\S+\) went down: Connection refused$' % GOOD]
 
 # Reads FILE over and over around the page cache; per pass one line
 # "T STATUS MAXCALL": T = CLOCK_MONOTONIC at the end of the pass, STATUS ok,
@@ -608,10 +623,13 @@ def matrix(request, tmp_path_factory):
 def ncluster(request, tmp_path_factory):
     """A fresh NetCluster (iod VICTIM on a tmpfs for the disk case: 32 MiB,
     room for one cycle's files when soaking)
-    with one mount per client node; everything torn down afterwards."""
+    with one mount per client node; everything torn down afterwards. The
+    daemons log at info at least: the checks read the mgr's notices."""
     full = (VICTIM,) if request.node.callspec.params.get('case') == 'iod_disk_full' else ()
     state = str(tmp_path_factory.mktemp('nf'))
-    c = netns.start_net_cluster(state, full_iods=full, tmpfs_mib=max(32, 3 * SIZE_MIB))
+    level = 'debug' if os.environ.get('RPFS_LOG_LEVEL') == 'debug' else 'info'
+    c = netns.start_net_cluster(state, full_iods=full, tmpfs_mib=max(32, 3 * SIZE_MIB),
+                                log_level=level)
     try:
         for k in range(len(c.cli_nodes)):
             c.mount_client(k, os.path.join(state, 'mnt%d' % k), 'timeout=%d' % TIMEOUT_S)
@@ -667,6 +685,29 @@ def sha256_direct(path):
     return hashlib.sha256(read_whole(path, os.stat(path).st_size)).hexdigest()
 
 
+def stale_counts(c):
+    """iod -> stale objects, from `rpfs status` asked from a client host."""
+    out = c.rpfs('status').stdout
+    got = {int(i): int(n) for i, n in
+           re.findall(r'^iod +(\d+) .*, stale objects: (\d+),', out, re.M)}
+    assert len(got) == c.niods, 'rpfs status: %s' % out
+    return got
+
+
+def wait_resynced(c, log_off):
+    """Wait until the mgr holds no stale record and the victim's fence set,
+    if the mgr delivered one since log_off (mgr.log), is empty again (the
+    victim serves mirrored reads). Returns the mgr's log since log_off."""
+    def done():
+        if any(stale_counts(c).values()):
+            return False
+        sets = re.findall(r'^<5>rpfs-mgr: iod %d: fence set delivered: (\d+) inodes$' % VICTIM,
+                          c.mgr.log.read_from(log_off), re.M)
+        return not sets or sets[-1] == '0'
+    util.wait_until(done, 120, 0.2, 'resync of iod %d and its fence set emptied' % VICTIM)
+    return c.mgr.log.read_from(log_off)
+
+
 def check_layouts(c, name):
     """Each client's file has objects exactly on the iods of its layout, so
     the 'needs the victim' split the assertions rely on is real."""
@@ -697,6 +738,7 @@ class Cycle:
         self.writers = []
         self.recover = []
         self.t0 = self.t1 = None
+        self.mgr_log_off = 0
 
     def write_pre(self):
         """Every client writes, verifies and fsyncs its `pre` file."""
@@ -724,7 +766,9 @@ class Cycle:
 
     def hold(self):
         """Hold the fault until every client needing the victim met it:
-        its prober got EIO; or its writer ENOSPC (full disk); and at least
+        its prober got EIO; or its writer ENOSPC (full disk); or, mirrored
+        with an iod lost, its writer has an acknowledged write issued since
+        the fault began (the victim's replica missed it); and at least
         HOLD_S."""
         for k in NEEDS_VICTIM:
             what = 'client %d during %s' % (k, self.fault.name)
@@ -734,6 +778,9 @@ class Cycle:
             elif self.errno_needing == errno.ENOSPC:
                 self.writers[k].wait(lambda w: errno.ENOSPC in w.errors(self.t0),
                                      HANG_S + 30, what + ': a write failing with ENOSPC')
+            elif self.errno_needing == 0:
+                self.writers[k].wait(lambda w: w.acked_since(self.t0), HANG_S + 30,
+                                     what + ': a degraded write acknowledged')
         time.sleep(max(0.0, self.t0 + HOLD_S - time.monotonic()))
 
     def fault_and_recover(self):
@@ -741,6 +788,7 @@ class Cycle:
         read its `pre` again and to have a write acknowledged that it issued
         after the undo; then stop the writers (a last fsync each)."""
         f = self.fault
+        self.mgr_log_off = self.c.mgr.log.size()
         self.t0 = time.monotonic()
         f.inject()
         if isinstance(f, DiskFull):
@@ -830,19 +878,42 @@ class Cycle:
             nacked.append(check_acked(w, via_second(self.c, k, 'run%d' % self.n), who))
         return nacked
 
+    def check_stale_replicas(self):
+        """Mirrored: with the resync done and the victim unfenced, GOOD is
+        killed, so the victim's replicas serve every read of group 0; the
+        second clients read every `pre` and `run` again. When the fault
+        lost the victim, its replicas of the `run` files of the clients
+        needing it must have missed writes (the mgr resynced them)."""
+        log = wait_resynced(self.c, self.mgr_log_off)
+        if self.fault.errno_needing == errno.EIO:
+            for k in NEEDS_VICTIM:
+                ino = os.stat(os.path.join(client_dir(self.c, k), 'run%d' % self.n)).st_ino
+                assert re.search(r'^<5>rpfs-mgr: iod %d: inode %d resynced from iod %d: '
+                                 % (VICTIM, ino, GOOD), log, re.M), \
+                    'client %d: the replica of run%d on iod %d missed no write' \
+                    % (k, self.n, VICTIM)
+        self.c.kill9(self.c.iods[GOOD])
+        try:
+            return self.check_second(', iod %d down' % GOOD)
+        finally:
+            self.c.restart(self.c.iods[GOOD])
+
     def verify_after(self):
         """After recovery, through the second clients: every `pre` verifies
         (fio --verify_only, sha256 unchanged), every `run` holds its
-        acknowledged writes; every client writes and verifies a new file.
-        Returns the data column of each client's row."""
+        acknowledged writes (mirrored: again from the victim's replicas
+        alone); every client writes and verifies a new file. Returns the
+        data column of each client's row."""
         for k, r in enumerate(fio_all(self.c, 'pre%d' % self.n, 'verify')):
             assert r['error'] == 0 and r['rc'] == 0, 'client %d: pre verify after %s: %s' \
                 % (k, self.fault.name, r)
         nacked = self.check_second('')
+        again = self.check_stale_replicas() if self.mirrored else None
         for k, r in enumerate(fio_all(self.c, 'post%d' % self.n, 'write')):
             assert r['error'] == 0 and r['rc'] == 0, 'client %d: write after %s: %s' \
                 % (k, self.fault.name, r)
-        return ['pre,post,run:%d ok' % nacked[k] for k in range(len(self.pre))]
+        return ['pre,post,run:%d ok%s' % (nacked[k], '; again, iod%d down' % GOOD if again else '')
+                for k in range(len(self.pre))]
 
 
 def run_cycle(c, fault, n, matrix):
@@ -870,7 +941,7 @@ def run_cycle(c, fault, n, matrix):
 @pytest.mark.parametrize('case', list(CASES))
 def test_fault(case, mirrored, ncluster, matrix, expect_log):
     """One row of the fault matrix (see the module docstring)."""
-    for r in EXPECT[case] + (EXPECT_M if mirrored else []):
+    for r in EXPECT[case] + (EXPECT_M + EXPECT_GOOD_DOWN if mirrored else []):
         expect_log(r)
     c = ncluster
     c.mirrored = mirrored
