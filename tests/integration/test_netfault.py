@@ -143,8 +143,11 @@ EXPECT_M = [r'^<4>rpfs-mgr: iod %d: resync of inode \d+ from iod \d+ did not con
             % VICTIM]
 # Mirrored, after recovery: GOOD killed (so the victim's replicas serve
 # every read of group 0), its reads fail over; the mgr's poll may see it.
-EXPECT_GOOD_DOWN = [r'^<4>rpfs-fuse: iod %d \(\S+\): read failed: Connection refused$' % GOOD,
-                    r'^<4>rpfs-mgr: iod %d \(\S+\) went down: Connection refused$' % GOOD]
+# Seen: Connection refused; a connection open when it died may also end
+# in a reset, a broken pipe or EIO.
+_KILLED = r'(Connection refused|Connection reset by peer|Broken pipe|Input/output error)$'
+EXPECT_GOOD_DOWN = [r'^<4>rpfs-fuse: iod %d \(\S+\): read failed: ' % GOOD + _KILLED,
+                    r'^<4>rpfs-mgr: iod %d \(\S+\) went down: ' % GOOD + _KILLED]
 
 # Reads FILE over and over around the page cache; per pass one line
 # "T STATUS MAXCALL": T = CLOCK_MONOTONIC at the end of the pass, STATUS ok,
