@@ -1,7 +1,7 @@
-"""The fault matrix (issue 12, item 4): separate hosts (tests/integration/
-netns.py: the mgr, 4 iods and 4 clients each in a network namespace of its
-own, on a bridge, netem on every link when $RPFS_NETEM is set), 4 clients
-running fio with verification on their own files while one fault is
+"""The fault matrix (issue 12, item 4; issue 20, item 6): separate hosts
+(tests/integration/netns.py: the mgr, 4 iods and 4 clients each in a
+network namespace of its own, on a bridge, netem on every link when
+$RPFS_NETEM is set), 4 clients writing their own files while one fault is
 injected: kill -9 of an iod or of the mgr, SIGSTOP of an iod, the iod's link
 taken down, a full disk on one iod. Each case runs with unmirrored files
 and with mirrored ones (mirror=2: groups {0,1} and {2,3}, LAYOUTS_M).
@@ -15,7 +15,8 @@ clients 2 and 3 do not:
     cli2  count=1 first=0   iod 0         buffered
     cli3  count=2 first=2   iods 2,3      O_DIRECT
 
-Mirrored, the same split over the groups (VICTIM is in group 0):
+Mirrored, the same split over the groups (VICTIM is in group 0, GOOD is
+its buddy):
 
     cli0  count=2 first=0   groups 0,1 (all iods)
     cli1  count=1 first=0   group 0 (iods 0,1)
@@ -24,36 +25,55 @@ Mirrored, the same split over the groups (VICTIM is in group 0):
 
 Per case (per cycle; 1 cycle, or several with RPFS_SOAK=1):
  1. every client writes `pre` with fio (crc32c headers, verified, fsynced);
- 2. every client runs fio on `run` (time based, verify_backlog, fsync every
-    16 writes) and a prober reading `pre` around the page cache (O_DIRECT),
+ 2. every client runs a writer on `run` (WRITER: 64 KiB blocks in order,
+    wrapping, fsync every 16; it logs each write and each fsync, so the
+    test knows which writes were acknowledged: those an fsync returned 0
+    for) and a prober reading `pre` around the page cache (O_DIRECT),
     which checks its sha256 on every pass and times every call;
  3. the fault; it is held until each client that needs the victim has seen
-    its error (EIO; ENOSPC from the writers for the full disk), and at
-    least HOLD_S, then undone;
- 4. checked: nothing read wrong data (probers, fio verify); no call took
-    longer than HANG_S (the mount's timeout is TIMEOUT_S: a hang would be
-    far above); clients needing the victim got EIO during the fault (kill,
-    stop, link; their fio got EIO too, or wrote nothing to the victim
-    meanwhile) and read `pre` correctly again after it; clients not needing
-    it saw no error at all; a full disk gives ENOSPC to the writers needing
+    its error (EIO; ENOSPC from the writers for the full disk; mirrored,
+    where an iod lost costs no error, until each of them has an
+    acknowledged write issued during the fault, so the victim's replica
+    of `run` missed it), and at least HOLD_S, then undone; the writers go
+    on until each has an acknowledged write issued after the undo;
+ 4. checked: nothing read wrong data (probers); no call took longer than
+    HANG_S (the mount's timeout is TIMEOUT_S: a hang would be far above);
+    clients needing the victim got EIO during the fault (kill, stop,
+    link) and read `pre` correctly again after it; clients not needing it
+    saw no error at all; a full disk gives ENOSPC to the writers needing
     it and nothing to the others; after a mgr kill -9 and restart everyone
-    recovers without a remount; every `pre` verifies with fio --verify_only
-    after recovery; every client writes and verifies a fresh file
-    afterwards (`post`). Mirrored, an iod that is killed, stopped or cut
-    off costs nobody an error (reads and writes go on against its buddy,
-    within the timeout); a full disk still gives ENOSPC to the writers
-    whose group holds it. A degraded write's STALE_MARK waits until the
-    victim is fenced, at worst until its lease (8 s) has run out: the
-    client gives that call its timeout plus 12 s, and the longest-call
-    bound (HANG_S) leaves room for it.
+    recovers without a remount. After recovery, read through a SECOND
+    client (another mount, (k + 2) % 4, O_DIRECT, so no page cache of the
+    writer can answer): every `pre` verifies (fio --verify_only, sha256
+    unchanged) and every `run` holds every write acknowledged to its
+    writer, before, during and after the fault (a block whose last write
+    failed may hold that write's data or what it held before, page by
+    page, never anything else). Mirrored, an iod that is killed, stopped
+    or cut off costs nobody an error (reads and writes go on against its
+    buddy, within the timeout); a full disk still gives ENOSPC to the
+    writers whose group holds it. A degraded write's STALE_MARK waits
+    until the victim is fenced, at worst until its lease (8 s) has run
+    out: the client gives that call its timeout plus 12 s, and the
+    longest-call bound (HANG_S) leaves room for it. Mirrored, the
+    victim's replicas of the `run` files of clients 0 and 1 missed writes
+    (the mgr resynced them, which its log must show); once the resync is
+    done and the victim unfenced, GOOD is killed, so every read of group
+    0 comes from the victim's replica, and the second clients read every
+    `run` and `pre` again (then GOOD is restarted); a stale replica read
+    there fails the case. Finally every client writes and verifies a
+    fresh file (`post`).
 The matrix (data checked, errors seen, time to the first error, longest
-call, longest fio I/O, time to recover, fio's result) is printed at the end
-of the session and written to netfault-matrix.txt in pytest's base
-temporary directory.
+call, longest write call, time to recover, the writer's acknowledged
+writes) is printed at the end of the session and written to
+netfault-matrix.txt in pytest's base temporary directory.
 """
 import errno
+import hashlib
 import json
+import mmap
 import os
+import re
+import signal
 import subprocess
 import sys
 import threading
@@ -80,6 +100,7 @@ TIMEOUT_S = _env_int('RPFS_NETFAULT_TIMEOUT', 3, 1)
 HANG_S = 4 * TIMEOUT_S + 10   # a call longer than this is a hang (generous: TCG VM)
 HOLD_S = TIMEOUT_S + 2        # every fault lasts at least this long
 VICTIM = 1
+GOOD = VICTIM ^ 1             # the victim's buddy in the mirrored cases
 LAYOUTS = ['unit=65536,count=4,first=0', 'unit=65536,count=2,first=1',
            'unit=65536,count=1,first=0', 'unit=65536,count=2,first=2']
 LAYOUTS_M = ['unit=65536,count=2,first=0,mirror=2', 'unit=65536,count=1,first=0,mirror=2',
@@ -91,8 +112,9 @@ if SOAK not in ('0', '1'):
     raise ValueError('RPFS_SOAK: expected 0 or 1, got %r' % SOAK)
 SOAK = SOAK == '1'
 SIZE_MIB = 64 if SOAK else 4       # per file
-RUN_S = 60 if SOAK else HOLD_S + 4  # fio `run` runtime (covers the fault)
+RUN_S = 60 if SOAK else 0          # the writers run at least this long
 CYCLES = 5 if SOAK else 1          # faults per case
+BLOCK = 64 << 10                   # the writers' write size
 
 # Lines at <3>/<4> each fault makes the daemons print (anything else at
 # <0>..<4> fails the test). A client warns about a failed request to the
@@ -119,6 +141,13 @@ EXPECT = {
 # while the clients' fio still writes them, which may take several tries.
 EXPECT_M = [r'^<4>rpfs-mgr: iod %d: resync of inode \d+ from iod \d+ did not converge'
             % VICTIM]
+# Mirrored, after recovery: GOOD killed (so the victim's replicas serve
+# every read of group 0), its reads fail over; the mgr's poll may see it.
+# Seen: Connection refused; a connection open when it died may also end
+# in a reset, a broken pipe or EIO.
+_KILLED = r'(Connection refused|Connection reset by peer|Broken pipe|Input/output error)$'
+EXPECT_GOOD_DOWN = [r'^<4>rpfs-fuse: iod %d \(\S+\): read failed: ' % GOOD + _KILLED,
+                    r'^<4>rpfs-mgr: iod %d \(\S+\) went down: ' % GOOD + _KILLED]
 
 # Reads FILE over and over around the page cache; per pass one line
 # "T STATUS MAXCALL": T = CLOCK_MONOTONIC at the end of the pass, STATUS ok,
@@ -200,11 +229,248 @@ class Prober:
         self.t.join(10)
 
 
+# Writes FILE in 64 KiB blocks in order, wrapping at NBLOCKS, and fsyncs
+# every 16 writes, until SIGTERM (then a last fsync and close). Block BLK's
+# GENth write holds shake_128("SEED:BLK:GEN"), so every write's data is
+# unique. One line per event, T = CLOCK_MONOTONIC, C = the longest call
+# since the previous line in seconds:
+#   W T BLK GEN   before the write of generation GEN of BLK
+#   A T C         fsync returned 0: every W since the last A or E is acknowledged
+#   E T C ERRNO   a call failed (ERRNO 0: a short write): the W since the
+#                 last A or E are not; the file is opened again
+WRITER = r'''
+import hashlib, mmap, os, signal, sys, time
+path, direct, seed, nblocks = sys.argv[1], sys.argv[2] == '1', sys.argv[3], int(sys.argv[4])
+BS, BATCH = 65536, 16
+stop = []
+signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+buf = mmap.mmap(-1, BS)
+maxc = [0.0]
+
+def say(*words):
+    print(' '.join(str(w) for w in words), flush=True)
+    maxc[0] = 0.0
+
+def call(fn, *args):
+    c0 = time.monotonic()
+    try:
+        return fn(*args)
+    finally:
+        maxc[0] = max(maxc[0], time.monotonic() - c0)
+
+fd, n, blk, gen = None, 0, 0, 0
+while True:
+    try:
+        if fd is None:
+            if stop:
+                break
+            fd = call(os.open, path, os.O_WRONLY | (os.O_DIRECT if direct else 0))
+        if n and (stop or n == BATCH):
+            call(os.fsync, fd)
+            say('A', '%f' % time.monotonic(), '%f' % maxc[0])
+            n = 0
+        if stop:
+            f, fd = fd, None
+            call(os.close, f)
+            break
+        gen += 1
+        buf[:] = hashlib.shake_128(b'%s:%d:%d' % (seed.encode(), blk, gen)).digest(BS)
+        say('W', '%f' % time.monotonic(), blk, gen)
+        n += 1
+        if call(os.pwrite, fd, buf, blk * BS) != BS:
+            raise OSError(0, 'short write')
+        blk = (blk + 1) % nblocks
+    except OSError as e:
+        say('E', '%f' % time.monotonic(), '%f' % maxc[0], e.errno or 0)
+        n = 0
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+            fd = None
+        time.sleep(0.1)
+'''
+
+
+def block_data(seed, blk, gen):
+    """What WRITER writes to block blk in its write number gen (gen 0: the
+    hole the file starts as)."""
+    if gen == 0:
+        return bytes(BLOCK)
+    return hashlib.shake_128(b'%s:%d:%d' % (seed.encode(), blk, gen)).digest(BLOCK)
+
+
+class Writer:
+    """WRITER on one client's file, its lines collected by a thread (and
+    copied to logpath, for the post-mortem of a failed check); knows which
+    writes were acknowledged and what each block may hold."""
+
+    def __init__(self, path, direct, nblocks, logpath):
+        self.path = path
+        self.logpath = logpath
+        self.nblocks = nblocks
+        self.seed = os.urandom(8).hex()
+        self.p = subprocess.Popen([sys.executable, '-c', WRITER, path, '1' if direct else '0',
+                                   self.seed, str(nblocks)],
+                                  stdout=subprocess.PIPE, text=True)
+        util.register_pid(self.p.pid)
+        self.t_start = time.monotonic()
+        self.events = []          # ('W', t, blk, gen) / ('A', t, maxc) / ('E', t, maxc, errno)
+        self.t = threading.Thread(target=self._pump, daemon=True)
+        self.t.start()
+
+    def _pump(self):
+        with open(self.logpath, 'w') as log:
+            log.write('# %s seed %s, CLOCK_MONOTONIC times\n' % (self.path, self.seed))
+            for line in self.p.stdout:
+                log.write(line)
+                self._parse(line.split())
+
+    def _parse(self, w):
+        """One WRITER line, split into words, into self.events."""
+        if w[0] == 'W':
+            self.events.append(('W', float(w[1]), int(w[2]), int(w[3])))
+        elif w[0] == 'A':
+            self.events.append(('A', float(w[1]), float(w[2])))
+        else:
+            self.events.append(('E', float(w[1]), float(w[2]), int(w[3])))
+
+    def acked(self):
+        """[(t_write, t_ack, blk, gen)] of every acknowledged write."""
+        out, pending = [], []
+        for e in list(self.events):
+            if e[0] == 'W':
+                pending.append(e)
+            elif e[0] == 'A':
+                out += [(w[1], e[1], w[2], w[3]) for w in pending]
+                pending = []
+            else:
+                pending = []
+        return out
+
+    def acked_since(self, since):
+        """True once a write issued at or after since was acknowledged."""
+        return any(tw >= since for tw, _ta, _b, _g in self.acked())
+
+    def errors(self, since=0.0):
+        """The sorted errnos the writer met at or after since."""
+        return sorted({e[3] for e in list(self.events) if e[0] == 'E' and e[1] >= since})
+
+    def maxcall(self):
+        return max((e[2] for e in list(self.events) if e[0] != 'W'), default=0.0)
+
+    def wait(self, cond, timeout, what):
+        """Wait for cond(self); a writer that exited fails it."""
+        def check():
+            if self.p.poll() is not None:
+                raise AssertionError('writer on %s exited with %s'
+                                     % (self.path, self.p.returncode))
+            return cond(self)
+        return util.wait_until(check, timeout, 0.05, what)
+
+    def stop(self, timeout):
+        """SIGTERM: the writer fsyncs what it wrote, closes and exits."""
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+        try:
+            self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait(timeout=60)
+            raise AssertionError('writer on %s did not stop within %d s' % (self.path, timeout))
+        finally:
+            self.t.join(10)
+        assert self.p.returncode == 0, 'writer on %s: exit %d' % (self.path, self.p.returncode)
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait(timeout=60)
+        self.t.join(10)
+
+    def may_hold(self):
+        """Per block, the generations it may hold: the last acknowledged
+        one (0, the hole, if none) and every later write not acknowledged
+        (it may have landed, wholly or in part)."""
+        may = [{0} for _ in range(self.nblocks)]
+        pending = []
+        for e in list(self.events):
+            if e[0] == 'W':
+                pending.append(e)
+                may[e[2]].add(e[3])
+            elif e[0] == 'A':
+                for w in pending:
+                    may[w[2]] = {w[3]}
+                pending = []
+            else:
+                pending = []
+        return may
+
+
+def read_whole(path, size):
+    """size bytes of path read with O_DIRECT in 1 MiB calls; a failing call
+    fails the test at once (no retry)."""
+    buf = mmap.mmap(-1, 1 << 20)
+    out = bytearray()
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        while len(out) < size:
+            r = os.preadv(fd, [buf], len(out))
+            if r <= 0:
+                break
+            out += buf[:r]
+    finally:
+        os.close(fd)
+    assert len(out) == size, '%s: %d bytes read, want %d' % (path, len(out), size)
+    return bytes(out)
+
+
+def check_acked(w, path, who):
+    """Read w's file through path (another client's mount) and check every
+    block against what w may have left there (Writer.may_hold): a block
+    with an acknowledged last write must hold exactly it; one whose later
+    writes failed may hold, per 4 KiB page, the acknowledged data or any
+    of the failed writes', nothing else. Returns the number of blocks whose
+    content is an acknowledged write."""
+    data = read_whole(path, w.nblocks * BLOCK)
+    nacked = 0
+    for blk, gens in enumerate(w.may_hold()):
+        got = data[blk * BLOCK:(blk + 1) * BLOCK]
+        cands = {g: block_data(w.seed, blk, g) for g in gens}
+        if len(gens) == 1:
+            g = next(iter(gens))
+            nacked += g != 0
+            if got != cands[g]:
+                raise AssertionError('%s: block %d (at %d) read through %s is not its '
+                                     'acknowledged write %d: %s (writer log: %s)' %
+                                     (w.path, blk, blk * BLOCK, who, g,
+                                      describe(w, blk, got), w.logpath))
+            continue
+        for pg in range(0, BLOCK, 4096):
+            if not any(got[pg:pg + 4096] == c[pg:pg + 4096] for c in cands.values()):
+                raise AssertionError('%s: block %d page %d read through %s holds none of '
+                                     'writes %s: %s (writer log: %s)' %
+                                     (w.path, blk, pg // 4096, who, sorted(gens),
+                                      describe(w, blk, got), w.logpath))
+    return nacked
+
+
+def describe(w, blk, got):
+    """What got (a block read back) is: which write of blk it equals, if
+    any, so a stale replica shows as an older write."""
+    last = max((e[3] for e in w.events if e[0] == 'W' and e[2] == blk), default=0)
+    for g in range(last, -1, -1):
+        if got == block_data(w.seed, blk, g):
+            return 'it holds write %d%s' % (g, ' (the hole)' if g == 0 else '')
+    return 'it matches no write of it'
+
+
 class Fio:
     """One fio job on one client's file, run in the background.
     Its JSON result goes to a file; stderr is kept for verify reports."""
 
-    def __init__(self, path, size_mib, direct, mode, outdir, runtime=None):
+    def __init__(self, path, size_mib, direct, mode, outdir):
         self.out = os.path.join(outdir, '%s-%s.%s.json' % (
             os.path.basename(os.path.dirname(path)), os.path.basename(path), mode))
         argv = ['fio', '--name=%s' % mode, '--filename=%s' % path, '--bs=64k',
@@ -216,9 +482,6 @@ class Fio:
             argv += ['--rw=write', '--verify_only']
         elif mode == 'write':
             argv += ['--rw=write', '--do_verify=1', '--end_fsync=1']
-        elif mode == 'run':
-            argv += ['--rw=write', '--time_based', '--runtime=%d' % runtime,
-                     '--verify_backlog=16', '--fsync=16']
         else:
             raise ValueError(mode)
         self.t0 = time.monotonic()
@@ -341,11 +604,11 @@ def matrix(request, tmp_path_factory):
     lines = ['fault matrix (m2: mirror=2; %d clients, %d MiB/file, timeout=%ds, netem %r, %s)'
              % (len(LAYOUTS), SIZE_MIB, TIMEOUT_S, netns.netem_spec() or 'off',
                 'soak' if SOAK else 'bounded'),
-             '%-17s %-5s %-4s %-18s %-8s %-8s %-8s %-8s %-8s %s' %
-             ('case', 'cycle', 'cli', 'data checked', 'errors', 'detect', 'max call',
-              'fio lat', 'recover', 'fio run')]
+             '%-17s %-5s %-4s %-34s %-8s %-8s %-8s %-8s %-8s %s' %
+             ('case', 'cycle', 'cli', 'data checked (run: acked blocks)', 'errors', 'detect',
+              'max call', 'wr call', 'recover', 'writes')]
     for r in MATRIX:
-        lines.append('%-17s %-5d %-4s %-18s %-8s %-8s %-8s %-8s %-8s %s' % tuple(r))
+        lines.append('%-17s %-5d %-4s %-34s %-8s %-8s %-8s %-8s %-8s %s' % tuple(r))
     text = '\n'.join(lines) + '\n'
     path = os.path.join(str(tmp_path_factory.getbasetemp()), 'netfault-matrix.txt')
     with open(path, 'w') as f:
@@ -363,10 +626,13 @@ def matrix(request, tmp_path_factory):
 def ncluster(request, tmp_path_factory):
     """A fresh NetCluster (iod VICTIM on a tmpfs for the disk case: 32 MiB,
     room for one cycle's files when soaking)
-    with one mount per client node; everything torn down afterwards."""
+    with one mount per client node; everything torn down afterwards. The
+    daemons log at info at least: the checks read the mgr's notices."""
     full = (VICTIM,) if request.node.callspec.params.get('case') == 'iod_disk_full' else ()
     state = str(tmp_path_factory.mktemp('nf'))
-    c = netns.start_net_cluster(state, full_iods=full, tmpfs_mib=max(32, 3 * SIZE_MIB))
+    level = 'debug' if os.environ.get('RPFS_LOG_LEVEL') == 'debug' else 'info'
+    c = netns.start_net_cluster(state, full_iods=full, tmpfs_mib=max(32, 3 * SIZE_MIB),
+                                log_level=level)
     try:
         for k in range(len(c.cli_nodes)):
             c.mount_client(k, os.path.join(state, 'mnt%d' % k), 'timeout=%d' % TIMEOUT_S)
@@ -391,15 +657,58 @@ def pinned_file(c, k, name):
     return p
 
 
-def fio_all(c, name, mode, timeout=None, **kw):
-    """fio MODE on file NAME of every client at once; the results by client."""
+def second(c, k):
+    """The client that reads client k's files back: another mount, whose
+    page cache never held them."""
+    return (k + 2) % len(c.mounts)
+
+
+def via_second(c, k, name):
+    """The path of client k's file NAME through its second client."""
+    return os.path.join(c.mounts[second(c, k)].path, 'c%d' % k, name)
+
+
+def fio_all(c, name, mode, timeout=None):
+    """fio MODE on file NAME of every client at once; the results by client.
+    verify reads through the second client, with O_DIRECT."""
     jobs = []
     for k in range(len(c.mounts)):
+        if mode == 'verify':
+            jobs.append(Fio(via_second(c, k, name), SIZE_MIB, True, mode, c.logdir))
+            continue
         p = os.path.join(client_dir(c, k), name)
-        if mode != 'verify' and not os.path.exists(p):
+        if not os.path.exists(p):
             pinned_file(c, k, name)
-        jobs.append(Fio(p, SIZE_MIB, DIRECT[k], mode, c.logdir, **kw))
+        jobs.append(Fio(p, SIZE_MIB, DIRECT[k], mode, c.logdir))
     return [j.wait(timeout or 600) for j in jobs]
+
+
+def sha256_direct(path):
+    """sha256 of path read with O_DIRECT (read_whole, its size from stat)."""
+    return hashlib.sha256(read_whole(path, os.stat(path).st_size)).hexdigest()
+
+
+def stale_counts(c):
+    """iod -> stale objects, from `rpfs status` asked from a client host."""
+    out = c.rpfs('status').stdout
+    got = {int(i): int(n) for i, n in
+           re.findall(r'^iod +(\d+) .*, stale objects: (\d+),', out, re.M)}
+    assert len(got) == c.niods, 'rpfs status: %s' % out
+    return got
+
+
+def wait_resynced(c, log_off):
+    """Wait until the mgr holds no stale record and the victim's fence set,
+    if the mgr delivered one since log_off (mgr.log), is empty again (the
+    victim serves mirrored reads). Returns the mgr's log since log_off."""
+    def done():
+        if any(stale_counts(c).values()):
+            return False
+        sets = re.findall(r'^<5>rpfs-mgr: iod %d: fence set delivered: (\d+) inodes$' % VICTIM,
+                          c.mgr.log.read_from(log_off), re.M)
+        return not sets or sets[-1] == '0'
+    util.wait_until(done, 120, 0.2, 'resync of iod %d and its fence set emptied' % VICTIM)
+    return c.mgr.log.read_from(log_off)
 
 
 def check_layouts(c, name):
@@ -429,10 +738,10 @@ class Cycle:
         self.pre = [os.path.join(client_dir(c, k), 'pre%d' % n) for k in range(len(c.mounts))]
         self.want = []
         self.probers = []
-        self.runs = []
-        self.fres = []
+        self.writers = []
         self.recover = []
         self.t0 = self.t1 = None
+        self.mgr_log_off = 0
 
     def write_pre(self):
         """Every client writes, verifies and fsyncs its `pre` file."""
@@ -442,66 +751,91 @@ class Cycle:
         self.want = [sha256(p) for p in self.pre]
 
     def start_load(self):
-        """Probers on every `pre`, fio on every `run` (after the fault for
-        the full disk: only new writes need space)."""
+        """Probers on every `pre`, writers on every `run` (after the fault
+        for the full disk: only new writes need space)."""
         t = time.monotonic()
         self.probers = [Prober(p, w) for p, w in zip(self.pre, self.want)]
         for k, pr in enumerate(self.probers):
             pr.wait(lambda s: s == 'ok', t, 60, 'client %d prober' % k)
         if not isinstance(self.fault, DiskFull):
-            self.start_fio()
+            self.start_writers()
             time.sleep(1)      # let them write before the fault
 
-    def start_fio(self):
+    def start_writers(self):
         for k in range(len(self.pre)):
-            self.runs.append(Fio(pinned_file(self.c, k, 'run%d' % self.n), SIZE_MIB, DIRECT[k],
-                                 'run', self.c.logdir, runtime=RUN_S))
+            log = os.path.join(self.c.logdir, 'writer-c%d-run%d.log' % (k, self.n))
+            self.writers.append(Writer(pinned_file(self.c, k, 'run%d' % self.n), DIRECT[k],
+                                       (SIZE_MIB << 20) // BLOCK, log))
+
+    def hold(self):
+        """Hold the fault until every client needing the victim met it:
+        its prober got EIO; or its writer ENOSPC (full disk); or, mirrored
+        with an iod lost, its writer has an acknowledged write issued since
+        the fault began (the victim's replica missed it); and at least
+        HOLD_S."""
+        for k in NEEDS_VICTIM:
+            what = 'client %d during %s' % (k, self.fault.name)
+            if self.errno_needing == errno.EIO:
+                self.probers[k].wait(lambda s: s == 'err%d' % errno.EIO, self.t0, HANG_S + 30,
+                                     what + ': a read failing with EIO')
+            elif self.errno_needing == errno.ENOSPC:
+                self.writers[k].wait(lambda w: errno.ENOSPC in w.errors(self.t0),
+                                     HANG_S + 30, what + ': a write failing with ENOSPC')
+            elif self.errno_needing == 0:
+                self.writers[k].wait(lambda w: w.acked_since(self.t0), HANG_S + 30,
+                                     what + ': a degraded write acknowledged')
+        time.sleep(max(0.0, self.t0 + HOLD_S - time.monotonic()))
 
     def fault_and_recover(self):
-        """Inject the fault; hold it until every client needing the victim
-        saw its error, and at least HOLD_S; undo it; wait for every client
-        to read its `pre` again and for the fio runs to end."""
+        """Inject the fault, hold it, undo it; wait for every client to
+        read its `pre` again and to have a write acknowledged that it issued
+        after the undo; then stop the writers (a last fsync each)."""
         f = self.fault
+        self.mgr_log_off = self.c.mgr.log.size()
         self.t0 = time.monotonic()
         f.inject()
         if isinstance(f, DiskFull):
-            self.start_fio()
-        for k in NEEDS_VICTIM:
-            if self.errno_needing == errno.EIO:
-                self.probers[k].wait(lambda s: s == 'err%d' % errno.EIO, self.t0, HANG_S + 30,
-                                     'client %d to get EIO during %s' % (k, f.name))
-            elif self.errno_needing == errno.ENOSPC:
-                self.runs[k].wait(RUN_S + HANG_S + 30)
-        time.sleep(max(0.0, self.t0 + HOLD_S - time.monotonic()))
+            self.start_writers()
+        self.hold()
         self.t1 = time.monotonic()
         f.undo()
         for k, pr in enumerate(self.probers):
             t = pr.wait(lambda s: s == 'ok', self.t1, 120,
                         'client %d to read its file again after %s' % (k, f.name))
             self.recover.append(t - self.t1)
-        self.fres = [r.result or r.wait(RUN_S + HANG_S + 60) for r in self.runs]
+        for k, w in enumerate(self.writers):
+            w.wait(lambda w: w.acked_since(self.t1) and
+                   time.monotonic() >= w.t_start + RUN_S, RUN_S + 120,
+                   'client %d to have a write acknowledged after %s' % (k, f.name))
+        for w in self.writers:
+            w.stop(HANG_S + 30)
         time.sleep(0.3)   # one more prober pass each
 
     def stop_load(self):
         for p in self.probers:
             p.close()
-        for r in self.runs:
-            if r.p.poll() is None:
-                r.p.kill()
-                r.p.wait()
+        for w in self.writers:
+            w.kill()
 
     def seen(self, k):
         """The sorted non-ok prober statuses of client k."""
         return sorted({s for _, s, _ in self.probers[k].passes if s != 'ok'})
 
+    def writes(self, k):
+        """The writer column: writes acknowledged (those issued during the
+        fault), and the errors the writer met."""
+        w = self.writers[k]
+        acked = w.acked()
+        during = sum(1 for tw, _ta, _b, _g in acked if self.t0 <= tw <= self.t1)
+        errs = ','.join(util.errno_name(e) for e in w.errors())
+        return '%d acked (%d in fault)%s' % (len(acked), during, ' ' + errs if errs else '')
+
     def rows(self):
         """The matrix rows of this cycle (data column filled in later)."""
         rows = []
         for k in range(len(self.pre)):
-            pr, fr = self.probers[k], self.fres[k]
+            pr = self.probers[k]
             t_err = pr.first(lambda s: s != 'ok', self.t0)
-            fio = util.errno_name(fr['error']) if fr['error'] > 0 else \
-                ('ok' if fr['error'] == 0 else 'no result')
             rows.append([self.fault.name + (' m2' if self.mirrored else ''), self.n,
                          'c%d%s' % (k, '*' if k in NEEDS_VICTIM else ''),
                          'not verified',
@@ -509,42 +843,80 @@ class Cycle:
                                   for s in self.seen(k)) or '-',
                          '-' if t_err is None else '%.2fs' % (t_err - self.t0),
                          '%.2fs' % max((m for _, _, m in pr.passes), default=0.0),
-                         '%.2fs' % fr['lat_max'], '%.2fs' % self.recover[k], fio])
+                         '%.2fs' % self.writers[k].maxcall(), '%.2fs' % self.recover[k],
+                         self.writes(k)])
         return rows
 
     def check_client(self, k):
-        """The assertions on client k's prober and fio run (module doc)."""
-        seen, fr, need = self.seen(k), self.fres[k], self.errno_needing
+        """The assertions on client k's prober and writer (module doc)."""
+        seen, w, need = self.seen(k), self.writers[k], self.errno_needing
+        errs = w.errors()
         maxcall = max((m for _, _, m in self.probers[k].passes), default=0.0)
         assert 'bad' not in seen, 'client %d read wrong data of %s' % (k, self.pre[k])
-        assert not wrong_data(fr), 'client %d: fio verify failed: %s' % (k, fr)
         assert maxcall < HANG_S, 'client %d: a call took %.1f s' % (k, maxcall)
-        assert fr['lat_max'] < HANG_S, 'client %d: fio I/O took %.1f s' % (k, fr['lat_max'])
+        assert w.maxcall() < HANG_S, 'client %d: a write call took %.1f s' % (k, w.maxcall())
         if need is None:                     # the mgr: anyone may see EIO
             assert set(seen) <= {'err%d' % errno.EIO}, 'client %d: %s' % (k, seen)
-            assert fr['error'] in (0, errno.EIO), 'client %d: fio %s' % (k, fr)
+            assert set(errs) <= {errno.EIO}, 'client %d: writer got %s' % (k, errs)
         elif k not in NEEDS_VICTIM or need == 0:
             assert seen == [], 'client %d does not need iod %d, got %s' % (k, VICTIM, seen)
-            assert fr['error'] == 0, 'client %d does not need iod %d: fio %s' % (k, VICTIM, fr)
+            assert errs == [], 'client %d does not need iod %d: writer got %s' % (k, VICTIM, errs)
         elif need == errno.EIO:
-            # fio meets the fault only if it wrote to the victim meanwhile
             assert seen == ['err%d' % errno.EIO], 'client %d: %s' % (k, seen)
-            assert fr['error'] in (0, errno.EIO), 'client %d: fio %s' % (k, fr)
+            assert set(errs) <= {errno.EIO}, 'client %d: writer got %s' % (k, errs)
         else:
             assert seen == [], 'client %d: reads on a full disk: %s' % (k, seen)
-            assert fr['error'] == errno.ENOSPC, \
-                'client %d: writer on a full iod got %s, want ENOSPC' % (k, fr)
+            assert errs == [errno.ENOSPC], \
+                'client %d: writer on a full iod got %s, want ENOSPC' % (k, errs)
+
+    def check_second(self, how):
+        """Through each client's second client: `pre` has its sha256 and
+        `run` holds every acknowledged write. Returns the blocks checked
+        as acknowledged writes, per client."""
+        nacked = []
+        for k, w in enumerate(self.writers):
+            who = 'client %d%s' % (second(self.c, k), how)
+            assert sha256_direct(via_second(self.c, k, 'pre%d' % self.n)) == self.want[k], \
+                'client %d: pre%d read through %s changed' % (k, self.n, who)
+            nacked.append(check_acked(w, via_second(self.c, k, 'run%d' % self.n), who))
+        return nacked
+
+    def check_stale_replicas(self):
+        """Mirrored: with the resync done and the victim unfenced, GOOD is
+        killed, so the victim's replicas serve every read of group 0; the
+        second clients read every `pre` and `run` again. When the fault
+        lost the victim, its replicas of the `run` files of the clients
+        needing it must have missed writes (the mgr resynced them)."""
+        log = wait_resynced(self.c, self.mgr_log_off)
+        if self.fault.errno_needing == errno.EIO:
+            for k in NEEDS_VICTIM:
+                ino = os.stat(os.path.join(client_dir(self.c, k), 'run%d' % self.n)).st_ino
+                assert re.search(r'^<5>rpfs-mgr: iod %d: inode %d resynced from iod %d: '
+                                 % (VICTIM, ino, GOOD), log, re.M), \
+                    'client %d: the replica of run%d on iod %d missed no write' \
+                    % (k, self.n, VICTIM)
+        self.c.kill9(self.c.iods[GOOD])
+        try:
+            return self.check_second(', iod %d down' % GOOD)
+        finally:
+            self.c.restart(self.c.iods[GOOD])
 
     def verify_after(self):
-        """After recovery: every `pre` verifies (fio --verify_only, sha256
-        unchanged) and every client writes and verifies a new file."""
+        """After recovery, through the second clients: every `pre` verifies
+        (fio --verify_only, sha256 unchanged), every `run` holds its
+        acknowledged writes (mirrored: again from the victim's replicas
+        alone); every client writes and verifies a new file. Returns the
+        data column of each client's row."""
         for k, r in enumerate(fio_all(self.c, 'pre%d' % self.n, 'verify')):
             assert r['error'] == 0 and r['rc'] == 0, 'client %d: pre verify after %s: %s' \
                 % (k, self.fault.name, r)
-            assert sha256(self.pre[k]) == self.want[k], 'client %d: pre changed' % k
+        nacked = self.check_second('')
+        again = self.check_stale_replicas() if self.mirrored else None
         for k, r in enumerate(fio_all(self.c, 'post%d' % self.n, 'write')):
             assert r['error'] == 0 and r['rc'] == 0, 'client %d: write after %s: %s' \
                 % (k, self.fault.name, r)
+        return ['pre,post,run:%d ok%s' % (nacked[k], '; again, iod%d down' % GOOD if again else '')
+                for k in range(len(self.pre))]
 
 
 def run_cycle(c, fault, n, matrix):
@@ -561,9 +933,8 @@ def run_cycle(c, fault, n, matrix):
     matrix.extend(rows)
     for k in range(len(c.mounts)):
         cy.check_client(k)
-    cy.verify_after()
-    for r in rows:
-        r[3] = '%dMiB pre,post ok' % SIZE_MIB
+    for r, data in zip(rows, cy.verify_after()):
+        r[3] = data
     for k in range(len(c.mounts)):      # room for the next cycle (soak)
         for name in ('pre', 'run', 'post'):
             os.unlink(os.path.join(client_dir(c, k), '%s%d' % (name, n)))
@@ -573,7 +944,7 @@ def run_cycle(c, fault, n, matrix):
 @pytest.mark.parametrize('case', list(CASES))
 def test_fault(case, mirrored, ncluster, matrix, expect_log):
     """One row of the fault matrix (see the module docstring)."""
-    for r in EXPECT[case] + (EXPECT_M if mirrored else []):
+    for r in EXPECT[case] + (EXPECT_M + EXPECT_GOOD_DOWN if mirrored else []):
         expect_log(r)
     c = ncluster
     c.mirrored = mirrored
