@@ -181,27 +181,33 @@ int mgr_db_usage(struct mgr_db *db, MDB_txn *txn, uint64_t *used,
 /*
  * The headroom rule, asked by the ops that grow the namespace before they
  * do: a plain growth stops once the pages in use reach the map minus the
- * reserve; an add paid for by a delete in the same txn (credited: a
- * rename) may go on until half the reserve is left, so renames work at
- * "full" but cannot eat the half that deletes need. Logs when the
- * namespace becomes full and when it has room again. Cost: mgr_db_usage.
+ * reserve, and once stopped resumes only when they are an eighth of the
+ * reserve below that (deletes freed real space: each txn moves the free
+ * list's own pages by a few, which must not let a create through at the
+ * edge); an add paid for by a delete in the same txn (credited: a rename)
+ * may go on until half the reserve is left, so renames work at "full" but
+ * cannot eat the half that deletes need. Logs when the namespace becomes
+ * full and when it has room again. Cost: mgr_db_usage.
  * @return 0, -ENOSPC, -EIO
  */
 static int db_room(struct mgr_db *db, MDB_txn *txn, int credited)
 {
-	uint64_t used, limit;
-	int rc = mgr_db_usage(db, txn, &used, &limit);
+	uint64_t used, stop;
+	int rc = mgr_db_usage(db, txn, &used, &stop);
 
 	if (rc)
 		return rc;
 	if (credited)
-		limit += db->reserve_pages / 2;
-	if (used < limit) {
-		if (db->full && !credited)
+		stop += db->reserve_pages / 2;
+	else if (db->full)
+		stop -= db->reserve_pages / 8;
+	if (used < stop) {
+		if (db->full && !credited) {
 			log_notice("namespace has room again: %llu of %llu pages "
 				   "in use", (unsigned long long)used,
 				   (unsigned long long)db->map_pages);
-		db->full = db->full && credited;
+			db->full = 0;
+		}
 		return 0;
 	}
 	if (!db->full)

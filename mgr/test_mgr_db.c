@@ -738,8 +738,13 @@ static void check_full(struct mgr_db *db, uint64_t dir, struct proto_attr *f,
 	int eof = 0;
 
 	memset(val, 'w', sizeof(val));
-	/* growth: ENOSPC, whatever the op */
+	/* growth: ENOSPC, whatever the op, also after a small delete (the
+	 * rule resumes only once an eighth of the reserve is free) */
 	CHECK_RC(mgr_ns_create(db, &user_c, dir, S("more"), 0644, 0, &a), -ENOSPC);
+	CHECK_RC(mgr_xattr_remove(db, &user_c, f->ino, S("user.x39")), 0);
+	CHECK_RC(mgr_xattr_remove(db, &user_c, f->ino, S("user.x38")), 0);
+	for (int i = 0; i < 5; i++)
+		CHECK_RC(mgr_ns_create(db, &user_c, dir, S("more"), 0644, 0, &a), -ENOSPC);
 	CHECK_RC(mgr_ns_mkdir(db, &user_c, dir, S("moredir"), 0755, &a), -ENOSPC);
 	CHECK_RC(mgr_ns_link(db, &user_c, f->ino, dir, S("morelink"), &a), -ENOSPC);
 	CHECK_RC(mgr_xattr_set(db, &user_c, f->ino, S("user.new"), "n", 1, 0), -ENOSPC);
