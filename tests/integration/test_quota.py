@@ -7,7 +7,11 @@ the space is used again. The per-inode xattr caps ([mgr] xattr_max_count,
 xattr_max_bytes) refuse the xattr past them with ENOSPC, let same-size and
 smaller replaces through, and let another in after a remove. The user is
 uid 65534 (setpriv); every file operation of the user runs in a helper
-process that reports each result (0, a value, or the errno name)."""
+process that reports each result (0, a value, or the errno name). The
+helper starts in the user's directory on the mount and uses paths relative
+to it: a pytest session starting meanwhile (another worktree's) sets
+/tmp/pytest-of-root back to 0700, so a path from / may not be searchable
+by 65534."""
 import errno
 import json
 import os
@@ -92,10 +96,11 @@ print(json.dumps(out))
 '''
 
 
-def nobody(*ops):
-    """Run ops as uid 65534; their results, one per op."""
+def nobody(cwd, *ops):
+    """Run ops as uid 65534 in directory cwd (entered as root); their
+    results, one per op."""
     r = run(NOBODY + ['/usr/bin/python3', '-c', AGENT, json.dumps(ops)],
-            timeout=600)
+            timeout=600, cwd=cwd)
     return json.loads(r.stdout)
 
 
@@ -107,12 +112,12 @@ def inodes_used(path):
 
 def start(tmp_path_factory, name, extra):
     """A 2-iod cluster run from an rpfs.conf with extra appended, and a
-    mount other uids can use; a directory 'u' on it owned by 65534."""
+    mount other uids can use (allow_other; they start in 'u', nobody()); a
+    directory 'u' on it owned by 65534."""
     tmp = tmp_path_factory.mktemp(name)
     c = util.conf_cluster(tmp, niods=2, key=False, name=name, extra=extra)
     try:
         path = str(tmp_path_factory.mktemp(name + 'm'))
-        util.make_traversable(path)
         m = c.mount(path, 'allow_other')
     except BaseException:
         util.cleanup(c)
@@ -132,22 +137,20 @@ def test_full_namespace(tmp_path_factory):
     are purged, and then the space takes new files and xattrs again."""
     c, m, path, d = start(tmp_path_factory, 'quota', '[mgr]\ndb_size = 4M\n')
     try:
-        fd, empty, keep = (os.path.join(d, x) for x in ('fill', 'empty', 'keep'))
-        assert nobody(['mkdir', fd], ['mkdir', empty], ['create', keep],
+        fd, empty, keep = 'fill', 'empty', 'keep'   # relative to d
+        assert nobody(d, ['mkdir', fd], ['mkdir', empty], ['create', keep],
                       ['setxattr', keep, 'user.k', 3000]) == [0, 0, 0, 0]
         # 3000-byte values take an overflow page each: ~750 fill the map;
         # 100 per file stays under the per-inode caps (1024, 1 MiB)
-        [[n, x, err]] = nobody(['fill', fd, 100, 3000])
+        [[n, x, err]] = nobody(d, ['fill', fd, 100, 3000])
         assert err == 'ENOSPC', (n, x, err)
         assert n >= 5 and x >= 400, (n, x)
         print('filled: %d files, %d xattrs of 3000 bytes' % (n, x))
         f = [os.path.join(fd, 'f%05d' % i) for i in range(n)]
 
         # every op that grows the namespace: ENOSPC, for root as well
-        assert nobody(['create', os.path.join(d, 'new')],
-                      ['mkdir', os.path.join(d, 'newdir')],
-                      ['symlink', os.path.join(d, 'sl')],
-                      ['link', f[0], os.path.join(d, 'ln')],
+        assert nobody(d, ['create', 'new'], ['mkdir', 'newdir'],
+                      ['symlink', 'sl'], ['link', f[0], 'ln'],
                       ['setxattr', keep, 'user.new', 1],
                       ['setxattr', keep, 'user.k', 3001]) == ['ENOSPC'] * 6
         with pytest.raises(OSError) as e:
@@ -155,13 +158,13 @@ def test_full_namespace(tmp_path_factory):
         assert e.value.errno == errno.ENOSPC
 
         # reads at full
-        assert nobody(['listdir', fd], ['stat', f[0]], ['getxattr', keep, 'user.k'],
+        assert nobody(d, ['listdir', fd], ['stat', f[0]], ['getxattr', keep, 'user.k'],
                       ['listxattr', f[0]]) == [sorted(os.path.basename(p) for p in f),
                                                 0, 3000, 100]
 
         # deletes and what does not grow: all fine at full
         used = inodes_used(path)
-        assert nobody(['setxattr', keep, 'user.k', 3000],
+        assert nobody(d, ['setxattr', keep, 'user.k', 3000],
                       ['setxattr', keep, 'user.k', 100],
                       ['truncate', keep, 12345],
                       ['truncate', keep, 0],
@@ -170,7 +173,7 @@ def test_full_namespace(tmp_path_factory):
                       ['rmdir', empty],
                       ['rename', f[1], f[2]],
                       *[['unlink', p] for p in f[3:]]) == [0] * (8 + n - 3)
-        assert nobody(['getxattr', f[0], 'user.x000'], ['stat', f[1]],
+        assert nobody(d, ['getxattr', f[0], 'user.x000'], ['stat', f[1]],
                       ['stat', empty], ['getxattr', keep, 'user.k']) == \
             ['ENODATA', 'ENOENT', 'ENOENT', 100]
         # the files' inodes go once the client's reaper purged them (the
@@ -179,8 +182,8 @@ def test_full_namespace(tmp_path_factory):
                         60, 0.1, 'the deleted files purged')
 
         # room again: new files with xattrs, a directory, a link
-        more = os.path.join(d, 'more')
-        assert nobody(['mkdir', more],
+        more = 'more'
+        assert nobody(d, ['mkdir', more],
                       *[['create', os.path.join(more, 'g%d' % i)] for i in range(5)],
                       *[['setxattr', os.path.join(more, 'g0'), 'user.y%d' % i, 3000]
                         for i in range(20)],
@@ -199,11 +202,11 @@ def test_xattr_caps(tmp_path_factory):
     c, m, path, d = start(tmp_path_factory, 'xcap',
                           '[mgr]\nxattr_max_count = 100\nxattr_max_bytes = 200K\n')
     try:
-        a, b = os.path.join(d, 'a'), os.path.join(d, 'b')
-        assert nobody(['create', a], ['create', b]) == [0, 0]
-        r = nobody(*[['setxattr', a, 'user.c%03d' % i, 10] for i in range(100)])
+        a, b = 'a', 'b'   # relative to d
+        assert nobody(d, ['create', a], ['create', b]) == [0, 0]
+        r = nobody(d, *[['setxattr', a, 'user.c%03d' % i, 10] for i in range(100)])
         assert r == [0] * 100
-        assert nobody(['setxattr', a, 'user.c100', 1],   # 101st
+        assert nobody(d, ['setxattr', a, 'user.c100', 1],   # 101st
                       ['setxattr', a, 'user.c000', 10],  # same size
                       ['setxattr', a, 'user.c001', 5],   # smaller
                       ['setxattr', a, 'user.c002', 11],  # grows: the bytes are fine
@@ -212,7 +215,7 @@ def test_xattr_caps(tmp_path_factory):
                       ['setxattr', a, 'user.c101', 1],
                       ['listxattr', a]) == ['ENOSPC', 0, 0, 0, 0, 0, 'ENOSPC', 100]
         # bytes: 3 x (7 + 65536) = 196629; + 6 + 8165 = 204800 = 200K exactly
-        assert nobody(*[['setxattr', b, 'user.b%d' % i, 65536] for i in range(3)],
+        assert nobody(d, *[['setxattr', b, 'user.b%d' % i, 65536] for i in range(3)],
                       ['setxattr', b, 'user.b3', 65536],
                       ['setxattr', b, 'user.s', 8166],
                       ['setxattr', b, 'user.s', 8165],
