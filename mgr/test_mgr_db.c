@@ -818,72 +818,133 @@ static void test_headroom(void)
 	rm_tmp(dir);
 }
 
-/* Per-inode xattr caps: count and bytes (names + values) refuse with
- * ENOSPC; same-size and smaller replaces work at the cap; a remove makes
- * room; other inodes are not affected; an inode already past a cap (an
- * older database, or caps lowered) keeps its xattrs and may shrink them;
- * the default caps are 1024 and 1 MiB. */
-static void test_xattr_caps(void)
+/* A store filled to the limit of an 8 MiB map, reopened with a db_size of
+ * 4 MiB (less than it holds): it opens at its size plus the reserve, so
+ * growth stops at the file's old end and every file can still be deleted. */
+static void test_headroom_shrunk(void)
 {
-	struct proto_attr d, a, b;
-	char dir[64], name[32], val[4096];
+	struct proto_attr d, a;
+	struct proto_freed fr;
+	MDB_envinfo ei;
+	char dir[64], name[32];
 	struct mgr_db *db;
+	int n = 0, m, rc = 0;
+
+	mk_tmp(dir, sizeof(dir));
+	db = open_limits(dir, 8u << 20, MGR_XATTR_DEFAULT_COUNT,
+			 MGR_XATTR_DEFAULT_BYTES);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("fill"), 0777, &d), 0);
+	CHECK_RC(fill(db, d.ino, &n), -ENOSPC);
+	mgr_db_close(db);
+	db = open_limits(dir, 4u << 20, MGR_XATTR_DEFAULT_COUNT,
+			 MGR_XATTR_DEFAULT_BYTES);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_RC(mdb_env_info(db->env, &ei), 0);
+	CHECK_EQ(db->reserve_pages, 256);
+	CHECK(db->map_pages > 1024 && db->map_pages >= ei.me_last_pgno + 1 + 256);
+	/* growth up to the file's old end (its free pages), then ENOSPC */
+	for (m = 0; m < 1000 && rc == 0; m++) {
+		snprintf(name, sizeof(name), "more%d", m);
+		rc = mgr_ns_create(db, &user_c, d.ino, S(name), 0644, 0, &a);
+	}
+	CHECK_RC(rc, -ENOSPC);
+	for (int i = 0; i < n + m - 1; i++) {
+		if (i < n)
+			snprintf(name, sizeof(name), "file%06d", i);
+		else
+			snprintf(name, sizeof(name), "more%d", i - n);
+		CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S(name), &fr), 0);
+		CHECK_RC(mgr_ns_purge(db, fr.ino), 0);
+	}
+	mgr_db_close(db);
+	rm_tmp(dir);
+}
+
+/* Per-inode xattr caps (8, 2048 bytes) on two new files of the store in
+ * dir: count and bytes (names + values) refuse with ENOSPC; same-size and
+ * smaller replaces work at the cap; a remove makes room; the files are
+ * returned in a (at the count cap) and b (near the bytes cap). */
+static void caps_basic(const char *dir, struct proto_attr *a,
+		       struct proto_attr *b)
+{
+	struct proto_attr d;
+	char name[32], val[4096];
+	struct mgr_db *db = open_limits(dir, 16u << 20, 8, 2048);
 
 	memset(val, 'c', sizeof(val));
-	mk_tmp(dir, sizeof(dir));
-	db = open_limits(dir, 16u << 20, 8, 2048);
 	CHECK(db != NULL);
 	if (!db)
 		return;
 	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("caps"), 0777, &d), 0);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("a"), 0644, 0, &a), 0);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("b"), 0644, 0, &b), 0);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("a"), 0644, 0, a), 0);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("b"), 0644, 0, b), 0);
 	/* count: 8 allowed, the 9th refused (the layout xattr is not stored) */
 	for (int i = 0; i < 8; i++) {
 		snprintf(name, sizeof(name), "user.c%d", i);
-		CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S(name), val, 10, 0), 0);
+		CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S(name), val, 10, 0), 0);
 	}
-	CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("user.c8"), val, 1, 0), -ENOSPC);
-	CHECK_RC(mgr_xattr_set(db, &root_c, a.ino, S("trusted.t"), val, 1, 0), -ENOSPC);
-	CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("user.c0"), val, 10, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("user.c0"), val, 3, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("user.rpfs.layout"),
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c8"), val, 1, 0), -ENOSPC);
+	CHECK_RC(mgr_xattr_set(db, &root_c, a->ino, S("trusted.t"), val, 1, 0), -ENOSPC);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c0"), val, 10, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c0"), val, 3, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.rpfs.layout"),
 			       S("unit=65536,count=1"), 0), 0);
-	CHECK_RC(mgr_xattr_remove(db, &user_c, a.ino, S("user.c5")), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("user.c8"), val, 1, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("user.c9"), val, 1, 0), -ENOSPC);
+	CHECK_RC(mgr_xattr_remove(db, &user_c, a->ino, S("user.c5")), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c8"), val, 1, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c9"), val, 1, 0), -ENOSPC);
 	/* bytes: name + value; 2048 exactly is allowed, one more is not */
-	CHECK_RC(mgr_xattr_set(db, &user_c, b.ino, S("user.big"), val, 1000, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b.ino, S("user.two"), val, 2048 - 1008 - 8 + 1, 0), -ENOSPC);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b.ino, S("user.two"), val, 2048 - 1008 - 8, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b.ino, S("user.big"), val, 1001, 0), -ENOSPC);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b.ino, S("user.big"), val, 1000, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b.ino, S("user.big"), val, 500, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b.ino, S("user.big"), val, 1000, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b.ino, S("user.x"), "", 0, 0), -ENOSPC);
-	CHECK_RC(mgr_xattr_remove(db, &user_c, b.ino, S("user.two")), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b.ino, S("user.x"), val, 1000, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 1000, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.two"), val, 2048 - 1008 - 8 + 1, 0), -ENOSPC);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.two"), val, 2048 - 1008 - 8, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 1001, 0), -ENOSPC);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 1000, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 500, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 1000, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.x"), "", 0, 0), -ENOSPC);
+	CHECK_RC(mgr_xattr_remove(db, &user_c, b->ino, S("user.two")), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.x"), val, 1000, 0), 0);
 	mgr_db_close(db);
+}
 
-	/* caps lowered under what a file holds: shrink yes, grow or add no */
-	db = open_limits(dir, 16u << 20, 4, 1024);
+/* The caps of caps_basic lowered (4, 1024 bytes) under what a and b hold:
+ * those xattrs stay and may shrink; growing or adding is refused until
+ * removes bring the file under the cap. */
+static void caps_lowered(const char *dir, const struct proto_attr *a,
+			 const struct proto_attr *b)
+{
+	char name[32], val[4096];
+	struct mgr_db *db = open_limits(dir, 16u << 20, 4, 1024);
+
+	memset(val, 'c', sizeof(val));
 	CHECK(db != NULL);
-	if (db) {
-		CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("user.c1"), val, 10, 0), 0);
-		CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("user.c1"), val, 11, 0), -ENOSPC);
-		CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("user.n"), val, 0, 0), -ENOSPC);
-		CHECK_RC(mgr_xattr_set(db, &user_c, b.ino, S("user.big"), val, 900, 0), 0);
-		CHECK_RC(mgr_xattr_set(db, &user_c, b.ino, S("user.big"), val, 901, 0), -ENOSPC);
-		for (int i = 0; i < 5; i++) {
-			snprintf(name, sizeof(name), "user.c%d", i);
-			CHECK_RC(mgr_xattr_remove(db, &user_c, a.ino, S(name)), 0);
-		}
-		CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("user.n"), val, 0, 0), 0);
-		mgr_db_close(db);
+	if (!db)
+		return;
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c1"), val, 10, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c1"), val, 11, 0), -ENOSPC);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.n"), val, 0, 0), -ENOSPC);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 900, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 901, 0), -ENOSPC);
+	for (int i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "user.c%d", i);
+		CHECK_RC(mgr_xattr_remove(db, &user_c, a->ino, S(name)), 0);
 	}
-	rm_tmp(dir);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.n"), val, 0, 0), 0);
+	mgr_db_close(db);
+}
 
-	/* the defaults: 1024 xattrs and 1 MiB */
+/* The default caps: 1024 xattrs (and 1 MiB) per inode; the reserve of a
+ * 4 GiB map is its 1/64, the 64 MiB ceiling. */
+static void caps_default(void)
+{
+	struct proto_attr a;
+	char dir[64], name[32];
+	struct mgr_db *db;
+
 	mk_tmp(dir, sizeof(dir));
 	db = open_db(dir);
 	CHECK(db != NULL);
@@ -901,6 +962,20 @@ static void test_xattr_caps(void)
 	CHECK_RC(mgr_xattr_set(db, &root_c, a.ino, S("user.1024"), "", 0, 0), -ENOSPC);
 	mgr_db_close(db);
 	rm_tmp(dir);
+}
+
+/* Per-inode xattr caps: caps_basic, then caps_lowered on the same store,
+ * then caps_default. */
+static void test_xattr_caps(void)
+{
+	struct proto_attr a = { 0 }, b = { 0 };
+	char dir[64];
+
+	mk_tmp(dir, sizeof(dir));
+	caps_basic(dir, &a, &b);
+	caps_lowered(dir, &a, &b);
+	rm_tmp(dir);
+	caps_default();
 }
 
 /* Out-of-range limits are refused before anything is created. */
@@ -935,6 +1010,7 @@ int main(void)
 	test_limits_range();
 	test_xattr_caps();
 	test_headroom();
+	test_headroom_shrunk();
 	mk_tmp(dir, sizeof(dir));
 	db = open_db(dir);
 	if (!db) {
