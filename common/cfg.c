@@ -150,10 +150,11 @@ static int cfg_path(struct cfg_parse *p, const char *sec, const char *key,
 	return 1;
 }
 
-/* A size key in [lo, hi], optionally a power of two. */
-static int cfg_size(struct cfg_parse *p, const char *sec, const char *key,
-		    const char *v, uint64_t lo, uint64_t hi, int pow2,
-		    uint32_t *dst)
+/* A size key in [lo, hi], optionally a power of two, as 64 bits.
+ * @return 1 ok, 0 an error recorded (inih's convention) */
+static int cfg_size64(struct cfg_parse *p, const char *sec, const char *key,
+		      const char *v, uint64_t lo, uint64_t hi, int pow2,
+		      uint64_t *dst)
 {
 	uint64_t x;
 
@@ -162,8 +163,21 @@ static int cfg_size(struct cfg_parse *p, const char *sec, const char *key,
 				"(suffix K, M or G allowed), got \"%s\"", sec, key,
 				pow2 ? " (power of two)" : "",
 				(unsigned long long)lo, (unsigned long long)hi, v);
-	*dst = (uint32_t)x;
+	*dst = x;
 	return 1;
+}
+
+/* A size key in [lo, hi] (hi < 4 GiB), optionally a power of two. */
+static int cfg_size(struct cfg_parse *p, const char *sec, const char *key,
+		    const char *v, uint64_t lo, uint64_t hi, int pow2,
+		    uint32_t *dst)
+{
+	uint64_t x;
+	int rc = cfg_size64(p, sec, key, v, lo, hi, pow2, &x);
+
+	if (rc == 1)
+		*dst = (uint32_t)x;
+	return rc;
 }
 
 /* [cluster] */
@@ -269,8 +283,23 @@ static int cfg_mgr(struct cfg_parse *p, const char *key, const char *v)
 		c->resync_rate = n;
 		return 1;
 	}
+	if (!strcmp(key, "db_size"))
+		return cfg_size64(p, "mgr", key, v, CFG_MIN_DB_SIZE,
+				  CFG_MAX_DB_SIZE, 0, &c->db_size);
+	if (!strcmp(key, "xattr_max_count")) {
+		if (cfg_int(v, 1, CFG_MAX_XATTR_COUNT, &n))
+			return cfg_fail(p, "[mgr] xattr_max_count: expected a number "
+					"1..%d (xattrs per inode), got \"%s\"",
+					CFG_MAX_XATTR_COUNT, v);
+		c->xattr_max_count = (uint32_t)n;
+		return 1;
+	}
+	if (!strcmp(key, "xattr_max_bytes"))
+		return cfg_size(p, "mgr", key, v, CFG_MIN_XATTR_BYTES,
+				CFG_MAX_XATTR_BYTES, 0, &c->xattr_max_bytes);
 	return cfg_fail(p, "[mgr]: unknown key \"%s\" (expected db, listen, "
-			"root_squash, resync_rate)", key);
+			"root_squash, resync_rate, db_size, xattr_max_count, "
+			"xattr_max_bytes)", key);
 }
 
 /* [iod.N] */

@@ -8,7 +8,10 @@
  *              mirror = 1|2 (replicas of new files; default 1)
  *   [client]   timeout = SECONDS
  *   [mgr]      db = DIR, listen = HOST:PORT, root_squash = BOOL,
- *              resync_rate = MB/s (0..100000, 0 = resync off)
+ *              resync_rate = MB/s (0..100000, 0 = resync off),
+ *              db_size = SIZE (4M..1024G, the namespace map),
+ *              xattr_max_count = N (1..65536), xattr_max_bytes = SIZE
+ *              (1K..64M; names + values): per-inode xattr caps
  *   [iod.N]    host = HOST, port = PORT, data = DIR, listen = HOST (bind
  *              address, default host), credits = N, domain = NAME (failure
  *              domain, 1..63 of [A-Za-z0-9._-]; every iod or none)
@@ -32,6 +35,11 @@
 #define CFG_DEFAULT_PATH "/etc/rpfs/rpfs.conf"
 #define CFG_DEFAULT_MGR_PORT 7400
 #define CFG_MAX_RESYNC_RATE 100000       /* [mgr] resync_rate, MB/s */
+#define CFG_MIN_DB_SIZE (4ull << 20)     /* [mgr] db_size */
+#define CFG_MAX_DB_SIZE (1ull << 40)
+#define CFG_MAX_XATTR_COUNT 65536        /* [mgr] xattr_max_count */
+#define CFG_MIN_XATTR_BYTES 1024u        /* [mgr] xattr_max_bytes */
+#define CFG_MAX_XATTR_BYTES (64u << 20)
 
 /* One [iod.N] section. */
 struct cfg_iod {
@@ -63,6 +71,9 @@ struct cfg {
 	uint16_t listen_port;
 	int root_squash;                 /* 0/1, -1 = unset */
 	long resync_rate;                /* [mgr] resync_rate MB/s, -1 = unset */
+	uint64_t db_size;                /* [mgr] db_size bytes; 0 = unset */
+	uint32_t xattr_max_count;        /* [mgr] xattr_max_count; 0 = unset */
+	uint32_t xattr_max_bytes;        /* [mgr] xattr_max_bytes; 0 = unset */
 	int niods;                       /* iods[0..niods-1], ids contiguous */
 	struct cfg_iod iods[PROTO_MAX_IODS];
 	int has_poll_mode;

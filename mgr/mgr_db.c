@@ -12,8 +12,10 @@
 
 #include "log.h"
 
-#define MGR_DB_MAPSIZE (4ull << 30)
 #define MGR_DB_MAXDBS 8
+#define MGR_DB_META_PAGES 2     /* LMDB's two meta pages */
+#define MGR_DB_FREE_DBI 0       /* LMDB's free list (as mdb_stat(1) reads it) */
+#define MGR_DB_MAIN_DBI 1       /* LMDB's main database: names the others */
 #define MGR_KEY_MAX (8 + PROTO_MAX_NAME)
 
 /* On-disk inode record header; the symlink target follows it. Version 1
@@ -109,6 +111,11 @@ static int meta_put_u64(struct mgr_db *db, MDB_txn *txn, const char *key,
  * as the transactions are (one at a time per thread, no MDB_NOTLS). */
 static __thread struct mgr_db *stale_dirty;
 
+/* Bytes of dirent names the calling thread's open write txn removed and
+ * no dirent_add has used yet: the credit that lets a rename's add into the
+ * upper half of the reserve (db_room). Per thread, as stale_dirty. */
+static __thread uint64_t name_credit;
+
 /* Remember that the current txn changed db's stale records. */
 static void stale_touch(struct mgr_db *db)
 {
@@ -118,6 +125,8 @@ static void stale_touch(struct mgr_db *db)
 /* Begin a transaction on db's environment. */
 int mgr_db_begin(struct mgr_db *db, int rdonly, MDB_txn **txn)
 {
+	if (!rdonly)
+		name_credit = 0;
 	return db_err(mdb_txn_begin(db->env, NULL, rdonly ? MDB_RDONLY : 0, txn),
 		      "txn begin");
 }
@@ -131,6 +140,7 @@ int mgr_db_commit(MDB_txn *txn)
 	int rc;
 
 	stale_dirty = NULL;
+	name_credit = 0;
 	rc = db_err(mdb_txn_commit(txn), "commit");
 	if (!rc && dirty)
 		__atomic_add_fetch(&dirty->stale_ver, 1, __ATOMIC_RELEASE);
@@ -141,7 +151,72 @@ int mgr_db_commit(MDB_txn *txn)
 void mgr_db_abort(MDB_txn *txn)
 {
 	stale_dirty = NULL;
+	name_credit = 0;
 	mdb_txn_abort(txn);
+}
+
+/* Sum the B-tree pages of every database in txn's view; see mgr_db.h. */
+int mgr_db_usage(struct mgr_db *db, MDB_txn *txn, uint64_t *used,
+		 uint64_t *limit)
+{
+	const MDB_dbi all[] = { MGR_DB_FREE_DBI, MGR_DB_MAIN_DBI, db->inodes,
+				db->dirents, db->dirseq, db->xattrs,
+				db->orphans, db->meta, db->stale };
+	uint64_t n = MGR_DB_META_PAGES;
+	MDB_stat st;
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+		int rc = mdb_stat(txn, all[i], &st);
+
+		if (rc)
+			return db_err(rc, "stat");
+		n += st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages;
+	}
+	*used = n;
+	if (limit)
+		*limit = db->map_pages - db->reserve_pages;
+	return 0;
+}
+
+/*
+ * The headroom rule, asked by the ops that grow the namespace before they
+ * do: a plain growth stops once the pages in use reach the map minus the
+ * reserve, and once stopped resumes only when they are an eighth of the
+ * reserve below that (deletes freed real space: each txn moves the free
+ * list's own pages by a few, which must not let a create through at the
+ * edge); an add paid for by a delete in the same txn (credited: a rename)
+ * may go on until half the reserve is left, so renames work at "full" but
+ * cannot eat the half that deletes need. Logs when the namespace becomes
+ * full and when it has room again. Cost: mgr_db_usage.
+ * @return 0, -ENOSPC, -EIO
+ */
+static int db_room(struct mgr_db *db, MDB_txn *txn, int credited)
+{
+	uint64_t used, stop;
+	int rc = mgr_db_usage(db, txn, &used, &stop);
+
+	if (rc)
+		return rc;
+	if (credited)
+		stop += db->reserve_pages / 2;
+	else if (db->full)
+		stop -= db->reserve_pages / 8;
+	if (used < stop) {
+		if (db->full && !credited) {
+			log_notice("namespace has room again: %llu of %llu pages "
+				   "in use", (unsigned long long)used,
+				   (unsigned long long)db->map_pages);
+			db->full = 0;
+		}
+		return 0;
+	}
+	if (!db->full)
+		log_warn("namespace full: %llu of %llu pages in use (%llu kept "
+			 "for deletes); creates, links and xattrs get ENOSPC",
+			 (unsigned long long)used, (unsigned long long)db->map_pages,
+			 (unsigned long long)db->reserve_pages);
+	db->full = 1;
+	return -ENOSPC;
 }
 
 /* Load and unpack inode ino (a version 1 or 2 record). Cost: one B-tree lookup, no copy of target. */
@@ -302,7 +377,10 @@ int mgr_db_inode_del(struct mgr_db *db, MDB_txn *txn, uint64_t ino)
 int mgr_db_inode_alloc(struct mgr_db *db, MDB_txn *txn, uint64_t *ino)
 {
 	uint64_t next, n;
-	int rc = meta_get_u64(db, txn, "next_ino", &next, MGR_ROOT_INO + 1);
+	int rc = db_room(db, txn, 0);
+
+	if (!rc)
+		rc = meta_get_u64(db, txn, "next_ino", &next, MGR_ROOT_INO + 1);
 
 	if (!rc)
 		rc = meta_put_u64(db, txn, "next_ino", next + 1);
@@ -369,6 +447,9 @@ int mgr_db_dirent_add(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
 
 	if (len == 0 || len > PROTO_MAX_NAME)
 		return -EINVAL;
+	rc = db_room(db, txn, name_credit >= len);
+	if (rc)
+		return rc;
 	k = (MDB_val){ db_key(kb, parent, name, len), kb };
 	rc = mdb_put(txn, db->dirents, &k, &d, MDB_NOOVERWRITE);
 	if (rc)
@@ -377,6 +458,7 @@ int mgr_db_dirent_add(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
 	rc = mdb_put(txn, db->dirseq, &sk, &sd, 0);
 	if (rc)
 		return db_err(rc, "dirseq add");
+	name_credit = name_credit >= len ? name_credit - len : 0;
 	pdir->next_seq++;
 	return 0;
 }
@@ -418,6 +500,7 @@ int mgr_db_dirent_del(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
 	rc = mdb_del(txn, db->dirseq, &sk, NULL);
 	if (rc && rc != MDB_NOTFOUND)
 		return db_err(rc, "dirseq del");
+	name_credit += len;
 	return 0;
 }
 
@@ -495,17 +578,67 @@ int mgr_db_xattr_get(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 	return 0;
 }
 
-/* Set xattr ino/name. */
+/*
+ * Would ino's xattrs stay within the caps if one of old bytes (name +
+ * value; 0: a new one) became one of new bytes? Walks the inode's records
+ * and stops as soon as a cap is passed: the total only grows from there,
+ * so the answer is no. Cost: one cursor seek and at most xattr_max_count
+ * + 1 steps, whatever an older database holds.
+ * @return 0, -ENOSPC a cap would be passed, -EIO
+ */
+static int xattr_cap_check(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+			   uint64_t old, uint64_t new)
+{
+	uint8_t kb[8];
+	MDB_val k = { db_key(kb, ino, NULL, 0), kb }, d;
+	uint64_t count = old ? 0 : 1, bytes = new - old;
+	MDB_cursor *c;
+	int rc = mdb_cursor_open(txn, db->xattrs, &c);
+
+	if (rc)
+		return db_err(rc, "cursor open");
+	for (rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE);
+	     rc == 0 && count <= db->xattr_max_count &&
+	     bytes <= db->xattr_max_bytes;
+	     rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+		if (k.mv_size <= 8 || memcmp(k.mv_data, kb, 8) != 0)
+			break;
+		count++;
+		bytes += k.mv_size - 8 + d.mv_size;
+	}
+	mdb_cursor_close(c);
+	if (rc && rc != MDB_NOTFOUND)
+		return db_err(rc, "xattr usage");
+	if (count > db->xattr_max_count || bytes > db->xattr_max_bytes)
+		return -ENOSPC;
+	return 0;
+}
+
+/* Set xattr ino/name; a new or growing one is checked first (headroom
+ * rule, per-inode caps). */
 int mgr_db_xattr_put(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 		     const char *name, size_t len, const void *val,
 		     size_t vlen)
 {
 	uint8_t kb[MGR_KEY_MAX];
-	MDB_val k, d = { vlen, (void *)val };
+	MDB_val k, d = { vlen, (void *)val }, o;
+	int rc;
 
 	if (len == 0 || len > PROTO_MAX_XATTR_NAME)
 		return -EINVAL;
 	k = (MDB_val){ db_key(kb, ino, name, len), kb };
+	rc = mdb_get(txn, db->xattrs, &k, &o);
+	if (rc && rc != MDB_NOTFOUND)
+		return db_err(rc, "xattr get");
+	if (rc || vlen > o.mv_size) {
+		uint64_t old = rc ? 0 : len + o.mv_size;
+
+		rc = db_room(db, txn, 0);
+		if (!rc)
+			rc = xattr_cap_check(db, txn, ino, old, len + vlen);
+		if (rc)
+			return rc;
+	}
 	return db_err(mdb_put(txn, db->xattrs, &k, &d, 0), "xattr put");
 }
 
@@ -634,25 +767,99 @@ static int db_format(struct mgr_db *db, MDB_txn *txn)
 	return rc;
 }
 
-/* Open the env and its named databases; format a new store. */
+/* The defaults; see mgr_db.h. */
+void mgr_db_limits_default(struct mgr_db_limits *l)
+{
+	l->db_size = MGR_DB_DEFAULT_SIZE;
+	l->xattr_max_count = MGR_XATTR_DEFAULT_COUNT;
+	l->xattr_max_bytes = MGR_XATTR_DEFAULT_BYTES;
+}
+
+/* Is every limit within its range? */
+static int db_limits_ok(const struct mgr_db_limits *l)
+{
+	return l->db_size >= MGR_DB_MIN_SIZE && l->db_size <= MGR_DB_MAX_SIZE &&
+	       l->xattr_max_count >= 1 &&
+	       l->xattr_max_count <= MGR_XATTR_MAX_COUNT &&
+	       l->xattr_max_bytes >= MGR_XATTR_MIN_BYTES &&
+	       l->xattr_max_bytes <= MGR_XATTR_MAX_BYTES;
+}
+
+/*
+ * After mdb_env_open: learn the map LMDB actually uses and size the
+ * reserve, 1/64 of the map, at least 1 MiB and at most 64 MiB (HACKING
+ * "Namespace space" says why that is enough for a delete). LMDB raises a
+ * map smaller than the data already in the file to the data's size; that
+ * would leave no reserve, so the map is raised by the reserve again.
+ * @return 0, -EIO
+ */
+static int db_size_map(struct mgr_db *db, const char *dir, uint64_t asked)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+	uint64_t psize, reserve;
+	int rc = mdb_env_info(db->env, &info);
+
+	if (!rc)
+		rc = mdb_env_stat(db->env, &st);
+	if (rc)
+		return db_err(rc, "env info");
+	psize = st.ms_psize;
+	reserve = info.me_mapsize / 64;
+	if (reserve < (1u << 20))
+		reserve = 1u << 20;
+	if (reserve > (64u << 20))
+		reserve = 64u << 20;
+	if (info.me_mapsize / psize > (asked + psize - 1) / psize) {
+		log_warn("--db %s: the database holds %llu bytes, more than the "
+			 "db_size of %llu: using %llu", dir,
+			 (unsigned long long)info.me_mapsize,
+			 (unsigned long long)asked,
+			 (unsigned long long)(info.me_mapsize + reserve));
+		rc = mdb_env_set_mapsize(db->env, info.me_mapsize + reserve);
+		if (!rc)
+			rc = mdb_env_info(db->env, &info);
+		if (rc)
+			return db_err(rc, "set mapsize");
+	}
+	db->map_pages = info.me_mapsize / psize;
+	db->reserve_pages = reserve / psize;
+	return 0;
+}
+
+/* Open with the default limits. */
 int mgr_db_open(struct mgr_db **out, const char *dir)
+{
+	struct mgr_db_limits l;
+
+	mgr_db_limits_default(&l);
+	return mgr_db_open_limits(out, dir, &l);
+}
+
+/* Open the env and its named databases; format a new store. */
+int mgr_db_open_limits(struct mgr_db **out, const char *dir,
+		       const struct mgr_db_limits *lim)
 {
 	struct mgr_db *db;
 	MDB_txn *txn;
 	uint64_t v;
 	int rc;
 
+	if (!db_limits_ok(lim))
+		return -EINVAL;
 	if (mkdir(dir, 0700) && errno != EEXIST)
 		return -errno;
 	db = calloc(1, sizeof(*db));
 	if (!db)
 		return -ENOMEM;
+	db->xattr_max_count = lim->xattr_max_count;
+	db->xattr_max_bytes = lim->xattr_max_bytes;
 	rc = mdb_env_create(&db->env);
 	if (rc) {
 		rc = db_err(rc, "env create");
 		goto out_free_db;
 	}
-	rc = mdb_env_set_mapsize(db->env, MGR_DB_MAPSIZE);
+	rc = mdb_env_set_mapsize(db->env, lim->db_size);
 	if (!rc)
 		rc = mdb_env_set_maxdbs(db->env, MGR_DB_MAXDBS);
 	if (!rc)
@@ -661,6 +868,9 @@ int mgr_db_open(struct mgr_db **out, const char *dir)
 		rc = db_err(rc, "env open");
 		goto out_close_env;
 	}
+	rc = db_size_map(db, dir, lim->db_size);
+	if (rc)
+		goto out_close_env;
 	rc = mdb_txn_begin(db->env, NULL, 0, &txn);
 	if (rc) {
 		rc = db_err(rc, "txn begin");

@@ -29,6 +29,16 @@
  * MDB_NOTLS: a thread has at most one transaction at a time (its own), and
  * write transactions of different threads take turns (LMDB's writer lock).
  *
+ * Space (see HACKING "Namespace space"): the map is db_size bytes. Ops that
+ * grow the namespace (mgr_db_inode_alloc, mgr_db_dirent_add, a growing
+ * mgr_db_xattr_put) get -ENOSPC once the B-tree pages in use reach the map
+ * minus a reserve (mgr_db_usage); deletes, same-size updates and shrinking
+ * replaces are never refused by that rule, so they still fit when growth
+ * has stopped. A dirent_add paid for by a dirent_del of as many name bytes
+ * in the same txn (a rename) may go on into half of the reserve. The
+ * stored xattrs of one inode are capped in number and in bytes (names +
+ * values): past a cap mgr_db_xattr_put fails with -ENOSPC.
+ *
  * Stale version: an in-memory counter bumped after every committed
  * transaction that added or deleted stale records (mgr_db_commit notices
  * them, PURGE's included), so another thread learns cheaply that the fence
@@ -48,6 +58,16 @@
 #define MGR_ROOT_INO 1
 #define MGR_SEQ_FIRST 3       /* cookies 1, 2 are "." and ".." */
 #define MGR_IREC_VERSION 2    /* 2 added blocks; version 1 records still load */
+
+/* The map (--db-size, [mgr] db_size) and the per-inode xattr caps. */
+#define MGR_DB_DEFAULT_SIZE (4ull << 30)
+#define MGR_DB_MIN_SIZE (4ull << 20)     /* the reserve is at most a quarter */
+#define MGR_DB_MAX_SIZE (1ull << 40)
+#define MGR_XATTR_DEFAULT_COUNT 1024u
+#define MGR_XATTR_MAX_COUNT 65536u
+#define MGR_XATTR_DEFAULT_BYTES (1u << 20)
+#define MGR_XATTR_MIN_BYTES 1024u
+#define MGR_XATTR_MAX_BYTES (64u << 20)
 
 /* Inode flags. */
 #define MGR_IF_DIRLAYOUT 0x1u /* dir: layout holds the default for new files */
@@ -75,7 +95,16 @@ struct mgr_iod {
 	char domain[STRIPE_MAX_DOMAIN + 1]; /* failure domain; "" = none */
 };
 
-/* The open store. Fields are set at open/config and read-only afterwards. */
+/* Sizes for mgr_db_open_limits; mgr_db_limits_default fills the defaults. */
+struct mgr_db_limits {
+	uint64_t db_size;         /* MGR_DB_MIN_SIZE..MGR_DB_MAX_SIZE bytes */
+	uint32_t xattr_max_count; /* 1..MGR_XATTR_MAX_COUNT per inode */
+	uint32_t xattr_max_bytes; /* MGR_XATTR_MIN_BYTES..MGR_XATTR_MAX_BYTES
+				   * per inode, names + values */
+};
+
+/* The open store. Fields are set at open/config and read-only afterwards,
+ * except full (see there). */
 struct mgr_db {
 	MDB_env *env;
 	MDB_dbi inodes, dirents, dirseq, xattrs, orphans, meta, stale;
@@ -86,6 +115,13 @@ struct mgr_db {
 	struct proto_group groups[PROTO_MAX_IODS / 2];
 	struct proto_layout deflayout; /* count resolved (never 0), first 0 */
 	uint64_t stale_ver;            /* atomic (__atomic_*): the stale version */
+	uint64_t map_pages;            /* the map in pages (can exceed db_size:
+					* an existing file that is larger) */
+	uint64_t reserve_pages;        /* growth stops this short of the map */
+	uint32_t xattr_max_count, xattr_max_bytes; /* per-inode caps */
+	int full;                      /* growth refused last time we looked
+					* (for the log); LMDB's writer lock:
+					* only write txns touch it */
 };
 
 /* One stale record: iod's replica of ino missed a write; gen changes with
@@ -96,13 +132,39 @@ struct mgr_stale_rec {
 	uint64_t gen;
 };
 
+/** Fill l with the defaults (4 GiB map, 1024 xattrs / 1 MiB per inode). */
+void mgr_db_limits_default(struct mgr_db_limits *l);
+
 /**
- * Open (creating if needed) the environment in dir; creates the root inode
- * and the fsid at first start.
+ * Open (creating if needed) the environment in dir with the map and caps of
+ * lim; creates the root inode and the fsid at first start. A database
+ * already larger than lim->db_size is opened with its size plus the
+ * reserve (logged), so deletes still fit.
  * @param[out] out the store
- * @return 0, -ENOMEM, -errno from mkdir or LMDB (mapped: MDB_* -> -EIO)
+ * @return 0, -EINVAL a limit out of its range, -ENOMEM, -errno from mkdir
+ *	or LMDB (mapped: MDB_* -> -EIO)
+ */
+int mgr_db_open_limits(struct mgr_db **out, const char *dir,
+		       const struct mgr_db_limits *lim);
+
+/**
+ * mgr_db_open_limits with the default limits.
+ * @param[out] out the store
+ * @return as mgr_db_open_limits
  */
 int mgr_db_open(struct mgr_db **out, const char *dir);
+
+/**
+ * The namespace's page use as the headroom rule counts it, in txn's view:
+ * the pages of every B-tree (the named databases, the main one and the
+ * free list's own pages; not the free pages it lists, which LMDB hands out
+ * again) plus the two meta pages. Cost: nine O(1) mdb_stat calls.
+ * @param[out] used pages in use
+ * @param[out] limit growing ops get -ENOSPC at this many (may be NULL)
+ * @return 0, -EIO
+ */
+int mgr_db_usage(struct mgr_db *db, MDB_txn *txn, uint64_t *used,
+		 uint64_t *limit);
 
 /**
  * Check or record the iod table, its mirror groups (formed from the iods'
@@ -203,7 +265,8 @@ int mgr_db_inode_put(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 /** Delete an inode, its xattrs, its orphan mark and its stale records.
  * @return 0, -EIO */
 int mgr_db_inode_del(struct mgr_db *db, MDB_txn *txn, uint64_t ino);
-/** Take the next inode number (never reused) and count it. @return 0, -EIO */
+/** Take the next inode number (never reused) and count it.
+ * @return 0, -ENOSPC the namespace is full (headroom rule), -EIO */
 int mgr_db_inode_alloc(struct mgr_db *db, MDB_txn *txn, uint64_t *ino);
 /** Number of inodes in use. */
 uint64_t mgr_db_inode_count(struct mgr_db *db, MDB_txn *txn);
@@ -213,7 +276,9 @@ int mgr_db_dirent_get(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
 		      const char *name, size_t len, uint64_t *child);
 /**
  * Add parent/name -> child with the next sequence number of pdir (which the
- * caller must store afterwards). @return 0, -EEXIST, -ENOSPC, -EIO
+ * caller must store afterwards). Under the headroom rule; name bytes that
+ * mgr_db_dirent_del removed earlier in the txn pay for it (a rename).
+ * @return 0, -EEXIST, -ENOSPC the namespace is full, -EIO
  */
 int mgr_db_dirent_add(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
 		      struct mgr_inode *pdir, const char *name, size_t len,
@@ -241,7 +306,14 @@ int mgr_db_readdir(struct mgr_db *db, MDB_txn *txn, uint64_t dir,
 int mgr_db_xattr_get(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 		     const char *name, size_t len, const void **val,
 		     size_t *vlen);
-/** Set an xattr. @return 0, -ENOSPC, -EIO */
+/**
+ * Set an xattr. One that is new or grows is under the headroom rule and
+ * the per-inode caps (cost then: a cursor walk of the inode's xattrs, at
+ * most xattr_max_count + 1 steps); replacing one with a value of the same
+ * or a smaller size is always allowed.
+ * @return 0, -EINVAL bad name, -ENOSPC the namespace is full or the
+ *	inode's xattrs would pass a cap, -EIO
+ */
 int mgr_db_xattr_put(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 		     const char *name, size_t len, const void *val,
 		     size_t vlen);

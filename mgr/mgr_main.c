@@ -43,7 +43,16 @@ struct mgr_args {
 	long lock_grace_ms;    /* --lock-grace SECONDS; -1 = not given */
 	long resync_rate;      /* --resync-rate MB/s; -1 = not given */
 	long lease_ms;         /* --lease-ms (testing); -1 = not given */
+	struct mgr_db_limits lim; /* --db-size, --xattr-max-count, --xattr-max-bytes;
+				   * fields 0 = not given */
 };
+
+_Static_assert(MGR_DB_MIN_SIZE == CFG_MIN_DB_SIZE &&
+	       MGR_DB_MAX_SIZE == CFG_MAX_DB_SIZE &&
+	       MGR_XATTR_MAX_COUNT == CFG_MAX_XATTR_COUNT &&
+	       MGR_XATTR_MIN_BYTES == CFG_MIN_XATTR_BYTES &&
+	       MGR_XATTR_MAX_BYTES == CFG_MAX_XATTR_BYTES,
+	       "the [mgr] limits of cfg.h and mgr_db.h differ");
 
 /* What the request callback needs. */
 struct mgr_srv {
@@ -60,11 +69,16 @@ static void usage(FILE *f)
 		   "       [--stripe-unit BYTES] [--stripe-count N] [--mirror 1|2] [--root-squash]\n"
 		   "       [--log-level LEVEL]\n"
 		   "       [--key FILE] [--transport tcp|verbs|auto] [--lock-grace SECONDS]\n"
-		   "       [--resync-rate MB/s]\n"
+		   "       [--resync-rate MB/s] [--db-size SIZE] [--xattr-max-count N]\n"
+		   "       [--xattr-max-bytes SIZE]\n"
 		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
 		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n"
 		   "--resync-rate: MB/s (10^6 bytes) at most of stale mirror replicas\n"
 		   "  copied back from their buddies (0..%u, default %u; 0 = off).\n"
+		   "--db-size: the namespace map, 4M..1024G (suffix K, M or G;\n"
+		   "  default 4G); growth stops short of it, deletes still work.\n"
+		   "--xattr-max-count, --xattr-max-bytes: per-inode xattr caps\n"
+		   "  (1..65536, default 1024; 1K..64M names + values, default 1M).\n"
 		   "For testing only:\n"
 		   "  --lease-ms MS  the fence lease granted to the iods (%u..%u,\n"
 		   "                 default %u); a STALE_MARK for an iod that does not\n"
@@ -162,6 +176,43 @@ static int parse_long(const char *opt, const char *s, long lo, long hi,
 	return 0;
 }
 
+/* Parse a size option (K, M, G suffixes) in [lo, hi] into *out. */
+static int parse_size(const char *opt, const char *s, uint64_t lo,
+		      uint64_t hi, const char *what, uint64_t *out)
+{
+	uint64_t v;
+
+	if (cfg_parse_size(s, &v) || v < lo || v > hi)
+		return bad_arg(opt, what, s);
+	*out = v;
+	return 0;
+}
+
+/* Parse the three space options into a->lim. */
+static int parse_limit(int c, const char *s, struct mgr_args *a)
+{
+	uint64_t v;
+	long n;
+	int rc;
+
+	if (c == 'S')
+		return parse_size("--db-size", s, MGR_DB_MIN_SIZE, MGR_DB_MAX_SIZE,
+				  "a size 4M..1024G (suffix K, M or G)",
+				  &a->lim.db_size);
+	if (c == 'N') {
+		rc = parse_long("--xattr-max-count", s, 1, MGR_XATTR_MAX_COUNT,
+				"1..65536 xattrs per inode", &n);
+		if (!rc)
+			a->lim.xattr_max_count = (uint32_t)n;
+		return rc;
+	}
+	rc = parse_size("--xattr-max-bytes", s, MGR_XATTR_MIN_BYTES,
+			MGR_XATTR_MAX_BYTES, "a size 1K..64M (suffix K or M)", &v);
+	if (!rc)
+		a->lim.xattr_max_bytes = (uint32_t)v;
+	return rc;
+}
+
 /* Parse argv into a; @return 0, 1 (help printed), -EINVAL (message printed) */
 static int parse_args(int argc, char **argv, struct mgr_args *a)
 {
@@ -180,6 +231,9 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "lock-grace", required_argument, NULL, 'G' },
 		{ "resync-rate", required_argument, NULL, 'R' },
 		{ "lease-ms", required_argument, NULL, 'E' },
+		{ "db-size", required_argument, NULL, 'S' },
+		{ "xattr-max-count", required_argument, NULL, 'N' },
+		{ "xattr-max-bytes", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -276,6 +330,13 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 			if (rc)
 				return rc;
 			break;
+		case 'S':
+		case 'N':
+		case 'B':
+			rc = parse_limit(c, optarg, a);
+			if (rc)
+				return rc;
+			break;
 		case 'h':
 			usage(stdout);
 			return 1;
@@ -295,6 +356,20 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 	if (!a->conf && !a->have_listen)
 		a->conf = getenv("RPFS_CONF") ? getenv("RPFS_CONF") : CFG_DEFAULT_PATH;
 	return 0;
+}
+
+/* Fill the limits neither flags nor file gave with the defaults. */
+static void merge_limits(struct mgr_db_limits *l)
+{
+	struct mgr_db_limits def;
+
+	mgr_db_limits_default(&def);
+	if (!l->db_size)
+		l->db_size = def.db_size;
+	if (!l->xattr_max_count)
+		l->xattr_max_count = def.xattr_max_count;
+	if (!l->xattr_max_bytes)
+		l->xattr_max_bytes = def.xattr_max_bytes;
 }
 
 /*
@@ -340,7 +415,14 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 			a->key_path = f->key_path;
 		if (a->resync_rate < 0)
 			a->resync_rate = f->resync_rate;
+		if (!a->lim.db_size)
+			a->lim.db_size = f->db_size;
+		if (!a->lim.xattr_max_count)
+			a->lim.xattr_max_count = f->xattr_max_count;
+		if (!a->lim.xattr_max_bytes)
+			a->lim.xattr_max_bytes = f->xattr_max_bytes;
 	}
+	merge_limits(&a->lim);
 	if (a->resync_rate < 0)
 		a->resync_rate = MGR_RESYNC_DEFAULT_RATE;
 	if (a->lease_ms < 0)
@@ -464,7 +546,7 @@ int main(int argc, char **argv)
 		log_err("cannot create the event loop");
 		goto out_free_conf;
 	}
-	rc = mgr_db_open(&db, a.db_dir);
+	rc = mgr_db_open_limits(&db, a.db_dir, &a.lim);
 	if (rc) {
 		log_err("--db %s: cannot open the database: %s", a.db_dir, strerror(-rc));
 		goto out_free_conf;

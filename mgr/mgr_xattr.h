@@ -25,7 +25,10 @@ int mgr_xattr_get(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 /**
  * Set an xattr (flags PROTO_XATTR_CREATE / REPLACE).
  * @return 0, -EEXIST (CREATE), -ENODATA (REPLACE), -EPERM (user.* on a
- *	special file, trusted.* by non-root), -EINVAL / -EBUSY (layout)
+ *	special file, trusted.* by non-root), -EINVAL / -EBUSY (layout),
+ *	-E2BIG value over PROTO_MAX_XATTR_VALUE, -ENOSPC a new or growing
+ *	value when the namespace is full or the inode's xattrs would pass
+ *	a cap (mgr_db_xattr_put)
  */
 int mgr_xattr_set(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 		  const char *name, size_t nlen, const void *val, size_t vlen,

@@ -674,6 +674,334 @@ static void test_stale_gen(void)
 	rm_tmp(dir);
 }
 
+/* Open and configure a store in dir with the given map and xattr caps. */
+static struct mgr_db *open_limits(const char *dir, uint64_t size,
+				  uint32_t count, uint32_t bytes)
+{
+	struct mgr_db_limits l = { size, count, bytes };
+	struct mgr_db *db;
+	char msg[256];
+
+	if (mgr_db_open_limits(&db, dir, &l) != 0)
+		return NULL;
+	if (mgr_db_config(db, iods, 3, 0, 0, 0, msg, sizeof(msg)) != 0) {
+		mgr_db_close(db);
+		return NULL;
+	}
+	return db;
+}
+
+/* The headroom rule's view of db: *used pages in use, *limit where growth
+ * stops. */
+static void usage_of(struct mgr_db *db, uint64_t *used, uint64_t *limit)
+{
+	MDB_txn *txn;
+
+	*used = *limit = 0;
+	CHECK_RC(mgr_db_begin(db, 1, &txn), 0);
+	CHECK_RC(mgr_db_usage(db, txn, used, limit), 0);
+	mgr_db_abort(txn);
+}
+
+/*
+ * Fill dir with files of 40 xattrs of 1000 bytes each (under the caps)
+ * until the namespace refuses; returns the number of files created and
+ * the first error, which must be -ENOSPC (not -EIO: an MDB_MAP_FULL that
+ * leaked). Values of 1000 bytes stay in the leaf pages, so the map fills
+ * without needing runs of free pages.
+ */
+static int fill(struct mgr_db *db, uint64_t dir, int *nfiles)
+{
+	char name[32], val[1000];
+	struct proto_attr a;
+	int rc = 0;
+
+	memset(val, 'v', sizeof(val));
+	for (*nfiles = 0; *nfiles < 100000; (*nfiles)++) {
+		snprintf(name, sizeof(name), "file%06d", *nfiles);
+		rc = mgr_ns_create(db, &user_c, dir, S(name), 0644, 0, &a);
+		for (int i = 0; !rc && i < 40; i++) {
+			snprintf(name, sizeof(name), "user.x%02d", i);
+			rc = mgr_xattr_set(db, &user_c, a.ino, S(name), val,
+					   sizeof(val), 0);
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* What a full namespace refuses and what it still allows. dir: the
+ * filled directory (with an empty directory "empty" in it); f, g: its
+ * first two files. */
+static void check_full(struct mgr_db *db, uint64_t dir, struct proto_attr *f,
+		       struct proto_attr *g)
+{
+	struct proto_attr a;
+	struct proto_freed fr;
+	struct names ns = { .max = 64 };
+	char val[1001];
+	int eof = 0;
+
+	memset(val, 'w', sizeof(val));
+	/* growth: ENOSPC, whatever the op, also after a small delete (the
+	 * rule resumes only once an eighth of the reserve is free) */
+	CHECK_RC(mgr_ns_create(db, &user_c, dir, S("more"), 0644, 0, &a), -ENOSPC);
+	CHECK_RC(mgr_xattr_remove(db, &user_c, f->ino, S("user.x39")), 0);
+	CHECK_RC(mgr_xattr_remove(db, &user_c, f->ino, S("user.x38")), 0);
+	for (int i = 0; i < 5; i++)
+		CHECK_RC(mgr_ns_create(db, &user_c, dir, S("more"), 0644, 0, &a), -ENOSPC);
+	CHECK_RC(mgr_ns_mkdir(db, &user_c, dir, S("moredir"), 0755, &a), -ENOSPC);
+	CHECK_RC(mgr_ns_link(db, &user_c, f->ino, dir, S("morelink"), &a), -ENOSPC);
+	CHECK_RC(mgr_xattr_set(db, &user_c, f->ino, S("user.new"), "n", 1, 0), -ENOSPC);
+	CHECK_RC(mgr_xattr_set(db, &user_c, f->ino, S("user.x00"), val, 1001, 0), -ENOSPC);
+	/* reads, same-size and shrinking replaces, renames: fine */
+	CHECK_RC(mgr_ns_getattr(db, f->ino, &a), 0);
+	CHECK_RC(mgr_ns_readdir(db, &user_c, dir, 0, collect, &ns, &eof), 0);
+	CHECK(ns.n > 10);
+	CHECK_RC(mgr_xattr_set(db, &user_c, f->ino, S("user.x00"), val, 1000, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, f->ino, S("user.x01"), val, 10, 0), 0);
+	CHECK_RC(mgr_ns_rename(db, &user_c, dir, S("file000002"), dir, S("file00000b"), 0, &fr), 0);
+	/* deletes of every kind: fine */
+	CHECK_RC(mgr_xattr_remove(db, &user_c, f->ino, S("user.x02")), 0);
+	CHECK_RC(mgr_ns_rename(db, &user_c, dir, S("file000003"), dir, S("file000004"), 0, &fr), 0);
+	CHECK(fr.ino != 0);
+	CHECK_RC(mgr_ns_purge(db, fr.ino), 0);
+	CHECK_RC(mgr_ns_rmdir(db, &user_c, dir, S("empty")), 0);
+	CHECK_RC(mgr_ns_unlink(db, &user_c, dir, S("file000001"), &fr), 0);
+	CHECK(fr.ino == g->ino);
+	CHECK_RC(mgr_ns_purge(db, g->ino), 0);
+	CHECK_RC(mgr_ns_getattr(db, g->ino, &a), -ENOENT);
+}
+
+/* The headroom rule: a 4 MiB map fills until growing ops get ENOSPC short
+ * of the map; then deletes, renames and shrinking replaces still commit,
+ * all the files can be deleted one by one, and the space is used again. */
+static void test_headroom(void)
+{
+	struct proto_attr d, e, f, g;
+	struct proto_freed fr;
+	uint64_t used, limit, used_full;
+	char dir[64], name[32];
+	struct mgr_db *db;
+	int n = 0, n2 = 0;
+
+	mk_tmp(dir, sizeof(dir));
+	db = open_limits(dir, 4u << 20, MGR_XATTR_DEFAULT_COUNT,
+			 MGR_XATTR_DEFAULT_BYTES);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ(db->map_pages, 1024);
+	CHECK_EQ(db->reserve_pages, 256); /* 1 MiB: the floor */
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("fill"), 0777, &d), 0);
+	CHECK_RC(mgr_ns_mkdir(db, &user_c, d.ino, S("empty"), 0755, &e), 0);
+	CHECK_RC(fill(db, d.ino, &n), -ENOSPC);
+	CHECK(n > 20);
+	usage_of(db, &used_full, &limit);
+	CHECK_EQ(limit, 1024 - 256);
+	CHECK(used_full >= limit && used_full < limit + 32);
+	CHECK_RC(mgr_ns_lookup(db, &user_c, d.ino, S("file000000"), &f), 0);
+	CHECK_RC(mgr_ns_lookup(db, &user_c, d.ino, S("file000001"), &g), 0);
+	check_full(db, d.ino, &f, &g);
+	/* every file can be deleted, one op at a time (unlink, then the purge
+	 * that the client sends once the objects are gone) */
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "file%06d", i);
+		if (i == 1 || i == 3)
+			continue; /* unlinked, renamed over */
+		if (i == 2)
+			snprintf(name, sizeof(name), "file00000b");
+		CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S(name), &fr), 0);
+		CHECK_RC(mgr_ns_purge(db, fr.ino), 0);
+	}
+	usage_of(db, &used, &limit);
+	CHECK(used < used_full / 4);
+	/* the space is there again; a second fill gets about as far */
+	CHECK_RC(fill(db, d.ino, &n2), -ENOSPC);
+	CHECK(n2 >= n - 2 && n2 <= n + 2);
+	mgr_db_close(db);
+	rm_tmp(dir);
+}
+
+/* A store filled to the limit of an 8 MiB map, reopened with a db_size of
+ * 4 MiB (less than it holds): it opens at its size plus the reserve, so
+ * growth stops at the file's old end and every file can still be deleted. */
+static void test_headroom_shrunk(void)
+{
+	struct proto_attr d, a;
+	struct proto_freed fr;
+	MDB_envinfo ei;
+	char dir[64], name[32];
+	struct mgr_db *db;
+	int n = 0, m, rc = 0;
+
+	mk_tmp(dir, sizeof(dir));
+	db = open_limits(dir, 8u << 20, MGR_XATTR_DEFAULT_COUNT,
+			 MGR_XATTR_DEFAULT_BYTES);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("fill"), 0777, &d), 0);
+	CHECK_RC(fill(db, d.ino, &n), -ENOSPC);
+	mgr_db_close(db);
+	db = open_limits(dir, 4u << 20, MGR_XATTR_DEFAULT_COUNT,
+			 MGR_XATTR_DEFAULT_BYTES);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_RC(mdb_env_info(db->env, &ei), 0);
+	CHECK_EQ(db->reserve_pages, 256);
+	CHECK(db->map_pages > 1024 && db->map_pages >= ei.me_last_pgno + 1 + 256);
+	/* growth up to the file's old end (its free pages), then ENOSPC */
+	for (m = 0; m < 1000 && rc == 0; m++) {
+		snprintf(name, sizeof(name), "more%d", m);
+		rc = mgr_ns_create(db, &user_c, d.ino, S(name), 0644, 0, &a);
+	}
+	CHECK_RC(rc, -ENOSPC);
+	for (int i = 0; i < n + m - 1; i++) {
+		if (i < n)
+			snprintf(name, sizeof(name), "file%06d", i);
+		else
+			snprintf(name, sizeof(name), "more%d", i - n);
+		CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S(name), &fr), 0);
+		CHECK_RC(mgr_ns_purge(db, fr.ino), 0);
+	}
+	mgr_db_close(db);
+	rm_tmp(dir);
+}
+
+/* Per-inode xattr caps (8, 2048 bytes) on two new files of the store in
+ * dir: count and bytes (names + values) refuse with ENOSPC; same-size and
+ * smaller replaces work at the cap; a remove makes room; the files are
+ * returned in a (at the count cap) and b (near the bytes cap). */
+static void caps_basic(const char *dir, struct proto_attr *a,
+		       struct proto_attr *b)
+{
+	struct proto_attr d;
+	char name[32], val[4096];
+	struct mgr_db *db = open_limits(dir, 16u << 20, 8, 2048);
+
+	memset(val, 'c', sizeof(val));
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("caps"), 0777, &d), 0);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("a"), 0644, 0, a), 0);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("b"), 0644, 0, b), 0);
+	/* count: 8 allowed, the 9th refused (the layout xattr is not stored) */
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "user.c%d", i);
+		CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S(name), val, 10, 0), 0);
+	}
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c8"), val, 1, 0), -ENOSPC);
+	CHECK_RC(mgr_xattr_set(db, &root_c, a->ino, S("trusted.t"), val, 1, 0), -ENOSPC);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c0"), val, 10, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c0"), val, 3, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.rpfs.layout"),
+			       S("unit=65536,count=1"), 0), 0);
+	CHECK_RC(mgr_xattr_remove(db, &user_c, a->ino, S("user.c5")), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c8"), val, 1, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c9"), val, 1, 0), -ENOSPC);
+	/* bytes: name + value; 2048 exactly is allowed, one more is not */
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 1000, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.two"), val, 2048 - 1008 - 8 + 1, 0), -ENOSPC);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.two"), val, 2048 - 1008 - 8, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 1001, 0), -ENOSPC);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 1000, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 500, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 1000, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.x"), "", 0, 0), -ENOSPC);
+	CHECK_RC(mgr_xattr_remove(db, &user_c, b->ino, S("user.two")), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.x"), val, 1000, 0), 0);
+	mgr_db_close(db);
+}
+
+/* The caps of caps_basic lowered (4, 1024 bytes) under what a and b hold:
+ * those xattrs stay and may shrink; growing or adding is refused until
+ * removes bring the file under the cap. */
+static void caps_lowered(const char *dir, const struct proto_attr *a,
+			 const struct proto_attr *b)
+{
+	char name[32], val[4096];
+	struct mgr_db *db = open_limits(dir, 16u << 20, 4, 1024);
+
+	memset(val, 'c', sizeof(val));
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c1"), val, 10, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c1"), val, 11, 0), -ENOSPC);
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.n"), val, 0, 0), -ENOSPC);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 900, 0), 0);
+	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 901, 0), -ENOSPC);
+	for (int i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "user.c%d", i);
+		CHECK_RC(mgr_xattr_remove(db, &user_c, a->ino, S(name)), 0);
+	}
+	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.n"), val, 0, 0), 0);
+	mgr_db_close(db);
+}
+
+/* The default caps: 1024 xattrs (and 1 MiB) per inode; the reserve of a
+ * 4 GiB map is its 1/64, the 64 MiB ceiling. */
+static void caps_default(void)
+{
+	struct proto_attr a;
+	char dir[64], name[32];
+	struct mgr_db *db;
+
+	mk_tmp(dir, sizeof(dir));
+	db = open_db(dir);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	CHECK_EQ(db->xattr_max_count, 1024);
+	CHECK_EQ(db->xattr_max_bytes, 1 << 20);
+	CHECK_EQ(db->reserve_pages, (64u << 20) / 4096); /* 4 GiB / 64 */
+	CHECK_RC(mgr_ns_create(db, &user_c, 1, S("d"), 0644, 0, &a), -EACCES);
+	CHECK_RC(mgr_ns_create(db, &root_c, 1, S("d"), 0644, 0, &a), 0);
+	for (int i = 0; i < 1024; i++) {
+		snprintf(name, sizeof(name), "user.%04d", i);
+		CHECK_RC(mgr_xattr_set(db, &root_c, a.ino, S(name), "", 0, 0), 0);
+	}
+	CHECK_RC(mgr_xattr_set(db, &root_c, a.ino, S("user.1024"), "", 0, 0), -ENOSPC);
+	mgr_db_close(db);
+	rm_tmp(dir);
+}
+
+/* Per-inode xattr caps: caps_basic, then caps_lowered on the same store,
+ * then caps_default. */
+static void test_xattr_caps(void)
+{
+	struct proto_attr a = { 0 }, b = { 0 };
+	char dir[64];
+
+	mk_tmp(dir, sizeof(dir));
+	caps_basic(dir, &a, &b);
+	caps_lowered(dir, &a, &b);
+	rm_tmp(dir);
+	caps_default();
+}
+
+/* Out-of-range limits are refused before anything is created. */
+static void test_limits_range(void)
+{
+	struct mgr_db_limits l;
+	struct mgr_db *db = NULL;
+
+	mgr_db_limits_default(&l);
+	l.db_size = MGR_DB_MIN_SIZE - 1;
+	CHECK_RC(mgr_db_open_limits(&db, "/nonexistent/x", &l), -EINVAL);
+	mgr_db_limits_default(&l);
+	l.xattr_max_count = 0;
+	CHECK_RC(mgr_db_open_limits(&db, "/nonexistent/x", &l), -EINVAL);
+	mgr_db_limits_default(&l);
+	l.xattr_max_bytes = MGR_XATTR_MAX_BYTES + 1;
+	CHECK_RC(mgr_db_open_limits(&db, "/nonexistent/x", &l), -EINVAL);
+	CHECK(db == NULL);
+}
+
 int main(void)
 {
 	char dir[64], msg[256];
@@ -685,6 +1013,10 @@ int main(void)
 	log_init("test_mgr_db", LOG_WARNING);
 	test_groups();
 	test_stale_gen();
+	test_limits_range();
+	test_xattr_caps();
+	test_headroom();
+	test_headroom_shrunk();
 	mk_tmp(dir, sizeof(dir));
 	db = open_db(dir);
 	if (!db) {
