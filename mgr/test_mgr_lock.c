@@ -140,6 +140,103 @@ static void test_lockset(void)
 	lockset_fini(&s);
 }
 
+/* Reference model for test_lockset_model: per owner, the type held on
+ * each of MB bytes (0 none). Owner 0..MO-1 is session 1, owner id o+1. */
+#define MO 3
+#define MB 40
+static uint8_t model[MO][MB];
+
+/* The model's runs of owner o, counted, checked against the set's locks:
+ * same count and each set lock a maximal run of one type. */
+struct runs {
+	int bad, n[MO];
+};
+
+/* lockset_each callback: check one lock against the model. */
+static int model_lock(const struct lockset_lock *l, void *arg)
+{
+	struct runs *r = arg;
+	int o = (int)l->owner - 1;
+	uint64_t end = l->end == PROTO_LK_EOF ? MB - 1 : l->end;
+
+	if (o < 0 || o >= MO || end >= MB) {
+		r->bad++;
+		return 0;
+	}
+	r->n[o]++;
+	for (uint64_t b = l->start; b <= end; b++)
+		if (model[o][b] != l->type)
+			r->bad++;
+	if ((l->start > 0 && model[o][l->start - 1] == l->type) ||
+	    (end + 1 < MB && model[o][end + 1] == l->type))
+		r->bad++; /* not merged with its neighbour */
+	return 0;
+}
+
+/* Whether the model has a lock of another owner than q conflicting with
+ * type t over [s, e]. */
+static int model_conflict(int q, uint64_t s, uint64_t e, uint8_t t)
+{
+	for (int o = 0; o < MO; o++)
+		for (uint64_t b = s; o != q && b <= e; b++)
+			if (model[o][b] && (t == PROTO_LK_WRLCK ||
+					    model[o][b] == PROTO_LK_WRLCK))
+				return 1;
+	return 0;
+}
+
+/*
+ * Random applies (every owner, any types, no conflict check, as the client
+ * record sees them) against the byte model: after each, the set's locks
+ * are exactly the model's maximal runs and conflict searches agree with
+ * the model. Ranges stay within MB bytes (an end of EOF stands for MB-1).
+ */
+static void test_lockset_model(void)
+{
+	static const uint8_t types[] = { PROTO_LK_RDLCK, PROTO_LK_WRLCK,
+					 PROTO_LK_UNLCK };
+	struct lockset s;
+	unsigned seed = 12345;
+	int bad = 0;
+
+	memset(model, 0, sizeof(model));
+	lockset_init(&s, 1000);
+	for (int i = 0; i < 20000 && !bad; i++) {
+		int o = rand_r(&seed) % MO;
+		uint64_t a = (uint64_t)(rand_r(&seed) % MB);
+		uint64_t b = a + (uint64_t)(rand_r(&seed) % (int)(MB - a));
+		uint8_t t = types[rand_r(&seed) % 3];
+		struct lockset_lock w = L((uint64_t)o + 1, a,
+					  b == MB - 1 ? PROTO_LK_EOF : b, t);
+		struct runs r = { 0, { 0 } };
+		size_t runs = 0;
+
+		if (lockset_apply(&s, &w)) {
+			bad = 1;
+			break;
+		}
+		for (uint64_t x = a; x <= b; x++)
+			model[o][x] = t == PROTO_LK_UNLCK ? 0 : t;
+		lockset_each(&s, model_lock, &r);
+		for (int k = 0; k < MO; k++)
+			for (int x = 0; x < MB; x++)
+				runs += model[k][x] &&
+					(x == 0 || model[k][x - 1] != model[k][x]);
+		if (r.bad || s.count != runs)
+			bad = 2;
+		/* a random query of a random owner */
+		o = rand_r(&seed) % (MO + 1);
+		a = (uint64_t)(rand_r(&seed) % MB);
+		b = a + (uint64_t)(rand_r(&seed) % (int)(MB - a));
+		t = types[rand_r(&seed) % 2];
+		w = L((uint64_t)o + 1, a, b, t);
+		if (!lockset_conflict(&s, &w) != !model_conflict(o, a, b, t))
+			bad = 3;
+	}
+	CHECK(!bad, "lockset agrees with the byte model (%d)", bad);
+	lockset_fini(&s);
+}
+
 /* --------------------------------------------------------------- mgr_lock */
 
 /* Deferred replies as they arrive. */
@@ -330,6 +427,7 @@ static void test_lease_and_grace(void)
 int main(void)
 {
 	test_lockset();
+	test_lockset_model();
 	test_waits();
 	test_deadlock();
 	test_lease_and_grace();
