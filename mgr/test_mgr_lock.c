@@ -1,13 +1,16 @@
 /*
  * test_mgr_lock.c - unit tests of the lock table: lockset range split,
- * merge, upgrade and conflicts; mgr_lock waits, slices, cancel, deadlock
- * detection, lease expiry and the grace period. No network, no loop: time
- * is passed in and deferred replies land in done_cb.
+ * merge, upgrade and conflicts (also against a byte model); mgr_lock
+ * waits, slices, cancel, deadlock detection, lease expiry, the grace
+ * period, the session cap and the cost of a release in the worst case.
+ * No network, no loop: time is passed in and deferred replies land in
+ * done_cb.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lockset.h"
 #include "mgr_lock.h"
@@ -247,11 +250,14 @@ struct done {
 };
 static struct done dq[32];
 static int ndq;
+static int ngranted; /* every deferred reply with status 0 */
 
 /* mgr_lock_done_fn: record a deferred reply. */
 static void done_cb(void *ctx, int status, const struct proto_lockrep *rep,
 		    void *arg)
 {
+	if (status == 0)
+		ngranted++;
 	if (ndq < 32) {
 		dq[ndq].ctx = ctx;
 		dq[ndq].status = status;
@@ -424,6 +430,128 @@ static void test_lease_and_grace(void)
 	mgr_lock_free(ml);
 }
 
+/* Monotonic milliseconds, fractional. */
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+#define RC_HOLDERS 60000 /* read locks on one inode, one owner each */
+#define RC_WAITERS 4000  /* write waiters on it, one session each */
+
+/*
+ * The worst case of a release: RC_HOLDERS read locks on one inode (owner
+ * i on byte 2i) under one read lock X over the whole file, and RC_WAITERS
+ * write waiters (waiter j on bytes 2j..2j+1, blocked by holder j and X).
+ * X's unlock makes every waiter a candidate and grants none; the drop of
+ * holder 0 grants waiter 0; the lease expiry of every holder grants the
+ * rest. Each release must take under 50 ms (printed) and a bounded
+ * number of lock and waiter visits (mgr_lock_work): a wake-up that walks
+ * the inode's locks for each waiter does RC_HOLDERS x RC_WAITERS.
+ */
+static void test_release_cost(void)
+{
+	static int ctx[RC_WAITERS];
+	struct mgr_lock *ml;
+	struct proto_lock q;
+	uint64_t w0;
+	double t0, t1, t2;
+	size_t nl, nw, ns;
+	int bad = 0;
+
+	mgr_lock_new(&ml, 0, 0, 9, done_cb, NULL);
+	ndq = ngranted = 0;
+	q = Q(1, 1000000, PROTO_LK_SET, PROTO_LK_RDLCK, 0, PROTO_LK_EOF);
+	bad |= req(ml, q, 0, NULL);
+	for (uint64_t i = 0; i < RC_HOLDERS; i++) {
+		q = Q(1 + i % 64, i + 1, PROTO_LK_SET, PROTO_LK_RDLCK, 2 * i, 2 * i);
+		bad |= req(ml, q, 0, NULL);
+	}
+	for (uint64_t j = 0; j < RC_WAITERS; j++) {
+		q = Q(1000 + j, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 2 * j, 2 * j + 1);
+		q.wait_ms = 100000;
+		bad |= req(ml, q, 0, &ctx[j]) != 1;
+	}
+	mgr_lock_counts(ml, &nl, &nw, &ns);
+	CHECK(!bad && nl == RC_HOLDERS + 1 && nw == RC_WAITERS, "set up %zu %zu",
+	      nl, nw);
+
+	w0 = mgr_lock_work(ml);
+	t0 = now_ms();
+	q = Q(1, 1000000, PROTO_LK_SET, PROTO_LK_UNLCK, 0, PROTO_LK_EOF);
+	CHECK(req(ml, q, 0, NULL) == 0 && ndq == 0, "X unlocks, nobody granted");
+	t1 = now_ms() - t0;
+	w0 = mgr_lock_work(ml) - w0;
+	printf("release over %d waiters and %d locks: %.2f ms, %llu visits\n",
+	       RC_WAITERS, RC_HOLDERS, t1, (unsigned long long)w0);
+	CHECK(t1 < 50, "release took %.2f ms", t1);
+	CHECK(w0 < 100 * RC_WAITERS, "release visited %llu", (unsigned long long)w0);
+
+	w0 = mgr_lock_work(ml);
+	t0 = now_ms();
+	q = Q(1, 1, PROTO_LK_DROP, PROTO_LK_UNLCK, 0, PROTO_LK_EOF);
+	CHECK(req(ml, q, 0, NULL) == 0 && ndq == 1 && dq[0].ctx == &ctx[0] &&
+	      dq[0].status == 0, "holder 0 drops: waiter 0 granted");
+	t2 = now_ms() - t0;
+	w0 = mgr_lock_work(ml) - w0;
+	printf("drop granting one of %d waiters: %.2f ms, %llu visits\n",
+	       RC_WAITERS, t2, (unsigned long long)w0);
+	CHECK(t2 < 50, "drop took %.2f ms", t2);
+	CHECK(w0 < 100 * RC_WAITERS, "drop visited %llu", (unsigned long long)w0);
+
+	/* the holders' sessions fall silent; the waiters' are kept by their
+	 * waits: every remaining waiter is granted in one tick */
+	w0 = mgr_lock_work(ml);
+	t0 = now_ms();
+	mgr_lock_tick(ml, 2001);
+	t2 = now_ms() - t0;
+	w0 = mgr_lock_work(ml) - w0;
+	mgr_lock_counts(ml, &nl, &nw, &ns);
+	printf("lease expiry of %d locks granting %d waiters: %.2f ms, %llu visits\n",
+	       RC_HOLDERS - 1, RC_WAITERS - 1, t2, (unsigned long long)w0);
+	/* waiter 0's session, silent since it was granted, goes too */
+	CHECK(ngranted == RC_WAITERS && nw == 0 && nl == RC_WAITERS - 1 &&
+	      ns == RC_WAITERS - 1, "expiry: %d granted, %zu %zu %zu", ngranted,
+	      nl, nw, ns);
+	CHECK(w0 < 100 * RC_WAITERS, "expiry visited %llu", (unsigned long long)w0);
+	mgr_lock_free(ml);
+}
+
+/* Sessions are capped: a new one past MGR_LOCK_MAX_SESSIONS gets -ENOLCK,
+ * known ones go on, and room comes back as sessions expire. */
+static void test_session_cap(void)
+{
+	struct mgr_lock *ml;
+	struct proto_lockrep rep;
+	struct proto_lock q = { .lease_ms = 1000 };
+	int bad = 0;
+	size_t nl, nw, ns;
+
+	mgr_lock_new(&ml, 0, 0, 3, done_cb, NULL);
+	for (uint64_t i = 1; i <= MGR_LOCK_MAX_SESSIONS; i++) {
+		q.session = i;
+		bad |= mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, 0, NULL,
+					&rep);
+	}
+	CHECK(!bad, "sessions up to the cap");
+	q.session = MGR_LOCK_MAX_SESSIONS + 1;
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, 0, NULL, &rep) ==
+	      -ENOLCK, "keepalive of a new session past the cap");
+	CHECK(req(ml, Q(MGR_LOCK_MAX_SESSIONS + 1, 1, PROTO_LK_SET, PROTO_LK_WRLCK,
+			0, 0), 0, NULL) == -ENOLCK, "lock of a new session past the cap");
+	CHECK(req(ml, Q(7, 1, PROTO_LK_SET, PROTO_LK_WRLCK, 0, 0), 500, NULL) == 0,
+	      "a known session locks");
+	mgr_lock_tick(ml, 1001); /* all but session 7 (renewed at 500) expire */
+	mgr_lock_counts(ml, &nl, &nw, &ns);
+	CHECK(ns == 1 && nl == 1, "expired: %zu sessions", ns);
+	CHECK(req(ml, Q(MGR_LOCK_MAX_SESSIONS + 1, 1, PROTO_LK_SET, PROTO_LK_RDLCK,
+			5, 5), 1001, NULL) == 0, "room again");
+	mgr_lock_free(ml);
+}
+
 int main(void)
 {
 	test_lockset();
@@ -431,5 +559,7 @@ int main(void)
 	test_waits();
 	test_deadlock();
 	test_lease_and_grace();
+	test_release_cost();
+	test_session_cap();
 	return check_summary("test_mgr_lock");
 }
