@@ -66,6 +66,7 @@ struct mgr_lock {
 	size_t nsessions;
 	int full_logged;                      /* "session table full" said */
 	uint64_t work;                        /* waiters looked at (gauge) */
+	uint64_t woken;                       /* waiters granted by a wake-up */
 	uint64_t boot;
 	uint64_t grace_end_ms;
 	mgr_lock_done_fn done;
@@ -277,6 +278,7 @@ static void ml_wake(struct mgr_lock *ml, uint64_t ino, uint64_t start,
 		    lockset_conflict(&ml->set, &w->want))
 			continue;
 		rc = lockset_apply(&ml->set, &w->want);
+		ml->woken += rc == 0;
 		if (rc == 0 && w->want.type == PROTO_LK_RDLCK) {
 			if (w->want.start < start)
 				start = w->want.start;
@@ -552,6 +554,12 @@ void mgr_lock_counts(const struct mgr_lock *ml, size_t *locks,
 	*locks = ml->set.count;
 	*waiters = ml->nwaiters;
 	*sessions = ml->nsessions;
+}
+
+/* Waiters granted by wake-ups. */
+uint64_t mgr_lock_woken(const struct mgr_lock *ml)
+{
+	return ml->woken;
 }
 
 /* Work gauge: lock and waiter visits. */

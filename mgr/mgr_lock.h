@@ -71,6 +71,10 @@ void mgr_lock_tick(struct mgr_lock *ml, uint64_t now_ms);
 void mgr_lock_counts(const struct mgr_lock *ml, size_t *locks,
 		     size_t *waiters, size_t *sessions);
 
+/** Waiters granted so far by a wake-up (a release, a lease expiry), as
+ * opposed to a WAIT granted at once: shows that the wake-up path ran. */
+uint64_t mgr_lock_woken(const struct mgr_lock *ml);
+
 /** Work done so far: locks looked at by conflict searches plus waiters
  * looked at by wake-ups and deadlock checks. Deterministic, for tests that
  * bound the cost of an operation. */

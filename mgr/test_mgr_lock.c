@@ -314,6 +314,8 @@ static void test_waits(void)
 	      "unlock");
 	CHECK(ndq == 1 && dq[0].ctx == &ctx1 && dq[0].status == 0 &&
 	      dq[0].rep.type == PROTO_LK_WRLCK, "first waiter granted");
+	CHECK(mgr_lock_woken(ml) == 1, "woken %llu",
+	      (unsigned long long)mgr_lock_woken(ml));
 	/* the second one's slice runs out: -ETIME, ask again */
 	mgr_lock_tick(ml, 999);
 	CHECK(ndq == 1, "slice not over");
