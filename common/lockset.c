@@ -25,6 +25,10 @@ struct ls_file {
 	uint8_t kind;
 	struct lockset_lock *tree[2]; /* range trees: [0] read, [1] write locks */
 	size_t nowners;            /* owners with locks here; freed at 0 */
+	size_t nlocks;             /* locks in the trees */
+	size_t ngone;              /* of which marked gone (a drop runs) */
+	struct lockset_lock *gone; /* those, onext list */
+	struct ls_file *gnext;     /* list of files with locks marked gone */
 };
 
 /* The locks of one owner of one kind on one inode (disjoint ranges). */
@@ -346,6 +350,7 @@ static void ls_add(struct lockset *s, struct ls_owner *o, struct lockset_lock *n
 	s->rng ^= s->rng << 17;
 	n->prio = (uint32_t)(s->rng >> 32);
 	*t = ls_tree_insert(*t, n);
+	o->file->nlocks++;
 	n->onext = o->locks;
 	o->locks = n;
 	o->n++;
@@ -360,6 +365,7 @@ static void ls_untree(struct lockset *s, struct ls_owner *o,
 	struct lockset_lock **t = ls_tree(o->file, l);
 
 	*t = ls_tree_remove(*t, l);
+	o->file->nlocks--;
 	o->n--;
 	s->count--;
 }
@@ -449,6 +455,7 @@ static void ls_fill(struct lockset_lock *n, const struct lockset_lock *tmpl,
 	n->start = start;
 	n->end = end;
 	n->type = type;
+	n->gone = 0;
 	n->left = n->right = n->onext = NULL;
 }
 
@@ -603,12 +610,96 @@ size_t lockset_drop_owner(struct lockset *s, uint64_t ino, uint64_t session,
 	return o ? ls_owner_drop(s, o) : 0;
 }
 
-/* Remove the owners match() picks, walking every chain once. */
+/* Remove the nodes marked gone from tree t of file f and free them,
+ * bottom up (each merge joins two subtrees already purged). Cost: the
+ * tree's nodes, plus a merge of two short spines per node removed. */
+static struct lockset_lock *ls_tree_purge(struct lockset *s, struct ls_file *f,
+					  struct lockset_lock *t)
+{
+	struct lockset_lock *m;
+
+	if (!t)
+		return NULL;
+	t->left = ls_tree_purge(s, f, t->left);
+	t->right = ls_tree_purge(s, f, t->right);
+	if (!t->gone) {
+		ls_upd(t);
+		return t;
+	}
+	m = ls_merge(t->left, t->right);
+	free(t);
+	f->nlocks--;
+	s->count--;
+	return m;
+}
+
+/*
+ * Drop owner o's locks as part of a drop of many: mark them gone and move
+ * them to their file's gone list, and put the file on *gone for
+ * ls_file_purge. Owner o is freed; its file stays until purged.
+ * @return the number of locks dropped
+ */
+static size_t ls_owner_doom(struct lockset *s, struct ls_owner *o,
+			    struct ls_file **gone)
+{
+	struct ls_file *f = o->file;
+	size_t n = o->n;
+
+	while (o->locks) {
+		struct lockset_lock *l = o->locks;
+
+		o->locks = l->onext;
+		l->gone = 1;
+		l->onext = f->gone;
+		f->gone = l;
+	}
+	if (!f->ngone) {
+		f->gnext = *gone;
+		*gone = f;
+	}
+	f->ngone += n;
+	f->nowners--;
+	ls_hash_remove(&s->owners, &o->hn);
+	free(o);
+	return n;
+}
+
+/* Take the locks marked gone out of file f's trees: one by one when they
+ * are few (O(log n) each), else in one pass over the trees (O(n)); free
+ * f if no owner is left. */
+static void ls_file_purge(struct lockset *s, struct ls_file *f)
+{
+	if (f->ngone * 32 < f->nlocks) {
+		while (f->gone) {
+			struct lockset_lock *l = f->gone;
+			struct lockset_lock **t = ls_tree(f, l);
+
+			f->gone = l->onext;
+			*t = ls_tree_remove(*t, l);
+			f->nlocks--;
+			s->count--;
+			free(l);
+		}
+	} else {
+		f->tree[0] = ls_tree_purge(s, f, f->tree[0]);
+		f->tree[1] = ls_tree_purge(s, f, f->tree[1]);
+	}
+	f->gone = NULL;
+	f->ngone = 0;
+	if (f->nowners == 0) {
+		ls_hash_remove(&s->files, &f->hn);
+		free(f);
+	}
+}
+
+/* Remove the owners match() picks, walking every chain once; files that
+ * lose many locks are purged once at the end rather than lock by lock. */
 size_t lockset_drop_sessions(struct lockset *s,
 			     int (*match)(uint64_t session, size_t nlocks,
 					  void *arg),
 			     void *arg)
 {
+	struct ls_file *gone = NULL;
 	size_t n = 0;
 
 	for (size_t b = 0; b < s->owners.nb; b++) {
@@ -619,8 +710,14 @@ size_t lockset_drop_sessions(struct lockset *s,
 
 			nx = e->next;
 			if (match(o->session, o->n, arg))
-				n += ls_owner_drop(s, o);
+				n += ls_owner_doom(s, o, &gone);
 		}
+	}
+	while (gone) {
+		struct ls_file *f = gone;
+
+		gone = f->gnext;
+		ls_file_purge(s, f);
 	}
 	return n;
 }

@@ -143,6 +143,69 @@ static void test_lockset(void)
 	lockset_fini(&s);
 }
 
+/* lockset_drop_sessions match: sessions in [lo, hi] (arg: uint64_t[2]). */
+static int in_range(uint64_t session, size_t nlocks, void *arg)
+{
+	const uint64_t *r = arg;
+
+	return session >= r[0] && session <= r[1];
+}
+
+/* lockset_each callback: count. */
+static int count_one(const struct lockset_lock *l, void *arg)
+{
+	(*(size_t *)arg)++;
+	return 0;
+}
+
+/* Whether session q's write lock on [b, b] conflicts, and with whom. */
+static uint64_t blocker(struct lockset *s, uint64_t q, uint64_t b)
+{
+	struct lockset_lock w = L(1, b, b, PROTO_LK_WRLCK);
+	const struct lockset_lock *c;
+
+	w.session = q;
+	c = lockset_conflict(s, &w);
+	return c ? c->session : 0;
+}
+
+/* Dropping many sessions at once: a few of a file's locks go one by one,
+ * most of them in one pass over its trees; what stays stays findable. */
+static void test_lockset_drop_sessions(void)
+{
+	uint64_t r[2];
+	struct lockset s;
+	struct lockset_lock w;
+	size_t n = 0;
+
+	lockset_init(&s, 1000);
+	for (uint64_t i = 1; i <= 100; i++) {
+		w = L(1, i, i, PROTO_LK_WRLCK);
+		w.session = i;
+		lockset_apply(&s, &w);
+	}
+	w = L(1, 1000, 2000, PROTO_LK_RDLCK);
+	w.session = 200;
+	lockset_apply(&s, &w);
+	r[0] = 1, r[1] = 2; /* few: one by one */
+	CHECK(lockset_drop_sessions(&s, in_range, r) == 2 && s.count == 99,
+	      "drop few: %zu", s.count);
+	CHECK(blocker(&s, 300, 1) == 0 && blocker(&s, 300, 3) == 3, "after few");
+	r[0] = 3, r[1] = 90; /* most: one pass */
+	CHECK(lockset_drop_sessions(&s, in_range, r) == 88 && s.count == 11,
+	      "drop most: %zu", s.count);
+	CHECK(blocker(&s, 300, 50) == 0 && blocker(&s, 300, 95) == 95 &&
+	      blocker(&s, 300, 1500) == 200 && blocker(&s, 95, 95) == 0,
+	      "after most");
+	lockset_each(&s, count_one, &n);
+	CHECK(n == 11, "each %zu", n);
+	r[0] = 0, r[1] = UINT64_MAX;
+	CHECK(lockset_drop_sessions(&s, in_range, r) == 11 && s.count == 0, "all");
+	w = L(1, 5, 5, PROTO_LK_WRLCK);
+	CHECK(lockset_apply(&s, &w) == 0 && blocker(&s, 300, 5) == 1, "anew");
+	lockset_fini(&s);
+}
+
 /* Reference model for test_lockset_model: per owner, the type held on
  * each of MB bytes (0 none). Owner 0..MO-1 is session 1, owner id o+1. */
 #define MO 3
@@ -558,6 +621,7 @@ int main(void)
 {
 	test_lockset();
 	test_lockset_model();
+	test_lockset_drop_sessions();
 	test_waits();
 	test_deadlock();
 	test_lease_and_grace();
