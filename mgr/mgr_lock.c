@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
@@ -14,6 +15,16 @@
 #define ML_DEADLOCK_BUDGET 1024 /* holders visited per deadlock check */
 #define ML_SESSION_BUCKETS 4096 /* session hash (at most MAX_SESSIONS) */
 #define ML_QUEUE_BUCKETS 1024   /* inode queue hash (at most MAX_WAITERS) */
+#define ML_CLIENT_BUCKETS 1024  /* client host hash */
+#define ML_HOST_MAX 64          /* longest host kept (net_sconn_peer's) */
+
+/* A client host: the sessions made by requests from its address. */
+struct ml_client {
+	char host[ML_HOST_MAX];
+	size_t nsessions;       /* freed at 0 */
+	int cap_logged;         /* "at its cap" said */
+	struct ml_client *hnext; /* hash chain */
+};
 
 struct ml_waiter;
 TAILQ_HEAD(ml_wlist, ml_waiter);
@@ -25,6 +36,7 @@ struct ml_session {
 	uint32_t lease_ms;      /* as it last asked */
 	uint64_t cancelled;     /* wait id cancelled before the wait came */
 	struct ml_wlist waiters; /* its queued WAITs (links: w->in_sess) */
+	struct ml_client *client; /* its host; NULL when none was given */
 	int expired;            /* in a tick: its lease ran out */
 	size_t dropped;         /* in a tick: its locks dropped */
 	struct ml_session *hnext; /* hash chain */
@@ -62,6 +74,7 @@ struct mgr_lock {
 	size_t nwaiters;
 	struct ml_queue *queues[ML_QUEUE_BUCKETS];
 	struct ml_session *sessions[ML_SESSION_BUCKETS];
+	struct ml_client *clients[ML_CLIENT_BUCKETS];
 	TAILQ_HEAD(, ml_session) slist;       /* all sessions */
 	size_t nsessions;
 	int full_logged;                      /* "session table full" said */
@@ -182,6 +195,48 @@ static struct ml_session *ml_session_find(struct mgr_lock *ml, uint64_t id)
 	return s;
 }
 
+/* Bucket of a host name (FNV-1a). */
+static size_t ml_host_bucket(const char *host)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *host; host++)
+		h = (h ^ (uint8_t)*host) * 0x100000001b3ull;
+	return ml_bucket(h, ML_CLIENT_BUCKETS);
+}
+
+/* The client of host, made (with no session) if new.
+ * @return it, or NULL (out of memory) */
+static struct ml_client *ml_client_get(struct mgr_lock *ml, const char *host)
+{
+	struct ml_client **b = &ml->clients[ml_host_bucket(host)], *c;
+
+	for (c = *b; c; c = c->hnext)
+		if (!strncmp(c->host, host, sizeof(c->host) - 1))
+			return c;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	snprintf(c->host, sizeof(c->host), "%s", host);
+	c->hnext = *b;
+	*b = c;
+	return c;
+}
+
+/* Free client c if it has no session left. */
+static void ml_client_put(struct mgr_lock *ml, struct ml_client *c)
+{
+	struct ml_client **pp;
+
+	if (c->nsessions)
+		return;
+	pp = &ml->clients[ml_host_bucket(c->host)];
+	while (*pp != c)
+		pp = &(*pp)->hnext;
+	*pp = c->hnext;
+	free(c);
+}
+
 /* Unlink session s from the table and free it; it has no waiters. */
 static void ml_session_free(struct mgr_lock *ml, struct ml_session *s)
 {
@@ -195,6 +250,11 @@ static void ml_session_free(struct mgr_lock *ml, struct ml_session *s)
 	ml->nsessions--;
 	if (ml->nsessions < MGR_LOCK_MAX_SESSIONS)
 		ml->full_logged = 0;
+	if (s->client) {
+		s->client->nsessions--;
+		s->client->cap_logged = 0;
+		ml_client_put(ml, s->client);
+	}
 	free(s);
 }
 
@@ -215,31 +275,76 @@ void mgr_lock_free(struct mgr_lock *ml)
 }
 
 /*
- * Find session id, creating it (*created = 1) unless the table holds
- * MGR_LOCK_MAX_SESSIONS already; renew its lease. Cost: a hash chain.
- * @return 0, -ENOLCK (table full: said once in the log), -ENOMEM
+ * The client a new session of host counts against, or NULL with *err set:
+ * -ENOLCK when host has MGR_LOCK_MAX_CLIENT_SESSIONS or the table
+ * MGR_LOCK_MAX_SESSIONS (each said once in the log while it lasts),
+ * -ENOMEM. host NULL: no client, only the table's cap applies (*err 0).
+ */
+static struct ml_client *ml_session_admit(struct mgr_lock *ml,
+					  const char *host, int *err)
+{
+	struct ml_client *c;
+
+	*err = 0;
+	if (ml->nsessions >= MGR_LOCK_MAX_SESSIONS) {
+		if (!ml->full_logged)
+			log_warn("locks: %u client sessions, the most the mgr "
+				 "keeps: lock requests of new sessions fail "
+				 "with ENOLCK until sessions expire",
+				 MGR_LOCK_MAX_SESSIONS);
+		ml->full_logged = 1;
+		*err = -ENOLCK;
+		return NULL;
+	}
+	if (!host)
+		return NULL;
+	c = ml_client_get(ml, host);
+	if (!c) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	if (c->nsessions >= MGR_LOCK_MAX_CLIENT_SESSIONS) {
+		if (!c->cap_logged)
+			log_warn("locks: client %s has %u sessions, the most one "
+				 "client may have: lock requests of its new "
+				 "sessions fail with ENOLCK until some expire",
+				 c->host, MGR_LOCK_MAX_CLIENT_SESSIONS);
+		c->cap_logged = 1;
+		*err = -ENOLCK;
+		return NULL;
+	}
+	return c;
+}
+
+/*
+ * Find session id, creating it (*created = 1) unless the table or host's
+ * count is at its cap (ml_session_admit); renew its lease. Cost: hash
+ * chains.
+ * @return 0, -ENOLCK (a cap: said once in the log), -ENOMEM
  */
 static int ml_session_touch(struct mgr_lock *ml, uint64_t id,
-			    uint32_t lease_ms, uint64_t now_ms,
-			    struct ml_session **out, int *created)
+			    const char *host, uint32_t lease_ms,
+			    uint64_t now_ms, struct ml_session **out,
+			    int *created)
 {
 	struct ml_session *s = ml_session_find(ml, id), **b;
+	struct ml_client *c;
+	int rc;
 
 	*created = 0;
 	if (!s) {
-		if (ml->nsessions >= MGR_LOCK_MAX_SESSIONS) {
-			if (!ml->full_logged)
-				log_warn("locks: %u client sessions, the most the "
-					 "mgr keeps: lock requests of new "
-					 "clients fail with ENOLCK until "
-					 "sessions expire",
-					 MGR_LOCK_MAX_SESSIONS);
-			ml->full_logged = 1;
-			return -ENOLCK;
-		}
+		c = ml_session_admit(ml, host, &rc);
+		if (rc)
+			return rc;
 		s = calloc(1, sizeof(*s));
-		if (!s)
+		if (!s) {
+			if (c)
+				ml_client_put(ml, c);
 			return -ENOMEM;
+		}
+		s->client = c;
+		if (c)
+			c->nsessions++;
 		s->id = id;
 		TAILQ_INIT(&s->waiters);
 		b = &ml->sessions[ml_bucket(id, ML_SESSION_BUCKETS)];
@@ -462,14 +567,14 @@ static int ml_lock(struct mgr_lock *ml, struct ml_session *s,
 
 /* Dispatch one request after renewing the session. */
 int mgr_lock_request(struct mgr_lock *ml, uint16_t op,
-		     const struct proto_lock *q, uint64_t now_ms, void *ctx,
-		     struct proto_lockrep *rep)
+		     const struct proto_lock *q, const char *client,
+		     uint64_t now_ms, void *ctx, struct proto_lockrep *rep)
 {
 	struct ml_session *s;
 	int created, rc;
 
 	ml_rep_fill(ml, NULL, rep);
-	rc = ml_session_touch(ml, q->session, q->lease_ms, now_ms, &s,
+	rc = ml_session_touch(ml, q->session, client, q->lease_ms, now_ms, &s,
 			      &created);
 	if (rc)
 		return rc;

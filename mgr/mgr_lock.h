@@ -23,7 +23,8 @@ typedef void (*mgr_lock_done_fn)(void *ctx, int status,
 
 #define MGR_LOCK_MAX 65536          /* locks in the table */
 #define MGR_LOCK_MAX_WAITERS 4096
-#define MGR_LOCK_MAX_SESSIONS 16384u /* clients (mounts) known at once */
+#define MGR_LOCK_MAX_SESSIONS 16384u /* client sessions (mounts) at once */
+#define MGR_LOCK_MAX_CLIENT_SESSIONS 1024u /* of them made from one host */
 #define MGR_LOCK_DEFAULT_GRACE_MS 20000u /* 2 x the default client lease */
 
 /**
@@ -42,7 +43,11 @@ void mgr_lock_free(struct mgr_lock *ml);
 /**
  * Run a decoded lock request of op. The session's lease is renewed; a
  * session not known yet is made, unless MGR_LOCK_MAX_SESSIONS are known
- * (then the request fails with -ENOLCK until sessions expire).
+ * or its client host has MGR_LOCK_MAX_CLIENT_SESSIONS (then the request
+ * fails with -ENOLCK until sessions expire).
+ * @param client the host the request came from (its address, without
+ *	port), against which a new session counts; NULL: none (only the
+ *	table's cap applies)
  * @param ctx the request, kept when the result is 1
  * @param[out] rep the reply when the result is 0
  * @return 0 done (send rep); 1 queued (done runs later with ctx);
@@ -54,8 +59,8 @@ void mgr_lock_free(struct mgr_lock *ml);
  *	whose range overlaps the released one.
  */
 int mgr_lock_request(struct mgr_lock *ml, uint16_t op,
-		     const struct proto_lock *q, uint64_t now_ms, void *ctx,
-		     struct proto_lockrep *rep);
+		     const struct proto_lock *q, const char *client,
+		     uint64_t now_ms, void *ctx, struct proto_lockrep *rep);
 
 /**
  * Time passes: waits past their slice finish with -ETIME; sessions silent

@@ -347,7 +347,7 @@ static int req(struct mgr_lock *ml, struct proto_lock q, uint64_t now, void *ctx
 {
 	struct proto_lockrep rep;
 
-	return mgr_lock_request(ml, PROTO_OP_LOCK, &q, now, ctx, &rep);
+	return mgr_lock_request(ml, PROTO_OP_LOCK, &q, NULL, now, ctx, &rep);
 }
 
 /* Queue, FIFO grant, slice end, cancel (queued and early), DROP. */
@@ -364,7 +364,7 @@ static void test_waits(void)
 	CHECK(req(ml, Q(2, 1, PROTO_LK_SET, PROTO_LK_RDLCK, 5, 5), 0, NULL) == -EAGAIN,
 	      "conflict");
 	q = Q(2, 1, PROTO_LK_GET, PROTO_LK_RDLCK, 5, 5);
-	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK, &q, 0, NULL, &rep) == 0 &&
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK, &q, NULL, 0, NULL, &rep) == 0 &&
 	      rep.type == PROTO_LK_WRLCK && rep.start == 0 && rep.end == 9 &&
 	      rep.pid == 101 && rep.boot == 77, "getlk");
 	/* a waiter is queued, woken by the unlock, FIFO before a later one */
@@ -388,17 +388,17 @@ static void test_waits(void)
 	CHECK(req(ml, Q(3, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, 0), 1000, &ctx2) == 1,
 	      "queued again");
 	q = (struct proto_lock){ .session = 3, .id = 1, .lease_ms = 2000 };
-	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_CANCEL, &q, 1000, NULL, &rep) == 0 &&
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_CANCEL, &q, NULL, 1000, NULL, &rep) == 0 &&
 	      ndq == 3 && dq[2].status == -EINTR, "cancel queued");
 	q.id = 9;
-	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_CANCEL, &q, 1000, NULL, &rep) == -ENOENT,
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_CANCEL, &q, NULL, 1000, NULL, &rep) == -ENOENT,
 	      "cancel early");
 	q = Q(3, 9, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, 0);
 	CHECK(req(ml, q, 1000, &ctx2) == -EINTR, "wait after its cancel");
 	/* DROP wakes too */
 	CHECK(req(ml, Q(3, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, 0), 1000, &ctx2) == 1, "q3");
 	q = Q(2, 1, PROTO_LK_DROP, PROTO_LK_UNLCK, 0, PROTO_LK_EOF);
-	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK, &q, 1000, NULL, &rep) == 0 &&
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK, &q, NULL, 1000, NULL, &rep) == 0 &&
 	      ndq == 4 && dq[3].status == 0, "drop wakes");
 	mgr_lock_counts(ml, &nl, &nw, &ns);
 	CHECK(nl == 1 && nw == 0 && ns == 3, "counts %zu %zu %zu", nl, nw, ns);
@@ -453,7 +453,7 @@ static void test_lease_and_grace(void)
 	CHECK(req(ml, Q(2, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, 0), 0, &c1) == 1, "wait");
 	/* session 1 renews at 1500, then falls silent */
 	q = (struct proto_lock){ .session = 1, .lease_ms = 2000 };
-	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, 1500, NULL, &rep) == 0 &&
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, NULL, 1500, NULL, &rep) == 0 &&
 	      !(rep.flags & PROTO_LKR_NEWSESSION) && rep.boot == 5, "keepalive");
 	mgr_lock_tick(ml, 3500);
 	mgr_lock_counts(ml, &nl, &nw, &ns);
@@ -464,7 +464,7 @@ static void test_lease_and_grace(void)
 	CHECK(req(ml, Q(2, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, 0), 3501, &c1) == 0,
 	      "lease over: locks gone, granted at once");
 	q = (struct proto_lock){ .session = 1, .lease_ms = 2000 };
-	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, 3600, NULL, &rep) == 0 &&
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, NULL, 3600, NULL, &rep) == 0 &&
 	      (rep.flags & PROTO_LKR_NEWSESSION), "the late client learns it");
 	mgr_lock_free(ml);
 
@@ -585,8 +585,9 @@ static void test_release_cost(void)
 	mgr_lock_free(ml);
 }
 
-/* Sessions are capped: a new one past MGR_LOCK_MAX_SESSIONS gets -ENOLCK,
- * known ones go on, and room comes back as sessions expire. */
+/* Sessions are capped, in all and per client host: a new one past
+ * MGR_LOCK_MAX_SESSIONS or its host's MGR_LOCK_MAX_CLIENT_SESSIONS gets
+ * -ENOLCK, known ones go on, and room comes back as sessions expire. */
 static void test_session_cap(void)
 {
 	struct mgr_lock *ml;
@@ -598,12 +599,12 @@ static void test_session_cap(void)
 	mgr_lock_new(&ml, 0, 0, 3, done_cb, NULL);
 	for (uint64_t i = 1; i <= MGR_LOCK_MAX_SESSIONS; i++) {
 		q.session = i;
-		bad |= mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, 0, NULL,
+		bad |= mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, NULL, 0, NULL,
 					&rep);
 	}
 	CHECK(!bad, "sessions up to the cap");
 	q.session = MGR_LOCK_MAX_SESSIONS + 1;
-	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, 0, NULL, &rep) ==
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, NULL, 0, NULL, &rep) ==
 	      -ENOLCK, "keepalive of a new session past the cap");
 	CHECK(req(ml, Q(MGR_LOCK_MAX_SESSIONS + 1, 1, PROTO_LK_SET, PROTO_LK_WRLCK,
 			0, 0), 0, NULL) == -ENOLCK, "lock of a new session past the cap");
@@ -614,6 +615,34 @@ static void test_session_cap(void)
 	CHECK(ns == 1 && nl == 1, "expired: %zu sessions", ns);
 	CHECK(req(ml, Q(MGR_LOCK_MAX_SESSIONS + 1, 1, PROTO_LK_SET, PROTO_LK_RDLCK,
 			5, 5), 1001, NULL) == 0, "room again");
+	mgr_lock_free(ml);
+
+	/* one client host makes at most MGR_LOCK_MAX_CLIENT_SESSIONS */
+	mgr_lock_new(&ml, 0, 0, 4, done_cb, NULL);
+	for (uint64_t i = 1; i <= MGR_LOCK_MAX_CLIENT_SESSIONS; i++) {
+		q.session = i;
+		bad |= mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, "10.0.0.1",
+					0, NULL, &rep);
+	}
+	CHECK(!bad, "a client's sessions up to its cap");
+	q.session = 5000;
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, "10.0.0.1", 0,
+			       NULL, &rep) == -ENOLCK, "a new session past it");
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, "10.0.0.2", 0,
+			       NULL, &rep) == 0, "another client's");
+	q.session = 5001;
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, NULL, 0, NULL,
+			       &rep) == 0, "one of no client");
+	q.session = 1;
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, "10.0.0.1", 500,
+			       NULL, &rep) == 0 && !(rep.flags & PROTO_LKR_NEWSESSION),
+	      "a known session of the client at its cap");
+	mgr_lock_tick(ml, 1001); /* all but session 1 expire */
+	mgr_lock_counts(ml, &nl, &nw, &ns);
+	CHECK(ns == 1, "expired: %zu sessions", ns);
+	q.session = 6000;
+	CHECK(mgr_lock_request(ml, PROTO_OP_LOCK_KEEPALIVE, &q, "10.0.0.1", 1001,
+			       NULL, &rep) == 0, "room again for the client");
 	mgr_lock_free(ml);
 }
 
