@@ -12,7 +12,7 @@
 #include "lockset.h"
 #include "log.h"
 
-#define ML_DEADLOCK_BUDGET 1024 /* holders visited per deadlock check */
+#define ML_DEADLOCK_BUDGET 1024 /* owners listed per deadlock check */
 #define ML_SESSION_BUCKETS 4096 /* session hash (at most MAX_SESSIONS) */
 #define ML_QUEUE_BUCKETS 1024   /* inode queue hash (at most MAX_WAITERS) */
 #define ML_CLIENT_BUCKETS 1024  /* client host hash */
@@ -28,6 +28,11 @@ struct ml_client {
 
 struct ml_waiter;
 TAILQ_HEAD(ml_wlist, ml_waiter);
+
+/* An owner on the deadlock walk's list. */
+struct ml_dl_owner {
+	uint64_t session, owner;
+};
 
 /* A client session (a mount). */
 struct ml_session {
@@ -80,6 +85,8 @@ struct mgr_lock {
 	int full_logged;                      /* "session table full" said */
 	uint64_t work;                        /* waiters looked at (gauge) */
 	uint64_t woken;                       /* waiters granted by a wake-up */
+	struct ml_dl_owner dl[ML_DEADLOCK_BUDGET]; /* deadlock walk: [0] asks */
+	size_t ndl;                           /* listed in dl */
 	uint64_t boot;
 	uint64_t grace_end_ms;
 	mgr_lock_done_fn done;
@@ -408,50 +415,61 @@ static void ml_wake_all(struct mgr_lock *ml)
 	}
 }
 
-/* Deadlock walk state. */
-struct ml_dl {
-	struct mgr_lock *ml;
-	uint64_t session, owner; /* who would wait */
-	int budget;
-};
-
-/* lockset_each_conflict callback: does the holder l (transitively) wait
- * for the owner that asks? Cost: the holder's session's waiters. */
-static int ml_dl_holder(const struct lockset_lock *l, void *arg)
+/* lockset_each_conflict callback of the deadlock walk: holder l blocks
+ * the waiter looked at. It is the owner that asks (a cycle: 1), or goes on
+ * the list of owners to look at, unless the budget is spent or it is the
+ * one just listed (an owner's many locks). */
+static int ml_dl_push(const struct lockset_lock *l, void *arg)
 {
-	struct ml_dl *d = arg;
-	struct ml_session *s;
-	struct ml_waiter *w;
+	struct mgr_lock *ml = arg;
+	struct ml_dl_owner *last = &ml->dl[ml->ndl - 1];
 
-	if (l->session == d->session && l->owner == d->owner)
+	if (l->session == ml->dl[0].session && l->owner == ml->dl[0].owner)
 		return 1;
-	if (--d->budget <= 0)
+	if (ml->ndl >= ML_DEADLOCK_BUDGET ||
+	    (l->session == last->session && l->owner == last->owner))
 		return 0;
-	s = ml_session_find(d->ml, l->session);
-	if (!s)
-		return 0;
-	TAILQ_FOREACH(w, &s->waiters, in_sess) {
-		d->ml->work++;
-		if (w->want.kind != PROTO_LK_POSIX || w->want.owner != l->owner)
-			continue;
-		if (lockset_each_conflict(&d->ml->set, &w->want, ml_dl_holder, d))
-			return 1;
-	}
+	ml->dl[ml->ndl].session = l->session;
+	ml->dl[ml->ndl].owner = l->owner;
+	ml->ndl++;
 	return 0;
 }
 
 /*
  * Whether want waiting would close a cycle of POSIX owners waiting for
- * each other (the kernel's rule: POSIX locks only, never flock). Follows
- * every conflicting holder, bounded by ML_DEADLOCK_BUDGET visits.
+ * each other (the kernel's rule: POSIX locks only, never flock). Walks
+ * from want's owner through the holders of the locks it and they wait
+ * for, breadth first, listing up to ML_DEADLOCK_BUDGET owners (a list,
+ * not recursion: a chain of a thousand owners costs no stack). Cost: for
+ * each owner listed, its session's waiters and a conflict search each.
  */
 static bool ml_deadlock(struct mgr_lock *ml, const struct lockset_lock *want)
 {
-	struct ml_dl d = { ml, want->session, want->owner, ML_DEADLOCK_BUDGET };
+	struct ml_session *s;
+	struct ml_waiter *w;
 
 	if (want->kind != PROTO_LK_POSIX)
 		return false;
-	return lockset_each_conflict(&ml->set, want, ml_dl_holder, &d) != 0;
+	ml->dl[0].session = want->session;
+	ml->dl[0].owner = want->owner;
+	ml->ndl = 1;
+	if (lockset_each_conflict(&ml->set, want, ml_dl_push, ml))
+		return true;
+	for (size_t i = 1; i < ml->ndl; i++) {
+		s = ml_session_find(ml, ml->dl[i].session);
+		if (!s)
+			continue;
+		TAILQ_FOREACH(w, &s->waiters, in_sess) {
+			ml->work++;
+			if (w->want.kind != PROTO_LK_POSIX ||
+			    w->want.owner != ml->dl[i].owner)
+				continue;
+			if (lockset_each_conflict(&ml->set, &w->want, ml_dl_push,
+						  ml))
+				return true;
+		}
+	}
+	return false;
 }
 
 /* Queue want of session s as a waiter with a deferred reply: last in its

@@ -437,6 +437,28 @@ static void test_deadlock(void)
 	CHECK(ndq == 4 && dq[0].status == -ETIME, "free answers %d", ndq);
 }
 
+/* A chain of 1000 owners, each waiting for the next one's lock: the wait
+ * of the last for the first's lock closes it, found through the chain. */
+static void test_deadlock_chain(void)
+{
+	static int ctx[1000];
+	struct mgr_lock *ml;
+	int bad = 0;
+
+	mgr_lock_new(&ml, 0, 0, 1, done_cb, NULL);
+	for (uint64_t i = 0; i < 1000; i++)
+		bad |= req(ml, Q(1 + i, 1, PROTO_LK_SET, PROTO_LK_WRLCK, i, i), 0, NULL);
+	for (uint64_t i = 0; i + 1 < 1000; i++)
+		bad |= req(ml, Q(1 + i, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, i + 1, i + 1),
+			   0, &ctx[i]) != 1;
+	CHECK(!bad, "chain set up");
+	CHECK(req(ml, Q(1000, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, 0), 0, NULL) ==
+	      -EDEADLK, "the chain's last closes the cycle");
+	CHECK(req(ml, Q(1001, 1, PROTO_LK_WAIT, PROTO_LK_WRLCK, 0, 0), 0, &ctx[999]) == 1,
+	      "an owner outside the chain waits");
+	mgr_lock_free(ml);
+}
+
 /* A silent session loses its locks after its lease; grace admits only
  * reclaims and releases, reclaims after it fail. */
 static void test_lease_and_grace(void)
@@ -653,6 +675,7 @@ int main(void)
 	test_lockset_drop_sessions();
 	test_waits();
 	test_deadlock();
+	test_deadlock_chain();
 	test_lease_and_grace();
 	test_release_cost();
 	test_session_cap();
