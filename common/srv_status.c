@@ -15,6 +15,8 @@ static struct net_server *srvstat_srv;
 static time_t srvstat_start;
 static uint8_t srvstat_rep[PROTO_MAX_STATUS_JSON + 1024]; /* reply body */
 static char srvstat_json[PROTO_MAX_STATUS_JSON];
+static srvstat_extra_fn srvstat_extra_cb; /* the daemon's own counters */
+static void *srvstat_extra_arg;
 
 /* See srv_status.h. */
 void srvstat_init(const char *role, uint16_t id, const char *dir,
@@ -28,6 +30,36 @@ void srvstat_init(const char *role, uint16_t id, const char *dir,
 	srvstat_srv = srv;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	srvstat_start = ts.tv_sec;
+}
+
+/* See srv_status.h. */
+void srvstat_extra(srvstat_extra_fn fn, void *arg)
+{
+	srvstat_extra_cb = fn;
+	srvstat_extra_arg = arg;
+}
+
+/* Put the extra counters into the JSON object of n bytes in json (ending
+ * in '}'), before its brace. @return the new length; n as it was when
+ * they do not fit (logged) */
+static int srvstat_add_extra(char *json, int n, size_t cap)
+{
+	int k;
+
+	if (!srvstat_extra_cb || n < 2 || json[n - 1] != '}')
+		return n;
+	json[n - 1] = ',';
+	k = srvstat_extra_cb(json + n, cap - (size_t)n - 1, srvstat_extra_arg);
+	if (k <= 0 || (size_t)k >= cap - (size_t)n - 1) {
+		if (k != 0)
+			log_err("STATUS: the daemon's counters do not fit");
+		json[n - 1] = '}';
+		json[n] = '\0';
+		return n;
+	}
+	json[n + k] = '}';
+	json[n + k + 1] = '\0';
+	return n + k + 1;
 }
 
 /* See srv_status.h. */
@@ -66,6 +98,7 @@ void srvstat_handle(struct net_sreq *r)
 			   srvstat_json, sizeof(srvstat_json));
 	if (n < 0)
 		n = 0;
+	n = srvstat_add_extra(srvstat_json, n, sizeof(srvstat_json));
 	st.stats = (struct proto_str){ srvstat_json, (uint32_t)n };
 	wb_init(&w, srvstat_rep, sizeof(srvstat_rep));
 	rc = proto_status_encode(&w, &st);

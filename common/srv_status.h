@@ -7,6 +7,7 @@
 #ifndef RPFS_SRV_STATUS_H
 #define RPFS_SRV_STATUS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "net.h"
@@ -20,6 +21,21 @@
  */
 void srvstat_init(const char *role, uint16_t id, const char *dir,
 		  struct net_server *srv);
+
+/**
+ * Adds a daemon's own counters to the STATUS JSON: writes
+ * "name":value pairs, comma-separated, without braces, into buf.
+ * @return the length written, or -ERANGE (cap too small)
+ */
+typedef int (*srvstat_extra_fn)(char *buf, size_t cap, void *arg);
+
+/**
+ * Set (or with NULL clear) the function whose counters STATUS adds to the
+ * transport counters, e.g. the mgr's lock service (lock_waiters).
+ * @param fn called on the loop thread for each STATUS
+ * @param arg passed to fn
+ */
+void srvstat_extra(srvstat_extra_fn fn, void *arg);
 
 /** Answer a STATUS request (empty body, else rejected). Cost: one statvfs. */
 void srvstat_handle(struct net_sreq *r);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <ev.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -11,6 +12,7 @@
 #include "log.h"
 #include "mgr_db.h"
 #include "mgr_lock.h"
+#include "srv_status.h"
 
 #define LOCKD_TICK_S 0.1 /* slice and lease resolution */
 
@@ -90,6 +92,22 @@ static void lockd_done(void *ctx, int status, const struct proto_lockrep *rep,
 	lockd_reply(ctx, status, rep);
 }
 
+/* srvstat_extra_fn: the lock service's counters in the mgr's STATUS
+ * (`rpfs stats --server`): locks held, WAITs queued, client sessions,
+ * WAITs granted by a wake-up since the start. */
+static int lockd_stats(char *buf, size_t cap, void *arg)
+{
+	struct mgr_lockd *ld = arg;
+	size_t locks, waiters, sessions;
+	int n;
+
+	mgr_lock_counts(ld->ml, &locks, &waiters, &sessions);
+	n = snprintf(buf, cap, "\"lock_held\":%zu,\"lock_waiters\":%zu,"
+		     "\"lock_sessions\":%zu,\"lock_woken\":%llu", locks, waiters,
+		     sessions, (unsigned long long)mgr_lock_woken(ld->ml));
+	return n < 0 || (size_t)n >= cap ? -ERANGE : n;
+}
+
 /* Timer: end slices, expire leases (and grant what they free). */
 static void lockd_on_tick(struct ev_loop *loop, ev_timer *t, int revents)
 {
@@ -130,6 +148,7 @@ int mgr_lockd_new(struct mgr_lockd **out, struct ev_loop *loop,
 	ev_timer_init(&ld->tick, lockd_on_tick, LOCKD_TICK_S, LOCKD_TICK_S);
 	ld->tick.data = ld;
 	ev_timer_start(loop, &ld->tick);
+	srvstat_extra(lockd_stats, ld);
 	*out = ld;
 	return 0;
 
@@ -150,6 +169,7 @@ void mgr_lockd_free(struct mgr_lockd *ld, int clean)
 	if (clean && ld->marked && !locks && lockd_now_ms() >= ld->grace_end_ms &&
 	    mgr_db_lockmark_set(ld->db, 0) == 0)
 		ld->marked = 0;
+	srvstat_extra(NULL, NULL);
 	ev_timer_stop(ld->loop, &ld->tick);
 	mgr_lock_free(ld->ml);
 	free(ld);
@@ -162,12 +182,28 @@ int mgr_lockd_owns(uint16_t op)
 	       op == PROTO_OP_LOCK_KEEPALIVE;
 }
 
+/* The host of the request's peer ("host:port" or "[v6]:port"), into buf
+ * (cap bytes), for the per-client session cap. */
+static const char *lockd_host(struct net_sreq *r, char *buf, size_t cap)
+{
+	const char *peer = net_sconn_peer(r->conn);
+	const char *colon = strrchr(peer, ':');
+	size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
+
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(buf, peer, n);
+	buf[n] = '\0';
+	return buf;
+}
+
 /* Validate, run, reply (unless deferred). A malformed request closes its
  * connection, like any other. */
 void mgr_lockd_handle(struct mgr_lockd *ld, struct net_sreq *r)
 {
 	struct proto_lockrep rep;
 	struct proto_lock q;
+	char host[64];
 	const char *why = "request";
 	int rc;
 
@@ -180,7 +216,9 @@ void mgr_lockd_handle(struct mgr_lockd *ld, struct net_sreq *r)
 		net_sreq_reject(r, why ? why : "malformed lock request");
 		return;
 	}
-	rc = mgr_lock_request(ld->ml, r->hdr.op, &q, lockd_now_ms(), r, &rep);
+	rc = mgr_lock_request(ld->ml, r->hdr.op, &q,
+			      lockd_host(r, host, sizeof(host)), lockd_now_ms(),
+			      r, &rep);
 	log_debug("%s cmd %u ino %llu [%llu, %llu] type %u from %s: %d",
 		  proto_op_name(r->hdr.op), q.cmd, (unsigned long long)q.ino,
 		  (unsigned long long)q.start, (unsigned long long)q.end,

@@ -1,7 +1,13 @@
 """Cluster-wide locks: POSIX (fcntl), OFD and flock locks taken on one
 mount are seen by another mount of the same file system (HACKING.md
-"Locks"). Lock holders are lock_agent.py processes driven line by line."""
+"Locks"). Lock holders are lock_agent.py processes driven line by line.
+A test of a blocked waiter waits until the mgr counts it queued
+(lock_waiters in its STATUS) before it lets the lock go, and where no
+wait slice can end in between (timeout= of 10 s: 5 s slices) checks that
+the grant came from the mgr's wake-up (lock_woken), not from the client
+asking again after a slice."""
 import errno
+import json
 import os
 import queue
 import re
@@ -65,6 +71,30 @@ class Agent:
                 self.proc.wait(timeout=WAIT)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def mgr_stats(cluster):
+    """cluster's mgr counters (`rpfs stats --server`), as a dict."""
+    r = util.run([util.binary('admin/rpfs'), 'stats', '--server',
+                  util.hostport(cluster.mgr_port)], check=False, timeout=WAIT)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def lock_waiters(cluster):
+    """The WAITs queued at cluster's mgr."""
+    return mgr_stats(cluster)['lock_waiters']
+
+
+def lock_woken(cluster):
+    """The WAITs cluster's mgr granted by a wake-up since it started."""
+    return mgr_stats(cluster)['lock_woken']
+
+
+def wait_queued(cluster, n):
+    """Wait until the mgr holds exactly n WAITs (bounded by WAIT)."""
+    util.wait_until(lambda: lock_waiters(cluster) == n, WAIT, 0.05,
+                    '%d lock waiter(s) queued at the mgr' % n)
 
 
 @pytest.fixture
@@ -202,42 +232,53 @@ def test_range_split_and_merge(files, agents):
     assert b.do('getlk wr 50 1') == 'ok wr 0 100 %d' % a.pid
 
 
-def test_waiter_woken_on_unlock(files, agents):
+def test_waiter_woken_on_unlock(lkcluster, files, agents):
     a, b = agents(), agents()
     a.do('open ' + files[0])
     b.do('open ' + files[1])
+    wait_queued(lkcluster, 0)  # no wait of an earlier test left
     assert a.do('lock setlk wr 0 0') == 'ok'
     b.send('lock setlkw wr 0 10')
-    assert a.do('lock setlk wr 0 0') == 'ok'  # a round trip: b is queued
+    wait_queued(lkcluster, 1)
     assert b.pending()
+    woken = lock_woken(lkcluster)
     assert a.do('lock setlk un 0 0') == 'ok'
     assert b.answer() == 'ok'
+    assert lock_woken(lkcluster) == woken + 1
     assert a.do('lock setlk rd 0 1') == 'err EAGAIN'
 
 
-def test_waiter_woken_on_close(files, agents):
+def test_waiter_woken_on_close(lkcluster, files, agents):
     a, b = agents(), agents()
     a.do('open ' + files[0])
     b.do('open ' + files[1])
+    wait_queued(lkcluster, 0)
     assert a.do('lock setlk wr 0 0') == 'ok'
     b.send('lock setlkw rd 5 5')
     assert a.do('open2 ' + files[0]) == 'ok'
+    wait_queued(lkcluster, 1)
     assert b.pending()
+    woken = lock_woken(lkcluster)
     assert a.do('close') == 'ok'  # closing ANY descriptor drops a's locks
     assert b.answer() == 'ok'
+    assert lock_woken(lkcluster) == woken + 1
 
 
-def test_flock_waiter_woken(files, agents):
+def test_flock_waiter_woken(lkcluster, files, agents):
     a, b, c = agents(), agents(), agents()
     a.do('open ' + files[0])
     b.do('open ' + files[1])
     c.do('open ' + files[0])
+    wait_queued(lkcluster, 0)
     assert a.do('flock ex') == 'ok'
     b.send('flock sh')
     assert c.do('flock sh_nb') == 'err EAGAIN'
+    wait_queued(lkcluster, 1)
     assert b.pending()
+    woken = lock_woken(lkcluster)
     assert a.do('flock un') == 'ok'
     assert b.answer() == 'ok'
+    assert lock_woken(lkcluster) == woken + 1
     assert c.do('flock sh_nb') == 'ok'
     assert c.do('flock ex_nb') == 'err EAGAIN'  # b's shared lock, other mount
 
@@ -258,6 +299,7 @@ def test_wait_longer_than_timeout(tmp_path_factory, agents):
         # the mgr answers each 500 ms slice "ask again": wait for several
         with pytest.raises(queue.Empty):
             b.answer(timeout=3)
+        wait_queued(c, 1)  # queued again after a slice
         assert a.do('lock setlk un 0 0') == 'ok'
         assert b.answer() == 'ok'
         a.stop()
@@ -266,36 +308,45 @@ def test_wait_longer_than_timeout(tmp_path_factory, agents):
         util.cleanup(ma, mb, c)
 
 
-def test_setlkw_interrupted_by_signal(files, agents):
+def test_setlkw_interrupted_by_signal(lkcluster, files, agents):
     a, b, c = agents(), agents(), agents()
     a.do('open ' + files[0])
     b.do('open ' + files[1])
     c.do('open ' + files[1])
+    wait_queued(lkcluster, 0)
     assert a.do('lock setlk wr 0 0') == 'ok'
     assert b.do('alarm 0.5') == 'ok'
     assert b.do('lock setlkw wr 0 0') == 'err EINTR'
     # the cancelled wait is gone at the mgr: c, not b, gets the lock
+    wait_queued(lkcluster, 0)
     c.send('lock setlkw wr 0 0')
+    wait_queued(lkcluster, 1)
+    woken = lock_woken(lkcluster)
     assert a.do('lock setlk un 0 0') == 'ok'
     assert c.answer() == 'ok'
+    assert lock_woken(lkcluster) == woken + 1
     assert b.do('lock setlk rd 0 1') == 'err EAGAIN'
 
 
-def test_holder_killed_waiter_gets_lock(files, agents):
+def test_holder_killed_waiter_gets_lock(lkcluster, files, agents):
     a, b, c = agents(), agents(), agents()
     a.do('open ' + files[0])
     b.do('open ' + files[1])
     c.do('open ' + files[0])
+    wait_queued(lkcluster, 0)
     assert a.do('lock setlk wr 0 0') == 'ok'
     b.send('lock setlkw wr 0 0')
     assert c.do('lock setlk rd 0 1') == 'err EAGAIN'
+    wait_queued(lkcluster, 1)
     assert b.pending()
+    woken = lock_woken(lkcluster)
     a.kill(signal.SIGKILL)
     assert b.answer() == 'ok'
+    assert lock_woken(lkcluster) == woken + 1
     assert c.do('lock setlk rd 0 1') == 'err EAGAIN'  # b holds it now
 
 
-def test_deadlock_detected(files, agents):
+def test_deadlock_detected(lkcluster, files, agents):
     """Two processes on two mounts each wait for the other's lock: the wait
     that would close the cycle fails with EDEADLK (which one depends on
     which request reaches the mgr last), the other is granted once the
@@ -303,6 +354,7 @@ def test_deadlock_detected(files, agents):
     a, b = agents(), agents()
     a.do('open ' + files[0])
     b.do('open ' + files[1])
+    wait_queued(lkcluster, 0)
     assert a.do('lock setlk wr 0 1') == 'ok'
     assert b.do('lock setlk wr 1 1') == 'ok'
     a.send('lock setlkw wr 1 1')        # a waits for b
@@ -312,9 +364,12 @@ def test_deadlock_detected(files, agents):
     first = (a, b, '0 1') if not a.pending() else (b, a, '1 1')
     loser, winner, mine = first
     assert loser.answer() == 'err EDEADLK'
+    wait_queued(lkcluster, 1)           # the winner's wait
     assert winner.pending()
+    woken = lock_woken(lkcluster)
     assert loser.do('lock setlk un ' + mine) == 'ok'
     assert winner.answer() == 'ok'
+    assert lock_woken(lkcluster) == woken + 1
 
 
 def test_ofd_locks(files, agents):
@@ -351,6 +406,7 @@ def test_client_killed_locks_expire(tmp_path_factory, agents):
         assert a.do('flock ex_nb') == 'ok'
         assert b.do('lock setlk wr 0 0') == 'err EAGAIN'
         b.send('lock setlkw wr 0 0')
+        wait_queued(c, 1)
         ma.proc.kill()
         ma.proc.wait(timeout=WAIT)
         assert b.answer() == 'ok'
