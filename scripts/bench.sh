@@ -5,11 +5,14 @@
 #
 # Starts a local rpfs cluster (and two small ones for the iod sweep), a
 # minimal passthrough FUSE file system (tests/bench/), the same passthrough
-# with one loopback TCP round trip per read and write (-o hop=4,
-# tests/bench/bench_hop.c: for small reads, the ceiling for any client
-# with a server hop; no ceiling for writes that go behind, nor for 1 MiB
-# requests, which a striped client spreads over its servers) and a 4-brick GlusterFS volume on loopback, all
-# backed by one private tmpfs, then runs the same fio jobs (tests/bench/fio/)
+# with one loopback TCP round trip per read and write (-o hop,
+# tests/bench/bench_hop.c: each FUSE worker's connection has a server
+# thread of its own, so no request waits behind another at the server;
+# for small reads, the ceiling for any client with a server hop; no
+# ceiling for writes that go behind, nor for 1 MiB requests, which a
+# striped client spreads over its servers) and a 4-brick GlusterFS
+# volume on loopback, all backed by one private tmpfs, then runs the same
+# fio jobs (tests/bench/fio/)
 # and the metadata job (tests/bench/mdbench.c) on each target: rpfs FUSE
 # mount, rpfs fio engine (if built), tmpfs, passthrough, passthrough-hop
 # (data jobs only), GlusterFS.
@@ -212,11 +215,11 @@ start_passthrough() {
 	wait_mount "$WORK/mnt/pt" || { cat "$WORK/logs/passthrough.log" >&2; die "passthrough mount failed"; }
 }
 
-# start_passthrough_hop: the passthrough in hop mode (4 server threads, as
-# many as the main cluster has iods) over WORK/fs/pth-src.
+# start_passthrough_hop: the passthrough in hop mode (a server thread per
+# FUSE worker connection) over WORK/fs/pth-src.
 start_passthrough_hop() {
 	mkdir -p "$WORK/fs/pth-src" "$WORK/mnt/pth"
-	"$WORK/bin/bench-passthrough" "$WORK/fs/pth-src" "$WORK/mnt/pth" -f -o hop=4 \
+	"$WORK/bin/bench-passthrough" "$WORK/fs/pth-src" "$WORK/mnt/pth" -f -o hop \
 		</dev/null >"$WORK/logs/passthrough-hop.log" 2>&1 &
 	PIDS+=($!)
 	PTH_PID=$!
@@ -680,9 +683,10 @@ meta = {
         "%s files created (open O_CREAT|O_EXCL + close), stat'ed, unlinked, in one "
         "directory or round-robin over 100, caches dropped before the stat and "
         "unlink phases, after an unmeasured warm-up of 1,000 files on every target. "
-        "passthrough-hop is the passthrough with each read and write carried out by one of 4 "
-        "server threads across a loopback TCP round trip (tests/bench/bench_hop.c): on 4 KiB "
-        "random reads the ceiling for any client whose data lives behind a server; its writes "
+        "passthrough-hop is the passthrough with each read and write carried out across a "
+        "loopback TCP round trip by a server thread that serves that FUSE worker's connection "
+        "alone, so no request waits at the server behind another (tests/bench/bench_hop.c): on "
+        "4 KiB random reads the ceiling for any client whose data lives behind a server; its writes "
         "wait for the server, so it is no ceiling for writes that go behind (rpfs over tcp), "
         "and it sends a 1 MiB request whole to one server, so it is no ceiling for the "
         "sequential rows. "
