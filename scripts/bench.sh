@@ -12,10 +12,9 @@
 # ceiling for writes that go behind, nor for 1 MiB requests, which a
 # striped client spreads over its servers) and a 4-brick GlusterFS
 # volume on loopback, all backed by one private tmpfs, then runs the same
-# fio jobs (tests/bench/fio/)
-# and the metadata job (tests/bench/mdbench.c) on each target: rpfs FUSE
-# mount, rpfs fio engine (if built), tmpfs, passthrough, passthrough-hop
-# (data jobs only), GlusterFS.
+# fio jobs (tests/bench/fio/) and the metadata job (tests/bench/mdbench.c)
+# on each target: rpfs FUSE mount, rpfs fio engine (if built), tmpfs,
+# passthrough, passthrough-hop (data jobs only), GlusterFS.
 # Targets are interleaved per job (job J on every target, then job J+1),
 # because numbers on these machines drift 20-35 % within an hour.
 # Writes DIR/results.md, DIR/results.json, DIR/plot.png and prints the table
@@ -376,11 +375,14 @@ prewrite_fio() {
 		say "warning: the unmeasured pre-write of $file on $target failed"
 }
 
-# net_snap TARGET FILE: the client's transport counters of the rpfs mount
-# (rpfs.stats) into FILE, for net_words; nothing for other targets.
+# net_snap TARGET FILE DIR: the client's transport counters (rpfs.stats)
+# of the rpfs mount the run's directory DIR lies in (WORK/mnt/NAME/...: the
+# main cluster's, or iod1's or iod2's in the iod sweep) into FILE, for
+# net_words; nothing for other targets.
 net_snap() {
 	[ "$1" = rpfs ] || return 0
-	getfattr --absolute-names --only-values -n rpfs.stats "$WORK/mnt/main" \
+	local rel=${3#"$WORK/mnt/"}
+	getfattr --absolute-names --only-values -n rpfs.stats "$WORK/mnt/${rel%%/*}" \
 		>"$2" 2>/dev/null || rm -f "$2"
 }
 
@@ -412,7 +414,7 @@ run_fio() {
 	NRUN=$((NRUN + 1))
 	printf 'bench: [%3d] %-6s %-8s %-11s %-10s ' "$NRUN" "$section" "$param" "$target" "$job" >&2
 	rm -f "$out.net0" "$out.net1" "$out.netl"
-	net_snap "$target" "$out.net0"
+	net_snap "$target" "$out.net0" "$dir"
 	c0=$(daemon_ticks $pids)
 	t0=$(date +%s.%N)
 	# fio runs from WORK/fio-cwd: fio insists that directory= exists
@@ -427,7 +429,7 @@ run_fio() {
 	fi
 	t1=$(date +%s.%N)
 	c1=$(daemon_ticks $pids)
-	net_snap "$target" "$out.net1"
+	net_snap "$target" "$out.net1" "$dir"
 	local cpu wall net
 	cpu=$(daemon_cpu_word "$pids" "$c0" "$c1")
 	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
