@@ -58,7 +58,8 @@ struct cli_loop {
 	size_t pool_len;
 	int declared;               /* pool declared to net */
 	int evfd;                   /* workers post here when they stop */
-	atomic_uint_least64_t copy_bytes; /* payload through /dev/fuse */
+	atomic_uint_least64_t copy_bytes; /* payload through /dev/fuse, written
+					   * or spliced (atomic) */
 	atomic_uint_least64_t max_req;    /* largest READ/WRITE payload */
 	atomic_int bufsize_warned;        /* once: libfuse's bufsize too big */
 	atomic_int ownbuf_warned;         /* once: libfuse used its own buffer */
@@ -93,7 +94,8 @@ static void note_max(struct cli_loop *lp, uint64_t v)
 }
 
 /* Count a request just read: WRITE data was copied in by the kernel; a
- * READ's reply is counted when it is written (io_writev). */
+ * READ's reply is counted when it is written (io_writev) or spliced
+ * (io_splice_send). */
 static void note_request(struct loop_worker *w, const void *buf, size_t n)
 {
 	const struct fuse_in_header *in = buf;
@@ -180,13 +182,31 @@ static ssize_t io_splice_receive(int fdin, off_t *offin, int fdout,
 	return splice(thread_fd(fdin), offin, fdout, offout, len, flags);
 }
 
-/* custom io splice_send: /dev/fuse is the target, on the thread's fd. */
+/* custom io splice_send: /dev/fuse is the target, on the thread's fd.
+ * libfuse splices only replies with data from an fd (cli_splice.c's READ
+ * replies): header and payload leave the pipe in one splice, and the
+ * kernel copies the payload into the reader's pages (no SPLICE_F_MOVE for
+ * a direct read), so a READ's payload counts in copy_bytes as it does
+ * when written (io_writev). The header is in the pipe, not here, so the
+ * reply is matched by the READ this worker is processing; a short or
+ * failed splice is an error libfuse reports, and counts nothing. */
 static ssize_t io_splice_send(int fdin, off_t *offin, int fdout,
 			      off_t *offout, size_t len, unsigned int flags,
 			      void *userdata)
 {
+	struct loop_worker *w = cur;
+	ssize_t n;
+
 	(void)userdata;
-	return splice(fdin, offin, thread_fd(fdout), offout, len, flags);
+	n = splice(fdin, offin, thread_fd(fdout), offout, len, flags);
+	if (n > (ssize_t)sizeof(struct fuse_out_header) && (size_t)n == len &&
+	    w && w->read_unique) {
+		atomic_fetch_add_explicit(&w->lp->copy_bytes,
+					  (uint64_t)n - sizeof(struct fuse_out_header),
+					  memory_order_relaxed);
+		w->read_unique = 0;
+	}
+	return n;
 }
 
 static const struct fuse_custom_io loop_io = {

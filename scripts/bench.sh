@@ -5,14 +5,16 @@
 #
 # Starts a local rpfs cluster (and two small ones for the iod sweep), a
 # minimal passthrough FUSE file system (tests/bench/), the same passthrough
-# with one loopback TCP round trip per read and write (-o hop=4,
-# tests/bench/bench_hop.c: for small reads, the ceiling for any client
-# with a server hop; no ceiling for writes that go behind, nor for 1 MiB
-# requests, which a striped client spreads over its servers) and a 4-brick GlusterFS volume on loopback, all
-# backed by one private tmpfs, then runs the same fio jobs (tests/bench/fio/)
-# and the metadata job (tests/bench/mdbench.c) on each target: rpfs FUSE
-# mount, rpfs fio engine (if built), tmpfs, passthrough, passthrough-hop
-# (data jobs only), GlusterFS.
+# with one loopback TCP round trip per read and write (-o hop,
+# tests/bench/bench_hop.c: each FUSE worker's connection has a server
+# thread of its own, so no request waits behind another at the server;
+# for small reads, the ceiling for any client with a server hop; no
+# ceiling for writes that go behind, nor for 1 MiB requests, which a
+# striped client spreads over its servers) and a 4-brick GlusterFS
+# volume on loopback, all backed by one private tmpfs, then runs the same
+# fio jobs (tests/bench/fio/) and the metadata job (tests/bench/mdbench.c)
+# on each target: rpfs FUSE mount, rpfs fio engine (if built), tmpfs,
+# passthrough, passthrough-hop (data jobs only), GlusterFS.
 # Targets are interleaved per job (job J on every target, then job J+1),
 # because numbers on these machines drift 20-35 % within an hour.
 # Writes DIR/results.md, DIR/results.json, DIR/plot.png and prints the table
@@ -212,11 +214,11 @@ start_passthrough() {
 	wait_mount "$WORK/mnt/pt" || { cat "$WORK/logs/passthrough.log" >&2; die "passthrough mount failed"; }
 }
 
-# start_passthrough_hop: the passthrough in hop mode (4 server threads, as
-# many as the main cluster has iods) over WORK/fs/pth-src.
+# start_passthrough_hop: the passthrough in hop mode (a server thread per
+# FUSE worker connection) over WORK/fs/pth-src.
 start_passthrough_hop() {
 	mkdir -p "$WORK/fs/pth-src" "$WORK/mnt/pth"
-	"$WORK/bin/bench-passthrough" "$WORK/fs/pth-src" "$WORK/mnt/pth" -f -o hop=4 \
+	"$WORK/bin/bench-passthrough" "$WORK/fs/pth-src" "$WORK/mnt/pth" -f -o hop \
 		</dev/null >"$WORK/logs/passthrough-hop.log" 2>&1 &
 	PIDS+=($!)
 	PTH_PID=$!
@@ -269,14 +271,27 @@ gluster_pids() {
 	pgrep -f "glusterfs .*--volfile-id=/$GL_VOL( |\$)" || true
 }
 
-# cpu_ticks PID...: user+system clock ticks used so far by these processes.
-cpu_ticks() {
+# daemon_ticks PID...: user+system clock ticks used so far by these
+# processes, all their threads included: utime+stime, fields 14 and 15 of
+# /proc/PID/stat (counted after the "(comm) " field, which may hold
+# spaces). Children are not added (cutime/cstime count only children
+# waited for): every server process of a target is listed itself
+# (target_pids). A process that is gone counts 0.
+daemon_ticks() {
 	local p sum=0 t
 	for p in "$@"; do
 		t=$(sed 's/^.*) //' "/proc/$p/stat" 2>/dev/null | awk '{ print $12 + $13 }') || t=0
 		sum=$((sum + ${t:-0}))
 	done
 	echo "$sum"
+}
+
+# daemon_cpu_word PIDS C0 C1: the record word daemon_cpu_s=SECONDS of the
+# ticks from C0 to C1; nothing when PIDS is empty (tmpfs has no server
+# process), so the report shows "-" rather than a 0 that was not measured.
+daemon_cpu_word() {
+	[ -n "${1// /}" ] || return 0
+	awk -v a="$2" -v b="$3" -v hz="$HZ" 'BEGIN { printf "daemon_cpu_s=%.2f", (b - a) / hz }'
 }
 
 drop_caches() {
@@ -288,16 +303,17 @@ drop_caches() {
 # target's leftover work (a daemon still flushing the previous run) is
 # measured with the next one. Samples /proc/stat over 0.5 s.
 SETTLE_WAITS=0
-# cpu_ticks: "busy idle" jiffies of all CPUs so far (idle includes iowait).
-cpu_ticks() {
+# machine_busy_idle: "busy idle" jiffies of all CPUs of the machine so far
+# (idle includes iowait), for settle only; never a daemon's CPU figure.
+machine_busy_idle() {
 	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $5 + $6 }' /proc/stat
 }
 settle() {
 	local i a b
 	for ((i = 0; i < 30; i++)); do
-		a=$(cpu_ticks)
+		a=$(machine_busy_idle)
 		sleep 0.5
-		b=$(cpu_ticks)
+		b=$(machine_busy_idle)
 		# busy share of the interval below 10%: settled
 		if awk -v a="$a" -v b="$b" 'BEGIN { split(a, x); split(b, y);
 			busy = y[1] - x[1]; all = busy + y[2] - x[2];
@@ -310,7 +326,8 @@ settle() {
 }
 
 # target_dir T: directory of target T where the jobs run.
-# target_pids T: its server processes (for daemon CPU seconds).
+# target_pids T: its server processes (for daemon CPU seconds); none for
+# tmpfs.
 target_dir() {
 	case "$1" in
 	tmpfs) echo "$WORK/fs/tmpfs" ;;
@@ -358,11 +375,14 @@ prewrite_fio() {
 		say "warning: the unmeasured pre-write of $file on $target failed"
 }
 
-# net_snap TARGET FILE: the client's transport counters of the rpfs mount
-# (rpfs.stats) into FILE, for net_words; nothing for other targets.
+# net_snap TARGET FILE DIR: the client's transport counters (rpfs.stats)
+# of the rpfs mount the run's directory DIR lies in (WORK/mnt/NAME/...: the
+# main cluster's, or iod1's or iod2's in the iod sweep) into FILE, for
+# net_words; nothing for other targets.
 net_snap() {
 	[ "$1" = rpfs ] || return 0
-	getfattr --absolute-names --only-values -n rpfs.stats "$WORK/mnt/main" \
+	local rel=${3#"$WORK/mnt/"}
+	getfattr --absolute-names --only-values -n rpfs.stats "$WORK/mnt/${rel%%/*}" \
 		>"$2" 2>/dev/null || rm -f "$2"
 }
 
@@ -394,8 +414,8 @@ run_fio() {
 	NRUN=$((NRUN + 1))
 	printf 'bench: [%3d] %-6s %-8s %-11s %-10s ' "$NRUN" "$section" "$param" "$target" "$job" >&2
 	rm -f "$out.net0" "$out.net1" "$out.netl"
-	net_snap "$target" "$out.net0"
-	c0=$(cpu_ticks $pids)
+	net_snap "$target" "$out.net0" "$dir"
+	c0=$(daemon_ticks $pids)
 	t0=$(date +%s.%N)
 	# fio runs from WORK/fio-cwd: fio insists that directory= exists
 	# locally, and the engine takes the same relative name (bench-fio,
@@ -408,20 +428,20 @@ run_fio() {
 		err="fio failed: $(tail -n 3 "$out.log" "$out" 2>/dev/null | tr '\n"' ' ' | cut -c1-200)"
 	fi
 	t1=$(date +%s.%N)
-	c1=$(cpu_ticks $pids)
-	net_snap "$target" "$out.net1"
+	c1=$(daemon_ticks $pids)
+	net_snap "$target" "$out.net1" "$dir"
 	local cpu wall net
-	cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }')
+	cpu=$(daemon_cpu_word "$pids" "$c0" "$c1")
 	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
 	net=$(net_words "$target" "$out")
-	# shellcheck disable=SC2086 # net: KEY=VALUE words
+	# shellcheck disable=SC2086 # cpu, net: KEY=VALUE words
 	if [ -z "$err" ] && $PY "$REPO/tests/bench/report.py" record fio "$out" section="$section" \
-		param="$param" target="$target" job="$job" daemon_cpu_s="$cpu" wall_s="$wall" \
+		param="$param" target="$target" job="$job" $cpu wall_s="$wall" \
 		$net >>"$RECORDS" 2>"$out.err"; then
 		tail -n 1 "$RECORDS" | $PY -c 'import json,sys; sys.path.insert(0, sys.argv[1])
 import report; r=json.load(sys.stdin)
 c = report.net_columns(r, r["io_mb"] * 1e6, r["target"] == "rpfs-fio") if "data_ops" in r else ["-"] * 3
-print("%9.1f MB/s %9.0f IOPS  cpu %s s  copies/B %s regs/op %s misses/op %s" % ((r["mbs"], r["iops"], r["daemon_cpu_s"]) + tuple(c)))' \
+print("%9.1f MB/s %9.0f IOPS  cpu %s s  copies/B %s regs/op %s misses/op %s" % ((r["mbs"], r["iops"], r.get("daemon_cpu_s", "-")) + tuple(c)))' \
 			"$REPO/tests/bench" >&2
 	else
 		[ -n "$err" ] || err="bad fio output: $(head -c 200 "$out.err")"
@@ -440,21 +460,22 @@ run_md() {
 	NRUN=$((NRUN + 1))
 	printf 'bench: [%3d] %-6s %-8s %-11s %-10s ' "$NRUN" main - "$target" "$job" >&2
 	mkdir -p "$dir"
-	c0=$(cpu_ticks $pids)
+	c0=$(daemon_ticks $pids)
 	t0=$(date +%s.%N)
 	timeout -k 5 600 "$WORK/bin/bench-md" -D "$dir" "$MD_FILES" "$nd" >"$out" 2>"$out.err" ||
 		err="bench-md failed: $(head -c 200 "$out.err" | tr '\n"' '  ')"
 	t1=$(date +%s.%N)
-	c1=$(cpu_ticks $pids)
+	c1=$(daemon_ticks $pids)
 	rmdir "$dir" 2>/dev/null || rm -rf "$dir"
 	local cpu wall
-	cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }')
+	cpu=$(daemon_cpu_word "$pids" "$c0" "$c1")
 	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
 	if [ -z "$err" ]; then
+		# shellcheck disable=SC2086 # cpu: a KEY=VALUE word or nothing
 		$PY "$REPO/tests/bench/report.py" record md "$out" section=main param=- target="$target" \
-			job="$job" daemon_cpu_s="$cpu" wall_s="$wall" >>"$RECORDS"
+			job="$job" $cpu wall_s="$wall" >>"$RECORDS"
 		tail -n 1 "$RECORDS" | $PY -c 'import json,sys; r=json.load(sys.stdin)
-print("create %.0f stat %.0f unlink %.0f /s  cpu %s s" % (r["create"], r["stat"], r["unlink"], r["daemon_cpu_s"]))' >&2
+print("create %.0f stat %.0f unlink %.0f /s  cpu %s s" % (r["create"], r["stat"], r["unlink"], r.get("daemon_cpu_s", "-")))' >&2
 	else
 		echo "failed" >&2
 		$PY "$REPO/tests/bench/report.py" record none - section=main param=- target="$target" \
@@ -664,9 +685,10 @@ meta = {
         "%s files created (open O_CREAT|O_EXCL + close), stat'ed, unlinked, in one "
         "directory or round-robin over 100, caches dropped before the stat and "
         "unlink phases, after an unmeasured warm-up of 1,000 files on every target. "
-        "passthrough-hop is the passthrough with each read and write carried out by one of 4 "
-        "server threads across a loopback TCP round trip (tests/bench/bench_hop.c): on 4 KiB "
-        "random reads the ceiling for any client whose data lives behind a server; its writes "
+        "passthrough-hop is the passthrough with each read and write carried out across a "
+        "loopback TCP round trip by a server thread that serves that FUSE worker's connection "
+        "alone, so no request waits at the server behind another (tests/bench/bench_hop.c): on "
+        "4 KiB random reads the ceiling for any client whose data lives behind a server; its writes "
         "wait for the server, so it is no ceiling for writes that go behind (rpfs over tcp), "
         "and it sends a 1 MiB request whole to one server, so it is no ceiling for the "
         "sequential rows. "

@@ -9,7 +9,10 @@
 # a * pages + b each process of the OGR row calibrated (a, b and b/a,
 # comma-separated per process; OGR merges a hole of h pages when
 # a * h < b). A benchmark, not a test: it asserts nothing about speed (the
-# programs do check the data they read back).
+# programs do check the data they read back). Every run's result line is
+# parsed strictly (bench_run): a run that fails, prints no well-formed line,
+# ran on another transport than asked, or did not read its data back right
+# (ok=0) stops the script with status 1 and a line naming the experiment.
 #
 #   scripts/listio-bench.sh [--iters N] [--only tcp|verbs] [--quick] [--ogr-only]
 #
@@ -82,18 +85,90 @@ wait_ready() {
 	exit 1
 }
 
-# value KEY LINE: the value of key=value in a result line.
-value() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
+# fail EXPERIMENT REASON: say which experiment failed and why; exit 1.
+fail() {
+	echo "listio-bench: FAILED: $1: $2" >&2
+	exit 1
+}
 
-# iod_stat ADDR BASEPORT FIELD: the sum of a counter over the 4 iods.
-iod_stat() {
-	local s=0 i v
-	for i in 0 1 2 3; do
-		v=$("$BUILD/admin/rpfs" stats --server "$1:$(($2 + 1 + i))" 2>/dev/null |
-			tr ',{}' '\n\n\n' | sed -n "s/^ *\"$3\": *\([0-9]*\).*/\1/p" | head -1)
-		s=$((s + ${v:-0}))
+# The keys of the one line rpfs-bench-listio prints on stdout per run
+# (tests/bench/listio/bench_listio.c, main), in its order. Numbers are %.1f,
+# %.0f or %d; cost_a_ns, cost_b_ns and cal_us hold one unsigned number per
+# process (4), comma-separated.
+TILE_KEYS="transport elem list memnc write_MiBs read_MiBs wr_req_per_op rd_req_per_op wr_reg_per_op rd_reg_per_op reg_us_per_op ok"
+OGR_KEYS="transport case reg write_MiBs req_per_op reg_per_op reg_us_per_op ogr_groups_per_op fallbacks_per_op cost_a_ns cost_b_ns cal_us ok"
+NUM_RE='^[0-9]+(\.[0-9]+)?$'
+PROC_RE='^[0-9]+(,[0-9]+){3}$'
+
+# parse_line EXPERIMENT KIND OUT EXPECT...: check OUT, the stdout of one
+# run of kind tile or ogr, and fill V (KEY -> value) from it. OUT must be
+# exactly one line: KIND, then every key of its kind once, in order, as
+# KEY=VALUE, each value of its form; EXPECT (KEY=VALUE words) are values the
+# run must echo (what was asked: transport, element size, ...), and ok=1
+# (the processes read back what they wrote). Any other line fails the
+# experiment; nothing is guessed.
+declare -A V
+parse_line() {
+	local name=$1 kind=$2 out=$3 keys w k v e i=0
+	shift 3
+	V=()
+	[ -n "$out" ] || fail "$name" "no result line"
+	[[ "$out" != *$'\n'* ]] || fail "$name" "more than one line of output: $out"
+	case "$kind" in tile) keys=($TILE_KEYS) ;; ogr) keys=($OGR_KEYS) ;; esac
+	read -ra w <<<"$out"
+	[ "${w[0]-}" = "$kind" ] || fail "$name" "not a $kind result line: $out"
+	[ $((${#w[@]} - 1)) -eq ${#keys[@]} ] ||
+		fail "$name" "expected ${#keys[@]} KEY=VALUE fields, got $((${#w[@]} - 1)): $out"
+	for k in "${keys[@]}"; do
+		i=$((i + 1))
+		[[ "${w[i]}" == "$k="* ]] || fail "$name" "field $i: expected $k=, got \"${w[i]}\": $out"
+		v=${w[i]#"$k="}
+		case "$k" in
+		transport | list | case | reg) [[ "$v" =~ ^[a-z]+$ ]] ;;
+		cost_a_ns | cost_b_ns | cal_us) [[ "$v" =~ $PROC_RE ]] ;;
+		*) [[ "$v" =~ $NUM_RE ]] ;;
+		esac || fail "$name" "$k: malformed value \"$v\": $out"
+		V[$k]=$v
 	done
-	echo "$s"
+	for e in "$@"; do
+		[ "${V[${e%%=*}]-}" = "${e#*=}" ] ||
+			fail "$name" "${e%%=*} is \"${V[${e%%=*}]-}\", expected \"${e#*=}\": $out"
+	done
+	[ "${V[ok]}" = 1 ] || fail "$name" "data check failed (ok=${V[ok]}): $out"
+	[[ "${V[write_MiBs]}" =~ [1-9] ]] || fail "$name" "no write time measured: $out"
+	[ "$kind" = ogr ] || [[ "${V[read_MiBs]}" =~ [1-9] ]] ||
+		fail "$name" "no read time measured: $out"
+}
+
+# bench_run EXPERIMENT KIND TRANSPORT EXPECT... -- ARGS...: run
+# rpfs-bench-listio KIND ARGS, which must exit 0, and parse its line into V
+# (parse_line, expecting transport=TRANSPORT and EXPECT). Its stderr goes
+# to ours.
+bench_run() {
+	local name=$1 kind=$2 tr=$3 out rc=0 expect=()
+	shift 3
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do expect+=("$1"); shift; done
+	shift
+	out=$("$BENCH" "$kind" "$@") || rc=$?
+	[ "$rc" -eq 0 ] || fail "$name" "rpfs-bench-listio exited with status $rc${out:+: $out}"
+	parse_line "$name" "$kind" "$out" transport="$tr" "${expect[@]}"
+}
+
+# iod_stat ADDR BASEPORT FIELD...: STAT = the sum of these counters over
+# the 4 iods; `rpfs stats --server` must answer and hold each of them.
+iod_stat() {
+	local i f v out
+	STAT=0
+	for i in 0 1 2 3; do
+		out=$("$BUILD/admin/rpfs" stats --server "$1:$(($2 + 1 + i))") ||
+			fail "iod counters" "rpfs stats --server $1:$(($2 + 1 + i)) failed"
+		for f in "${@:3}"; do
+			v=$(tr ',{}' '\n\n\n' <<<"$out" | sed -n "s/^ *\"$f\": *\([0-9]*\).*/\1/p" | head -1)
+			[[ "$v" =~ ^[0-9]+$ ]] ||
+				fail "iod counters" "no $f in rpfs stats --server $1:$(($2 + 1 + i))"
+			STAT=$((STAT + v))
+		done
+	done
 }
 
 # tile_table TRANSPORT ADDR PORT [multi-ADDR multi-PORT]
@@ -107,40 +182,45 @@ tile_table() {
 	[ "$QUICK" = 1 ] && runs=("24 0 list" "24 0 nolist" "64 0 list" "64 0 nolist")
 	for r in "${runs[@]}"; do
 		read -r e m l <<<"$r"
-		local args=(tile "$addr:$port" --elem "$e" --iters "$ITERS")
+		local args=(--elem "$e" --iters "$ITERS")
 		[ "$l" = nolist ] && args+=(--nolist)
 		[ "$m" = 1 ] && args+=(--memnc)
-		local o0 o1
-		o0=$(iod_stat "$addr" "$port" rdma_read_ops)$'\n'$(iod_stat "$addr" "$port" rdma_write_ops)
-		line=$("$BENCH" "${args[@]}") || true
-		o1=$(iod_stat "$addr" "$port" rdma_read_ops)$'\n'$(iod_stat "$addr" "$port" rdma_write_ops)
-		local ops=$(( $(sed -n 1p <<<"$o1") + $(sed -n 2p <<<"$o1") - $(sed -n 1p <<<"$o0") - $(sed -n 2p <<<"$o0") ))
+		local o0 name="tiled I/O over $tr, $e-byte elements, $([ "$m" = 1 ] &&
+			echo memory-noncontiguous || echo contiguous), $([ "$l" = list ] &&
+			echo list I/O || echo no list I/O)"
+		iod_stat "$addr" "$port" rdma_read_ops rdma_write_ops
+		o0=$STAT
+		bench_run "$name" tile "$tr" elem="$e" list="$([ "$l" = list ] && echo yes || echo no)" \
+			memnc="$m" -- "$addr:$port" "${args[@]}"
+		iod_stat "$addr" "$port" rdma_read_ops rdma_write_ops
 		printf '%-5s %-6s %-11s %10s %10s %8s %8s %8s %8s %10s %12s\n' "$e" \
 			"$([ "$m" = 1 ] && echo noncont || echo contig)" "$([ "$l" = list ] && echo yes || echo no)" \
-			"$(value write_MiBs "$line")" "$(value read_MiBs "$line")" \
-			"$(value wr_req_per_op "$line")" "$(value rd_req_per_op "$line")" \
-			"$(value wr_reg_per_op "$line")" "$(value rd_reg_per_op "$line")" \
-			"$(value reg_us_per_op "$line")" "$ops"
-		[ "$(value ok "$line")" = 1 ] || echo "  (data check FAILED: $line)"
+			"${V[write_MiBs]}" "${V[read_MiBs]}" "${V[wr_req_per_op]}" "${V[rd_req_per_op]}" \
+			"${V[wr_reg_per_op]}" "${V[rd_reg_per_op]}" "${V[reg_us_per_op]}" "$((STAT - o0))"
 	done
 }
 
 # multi_table ADDR PORT: list I/O with 64-byte elements in memory-noncontiguous
 # tiles on a cluster whose iods use Multiple Message, beside gather/scatter.
 mode_row() {
-	local label=$1 addr=$2 port=$3 line s0 s1 o0 o1
-	s0=$(iod_stat "$addr" "$port" rdma_signaled)
-	o0=$(( $(iod_stat "$addr" "$port" rdma_read_ops) + $(iod_stat "$addr" "$port" rdma_write_ops) ))
-	line=$("$BENCH" tile "$addr:$port" --elem 64 --memnc --iters "$ITERS") || true
-	s1=$(iod_stat "$addr" "$port" rdma_signaled)
-	o1=$(( $(iod_stat "$addr" "$port" rdma_read_ops) + $(iod_stat "$addr" "$port" rdma_write_ops) ))
-	printf '%-22s %10s %10s %12s %14s\n' "$label" "$(value write_MiBs "$line")" \
-		"$(value read_MiBs "$line")" "$((o1 - o0))" "$((s1 - s0))"
+	local label=$1 addr=$2 port=$3 s0 s1 o0 o1
+	iod_stat "$addr" "$port" rdma_signaled
+	s0=$STAT
+	iod_stat "$addr" "$port" rdma_read_ops rdma_write_ops
+	o0=$STAT
+	bench_run "transfer scheme $label over verbs, 64-byte elements, memory-noncontiguous, list I/O" \
+		tile verbs elem=64 list=yes memnc=1 -- "$addr:$port" --elem 64 --memnc --iters "$ITERS"
+	iod_stat "$addr" "$port" rdma_signaled
+	s1=$STAT
+	iod_stat "$addr" "$port" rdma_read_ops rdma_write_ops
+	o1=$STAT
+	printf '%-22s %10s %10s %12s %14s\n' "$label" "${V[write_MiBs]}" "${V[read_MiBs]}" \
+		"$((o1 - o0))" "$((s1 - s0))"
 }
 
 # ogr_table TRANSPORT ADDR PORT
 ogr_table() {
-	local tr=$1 addr=$2 port=$3 c g line a b t models=()
+	local tr=$1 addr=$2 port=$3 c g a b t models=()
 	for c in subarray holes; do
 		echo
 		if [ "$c" = subarray ]; then
@@ -151,14 +231,15 @@ ogr_table() {
 		printf '%-7s %12s %10s %10s %14s %12s %10s\n' case "write MiB/s" "req/op" "reg/op" \
 			"reg us/op" "groups/op" "fallb/op"
 		for g in ideal indiv ogr ogrq; do
-			line=$("$BENCH" ogr "$addr:$port" --case "$c" --reg "$g" --iters "$ITERS") || true
+			bench_run "OGR over $tr, $c, registration $g" ogr "$tr" case="$c" reg="$g" -- \
+				"$addr:$port" --case "$c" --reg "$g" --iters "$ITERS"
 			printf '%-7s %12s %10s %10s %14s %12s %10s\n' \
 				"$(case $g in ideal) echo Ideal;; indiv) echo Indiv.;; ogr) echo OGR;; ogrq) echo OGR+Q;; esac)" \
-				"$(value write_MiBs "$line")" "$(value req_per_op "$line")" \
-				"$(value reg_per_op "$line")" "$(value reg_us_per_op "$line")" \
-				"$(value ogr_groups_per_op "$line")" "$(value fallbacks_per_op "$line")"
-			[ "$(value ok "$line")" = 1 ] || echo "  (data check FAILED: $line)"
-			[ "$g" = ogr ] && models+=("$(value cost_a_ns "$line") $(value cost_b_ns "$line") $(value cal_us "$line")")
+				"${V[write_MiBs]}" "${V[req_per_op]}" "${V[reg_per_op]}" "${V[reg_us_per_op]}" \
+				"${V[ogr_groups_per_op]}" "${V[fallbacks_per_op]}"
+			if [ "$g" = ogr ]; then
+				models+=("${V[cost_a_ns]} ${V[cost_b_ns]} ${V[cal_us]}")
+			fi
 		done
 		if [ "$tr" = verbs ] && [ ${#models[@]} -gt 0 ]; then
 			read -r a b t <<<"${models[-1]}"

@@ -1,26 +1,31 @@
 /*
  * bench_hop.c - one loopback TCP round trip per data request, for the
- * passthrough's "hop" mode (bench-passthrough -o hop=N).
+ * passthrough's "hop" mode (bench-passthrough -o hop).
  *
  * rpfs cannot beat the plain passthrough: every read and write it serves
  * crosses a TCP connection to an iod, and the iod does the pread/pwrite.
  * The hop mode measures what that crossing alone costs on this machine: the
- * same passthrough, except that its reads and writes are carried out by N
- * server threads (one epoll loop each, like an iod) at the far end of a
- * TCP connection on 127.0.0.1. Each FUSE worker thread holds one blocking
- * connection, to the servers in turn, sends a request and waits for the
- * reply, as an rpfs-fuse worker does. Large reads come back by sendfile and
- * are spliced socket -> pipe -> /dev/fuse, as rpfs-fuse splices them.
+ * same passthrough, except that its reads and writes are carried out at the
+ * far end of a TCP connection on 127.0.0.1. Each FUSE worker thread holds
+ * one blocking connection, sends a request and waits for the reply, as an
+ * rpfs-fuse worker does, and each connection has a server thread of its
+ * own that does nothing but wait in recv for that connection's next
+ * request: no request ever queues at the server behind another worker's
+ * (with servers shared round robin, a 1 MiB write or a page-cache miss held
+ * up every small read behind it), and no epoll or progress thread is
+ * passed on either side. Large reads come back by sendfile and are spliced
+ * socket -> pipe -> /dev/fuse, as rpfs-fuse splices them.
  *
  * The servers are threads, not processes, so a switch to them is no dearer
  * than an iod switch. For a small request whose caller waits for the
  * server's answer (a 4 KiB random read, or a write that does not go
- * behind) the figure is therefore an upper bound for any client with a
- * server hop, which is why scripts/bench.sh reports it beside the
- * passthrough. It is no bound for writes answered before the server has
- * them (rpfs's write-behind), nor for large requests: the hop sends a whole
- * 1 MiB to one server, where a striped client spreads it over several
- * servers at once.
+ * behind) what is left is the least any client with a server hop pays:
+ * the round trip and the switches. The figure is therefore an upper bound
+ * for such a client on this machine, which is why scripts/bench.sh reports
+ * it beside the passthrough. It is no bound for writes answered before the
+ * server has them (rpfs's write-behind), nor for large requests: the hop
+ * sends a whole 1 MiB to one server, where a striped client spreads it over
+ * several servers at once.
  *
  * Wire (host byte order; both ends are this process):
  *   request  struct hop_req, then len bytes of data for a write
@@ -37,7 +42,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -61,9 +65,8 @@ struct hop_rep {
 };
 
 static struct {
-	int nsrv;                /* server threads; immutable after hop_start */
-	uint16_t port[HOP_MAX_SRV]; /* their ports; immutable after hop_start */
-	unsigned next;           /* round robin of client threads; atomic */
+	uint16_t port;           /* the listener's; immutable after hop_start */
+	pthread_key_t key;       /* closes a worker's connection at its exit */
 } hop;
 
 static __thread int hop_sock = -1;       /* this worker's connection */
@@ -159,86 +162,115 @@ static int hop_serve_one(int c, char *buf)
 	return hop_send2(c, &p, sizeof(p), buf, p.res > 0 ? (size_t)p.res : 0);
 }
 
-/* hop_server: one server thread's epoll loop over its listener and its
- * connections; runs until the process exits. */
+/* hop_server: the server thread of one connection (ARG: the socket):
+ * answer its requests one after the other until it closes or breaks, then
+ * close it. Its buffer is its own, so no other thread ever waits for it. */
 static void *hop_server(void *arg)
 {
-	int ls = (int)(intptr_t)arg, ep = epoll_create1(EPOLL_CLOEXEC);
-	struct epoll_event ev = { .events = EPOLLIN, .data.fd = ls };
+	int c = (int)(intptr_t)arg, rc = 0;
 	char *buf = malloc(HOP_MAX_IO);
 
-	if (ep < 0 || !buf || epoll_ctl(ep, EPOLL_CTL_ADD, ls, &ev) < 0) {
-		fprintf(stderr, "bench-passthrough: hop server: %s\n", strerror(errno));
-		return NULL;
-	}
+	if (!buf)
+		rc = -ENOMEM;
+	while (rc == 0)
+		rc = hop_serve_one(c, buf);
+	if (rc != -ECONNRESET)
+		fprintf(stderr, "bench-passthrough: hop server: connection dropped: %s\n",
+			strerror(-rc));
+	free(buf);
+	close(c);
+	return NULL;
+}
+
+/* hop_acceptor: accept connections on the listener (ARG) forever and give
+ * each a server thread of its own (hop_server); a connection that cannot
+ * have one is closed, and its worker's call fails with an error. */
+static void *hop_acceptor(void *arg)
+{
+	int ls = (int)(intptr_t)arg;
+
 	for (;;) {
-		struct epoll_event evs[32];
-		int n = epoll_wait(ep, evs, 32, -1);
+		int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC), one = 1, rc;
+		pthread_t t;
 
-		for (int i = 0; i < n; i++) {
-			int fd = evs[i].data.fd, one = 1;
-
-			if (fd != ls) {
-				if (hop_serve_one(fd, buf) < 0)
-					close(fd);  /* also leaves the epoll set */
-				continue;
+		if (c < 0) {
+			if (errno != EINTR && errno != ECONNABORTED) {
+				/* e.g. EMFILE: say so, and do not spin on it */
+				fprintf(stderr, "bench-passthrough: hop: accept: %s\n",
+					strerror(errno));
+				usleep(100000);
 			}
-			fd = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
-			if (fd < 0)
-				continue;
-			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-			ev.data.fd = fd;
-			if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
-				close(fd);
+			continue;
 		}
+		setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		rc = pthread_create(&t, NULL, hop_server, (void *)(intptr_t)c);
+		if (rc) {
+			fprintf(stderr, "bench-passthrough: hop: no server thread: %s\n",
+				strerror(rc));
+			close(c);
+			continue;
+		}
+		pthread_detach(t);
 	}
 	return NULL;
 }
 
-int hop_start(int nsrv)
+/* hop_conn_close: thread-exit destructor of a worker's connection, so its
+ * server thread ends too. */
+static void hop_conn_close(void *p)
 {
-	if (nsrv < 1 || nsrv > HOP_MAX_SRV)
-		return -EINVAL;
-	for (int i = 0; i < nsrv; i++) {
-		struct sockaddr_in a = { .sin_family = AF_INET,
-					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-		socklen_t alen = sizeof(a);
-		int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		pthread_t t;
-
-		if (ls < 0)
-			return -errno;
-		if (bind(ls, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-		    listen(ls, 128) < 0 ||
-		    getsockname(ls, (struct sockaddr *)&a, &alen) < 0) {
-			int rc = -errno;
-
-			close(ls);
-			return rc;
-		}
-		hop.port[i] = ntohs(a.sin_port);
-		if (pthread_create(&t, NULL, hop_server, (void *)(intptr_t)ls) != 0) {
-			close(ls);
-			return -EAGAIN;
-		}
-		pthread_detach(t);
-	}
-	hop.nsrv = nsrv;
-	return 0;
+	(void)p;
+	if (hop_sock >= 0)
+		close(hop_sock);
+	hop_sock = -1;
 }
 
-/* hop_conn: this thread's connection, made on first use to the next
- * server in round robin. Returns the socket or -errno. */
-static int hop_conn(void)
+int hop_start(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET,
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	int ls, rc;
+	pthread_t t;
+
+	rc = -pthread_key_create(&hop.key, hop_conn_close);
+	if (rc)
+		return rc;
+	ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (ls < 0) {
+		rc = -errno;
+		goto out_delete_key;
+	}
+	if (bind(ls, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(ls, 128) < 0 ||
+	    getsockname(ls, (struct sockaddr *)&a, &alen) < 0) {
+		rc = -errno;
+		goto out_close_listener;
+	}
+	hop.port = ntohs(a.sin_port);
+	rc = -pthread_create(&t, NULL, hop_acceptor, (void *)(intptr_t)ls);
+	if (rc)
+		goto out_close_listener;
+	pthread_detach(t);
+	return 0;
+out_close_listener:
+	close(ls);
+out_delete_key:
+	pthread_key_delete(hop.key);
+	return rc;
+}
+
+/* hop_conn: this thread's connection, made on first use (the acceptor
+ * gives it a server thread of its own) and closed when the thread exits.
+ * Returns the socket or -errno. */
+static int hop_conn(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				 .sin_port = htons(hop.port) };
 	int s, one = 1;
 
 	if (hop_sock >= 0)
 		return hop_sock;
-	a.sin_port = htons(hop.port[__atomic_fetch_add(&hop.next, 1, __ATOMIC_RELAXED) %
-				    (unsigned)hop.nsrv]);
 	s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -errno;
@@ -249,6 +281,8 @@ static int hop_conn(void)
 		return rc;
 	}
 	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* any non-NULL value: the destructor closes hop_sock */
+	(void)pthread_setspecific(hop.key, &hop);
 	return hop_sock = s;
 }
 

@@ -1,6 +1,7 @@
 /*
  * bench_hop.h - the passthrough's hop mode: reads and writes carried out
- * by server threads across one loopback TCP round trip (bench_hop.c).
+ * by a server thread per connection across one loopback TCP round trip
+ * (bench_hop.c).
  */
 #ifndef BENCH_HOP_H
 #define BENCH_HOP_H
@@ -9,15 +10,15 @@
 #include <sys/types.h>
 
 #define HOP_MAX_IO (1u << 20)    /* largest read or write, bytes */
-#define HOP_MAX_SRV 64           /* most server threads */
 
 /**
- * Start NSRV server threads, each listening on its own 127.0.0.1 port.
- * @param[in] nsrv  1..HOP_MAX_SRV
- * @return 0, or -EINVAL (nsrv out of range), -EAGAIN (no thread), or the
- *         -errno of socket, bind or listen.
+ * Listen on a 127.0.0.1 port and start the thread that accepts there: each
+ * connection (one per thread calling the hop_ functions) is served by a
+ * server thread of its own.
+ * @return 0, or the -errno of pthread_key_create, socket, bind, listen or
+ *         pthread_create (-EAGAIN: no thread).
  */
-int hop_start(int nsrv);
+int hop_start(void);
 
 /**
  * pread(2) done by a server thread; the data comes back over the socket.

@@ -14,10 +14,10 @@
  * into libfuse's per-thread buffer: measured slower here),
  * timeout=S (attr and entry timeout, default 1.0 like rpfs-fuse),
  * threads=N (max worker threads, default 16),
- * hop=N (carry every read and write across one loopback TCP round trip to
- * N server threads, bench_hop.c: for small reads, the ceiling for a
- * client with a server hop; requests are then read into memory, as
- * rpfs-fuse reads them).
+ * hop (carry every read and write across one loopback TCP round trip, each
+ * worker thread's connection to a server thread of its own, bench_hop.c:
+ * for small reads, the ceiling for a client with a server hop; requests
+ * are then read into memory, as rpfs-fuse reads them).
  *
  * Inodes: each one holds an O_PATH fd, found again through a hash table on
  * (st_dev, st_ino) so hard links and repeated lookups share one inode.
@@ -71,7 +71,7 @@ static struct {
 	int splice_read;                 /* option: splice requests in too (default on) */
 	int splice_ok;                   /* init: reads may use fuse_reply_data */
 	int threads;                     /* option */
-	int hop;                         /* option: hop server threads, 0: off */
+	int hop;                         /* option: hop mode on; immutable after start */
 	pthread_key_t buf_key;           /* per-thread read buffer */
 } pt = { .lock = PTHREAD_MUTEX_INITIALIZER, .timeout = 1.0, .threads = 16 };
 
@@ -220,7 +220,7 @@ static void pt_init(void *userdata, struct fuse_conn_info *conn)
 		pt.splice_ok && pt.splice_read ? " and for write requests" : "");
 	if (pt.hop)
 		fprintf(stderr, "bench-passthrough: hop: reads and writes cross "
-			"loopback TCP to %d server threads\n", pt.hop);
+			"loopback TCP, a server thread per worker connection\n");
 }
 
 /* pt_lookup: FUSE LOOKUP. */
@@ -745,7 +745,7 @@ static const struct fuse_opt pt_optspec[] = {
 	{ "nosplice", offsetof(struct pt_opts, nosplice), 1 },
 	{ "nosplice_read", offsetof(struct pt_opts, nosplice_read), 1 },
 	{ "threads=%d", offsetof(struct pt_opts, threads), 0 },
-	{ "hop=%d", offsetof(struct pt_opts, hop), 0 },
+	{ "hop", offsetof(struct pt_opts, hop), 1 },
 	FUSE_OPT_END
 };
 
@@ -762,7 +762,7 @@ int main(int argc, char **argv)
 
 	if (argc < 3 || argv[1][0] == '-') {
 		fprintf(stderr, "usage: %s SOURCE MOUNTPOINT [-f] [-d] "
-			"[-o nosplice,nosplice_read,timeout=S,threads=N,hop=N,...]\n", argv[0]);
+			"[-o nosplice,nosplice_read,timeout=S,threads=N,hop,...]\n", argv[0]);
 		return 2;
 	}
 	pt.root.fd = open(argv[1], O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -800,13 +800,8 @@ int main(int argc, char **argv)
 	pt.nosplice = o.nosplice;
 	pt.splice_read = !o.nosplice_read && !o.hop;
 	if (o.hop) {
-		int rc = o.hop < 0 || o.hop > HOP_MAX_SRV ? -EINVAL : hop_start(o.hop);
+		int rc = hop_start();
 
-		if (rc == -EINVAL) {
-			fprintf(stderr, "bench-passthrough: hop: expected 1..%d server threads, got %d\n",
-				HOP_MAX_SRV, o.hop);
-			return 2;
-		}
 		if (rc < 0) {
 			fprintf(stderr, "bench-passthrough: hop: cannot start the servers: %s\n",
 				strerror(-rc));

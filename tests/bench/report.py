@@ -425,10 +425,14 @@ def render(records, metapath, outdir):
            "## Summary (higher is better)", "", md_table(sh, srows), "", WRITE_NOTE, "",
            "## Every run", "",
            "fio usr/sys: fio's own CPU use in percent (group reported). "
-           "daemon CPU s: user+system CPU seconds, from /proc/PID/stat, used during "
-           "the run by the target's server processes (rpfs: rpfs-mgr, rpfs-iod*, "
-           "rpfs-fuse; passthrough: its daemon; GlusterFS: glusterfsd bricks and the "
-           "glusterfs FUSE client; tmpfs: none).", "",
+           "daemon CPU s: user+system CPU seconds used during the run by the "
+           "target's server processes alone, all threads of each (utime+stime of "
+           "/proc/PID/stat, summed over the processes, before and after the run): "
+           "rpfs and rpfs fio engine: rpfs-mgr, rpfs-iod*, rpfs-fuse; passthrough and "
+           "passthrough + TCP hop: its daemon (hop server threads included); "
+           "GlusterFS: glusterfsd bricks and the glusterfs FUSE client; tmpfs: no "
+           "server process, \"-\". Not machine-wide: other processes, and the "
+           "kernel's work in fio's own system calls (fio sys), are not in it.", "",
            md_table(dh, drows), "",
            "## Sweeps (rpfs only, sequential 1 MiB, 1 job)", "",
            "Stripe unit, on the 4-iod cluster (layout set with `user.rpfs.layout` on "

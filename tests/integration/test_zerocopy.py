@@ -7,6 +7,7 @@ registration per operation after warm-up).
 Runs on the transport of $RPFS_TRANSPORT like the other tests; the test
 marked `verbs` runs only inside the RDMA VM (see test_verbs.py).
 """
+import contextlib
 import json
 import mmap
 import os
@@ -214,6 +215,63 @@ def test_1mib_requests_and_copy_counter(cluster, tmp_mnt):
             os.close(fd)
     finally:
         assert m.umount(), 'rpfs-fuse did not exit cleanly after the unmount'
+
+
+def getfattr_stats(path):
+    """The mount's counters as scripts/bench.sh reads them: `getfattr -n
+    rpfs.stats` on the mount root, JSON."""
+    r = util.run(['getfattr', '--absolute-names', '--only-values', '-n', 'rpfs.stats', path],
+                 timeout=30)
+    return json.loads(r.stdout)
+
+
+@contextlib.contextmanager
+def pipe_max_size(size):
+    """/proc/sys/fs/pipe-max-size set to size while inside, as
+    scripts/bench.sh sets it: rpfs-fuse splices READ replies on tcp only
+    when a pipe can grow to 2 MiB."""
+    with open('/proc/sys/fs/pipe-max-size') as f:
+        orig = f.read().strip()
+    with open('/proc/sys/fs/pipe-max-size', 'w') as f:
+        f.write(str(size))
+    try:
+        yield
+    finally:
+        with open('/proc/sys/fs/pipe-max-size', 'w') as f:
+            f.write(orig)
+
+
+def test_spliced_reads_counted_as_fuse_copies(cluster, tmp_mnt):
+    """1 MiB O_DIRECT reads on a mount whose pipes can grow to 4 MiB: on
+    tcp they are answered by splice (pipe_bytes grows by the bytes read);
+    on any transport the kernel copies every byte read once through
+    /dev/fuse, so fuse_copy_bytes grows by at least the bytes read (the
+    copies-per-byte figure of scripts/bench.sh adds it). Each read is
+    checked against what was written."""
+    total = 8 * MiB
+    data = pattern(12, total)
+    # raised for the whole test: rpfs-fuse decides at INIT whether to
+    # splice, and libfuse grows its pipe at its first spliced reply
+    with pipe_max_size(4 * MiB):
+        m = cluster.mount(tmp_mnt, 'workers=2')
+        try:
+            path = os.path.join(m.path, 'spliced-%d' % os.getpid())
+            fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o644)
+            try:
+                for off in range(0, total, MiB):
+                    dwrite(fd, off, data[off:off + MiB])
+                s0 = getfattr_stats(m.path)
+                for off in range(0, total, MiB):
+                    assert dread(fd, off, MiB) == data[off:off + MiB], \
+                        'read at %d differs' % off
+                s1 = getfattr_stats(m.path)
+            finally:
+                os.close(fd)
+        finally:
+            assert m.umount(), 'rpfs-fuse did not exit cleanly after the unmount'
+    if s1['transport'] == 'tcp':
+        assert s1['pipe_bytes'] - s0['pipe_bytes'] >= total, ('reads were not spliced', s0, s1)
+    assert s1['fuse_copy_bytes'] - s0['fuse_copy_bytes'] >= total, (s0, s1)
 
 
 def bdi_read_ahead_kb(path):
