@@ -172,7 +172,7 @@ static int cfg_size(struct cfg_parse *p, const char *sec, const char *key,
 		    const char *v, uint64_t lo, uint64_t hi, int pow2,
 		    uint32_t *dst)
 {
-	uint64_t x;
+	uint64_t x = 0; /* set when rc is 1; gcc -O3 cannot tell */
 	int rc = cfg_size64(p, sec, key, v, lo, hi, pow2, &x);
 
 	if (rc == 1)
