@@ -692,11 +692,13 @@ static void test_held_fsync(const char *tmp)
 /* Run iod_bin with extra args; return its exit status. */
 static int run_status(char *const argv[])
 {
-	int errfd, st;
+	int errfd = -1, st;
 	char buf[1024];
 	pid_t pid = spawn(argv, &errfd);
 	ssize_t n;
 
+	if (pid < 0)
+		return -1;
 	while ((n = read(errfd, buf, sizeof(buf) - 1)) > 0) {
 		buf[n] = '\0';
 		fprintf(stderr, "  [iod expected failure] %s", buf);
