@@ -77,6 +77,21 @@ def stale_counts(c):
     return {i: n for i, (_g, n) in status_rows(c).items()}
 
 
+# The errors a killed iod gives its peers, and a stopped one (SIGSTOP: the
+# calls to it time out).
+KILLED = util.GONE_ERRS
+STOPPED = r'(Connection timed out|%s)' % util.GONE_ERRS[1:-1]
+
+
+def expect_iods_gone(expect_log, c, iods, errs=KILLED):
+    """Expect, for each iod of iods, the exact warnings of its loss: the
+    clients' failed read, write or fsync to it and the mgr's poll finding
+    it down, each with one of errs."""
+    for i in iods:
+        expect_log(util.client_iod_fail_log(c, i, 'read|write|fsync', errs))
+        expect_log(util.mgr_iod_down_log(c, i, errs))
+
+
 def read_obj(path):
     if path is None:
         return b''
@@ -393,10 +408,7 @@ def test_conf_domains_and_mirror(tmp_path_factory):
     assert r.returncode == 2 and '[layout] mirror: expected 1 or 2, got "3"' in r.stderr
 
 
-@pytest.mark.expect_log(r'iod \d+ \(.*\): .* failed', r'reachable again',
-                        r'cannot record', r'marked stale', r'recorded stale',
-                        r'went down')
-def test_degraded(tmp_path_factory):
+def test_degraded(tmp_path_factory, expect_log):
     """Kill one iod of a group: mirror=2 reads and writes go on, the stale
     record is durable; mirror=1 data there gives EIO; kill its buddy too:
     the mirrored pieces there give EIO."""
@@ -405,6 +417,7 @@ def test_degraded(tmp_path_factory):
     m = None
     try:
         c.start()
+        expect_iods_gone(expect_log, c, (0, 1))
         path = str(tmp_path_factory.mktemp('mirkm'))
         # timeout above the mgr's 8 s lease: a STALE_MARK for a dead iod
         # is answered once the iod's lease has surely run out
@@ -507,16 +520,14 @@ def _degraded_overwrite(c, m, pause):
     return os.path.relpath(f, m.path), bytes(data)
 
 
-@pytest.mark.expect_log(r'iod \d+ \(.*\): .* failed', r'reachable again',
-                        r'marked stale', r'recorded stale', r'went down',
-                        r'not answering', r'lease', r'fence')
-def test_fence_other_client_and_resync(tmp_path_factory):
+def test_fence_other_client_and_resync(tmp_path_factory, expect_log):
     """An iod back with a stale replica refuses its mirrored reads (the
     mgr fenced it), so a client that never saw the failure (a second
     mount) reads the new bytes on every try, with resync off; once the
     mgr resyncs, the record goes, the replicas are byte-identical and the
     iod serves reads again."""
     c = _mirror_cluster(tmp_path_factory, 'mirf', ('--resync-rate', '0'))
+    expect_iods_gone(expect_log, c, (1,))
     ma = mb = None
     try:
         ma = _mount(c, tmp_path_factory, 'mirfa')
@@ -554,13 +565,13 @@ def test_fence_other_client_and_resync(tmp_path_factory):
 # A hung iod costs every party warnings (as in test_faults.py's SIGSTOP
 # tests; over verbs the iod, once resumed, refuses the connections set up
 # while it was stopped).
-@pytest.mark.expect_log(r'^<[34]>rpfs-(fuse|mgr)', r'^<4>rpfs-iod')
-def test_fence_stopped_iod_lease(tmp_path_factory):
+def test_fence_stopped_iod_lease(tmp_path_factory, expect_log):
     """A hung iod (SIGSTOP) that missed a write cannot serve the old bytes
     when it wakes up: the mgr answered the client's STALE_MARK only after
     the iod's lease had surely run out, and the iod gets a new lease only
     with its new fence set. A second client reads right after SIGCONT."""
     c = _mirror_cluster(tmp_path_factory, 'mirl', ('--resync-rate', '0'))
+    expect_iods_gone(expect_log, c, (1,), STOPPED)
     ma = mb = None
     try:
         ma = _mount(c, tmp_path_factory, 'mirla')
@@ -613,9 +624,7 @@ def _degraded_write(c, path, size, count=2):
     return f, bytes(data)
 
 
-@pytest.mark.expect_log(r'went down', r'marked stale', r'recorded stale',
-                        r'iod \d+ \(.*\): .* failed')
-def test_resync(tmp_path_factory):
+def test_resync(tmp_path_factory, expect_log):
     """An iod back from a degraded write is resynced by the mgr from its
     buddy: the record goes (stale objects 0), rpfs status counts what was
     done, both replicas are byte-identical and hold what was written; the
@@ -625,6 +634,7 @@ def test_resync(tmp_path_factory):
     c, m, path = _resync_cluster(tmp_path_factory, 'mirs',
                                  '[mgr]\nresync_rate = 0\n',
                                  ['--resync-rate', str(rate)])
+    expect_iods_gone(expect_log, c, (1,))
     try:
         f, data = _degraded_write(c, path, 24 * MiB)
         obj1 = c.objects(os.stat(f).st_ino)[1]
@@ -656,14 +666,13 @@ def test_resync(tmp_path_factory):
         util.cleanup(m, c)
 
 
-@pytest.mark.expect_log(r'went down', r'marked stale', r'recorded stale',
-                        r'iod \d+ \(.*\): .* failed')
-def test_resync_off(tmp_path_factory):
+def test_resync_off(tmp_path_factory, expect_log):
     """[mgr] resync_rate = 0: the record of an iod back from a degraded
     write stays, and so does its stale replica; a bad value is refused
     with the file and line."""
     c, m, path = _resync_cluster(tmp_path_factory, 'miro',
                                  '[mgr]\nresync_rate = 0\n')
+    expect_iods_gone(expect_log, c, (1,))
     try:
         f, data = _degraded_write(c, path, 4 * MiB, count=1)
         c.start_iod(1)
@@ -693,11 +702,7 @@ def test_resync_off(tmp_path_factory):
         in r.stderr
 
 
-@pytest.mark.expect_log(r'^<4>rpfs-fuse: iod \d \(\S+\): (read|write|fsync) '
-                        r'failed: Connection refused$',
-                        r'^<4>rpfs-mgr: iod \d \(\S+\) went down: '
-                        r'Connection refused$')
-def test_resynced_replica_read_after_buddy_lost(tmp_path_factory):
+def test_resynced_replica_read_after_buddy_lost(tmp_path_factory, expect_log):
     """For each iod X of each group in turn: X is killed, a mirrored file
     is written and synced (X's replica recorded stale), X comes back and
     the mgr resyncs it (rpfs status: 0 stale objects), then X's buddy Y is
@@ -705,6 +710,7 @@ def test_resynced_replica_read_after_buddy_lost(tmp_path_factory):
     wrote it (which recorded X stale itself) and on a second mount. Every
     earlier cycle's file is read again too, with its own survivor."""
     c = _mirror_cluster(tmp_path_factory, 'mirb')
+    expect_iods_gone(expect_log, c, range(4))
     ma = mb = None
     try:
         ma = _mount(c, tmp_path_factory, 'mirba', 'allow_other,timeout=10')
