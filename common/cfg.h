@@ -19,6 +19,7 @@
  *              pipeline_unit = SIZE, max_clients = N, device = NAME,
  *              sl_request, sl_reply, sl_control, sl_bulk = 0..15
  *   [log]      level = err|warning|notice|info|debug
+ * HOST:PORT and HOST are read by addr_parse (addr.h): IPv6 in brackets.
  *
  * Every error names the file, the line and what was expected, e.g.
  *   rpfs.conf:12: [iod.1] port: expected a number 1..65535, got "70000"
@@ -29,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "addr.h"
 #include "net.h"
 #include "proto.h"
 
@@ -114,13 +116,6 @@ int cfg_net_opts(const struct cfg *c, struct net_opts *o, char *err,
  */
 int cfg_load_key(const char *path, struct net_opts *o, char *err,
 		 size_t errcap);
-
-/**
- * Parse "HOST:PORT" ("[v6]:PORT"). Port 0 only if allow0.
- * @return 0 or -EINVAL
- */
-int cfg_parse_hostport(const char *s, char *host, size_t cap, uint16_t *port,
-		       int allow0);
 
 /**
  * Parse a size with an optional K, M or G suffix (binary units).

@@ -73,6 +73,7 @@ static void usage(FILE *f)
 		   "       [--xattr-max-bytes SIZE]\n"
 		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
 		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n"
+		   "HOST:PORT: a name, an IPv4 address or [IPv6]:PORT.\n"
 		   "--resync-rate: MB/s (10^6 bytes) at most of stale mirror replicas\n"
 		   "  copied back from their buddies (0..%u, default %u; 0 = off).\n"
 		   "--db-size: the namespace map, 4M..1024G (suffix K, M or G;\n"
@@ -94,33 +95,17 @@ static int bad_arg(const char *opt, const char *what, const char *got)
 	return -EINVAL;
 }
 
-/* Parse HOST:PORT (HOST may be [v6]); port 0 only if allow0. */
+/* Parse HOST:PORT (addr.h) for option opt; the caller exits 2. */
 static int parse_hostport(const char *opt, const char *s, char *host,
-			  uint16_t *port, int allow0)
+			  uint16_t *port, unsigned flags)
 {
-	const char *colon = strrchr(s, ':'), *h = s;
-	size_t hl;
-	char *end;
-	unsigned long p;
+	char msg[PROTO_MAX_HOST * 2 + 200];
 
-	if (!colon || colon == s || colon[1] == '\0')
-		return bad_arg(opt, "HOST:PORT", s);
-	hl = (size_t)(colon - s);
-	if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
-		h++;
-		hl -= 2;
+	if (addr_parse(opt, s, flags, host, PROTO_MAX_HOST + 1, port, msg,
+		       sizeof(msg))) {
+		fprintf(stderr, PROG ": %s\n", msg);
+		return -EINVAL;
 	}
-	if (hl == 0 || hl > PROTO_MAX_HOST || memchr(h, ' ', hl))
-		return bad_arg(opt, "HOST:PORT with a host name of 1..255 bytes", s);
-	errno = 0;
-	p = strtoul(colon + 1, &end, 10);
-	if (errno || *end || colon[1] < '0' || colon[1] > '9' || p > 65535 ||
-	    (p == 0 && !allow0))
-		return bad_arg(opt, allow0 ? "HOST:PORT with PORT 0..65535"
-					   : "HOST:PORT with PORT 1..65535", s);
-	memcpy(host, h, hl);
-	host[hl] = '\0';
-	*port = (uint16_t)p;
 	return 0;
 }
 
@@ -251,7 +236,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		switch (c) {
 		case 'l':
 			rc = parse_hostport("--listen", optarg, a->listen_host,
-					    &a->listen_port, 1);
+					    &a->listen_port, ADDR_PORT0);
 			if (rc)
 				return rc;
 			a->have_listen = 1;
@@ -505,7 +490,7 @@ int main(int argc, char **argv)
 	struct cfg *conf = NULL;
 	struct net_opts o;
 	ev_signal sigterm, sigint;
-	char msg[512];
+	char msg[512], addr[ADDR_STRLEN];
 	int rc, status = 1;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -613,8 +598,8 @@ int main(int argc, char **argv)
 	rc = net_server_new(&srv, loop, a.listen_host, a.listen_port,
 			    mgr_main_handle, &ms, &o);
 	if (rc) {
-		log_err("--listen %s:%u: %s", a.listen_host, a.listen_port,
-			strerror(-rc));
+		log_err("--listen %s: %s", addr_format(msg, sizeof(msg),
+			a.listen_host, a.listen_port), strerror(-rc));
 		goto out_free_scrub;
 	}
 	ev_signal_init(&sigterm, on_signal, SIGTERM);
@@ -623,8 +608,8 @@ int main(int argc, char **argv)
 	ev_signal_start(loop, &sigint);
 	srvstat_init("mgr", 0, a.db_dir, srv);
 	sdn_start(loop);
-	snprintf(msg, sizeof(msg), "listening on %s:%u, %u iods (%s%s)",
-		 a.listen_host, net_server_port(srv), a.niods,
+	addr_format(addr, sizeof(addr), a.listen_host, net_server_port(srv));
+	snprintf(msg, sizeof(msg), "listening on %s, %u iods (%s%s)", addr, a.niods,
 		 net_server_transport(srv), o.has_key ? ", cluster key" : "");
 	log_notice("ready: %s", msg);
 	sdn_ready(msg);
