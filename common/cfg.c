@@ -168,6 +168,15 @@ static int cfg_cluster(struct cfg_parse *p, const char *key, const char *v)
 	if (!strcmp(key, "mgr"))
 		return cfg_addr(p, "[cluster] mgr", v, 0, c->mgr_host,
 				sizeof(c->mgr_host), &c->mgr_port);
+	if (!strcmp(key, "insecure")) {
+		int b = cfg_bool(v);
+
+		if (b < 0)
+			return cfg_fail(p, "[cluster] insecure: expected true or false, "
+					"got \"%s\"", v);
+		c->insecure = b;
+		return 1;
+	}
 	if (!strcmp(key, "key"))
 		return cfg_path(p, "cluster", key, v, &c->key_path);
 	if (!strcmp(key, "transport")) {
@@ -177,7 +186,8 @@ static int cfg_cluster(struct cfg_parse *p, const char *key, const char *v)
 		c->has_transport = 1;
 		return 1;
 	}
-	return cfg_fail(p, "[cluster]: unknown key \"%s\" (expected mgr, key, transport)", key);
+	return cfg_fail(p, "[cluster]: unknown key \"%s\" (expected mgr, key, "
+			"transport, insecure)", key);
 }
 
 /* [layout] and [client] */
@@ -476,6 +486,7 @@ int cfg_load(struct cfg **out, const char *path, char *err, size_t errcap)
 	c->root_squash = -1;
 	c->resync_rate = -1;
 	c->log_level = -1;
+	c->insecure = -1;
 	for (int i = 0; i < NET_CLASS_COUNT; i++)
 		c->sl[i] = -1;
 	c->path = strdup(path);

@@ -3,7 +3,8 @@
  * inih). One file describes the whole cluster; each program reads the
  * sections it needs and lets its command-line flags override them.
  *
- *   [cluster]  mgr = HOST:PORT, key = PATH, transport = tcp|verbs|auto
+ *   [cluster]  mgr = HOST:PORT, key = PATH, transport = tcp|verbs|auto,
+ *              insecure = BOOL (serve with no key on a non-loopback address)
  *   [layout]   stripe_unit = SIZE (4K..64M, power of two), stripe_count = N,
  *              mirror = 1|2 (replicas of new files; default 1)
  *   [client]   timeout = SECONDS
@@ -61,6 +62,7 @@ struct cfg {
 	char mgr_host[PROTO_MAX_HOST + 1]; /* [cluster] mgr; "" = unset */
 	uint16_t mgr_port;
 	char *key_path;                  /* [cluster] key; NULL = none */
+	int insecure;                    /* [cluster] insecure 0/1, -1 = unset */
 	int has_transport;
 	enum net_transport transport;
 	uint32_t stripe_unit;            /* 0 = unset */

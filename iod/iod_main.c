@@ -41,6 +41,8 @@ struct iod_args {
 	long id;               /* --id N, -1 = not given */
 	const char *key_path;  /* --key FILE */
 	const char *transport; /* --transport NAME */
+	int insecure;          /* --insecure, [cluster] insecure: 1 = serve a
+				* non-loopback address with no key */
 };
 
 /* Print usage to stderr. */
@@ -50,8 +52,11 @@ static void usage(void)
 		"usage: " PROG " --listen HOST:PORT --data DIR [--log-level LEVEL]"
 		" [--credits N]\n"
 		"       [--key FILE] [--transport tcp|verbs|auto] [--io-threads N]\n"
+		"       [--insecure]\n"
 		"   or: " PROG " --conf FILE --id N [any of the above, which override the file]\n"
-		"HOST:PORT: a name, an IPv4 address or [IPv6]:PORT.\n");
+		"HOST:PORT: a name, an IPv4 address or [IPv6]:PORT.\n"
+		"--insecure: with no cluster key, listen on a non-loopback address\n"
+		"  anyway (anyone who can reach it is served).\n");
 }
 
 /* Parse the command line; on a bad argument print why and return -EINVAL. */
@@ -67,6 +72,7 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 		{ "key", required_argument, NULL, 'K' },
 		{ "transport", required_argument, NULL, 'T' },
 		{ "io-threads", required_argument, NULL, 'W' },
+		{ "insecure", no_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -91,6 +97,9 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 			break;
 		case 'C':
 			a->conf = optarg;
+			break;
+		case 'I':
+			a->insecure = 1;
 			break;
 		case 'i':
 			errno = 0;
@@ -220,6 +229,8 @@ static int merge_args(struct iod_args *a, const struct cfg *f)
 			a->level = f->log_level;
 		if (!a->key_path)
 			a->key_path = f->key_path;
+		if (!a->insecure && f->insecure > 0)
+			a->insecure = 1;
 	}
 	if (a->level < 0)
 		a->level = LOG_INFO;
@@ -400,7 +411,7 @@ int main(int argc, char **argv)
 	struct cfg *conf = NULL;
 	ev_signal sigterm_w, sigint_w;
 	char msg[PROTO_MAX_HOST + 400], addr[ADDR_STRLEN];
-	int rc, lockfd, status = 1;
+	int rc, lockfd, warn, status = 1;
 
 	rc = parse_args(argc, argv, &a);
 	if (rc == -ECANCELED)
@@ -432,7 +443,15 @@ int main(int argc, char **argv)
 	}
 	if (a.transport)
 		(void)net_transport_parse(a.transport, &no.transport);
+	if (addr_listen_check(a.host, a.port, no.has_key, a.insecure, &warn,
+			      msg, sizeof(msg))) {
+		fprintf(stderr, PROG ": %s\n", msg);
+		cfg_free(conf);
+		return 2;
+	}
 	log_init(PROG, a.level);
+	if (warn)
+		log_warn("%s", msg);
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();
 

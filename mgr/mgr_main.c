@@ -39,6 +39,10 @@ struct mgr_args {
 	int log_level;   /* -1 = not given */
 	const char *conf;      /* --conf FILE */
 	const char *key_path;  /* --key FILE */
+	int insecure;          /* --insecure, [cluster] insecure: 1 = serve a
+				* non-loopback address with no key */
+	int insecure_warn;     /* check_listen: log insecure_msg as a warning */
+	char insecure_msg[PROTO_MAX_HOST + 400];
 	const char *transport; /* --transport NAME */
 	long lock_grace_ms;    /* --lock-grace SECONDS; -1 = not given */
 	long resync_rate;      /* --resync-rate MB/s; -1 = not given */
@@ -70,10 +74,12 @@ static void usage(FILE *f)
 		   "       [--log-level LEVEL]\n"
 		   "       [--key FILE] [--transport tcp|verbs|auto] [--lock-grace SECONDS]\n"
 		   "       [--resync-rate MB/s] [--db-size SIZE] [--xattr-max-count N]\n"
-		   "       [--xattr-max-bytes SIZE]\n"
+		   "       [--xattr-max-bytes SIZE] [--insecure]\n"
 		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
 		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n"
 		   "HOST:PORT: a name, an IPv4 address or [IPv6]:PORT.\n"
+		   "--insecure: with no cluster key, listen on a non-loopback address\n"
+		   "  anyway (anyone who can reach it is served).\n"
 		   "--resync-rate: MB/s (10^6 bytes) at most of stale mirror replicas\n"
 		   "  copied back from their buddies (0..%u, default %u; 0 = off).\n"
 		   "--db-size: the namespace map, 4M..1024G (suffix K, M or G;\n"
@@ -219,6 +225,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "db-size", required_argument, NULL, 'S' },
 		{ "xattr-max-count", required_argument, NULL, 'N' },
 		{ "xattr-max-bytes", required_argument, NULL, 'B' },
+		{ "insecure", no_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -272,6 +279,9 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 			break;
 		case 'r':
 			a->root_squash = 1;
+			break;
+		case 'I':
+			a->insecure = 1;
 			break;
 		case 'C':
 			a->conf = optarg;
@@ -398,6 +408,8 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 			a->log_level = f->log_level;
 		if (!a->key_path)
 			a->key_path = f->key_path;
+		if (!a->insecure && f->insecure > 0)
+			a->insecure = 1;
 		if (a->resync_rate < 0)
 			a->resync_rate = f->resync_rate;
 		if (!a->lim.db_size)
@@ -447,6 +459,20 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 		a->count = v;
 	}
 	return 0;
+}
+
+/* The no-key rule (addr_listen_check): refuse a non-loopback --listen
+ * without a key or --insecure; keep the warning for after log_init.
+ * @return 0, -EPERM (message printed) */
+static int check_listen(struct mgr_args *a, int has_key)
+{
+	int rc = addr_listen_check(a->listen_host, a->listen_port, has_key,
+				   a->insecure, &a->insecure_warn,
+				   a->insecure_msg, sizeof(a->insecure_msg));
+
+	if (rc)
+		fprintf(stderr, PROG ": %s\n", a->insecure_msg);
+	return rc;
 }
 
 /* net_req_fn: the admin STATUS op, else the metadata handler. */
@@ -525,7 +551,13 @@ int main(int argc, char **argv)
 			goto out_free_conf;
 		}
 	}
+	if (check_listen(&a, o.has_key)) {
+		status = 2;
+		goto out_free_conf;
+	}
 	log_init(PROG, a.log_level);
+	if (a.insecure_warn)
+		log_warn("%s", a.insecure_msg);
 	loop = ev_default_loop(EVFLAG_AUTO);
 	if (!loop) {
 		log_err("cannot create the event loop");
