@@ -43,14 +43,21 @@ static int cfg_fail(struct cfg_parse *p, const char *fmt, ...)
 	return 0;
 }
 
-/* inih reader: one line per call, counted for messages. */
+/* inih reader: one line per call, counted for messages. A line longer
+ * than inih's buffer (num - 1 bytes) is an error, not a silent cut (a cut
+ * HOST:PORT would read as another address): parsing stops there. */
 static char *cfg_reader(char *str, int num, void *stream)
 {
 	struct cfg_parse *p = stream;
 	char *r = fgets(str, num, p->f);
 
-	if (r)
-		p->line++;
+	if (!r)
+		return NULL;
+	p->line++;
+	if (!strchr(r, '\n') && !feof(p->f)) {
+		cfg_fail(p, "line longer than %d bytes", num - 2);
+		return NULL;
+	}
 	return r;
 }
 
