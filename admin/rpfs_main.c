@@ -224,12 +224,15 @@ static int cmd_mkfs(int argc, char **argv)
 		case 'a': all = 1; break;
 		case 'd': db = optarg; break;
 		case 'i':
-			if (niods >= PROTO_MAX_IODS ||
-			    cfg_parse_hostport(optarg, iods[niods].host,
-					       sizeof(iods[niods].host),
-					       &iods[niods].port, 0)) {
-				fprintf(stderr, "rpfs mkfs: --iod: expected HOST:PORT, got \"%s\"\n",
-					optarg);
+			if (niods >= PROTO_MAX_IODS) {
+				fprintf(stderr, "rpfs mkfs: --iod: at most %d iods\n",
+					PROTO_MAX_IODS);
+				return ADM_USAGE;
+			}
+			if (addr_parse("--iod", optarg, 0, iods[niods].host,
+				       sizeof(iods[niods].host), &iods[niods].port,
+				       msg, sizeof(msg))) {
+				fprintf(stderr, "rpfs mkfs: %s\n", msg);
 				return ADM_USAGE;
 			}
 			niods++;

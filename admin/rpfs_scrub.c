@@ -76,7 +76,7 @@ static int scrub_parse(int argc, char **argv, struct scrub_args *a)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char *end;
+	char *end, msg[PROTO_MAX_HOST * 2 + 200];
 	int c;
 
 	memset(a, 0, sizeof(*a));
@@ -92,10 +92,9 @@ static int scrub_parse(int argc, char **argv, struct scrub_args *a)
 		case 'n': a->dry_run = 1; break;
 		case 'h': scrub_usage(stdout); return -1;
 		case 'M':
-			if (cfg_parse_hostport(optarg, a->host, sizeof(a->host),
-					       &a->port, 0)) {
-				fprintf(stderr, "rpfs scrub: --mgr: expected HOST:PORT, "
-					"got \"%s\"\n", optarg);
+			if (addr_parse("--mgr", optarg, 0, a->host, sizeof(a->host),
+				       &a->port, msg, sizeof(msg))) {
+				fprintf(stderr, "rpfs scrub: %s\n", msg);
 				return ADM_USAGE;
 			}
 			a->have_addr = 1;
@@ -491,6 +490,7 @@ static int scrub_orphans(struct scrub_ctx *x)
 /* Connect to the mgr and learn the iod table. @return ADM_* (reported) */
 static int scrub_connect(struct scrub_ctx *x, struct net_opts *no)
 {
+	char addr[ADDR_STRLEN];
 	int rc;
 
 	no->timeout_ms = (int)(x->a.timeout * 1000);
@@ -500,8 +500,8 @@ static int scrub_connect(struct scrub_ctx *x, struct net_opts *no)
 		fprintf(stderr, "rpfs scrub: %s\n", strerror(-rc));
 		return ADM_FAIL;
 	}
-	snprintf(x->mgr_addr, sizeof(x->mgr_addr), "mgr %s:%u", x->a.host,
-		 x->a.port);
+	snprintf(x->mgr_addr, sizeof(x->mgr_addr), "mgr %s",
+		 addr_format(addr, sizeof(addr), x->a.host, x->a.port));
 	rc = net_conn_new(x->cl, x->a.host, x->a.port, &x->mgr);
 	if (rc == 0)
 		rc = adm_call_mount(x->mgr, x->req, x->rep, &x->mt);
@@ -515,8 +515,8 @@ static int scrub_connect(struct scrub_ctx *x, struct net_opts *no)
 
 		snprintf(host, sizeof(host), "%.*s", (int)x->mt.iods[i].host.len,
 			 x->mt.iods[i].host.p);
-		snprintf(x->iod_addr[i], sizeof(x->iod_addr[i]), "iod %u (%s:%u)", i,
-			 host, x->mt.iods[i].port);
+		snprintf(x->iod_addr[i], sizeof(x->iod_addr[i]), "iod %u (%s)", i,
+			 addr_format(addr, sizeof(addr), host, x->mt.iods[i].port));
 		rc = net_conn_new(x->cl, host, x->mt.iods[i].port, &x->iod[i]);
 		if (rc) { /* reported; the other iods are still scrubbed */
 			x->iod[i] = NULL;

@@ -35,7 +35,7 @@ static int adm_parse(int argc, char **argv, const char *server_opt,
 		{ "timeout", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char *end;
+	char *end, what[32], msg[PROTO_MAX_HOST * 2 + 200];
 	int c;
 
 	memset(a, 0, sizeof(*a));
@@ -47,10 +47,10 @@ static int adm_parse(int argc, char **argv, const char *server_opt,
 		case 'C': a->conf = optarg; break;
 		case 'K': a->key = optarg; break;
 		case 'M':
-			if (cfg_parse_hostport(optarg, a->host, sizeof(a->host),
-					       &a->port, 0)) {
-				fprintf(stderr, "rpfs: --%s: expected HOST:PORT, got \"%s\"\n",
-					server_opt, optarg);
+			snprintf(what, sizeof(what), "--%s", server_opt);
+			if (addr_parse(what, optarg, 0, a->host, sizeof(a->host),
+				       &a->port, msg, sizeof(msg))) {
+				fprintf(stderr, "rpfs: %s\n", msg);
 				return ADM_USAGE;
 			}
 			a->have_addr = 1;
@@ -146,10 +146,10 @@ static int adm_row(struct net_client *cl, const char *role, int id,
 {
 	struct proto_status st;
 	struct net_conn *c;
-	char addr[PROTO_MAX_HOST + 16], used[16], total[16], idtxt[8];
+	char addr[ADDR_STRLEN], used[16], total[16], idtxt[8];
 	int rc;
 
-	snprintf(addr, sizeof(addr), "%s:%u", host, port);
+	addr_format(addr, sizeof(addr), host, port);
 	snprintf(idtxt, sizeof(idtxt), id < 0 ? "-" : "%d", id);
 	rc = net_conn_new(cl, host, port, &c);
 	if (rc == 0)
@@ -322,7 +322,10 @@ int adm_stats_server(int argc, char **argv)
 	}
 	cfg_free(conf);
 	if (rc) {
-		fprintf(stderr, "rpfs stats: %s:%u: %s\n", a.host, a.port, strerror(-rc));
+		char addr[ADDR_STRLEN];
+
+		fprintf(stderr, "rpfs stats: %s: %s\n",
+			addr_format(addr, sizeof(addr), a.host, a.port), strerror(-rc));
 		return ADM_FAIL;
 	}
 	return ADM_OK;

@@ -43,47 +43,34 @@ static int cfg_fail(struct cfg_parse *p, const char *fmt, ...)
 	return 0;
 }
 
-/* inih reader: one line per call, counted for messages. */
+/* inih reader: one line per call, counted for messages. A line longer
+ * than inih's buffer (num - 1 bytes) is an error, not a silent cut (a cut
+ * HOST:PORT would read as another address): parsing stops there. */
 static char *cfg_reader(char *str, int num, void *stream)
 {
 	struct cfg_parse *p = stream;
 	char *r = fgets(str, num, p->f);
 
-	if (r)
-		p->line++;
+	if (!r)
+		return NULL;
+	p->line++;
+	if (!strchr(r, '\n') && !feof(p->f)) {
+		cfg_fail(p, "line longer than %d bytes", num - 2);
+		return NULL;
+	}
 	return r;
 }
 
-/* Parse "HOST:PORT"; see cfg.h. */
-int cfg_parse_hostport(const char *s, char *host, size_t cap, uint16_t *port,
-		       int allow0)
+/* An address key through addr_parse, its message prefixed with the line.
+ * @return 1 ok, 0 an error recorded (inih's convention) */
+static int cfg_addr(struct cfg_parse *p, const char *what, const char *v,
+		    unsigned flags, char *host, size_t cap, uint16_t *port)
 {
-	const char *colon = strrchr(s, ':'), *h = s;
-	size_t hl;
-	char *end;
-	unsigned long v;
+	char msg[PROTO_MAX_HOST * 2 + 200];
 
-	if (!colon || colon == s || colon[1] < '0' || colon[1] > '9')
-		return -EINVAL;
-	hl = (size_t)(colon - s);
-	if (h[0] == '[') {
-		if (hl < 3 || h[hl - 1] != ']')
-			return -EINVAL;
-		h++;
-		hl -= 2;
-	} else if (memchr(h, ':', hl)) {
-		return -EINVAL;
-	}
-	if (hl == 0 || hl >= cap || hl > PROTO_MAX_HOST || memchr(h, ' ', hl))
-		return -EINVAL;
-	errno = 0;
-	v = strtoul(colon + 1, &end, 10);
-	if (errno || *end || v > 65535 || (v == 0 && !allow0))
-		return -EINVAL;
-	memcpy(host, h, hl);
-	host[hl] = '\0';
-	*port = (uint16_t)v;
-	return 0;
+	if (addr_parse(what, v, flags, host, cap, port, msg, sizeof(msg)))
+		return cfg_fail(p, "%s", msg);
+	return 1;
 }
 
 /* Parse a size with K/M/G suffix; see cfg.h. */
@@ -185,10 +172,16 @@ static int cfg_cluster(struct cfg_parse *p, const char *key, const char *v)
 {
 	struct cfg *c = p->c;
 
-	if (!strcmp(key, "mgr")) {
-		if (cfg_parse_hostport(v, c->mgr_host, sizeof(c->mgr_host),
-				       &c->mgr_port, 0))
-			return cfg_fail(p, "[cluster] mgr: expected HOST:PORT, got \"%s\"", v);
+	if (!strcmp(key, "mgr"))
+		return cfg_addr(p, "[cluster] mgr", v, 0, c->mgr_host,
+				sizeof(c->mgr_host), &c->mgr_port);
+	if (!strcmp(key, "insecure")) {
+		int b = cfg_bool(v);
+
+		if (b < 0)
+			return cfg_fail(p, "[cluster] insecure: expected true or false, "
+					"got \"%s\"", v);
+		c->insecure = b;
 		return 1;
 	}
 	if (!strcmp(key, "key"))
@@ -200,7 +193,8 @@ static int cfg_cluster(struct cfg_parse *p, const char *key, const char *v)
 		c->has_transport = 1;
 		return 1;
 	}
-	return cfg_fail(p, "[cluster]: unknown key \"%s\" (expected mgr, key, transport)", key);
+	return cfg_fail(p, "[cluster]: unknown key \"%s\" (expected mgr, key, "
+			"transport, insecure)", key);
 }
 
 /* [layout] and [client] */
@@ -262,12 +256,9 @@ static int cfg_mgr(struct cfg_parse *p, const char *key, const char *v)
 
 	if (!strcmp(key, "db"))
 		return cfg_path(p, "mgr", key, v, &c->db);
-	if (!strcmp(key, "listen")) {
-		if (cfg_parse_hostport(v, c->listen_host, sizeof(c->listen_host),
-				       &c->listen_port, 1))
-			return cfg_fail(p, "[mgr] listen: expected HOST:PORT, got \"%s\"", v);
-		return 1;
-	}
+	if (!strcmp(key, "listen"))
+		return cfg_addr(p, "[mgr] listen", v, ADDR_PORT0, c->listen_host,
+				sizeof(c->listen_host), &c->listen_port);
 	if (!strcmp(key, "root_squash")) {
 		b = cfg_bool(v);
 		if (b < 0)
@@ -326,19 +317,13 @@ static int cfg_iod_key(struct cfg_parse *p, const char *sec, const char *key,
 		if (id + 1 > c->niods)
 			c->niods = (int)id + 1;
 	}
-	if (!strcmp(key, "host")) {
-		if (!v[0] || strlen(v) > PROTO_MAX_HOST || strchr(v, ' '))
-			return cfg_fail(p, "[%s] host: expected a host name or address, "
-					"got \"%s\"", sec, v);
-		snprintf(d->host, sizeof(d->host), "%s", v);
-		return 1;
-	}
-	if (!strcmp(key, "listen")) {
-		if (!v[0] || strlen(v) > PROTO_MAX_HOST || strchr(v, ' '))
-			return cfg_fail(p, "[%s] listen: expected a bind address, got \"%s\"",
-					sec, v);
-		snprintf(d->listen, sizeof(d->listen), "%s", v);
-		return 1;
+	if (!strcmp(key, "host") || !strcmp(key, "listen")) {
+		char what[64];
+		uint16_t unused = 0;
+
+		snprintf(what, sizeof(what), "[%s] %s", sec, key);
+		return cfg_addr(p, what, v, ADDR_HOST, key[0] == 'h' ? d->host :
+				d->listen, sizeof(d->host), &unused);
 	}
 	if (!strcmp(key, "port")) {
 		if (cfg_int(v, 1, 65535, &n))
@@ -508,6 +493,7 @@ int cfg_load(struct cfg **out, const char *path, char *err, size_t errcap)
 	c->root_squash = -1;
 	c->resync_rate = -1;
 	c->log_level = -1;
+	c->insecure = -1;
 	for (int i = 0; i < NET_CLASS_COUNT; i++)
 		c->sl[i] = -1;
 	c->path = strdup(path);

@@ -3,7 +3,8 @@
  * inih). One file describes the whole cluster; each program reads the
  * sections it needs and lets its command-line flags override them.
  *
- *   [cluster]  mgr = HOST:PORT, key = PATH, transport = tcp|verbs|auto
+ *   [cluster]  mgr = HOST:PORT, key = PATH, transport = tcp|verbs|auto,
+ *              insecure = BOOL (serve with no key on a non-loopback address)
  *   [layout]   stripe_unit = SIZE (4K..64M, power of two), stripe_count = N,
  *              mirror = 1|2 (replicas of new files; default 1)
  *   [client]   timeout = SECONDS
@@ -19,6 +20,7 @@
  *              pipeline_unit = SIZE, max_clients = N, device = NAME,
  *              sl_request, sl_reply, sl_control, sl_bulk = 0..15
  *   [log]      level = err|warning|notice|info|debug
+ * HOST:PORT and HOST are read by addr_parse (addr.h): IPv6 in brackets.
  *
  * Every error names the file, the line and what was expected, e.g.
  *   rpfs.conf:12: [iod.1] port: expected a number 1..65535, got "70000"
@@ -29,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "addr.h"
 #include "net.h"
 #include "proto.h"
 
@@ -59,6 +62,7 @@ struct cfg {
 	char mgr_host[PROTO_MAX_HOST + 1]; /* [cluster] mgr; "" = unset */
 	uint16_t mgr_port;
 	char *key_path;                  /* [cluster] key; NULL = none */
+	int insecure;                    /* [cluster] insecure 0/1, -1 = unset */
 	int has_transport;
 	enum net_transport transport;
 	uint32_t stripe_unit;            /* 0 = unset */
@@ -114,13 +118,6 @@ int cfg_net_opts(const struct cfg *c, struct net_opts *o, char *err,
  */
 int cfg_load_key(const char *path, struct net_opts *o, char *err,
 		 size_t errcap);
-
-/**
- * Parse "HOST:PORT" ("[v6]:PORT"). Port 0 only if allow0.
- * @return 0 or -EINVAL
- */
-int cfg_parse_hostport(const char *s, char *host, size_t cap, uint16_t *port,
-		       int allow0);
 
 /**
  * Parse a size with an optional K, M or G suffix (binary units).

@@ -217,47 +217,20 @@ static int opt_proc(void *data, const char *arg, int key,
 	}
 }
 
-/* Split "HOST[:PORT]" or "[V6ADDR][:PORT]" into host and port. */
+/* Split MGRHOST "HOST[:PORT]" or "[V6ADDR][:PORT]" (addr.h) into host and
+ * port (DEFAULT_MGR_PORT if none). @return 0, -EINVAL (message printed) */
 static int parse_mgr(const char *prog, const char *spec, char *host,
 		     size_t cap, uint16_t *port)
 {
-	const char *h = spec, *colon;
-	size_t hl;
-	char *end;
-	long p = DEFAULT_MGR_PORT;
+	char msg[PROTO_MAX_HOST * 2 + 200];
 
-	if (spec[0] == '[') {
-		const char *rb = strchr(spec, ']');
-
-		if (!rb)
-			goto out_bad;
-		h = spec + 1;
-		hl = (size_t)(rb - h);
-		colon = rb[1] == ':' ? rb + 1 : NULL;
-		if (rb[1] && !colon)
-			goto out_bad;
-	} else {
-		colon = strrchr(spec, ':');
-		if (colon && strchr(spec, ':') != colon)
-			colon = NULL; /* bare IPv6 address, no port */
-		hl = colon ? (size_t)(colon - spec) : strlen(spec);
+	*port = DEFAULT_MGR_PORT;
+	if (addr_parse("MGRHOST", spec, ADDR_NOPORT, host, cap, port, msg,
+		       sizeof(msg))) {
+		fprintf(stderr, "%s: %s\n", prog, msg);
+		return -EINVAL;
 	}
-	if (hl == 0 || hl >= cap || hl > PROTO_MAX_HOST)
-		goto out_bad;
-	if (colon) {
-		errno = 0;
-		p = strtol(colon + 1, &end, 10);
-		if (errno || end == colon + 1 || *end || p < 1 || p > 65535)
-			goto out_bad;
-	}
-	memcpy(host, h, hl);
-	host[hl] = '\0';
-	*port = (uint16_t)p;
 	return 0;
-out_bad:
-	fprintf(stderr, "%s: MGRHOST: expected HOST[:PORT], got \"%s\"\n",
-		prog, spec);
-	return -EINVAL;
 }
 
 /*
@@ -423,7 +396,7 @@ int main(int argc, char **argv)
 	struct cli_fuse cf;
 	struct fuse_session *se;
 	struct cli_loop *lp;
-	char host[PROTO_MAX_HOST + 1], src[PROTO_MAX_HOST + 16];
+	char host[PROTO_MAX_HOST + 1], src[ADDR_STRLEN];
 	uint16_t port = 0;
 	int rc, ret = 1, notify_fd = -1;
 
@@ -466,7 +439,7 @@ int main(int argc, char **argv)
 		ret = 2;
 		goto out_free_args;
 	}
-	snprintf(src, sizeof(src), "%s:%u", host, port);
+	addr_format(src, sizeof(src), host, port);
 	if (add_opt(&args, "fsname=%s", src) ||
 	    add_opt(&args, "subtype=%s", "rpfs") ||
 	    add_opt(&args, "%s", "default_permissions"))

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "cli_inode.h"
 #include "cli_io.h"
 #include "cli_meta.h"
@@ -37,43 +38,23 @@ void rpfs_opts_default(struct rpfs_opts *o)
 }
 
 /*
- * Split "HOST" or "HOST:PORT" ("[v6]:PORT" too) into host and port.
+ * Split "HOST" or "HOST:PORT" ("[v6]:PORT" too; addr.h) into host and port
+ * (RPFS_DEFAULT_PORT if none); a bad one is logged.
  * @return 0, -EINVAL
  */
 static int parse_hostport(const char *s, char *host, size_t cap,
 			  uint16_t *port)
 {
-	const char *colon, *h = s, *hend;
-	char *end;
-	unsigned long p = RPFS_DEFAULT_PORT;
+	char msg[PROTO_MAX_HOST * 2 + 200];
 
-	if (!s || !*s)
+	if (!s)
 		return -EINVAL;
-	if (*s == '[') {
-		hend = strchr(s, ']');
-		if (!hend)
-			return -EINVAL;
-		h = s + 1;
-		colon = hend[1] == ':' ? hend + 1 : NULL;
-		if (hend[1] && !colon)
-			return -EINVAL;
-	} else {
-		colon = strrchr(s, ':');
-		if (colon && strchr(s, ':') != colon)
-			colon = NULL; /* bare IPv6 address */
-		hend = colon ? colon : s + strlen(s);
-	}
-	if (colon) {
-		errno = 0;
-		p = strtoul(colon + 1, &end, 10);
-		if (errno || *end || end == colon + 1 || p == 0 || p > 65535)
-			return -EINVAL;
-	}
-	if (hend == h || (size_t)(hend - h) >= cap)
+	*port = RPFS_DEFAULT_PORT;
+	if (addr_parse("librpfs: mgr address", s, ADDR_NOPORT, host, cap, port,
+		       msg, sizeof(msg))) {
+		log_err("%s", msg);
 		return -EINVAL;
-	memcpy(host, h, (size_t)(hend - h));
-	host[hend - h] = '\0';
-	*port = (uint16_t)p;
+	}
 	return 0;
 }
 

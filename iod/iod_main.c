@@ -41,6 +41,8 @@ struct iod_args {
 	long id;               /* --id N, -1 = not given */
 	const char *key_path;  /* --key FILE */
 	const char *transport; /* --transport NAME */
+	int insecure;          /* --insecure, [cluster] insecure: 1 = serve a
+				* non-loopback address with no key */
 };
 
 /* Print usage to stderr. */
@@ -50,40 +52,11 @@ static void usage(void)
 		"usage: " PROG " --listen HOST:PORT --data DIR [--log-level LEVEL]"
 		" [--credits N]\n"
 		"       [--key FILE] [--transport tcp|verbs|auto] [--io-threads N]\n"
-		"   or: " PROG " --conf FILE --id N [any of the above, which override the file]\n");
-}
-
-/* Parse "HOST:PORT" (HOST may be "[v6addr]"). Port 0 picks a free port.
- * @return 0 or -EINVAL */
-static int parse_hostport(const char *s, char *host, size_t cap, uint16_t *port)
-{
-	const char *colon = strrchr(s, ':');
-	const char *h = s;
-	size_t hlen;
-	char *end;
-	unsigned long p;
-
-	if (!colon || colon == s || colon[1] == '\0')
-		return -EINVAL;
-	hlen = (size_t)(colon - s);
-	if (h[0] == '[') {
-		if (hlen < 3 || h[hlen - 1] != ']')
-			return -EINVAL;
-		h++;
-		hlen -= 2;
-	} else if (memchr(h, ':', hlen)) {
-		return -EINVAL; /* an IPv6 address needs brackets */
-	}
-	if (hlen == 0 || hlen >= cap)
-		return -EINVAL;
-	errno = 0;
-	p = strtoul(colon + 1, &end, 10);
-	if (errno || *end || p > 65535 || colon[1] == '-' || colon[1] == '+')
-		return -EINVAL;
-	memcpy(host, h, hlen);
-	host[hlen] = '\0';
-	*port = (uint16_t)p;
-	return 0;
+		"       [--insecure]\n"
+		"   or: " PROG " --conf FILE --id N [any of the above, which override the file]\n"
+		"HOST:PORT: a name, an IPv4 address or [IPv6]:PORT.\n"
+		"--insecure: with no cluster key, listen on a non-loopback address\n"
+		"  anyway (anyone who can reach it is served).\n");
 }
 
 /* Parse the command line; on a bad argument print why and return -EINVAL. */
@@ -99,11 +72,12 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 		{ "key", required_argument, NULL, 'K' },
 		{ "transport", required_argument, NULL, 'T' },
 		{ "io-threads", required_argument, NULL, 'W' },
+		{ "insecure", no_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
-	char *end;
+	char *end, msg[PROTO_MAX_HOST * 2 + 200];
 	long n;
 	enum net_transport t;
 
@@ -114,15 +88,18 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l':
-			if (parse_hostport(optarg, a->host, sizeof(a->host), &a->port) < 0) {
-				fprintf(stderr, PROG ": --listen: expected HOST:PORT, got \"%s\"\n",
-					optarg);
+			if (addr_parse("--listen", optarg, ADDR_PORT0, a->host,
+				       sizeof(a->host), &a->port, msg, sizeof(msg))) {
+				fprintf(stderr, PROG ": %s\n", msg);
 				return -EINVAL;
 			}
 			a->have_listen = 1;
 			break;
 		case 'C':
 			a->conf = optarg;
+			break;
+		case 'I':
+			a->insecure = 1;
 			break;
 		case 'i':
 			errno = 0;
@@ -252,6 +229,8 @@ static int merge_args(struct iod_args *a, const struct cfg *f)
 			a->level = f->log_level;
 		if (!a->key_path)
 			a->key_path = f->key_path;
+		if (!a->insecure && f->insecure > 0)
+			a->insecure = 1;
 	}
 	if (a->level < 0)
 		a->level = LOG_INFO;
@@ -431,8 +410,8 @@ int main(int argc, char **argv)
 	struct ev_loop *loop;
 	struct cfg *conf = NULL;
 	ev_signal sigterm_w, sigint_w;
-	char msg[512];
-	int rc, lockfd, status = 1;
+	char msg[PROTO_MAX_HOST + 400], addr[ADDR_STRLEN];
+	int rc, lockfd, warn, status = 1;
 
 	rc = parse_args(argc, argv, &a);
 	if (rc == -ECANCELED)
@@ -464,7 +443,15 @@ int main(int argc, char **argv)
 	}
 	if (a.transport)
 		(void)net_transport_parse(a.transport, &no.transport);
+	if (addr_listen_check(a.host, a.port, no.has_key, a.insecure, &warn,
+			      msg, sizeof(msg))) {
+		fprintf(stderr, PROG ": %s\n", msg);
+		cfg_free(conf);
+		return 2;
+	}
 	log_init(PROG, a.level);
+	if (warn)
+		log_warn("%s", msg);
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();
 
@@ -514,7 +501,8 @@ int main(int argc, char **argv)
 	no.credits = a.credits;
 	rc = net_server_new(&srv, loop, a.host, a.port, iod_main_handle, ops, &no);
 	if (rc < 0) {
-		log_err("--listen %s:%u: %s", a.host, a.port, strerror(-rc));
+		log_err("--listen %s: %s", addr_format(addr, sizeof(addr), a.host,
+			a.port), strerror(-rc));
 		goto out_free_ops;
 	}
 	rc = register_zones(srv, pool);
@@ -527,10 +515,9 @@ int main(int argc, char **argv)
 
 	srvstat_init("iod", a.id >= 0 ? (uint16_t)a.id : 0, a.data, srv);
 	sdn_start(loop);
-	snprintf(msg, sizeof(msg), strchr(a.host, ':') ?
-		 "listening on [%s]:%u, data %s (%s%s)" :
-		 "listening on %s:%u, data %s (%s%s)", a.host,
-		 net_server_port(srv), a.data, net_server_transport(srv),
+	addr_format(addr, sizeof(addr), a.host, net_server_port(srv));
+	snprintf(msg, sizeof(msg), "listening on %s, data %s (%s%s)", addr,
+		 a.data, net_server_transport(srv),
 		 no.has_key ? ", cluster key" : "");
 	log_notice("ready: %s", msg);
 	sdn_ready(msg);

@@ -39,6 +39,10 @@ struct mgr_args {
 	int log_level;   /* -1 = not given */
 	const char *conf;      /* --conf FILE */
 	const char *key_path;  /* --key FILE */
+	int insecure;          /* --insecure, [cluster] insecure: 1 = serve a
+				* non-loopback address with no key */
+	int insecure_warn;     /* check_listen: log insecure_msg as a warning */
+	char insecure_msg[PROTO_MAX_HOST + 400];
 	const char *transport; /* --transport NAME */
 	long lock_grace_ms;    /* --lock-grace SECONDS; -1 = not given */
 	long resync_rate;      /* --resync-rate MB/s; -1 = not given */
@@ -70,9 +74,12 @@ static void usage(FILE *f)
 		   "       [--log-level LEVEL]\n"
 		   "       [--key FILE] [--transport tcp|verbs|auto] [--lock-grace SECONDS]\n"
 		   "       [--resync-rate MB/s] [--db-size SIZE] [--xattr-max-count N]\n"
-		   "       [--xattr-max-bytes SIZE]\n"
+		   "       [--xattr-max-bytes SIZE] [--insecure]\n"
 		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
 		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n"
+		   "HOST:PORT: a name, an IPv4 address or [IPv6]:PORT.\n"
+		   "--insecure: with no cluster key, listen on a non-loopback address\n"
+		   "  anyway (anyone who can reach it is served).\n"
 		   "--resync-rate: MB/s (10^6 bytes) at most of stale mirror replicas\n"
 		   "  copied back from their buddies (0..%u, default %u; 0 = off).\n"
 		   "--db-size: the namespace map, 4M..1024G (suffix K, M or G;\n"
@@ -94,33 +101,17 @@ static int bad_arg(const char *opt, const char *what, const char *got)
 	return -EINVAL;
 }
 
-/* Parse HOST:PORT (HOST may be [v6]); port 0 only if allow0. */
+/* Parse HOST:PORT (addr.h) for option opt; the caller exits 2. */
 static int parse_hostport(const char *opt, const char *s, char *host,
-			  uint16_t *port, int allow0)
+			  uint16_t *port, unsigned flags)
 {
-	const char *colon = strrchr(s, ':'), *h = s;
-	size_t hl;
-	char *end;
-	unsigned long p;
+	char msg[PROTO_MAX_HOST * 2 + 200];
 
-	if (!colon || colon == s || colon[1] == '\0')
-		return bad_arg(opt, "HOST:PORT", s);
-	hl = (size_t)(colon - s);
-	if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
-		h++;
-		hl -= 2;
+	if (addr_parse(opt, s, flags, host, PROTO_MAX_HOST + 1, port, msg,
+		       sizeof(msg))) {
+		fprintf(stderr, PROG ": %s\n", msg);
+		return -EINVAL;
 	}
-	if (hl == 0 || hl > PROTO_MAX_HOST || memchr(h, ' ', hl))
-		return bad_arg(opt, "HOST:PORT with a host name of 1..255 bytes", s);
-	errno = 0;
-	p = strtoul(colon + 1, &end, 10);
-	if (errno || *end || colon[1] < '0' || colon[1] > '9' || p > 65535 ||
-	    (p == 0 && !allow0))
-		return bad_arg(opt, allow0 ? "HOST:PORT with PORT 0..65535"
-					   : "HOST:PORT with PORT 1..65535", s);
-	memcpy(host, h, hl);
-	host[hl] = '\0';
-	*port = (uint16_t)p;
 	return 0;
 }
 
@@ -234,6 +225,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "db-size", required_argument, NULL, 'S' },
 		{ "xattr-max-count", required_argument, NULL, 'N' },
 		{ "xattr-max-bytes", required_argument, NULL, 'B' },
+		{ "insecure", no_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -251,7 +243,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		switch (c) {
 		case 'l':
 			rc = parse_hostport("--listen", optarg, a->listen_host,
-					    &a->listen_port, 1);
+					    &a->listen_port, ADDR_PORT0);
 			if (rc)
 				return rc;
 			a->have_listen = 1;
@@ -287,6 +279,9 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 			break;
 		case 'r':
 			a->root_squash = 1;
+			break;
+		case 'I':
+			a->insecure = 1;
 			break;
 		case 'C':
 			a->conf = optarg;
@@ -413,6 +408,8 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 			a->log_level = f->log_level;
 		if (!a->key_path)
 			a->key_path = f->key_path;
+		if (!a->insecure && f->insecure > 0)
+			a->insecure = 1;
 		if (a->resync_rate < 0)
 			a->resync_rate = f->resync_rate;
 		if (!a->lim.db_size)
@@ -464,6 +461,20 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 	return 0;
 }
 
+/* The no-key rule (addr_listen_check): refuse a non-loopback --listen
+ * without a key or --insecure; keep the warning for after log_init.
+ * @return 0, -EPERM (message printed) */
+static int check_listen(struct mgr_args *a, int has_key)
+{
+	int rc = addr_listen_check(a->listen_host, a->listen_port, has_key,
+				   a->insecure, &a->insecure_warn,
+				   a->insecure_msg, sizeof(a->insecure_msg));
+
+	if (rc)
+		fprintf(stderr, PROG ": %s\n", a->insecure_msg);
+	return rc;
+}
+
 /* net_req_fn: the admin STATUS op, else the metadata handler. */
 static void mgr_main_handle(struct net_sreq *r, void *arg)
 {
@@ -505,7 +516,7 @@ int main(int argc, char **argv)
 	struct cfg *conf = NULL;
 	struct net_opts o;
 	ev_signal sigterm, sigint;
-	char msg[512];
+	char msg[512], addr[ADDR_STRLEN];
 	int rc, status = 1;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -540,7 +551,13 @@ int main(int argc, char **argv)
 			goto out_free_conf;
 		}
 	}
+	if (check_listen(&a, o.has_key)) {
+		status = 2;
+		goto out_free_conf;
+	}
 	log_init(PROG, a.log_level);
+	if (a.insecure_warn)
+		log_warn("%s", a.insecure_msg);
 	loop = ev_default_loop(EVFLAG_AUTO);
 	if (!loop) {
 		log_err("cannot create the event loop");
@@ -613,8 +630,8 @@ int main(int argc, char **argv)
 	rc = net_server_new(&srv, loop, a.listen_host, a.listen_port,
 			    mgr_main_handle, &ms, &o);
 	if (rc) {
-		log_err("--listen %s:%u: %s", a.listen_host, a.listen_port,
-			strerror(-rc));
+		log_err("--listen %s: %s", addr_format(msg, sizeof(msg),
+			a.listen_host, a.listen_port), strerror(-rc));
 		goto out_free_scrub;
 	}
 	ev_signal_init(&sigterm, on_signal, SIGTERM);
@@ -623,8 +640,8 @@ int main(int argc, char **argv)
 	ev_signal_start(loop, &sigint);
 	srvstat_init("mgr", 0, a.db_dir, srv);
 	sdn_start(loop);
-	snprintf(msg, sizeof(msg), "listening on %s:%u, %u iods (%s%s)",
-		 a.listen_host, net_server_port(srv), a.niods,
+	addr_format(addr, sizeof(addr), a.listen_host, net_server_port(srv));
+	snprintf(msg, sizeof(msg), "listening on %s, %u iods (%s%s)", addr, a.niods,
 		 net_server_transport(srv), o.has_key ? ", cluster key" : "");
 	log_notice("ready: %s", msg);
 	sdn_ready(msg);

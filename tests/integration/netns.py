@@ -131,13 +131,15 @@ class NetCluster(util.Cluster):
                 self.iod_dirs.append(os.path.join(state_dir, 'iod%d' % i))
         self.iods = []
         for i, node in enumerate(self.iod_nodes):
+            # --insecure: no key, on the bridge's 10.x addresses, which only
+            # these namespaces can reach
             argv = [util.binary('iod/rpfs-iod'), '--listen', '%s:%d' % (node.addr, IOD_PORT),
-                    '--data', self.iod_dirs[i], '--log-level', log_level]
+                    '--data', self.iod_dirs[i], '--log-level', log_level, '--insecure']
             self.iods.append(util.Daemon('%s-iod%d' % (name, i), node.argv(argv),
                                          os.path.join(self.logdir, 'iod%d.log' % i),
                                          r'^<5>rpfs-iod: ready:', self.env))
         argv = [util.binary('mgr/rpfs-mgr'), '--listen', '%s:%d' % (self.mgr_node.addr, MGR_PORT),
-                '--db', self.db, '--log-level', log_level]
+                '--db', self.db, '--log-level', log_level, '--insecure']
         for node in self.iod_nodes:
             argv += ['--iod', '%s:%d' % (node.addr, IOD_PORT)]
         argv += list(mgr_args)

@@ -278,7 +278,7 @@ def test_memlock_limit_named(tmp_path, cluster):
     an error that names the limit: for a daemon and for the client."""
     small = ['prlimit', '--memlock=65536:65536']
     iod = small + [util.binary('iod/rpfs-iod'), '--listen', util.hostport(util.free_port()),
-                   '--data', str(tmp_path / 'd'), '--transport', 'verbs']
+                   '--data', str(tmp_path / 'd'), '--transport', 'verbs'] + util.insecure_args()
     r = util.run(iod, check=False, timeout=60)
     assert r.returncode != 0, r.stdout + r.stderr
     assert 'RLIMIT_MEMLOCK' in r.stderr, r.stderr
