@@ -6,7 +6,10 @@ object is held 2 s before the fsync (RPFS_IOD_TEST_FSYNC_DELAY_MS=2000,
 RPFS_IOD_TEST_FSYNC_INO). While a client's fsync of that file is held,
 4 KiB O_DIRECT reads of another object on iod 0 must each come back within
 100 ms (the bound the task names), and reads of a mirrored file must keep
-working. Afterwards no iod has lost its lease: the mgr recorded nothing
+working. The reads go through a second mount, another client: over verbs
+one client's requests to an iod share one connection, served in order
+(common/vb_server.c), so its own read would wait for its own fsync;
+what must not wait is everybody else. Afterwards no iod has lost its lease: the mgr recorded nothing
 stale, no iod log shows a lease regained, and the log watch finds no
 warning but the hook's own.
 """
@@ -72,7 +75,8 @@ def pread_direct(fd, buf, n, off):
 
 @pytest.fixture
 def slow_cluster(tmp_path_factory):
-    """2 iods (one mirror group) with the fsync hook on iod 0, and a mount."""
+    """2 iods (one mirror group) with the fsync hook on iod 0, and two
+    mounts (two clients)."""
     c = util.Cluster(str(tmp_path_factory.mktemp('slow')), niods=2, name='slow')
     env = dict(c.env if c.env is not None else os.environ)
     env.update(RPFS_IOD_TEST_FSYNC_DELAY_MS=str(DELAY_MS),
@@ -80,19 +84,22 @@ def slow_cluster(tmp_path_factory):
     c.iods[0].env = env
     util.clusters.append(c)
     c.start()
-    path = str(tmp_path_factory.mktemp('slowmnt'))
-    util.make_traversable(path)
-    m = None
+    m = m2 = None
     try:
+        path = str(tmp_path_factory.mktemp('slowmnt'))
+        util.make_traversable(path)
         m = c.mount(path, 'allow_other')
-        yield c, m
+        path = str(tmp_path_factory.mktemp('slowmnt2'))
+        util.make_traversable(path)
+        m2 = c.mount(path, 'allow_other')
+        yield c, m, m2
     finally:
-        util.cleanup(m, c)
+        util.cleanup(m2, m, c)
 
 
 @pytest.mark.expect_log(HOOK_WARNING)
 def test_fsync_held_does_not_stall_reads(slow_cluster):
-    c, m = slow_cluster
+    c, m, m2 = slow_cluster
     slow = os.path.join(m.path, 'slow')
     fast = os.path.join(m.path, 'fast')
     with open(slow, 'wb') as f:
@@ -116,8 +123,9 @@ def test_fsync_held_does_not_stall_reads(slow_cluster):
     offs = [k * UNIT + (k % 8) * 4 * KiB for k in range(MiB // UNIT)
             if (lay['first'] + k) % 2 == 0]
     buf = mmap.mmap(-1, MiB)
-    fd = os.open(fast, os.O_RDONLY | os.O_DIRECT)
-    mfd = os.open(mirrored, os.O_RDONLY | os.O_DIRECT)
+    # the other client reads
+    fd = os.open(os.path.join(m2.path, 'fast'), os.O_RDONLY | os.O_DIRECT)
+    mfd = os.open(os.path.join(m2.path, 'm', 'f'), os.O_RDONLY | os.O_DIRECT)
     try:
         # warm: connections up, both iods leased (mirrored reads served)
         for off in offs:
