@@ -143,7 +143,13 @@ int cli_size_truncate(struct cli_fs *fs, const struct proto_cred *c,
 	if (rc)
 		return rc;
 	if (S_ISREG(cur.mode)) {
-		rc = cli_io_truncate(fs, ino, &cur.layout, in->size);
+		/* a grow cuts at the current size: bytes an object holds past
+		 * its share of it (a writer that died before publishing, a
+		 * shrink of an older client that stopped half way) must not
+		 * show between the old and the new size */
+		uint64_t cut = in->size < cur.size ? in->size : cur.size;
+
+		rc = cli_io_truncate(fs, ino, &cur.layout, cut);
 		if (rc)
 			return rc;
 		size_test_point(CLI_SIZE_EXIT_AFTER_IODS);

@@ -32,7 +32,9 @@ int cli_size_push(struct cli_fs *fs, const struct proto_cred *c,
  * layout from its answer; apply the changes of valid the mgr judges apart
  * from the size (chown, chmod, explicit times) with a SETATTR of their
  * own; then truncate each iod's object of a regular file to its share of
- * the new size (both replicas of a mirrored file, cli_io_truncate); only
+ * the new size, or of the current one when it grows (nothing an object
+ * holds past the current size may show; both replicas of a mirrored
+ * file, cli_io_truncate); only
  * then SETATTR with PROTO_SA_SIZE and valid at the mgr; unless the new
  * size is 0, the blocks left are published (cli_space_publish). Nothing
  * written before is left to push afterwards. A failure before the mgr's

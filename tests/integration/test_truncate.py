@@ -223,6 +223,43 @@ def test_iod_down_mid_truncate(tmp_path_factory):
         util.cleanup(*(x for x in (b, a, c) if x))
 
 
+def test_grow_cuts_bytes_past_the_share(tmp_path_factory):
+    """Objects holding bytes past their share of the file's size (what a
+    shrink of the older mgr-first client left when it stopped half way, or
+    a writer that died before publishing its size; made here by writing
+    the object files directly): a truncate that grows the file to 1 MiB
+    must read zeros from the old size on, on a second mount."""
+    c = cluster(tmp_path_factory, 'trg')
+    a = b = None
+    try:
+        a = mount(c, tmp_path_factory, 'trga')
+        make_dir(a, mirror=False)
+        f = os.path.join(a.path, 'd', 'f')
+        old = write_old(f)[:NEW]
+        with open(f, 'r+b') as fh:
+            fh.truncate(NEW)
+        junk = 0
+        for obj in c.objects(os.stat(f).st_ino):
+            if obj is None:
+                continue
+            with open(obj, 'r+b') as fh:  # up to its share of 1 MiB
+                fh.seek(0, os.SEEK_END)
+                n = MiB // 4 - fh.tell()
+                fh.write(b'\xa5' * n)
+                junk += n
+        assert junk > 0
+        os.truncate(f, MiB)
+        b = mount(c, tmp_path_factory, 'trgb')
+        got = read_direct(os.path.join(b.path, 'd', 'f'))
+        assert len(got) == MiB
+        assert got[:NEW] == old
+        first = next((i for i in range(NEW, MiB) if got[i]), None)
+        assert first is None, 'byte %d past the old size is %r' % (
+            first, got[first])
+    finally:
+        util.cleanup(*(x for x in (b, a, c) if x))
+
+
 @pytest.mark.parametrize('point', [None, 'after-iods', 'after-mgr'])
 @pytest.mark.expect_log(r'^<4>rpfs-fuse: iod 1 \(\S+\): truncate failed: '
                         r'(Connection refused|Input/output error|'
