@@ -298,3 +298,49 @@ def test_mirror_replica_down_mid_truncate(tmp_path_factory, expect_log,
         c.start_iod(0)
     finally:
         util.cleanup(*(x for x in (r, h, c) if x))
+
+
+OWNER_FTRUNCATE = '''
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+os.write(fd, bytes((i % 251) + 1 for i in range(1 << 20)))
+os.fchmod(fd, 0o444)
+os.ftruncate(fd, int(sys.argv[2]))
+os.close(fd)
+'''
+
+
+def test_permission_checked_before_iods(tmp_path_factory):
+    """The iods are cut only once the mgr has said the caller may
+    truncate: root, squashed by the mgr (--root-squash) but let through by
+    its kernel, gets EACCES for a file of uid 0 (mode 0644) and the file
+    keeps every byte; the owner (uid 1000) may still ftruncate its file
+    after taking the write bit away (mode 0444), as SETATTR allows."""
+    c = cluster(tmp_path_factory, 'trp')
+    a = b = None
+    try:
+        a = mount(c, tmp_path_factory, 'trpa')
+        d = make_dir(a, mirror=False)
+        os.chmod(d, 0o777)
+        f = os.path.join(d, 'f')
+        old = write_old(f)
+        c.mgr.stop()
+        c.mgr.argv = c.mgr.argv + ['--root-squash']
+        c.mgr.start()
+        with pytest.raises(OSError) as e:
+            os.truncate(f, NEW)
+        assert e.value.errno == errno.EACCES
+        r = util.run(['setpriv', '--reuid', '1000', '--regid', '1000',
+                      '--clear-groups', '/usr/bin/python3', '-c',
+                      OWNER_FTRUNCATE, os.path.join(d, 'g'), str(NEW)],
+                     check=False)
+        assert r.returncode == 0, r.stderr
+        b = mount(c, tmp_path_factory, 'trpb')
+        assert read_direct(os.path.join(b.path, 'd', 'f')) == old
+        g = os.path.join(b.path, 'd', 'g')
+        st = os.stat(g)
+        assert (st.st_uid, st.st_mode & 0o777, st.st_size) == \
+            (1000, 0o444, NEW)
+        assert read_direct(g) == old[:NEW]
+    finally:
+        util.cleanup(*(x for x in (b, a, c) if x))
