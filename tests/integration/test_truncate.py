@@ -104,6 +104,19 @@ def read_direct(path):
     return bytes(out)
 
 
+def same(got, want, what):
+    """Fail, naming the first wrong byte, unless got == want (no pytest
+    diff of a megabyte)."""
+    if got == want:
+        return
+    n = min(len(got), len(want))
+    first = next((i for i in range(n) if got[i] != want[i]), n)
+    raise AssertionError('%s: %d bytes, want %d; first difference at %d: '
+                         '%r, want %r' % (what, len(got), len(want), first,
+                                          got[first:first + 1],
+                                          want[first:first + 1]))
+
+
 def grow_and_check(path, have, end):
     """Grow the file to end by writing one byte at end - 1 (have: what it
     holds now) and check it reads have, zeros up to end - 1, the byte."""
@@ -115,11 +128,7 @@ def grow_and_check(path, have, end):
     finally:
         os.close(fd)
     want = have + bytes(end - 1 - len(have)) + b'\xee'
-    got = read_direct(path)
-    assert len(got) == end
-    first = next((i for i in range(end) if got[i] != want[i]), None)
-    assert first is None, 'byte %d: %r, want %r (old byte back: %s)' % (
-        first, got[first], want[first], got[first] != 0)
+    same(read_direct(path), want, 'after growing to %d' % end)
 
 
 def kill_hooked(m):
@@ -148,11 +157,12 @@ def check_after_crash(path, old):
     size = os.stat(path).st_size
     got = read_direct(path)
     if size == NEW:
-        assert got == old[:NEW], 'size published but data wrong'
+        same(got, old[:NEW], 'size published')
     else:
         assert size == len(old), size
         zeros = old[:NEW] + bytes(len(old) - NEW)
-        assert got in (old, zeros), 'a mix of old bytes and zeros'
+        if got != old:
+            same(got, zeros, 'old size, neither the old bytes nor zeros')
     grow_and_check(path, got, MiB if size == NEW else 2 * MiB)
     return got
 
@@ -179,7 +189,7 @@ def test_client_killed_mid_truncate(tmp_path_factory, expect_log, point):
         got = check_after_crash(f, old)
         want = old[:NEW] if point == 'after-mgr' else \
             old[:NEW] + bytes(MiB - NEW)
-        assert got == want, 'the truncate stopped at the wrong point'
+        same(got, want, 'the state %s must leave' % point)
     finally:
         util.cleanup(*(x for x in (r, h, c) if x))
 
@@ -211,13 +221,14 @@ def test_iod_down_mid_truncate(tmp_path_factory):
         f = os.path.join(b.path, 'd', 'f')
         assert os.stat(f).st_size == MiB, 'a failed truncate published'
         got = read_direct(f)
-        assert got[:NEW] == old[:NEW]
+        same(got[:NEW], old[:NEW], 'below the new size')
         for off in range(NEW, MiB, UNIT):  # unit pieces: 100K..128K, ...
             end = min((off // UNIT + 1) * UNIT, MiB)
-            assert got[off:end] in (old[off:end], bytes(end - off)), off
+            if got[off:end] != old[off:end]:
+                same(got[off:end], bytes(end - off), 'piece at %d' % off)
         os.truncate(f, NEW)
         assert os.stat(f).st_size == NEW
-        assert read_direct(f) == old[:NEW]
+        same(read_direct(f), old[:NEW], 'truncated again')
         grow_and_check(f, old[:NEW], MiB)
     finally:
         util.cleanup(*(x for x in (b, a, c) if x))
@@ -251,11 +262,7 @@ def test_grow_cuts_bytes_past_the_share(tmp_path_factory):
         os.truncate(f, MiB)
         b = mount(c, tmp_path_factory, 'trgb')
         got = read_direct(os.path.join(b.path, 'd', 'f'))
-        assert len(got) == MiB
-        assert got[:NEW] == old
-        first = next((i for i in range(NEW, MiB) if got[i]), None)
-        assert first is None, 'byte %d past the old size is %r' % (
-            first, got[first])
+        same(got, old + bytes(MiB - NEW), 'grown to 1 MiB')
     finally:
         util.cleanup(*(x for x in (b, a, c) if x))
 
@@ -336,11 +343,12 @@ def test_permission_checked_before_iods(tmp_path_factory):
                      check=False)
         assert r.returncode == 0, r.stderr
         b = mount(c, tmp_path_factory, 'trpb')
-        assert read_direct(os.path.join(b.path, 'd', 'f')) == old
+        same(read_direct(os.path.join(b.path, 'd', 'f')), old,
+             'refused truncate')
         g = os.path.join(b.path, 'd', 'g')
         st = os.stat(g)
         assert (st.st_uid, st.st_mode & 0o777, st.st_size) == \
             (1000, 0o444, NEW)
-        assert read_direct(g) == old[:NEW]
+        same(read_direct(g), old[:NEW], "the owner's ftruncate")
     finally:
         util.cleanup(*(x for x in (b, a, c) if x))
