@@ -352,3 +352,15 @@ def test_permission_checked_before_iods(tmp_path_factory):
         same(read_direct(g), old[:NEW], "the owner's ftruncate")
     finally:
         util.cleanup(*(x for x in (b, a, c) if x))
+
+
+def test_hook_value_checked(tmp_path):
+    """A value of $RPFS_FUSE_TEST_TRUNCATE_EXIT that names no point stops
+    rpfs-fuse before it mounts, with exit status 2 and the value named."""
+    env = dict(os.environ, RPFS_FUSE_TEST_TRUNCATE_EXIT='after-both')
+    r = util.run([util.binary('fuse-client/rpfs-fuse'), '127.0.0.1:1',
+                  str(tmp_path), '-f'], check=False, timeout=30, env=env)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert ('rpfs-fuse: RPFS_FUSE_TEST_TRUNCATE_EXIT=after-both: expected '
+            'after-iods or after-mgr') in r.stderr, r.stderr
+    assert not util.is_mounted(str(tmp_path))
