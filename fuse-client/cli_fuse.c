@@ -444,7 +444,8 @@ static void cli_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		return (void) fuse_reply_err(req, -rc);
 	since = clock_of(req);
 	if (to_set & FUSE_SET_ATTR_SIZE)
-		rc = cli_size_truncate(fs, &c, ino, valid, &in, &out);
+		rc = cli_size_truncate(fs, &c, ino, valid, &in, NULL,
+				       &out);
 	else if (valid)
 		rc = cli_meta_setattr(fs, &c, ino, valid, &in, &out);
 	else
@@ -634,7 +635,8 @@ static void cli_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 		memset(&in, 0, sizeof(in));
 		(void)wb_drain(req, ino, 0);
-		rc = cli_size_truncate(fs, &c, ino, 0, &in, &a);
+		/* OPEN just checked the write permission (O_TRUNC) */
+		rc = cli_size_truncate(fs, &c, ino, 0, &in, &a, &a);
 		if (rc)
 			return (void) fuse_reply_err(req, -rc);
 	}
@@ -666,7 +668,8 @@ static void cli_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 		memset(&in, 0, sizeof(in));
 		(void)wb_drain(req, a.ino, 0);
-		rc = cli_size_truncate(fs, &c, a.ino, 0, &in, &a);
+		/* CREATE of an existing file checked the write permission */
+		rc = cli_size_truncate(fs, &c, a.ino, 0, &in, &a, &a);
 		if (rc)
 			return (void) fuse_reply_err(req, -rc);
 	}

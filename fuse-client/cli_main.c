@@ -27,6 +27,7 @@
 #include "cli_lock.h"
 #include "cli_loop.h"
 #include "cli_reap.h"
+#include "cli_size.h"
 #include "cli_wb.h"
 #include "cli_inode.h"
 #include "log.h"
@@ -374,6 +375,28 @@ out_free_conf:
 	return rc;
 }
 
+/*
+ * The truncate test hook, $RPFS_FUSE_TEST_TRUNCATE_EXIT (HACKING.md "Fault
+ * harness"): after-iods or after-mgr makes the next truncate _exit() there.
+ * Off when unset; any other value is refused.
+ * @return 0, or -EINVAL (message printed)
+ */
+static int test_hooks(const char *prog)
+{
+	const char *v = getenv("RPFS_FUSE_TEST_TRUNCATE_EXIT");
+
+	if (!v)
+		return 0;
+	if (cli_size_test_exit(v)) {
+		fprintf(stderr, "%s: RPFS_FUSE_TEST_TRUNCATE_EXIT=%s: expected "
+			"after-iods or after-mgr\n", prog, v);
+		return -EINVAL;
+	}
+	log_warn("test hook: the next truncate ends this process %s "
+		 "(RPFS_FUSE_TEST_TRUNCATE_EXIT)", v);
+	return 0;
+}
+
 /* Add a -o option to the argument list. @return 0 or -ENOMEM */
 static int add_opt(struct fuse_args *args, const char *fmt, const char *v)
 {
@@ -436,6 +459,10 @@ int main(int argc, char **argv)
 	if (fo.debug)
 		log_init("rpfs-fuse", LOG_DEBUG);
 	if (client_net_opts(&a, &no)) {
+		ret = 2;
+		goto out_free_args;
+	}
+	if (test_hooks(a.prog)) {
 		ret = 2;
 		goto out_free_args;
 	}

@@ -232,15 +232,19 @@ static int push_size(struct rpfs_fs *fs, uint64_t ino)
 	return cli_size_push(fs->cli, &fs->cred, ino);
 }
 
-/* Truncate a regular file to size (cli_size_truncate). */
+/* Truncate a regular file to size (cli_size_truncate). checked: the
+ * attributes OPEN returned when it has just checked the write permission
+ * (O_TRUNC), else NULL: no kernel checked before, so the mgr is asked
+ * before any iod is touched. */
 static int do_truncate(struct rpfs_fs *fs, uint64_t ino, uint64_t size,
-		       struct proto_attr *out)
+		       const struct proto_attr *checked, struct proto_attr *out)
 {
 	struct proto_attr in;
 
 	memset(&in, 0, sizeof(in));
 	in.size = size;
-	return cli_size_truncate(fs->cli, &fs->cred, ino, 0, &in, out);
+	return cli_size_truncate(fs->cli, &fs->cred, ino, 0, &in, checked,
+				 out);
 }
 
 /* Remove the objects of a freed inode and purge it, now (no background
@@ -303,7 +307,7 @@ int rpfs_open(rpfs_fs_t *fs, const char *path, int flags, mode_t mode,
 	if (rc)
 		return rc;
 	if ((flags & O_TRUNC) && acc != O_RDONLY && a.size > 0) {
-		rc = do_truncate(fs, a.ino, 0, &a);
+		rc = do_truncate(fs, a.ino, 0, &a, &a);
 		if (rc)
 			return rc;
 	}
@@ -484,7 +488,10 @@ int rpfs_fstat(rpfs_file_t *f, struct stat *st)
 	return 0;
 }
 
-/* ftruncate: publish pending writes first, then SETATTR and the iods. */
+/* ftruncate: publish pending writes first, then the permission check at
+ * the mgr, the iods, and SETATTR (cli_size_truncate). The open mode is not
+ * taken for the check: the mgr's SETATTR judges the caller now, and the
+ * iods must not be touched when it would refuse. */
 int rpfs_ftruncate(rpfs_file_t *f, uint64_t size)
 {
 	struct proto_attr a;
@@ -499,7 +506,7 @@ int rpfs_ftruncate(rpfs_file_t *f, uint64_t size)
 	if (rc)
 		return rc;
 	since = cli_itab_clock(f->fs->cli->itab);
-	rc = do_truncate(f->fs, f->ino, size, &a);
+	rc = do_truncate(f->fs, f->ino, size, NULL, &a);
 	if (rc == 0)
 		cli_inode_update(f->fs->cli->itab, &a, 0, since);
 	return rc;
