@@ -41,6 +41,7 @@ struct iod_args {
 	long id;               /* --id N, -1 = not given */
 	const char *key_path;  /* --key FILE */
 	const char *transport; /* --transport NAME */
+	int request_timeout_ms; /* --request-timeout SECONDS, 0 = not given */
 };
 
 /* Print usage to stderr. */
@@ -50,6 +51,7 @@ static void usage(void)
 		"usage: " PROG " --listen HOST:PORT --data DIR [--log-level LEVEL]"
 		" [--credits N]\n"
 		"       [--key FILE] [--transport tcp|verbs|auto] [--io-threads N]\n"
+		"       [--request-timeout SECONDS]\n"
 		"   or: " PROG " --conf FILE --id N [any of the above, which override the file]\n");
 }
 
@@ -99,6 +101,7 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 		{ "key", required_argument, NULL, 'K' },
 		{ "transport", required_argument, NULL, 'T' },
 		{ "io-threads", required_argument, NULL, 'W' },
+		{ "request-timeout", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -186,6 +189,20 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 			}
 			a->io_threads = (int)n;
 			break;
+		case 'R': {
+			double d;
+
+			errno = 0;
+			d = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(d >= 0.1) ||
+			    d > 86400) {
+				fprintf(stderr, PROG ": --request-timeout: expected "
+					"seconds in 0.1..86400, got \"%s\"\n", optarg);
+				return -EINVAL;
+			}
+			a->request_timeout_ms = (int)(d * 1000 + 0.5);
+			break;
+		}
 		case 'h':
 			usage();
 			return -ECANCELED;
@@ -464,6 +481,8 @@ int main(int argc, char **argv)
 	}
 	if (a.transport)
 		(void)net_transport_parse(a.transport, &no.transport);
+	if (a.request_timeout_ms)
+		no.request_timeout_ms = a.request_timeout_ms;
 	log_init(PROG, a.level);
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();
