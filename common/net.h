@@ -152,6 +152,11 @@ struct net_stats {
 					    * callers' pipes (net_call rd_pipe) */
 	uint64_t pipe_staged_bytes;        /* of those, bytes staged by recv and
 					    * written, not spliced */
+	/* server (tcp) limits (HACKING.md "TCP server limits") */
+	uint64_t conns_open;               /* connections open now (gauge) */
+	uint64_t deadline_closes;          /* connections closed because a
+					    * request's data did not arrive
+					    * within request_timeout */
 };
 
 /** Defaults: credits, timeout, thresholds of the paper (4 KiB inline, 64 KiB

@@ -239,6 +239,7 @@ static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why)
 	else
 		log_debug("net: %s: %s; closing connection", c->base.peer, why);
 	c->dead = 1;
+	NET_STAT_ADD(&s->base.st, conns_open, -1);
 	ev_io_stop(s->loop, &c->rw);
 	ev_io_stop(s->loop, &c->ww);
 	ev_timer_stop(s->loop, &c->dl);
@@ -321,6 +322,7 @@ static void tsrv_dl_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	snprintf(why, sizeof(why), "request data did not arrive within %d ms",
 		 c->srv->base.opts.request_timeout_ms);
 	NET_STAT_ADD(&c->srv->base.st, conn_errors, 1);
+	NET_STAT_ADD(&c->srv->base.st, deadline_closes, 1);
 	tsrv_hold(c);
 	tsrv_conn_close(c, 1, why);
 	tsrv_release(c);
@@ -1222,6 +1224,7 @@ static void tsrv_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			s->conns->prev = c;
 		s->conns = c;
 		ev_io_start(loop, &c->rw);
+		NET_STAT_ADD(&s->base.st, conns_open, 1);
 		log_debug("net: connection from %s", c->base.peer);
 	}
 }

@@ -908,13 +908,16 @@ static int t_limits(void)
 	}
 	srv_request_timeout_ms = 0;
 	net_opts_default(&o);
+	o.tcp_lanes = 1; /* one server connection, for conns_open */
 	if (net_client_new(&cl, &o))
 		goto out_stop;
 	if (net_conn_new(cl, "127.0.0.1", st.port, &c))
 		goto out_client;
+	CHECK(echo(c, "connected") == 0);
 
 	/* header only: nothing dispatched, closed by the deadline */
 	net_server_stats(st.srv, &before);
+	CHECK(before.conns_open == 1);
 	fd = raw_hello(st.port);
 	CHECK(fd >= 0);
 	proto_hdr_encode(buf, &wr);
@@ -938,6 +941,8 @@ static int t_limits(void)
 	net_server_stats(st.srv, &after);
 	CHECK(after.msgs_rx == before.msgs_rx + 2);
 	CHECK(after.conn_errors == before.conn_errors + 2);
+	CHECK(after.deadline_closes == before.deadline_closes + 2);
+	CHECK(after.conns_open == before.conns_open);
 
 	/* unread replies: 20000 echoes of 1 KiB offered, replies never read;
 	 * the server stops taking them long before all are in */
