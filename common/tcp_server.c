@@ -18,8 +18,8 @@
  * Limits, so that a stalled, vanished or flooding peer cannot wear the
  * server down (HACKING.md, "TCP server limits"):
  *  - a request with write data goes to the handler (which takes a pool
- *    buffer for it) only once its first TSRV_STG_SIZE bytes (or all of it,
- *    if less) are staged: a header without its data holds no buffer;
+ *    buffer for it) only once the first byte of that data is staged
+ *    (TSRV_BULK_GATE): a header without its data holds no buffer;
  *  - each connection has one request at a time, so it holds at most that
  *    request's buffers;
  *  - request deadline: the time spent waiting on the peer for a request's
