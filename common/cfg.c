@@ -247,6 +247,24 @@ static int cfg_layout_client(struct cfg_parse *p, const char *sec,
 			"connections)", key);
 }
 
+/* [net]: request_timeout = SECONDS (0.1 .. 86400) */
+static int cfg_net(struct cfg_parse *p, const char *key, const char *v)
+{
+	char *end;
+	double d;
+
+	if (strcmp(key, "request_timeout"))
+		return cfg_fail(p, "[net]: unknown key \"%s\" (expected request_timeout)",
+				key);
+	errno = 0;
+	d = strtod(v, &end);
+	if (errno || end == v || *end || !(d >= 0.1) || d > 86400)
+		return cfg_fail(p, "[net] request_timeout: expected seconds in "
+				"0.1..86400, got \"%s\"", v);
+	p->c->request_timeout_ms = (int)(d * 1000 + 0.5);
+	return 1;
+}
+
 /* [mgr] */
 static int cfg_mgr(struct cfg_parse *p, const char *key, const char *v)
 {
@@ -420,6 +438,8 @@ static int cfg_handler(void *user, const char *sec, const char *key,
 		rc = cfg_iod_key(p, sec, key, v);
 	else if (!strcmp(sec, "verbs"))
 		rc = cfg_verbs(p, key, v);
+	else if (!strcmp(sec, "net"))
+		rc = cfg_net(p, key, v);
 	else if (!strcmp(sec, "log") && !strcmp(key, "level")) {
 		p->c->log_level = log_level_parse(v);
 		rc = p->c->log_level >= LOG_ERR ? 1 :
@@ -431,7 +451,7 @@ static int cfg_handler(void *user, const char *sec, const char *key,
 		rc = cfg_fail(p, "key \"%s\" outside any section", key);
 	else
 		rc = cfg_fail(p, "unknown section [%s] (expected cluster, layout, client, "
-			      "mgr, iod.N, verbs, log)", sec);
+			      "mgr, iod.N, net, verbs, log)", sec);
 	snprintf(p->last_sec, sizeof(p->last_sec), "%s", sec);
 	return rc;
 }
@@ -573,6 +593,8 @@ int cfg_net_opts(const struct cfg *c, struct net_opts *o, char *err,
 		o->timeout_ms = c->timeout_ms;
 	if (c->tcp_lanes)
 		o->tcp_lanes = c->tcp_lanes;
+	if (c->request_timeout_ms)
+		o->request_timeout_ms = c->request_timeout_ms;
 	if (c->has_poll_mode)
 		o->poll_mode = c->poll_mode;
 	if (c->inline_max)

@@ -8,6 +8,8 @@
  *   [layout]   stripe_unit = SIZE (4K..64M, power of two), stripe_count = N,
  *              mirror = 1|2 (replicas of new files; default 1)
  *   [client]   timeout = SECONDS
+ *   [net]      request_timeout = SECONDS (servers: how long a request's
+ *              data may take to arrive; also keepalive; default 10)
  *   [mgr]      db = DIR, listen = HOST:PORT, root_squash = BOOL,
  *              resync_rate = MB/s (0..100000, 0 = resync off),
  *              db_size = SIZE (4M..1024G, the namespace map),
@@ -70,6 +72,7 @@ struct cfg {
 	uint8_t mirror;                  /* [layout] mirror 1|2; 0 = unset */
 	int timeout_ms;                  /* [client] timeout; 0 = unset */
 	int tcp_lanes;                   /* [client] connections; 0 = unset */
+	int request_timeout_ms;          /* [net] request_timeout; 0 = unset */
 	char *db;                        /* [mgr] db; NULL = unset */
 	char listen_host[PROTO_MAX_HOST + 1]; /* [mgr] listen; "" = unset */
 	uint16_t listen_port;
@@ -105,7 +108,7 @@ void cfg_free(struct cfg *c);
 
 /**
  * Apply the transport settings of the file to o: transport, verbs knobs,
- * client timeout, and the cluster key (loaded from key_path).
+ * client timeout, server request timeout, and the cluster key (loaded from key_path).
  * @param[out] err on failure, names the key file and why
  * @return 0, or net_key_load()'s error
  */

@@ -30,6 +30,7 @@ void net_opts_default(struct net_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->credits = NET_DEFAULT_CREDITS;
 	o->timeout_ms = NET_DEFAULT_TIMEOUT_MS;
+	o->request_timeout_ms = NET_DEFAULT_REQUEST_TIMEOUT_MS;
 	o->tcp_lanes = NET_DEFAULT_TCP_LANES;
 	o->transport = NET_TRANSPORT_TCP;
 	if (env && env[0])
@@ -80,7 +81,8 @@ const char *net_transport_name(enum net_transport t)
 	X(reg_cache_evictions) X(pinned_bytes) X(srq_posted) X(poll_sleeps) \
 	X(reg_ns) X(ogr_groups) X(ogr_fallbacks) X(rdma_signaled)            \
 	X(ogr_cost_a_ns) X(ogr_cost_b_ns) X(ogr_cal_ns)                      \
-	X(client_copy_bytes) X(data_ops) X(pipe_bytes) X(pipe_staged_bytes)
+	X(client_copy_bytes) X(data_ops) X(pipe_bytes) X(pipe_staged_bytes) \
+	X(conns_open) X(deadline_closes)
 
 /* Format st as one JSON object; see net.h. Cost: one pass, no allocation. */
 int net_stats_json(const struct net_stats *st, const char *transport,
@@ -117,6 +119,11 @@ static int net_opts_check(const struct net_opts *o, struct net_opts *out)
 	else
 		net_opts_default(out);
 	if (out->credits < 1 || out->credits > 65535 || out->timeout_ms < 1)
+		return -EINVAL;
+	if (out->request_timeout_ms == 0)
+		out->request_timeout_ms = NET_DEFAULT_REQUEST_TIMEOUT_MS;
+	if (out->request_timeout_ms < 0 ||
+	    out->request_timeout_ms > NET_MAX_REQUEST_TIMEOUT_MS)
 		return -EINVAL;
 	if (out->tcp_lanes == 0)
 		out->tcp_lanes = NET_DEFAULT_TCP_LANES;

@@ -31,6 +31,8 @@ struct ev_loop;
 #define NET_DEFAULT_TCP_LANES 4  /* tcp: sockets per server connection */
 #define NET_MAX_TCP_LANES 16
 #define NET_DEFAULT_TIMEOUT_MS 10000
+#define NET_DEFAULT_REQUEST_TIMEOUT_MS 10000 /* server request deadline */
+#define NET_MAX_REQUEST_TIMEOUT_MS 86400000  /* one day */
 #define NET_MAX_IOV 1024 /* iovecs per call direction / per pull or push */
 
 /* Which backend carries the messages. */
@@ -66,6 +68,12 @@ struct net_opts {
 	int credits;      /* server: credits granted per client connection;
 			   * client: upper bound it will use */
 	int timeout_ms;   /* client: connect + call deadline */
+	int request_timeout_ms; /* server (tcp): how long a request's body and
+				 * write data may take to arrive, counting only
+				 * time spent waiting on the peer; also sets the
+				 * accepted sockets' keepalive and
+				 * TCP_USER_TIMEOUT. 0 = default
+				 * (NET_DEFAULT_REQUEST_TIMEOUT_MS) */
 	int tcp_lanes;    /* client (tcp): sockets per server, 1..16; each
 			   * call takes the least busy one, so concurrent
 			   * callers rarely share a socket's receive side
@@ -144,6 +152,11 @@ struct net_stats {
 					    * callers' pipes (net_call rd_pipe) */
 	uint64_t pipe_staged_bytes;        /* of those, bytes staged by recv and
 					    * written, not spliced */
+	/* server (tcp) limits (HACKING.md "TCP server limits") */
+	uint64_t conns_open;               /* connections open now (gauge) */
+	uint64_t deadline_closes;          /* connections closed because a
+					    * request's data did not arrive
+					    * within request_timeout */
 };
 
 /** Defaults: credits, timeout, thresholds of the paper (4 KiB inline, 64 KiB

@@ -15,6 +15,22 @@
  * callbacks of a closed connection run later from a fed event with -EIO,
  * never from inside the call that caused the close.
  *
+ * Limits, so that a stalled, vanished or flooding peer cannot wear the
+ * server down (HACKING.md, "TCP server limits"):
+ *  - a request with write data goes to the handler (which takes a pool
+ *    buffer for it) only once the first byte of that data is staged
+ *    (TSRV_BULK_GATE): a header without its data holds no buffer;
+ *  - each connection has one request at a time, so it holds at most that
+ *    request's buffers;
+ *  - request deadline: the time spent waiting on the peer for a request's
+ *    body and write data adds up to at most opts.request_timeout_ms, else
+ *    the connection is closed (one warning naming the peer), which fails
+ *    the handler's pull and so frees its buffer;
+ *  - accepted sockets get TCP keepalive and TCP_USER_TIMEOUT derived from
+ *    the same timeout (tsrv_sock_limits), so a vanished host is noticed;
+ *  - output bound: while more than TSRV_OUT_MAX bytes of replies wait in
+ *    the queue, no new request is read from that connection.
+ *
  * Everything here runs in the loop thread; only the counters are atomics.
  */
 #include "net_int.h"
@@ -38,10 +54,12 @@
 #define TSRV_DIRECT_MIN 4096    /* pull bytes left above which we readv directly */
 #define TSRV_BUDGET 32          /* reads per readable event (fairness) */
 #define TSRV_ZERO_LEN 65536     /* zeros sent in place of a vanished file tail */
+#define TSRV_OUT_MAX (256u << 10) /* queued reply bytes above which input stops */
 
 static const uint8_t tsrv_zeros[TSRV_ZERO_LEN];
 
-enum tsrv_in { IN_HDR, IN_BODY, IN_REQ, IN_DISCARD };
+/* IN_BULKWAIT: body in, waiting for the first write data before dispatch */
+enum tsrv_in { IN_HDR, IN_BODY, IN_BULKWAIT, IN_REQ, IN_DISCARD };
 
 /* One output frame, or a transfer completion to deliver later. */
 struct tsrv_frame {
@@ -53,6 +71,7 @@ struct tsrv_frame {
 	/* file tail sent by sendfile once the iovs are out (push_fd) */
 	int sf_fd;                /* the file; only used while sf_left > 0 */
 	int sf_zero;              /* file ended early: send zeros instead */
+	size_t qbytes;            /* reply bytes counted in out_bytes */
 	off_t sf_off;             /* next file offset */
 	size_t sf_left;           /* file bytes still to send */
 	uint8_t hdr[PROTO_HDR_LEN];
@@ -75,6 +94,9 @@ struct tsrv_conn {
 	uint8_t sn[NET_AUTH_NONCE_LEN]; /* our nonce of the handshake */
 	ev_io rw, ww;
 	ev_idle kick;                   /* never started; fed to run deferred cbs */
+	ev_timer dl;                    /* request deadline, runs while we wait
+					 * on the peer for a request's bytes */
+	ev_tstamp dl_left;              /* seconds of the deadline left */
 
 	/* input */
 	enum tsrv_in in;
@@ -100,6 +122,7 @@ struct tsrv_conn {
 	/* output queue, and completions to deliver from the kick watcher */
 	struct tsrv_frame *out_head, *out_tail;
 	struct tsrv_frame *done_head, *done_tail;
+	size_t out_bytes;               /* bytes of queued reply frames */
 };
 
 struct tsrv_server {
@@ -119,6 +142,7 @@ static void tsrv_want_read(struct tsrv_conn *c);
 static int tsrv_staged(const struct tsrv_conn *c);
 static void tsrv_flush(struct tsrv_conn *c);
 static void tsrv_ctrl(struct tsrv_conn *c);
+static void tsrv_dispatch(struct tsrv_conn *c);
 
 /* ---------------------------------------------------------------- lifetime */
 
@@ -128,6 +152,7 @@ static void tsrv_conn_destroy(struct tsrv_conn *c)
 	struct tsrv_server *s = c->srv;
 	struct tsrv_frame *f, *nx;
 
+	ev_timer_stop(s->loop, &c->dl);
 	ev_clear_pending(s->loop, &c->kick);
 	ev_clear_pending(s->loop, &c->rw);
 	ev_clear_pending(s->loop, &c->ww);
@@ -214,8 +239,10 @@ static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why)
 	else
 		log_debug("net: %s: %s; closing connection", c->base.peer, why);
 	c->dead = 1;
+	NET_STAT_ADD(&s->base.st, conns_open, -1);
 	ev_io_stop(s->loop, &c->rw);
 	ev_io_stop(s->loop, &c->ww);
+	ev_timer_stop(s->loop, &c->dl);
 	close(c->fd);
 	c->fd = -1;
 	for (f = c->out_head; f; f = nx) {
@@ -226,6 +253,7 @@ static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why)
 			free(f);
 	}
 	c->out_head = c->out_tail = NULL;
+	c->out_bytes = 0;
 	if (c->pull_active) {
 		c->pull_active = 0;
 		f = calloc(1, sizeof(*f));
@@ -241,7 +269,81 @@ static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why)
 	tsrv_release(c);
 }
 
+/* ---------------------------------------------------------------- deadline */
+
+/* Whether c waits on its peer for bytes of the current request: its body,
+ * the first write data, data a pull asked for, or data to discard. */
+static int tsrv_waits_peer(const struct tsrv_conn *c)
+{
+	if (c->dead)
+		return 0;
+	switch (c->in) {
+	case IN_BODY:
+	case IN_BULKWAIT:
+	case IN_DISCARD:
+		return 1;
+	case IN_REQ:
+		return c->pull_active;
+	default:
+		return 0;
+	}
+}
+
+/* Run the request deadline while c waits on its peer, pause it (keeping
+ * what is left) while the handler or the disk has the request. */
+static void tsrv_dl_update(struct tsrv_conn *c)
+{
+	struct ev_loop *loop = c->srv->loop;
+	int wait = tsrv_waits_peer(c);
+
+	if (wait && !ev_is_active(&c->dl)) {
+		ev_timer_set(&c->dl, c->dl_left > 0.001 ? c->dl_left : 0.001, 0.);
+		ev_timer_start(loop, &c->dl);
+	} else if (!wait && ev_is_active(&c->dl)) {
+		c->dl_left = ev_timer_remaining(loop, &c->dl);
+		ev_timer_stop(loop, &c->dl);
+	}
+}
+
+/* A new request header: its deadline starts afresh. */
+static void tsrv_dl_reset(struct tsrv_conn *c)
+{
+	ev_timer_stop(c->srv->loop, &c->dl);
+	c->dl_left = c->srv->base.opts.request_timeout_ms / 1000.;
+}
+
+/* The peer did not send a request's bytes in time: close the connection,
+ * which fails a pending pull so the handler frees its buffer. */
+static void tsrv_dl_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct tsrv_conn *c = w->data;
+	char why[96];
+
+	snprintf(why, sizeof(why), "request data did not arrive within %d ms",
+		 c->srv->base.opts.request_timeout_ms);
+	NET_STAT_ADD(&c->srv->base.st, conn_errors, 1);
+	NET_STAT_ADD(&c->srv->base.st, deadline_closes, 1);
+	tsrv_hold(c);
+	tsrv_conn_close(c, 1, why);
+	tsrv_release(c);
+}
+
 /* ------------------------------------------------------------------- input */
+
+/* Staged write data needed before a request with bulk data is dispatched:
+ * its first byte. A header whose data never comes so never reaches the
+ * handler, and takes no pool buffer (its deadline closes it). */
+#define TSRV_BULK_GATE 1
+
+/* The body of the request in c->h is in: dispatch it, or first wait for
+ * its write data to start (IN_BULKWAIT). */
+static void tsrv_body_done(struct tsrv_conn *c)
+{
+	if (!(c->h.flags & PROTO_F_CTRL) && c->h.bulk_len > 0)
+		c->in = IN_BULKWAIT;
+	else
+		tsrv_dispatch(c);
+}
 
 /* Make the request in c->h/c->body the handler's. */
 static void tsrv_dispatch(struct tsrv_conn *c)
@@ -306,11 +408,13 @@ static void tsrv_ctrl_reply(struct tsrv_conn *c, int32_t status,
 		memcpy(copy, body, len);
 		f->iov[1] = (struct iovec){ copy, len };
 	}
+	f->qbytes = PROTO_HDR_LEN + (size_t)len;
 	if (c->out_tail)
 		c->out_tail->next = f;
 	else
 		c->out_head = f;
 	c->out_tail = f;
+	c->out_bytes += f->qbytes;
 	tsrv_flush(c);
 }
 
@@ -400,6 +504,7 @@ static int tsrv_on_hdr(struct tsrv_conn *c)
 		tsrv_conn_close(c, 1, why);
 		return -EPROTO;
 	}
+	tsrv_dl_reset(c);
 	if ((h->flags & PROTO_F_CTRL) && h->body_len == 0) {
 		tsrv_ctrl(c);
 		return c->dead ? -EIO : 0;
@@ -421,7 +526,7 @@ static int tsrv_on_hdr(struct tsrv_conn *c)
 	c->body_got = 0;
 	c->in = IN_BODY;
 	if (h->body_len == 0)
-		tsrv_dispatch(c);
+		tsrv_body_done(c);
 	return 0;
 }
 
@@ -485,6 +590,10 @@ static int tsrv_in_step(struct tsrv_conn *c)
 
 	switch (c->in) {
 	case IN_HDR:
+		if (c->out_bytes > TSRV_OUT_MAX) {
+			tsrv_want_read(c); /* stops reading until replies drain */
+			return 0;
+		}
 		if (avail >= PROTO_HDR_LEN) {
 			const char *why = "?";
 			int rc = proto_hdr_decode(c->stg + c->stg_off, &c->h, &why);
@@ -508,7 +617,7 @@ static int tsrv_in_step(struct tsrv_conn *c)
 			c->stg_off += k;
 			c->body_got += k;
 			if (c->body_got == c->h.body_len)
-				tsrv_dispatch(c);
+				tsrv_body_done(c);
 			return 1;
 		}
 		if (c->h.body_len - c->body_got >= TSRV_DIRECT_MIN) {
@@ -518,10 +627,16 @@ static int tsrv_in_step(struct tsrv_conn *c)
 				NET_STAT_ADD(&s->base.st, bytes_rx, n);
 				c->body_got += (uint32_t)n;
 				if (c->body_got == c->h.body_len)
-					tsrv_dispatch(c);
+					tsrv_body_done(c);
 				return 1;
 			}
 			goto out_err;
+		}
+		break;
+	case IN_BULKWAIT:
+		if (avail >= TSRV_BULK_GATE) {
+			tsrv_dispatch(c);
+			return 1;
 		}
 		break;
 	case IN_REQ:
@@ -595,7 +710,9 @@ static int tsrv_staged(const struct tsrv_conn *c)
 
 	switch (c->in) {
 	case IN_HDR:
-		return avail >= PROTO_HDR_LEN;
+		return avail >= PROTO_HDR_LEN && c->out_bytes <= TSRV_OUT_MAX;
+	case IN_BULKWAIT:
+		return avail >= TSRV_BULK_GATE;
 	case IN_REQ:
 		return c->pull_active && avail > 0;
 	default:
@@ -614,16 +731,21 @@ static void tsrv_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	for (int i = 0; !c->dead && (i < TSRV_BUDGET || tsrv_staged(c)); i++)
 		if (tsrv_in_step(c) <= 0)
 			break;
+	tsrv_dl_update(c);
 	tsrv_release(c);
 }
 
 /* Whether input should be read now: not while a request is with the
- * handler, unless it is pulling. Restarts processing of staged bytes. */
+ * handler, unless it is pulling, nor a new request while more than
+ * TSRV_OUT_MAX reply bytes wait to be sent. Restarts processing of staged
+ * bytes, and runs or pauses the request deadline to match. */
 static void tsrv_want_read(struct tsrv_conn *c)
 {
 	struct ev_loop *loop = c->srv->loop;
-	int want = !c->dead && (c->in != IN_REQ || c->pull_active);
+	int want = !c->dead && (c->in != IN_REQ || c->pull_active) &&
+		   !(c->in == IN_HDR && c->out_bytes > TSRV_OUT_MAX);
 
+	tsrv_dl_update(c);
 	if (want) {
 		if (!ev_is_active(&c->rw))
 			ev_io_start(loop, &c->rw);
@@ -693,6 +815,7 @@ static void tsrv_flush(struct tsrv_conn *c)
 {
 	struct tsrv_server *s = c->srv;
 	struct iovec v[IOV_MAX];
+	int over = c->out_bytes > TSRV_OUT_MAX;
 
 	while (c->out_head && !c->dead) {
 		int cnt = 0, more = 0, file = 0;
@@ -745,14 +868,18 @@ static void tsrv_flush(struct tsrv_conn *c)
 			c->out_head = f->next;
 			if (!c->out_head)
 				c->out_tail = NULL;
-			if (f->cb)
+			if (f->cb) {
 				tsrv_defer(c, f, 0);
-			else
+			} else {
+				c->out_bytes -= f->qbytes;
 				free(f);
+			}
 		}
 	}
 	if (c->dead)
 		return;
+	if (over && c->out_bytes <= TSRV_OUT_MAX)
+		tsrv_want_read(c); /* replies drained: read requests again */
 	if (c->out_head && !ev_is_active(&c->ww))
 		ev_io_start(s->loop, &c->ww);
 	else if (!c->out_head && ev_is_active(&c->ww))
@@ -777,6 +904,7 @@ static void tsrv_queue(struct tsrv_conn *c, struct tsrv_frame *f)
 	else
 		c->out_head = f;
 	c->out_tail = f;
+	c->out_bytes += f->qbytes;
 	tsrv_flush(c);
 }
 
@@ -993,6 +1121,7 @@ static int tsrv_reply(struct net_sreq *r, int32_t status, const void *body,
 		}
 		f->iov[0] = (struct iovec){ p, rest };
 		f->cnt = 1;
+		f->qbytes = rest;
 		tsrv_queue(c, f);
 	}
 	if (!c->dead)
@@ -1016,6 +1145,29 @@ static void tsrv_reject(struct net_sreq *r, const char *why)
 }
 
 /* ----------------------------------------------------------------- accept */
+
+/*
+ * Make a vanished peer host noticed within about ms: TCP_USER_TIMEOUT = ms
+ * (data unacknowledged that long fails the socket, so a pull or reply to
+ * a dead host ends), and keepalive on an idle socket: first probe after
+ * ms/2, then every ms/6, 3 probes (all at least 1 s).
+ * @return 0, or -errno of the setsockopt that failed
+ */
+static int tsrv_sock_limits(int fd, int ms)
+{
+	int one = 1, cnt = 3;
+	int idle = ms / 2000 > 1 ? ms / 2000 : 1;
+	int intvl = ms / 6000 > 1 ? ms / 6000 : 1;
+	unsigned int uto = (unsigned int)ms;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto)))
+		return -errno;
+	return 0;
+}
 
 /* Accept every pending connection. */
 static void tsrv_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -1052,6 +1204,13 @@ static void tsrv_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c->base.srv = &s->base;
 		net_addr_format(&ss, c->base.peer, sizeof(c->base.peer));
+		int rc = tsrv_sock_limits(fd, s->base.opts.request_timeout_ms);
+		if (rc)
+			log_warn("net: %s: cannot set keepalive or user timeout: %s",
+				 c->base.peer, strerror(-rc));
+		ev_timer_init(&c->dl, tsrv_dl_cb, 0., 0.);
+		c->dl.data = c;
+		c->dl_left = s->base.opts.request_timeout_ms / 1000.;
 		c->srv = s;
 		c->fd = fd;
 		c->stg = stg;
@@ -1065,6 +1224,7 @@ static void tsrv_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			s->conns->prev = c;
 		s->conns = c;
 		ev_io_start(loop, &c->rw);
+		NET_STAT_ADD(&s->base.st, conns_open, 1);
 		log_debug("net: connection from %s", c->base.peer);
 	}
 }

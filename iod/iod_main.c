@@ -43,6 +43,7 @@ struct iod_args {
 	const char *transport; /* --transport NAME */
 	int insecure;          /* --insecure, [cluster] insecure: 1 = serve a
 				* non-loopback address with no key */
+	int request_timeout_ms; /* --request-timeout SECONDS, 0 = not given */
 };
 
 /* Print usage to stderr. */
@@ -52,7 +53,7 @@ static void usage(void)
 		"usage: " PROG " --listen HOST:PORT --data DIR [--log-level LEVEL]"
 		" [--credits N]\n"
 		"       [--key FILE] [--transport tcp|verbs|auto] [--io-threads N]\n"
-		"       [--insecure]\n"
+		"       [--insecure] [--request-timeout SECONDS]\n"
 		"   or: " PROG " --conf FILE --id N [any of the above, which override the file]\n"
 		"HOST:PORT: a name, an IPv4 address or [IPv6]:PORT.\n"
 		"--insecure: with no cluster key, listen on a non-loopback address\n"
@@ -73,6 +74,7 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 		{ "transport", required_argument, NULL, 'T' },
 		{ "io-threads", required_argument, NULL, 'W' },
 		{ "insecure", no_argument, NULL, 'I' },
+		{ "request-timeout", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -163,6 +165,20 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 			}
 			a->io_threads = (int)n;
 			break;
+		case 'R': {
+			double d;
+
+			errno = 0;
+			d = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(d >= 0.1) ||
+			    d > 86400) {
+				fprintf(stderr, PROG ": --request-timeout: expected "
+					"seconds in 0.1..86400, got \"%s\"\n", optarg);
+				return -EINVAL;
+			}
+			a->request_timeout_ms = (int)(d * 1000 + 0.5);
+			break;
+		}
 		case 'h':
 			usage();
 			return -ECANCELED;
@@ -449,6 +465,8 @@ int main(int argc, char **argv)
 		cfg_free(conf);
 		return 2;
 	}
+	if (a.request_timeout_ms)
+		no.request_timeout_ms = a.request_timeout_ms;
 	log_init(PROG, a.level);
 	if (warn)
 		log_warn("%s", msg);

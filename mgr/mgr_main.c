@@ -44,6 +44,7 @@ struct mgr_args {
 	int insecure_warn;     /* check_listen: log insecure_msg as a warning */
 	char insecure_msg[PROTO_MAX_HOST + 400];
 	const char *transport; /* --transport NAME */
+	int request_timeout_ms; /* --request-timeout SECONDS, 0 = not given */
 	long lock_grace_ms;    /* --lock-grace SECONDS; -1 = not given */
 	long resync_rate;      /* --resync-rate MB/s; -1 = not given */
 	long lease_ms;         /* --lease-ms (testing); -1 = not given */
@@ -74,7 +75,7 @@ static void usage(FILE *f)
 		   "       [--log-level LEVEL]\n"
 		   "       [--key FILE] [--transport tcp|verbs|auto] [--lock-grace SECONDS]\n"
 		   "       [--resync-rate MB/s] [--db-size SIZE] [--xattr-max-count N]\n"
-		   "       [--xattr-max-bytes SIZE] [--insecure]\n"
+		   "       [--xattr-max-bytes SIZE] [--insecure] [--request-timeout SECONDS]\n"
 		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
 		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n"
 		   "HOST:PORT: a name, an IPv4 address or [IPv6]:PORT.\n"
@@ -219,6 +220,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "conf", required_argument, NULL, 'C' },
 		{ "key", required_argument, NULL, 'K' },
 		{ "transport", required_argument, NULL, 'T' },
+		{ "request-timeout", required_argument, NULL, 'Q' },
 		{ "lock-grace", required_argument, NULL, 'G' },
 		{ "resync-rate", required_argument, NULL, 'R' },
 		{ "lease-ms", required_argument, NULL, 'E' },
@@ -332,6 +334,18 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 			if (rc)
 				return rc;
 			break;
+		case 'Q': {
+			char *end;
+			double d;
+
+			errno = 0;
+			d = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(d >= 0.1) || d > 86400)
+				return bad_arg("--request-timeout",
+					       "seconds in 0.1..86400", optarg);
+			a->request_timeout_ms = (int)(d * 1000 + 0.5);
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 1;
@@ -543,6 +557,8 @@ int main(int argc, char **argv)
 	}
 	if (a.transport)
 		(void)net_transport_parse(a.transport, &o.transport);
+	if (a.request_timeout_ms)
+		o.request_timeout_ms = a.request_timeout_ms;
 	if (a.key_path && (!conf || a.key_path != conf->key_path)) {
 		rc = cfg_load_key(a.key_path, &o, msg, sizeof(msg));
 		if (rc) {

@@ -222,6 +222,10 @@ struct srv_thread {
 	pthread_cond_t cv;
 };
 
+/* Request deadline for the next server started (0 = default); set only
+ * while no server thread is starting. */
+static int srv_request_timeout_ms;
+
 static void srv_stop_cb(struct ev_loop *loop, ev_async *w, int revents)
 {
 	struct srv_thread *st = w->data;
@@ -240,6 +244,7 @@ static void *srv_main(void *arg)
 
 	net_opts_default(&o);
 	o.credits = st->credits;
+	o.request_timeout_ms = srv_request_timeout_ms;
 	if (st->key) {
 		o.has_key = 1;
 		memcpy(o.key, st->key, NET_KEY_LEN);
@@ -829,6 +834,147 @@ static int t_malformed(uint16_t port, struct net_server *srv, struct net_conn *c
 	return 0;
 }
 
+/* Connect a raw socket to 127.0.0.1:port and do the HELLO handshake.
+ * @return the fd, or -1 */
+static int raw_hello(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct proto_hdr hello = { .op = PROTO_OP_NET_HELLO, .flags = PROTO_F_CTRL };
+	uint8_t buf[PROTO_HDR_LEN];
+	size_t got = 0;
+	int fd;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		return -1;
+	proto_hdr_encode(buf, &hello);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    send(fd, buf, sizeof(buf), MSG_NOSIGNAL) != (ssize_t)sizeof(buf))
+		goto out_close_fd;
+	while (got < sizeof(buf)) {
+		ssize_t n = recv(fd, buf + got, sizeof(buf) - got, 0);
+		if (n <= 0)
+			goto out_close_fd;
+		got += (size_t)n;
+	}
+	return fd;
+
+out_close_fd:
+	close(fd);
+	return -1;
+}
+
+/* Wait up to ms for the server to close fd (recv returns 0 or an error).
+ * @return 0 closed, -1 still open */
+static int raw_wait_close(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char tmp[4096];
+
+	for (uint64_t t0 = now_ms(); now_ms() - t0 < (uint64_t)ms;) {
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		if (recv(fd, tmp, sizeof(tmp), MSG_DONTWAIT) <= 0)
+			return 0;
+	}
+	return -1;
+}
+
+/*
+ * TCP server limits, on a server with a 300 ms request deadline: a write
+ * header whose data never comes is not given to the handler and is closed
+ * by the deadline; so is one whose data stops part way (its pull fails);
+ * a peer that sends many requests and reads no reply is not read further
+ * once its replies back up. The server goes on serving others.
+ */
+static int t_limits(void)
+{
+	struct proto_hdr wr = { .op = OP_WRITE, .tag = 1, .bulk_len = 65536 };
+	struct proto_hdr ec = { .op = OP_ECHO, .body_len = 1024 };
+	struct net_stats before, after;
+	struct srv_thread st;
+	struct net_client *cl;
+	struct net_conn *c;
+	struct net_opts o;
+	uint8_t buf[PROTO_HDR_LEN + 1024];
+	uint64_t t0;
+	int fd, rc = -1, sent = 0;
+
+	srv_request_timeout_ms = 300;
+	if (srv_start(&st, NET_DEFAULT_CREDITS) != 0) {
+		srv_request_timeout_ms = 0;
+		return -1;
+	}
+	srv_request_timeout_ms = 0;
+	net_opts_default(&o);
+	o.tcp_lanes = 1; /* one server connection, for conns_open */
+	if (net_client_new(&cl, &o))
+		goto out_stop;
+	if (net_conn_new(cl, "127.0.0.1", st.port, &c))
+		goto out_client;
+	CHECK(echo(c, "connected") == 0);
+
+	/* header only: nothing dispatched, closed by the deadline */
+	net_server_stats(st.srv, &before);
+	CHECK(before.conns_open == 1);
+	fd = raw_hello(st.port);
+	CHECK(fd >= 0);
+	proto_hdr_encode(buf, &wr);
+	CHECK(send(fd, buf, PROTO_HDR_LEN, MSG_NOSIGNAL) == PROTO_HDR_LEN);
+	t0 = now_ms();
+	CHECK(echo(c, "beside a stalled writer") == 0);
+	CHECK(raw_wait_close(fd, 5000) == 0);
+	CHECK(now_ms() - t0 >= 250);
+	close(fd);
+	net_server_stats(st.srv, &after);
+	CHECK(after.msgs_rx == before.msgs_rx + 1); /* the echo only */
+	CHECK(after.conn_errors == before.conn_errors + 1);
+
+	/* data stops part way: the pull fails, the connection is closed */
+	fd = raw_hello(st.port);
+	CHECK(fd >= 0);
+	memset(buf + PROTO_HDR_LEN, 0x5a, 1000);
+	CHECK(send(fd, buf, PROTO_HDR_LEN + 1000, MSG_NOSIGNAL) == PROTO_HDR_LEN + 1000);
+	CHECK(raw_wait_close(fd, 5000) == 0);
+	close(fd);
+	net_server_stats(st.srv, &after);
+	CHECK(after.msgs_rx == before.msgs_rx + 2);
+	CHECK(after.conn_errors == before.conn_errors + 2);
+	CHECK(after.deadline_closes == before.deadline_closes + 2);
+	CHECK(after.conns_open == before.conns_open);
+
+	/* unread replies: 20000 echoes of 1 KiB offered, replies never read;
+	 * the server stops taking them long before all are in */
+	fd = raw_hello(st.port);
+	CHECK(fd >= 0);
+	proto_hdr_encode(buf, &ec);
+	memset(buf + PROTO_HDR_LEN, 0x33, 1024);
+	for (t0 = now_ms(); sent < 20000 && now_ms() - t0 < 3000;) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		if (poll(&p, 1, 500) <= 0)
+			break; /* the server stopped reading */
+		if (send(fd, buf, sizeof(buf), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+		    (ssize_t)sizeof(buf))
+			break;
+		sent++;
+	}
+	usleep(200 * 1000);
+	net_server_stats(st.srv, &before);
+	fprintf(stderr, "t_limits: %d echoes sent, %llu taken\n", sent,
+		(unsigned long long)(before.msgs_rx - after.msgs_rx));
+	CHECK(before.msgs_rx - after.msgs_rx < 20000);
+	close(fd);
+	CHECK(echo(c, "after the flood") == 0);
+	rc = 0;
+
+out_client:
+	net_client_free(cl);
+out_stop:
+	srv_stop(&st);
+	return rc;
+}
+
 /*
  * Epoll arming (tcp_client.c, enum tcp_arm): a lone caller's calls change
  * no epoll state; a call nobody waits for at once arms its socket, and the
@@ -1040,6 +1186,7 @@ int main(void)
 	RUN(t_counters(st.port));
 	RUN(t_concurrent());
 	RUN(t_arm());
+	RUN(t_limits());
 	RUN(t_server_gone(&st, c));
 	net_client_stats(cl, &s);
 	fprintf(stderr, "client: tx %llu rx %llu bytes_tx %llu bytes_rx %llu "
