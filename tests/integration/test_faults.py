@@ -15,13 +15,8 @@ import time
 import pytest
 
 import util
-
-MAGIC = 0x53465052
-OP_NET_HELLO = 1
-OP_LOOKUP = 11
-OP_IO_READ = 40
-OP_IO_WRITE = 41
-MAX_BODY = 128 * 1024
+from wire import (F_CTRL, MAX_BODY, OP_IO_READ, OP_IO_WRITE, OP_LOOKUP,
+                  OP_NET_HELLO, hdr, handshake)
 
 # Reads a file over and over, around the page cache, and compares every
 # piece a read returns with the file's bytes (random.Random(SEED).randbytes
@@ -163,12 +158,6 @@ def test_iod_hung_mid_read_eio(dcluster, tmp_mnt, expect_log):
 
 # ---------------------------------------------------------------- malformed
 
-def hdr(op, body_len, tag=1, flags=0, bulk_len=0, aux=0, magic=MAGIC, version=1, reserved=0):
-    """A 48-byte frame header (layout in common/proto.h)."""
-    return struct.pack('<IHHQiHHIIQQ', magic, version, op, tag, 0, 0, flags, body_len,
-                       reserved, bulk_len, aux)
-
-
 def lstr(b):
     return struct.pack('<H', len(b)) + b
 
@@ -190,22 +179,6 @@ def expect_closed(s, timeout=10):
         except socket.timeout:
             break
     raise AssertionError('server kept the connection open')
-
-
-F_CTRL = 0x4
-
-
-def handshake(s):
-    """The transport handshake: NET_HELLO with the control flag; the server
-    answers with a 48-byte CTRL|REPLY header."""
-    s.sendall(hdr(OP_NET_HELLO, 0, tag=0, flags=F_CTRL))
-    got = b''
-    while len(got) < 48:
-        b = s.recv(48 - len(got))
-        assert b, 'server closed during the handshake'
-        got += b
-    magic, _v, op = struct.unpack_from('<IHH', got)
-    assert magic == MAGIC and op == OP_NET_HELLO, got
 
 
 def send_case(port, data, shut=False, hello=True):

@@ -122,23 +122,6 @@ def check_replicas(c, path, data):
             assert got == want, 'unit %d on iod %d' % (u, i)
 
 
-def read_direct(path, n):
-    """n bytes of path read with O_DIRECT (no page cache, 1 MiB calls)."""
-    import mmap
-    buf = mmap.mmap(-1, MiB)
-    out = bytearray()
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    try:
-        while len(out) < n:
-            r = os.preadv(fd, [buf], len(out))
-            if r <= 0:
-                break
-            out += buf[:r]
-    finally:
-        os.close(fd)
-    return bytes(out)
-
-
 def iod_push_bytes(c):
     """Read bytes each iod pushed so far (its STATUS counters)."""
     out = []
@@ -462,7 +445,7 @@ def test_degraded(tmp_path_factory, expect_log):
         # alternate replicas, so a few whole-file reads would hit it)
         c.start_iod(1)
         for _ in range(4):
-            assert read_direct(f, len(data)) == bytes(data)
+            assert util.read_direct(f, len(data)) == bytes(data)
 
         # both replicas of group 0 gone: its pieces give EIO, group 1 reads
         c.kill_iod(1)
@@ -537,8 +520,8 @@ def test_fence_other_client_and_resync(tmp_path_factory, expect_log):
         fb = os.path.join(mb.path, rel)
         pushed = iod_push_bytes(c)[1]
         for _ in range(8):  # reads alternate replicas: iod 1 is asked too
-            assert read_direct(fb, len(data)) == data
-            assert read_direct(os.path.join(ma.path, rel), len(data)) == data
+            assert util.read_direct(fb, len(data)) == data
+            assert util.read_direct(os.path.join(ma.path, rel), len(data)) == data
         assert iod_push_bytes(c)[1] == pushed, 'the stale replica served a read'
         time.sleep(3)  # resync is off: the record stays
         assert stale_counts(c)[1] >= 1
@@ -554,7 +537,7 @@ def test_fence_other_client_and_resync(tmp_path_factory, expect_log):
         # unfenced: iod 1 serves reads again (the next fence round); every
         # read meanwhile returns the data, whichever replica serves it
         def iod1_served():
-            assert read_direct(fb, len(data)) == data
+            assert util.read_direct(fb, len(data)) == data
             return iod_push_bytes(c)[1] > pushed
         util.wait_until(iod1_served, 30, 0.2,
                         'iod 1 serving reads after the resync')
@@ -582,7 +565,7 @@ def test_fence_stopped_iod_lease(tmp_path_factory, expect_log):
         c.iods[1].proc.send_signal(signal.SIGCONT)
         fb = os.path.join(mb.path, rel)
         for _ in range(8):
-            assert read_direct(fb, len(data)) == data
+            assert util.read_direct(fb, len(data)) == data
         assert stale_counts(c)[1] >= 1
     finally:
         c.iods[1].proc.send_signal(signal.SIGCONT)
@@ -733,7 +716,7 @@ def test_resynced_replica_read_after_buddy_lost(tmp_path_factory, expect_log):
             c.kill_iod(y)
             for rel, want in files:
                 for m in (ma, mb):
-                    got = read_direct(os.path.join(m.path, rel), len(want))
+                    got = util.read_direct(os.path.join(m.path, rel), len(want))
                     assert got == want, '%s through %s, iod %d down' % (
                         rel, m.name, y)
             c.start_iod(y)

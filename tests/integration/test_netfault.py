@@ -70,7 +70,6 @@ netfault-matrix.txt in pytest's base temporary directory.
 import errno
 import hashlib
 import json
-import mmap
 import os
 import re
 import signal
@@ -409,21 +408,11 @@ class Writer:
 
 
 def read_whole(path, size):
-    """size bytes of path read with O_DIRECT in 1 MiB calls; a failing call
-    fails the test at once (no retry)."""
-    buf = mmap.mmap(-1, 1 << 20)
-    out = bytearray()
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    try:
-        while len(out) < size:
-            r = os.preadv(fd, [buf], len(out))
-            if r <= 0:
-                break
-            out += buf[:r]
-    finally:
-        os.close(fd)
+    """size bytes of path read with O_DIRECT (util.read_direct); a failing
+    call fails the test at once (no retry), and so does a short file."""
+    out = util.read_direct(path, size)
     assert len(out) == size, '%s: %d bytes read, want %d' % (path, len(out), size)
-    return bytes(out)
+    return out
 
 
 def check_acked(w, path, who):

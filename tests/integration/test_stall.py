@@ -25,35 +25,13 @@ import pytest
 import netns
 import util
 
-MAGIC = 0x53465052
-OP_NET_HELLO = 1
-OP_IO_WRITE = 41
-OP_IO_STATFS = 45
-F_CTRL = 0x4
+from wire import OP_IO_STATFS, OP_IO_WRITE, hdr, handshake
 TIMEOUT_S = 3            # the iods' --request-timeout in these tests
 STALLERS = 32
 STALL_BULK = 4 << 20
 READ_BOUND_S = 0.100     # issue 19: a read beside stalled writers
 RSS_BOUND_KB = 8 * 1024  # issue 19: growth under an unread flood
 FLOOD = 400000
-
-
-def hdr(op, body_len, tag=1, flags=0, bulk_len=0, aux=0):
-    """A 48-byte frame header (layout in common/proto.h)."""
-    return struct.pack('<IHHQiHHIIQQ', MAGIC, 1, op, tag, 0, 0, flags, body_len,
-                       0, bulk_len, aux)
-
-
-def handshake(s):
-    """NET_HELLO with the control flag; the answer is one 48-byte header."""
-    s.sendall(hdr(OP_NET_HELLO, 0, tag=0, flags=F_CTRL))
-    got = b''
-    while len(got) < 48:
-        b = s.recv(48 - len(got))
-        assert b, 'server closed during the handshake'
-        got += b
-    magic, _v, op = struct.unpack_from('<IHH', got)
-    assert magic == MAGIC and op == OP_NET_HELLO, got
 
 
 def deadline_re(peer):

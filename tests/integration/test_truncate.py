@@ -12,7 +12,6 @@ makes it _exit() at that point of its next truncate (the kernel then fails
 the truncate; the test unmounts the dead mount lazily).
 """
 import errno
-import mmap
 import os
 import re
 
@@ -87,23 +86,6 @@ def write_old(path):
     return data
 
 
-def read_direct(path):
-    """The whole file, read with O_DIRECT in 1 MiB calls."""
-    buf = mmap.mmap(-1, MiB)
-    out = bytearray()
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    try:
-        while True:
-            n = os.preadv(fd, [buf], len(out))
-            if n <= 0:
-                break
-            out += buf[:n]
-    finally:
-        os.close(fd)
-        buf.close()
-    return bytes(out)
-
-
 def same(got, want, what):
     """Fail, naming the first wrong byte, unless got == want (no pytest
     diff of a megabyte)."""
@@ -128,7 +110,7 @@ def grow_and_check(path, have, end):
     finally:
         os.close(fd)
     want = have + bytes(end - 1 - len(have)) + b'\xee'
-    same(read_direct(path), want, 'after growing to %d' % end)
+    same(util.read_direct(path), want, 'after growing to %d' % end)
 
 
 def kill_hooked(m):
@@ -155,7 +137,7 @@ def check_after_crash(path, old):
     a truncate that reached the mgr can never be followed by old bytes.
     Returns what the file held."""
     size = os.stat(path).st_size
-    got = read_direct(path)
+    got = util.read_direct(path)
     if size == NEW:
         same(got, old[:NEW], 'size published')
     else:
@@ -220,7 +202,7 @@ def test_iod_down_mid_truncate(tmp_path_factory):
         b = mount(c, tmp_path_factory, 'trib')
         f = os.path.join(b.path, 'd', 'f')
         assert os.stat(f).st_size == MiB, 'a failed truncate published'
-        got = read_direct(f)
+        got = util.read_direct(f)
         same(got[:NEW], old[:NEW], 'below the new size')
         for off in range(NEW, MiB, UNIT):  # unit pieces: 100K..128K, ...
             end = min((off // UNIT + 1) * UNIT, MiB)
@@ -228,7 +210,7 @@ def test_iod_down_mid_truncate(tmp_path_factory):
                 same(got[off:end], bytes(end - off), 'piece at %d' % off)
         os.truncate(f, NEW)
         assert os.stat(f).st_size == NEW
-        same(read_direct(f), old[:NEW], 'truncated again')
+        same(util.read_direct(f), old[:NEW], 'truncated again')
         grow_and_check(f, old[:NEW], MiB)
     finally:
         util.cleanup(*(x for x in (b, a, c) if x))
@@ -261,7 +243,7 @@ def test_grow_cuts_bytes_past_the_share(tmp_path_factory):
         assert junk > 0
         os.truncate(f, MiB)
         b = mount(c, tmp_path_factory, 'trgb')
-        got = read_direct(os.path.join(b.path, 'd', 'f'))
+        got = util.read_direct(os.path.join(b.path, 'd', 'f'))
         same(got, old + bytes(MiB - NEW), 'grown to 1 MiB')
     finally:
         util.cleanup(*(x for x in (b, a, c) if x))
@@ -343,13 +325,13 @@ def test_permission_checked_before_iods(tmp_path_factory):
                      check=False)
         assert r.returncode == 0, r.stderr
         b = mount(c, tmp_path_factory, 'trpb')
-        same(read_direct(os.path.join(b.path, 'd', 'f')), old,
+        same(util.read_direct(os.path.join(b.path, 'd', 'f')), old,
              'refused truncate')
         g = os.path.join(b.path, 'd', 'g')
         st = os.stat(g)
         assert (st.st_uid, st.st_mode & 0o777, st.st_size) == \
             (1000, 0o444, NEW)
-        same(read_direct(g), old[:NEW], "the owner's ftruncate")
+        same(util.read_direct(g), old[:NEW], "the owner's ftruncate")
     finally:
         util.cleanup(*(x for x in (b, a, c) if x))
 
