@@ -214,11 +214,12 @@ class NetCluster(util.Cluster):
 
     def rpfs(self, *args, timeout=60):
         """Run the admin tool `rpfs ARGS --mgr MGR` on client host 0 (the
-        mgr's address is reachable only on the bridge); fails with its
-        output when it fails."""
+        mgr's address is reachable only on the bridge), over tcp like the
+        daemons; fails with its output when it fails."""
         argv = [util.binary('admin/rpfs')] + [str(a) for a in args] + \
             ['--mgr', '%s:%d' % (self.mgr_node.addr, MGR_PORT)]
-        return util.run(self.cli_nodes[0].argv(argv), timeout=timeout)
+        return util.run(self.cli_nodes[0].argv(argv), timeout=timeout,
+                        env=self.env)
 
     # ------------------------------------------------------------ faults
 

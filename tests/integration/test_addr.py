@@ -259,14 +259,17 @@ def test_insecure_serves_with_one_warning(tmp_path, how):
                         mgr_listen=NS_ADDR + ':7410', iod_host=NS_ADDR, iod_port=7411)
         iod_argv = [util.binary('iod/rpfs-iod'), '--conf', conf, '--id', '0']
         mgr_argv = [util.binary('mgr/rpfs-mgr'), '--conf', conf]
+    # tcp whatever the suite runs on: the rule is about addresses, and the
+    # namespace has no RDMA device (the VM stage sets RPFS_TRANSPORT=verbs)
+    env = dict(os.environ, RPFS_TRANSPORT='tcp')
     # both daemons in one namespace: the iod's sh sets it up, the mgr joins
     iod = util.Daemon('ins-iod', _in_netns(iod_argv), str(logdir / 'iod.log'),
-                      r'^<5>rpfs-iod: ready:')
+                      r'^<5>rpfs-iod: ready:', env=env)
     mgr = None
     try:
         iod.start()
         mgr = util.Daemon('ins-mgr', ['nsenter', '-t', str(iod.proc.pid), '-n'] + mgr_argv,
-                          str(logdir / 'mgr.log'), r'^<5>rpfs-mgr: ready:')
+                          str(logdir / 'mgr.log'), r'^<5>rpfs-mgr: ready:', env=env)
         mgr.start()
         for d, prog, port in ((iod, 'rpfs-iod', 7411), (mgr, 'rpfs-mgr', 7410)):
             lines = d.log.read_from(0).splitlines()
@@ -274,7 +277,7 @@ def test_insecure_serves_with_one_warning(tmp_path, how):
             assert lines.count(warn) == 1, lines
             assert not any(l.startswith('<4>') and l != warn for l in lines), lines
         r = util.run(['nsenter', '-t', str(iod.proc.pid), '-n', util.binary('admin/rpfs'),
-                      'status', '--mgr', '%s:7410' % NS_ADDR], timeout=60)
+                      'status', '--mgr', '%s:7410' % NS_ADDR], timeout=60, env=env)
         rows = {l.split()[0]: l.split() for l in r.stdout.splitlines()[1:]}
         assert rows['mgr'][2:4] == ['%s:7410' % NS_ADDR, 'up'], r.stdout
         assert rows['iod'][1:4] == ['0', '%s:7411' % NS_ADDR, 'up'], r.stdout

@@ -44,7 +44,8 @@ def deadline_re(peer):
 def stall_cluster(tmp_path_factory):
     """1 mgr + 1 iod (so every file is on it) with a short request
     deadline, and one mount."""
-    c = util.Cluster(str(tmp_path_factory.mktemp('stall')), niods=1, name='stall')
+    c = util.Cluster(str(tmp_path_factory.mktemp('stall')), niods=1, name='stall',
+                     transport='tcp')  # raw TCP peers: tcp in the VM stage too
     c.iods[0].argv += ['--request-timeout', str(TIMEOUT_S)]
     util.clusters.append(c)
     m = None
@@ -165,7 +166,8 @@ def iod_stats(c, via):
     client node via."""
     out = util.run(c.cli_nodes[via].argv(
         [util.binary('admin/rpfs'), 'stats', '--server',
-         '%s:%d' % (c.iod_nodes[0].addr, netns.IOD_PORT)]), timeout=30).stdout
+         '%s:%d' % (c.iod_nodes[0].addr, netns.IOD_PORT)]), timeout=30,
+        env=c.env).stdout
     st = {}
     for k in ('conns_open', 'deadline_closes'):
         m = re.search(r'"%s":\s*(\d+)' % k, out)
