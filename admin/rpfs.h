@@ -48,12 +48,16 @@ int adm_call_mount(struct net_conn *c, uint8_t *req, uint8_t *rep,
 		   struct proto_mount *mt);
 
 /**
- * Load the config file (if path) and transport options: key from --key
- * (wins) or the file. Prints the error.
+ * Load the config file (if path) and transport options: the clients' key
+ * from --key (wins) or the file; with servers, the servers' key from
+ * --server-key or the file's server_key, for the work only that key may do
+ * (scrub). Prints the error.
+ * @param srv_key --server-key, or NULL
+ * @param servers 1 to load the servers' key (when one is named)
  * @param[out] conf the config or NULL
  * @return 0 or ADM_CONFIG
  */
-int adm_load(const char *path, const char *key, struct cfg **conf,
-	     struct net_opts *no);
+int adm_load(const char *path, const char *key, const char *srv_key,
+	     int servers, struct cfg **conf, struct net_opts *no);
 
 #endif

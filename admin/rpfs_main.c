@@ -52,9 +52,27 @@ static void usage(FILE *f)
 "is down), 2 bad command line, 3 unusable config or key file.\n");
 }
 
+/* Load the servers' key for adm_load: --server-key, else the file's. */
+static int adm_load_srv_key(const struct cfg *conf, const char *srv_key,
+			    struct net_opts *no)
+{
+	const char *path = srv_key ? srv_key : conf ? conf->srv_key_path : NULL;
+	char msg[512];
+
+	if (!path)
+		return ADM_OK;
+	if (cfg_load_server_key(path, no, msg, sizeof(msg))) {
+		fprintf(stderr, "rpfs: %s%s (this needs the servers' key: run it "
+			"on a server host as the user the daemons run as)\n",
+			srv_key ? "--server-key: " : "", msg);
+		return ADM_CONFIG;
+	}
+	return ADM_OK;
+}
+
 /* See rpfs.h. */
-int adm_load(const char *path, const char *key, struct cfg **conf,
-	     struct net_opts *no)
+int adm_load(const char *path, const char *key, const char *srv_key,
+	     int servers, struct cfg **conf, struct net_opts *no)
 {
 	char msg[512];
 	int rc;
@@ -68,18 +86,21 @@ int adm_load(const char *path, const char *key, struct cfg **conf,
 			rc = cfg_net_opts(*conf, no, msg, sizeof(msg));
 		if (rc) {
 			fprintf(stderr, "rpfs: %s\n", msg);
-			cfg_free(*conf);
-			*conf = NULL;
-			return ADM_CONFIG;
+			goto out_free_conf;
 		}
 	}
 	if (key && cfg_load_key(key, no, msg, sizeof(msg))) {
 		fprintf(stderr, "rpfs: --key: %s\n", msg);
-		cfg_free(*conf);
-		*conf = NULL;
-		return ADM_CONFIG;
+		goto out_free_conf;
 	}
+	if (servers && adm_load_srv_key(*conf, srv_key, no))
+		goto out_free_conf;
 	return ADM_OK;
+
+out_free_conf:
+	cfg_free(*conf);
+	*conf = NULL;
+	return ADM_CONFIG;
 }
 
 /* The default config path: $RPFS_CONF or /etc/rpfs/rpfs.conf. */

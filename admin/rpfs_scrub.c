@@ -36,7 +36,10 @@ static void scrub_usage(FILE *f)
 	fprintf(f, "usage: rpfs scrub [--conf FILE | --mgr HOST:PORT] [--key FILE] "
 		"[--timeout S]\n"
 		"                  [--rate OBJS_PER_SEC | --rate NMB/s] [--dry-run] "
-		"[--grace SECONDS]\n");
+		"[--grace SECONDS]\n"
+		"                  [--server-key FILE]\n"
+		"With two keys, scrub needs the servers' key: --server-key, or the\n"
+		"config file's server_key.\n");
 }
 
 /* Parse --rate: "N" or "N/s" objects per second, "NMB/s" megabytes (10^6)
@@ -68,6 +71,7 @@ static int scrub_parse(int argc, char **argv, struct scrub_args *a)
 	static const struct option opts[] = {
 		{ "conf", required_argument, NULL, 'C' },
 		{ "key", required_argument, NULL, 'K' },
+		{ "server-key", required_argument, NULL, 'S' },
 		{ "mgr", required_argument, NULL, 'M' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "rate", required_argument, NULL, 'r' },
@@ -89,6 +93,7 @@ static int scrub_parse(int argc, char **argv, struct scrub_args *a)
 		switch (c) {
 		case 'C': a->conf = optarg; break;
 		case 'K': a->key = optarg; break;
+		case 'S': a->srv_key = optarg; break;
 		case 'n': a->dry_run = 1; break;
 		case 'h': scrub_usage(stdout); return -1;
 		case 'M':
@@ -237,8 +242,10 @@ static int call_remove(struct scrub_ctx *x, uint16_t i, uint32_t n)
 void scrub_fail(struct scrub_ctx *x, const char *server, const char *op,
 		int rc)
 {
-	fprintf(stderr, "rpfs scrub: %s%s%s: %s\n", server, op ? ": " : "",
-		op ? op : "", strerror(-rc));
+	fprintf(stderr, "rpfs scrub: %s%s%s: %s%s\n", server, op ? ": " : "",
+		op ? op : "", strerror(-rc),
+		rc == -EPERM ? " (scrub needs the servers' key: --server-key, "
+			       "or server_key in the config file)" : "");
 	x->report.failed = 1;
 }
 
@@ -569,7 +576,7 @@ int adm_scrub(int argc, char **argv)
 	if (!x.a.have_addr && !x.a.conf)
 		x.a.conf = getenv("RPFS_CONF") && *getenv("RPFS_CONF") ?
 			   getenv("RPFS_CONF") : CFG_DEFAULT_PATH;
-	rc = adm_load(x.a.conf, x.a.key, &conf, &no);
+	rc = adm_load(x.a.conf, x.a.key, x.a.srv_key, 1, &conf, &no);
 	if (rc)
 		return rc;
 	if (!x.a.have_addr) {

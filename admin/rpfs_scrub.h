@@ -18,7 +18,7 @@
 
 /* Command line. */
 struct scrub_args {
-	const char *conf, *key;
+	const char *conf, *key, *srv_key; /* --conf, --key, --server-key */
 	char host[PROTO_MAX_HOST + 1];
 	uint16_t port;
 	int have_addr;

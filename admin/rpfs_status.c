@@ -234,7 +234,7 @@ int adm_status(int argc, char **argv)
 	if (!a.have_addr && !a.conf)
 		a.conf = getenv("RPFS_CONF") && *getenv("RPFS_CONF") ?
 			 getenv("RPFS_CONF") : CFG_DEFAULT_PATH;
-	rc = adm_load(a.conf, a.key, &conf, &no);
+	rc = adm_load(a.conf, a.key, NULL, 0, &conf, &no);
 	if (rc)
 		return rc;
 	if (!a.have_addr) {
@@ -307,7 +307,7 @@ int adm_stats_server(int argc, char **argv)
 		fprintf(stderr, "rpfs stats: --server HOST:PORT required\n");
 		return ADM_USAGE;
 	}
-	rc = adm_load(a.conf, a.key, &conf, &no);
+	rc = adm_load(a.conf, a.key, NULL, 0, &conf, &no);
 	if (rc)
 		return rc;
 	no.timeout_ms = (int)(a.timeout * 1000);

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <ini.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,6 +187,8 @@ static int cfg_cluster(struct cfg_parse *p, const char *key, const char *v)
 	}
 	if (!strcmp(key, "key"))
 		return cfg_path(p, "cluster", key, v, &c->key_path);
+	if (!strcmp(key, "server_key"))
+		return cfg_path(p, "cluster", key, v, &c->srv_key_path);
 	if (!strcmp(key, "transport")) {
 		if (net_transport_parse(v, &c->transport))
 			return cfg_fail(p, "[cluster] transport: expected tcp, verbs "
@@ -194,7 +197,7 @@ static int cfg_cluster(struct cfg_parse *p, const char *key, const char *v)
 		return 1;
 	}
 	return cfg_fail(p, "[cluster]: unknown key \"%s\" (expected mgr, key, "
-			"transport, insecure)", key);
+			"server_key, transport, insecure)", key);
 }
 
 /* [layout] and [client] */
@@ -560,6 +563,7 @@ void cfg_free(struct cfg *c)
 	free(c->rdma_dev);
 	free(c->db);
 	free(c->key_path);
+	free(c->srv_key_path);
 	free(c->path);
 	free(c);
 }
@@ -574,12 +578,58 @@ int cfg_load_key(const char *path, struct net_opts *o, char *err, size_t errcap)
 		snprintf(err, errcap, "cannot initialise libsodium");
 		return rc;
 	}
-	rc = net_key_load(path, o->key, &why);
+	rc = net_key_load(path, 1, o->key, &why);
 	if (rc) {
 		snprintf(err, errcap, "key file %s: %s", path, why);
 		return rc;
 	}
 	o->has_key = 1;
+	return 0;
+}
+
+/* Load the servers' key into o; see cfg.h. */
+int cfg_load_server_key(const char *path, struct net_opts *o, char *err,
+			size_t errcap)
+{
+	const char *why = "";
+	int rc = net_auth_init();
+
+	if (rc) {
+		snprintf(err, errcap, "cannot initialise libsodium");
+		return rc;
+	}
+	rc = net_key_load(path, 0, o->srv_key, &why);
+	if (rc) {
+		snprintf(err, errcap, "servers' key file %s: %s", path, why);
+		return rc;
+	}
+	o->has_srv_key = 1;
+	return 0;
+}
+
+/* A server's servers' key, from its option or its file, checked against
+ * the clients' key; see cfg.h. */
+int cfg_server_keys(const struct cfg *c, const char *arg, struct net_opts *o,
+		    char *err, size_t errcap)
+{
+	const char *path = arg ? arg : c ? c->srv_key_path : NULL;
+	int rc;
+
+	if (!path)
+		return 0;
+	rc = cfg_load_server_key(path, o, err, errcap);
+	if (rc)
+		return rc;
+	if (!o->has_key) {
+		snprintf(err, errcap, "a servers' key (server_key, %s) needs the "
+			 "clients' key (key) too", path);
+		return -EINVAL;
+	}
+	if (!sodium_memcmp(o->key, o->srv_key, NET_KEY_LEN)) {
+		snprintf(err, errcap, "the servers' key (server_key, %s) and the "
+			 "clients' key (key) are the same key; generate two", path);
+		return -EINVAL;
+	}
 	return 0;
 }
 

@@ -3,7 +3,9 @@
  * inih). One file describes the whole cluster; each program reads the
  * sections it needs and lets its command-line flags override them.
  *
- *   [cluster]  mgr = HOST:PORT, key = PATH, transport = tcp|verbs|auto,
+ *   [cluster]  mgr = HOST:PORT, key = PATH (the clients' key), server_key =
+ *              PATH (the servers' key; read by the mgr, iods and admin tool
+ *              only), transport = tcp|verbs|auto,
  *              insecure = BOOL (serve with no key on a non-loopback address)
  *   [layout]   stripe_unit = SIZE (4K..64M, power of two), stripe_count = N,
  *              mirror = 1|2 (replicas of new files; default 1)
@@ -64,6 +66,7 @@ struct cfg {
 	char mgr_host[PROTO_MAX_HOST + 1]; /* [cluster] mgr; "" = unset */
 	uint16_t mgr_port;
 	char *key_path;                  /* [cluster] key; NULL = none */
+	char *srv_key_path;              /* [cluster] server_key; NULL = none */
 	int insecure;                    /* [cluster] insecure 0/1, -1 = unset */
 	int has_transport;
 	enum net_transport transport;
@@ -121,6 +124,28 @@ int cfg_net_opts(const struct cfg *c, struct net_opts *o, char *err,
  */
 int cfg_load_key(const char *path, struct net_opts *o, char *err,
 		 size_t errcap);
+
+/**
+ * Load the servers' key file into o (has_srv_key = 1): it must be private
+ * to its owner (see net_key_load). For the mgr, the iods and the admin
+ * tool's server work; never for a mount.
+ * @return 0, or net_key_load()'s error (-ENOENT, -EACCES, -EPERM, -EINVAL)
+ */
+int cfg_load_server_key(const char *path, struct net_opts *o, char *err,
+			size_t errcap);
+
+/**
+ * Load a server's (mgr, iod) servers' key: from arg (its --server-key) or
+ * else the file's server_key; none is fine (a one-key cluster). Call after
+ * the clients' key is in o: a servers' key needs one beside it, and the two
+ * must differ.
+ * @param c the config file, or NULL
+ * @param[out] err what is wrong, naming the file
+ * @return 0, net_key_load()'s error, or -EINVAL (no clients' key, or the
+ *	same key twice)
+ */
+int cfg_server_keys(const struct cfg *c, const char *arg, struct net_opts *o,
+		    char *err, size_t errcap);
 
 /**
  * Parse a size with an optional K, M or G suffix (binary units).

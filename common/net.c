@@ -439,6 +439,12 @@ const char *net_sconn_peer(const struct net_sconn *c)
 	return c->peer;
 }
 
+/* The class of key the peer proved, recorded by the backend's handshake. */
+int net_sconn_privileged(const struct net_sconn *c)
+{
+	return c->privileged;
+}
+
 /* ----------------------------------------------------------------- helpers */
 
 uint64_t net_now_ns(void)

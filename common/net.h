@@ -79,11 +79,19 @@ struct net_opts {
 			   * callers rarely share a socket's receive side
 			   * (one more wake-up each when they do) */
 	enum net_transport transport;
-	/* Cluster key. When has_key, every connection proves knowledge of it
-	 * (HMAC challenge and response) before any request is served, and a
-	 * peer that fails is refused with a log line. */
+	/* Cluster keys. With either, every connection proves knowledge of
+	 * one (HMAC challenge and response) before any request is served, and
+	 * a peer that fails is refused with a log line.
+	 * key, the clients' key: what mounts and librpfs prove; a server
+	 * accepts it. srv_key, the servers' key: what the mgr, the iods and
+	 * the admin tool on a server host prove to each other; a server
+	 * accepts it as privileged (net_sconn_privileged). A client proves
+	 * srv_key when it has it, else key. A server with key alone runs a
+	 * one-key cluster: every key holder is privileged. */
 	int has_key;
 	uint8_t key[NET_KEY_LEN];
+	int has_srv_key;
+	uint8_t srv_key[NET_KEY_LEN];
 	/* verbs knobs (ignored by tcp) */
 	enum net_poll_mode poll_mode;
 	uint32_t inline_max;       /* bytes carried inside the message */
@@ -419,5 +427,13 @@ void net_sreq_reject(struct net_sreq *r, const char *why);
 
 /** "host:port" of the peer, for log lines. */
 const char *net_sconn_peer(const struct net_sconn *c);
+
+/**
+ * May this connection do the servers' work (fence, list, checksum, scrub,
+ * purge anyone's orphan)? True when it proved the servers' key, when the
+ * server has only one key (a one-key cluster), or when it has none.
+ * @return 1 or 0
+ */
+int net_sconn_privileged(const struct net_sconn *c);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,8 +30,43 @@ static int hexval(char c)
 	return -1;
 }
 
+/* Is gid the caller's group, primary or supplementary? */
+static int in_group(gid_t gid)
+{
+	gid_t g[NGROUPS_MAX];
+	int n = getgroups(NGROUPS_MAX, g);
+
+	if (gid == getegid())
+		return 1;
+	for (int i = 0; i < n; i++)
+		if (g[i] == gid)
+			return 1;
+	return 0;
+}
+
+/* Who may use a key file of this owner and mode: see net_key_load().
+ * @return NULL when the caller may, else why not */
+static const char *key_owner_check(const struct stat *st, int shared)
+{
+	int group_read = shared && st->st_uid == 0 && !(st->st_mode & 027);
+
+	if ((st->st_mode & 077) && !group_read)
+		return shared ? "readable or writable by others, or by a group "
+				"of a file not owned by root (chmod 600, or "
+				"chown root:GROUP and chmod 640)"
+			      : "readable or writable by group or others "
+				"(chmod 600 it)";
+	if (st->st_uid == geteuid())
+		return NULL;
+	if (group_read && (st->st_mode & 040) && in_group(st->st_gid))
+		return NULL;
+	return group_read ? "owned by root and we are not in its group"
+			  : "owned by another user";
+}
+
 /* Read and check a key file; see net_auth.h. Cost: one small read. */
-int net_key_load(const char *path, uint8_t key[NET_KEY_LEN], const char **why)
+int net_key_load(const char *path, int shared, uint8_t key[NET_KEY_LEN],
+		 const char **why)
 {
 	char buf[2 * NET_KEY_LEN + 3];
 	struct stat st;
@@ -49,16 +85,12 @@ int net_key_load(const char *path, uint8_t key[NET_KEY_LEN], const char **why)
 		rc = -EINVAL;
 		goto out_close_fd;
 	}
-	if (st.st_mode & 077) {
-		*why = "readable or writable by group or others (chmod 600 it)";
+	*why = key_owner_check(&st, shared);
+	if (*why) {
 		rc = -EPERM;
 		goto out_close_fd;
 	}
-	if (st.st_uid != geteuid()) {
-		*why = "owned by another user";
-		rc = -EPERM;
-		goto out_close_fd;
-	}
+	*why = "";
 	n = read(fd, buf, sizeof(buf));
 	if (n < 0) {
 		*why = "cannot read it";
@@ -114,6 +146,48 @@ out_wipe:
 	sodium_memzero(key, sizeof(key));
 	sodium_memzero(hex, sizeof(hex));
 	return rc;
+}
+
+/* Either key makes the handshake mandatory. */
+int net_auth_keyed(const struct net_opts *o)
+{
+	return o->has_key || o->has_srv_key;
+}
+
+/* A client proves the strongest key it holds: see net_auth.h. */
+const uint8_t *net_auth_client_key(const struct net_opts *o, uint8_t *cls)
+{
+	if (o->has_srv_key) {
+		*cls = NET_AUTH_KEY_SERVERS;
+		return o->srv_key;
+	}
+	*cls = NET_AUTH_KEY_CLIENTS;
+	return o->has_key ? o->key : NULL;
+}
+
+/* The server side of the key choice: see net_auth.h. */
+int net_auth_server_key(const struct net_opts *o, uint8_t cls,
+			const uint8_t **key, int *privileged)
+{
+	if (cls == NET_AUTH_KEY_SERVERS && o->has_srv_key) {
+		*key = o->srv_key;
+		*privileged = 1;
+		return 0;
+	}
+	if (cls == NET_AUTH_KEY_CLIENTS && o->has_key) {
+		*key = o->key;
+		*privileged = !o->has_srv_key;
+		return 0;
+	}
+	return -EACCES;
+}
+
+/* Names for log lines. */
+const char *net_auth_class_name(uint8_t cls)
+{
+	return cls == NET_AUTH_KEY_CLIENTS ? "the clients' key" :
+	       cls == NET_AUTH_KEY_SERVERS ? "the servers' key" :
+					     "an unknown key class";
 }
 
 /* Random challenge. */

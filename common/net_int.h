@@ -105,6 +105,7 @@ struct net_server {
 struct net_sconn {
 	struct net_server *srv;
 	char peer[64]; /* "host:port" for log lines */
+	int privileged; /* set when the handshake ends (net_auth_server_key) */
 };
 
 extern const struct net_client_ops tcp_client_ops;

@@ -225,6 +225,10 @@ struct proto_attr {
 	struct proto_layout layout; /* all zero for non-regular files */
 };
 
+/* The uid and gid root squash gives root (mgr_perm_squash), which the
+ * client must know too to predict the mgr's checks (cli_size.c). */
+#define PROTO_NOBODY_ID 65534u
+
 /* Caller identity, carried by every mgr request. */
 struct proto_cred {
 	uint32_t uid;

@@ -493,32 +493,39 @@ static int tcp_hs_exchange(struct tcp_client *tc, int fd, uint64_t deadline,
 
 /*
  * Transport handshake on a fresh socket (see net_auth.h for the key part):
- * HELLO (with our nonce when we have a key) -> the server's credit limit,
- * and with a key its nonce and proof; then AUTH with our proof, which the
- * server answers with status 0 before serving anything.
+ * HELLO (with our nonce and key class when we have a key) -> the server's
+ * credit limit, and with a key its nonce and proof; then AUTH with our
+ * proof, which the server answers with status 0 before serving anything.
  * A client with a key refuses a server that cannot prove it (also one
- * that has no key: it could be an impostor).
+ * that has no key: it could be an impostor), and never sends such a
+ * server its own proof.
  * @return 0, -ETIMEDOUT, -ENOTCONN, -EACCES (key refused / not proved)
  */
 static int tcp_client_handshake(struct tcp_client *tc, int fd, uint64_t deadline,
 				int *credits, const char *peer)
 {
-	const struct net_opts *o = &tc->base.opts;
-	uint8_t cn[NET_AUTH_NONCE_LEN], mac[NET_AUTH_MAC_LEN];
+	uint8_t cls, hello[NET_AUTH_HELLO_LEN], mac[NET_AUTH_MAC_LEN];
+	const uint8_t *key = net_auth_client_key(&tc->base.opts, &cls);
 	uint8_t rep[NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN];
 	struct proto_hdr h;
 	int rc;
 
-	if (o->has_key)
-		net_auth_nonce(cn);
+	if (key) {
+		net_auth_nonce(hello);
+		hello[NET_AUTH_NONCE_LEN] = cls;
+	}
 	rc = tcp_hs_exchange(tc, fd, deadline, PROTO_OP_NET_HELLO,
-			     o->has_key ? cn : NULL, o->has_key ? sizeof(cn) : 0,
+			     key ? hello : NULL, key ? sizeof(hello) : 0,
 			     &h, rep, sizeof(rep));
 	if (rc)
 		return rc == -EPROTO ? -ENOTCONN : rc;
 	if (h.status == -EACCES) {
-		log_err("net: %s requires a cluster key and we have none "
-			"(configure key = in rpfs.conf or -o key=FILE)", peer);
+		if (key)
+			log_err("net: %s does not accept %s", peer,
+				net_auth_class_name(cls));
+		else
+			log_err("net: %s requires a cluster key and we have none "
+				"(configure key = in rpfs.conf or -o key=FILE)", peer);
 		NET_STAT_ADD(&tc->base.st, auth_fail, 1);
 		return -EACCES;
 	}
@@ -528,7 +535,7 @@ static int tcp_client_handshake(struct tcp_client *tc, int fd, uint64_t deadline
 		return -ENOTCONN;
 	}
 	*credits = h.credits;
-	if (!o->has_key) {
+	if (!key) {
 		if (h.body_len) {
 			log_warn("net: %s: handshake failed: unexpected proof", peer);
 			return -ENOTCONN;
@@ -536,22 +543,15 @@ static int tcp_client_handshake(struct tcp_client *tc, int fd, uint64_t deadline
 		return 0;
 	}
 	if (h.body_len != sizeof(rep) ||
-	    net_auth_check(o->key, NET_AUTH_ROLE_SERVER, cn, rep,
+	    net_auth_check(key, NET_AUTH_ROLE_SERVER, hello, rep,
 			   rep + NET_AUTH_NONCE_LEN)) {
-		log_err("net: %s: the server failed to prove the cluster key (%s); "
-			"refusing it", peer, h.body_len ? "its key differs from ours"
-						      : "it has no key");
+		log_err("net: %s: the server failed to prove %s (%s); refusing it",
+			peer, net_auth_class_name(cls),
+			h.body_len ? "its key differs from ours" : "it has no key");
 		NET_STAT_ADD(&tc->base.st, auth_fail, 1);
-		if (h.body_len == sizeof(rep)) {
-			/* Still send our proof, so that a genuine server with
-			 * another key logs the mismatch too. */
-			net_auth_mac(o->key, NET_AUTH_ROLE_CLIENT, cn, rep, mac);
-			(void)tcp_hs_exchange(tc, fd, deadline, PROTO_OP_NET_AUTH,
-					      mac, sizeof(mac), &h, rep, 0);
-		}
 		return -EACCES;
 	}
-	net_auth_mac(o->key, NET_AUTH_ROLE_CLIENT, cn, rep, mac);
+	net_auth_mac(key, NET_AUTH_ROLE_CLIENT, hello, rep, mac);
 	rc = tcp_hs_exchange(tc, fd, deadline, PROTO_OP_NET_AUTH, mac, sizeof(mac),
 			     &h, rep, 0);
 	if (rc)

@@ -90,6 +90,8 @@ struct tsrv_conn {
 	int hello_done;
 	int authed;                     /* key proved, or the server has none */
 	int auth_wait;                  /* HELLO answered, AUTH expected */
+	const uint8_t *key;             /* the key of the class HELLO named */
+	int key_priv;                   /* that class is privileged here */
 	uint8_t cn[NET_AUTH_NONCE_LEN]; /* client nonce of the handshake */
 	uint8_t sn[NET_AUTH_NONCE_LEN]; /* our nonce of the handshake */
 	ev_io rw, ww;
@@ -419,44 +421,65 @@ static void tsrv_ctrl_reply(struct tsrv_conn *c, int32_t status,
 }
 
 /*
- * Handle a handshake frame (HELLO or AUTH, body in c->body): grant our
- * credit limit and, with a cluster key, run the challenge and response of
- * net_auth.h. A client without the key is told -EACCES and closed with a
- * warning; nothing else is served before AUTH verified.
+ * Handle HELLO (body in c->body): grant our credit limit and, with a key,
+ * send our nonce and our proof of the key of the class the client named.
+ * A client without a key, or naming a key we do not hold, is told -EACCES
+ * and closed with a warning.
  */
-static void tsrv_ctrl(struct tsrv_conn *c)
+static void tsrv_hello(struct tsrv_conn *c)
 {
 	struct tsrv_server *s = c->srv;
 	const struct net_opts *o = &s->base.opts;
 	uint8_t rep[NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN];
+	uint8_t cls;
+
+	c->hello_done = 1;
+	if (!net_auth_keyed(o)) {
+		c->authed = 1;
+		c->base.privileged = 1;
+		tsrv_ctrl_reply(c, 0, NULL, 0, 0);
+		return;
+	}
+	cls = c->h.body_len == NET_AUTH_HELLO_LEN ? c->body[NET_AUTH_NONCE_LEN] : 0;
+	if (c->h.body_len != NET_AUTH_HELLO_LEN ||
+	    net_auth_server_key(o, cls, &c->key, &c->key_priv)) {
+		NET_STAT_ADD(&s->base.st, auth_fail, 1);
+		if (c->h.body_len != NET_AUTH_HELLO_LEN)
+			log_warn("net: %s: client has no cluster key; refusing it",
+				 c->base.peer);
+		else
+			log_warn("net: %s: client offers %s, which this server "
+				 "does not hold; refusing it", c->base.peer,
+				 net_auth_class_name(cls));
+		tsrv_ctrl_reply(c, -EACCES, NULL, 0, 1);
+		return;
+	}
+	memcpy(c->cn, c->body, NET_AUTH_NONCE_LEN);
+	net_auth_nonce(c->sn);
+	memcpy(rep, c->sn, NET_AUTH_NONCE_LEN);
+	net_auth_mac(c->key, NET_AUTH_ROLE_SERVER, c->cn, c->sn,
+		     rep + NET_AUTH_NONCE_LEN);
+	c->auth_wait = 1;
+	tsrv_ctrl_reply(c, 0, rep, sizeof(rep), 0);
+}
+
+/*
+ * Handle a handshake frame (HELLO or AUTH, body in c->body), the challenge
+ * and response of net_auth.h. A client that fails AUTH is told -EACCES and
+ * closed with a warning; nothing else is served before AUTH verified.
+ */
+static void tsrv_ctrl(struct tsrv_conn *c)
+{
+	struct tsrv_server *s = c->srv;
 
 	c->in = IN_HDR;
 	if (c->h.op == PROTO_OP_NET_HELLO) {
-		c->hello_done = 1;
-		if (!o->has_key) {
-			c->authed = 1;
-			tsrv_ctrl_reply(c, 0, NULL, 0, 0);
-			return;
-		}
-		if (c->h.body_len != NET_AUTH_NONCE_LEN) {
-			NET_STAT_ADD(&s->base.st, auth_fail, 1);
-			log_warn("net: %s: client has no cluster key; refusing it",
-				 c->base.peer);
-			tsrv_ctrl_reply(c, -EACCES, NULL, 0, 1);
-			return;
-		}
-		memcpy(c->cn, c->body, NET_AUTH_NONCE_LEN);
-		net_auth_nonce(c->sn);
-		memcpy(rep, c->sn, NET_AUTH_NONCE_LEN);
-		net_auth_mac(o->key, NET_AUTH_ROLE_SERVER, c->cn, c->sn,
-			     rep + NET_AUTH_NONCE_LEN);
-		c->auth_wait = 1;
-		tsrv_ctrl_reply(c, 0, rep, sizeof(rep), 0);
+		tsrv_hello(c);
 		return;
 	}
 	/* PROTO_OP_NET_AUTH (tsrv_on_hdr let nothing else through) */
 	c->auth_wait = 0;
-	if (net_auth_check(o->key, NET_AUTH_ROLE_CLIENT, c->cn, c->sn, c->body)) {
+	if (net_auth_check(c->key, NET_AUTH_ROLE_CLIENT, c->cn, c->sn, c->body)) {
 		NET_STAT_ADD(&s->base.st, auth_fail, 1);
 		log_warn("net: %s: wrong cluster key; refusing the client",
 			 c->base.peer);
@@ -465,7 +488,10 @@ static void tsrv_ctrl(struct tsrv_conn *c)
 	}
 	NET_STAT_ADD(&s->base.st, auth_ok, 1);
 	c->authed = 1;
-	log_debug("net: %s: cluster key proved", c->base.peer);
+	c->base.privileged = c->key_priv;
+	log_debug("net: %s: %s proved", c->base.peer,
+		  c->key == s->base.opts.srv_key ? "the servers' key"
+						 : "the clients' key");
 	tsrv_ctrl_reply(c, 0, NULL, 0, 0);
 }
 
@@ -484,7 +510,7 @@ static int tsrv_on_hdr(struct tsrv_conn *c)
 		if (h->bulk_len || h->aux)
 			why = "unexpected control frame";
 		else if (h->op == PROTO_OP_NET_HELLO && !c->hello_done &&
-			 (h->body_len == 0 || h->body_len == NET_AUTH_NONCE_LEN))
+			 (h->body_len == 0 || h->body_len == NET_AUTH_HELLO_LEN))
 			;
 		else if (h->op == PROTO_OP_NET_AUTH && c->auth_wait &&
 			 h->body_len == NET_AUTH_MAC_LEN)

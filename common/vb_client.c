@@ -514,7 +514,8 @@ static int vb_post(struct vb_cconn *c, struct ibv_send_wr *wr)
 
 /* Prove the key: the AUTH control message right after the connection is
  * established, before any request. Caller holds c->lock. */
-static int vb_send_auth(struct vb_cconn *c, const uint8_t *cn, const uint8_t *sn)
+static int vb_send_auth(struct vb_cconn *c, const uint8_t *key,
+			const uint8_t *cn, const uint8_t *sn)
 {
 	struct proto_hdr h = { .op = PROTO_OP_NET_HELLO, .flags = PROTO_F_CTRL,
 			       .body_len = NET_AUTH_MAC_LEN };
@@ -524,36 +525,10 @@ static int vb_send_auth(struct vb_cconn *c, const uint8_t *cn, const uint8_t *sn
 
 	proto_hdr_encode(c->ctrl, &h);
 	vb_mhdr_encode(c->ctrl + PROTO_HDR_LEN, &m);
-	net_auth_mac(c->vc->base.opts.key, 'C', cn, sn, c->ctrl + VB_HDRS);
+	net_auth_mac(key, NET_AUTH_ROLE_CLIENT, cn, sn, c->ctrl + VB_HDRS);
 	NET_STAT_ADD(&c->vc->base.st, msgs_tx, 1);
 	NET_STAT_ADD(&c->vc->base.st, bytes_tx, sge.length);
 	return vb_post(c, &wr);
-}
-
-/*
- * Send our key proof to a server whose own proof failed, and wait (briefly)
- * until it is delivered before we disconnect: a genuine server with another
- * key then logs the mismatch too, as over tcp. Best effort.
- */
-static void vb_auth_anyway(struct vb_cconn *c, const uint8_t *cn, const uint8_t *sn,
-			   uint64_t deadline)
-{
-	uint64_t end = net_now_ns() + 1000000000ull;
-	struct ibv_wc wc;
-	int rc;
-
-	if (end > deadline)
-		end = deadline;
-	pthread_mutex_lock(&c->lock);
-	rc = vb_send_auth(c, cn, sn);
-	pthread_mutex_unlock(&c->lock);
-	if (rc)
-		return;
-	while (net_now_ns() < end) {
-		if (ibv_poll_cq(c->scq, 1, &wc) != 0)
-			return;
-		usleep(1000);
-	}
 }
 
 /*
@@ -573,6 +548,8 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 	struct addrinfo *res;
 	struct ibv_device_attr da;
 	struct vb_cpriv cp = { .credits = (uint16_t)c->ncs };
+	const uint8_t *key;
+	uint8_t cls;
 	struct vb_spriv sp;
 	uint8_t cpb[VB_CPRIV_LEN];
 	char ps[8];
@@ -661,8 +638,9 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 	}
 	cp.land_addr = (uintptr_t)c->land;
 	cp.land_rkey = c->mr->rkey;
-	if (o->has_key) {
-		cp.has_nonce = 1;
+	key = net_auth_client_key(o, &cls);
+	if (key) {
+		cp.has_nonce = cls;
 		net_auth_nonce(cp.cn);
 	}
 	vb_cpriv_encode(cpb, &cp);
@@ -677,8 +655,13 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 	}
 	rc = vb_cm_expect(ch, deadline, RDMA_CM_EVENT_ESTABLISHED, &ev);
 	if (rc == -EACCES) {
-		log_err("net: %s:%u requires a cluster key and we have none "
-			"(configure key = in rpfs.conf or -o key=FILE)", c->host, c->port);
+		if (key)
+			log_err("net: %s:%u does not accept %s", c->host, c->port,
+				net_auth_class_name(cls));
+		else
+			log_err("net: %s:%u requires a cluster key and we have none "
+				"(configure key = in rpfs.conf or -o key=FILE)",
+				c->host, c->port);
 		NET_STAT_ADD(&vc->base.st, auth_fail, 1);
 	}
 	if (rc)
@@ -691,14 +674,14 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 		rc = -ENOTCONN;
 		goto out_disconnect;
 	}
-	if (o->has_key) {
-		if (!sp.has_mac || net_auth_check(o->key, 'S', cp.cn, sp.sn, sp.mac)) {
-			log_err("net: %s:%u: the server failed to prove the cluster key "
-				"(%s); refusing it", c->host, c->port,
+	if (key) {
+		if (!sp.has_mac || net_auth_check(key, NET_AUTH_ROLE_SERVER, cp.cn,
+						  sp.sn, sp.mac)) {
+			log_err("net: %s:%u: the server failed to prove %s (%s); "
+				"refusing it", c->host, c->port,
+				net_auth_class_name(cls),
 				sp.has_mac ? "its key differs from ours" : "it has no key");
 			NET_STAT_ADD(&vc->base.st, auth_fail, 1);
-			if (sp.has_mac)
-				vb_auth_anyway(c, cp.cn, sp.sn, deadline);
 			rc = -EACCES;
 			goto out_disconnect;
 		}
@@ -713,7 +696,7 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 		goto out_disconnect;
 	}
 	pthread_mutex_lock(&c->lock);
-	if (o->has_key && vb_send_auth(c, cp.cn, sp.sn)) {
+	if (key && vb_send_auth(c, key, cp.cn, sp.sn)) {
 		pthread_mutex_unlock(&c->lock);
 		rc = -ENOTCONN;
 		goto out_disconnect;

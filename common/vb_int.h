@@ -79,7 +79,7 @@ struct vb_seg {
 /* Client -> server connect private data. */
 struct vb_cpriv {
 	uint16_t credits;      /* credits the client wants */
-	uint8_t has_nonce;
+	uint8_t has_nonce;     /* 0 no key, else the NET_AUTH_KEY_* class */
 	uint64_t land_addr;    /* landing buffer for big replies */
 	uint32_t land_rkey;
 	uint8_t cn[32];

@@ -131,6 +131,8 @@ struct vb_sconn {
 	int up, dead, authed, need_auth;
 	int holds;
 	uint8_t cn[32], sn[32];
+	const uint8_t *key;              /* the key of the class it named */
+	int key_priv;                    /* that class is privileged here */
 	uint64_t land_addr;              /* client landing buffer */
 	uint32_t land_rkey;
 	int land_busy;                   /* big reply written, no ACK yet */
@@ -1030,7 +1032,8 @@ static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *ms
 			why = "unexpected auth message";
 			goto out_bad;
 		}
-		if (net_auth_check(s->base.opts.key, 'C', c->cn, c->sn, msg + VB_HDRS)) {
+		if (net_auth_check(c->key, NET_AUTH_ROLE_CLIENT, c->cn, c->sn,
+				   msg + VB_HDRS)) {
 			NET_STAT_ADD(&s->base.st, auth_fail, 1);
 			log_warn("net: %s: wrong cluster key; refusing the client",
 				 c->base.peer);
@@ -1040,6 +1043,7 @@ static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *ms
 		}
 		NET_STAT_ADD(&s->base.st, auth_ok, 1);
 		c->authed = 1;
+		c->base.privileged = c->key_priv;
 		vb_repost(s, rb);
 		return;
 	}
@@ -1329,9 +1333,10 @@ static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
 	struct vb_cpriv cp;
 	struct vb_spriv sp = { 0 };
 	uint8_t spb[VB_SPRIV_LEN];
+	const uint8_t *key = NULL;
 	struct vb_sconn *c;
+	int ncred, key_priv = 1;
 	char peer[64];
-	int ncred;
 
 	net_addr_format(rdma_get_peer_addr(id), peer, sizeof(peer));
 	if (vb_cpriv_decode(ev->param.conn.private_data, ev->param.conn.private_data_len,
@@ -1348,7 +1353,15 @@ static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
 		rdma_reject(id, NULL, 0);
 		return id;
 	}
-	if (o->has_key && !cp.has_nonce) {
+	if (net_auth_keyed(o) && cp.has_nonce &&
+	    net_auth_server_key(o, cp.has_nonce, &key, &key_priv)) {
+		log_warn("net: %s: client offers %s, which this server does not "
+			 "hold; refusing it", peer, net_auth_class_name(cp.has_nonce));
+		NET_STAT_ADD(&s->base.st, auth_fail, 1);
+		rdma_reject(id, VB_REJ_NOKEY, VB_REJ_NOKEY_LEN);
+		return id;
+	}
+	if (net_auth_keyed(o) && !cp.has_nonce) {
 		log_warn("net: %s: client has no cluster key; refusing it", peer);
 		NET_STAT_ADD(&s->base.st, auth_fail, 1);
 		rdma_reject(id, VB_REJ_NOKEY, VB_REJ_NOKEY_LEN);
@@ -1411,13 +1424,17 @@ static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
 	sp.slot_size = (uint32_t)c->slot_size;
 	sp.fast_addr = (uintptr_t)c->mem;
 	sp.fast_rkey = c->mr->rkey;
-	if (o->has_key) {
+	if (key) {
 		c->need_auth = 1;
+		c->key = key;
+		c->key_priv = key_priv;
 		memcpy(c->cn, cp.cn, 32);
 		net_auth_nonce(c->sn);
 		memcpy(sp.sn, c->sn, 32);
-		net_auth_mac(o->key, 'S', c->cn, c->sn, sp.mac);
+		net_auth_mac(key, NET_AUTH_ROLE_SERVER, c->cn, c->sn, sp.mac);
 		sp.has_mac = 1;
+	} else {
+		c->base.privileged = 1; /* no key here: anyone is */
 	}
 	vb_spriv_encode(spb, &sp);
 	uint8_t tos = (uint8_t)(o->sl[NET_CLASS_REPLY] << 5);

@@ -5,6 +5,7 @@
  */
 #include "vb_int.h"
 #include "log.h"
+#include "net_auth.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -114,7 +115,7 @@ int vb_cpriv_decode(const void *in, size_t len, struct vb_cpriv *p)
 	const uint8_t *b = in;
 
 	if (!in || len < VB_CPRIV_LEN || get32(b) != VB_PRIV_MAGIC ||
-	    b[4] != VB_PRIV_VERSION || b[5] > 1)
+	    b[4] != VB_PRIV_VERSION || b[5] > NET_AUTH_KEY_SERVERS)
 		return -EPROTO;
 	p->has_nonce = b[5];
 	p->credits = get16(b + 6);

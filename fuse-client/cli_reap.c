@@ -55,18 +55,59 @@ static void reap_one(struct cli_fs *fs, const struct proto_cred *c, uint64_t ino
 {
 	int rc = cli_io_remove(fs, ino, l);
 
-	if (rc == 0)
-		rc = cli_meta_purge(fs, c, ino);
-	if (rc)
+	if (rc) {
 		orphan_warn(ino, "removing data", rc);
+		return;
+	}
+	rc = cli_meta_purge(fs, c, ino);
+	if (rc)
+		orphan_warn(ino, "purge", rc);
+}
+
+/*
+ * Purge the m inodes of gone (items[idx[i]] freed gone[i]) at the mgr, one
+ * PURGE_MANY per freeing user: the mgr lets a caller purge only what it
+ * owns or freed. Cost: one round trip per distinct user (mostly one).
+ */
+static void reap_purge(struct cli_fs *fs, struct reap_item *const *items,
+		       const uint32_t *idx, const uint64_t *gone, uint32_t m)
+{
+	uint64_t batch[CLI_IO_REMOVE_MAX];
+	uint8_t done[CLI_IO_REMOVE_MAX] = { 0 };
+	int rc;
+
+	for (uint32_t i = 0; i < m; i++) {
+		const struct proto_cred *c = &items[idx[i]]->cred;
+		uint32_t k = 0;
+
+		if (done[i])
+			continue;
+		for (uint32_t j = i; j < m; j++)
+			if (!done[j] && items[idx[j]]->cred.uid == c->uid) {
+				batch[k++] = gone[j];
+				done[j] = 1;
+			}
+		rc = cli_meta_purge_many(fs, c, batch, k);
+		if (rc == -EOPNOTSUPP) {
+			for (uint32_t j = 0; j < k; j++) {
+				rc = cli_meta_purge(fs, c, batch[j]);
+				if (rc)
+					orphan_warn(batch[j], "purge", rc);
+			}
+		} else if (rc) {
+			log_warn("purge of %u freed inodes from %llu on: %s; any "
+				 "not purged is left as orphan", k,
+				 (unsigned long long)batch[0], strerror(-rc));
+		}
+	}
 }
 
 /*
  * Remove and purge n (1..CLI_IO_REMOVE_MAX) freed inodes together. Only
  * those whose objects are all gone are purged; the rest stay orphans and
  * are logged. Against daemons without the batch ops, falls back to one
- * inode at a time. The purge goes with the first item's credential: the
- * mgr checks none for it. Cost: two round trips for the batch.
+ * inode at a time. Cost: two round trips for the batch (one more per
+ * further user who freed some of it).
  */
 static void reap_batch(struct cli_fs *fs, struct reap_item *const *items,
 		       size_t n)
@@ -74,7 +115,7 @@ static void reap_batch(struct cli_fs *fs, struct reap_item *const *items,
 	uint64_t inos[CLI_IO_REMOVE_MAX], gone[CLI_IO_REMOVE_MAX];
 	struct proto_layout ls[CLI_IO_REMOVE_MAX];
 	uint8_t ok[CLI_IO_REMOVE_MAX];
-	uint32_t m = 0;
+	uint32_t idx[CLI_IO_REMOVE_MAX], m = 0;
 	int rc;
 
 	if (n == 1) {
@@ -92,24 +133,14 @@ static void reap_batch(struct cli_fs *fs, struct reap_item *const *items,
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (ok[i])
+		if (ok[i]) {
+			idx[m] = (uint32_t)i;
 			gone[m++] = inos[i];
-		else
+		} else {
 			orphan_warn(inos[i], "removing data", rc);
-	}
-	if (!m)
-		return;
-	rc = cli_meta_purge_many(fs, &items[0]->cred, gone, m);
-	if (rc == -EOPNOTSUPP) {
-		for (uint32_t i = 0; i < m; i++) {
-			rc = cli_meta_purge(fs, &items[0]->cred, gone[i]);
-			if (rc)
-				orphan_warn(gone[i], "purge", rc);
 		}
-	} else if (rc) {
-		log_warn("purge of %u freed inodes from %llu on: %s; any not purged is left as orphan",
-			 m, (unsigned long long)gone[0], strerror(-rc));
 	}
+	reap_purge(fs, items, idx, gone, m);
 }
 
 /* Wait (lock held) until the queue holds a full batch, the worker is

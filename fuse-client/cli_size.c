@@ -70,9 +70,6 @@ int cli_size_push(struct cli_fs *fs, const struct proto_cred *c,
 #define TRUNC_EXTRA (PROTO_SA_UID | PROTO_SA_GID | PROTO_SA_MODE | \
 		     PROTO_SA_ATIME | PROTO_SA_MTIME)
 
-/* The uid the mgr's root squash gives uid 0 (mgr/mgr_perm.c). */
-#define SQUASH_UID 65534u
-
 /* Where the next truncate ends the process (CLI_SIZE_EXIT_*): a test hook,
  * set once at rpfs-fuse start before any request, read by every worker. */
 static atomic_int size_exit_at;
@@ -111,14 +108,14 @@ static void size_test_point(int at)
  * included: one round trip. On EACCES a GETATTR tells an owner, who may
  * truncate without the write bit (a second round trip, only then). uid 0
  * refused by OPEN was root-squashed (root bypasses otherwise), so the mgr
- * judges it as SQUASH_UID (mgr_perm_squash).
+ * judges it as PROTO_NOBODY_ID (mgr_perm_squash).
  * @return 0, -EACCES, -EISDIR, -ENOENT, -EIO
  */
 static int trunc_check(struct cli_fs *fs, const struct proto_cred *c,
 		       uint64_t ino, struct proto_attr *a)
 {
 	int rc = cli_meta_open(fs, c, ino, O_WRONLY, a);
-	uint32_t uid = c->uid ? c->uid : SQUASH_UID;
+	uint32_t uid = c->uid ? c->uid : PROTO_NOBODY_ID;
 
 	if (rc != -EACCES)
 		return rc;

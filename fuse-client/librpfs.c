@@ -75,7 +75,7 @@ static int build_net_opts(const struct rpfs_opts *o, struct net_opts *no)
 		rc = net_auth_init();
 		if (rc)
 			return rc;
-		rc = net_key_load(key, no->key, &why);
+		rc = net_key_load(key, 1, no->key, &why);
 		if (rc) {
 			log_err("librpfs: key file %s: %s", key, why);
 			return rc;

@@ -24,6 +24,7 @@
 #include "iod_work.h"
 #include "log.h"
 #include "net.h"
+#include "net_auth.h"
 #include "srv_notify.h"
 #include "srv_status.h"
 
@@ -40,6 +41,7 @@ struct iod_args {
 	const char *conf;      /* --conf FILE */
 	long id;               /* --id N, -1 = not given */
 	const char *key_path;  /* --key FILE */
+	const char *srv_key_path; /* --server-key FILE */
 	const char *transport; /* --transport NAME */
 	int insecure;          /* --insecure, [cluster] insecure: 1 = serve a
 				* non-loopback address with no key */
@@ -52,10 +54,12 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: " PROG " --listen HOST:PORT --data DIR [--log-level LEVEL]"
 		" [--credits N]\n"
-		"       [--key FILE] [--transport tcp|verbs|auto] [--io-threads N]\n"
-		"       [--insecure] [--request-timeout SECONDS]\n"
+		"       [--key FILE] [--server-key FILE] [--transport tcp|verbs|auto]\n"
+		"       [--io-threads N] [--insecure] [--request-timeout SECONDS]\n"
 		"   or: " PROG " --conf FILE --id N [any of the above, which override the file]\n"
 		"HOST:PORT: a name, an IPv4 address or [IPv6]:PORT.\n"
+		"--key: the clients' key; --server-key: the servers' key, which\n"
+		"  alone may fence, list and checksum objects (see README).\n"
 		"--insecure: with no cluster key, listen on a non-loopback address\n"
 		"  anyway (anyone who can reach it is served).\n");
 }
@@ -71,6 +75,7 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 		{ "conf", required_argument, NULL, 'C' },
 		{ "id", required_argument, NULL, 'i' },
 		{ "key", required_argument, NULL, 'K' },
+		{ "server-key", required_argument, NULL, 'E' },
 		{ "transport", required_argument, NULL, 'T' },
 		{ "io-threads", required_argument, NULL, 'W' },
 		{ "insecure", no_argument, NULL, 'I' },
@@ -119,6 +124,14 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 				return -EINVAL;
 			}
 			a->key_path = optarg;
+			break;
+		case 'E':
+			if (!*optarg) {
+				fprintf(stderr, PROG ": --server-key: expected a key "
+					"file, got \"\"\n");
+				return -EINVAL;
+			}
+			a->srv_key_path = optarg;
 			break;
 		case 'T':
 			if (net_transport_parse(optarg, &t)) {
@@ -453,13 +466,18 @@ int main(int argc, char **argv)
 		if (rc)
 			fprintf(stderr, PROG ": --key: %s\n", msg);
 	}
+	if (rc == 0) {
+		rc = cfg_server_keys(conf, a.srv_key_path, &no, msg, sizeof(msg));
+		if (rc)
+			fprintf(stderr, PROG ": %s\n", msg);
+	}
 	if (rc) {
 		cfg_free(conf);
 		return 2;
 	}
 	if (a.transport)
 		(void)net_transport_parse(a.transport, &no.transport);
-	if (addr_listen_check(a.host, a.port, no.has_key, a.insecure, &warn,
+	if (addr_listen_check(a.host, a.port, net_auth_keyed(&no), a.insecure, &warn,
 			      msg, sizeof(msg))) {
 		fprintf(stderr, PROG ": %s\n", msg);
 		cfg_free(conf);
@@ -536,7 +554,7 @@ int main(int argc, char **argv)
 	addr_format(addr, sizeof(addr), a.host, net_server_port(srv));
 	snprintf(msg, sizeof(msg), "listening on %s, data %s (%s%s)", addr,
 		 a.data, net_server_transport(srv),
-		 no.has_key ? ", cluster key" : "");
+		 no.has_srv_key ? ", two keys" : no.has_key ? ", cluster key" : "");
 	log_notice("ready: %s", msg);
 	sdn_ready(msg);
 	ev_run(loop, 0);

@@ -978,6 +978,14 @@ static void req_try_fd(struct io_req *q)
 	}
 }
 
+/* The mgr's and the admin tool's ops, which a client's key may not send:
+ * IO_FENCE (lease and fence set), IO_LIST and IO_CSUM (scrub and resync). */
+static int ops_servers_only(uint16_t op)
+{
+	return op == PROTO_OP_IO_FENCE || op == PROTO_OP_IO_LIST ||
+	       op == PROTO_OP_IO_CSUM;
+}
+
 /*
  * net_req_fn: decode the request and start it. Malformed bodies close the
  * connection (reject); unknown ops get -EOPNOTSUPP; a context allocation
@@ -998,6 +1006,12 @@ void iod_ops_handle(struct net_sreq *r, void *arg)
 		log_debug("%s from %s: not an iod op", proto_op_name(op),
 			  net_sconn_peer(r->conn));
 		net_sreq_reply(r, -EOPNOTSUPP, NULL, 0);
+		return;
+	}
+	if (ops_servers_only(op) && !net_sconn_privileged(r->conn)) {
+		log_notice("%s from %s refused: it needs the servers' key",
+			   proto_op_name(op), net_sconn_peer(r->conn));
+		net_sreq_reply(r, -EPERM, NULL, 0);
 		return;
 	}
 	if (op == PROTO_OP_IO_FENCE) {

@@ -64,6 +64,13 @@ const char *net_sconn_peer(const struct net_sconn *c)
 	return "fake:1";
 }
 
+static int fake_privileged = 1;  /* the fake peer proved the servers' key */
+
+int net_sconn_privileged(const struct net_sconn *c)
+{
+	return fake_privileged;
+}
+
 /* Move the bytes of x and run its callback (the "completion"). */
 static void xfer_complete(struct xfer *x)
 {
@@ -495,6 +502,24 @@ static void test_scrub(void)
 	CHECK(l.n == 3 && !l.eof && l.objs[0].ino == 1 && l.objs[2].ino == 0x20001);
 	CHECK(l.next.bucket == 2 && l.next.after == 0);
 	free(f);
+	/* a client's key may not list, checksum or fence */
+	fake_privileged = 0;
+	f = scrub_req(h, PROTO_OP_IO_CSUM, &(struct proto_ioreq){ .ino = 42,
+								  .off = 0, .len = 1 });
+	CHECK(f->status == -EPERM && f->rep_len == 0);
+	free(f);
+	f = scrub_req(h, PROTO_OP_IO_LIST,
+		      &(struct proto_ioreq){ .cursor = { 0, 0 }, .max = 3 });
+	CHECK(f->status == -EPERM && f->rep_len == 0);
+	free(f);
+	f = calloc(1, sizeof(*f)); /* IO_FENCE: refused before its body is read */
+	f->r.conn = fake_conn;
+	f->r.hdr.op = PROTO_OP_IO_FENCE;
+	f->r.body = f->body;
+	iod_ops_handle(&f->r, h);
+	CHECK(f->replied && f->status == -EPERM && f->rep_len == 0);
+	free(f);
+	fake_privileged = 1;
 	CHECK(bad_calls == 0);
 
 	iod_ops_free(h);

@@ -685,25 +685,45 @@ int mgr_db_xattr_list(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 	return ret;
 }
 
-/* Mark ino as an orphan (nlink 0, stripe objects not yet removed). */
-int mgr_db_orphan_add(struct mgr_db *db, MDB_txn *txn, uint64_t ino)
+/* Mark ino as an orphan (nlink 0, stripe objects not yet removed); the
+ * value is the freer's uid, 4 bytes big-endian. */
+int mgr_db_orphan_add(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+		      uint32_t freer)
 {
-	uint8_t kb[8];
-	MDB_val k = { db_key(kb, ino, NULL, 0), kb }, d = { 0, kb };
+	uint8_t kb[8], vb[4] = { (uint8_t)(freer >> 24), (uint8_t)(freer >> 16),
+				 (uint8_t)(freer >> 8), (uint8_t)freer };
+	MDB_val k = { db_key(kb, ino, NULL, 0), kb }, d = { sizeof(vb), vb };
 
 	return db_err(mdb_put(txn, db->orphans, &k, &d, 0), "orphan add");
+}
+
+/* Is ino marked as an orphan, and by whom? An empty value is a mark from
+ * before the freer was kept. */
+int mgr_db_orphan_freer(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+			uint32_t *freer)
+{
+	uint8_t kb[8];
+	MDB_val k = { db_key(kb, ino, NULL, 0), kb }, d;
+	const uint8_t *v;
+	int rc = mdb_get(txn, db->orphans, &k, &d);
+
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	if (rc)
+		return db_err(rc, "orphan get");
+	v = d.mv_data;
+	*freer = d.mv_size == 4 ? (uint32_t)v[0] << 24 | (uint32_t)v[1] << 16 |
+				  (uint32_t)v[2] << 8 | v[3]
+				: MGR_DB_UID_NONE;
+	return 1;
 }
 
 /* Is ino marked as an orphan? */
 int mgr_db_orphan_is(struct mgr_db *db, MDB_txn *txn, uint64_t ino)
 {
-	uint8_t kb[8];
-	MDB_val k = { db_key(kb, ino, NULL, 0), kb }, d;
-	int rc = mdb_get(txn, db->orphans, &k, &d);
+	uint32_t freer;
 
-	if (rc == MDB_NOTFOUND)
-		return 0;
-	return rc ? db_err(rc, "orphan get") : 1;
+	return mgr_db_orphan_freer(db, txn, ino, &freer);
 }
 
 /* The first orphan above after: one cursor seek, O(log orphans). */

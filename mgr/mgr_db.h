@@ -326,9 +326,25 @@ typedef int (*mgr_db_xname_fn)(void *arg, const char *name, size_t len);
 int mgr_db_xattr_list(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 		      mgr_db_xname_fn fn, void *arg);
 
-/** Mark / unmark an inode as orphan; test the mark. @return 0 (1 for is), -EIO */
-int mgr_db_orphan_add(struct mgr_db *db, MDB_txn *txn, uint64_t ino);
+/** An orphan mark written before marks named who freed the inode. */
+#define MGR_DB_UID_NONE UINT32_MAX
+
+/**
+ * Mark an inode as orphan, with the uid whose unlink or rename dropped its
+ * last link (who may purge it besides its owner).
+ * @return 0, -ENOSPC, -EIO
+ */
+int mgr_db_orphan_add(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+		      uint32_t freer);
+/** Test the mark. @return 1 orphan, 0 not, -EIO */
 int mgr_db_orphan_is(struct mgr_db *db, MDB_txn *txn, uint64_t ino);
+/**
+ * Test the mark and read who freed it.
+ * @param[out] freer the uid, or MGR_DB_UID_NONE for an older mark
+ * @return 1 orphan, 0 not, -EIO
+ */
+int mgr_db_orphan_freer(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+			uint32_t *freer);
 
 /**
  * The smallest orphan inode number above after (scrub's walk of the orphan

@@ -18,6 +18,7 @@
 #include "mgr_scrub.h"
 #include "mgr_stale.h"
 #include "net.h"
+#include "net_auth.h"
 #include "srv_notify.h"
 #include "srv_status.h"
 
@@ -39,6 +40,7 @@ struct mgr_args {
 	int log_level;   /* -1 = not given */
 	const char *conf;      /* --conf FILE */
 	const char *key_path;  /* --key FILE */
+	const char *srv_key_path; /* --server-key FILE */
 	int insecure;          /* --insecure, [cluster] insecure: 1 = serve a
 				* non-loopback address with no key */
 	int insecure_warn;     /* check_listen: log insecure_msg as a warning */
@@ -73,12 +75,15 @@ static void usage(FILE *f)
 	fprintf(f, "usage: " PROG " --listen HOST:PORT --db DIR --iod HOST:PORT [--iod HOST:PORT ...]\n"
 		   "       [--stripe-unit BYTES] [--stripe-count N] [--mirror 1|2] [--root-squash]\n"
 		   "       [--log-level LEVEL]\n"
-		   "       [--key FILE] [--transport tcp|verbs|auto] [--lock-grace SECONDS]\n"
+		   "       [--key FILE] [--server-key FILE] [--transport tcp|verbs|auto]\n"
+		   "       [--lock-grace SECONDS]\n"
 		   "       [--resync-rate MB/s] [--db-size SIZE] [--xattr-max-count N]\n"
 		   "       [--xattr-max-bytes SIZE] [--insecure] [--request-timeout SECONDS]\n"
 		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
 		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n"
 		   "HOST:PORT: a name, an IPv4 address or [IPv6]:PORT.\n"
+		   "--key: the clients' key; --server-key: the servers' key, which\n"
+		   "  alone may scrub and purge any orphan (see README).\n"
 		   "--insecure: with no cluster key, listen on a non-loopback address\n"
 		   "  anyway (anyone who can reach it is served).\n"
 		   "--resync-rate: MB/s (10^6 bytes) at most of stale mirror replicas\n"
@@ -219,6 +224,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "conf", required_argument, NULL, 'C' },
 		{ "key", required_argument, NULL, 'K' },
+		{ "server-key", required_argument, NULL, 'k' },
 		{ "transport", required_argument, NULL, 'T' },
 		{ "request-timeout", required_argument, NULL, 'Q' },
 		{ "lock-grace", required_argument, NULL, 'G' },
@@ -292,6 +298,11 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 			if (!optarg[0])
 				return bad_arg("--key", "a key file", optarg);
 			a->key_path = optarg;
+			break;
+		case 'k':
+			if (!optarg[0])
+				return bad_arg("--server-key", "a key file", optarg);
+			a->srv_key_path = optarg;
 			break;
 		case 'T': {
 			enum net_transport t;
@@ -567,7 +578,13 @@ int main(int argc, char **argv)
 			goto out_free_conf;
 		}
 	}
-	if (check_listen(&a, o.has_key)) {
+	rc = cfg_server_keys(conf, a.srv_key_path, &o, msg, sizeof(msg));
+	if (rc) {
+		fprintf(stderr, PROG ": %s\n", msg);
+		status = 2;
+		goto out_free_conf;
+	}
+	if (check_listen(&a, net_auth_keyed(&o))) {
 		status = 2;
 		goto out_free_conf;
 	}
@@ -658,7 +675,7 @@ int main(int argc, char **argv)
 	sdn_start(loop);
 	addr_format(addr, sizeof(addr), a.listen_host, net_server_port(srv));
 	snprintf(msg, sizeof(msg), "listening on %s, %u iods (%s%s)", addr, a.niods,
-		 net_server_transport(srv), o.has_key ? ", cluster key" : "");
+		 net_server_transport(srv), o.has_srv_key ? ", two keys" : o.has_key ? ", cluster key" : "");
 	log_notice("ready: %s", msg);
 	sdn_ready(msg);
 	ev_run(loop, 0);

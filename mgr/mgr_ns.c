@@ -69,7 +69,7 @@ int mgr_ns_dir(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
  * anything else is deleted on the spot. */
 int mgr_ns_drop_link(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 		     struct mgr_inode *in, const struct proto_time *now,
-		     struct proto_freed *f)
+		     uint32_t uid, struct proto_freed *f)
 {
 	int rc;
 
@@ -80,7 +80,7 @@ int mgr_ns_drop_link(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 		return mgr_db_inode_put(db, txn, ino, in);
 	if (!S_ISREG(in->mode))
 		return mgr_db_inode_del(db, txn, ino);
-	rc = mgr_db_orphan_add(db, txn, ino);
+	rc = mgr_db_orphan_add(db, txn, ino, uid);
 	if (!rc)
 		rc = mgr_db_inode_put(db, txn, ino, in);
 	if (!rc && f) {
@@ -544,7 +544,7 @@ static int ns_remove(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c
 		dir.nlink--;
 		rc = mgr_db_inode_del(db, txn, ino);
 	} else {
-		rc = mgr_ns_drop_link(db, txn, ino, &in, &now, f);
+		rc = mgr_ns_drop_link(db, txn, ino, &in, &now, c->uid, f);
 	}
 	if (!rc)
 		rc = mgr_db_inode_put(db, txn, parent, &dir);
@@ -806,38 +806,54 @@ int mgr_ns_setblocks(struct mgr_db *db, const struct proto_cred *c,
 	return mgr_ns_finish(txn, rc);
 }
 
-/* Delete ino in txn if it is an orphan. @return 0, -ENOENT (no such
- * orphan), -EBUSY (still linked), -EIO */
-static int ns_purge_one(struct mgr_db *db, MDB_txn *txn, uint64_t ino)
+/* May caller c (NULL: the servers) purge orphan in, freed by freer? Its
+ * owner and the one whose unlink freed it may: after an unlink that the
+ * directory allowed, that client's reaper purges a file it does not own. */
+static int ns_purge_allowed(const struct proto_cred *c,
+			    const struct mgr_inode *in, uint32_t freer)
+{
+	if (!c || c->uid == 0 || c->uid == in->uid || c->uid == freer)
+		return 0;
+	return -EPERM;
+}
+
+/* Delete ino in txn if it is an orphan the caller may purge. @return 0,
+ * -ENOENT (no such orphan), -EBUSY (still linked), -EPERM, -EIO */
+static int ns_purge_one(struct mgr_db *db, MDB_txn *txn,
+			const struct proto_cred *c, uint64_t ino)
 {
 	struct mgr_inode in;
+	uint32_t freer;
 	int rc = mgr_db_inode_get(db, txn, ino, &in);
 
 	if (!rc && in.nlink != 0)
 		rc = -EBUSY;
 	if (!rc) {
-		rc = mgr_db_orphan_is(db, txn, ino);
+		rc = mgr_db_orphan_freer(db, txn, ino, &freer);
 		if (rc == 0)
 			rc = -ENOENT;
 		else if (rc == 1)
-			rc = mgr_db_inode_del(db, txn, ino);
+			rc = ns_purge_allowed(c, &in, freer);
 	}
+	if (!rc)
+		rc = mgr_db_inode_del(db, txn, ino);
 	return rc;
 }
 
 /* PURGE: delete an unlinked orphan once its objects are gone. */
-int mgr_ns_purge(struct mgr_db *db, uint64_t ino)
+int mgr_ns_purge(struct mgr_db *db, const struct proto_cred *c, uint64_t ino)
 {
 	MDB_txn *txn;
 	int rc = mgr_db_begin(db, 0, &txn);
 
 	if (rc)
 		return rc;
-	return mgr_ns_finish(txn, ns_purge_one(db, txn, ino));
+	return mgr_ns_finish(txn, ns_purge_one(db, txn, c, ino));
 }
 
 /* PURGE_MANY: see mgr_ns.h. One transaction (one commit) for the list. */
-int mgr_ns_purge_many(struct mgr_db *db, const struct proto_inos *inos)
+int mgr_ns_purge_many(struct mgr_db *db, const struct proto_cred *c,
+		      const struct proto_inos *inos)
 {
 	int rc, skipped = 0;
 	MDB_txn *txn;
@@ -846,8 +862,8 @@ int mgr_ns_purge_many(struct mgr_db *db, const struct proto_inos *inos)
 	if (rc)
 		return rc;
 	for (uint32_t i = 0; i < inos->n; i++) {
-		rc = ns_purge_one(db, txn, proto_inos_at(inos, i));
-		if (rc == -ENOENT || rc == -EBUSY) {
+		rc = ns_purge_one(db, txn, c, proto_inos_at(inos, i));
+		if (rc == -ENOENT || rc == -EBUSY || rc == -EPERM) {
 			if (!skipped)
 				skipped = rc;
 			continue;

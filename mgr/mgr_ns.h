@@ -135,16 +135,24 @@ int mgr_ns_setblocks(struct mgr_db *db, const struct proto_cred *c,
 		     const struct proto_time *t, uint64_t blocks,
 		     struct proto_attr *a);
 
-/** Drop an orphan whose stripe objects are gone. @return also -EBUSY still linked */
-int mgr_ns_purge(struct mgr_db *db, uint64_t ino);
+/**
+ * Drop an orphan whose stripe objects are gone. A client may drop only an
+ * orphan it owns or freed (root, unsquashed, any); the servers any.
+ * @param c the caller, or NULL for a connection with the servers' key
+ * @return 0, -ENOENT no such orphan, -EBUSY still linked, -EPERM not the
+ *	caller's, -EIO
+ */
+int mgr_ns_purge(struct mgr_db *db, const struct proto_cred *c, uint64_t ino);
 
 /**
- * PURGE each inode of the list in one transaction. An inode that is no
- * orphan (unknown, or linked again) is skipped; the others are purged.
- * @return 0 all purged; -ENOENT or -EBUSY for the first skipped one; -EIO
- *	(nothing purged)
+ * PURGE each inode of the list in one transaction, with mgr_ns_purge's
+ * rule. An inode that is no orphan (unknown, or linked again) or not the
+ * caller's is skipped; the others are purged.
+ * @return 0 all purged; -ENOENT, -EBUSY or -EPERM for the first skipped
+ *	one; -EIO (nothing purged)
  */
-int mgr_ns_purge_many(struct mgr_db *db, const struct proto_inos *inos);
+int mgr_ns_purge_many(struct mgr_db *db, const struct proto_cred *c,
+		      const struct proto_inos *inos);
 
 /** Inodes in use. */
 uint64_t mgr_ns_files(struct mgr_db *db);
@@ -156,9 +164,10 @@ int mgr_ns_finish(MDB_txn *txn, int rc);
 /** Load dir and check it is a directory and the caller has mask on it. */
 int mgr_ns_dir(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
 	       uint64_t ino, uint32_t mask, struct mgr_inode *dir);
-/** Drop one link of a non-directory; orphan or delete at zero. */
+/** Drop one link of a non-directory; orphan or delete at zero (the orphan
+ * mark keeps uid, the caller's, as the one who freed it). */
 int mgr_ns_drop_link(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 		     struct mgr_inode *in, const struct proto_time *now,
-		     struct proto_freed *f);
+		     uint32_t uid, struct proto_freed *f);
 
 #endif

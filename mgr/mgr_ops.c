@@ -182,8 +182,9 @@ static int ops_mount(struct mgr_ops *ops, struct wbuf *w)
 	return proto_mount_encode(w, &mnt);
 }
 
-/* Run one decoded request; fills p. @return the reply status */
-static int ops_dispatch(struct mgr_ops *ops, uint16_t op,
+/* Run one decoded request; fills p. priv: the connection proved the
+ * servers' key (net_sconn_privileged). @return the reply status */
+static int ops_dispatch(struct mgr_ops *ops, uint16_t op, int priv,
 			const struct proto_mreq *m, struct proto_mrep *p)
 {
 	struct mgr_db *db = ops->db;
@@ -249,9 +250,9 @@ static int ops_dispatch(struct mgr_ops *ops, uint16_t op,
 		return mgr_ns_setsize(db, c, m->ino, m->size, &m->mtime,
 				      &p->attr);
 	case PROTO_OP_PURGE:
-		return mgr_ns_purge(db, m->ino);
+		return mgr_ns_purge(db, priv ? NULL : c, m->ino);
 	case PROTO_OP_PURGE_MANY:
-		return mgr_ns_purge_many(db, &m->inos);
+		return mgr_ns_purge_many(db, priv ? NULL : c, &m->inos);
 	case PROTO_OP_SETBLOCKS:
 		return mgr_ns_setblocks(db, c, m->ino, m->flags, m->size,
 					&m->mtime, m->blocks, &p->attr);
@@ -303,7 +304,7 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 		if (rc)
 			log_err("MOUNT reply does not encode: %d", rc);
 	} else {
-		rc = ops_dispatch(ops, op, &m, &p);
+		rc = ops_dispatch(ops, op, net_sconn_privileged(r->conn), &m, &p);
 		if (rc == 0) {
 			rc = proto_mrep_encode(&w, op, &p);
 			if (rc) /* a bug: replies are sized to fit */

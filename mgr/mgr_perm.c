@@ -59,11 +59,11 @@ void mgr_perm_squash(struct proto_cred *c)
 	uint16_t j = 0;
 
 	if (c->uid == 0) {
-		c->uid = 65534;
-		c->gid = 65534;
+		c->uid = PROTO_NOBODY_ID;
+		c->gid = PROTO_NOBODY_ID;
 	}
 	if (c->gid == 0)
-		c->gid = 65534;
+		c->gid = PROTO_NOBODY_ID;
 	for (uint16_t i = 0; i < c->ngroups && i < PROTO_MAX_GROUPS; i++)
 		if (c->groups[i] != 0)
 			c->groups[j++] = c->groups[i];

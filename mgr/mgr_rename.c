@@ -110,9 +110,11 @@ static int rn_check(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
 	return S_ISDIR(r->din.mode) ? -EISDIR : 0;
 }
 
-/* Plain rename: unlink src, drop any victim, link dst to the source inode. */
+/* Plain rename: unlink src, drop any victim (freed by uid), link dst to
+ * the source inode. */
 static int rn_move(struct mgr_db *db, MDB_txn *txn, struct rn *r,
-		   const struct proto_time *now, struct proto_freed *f)
+		   const struct proto_time *now, uint32_t uid,
+		   struct proto_freed *f)
 {
 	int rc = mgr_db_dirent_del(db, txn, r->sp, r->sn, r->sl);
 
@@ -126,7 +128,7 @@ static int rn_move(struct mgr_db *db, MDB_txn *txn, struct rn *r,
 			r->ddir->nlink--;
 			rc = mgr_db_inode_del(db, txn, r->dino);
 		} else {
-			rc = mgr_ns_drop_link(db, txn, r->dino, &r->din, now, f);
+			rc = mgr_ns_drop_link(db, txn, r->dino, &r->din, now, uid, f);
 		}
 		if (rc)
 			return rc;
@@ -205,7 +207,7 @@ int mgr_ns_rename(struct mgr_db *db, const struct proto_cred *c,
 	if (flags & PROTO_RENAME_EXCHANGE)
 		rc = rn_exchange(db, txn, &r, &now);
 	else
-		rc = rn_move(db, txn, &r, &now, f);
+		rc = rn_move(db, txn, &r, &now, c->uid, f);
 	if (rc)
 		goto out_abort;
 	r.sdir->mtime = r.sdir->ctime = now;

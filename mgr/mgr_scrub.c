@@ -221,6 +221,12 @@ void mgr_scrub_handle(struct mgr_scrub *sc, struct net_sreq *r)
 		net_sreq_reject(r, "scrub request with bulk data");
 		return;
 	}
+	if (!net_sconn_privileged(r->conn)) {
+		log_notice("%s from %s refused: it needs the servers' key",
+			   proto_op_name(op), net_sconn_peer(r->conn));
+		net_sreq_reply(r, -EPERM, NULL, 0);
+		return;
+	}
 	rc = proto_scrubq_decode(r->body, r->body_len, op, &q, &why);
 	if (rc) {
 		net_sreq_reject(r, why ? why : "malformed scrub request");

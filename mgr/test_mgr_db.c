@@ -97,9 +97,14 @@ static void test_basic(struct mgr_db *db)
 	CHECK_RC(mgr_ns_create(db, &user_c, 1, S("rootfile"), 0644, 0, &r), -EACCES);
 	CHECK_RC(mgr_ns_unlink(db, &other_c, d.ino, S("f"), &f), 0); /* dir is 0777 */
 	CHECK(f.ino == a.ino && f.layout.count == 3);
-	CHECK_RC(mgr_ns_purge(db, a.ino), 0);
+	/* purge: neither owner nor freer may not; the freer may */
+	struct proto_cred third_c = other_c;
+	third_c.uid = other_c.uid + 1;
+	CHECK(third_c.uid != user_c.uid);
+	CHECK_RC(mgr_ns_purge(db, &third_c, a.ino), -EPERM);
+	CHECK_RC(mgr_ns_purge(db, &other_c, a.ino), 0);
 	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), -ENOENT);
-	CHECK_RC(mgr_ns_purge(db, a.ino), -ENOENT);
+	CHECK_RC(mgr_ns_purge(db, NULL, a.ino), -ENOENT);
 	/* sticky */
 	struct mgr_inode dummy;
 	(void)dummy;
@@ -310,7 +315,7 @@ static void test_links(struct mgr_db *db)
 	CHECK_RC(mgr_ns_link(db, &user_c, d.ino, 1, S("dl"), &r), -EPERM);
 	CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S("a"), &f), 0);
 	CHECK(f.ino == 0);
-	CHECK_RC(mgr_ns_purge(db, a.ino), -EBUSY);
+	CHECK_RC(mgr_ns_purge(db, NULL, a.ino), -EBUSY);
 	CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S("b"), &f), 0);
 	CHECK(f.ino == a.ino);
 	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), 0);
@@ -766,11 +771,11 @@ static void check_full(struct mgr_db *db, uint64_t dir, struct proto_attr *f,
 	CHECK_RC(mgr_xattr_remove(db, &user_c, f->ino, S("user.x02")), 0);
 	CHECK_RC(mgr_ns_rename(db, &user_c, dir, S("file000003"), dir, S("file000004"), 0, &fr), 0);
 	CHECK(fr.ino != 0);
-	CHECK_RC(mgr_ns_purge(db, fr.ino), 0);
+	CHECK_RC(mgr_ns_purge(db, NULL, fr.ino), 0);
 	CHECK_RC(mgr_ns_rmdir(db, &user_c, dir, S("empty")), 0);
 	CHECK_RC(mgr_ns_unlink(db, &user_c, dir, S("file000001"), &fr), 0);
 	CHECK(fr.ino == g->ino);
-	CHECK_RC(mgr_ns_purge(db, g->ino), 0);
+	CHECK_RC(mgr_ns_purge(db, NULL, g->ino), 0);
 	CHECK_RC(mgr_ns_getattr(db, g->ino, &a), -ENOENT);
 }
 
@@ -813,7 +818,7 @@ static void test_headroom(void)
 		if (i == 2)
 			snprintf(name, sizeof(name), "file00000b");
 		CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S(name), &fr), 0);
-		CHECK_RC(mgr_ns_purge(db, fr.ino), 0);
+		CHECK_RC(mgr_ns_purge(db, NULL, fr.ino), 0);
 	}
 	usage_of(db, &used, &limit);
 	CHECK(used < used_full / 4);
@@ -865,7 +870,7 @@ static void test_headroom_shrunk(void)
 		else
 			snprintf(name, sizeof(name), "more%d", i - n);
 		CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S(name), &fr), 0);
-		CHECK_RC(mgr_ns_purge(db, fr.ino), 0);
+		CHECK_RC(mgr_ns_purge(db, NULL, fr.ino), 0);
 	}
 	mgr_db_close(db);
 	rm_tmp(dir);

@@ -147,13 +147,16 @@ start() {
 	pick_transport
 	build
 	mkdir -p "$STATE/db" "$STATE/logs" "$STATE/pids"
-	# The cluster key and the config file the daemons and the client read.
-	[ -f "$STATE/cluster.key" ] || "$BUILD/admin/rpfs" keygen "$STATE/cluster.key" >/dev/null ||
-		die "cannot create $STATE/cluster.key"
-	local i
+	# The two keys (README "The keys") and the config file the daemons and
+	# the client read; the mount reads only the clients' key.
+	local k i
+	for k in cluster server; do
+		[ -f "$STATE/$k.key" ] || "$BUILD/admin/rpfs" keygen "$STATE/$k.key" >/dev/null ||
+			die "cannot create $STATE/$k.key"
+	done
 	{
-		printf '[cluster]\nmgr = %s:%s\nkey = %s\ntransport = %s\n' "$HOST" "$MGR_PORT" \
-			"$STATE/cluster.key" "$TRANSPORT"
+		printf '[cluster]\nmgr = %s:%s\nkey = %s\nserver_key = %s\ntransport = %s\n' \
+			"$HOST" "$MGR_PORT" "$STATE/cluster.key" "$STATE/server.key" "$TRANSPORT"
 		printf '[mgr]\ndb = %s\nlisten = %s:%s\n' "$STATE/db" "$HOST" "$MGR_PORT"
 		for i in 0 1 2 3; do
 			printf '[iod.%d]\nhost = %s\nport = %s\ndata = %s\n' \

@@ -513,14 +513,17 @@ class Cluster:
 clusters = []
 
 
-def write_conf(c, path, key=None, extra=''):
-    """A config file describing cluster c (a Cluster); extra is appended."""
+def write_conf(c, path, key=None, extra='', server_key=None, transport=None):
+    """A config file describing cluster c (a Cluster); extra is appended;
+    transport None: $RPFS_TRANSPORT's."""
     lines = ['[cluster]', 'mgr = %s' % hostport(c.mgr_port)]
     if key:
         lines.append('key = %s' % key)
+    if server_key:
+        lines.append('server_key = %s' % server_key)
     elif not host_is_loopback():
         lines.append('insecure = true')  # see insecure_args()
-    lines += ['transport = %s' % os.environ.get('RPFS_TRANSPORT', 'tcp'),
+    lines += ['transport = %s' % (transport or os.environ.get('RPFS_TRANSPORT', 'tcp')),
               '[layout]', 'stripe_unit = 64K', 'stripe_count = 0',
               '[client]', 'timeout = 10',
               '[mgr]', 'db = %s' % c.db, 'listen = %s' % hostport(c.mgr_port),
@@ -533,20 +536,27 @@ def write_conf(c, path, key=None, extra=''):
     return path
 
 
-def conf_cluster(tmp, niods=2, key=True, name='ops', extra=''):
+def conf_cluster(tmp, niods=2, key=True, name='ops', extra='', server_key=False,
+                 transport=None):
     """A started cluster whose daemons run the way the units run them:
     rpfs-mgr --conf FILE, rpfs-iod --conf FILE --id N (a fresh cluster key
-    when key; extra is appended to the file). Sets c.conf and c.key."""
-    c = Cluster(str(tmp), niods=niods, name=name)
-    keyf = None
+    when key, and a fresh servers' key beside it when server_key; extra is
+    appended to the file; transport forces one, as Cluster's does). Sets
+    c.conf, c.key and c.server_key."""
+    c = Cluster(str(tmp), niods=niods, name=name, transport=transport)
+    keyf = srvf = None
     if key:
         keyf = os.path.join(str(tmp), 'cluster.key')
         run([binary('admin/rpfs'), 'keygen', keyf])
-    conf = write_conf(c, os.path.join(str(tmp), 'rpfs.conf'), keyf, extra)
+    if server_key:
+        srvf = os.path.join(str(tmp), 'server.key')
+        run([binary('admin/rpfs'), 'keygen', srvf])
+    conf = write_conf(c, os.path.join(str(tmp), 'rpfs.conf'), keyf, extra, srvf,
+                      transport)
     for i, d in enumerate(c.iods):
         d.argv = [binary('iod/rpfs-iod'), '--conf', conf, '--id', str(i)]
     c.mgr.argv = [binary('mgr/rpfs-mgr'), '--conf', conf]
-    c.conf, c.key = conf, keyf
+    c.conf, c.key, c.server_key = conf, keyf, srvf
     clusters.append(c)
     try:
         c.start()

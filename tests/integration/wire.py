@@ -1,15 +1,23 @@
 """The TCP wire framing as raw peers speak it (layout in common/proto.h),
 for the tests that send hand-made frames to the daemons: test_faults.py
-(malformed messages) and test_stall.py (stalled and flooding peers)."""
+(malformed messages), test_stall.py (stalled and flooding peers) and
+test_keys.py (what each key may ask)."""
+import hashlib
+import hmac
+import os
 import struct
 
 MAGIC = 0x53465052
 OP_NET_HELLO = 1
+OP_NET_AUTH = 3
 OP_LOOKUP = 11
 OP_IO_READ = 40
 OP_IO_WRITE = 41
 OP_IO_STATFS = 45
+F_REPLY = 0x1
 F_CTRL = 0x4
+KEY_CLIENTS = 1  # the key classes of common/net_auth.h
+KEY_SERVERS = 2
 MAX_BODY = 128 * 1024
 HDR_LEN = 48
 
@@ -32,3 +40,56 @@ def handshake(s):
         got += b
     magic, _v, op = struct.unpack_from('<IHH', got)
     assert magic == MAGIC and op == OP_NET_HELLO, got
+
+
+def recv_exact(s, n):
+    """n bytes from socket s; fails the test if the peer closes first."""
+    got = b''
+    while len(got) < n:
+        b = s.recv(n - len(got))
+        assert b, 'peer closed after %d of %d bytes' % (len(got), n)
+        got += b
+    return got
+
+
+def recv_frame(s):
+    """One frame: (op, status, flags, body)."""
+    h = recv_exact(s, HDR_LEN)
+    magic, _v, op, _tag, status, _cr, flags, blen = struct.unpack_from('<IHHQiHHI', h)
+    assert magic == MAGIC, h
+    return op, status, flags, recv_exact(s, blen) if blen else b''
+
+
+def read_key(path):
+    """The 32 bytes of a key file (64 hex digits)."""
+    with open(path) as f:
+        return bytes.fromhex(f.read().strip())
+
+
+def auth_mac(key, role, cn, sn):
+    """HMAC-SHA256 over "rpfs-auth-v1" || role || cn || sn (net_auth.h)."""
+    return hmac.new(key, b'rpfs-auth-v1' + role + cn + sn, hashlib.sha256).digest()
+
+
+def keyed_handshake(s, key, cls=KEY_CLIENTS):
+    """The handshake with a key of class cls: HELLO with our nonce and the
+    class, check the server's proof, send ours. Returns the status of the
+    server's answer to our proof (0 = in)."""
+    cn = os.urandom(32)
+    s.sendall(hdr(OP_NET_HELLO, 33, tag=0, flags=F_CTRL) + cn + bytes([cls]))
+    op, status, _f, body = recv_frame(s)
+    assert op == OP_NET_HELLO and status == 0 and len(body) == 64, (op, status, body)
+    sn, mac = body[:32], body[32:]
+    assert hmac.compare_digest(mac, auth_mac(key, b'S', cn, sn)), 'server proof'
+    s.sendall(hdr(OP_NET_AUTH, 32, tag=0, flags=F_CTRL) + auth_mac(key, b'C', cn, sn))
+    op, status, _f, _b = recv_frame(s)
+    assert op == OP_NET_AUTH, op
+    return status
+
+
+def request(s, op, body=b'', tag=7):
+    """Send one request and return its reply's (status, body)."""
+    s.sendall(hdr(op, len(body), tag=tag) + body)
+    rop, status, flags, rbody = recv_frame(s)
+    assert rop == op and flags & F_REPLY, (rop, flags)
+    return status, rbody

@@ -33,6 +33,7 @@
 #define OP_REJECT 104
 #define OP_PEER 105 /* replies with the client's address as the server sees it */
 #define OP_READ_SEQ 106 /* OP_READ, its chunks pushed in order */
+#define OP_PRIV 107 /* replies with net_sconn_privileged() as the status */
 
 #define CHECK(c)                                                              \
 	do {                                                                  \
@@ -179,6 +180,9 @@ static void test_handler(struct net_sreq *r, void *arg)
 	case OP_ECHO:
 		net_sreq_reply(r, 7, r->body, r->body_len);
 		break;
+	case OP_PRIV:
+		net_sreq_reply(r, net_sconn_privileged(r->conn), NULL, 0);
+		break;
 	case OP_WRITE: {
 		struct xfer_ctx *x = calloc(1, sizeof(*x));
 		if (!x || !(x->buf = malloc(r->hdr.bulk_len ? r->hdr.bulk_len : 1))) {
@@ -217,6 +221,7 @@ struct srv_thread {
 	uint16_t port;
 	int credits;
 	const uint8_t *key; /* cluster key, NULL = none */
+	const uint8_t *srv_key; /* servers' key, NULL = none */
 	int state; /* 0 starting, 1 running, -1 failed */
 	pthread_mutex_t m;
 	pthread_cond_t cv;
@@ -249,6 +254,10 @@ static void *srv_main(void *arg)
 		o.has_key = 1;
 		memcpy(o.key, st->key, NET_KEY_LEN);
 	}
+	if (st->srv_key) {
+		o.has_srv_key = 1;
+		memcpy(o.srv_key, st->srv_key, NET_KEY_LEN);
+	}
 	st->loop = ev_loop_new(EVFLAG_AUTO);
 	rc = st->loop ? net_server_new(&st->srv, st->loop, "127.0.0.1", st->port,
 				       test_handler, NULL, &o) : -ENOMEM;
@@ -271,12 +280,14 @@ static void *srv_main(void *arg)
 
 /* Start a server thread listening on 127.0.0.1:port (0: any port; the
  * port is in st->port once it runs). @return 0 or -1 */
-static int srv_start_at(struct srv_thread *st, int credits, const uint8_t *key,
-			uint16_t port)
+static int srv_start_keys_at(struct srv_thread *st, int credits,
+			     const uint8_t *key, const uint8_t *srv_key,
+			     uint16_t port)
 {
 	memset(st, 0, sizeof(*st));
 	st->credits = credits;
 	st->key = key;
+	st->srv_key = srv_key;
 	st->port = port;
 	pthread_mutex_init(&st->m, NULL);
 	pthread_cond_init(&st->cv, NULL);
@@ -287,6 +298,12 @@ static int srv_start_at(struct srv_thread *st, int credits, const uint8_t *key,
 		pthread_cond_wait(&st->cv, &st->m);
 	pthread_mutex_unlock(&st->m);
 	return st->state == 1 ? 0 : -1;
+}
+
+static int srv_start_at(struct srv_thread *st, int credits, const uint8_t *key,
+			uint16_t port)
+{
+	return srv_start_keys_at(st, credits, key, NULL, port);
 }
 
 static int srv_start_key(struct srv_thread *st, int credits, const uint8_t *key)
@@ -1070,10 +1087,13 @@ static int t_server_gone(struct srv_thread *st, struct net_conn *c)
 	return 0;
 }
 
-/* Echo through a fresh client with the given key (NULL = none) to port.
- * @return echo()'s result (-EACCES when the handshake refused) */
-static int auth_echo(uint16_t port, const uint8_t *key)
+/* Echo through a fresh client with the given keys (NULL = none) to port,
+ * then ask the server whether the connection is privileged.
+ * @return 0 or 1 (privileged), or echo()'s error (-EACCES when the
+ *	handshake refused) */
+static int auth_echo2(uint16_t port, const uint8_t *key, const uint8_t *srv_key)
 {
+	struct net_call call = { .op = OP_PRIV };
 	struct net_client *cl;
 	struct net_conn *c;
 	struct net_opts o;
@@ -1085,48 +1105,102 @@ static int auth_echo(uint16_t port, const uint8_t *key)
 		o.has_key = 1;
 		memcpy(o.key, key, NET_KEY_LEN);
 	}
+	if (srv_key) {
+		o.has_srv_key = 1;
+		memcpy(o.srv_key, srv_key, NET_KEY_LEN);
+	}
 	if (net_client_new(&cl, &o))
 		return -ENOMEM;
 	rc = net_conn_new(cl, "127.0.0.1", port, &c);
 	if (rc == 0)
 		rc = echo(c, "authenticated");
+	if (rc == 0)
+		rc = net_call_run(c, &call);
+	if (rc == 0)
+		rc = call.status;
 	net_client_free(cl);
 	return rc;
 }
 
+/* auth_echo2 with the clients' key alone. */
+static int auth_echo(uint16_t port, const uint8_t *key)
+{
+	return auth_echo2(port, key, NULL);
+}
+
 /* Cluster key: right key served, wrong or missing key refused in both
- * directions; the server counts proofs and failures. Also key files. */
+ * directions; a client never sends its proof to a server that failed to
+ * prove its own (the server sees no AUTH, so counts no failure for it);
+ * the server counts proofs and failures. */
 static int t_auth(uint16_t open_port)
 {
-	uint8_t ka[NET_KEY_LEN], kb[NET_KEY_LEN], kl[NET_KEY_LEN];
-	char path[] = "/tmp/test_net_keyXXXXXX";
+	uint8_t ka[NET_KEY_LEN], kb[NET_KEY_LEN];
 	struct srv_thread ks;
 	struct net_stats s;
-	const char *why;
-	struct stat sb;
-	int fd, rc = 0;
+	int rc = 0;
 
 	CHECK(net_auth_init() == 0);
 	net_auth_nonce(ka);
 	net_auth_nonce(kb);
 	CHECK(srv_start_key(&ks, NET_DEFAULT_CREDITS, ka) == 0);
-	if (auth_echo(ks.port, ka) != 0)
-		rc = -1, fprintf(stderr, "right key not served\n");
+	if (auth_echo(ks.port, ka) != 1)
+		rc = -1, fprintf(stderr, "right key not served as one-key privileged\n");
 	if (auth_echo(ks.port, kb) != -EACCES)
 		rc = -1, fprintf(stderr, "wrong key not refused\n");
 	if (auth_echo(ks.port, NULL) != -EACCES)
 		rc = -1, fprintf(stderr, "missing client key not refused\n");
+	if (auth_echo2(ks.port, ka, kb) != -EACCES)
+		rc = -1, fprintf(stderr, "servers' key offered to a one-key server "
+			"not refused\n");
 	if (auth_echo(open_port, ka) != -EACCES)
 		rc = -1, fprintf(stderr, "keyless server not refused\n");
-	if (auth_echo(open_port, NULL) != 0)
-		rc = -1, fprintf(stderr, "keyless pair not served\n");
+	if (auth_echo(open_port, NULL) != 1)
+		rc = -1, fprintf(stderr, "keyless pair not served as privileged\n");
 	net_server_stats(ks.srv, &s);
 	if (s.auth_ok != 1 || s.auth_fail != 2)
-		rc = -1, fprintf(stderr, "auth counters %llu/%llu\n",
+		rc = -1, fprintf(stderr, "auth counters %llu/%llu (a proof sent "
+				 "after the server's failed?)\n",
 				 (unsigned long long)s.auth_ok,
 				 (unsigned long long)s.auth_fail);
 	srv_stop(&ks);
 	CHECK(rc == 0);
+	return 0;
+}
+
+/* Two keys: the clients' key is served unprivileged, the servers' key
+ * privileged; a wrong servers' key is refused. */
+static int t_auth_two_keys(void)
+{
+	uint8_t ka[NET_KEY_LEN], kc[NET_KEY_LEN], kd[NET_KEY_LEN];
+	struct srv_thread ks;
+	int rc = 0;
+
+	net_auth_nonce(ka);
+	net_auth_nonce(kc);
+	net_auth_nonce(kd);
+	CHECK(srv_start_keys_at(&ks, NET_DEFAULT_CREDITS, ka, kc, 0) == 0);
+	if (auth_echo(ks.port, ka) != 0)
+		rc = -1, fprintf(stderr, "clients' key not served unprivileged\n");
+	if (auth_echo2(ks.port, NULL, kc) != 1)
+		rc = -1, fprintf(stderr, "servers' key not served privileged\n");
+	if (auth_echo2(ks.port, ka, kc) != 1)
+		rc = -1, fprintf(stderr, "a holder of both keys not privileged\n");
+	if (auth_echo2(ks.port, ka, kd) != -EACCES)
+		rc = -1, fprintf(stderr, "wrong servers' key not refused\n");
+	srv_stop(&ks);
+	CHECK(rc == 0);
+	return 0;
+}
+
+/* Key files: generated 0600 and loadable; too open is refused; a shared
+ * (clients') key may be root's and group-readable. */
+static int t_key_files(void)
+{
+	char path[] = "/tmp/test_net_keyXXXXXX";
+	uint8_t kl[NET_KEY_LEN];
+	const char *why;
+	struct stat sb;
+	int fd;
 
 	/* key files: generated 0600 and loadable; too open is refused */
 	fd = mkstemp(path);
@@ -1135,11 +1209,19 @@ static int t_auth(uint16_t open_port)
 	CHECK(net_key_generate(path, 0) == -EEXIST);
 	CHECK(net_key_generate(path, 1) == 0);
 	CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
-	CHECK(net_key_load(path, kl, &why) == 0);
+	CHECK(net_key_load(path, 0, kl, &why) == 0);
+	CHECK(net_key_load(path, 1, kl, &why) == 0);
 	CHECK(chmod(path, 0644) == 0);
-	CHECK(net_key_load(path, kl, &why) == -EPERM);
+	CHECK(net_key_load(path, 0, kl, &why) == -EPERM);
+	CHECK(net_key_load(path, 1, kl, &why) == -EPERM);
+	/* group-readable: a shared (clients') key of root's only */
+	CHECK(chmod(path, 0640) == 0);
+	CHECK(net_key_load(path, 0, kl, &why) == -EPERM);
+	CHECK(net_key_load(path, 1, kl, &why) == (geteuid() == 0 ? 0 : -EPERM));
+	CHECK(chmod(path, 0660) == 0);
+	CHECK(net_key_load(path, 1, kl, &why) == -EPERM);
 	unlink(path);
-	CHECK(net_key_load(path, kl, &why) == -ENOENT);
+	CHECK(net_key_load(path, 0, kl, &why) == -ENOENT);
 	return 0;
 }
 
@@ -1183,6 +1265,8 @@ int main(void)
 	RUN(t_timeout(st.port));
 	RUN(t_lanes(st.port));
 	RUN(t_auth(st.port));
+	RUN(t_auth_two_keys());
+	RUN(t_key_files());
 	RUN(t_counters(st.port));
 	RUN(t_concurrent());
 	RUN(t_arm());

@@ -26,6 +26,7 @@
 #define OP_WRITE 101
 #define OP_READ 102
 #define OP_SLOW 103
+#define OP_PRIV 104 /* status: net_sconn_privileged() */
 
 #define CHECK(c)                                                              \
 	do {                                                                  \
@@ -122,6 +123,9 @@ static void handler(struct net_sreq *r, void *arg)
 	case OP_ECHO:
 		net_sreq_reply(r, 7, r->body, r->body_len);
 		break;
+	case OP_PRIV:
+		net_sreq_reply(r, net_sconn_privileged(r->conn), NULL, 0);
+		break;
 	case OP_WRITE: {
 		struct xfer *x = calloc(1, sizeof(*x));
 		x->len = r->hdr.bulk_len;
@@ -155,8 +159,8 @@ struct srv {
 	ev_async stop_w;
 	struct net_server *s;
 	uint16_t port;
-	int credits, has_key, state;
-	uint8_t key[NET_KEY_LEN];
+	int credits, has_key, has_srv_key, state;
+	uint8_t key[NET_KEY_LEN], srv_key[NET_KEY_LEN];
 	pthread_mutex_t m;
 	pthread_cond_t cv;
 	struct net_stats st;
@@ -182,6 +186,8 @@ static void *srv_main(void *arg)
 	o.credits = sv->credits;
 	o.has_key = sv->has_key;
 	memcpy(o.key, sv->key, NET_KEY_LEN);
+	o.has_srv_key = sv->has_srv_key;
+	memcpy(o.srv_key, sv->srv_key, NET_KEY_LEN);
 	sv->loop = ev_loop_new(EVFLAG_AUTO);
 	rc = net_server_new(&sv->s, sv->loop, addr, sv->port, handler, NULL, &o);
 	if (!rc) {
@@ -202,7 +208,10 @@ static void *srv_main(void *arg)
 	return NULL;
 }
 
-static int srv_start(struct srv *sv, int credits, uint16_t port, const uint8_t *key)
+/* Start a server with the clients' key key and the servers' key srv_key
+ * (NULL: none). */
+static int srv_start_keys(struct srv *sv, int credits, uint16_t port,
+			  const uint8_t *key, const uint8_t *srv_key)
 {
 	memset(sv, 0, sizeof(*sv));
 	sv->credits = credits;
@@ -210,6 +219,10 @@ static int srv_start(struct srv *sv, int credits, uint16_t port, const uint8_t *
 	if (key) {
 		sv->has_key = 1;
 		memcpy(sv->key, key, NET_KEY_LEN);
+	}
+	if (srv_key) {
+		sv->has_srv_key = 1;
+		memcpy(sv->srv_key, srv_key, NET_KEY_LEN);
 	}
 	pthread_mutex_init(&sv->m, NULL);
 	pthread_cond_init(&sv->cv, NULL);
@@ -221,13 +234,21 @@ static int srv_start(struct srv *sv, int credits, uint16_t port, const uint8_t *
 	return sv->state == 1 ? 0 : -1;
 }
 
+static int srv_start(struct srv *sv, int credits, uint16_t port, const uint8_t *key)
+{
+	return srv_start_keys(sv, credits, port, key, NULL);
+}
+
 static void srv_stop(struct srv *sv)
 {
 	ev_async_send(sv->loop, &sv->stop_w);
 	pthread_join(sv->t, NULL);
 }
 
-static struct net_client *mkclient(int credits, int timeout_ms, const uint8_t *key)
+/* A client holding the clients' key key and the servers' key srv_key
+ * (NULL: none). */
+static struct net_client *mkclient_keys(int credits, int timeout_ms,
+					const uint8_t *key, const uint8_t *srv_key)
 {
 	struct net_opts o;
 	struct net_client *cl = NULL;
@@ -239,9 +260,18 @@ static struct net_client *mkclient(int credits, int timeout_ms, const uint8_t *k
 		o.has_key = 1;
 		memcpy(o.key, key, NET_KEY_LEN);
 	}
+	if (srv_key) {
+		o.has_srv_key = 1;
+		memcpy(o.srv_key, srv_key, NET_KEY_LEN);
+	}
 	if (net_client_new(&cl, &o))
 		return NULL;
 	return cl;
+}
+
+static struct net_client *mkclient(int credits, int timeout_ms, const uint8_t *key)
+{
+	return mkclient_keys(credits, timeout_ms, key, NULL);
 }
 
 /* Write len bytes of pattern seed from memory split in nv pieces. */
@@ -680,6 +710,8 @@ static int test_key(void)
 	CHECK(net_call_run(c, &e) == -EACCES);
 	net_client_free(cl);
 	srv_stop(&sv);
+	/* the wrong key's client refused the server's proof and sent none */
+	CHECK(sv.st.auth_fail == 1 && sv.st.auth_ok == 1);
 	/* keyed client refuses a keyless server */
 	CHECK(srv_start(&sv, 8, 0, NULL) == 0);
 	CHECK((cl = mkclient(8, 2000, k1)) != NULL);
@@ -690,10 +722,58 @@ static int test_key(void)
 	return 0;
 }
 
+/* OP_PRIV through a fresh client with these keys to port: 0 or 1 (the
+ * connection is privileged), or the call's error. */
+static int priv_call(uint16_t port, const uint8_t *key, const uint8_t *srv_key)
+{
+	struct net_call e = { .op = OP_PRIV };
+	struct net_client *cl = mkclient_keys(8, 2000, key, srv_key);
+	struct net_conn *c;
+	int rc;
+
+	if (!cl)
+		return -ENOMEM;
+	rc = net_conn_new(cl, addr, port, &c);
+	if (rc == 0)
+		rc = net_call_run(c, &e);
+	net_client_free(cl);
+	return rc ? rc : e.status;
+}
+
+/* Two keys over verbs: the class named in the connect data picks the key;
+ * the clients' key is unprivileged, the servers' key privileged, a wrong
+ * servers' key or one the server does not hold refused; one key (or none)
+ * is privileged. */
+static int test_two_keys(void)
+{
+	uint8_t k1[NET_KEY_LEN], k3[NET_KEY_LEN], k4[NET_KEY_LEN];
+	struct srv sv;
+
+	memset(k1, 1, sizeof(k1));
+	memset(k3, 3, sizeof(k3));
+	memset(k4, 4, sizeof(k4));
+	CHECK(srv_start_keys(&sv, 8, 0, k1, k3) == 0);
+	CHECK(priv_call(sv.port, k1, NULL) == 0);
+	CHECK(priv_call(sv.port, NULL, k3) == 1);
+	CHECK(priv_call(sv.port, k1, k3) == 1);
+	CHECK(priv_call(sv.port, k1, k4) == -EACCES);
+	srv_stop(&sv);
+	CHECK(srv_start(&sv, 8, 0, k1) == 0);
+	CHECK(priv_call(sv.port, k1, NULL) == 1);
+	CHECK(priv_call(sv.port, k1, k3) == -EACCES);
+	srv_stop(&sv);
+	CHECK(srv_start(&sv, 8, 0, NULL) == 0);
+	CHECK(priv_call(sv.port, NULL, NULL) == 1);
+	srv_stop(&sv);
+	return 0;
+}
+
 /*
  * A daemon must survive clients that fail the key check in every order of
- * events: the client proves its (wrong) key and disconnects at once, so the
- * server may see the disconnect before or after the proof. Repeated to
+ * events: a client with the wrong key disconnects as soon as the server's
+ * proof fails (it sends none of its own; a hostile one might, and then
+ * disconnect at once, so the server may see the disconnect before or
+ * after a proof). Repeated to
  * catch the interleavings (RPFS_VB_KEY_ROUNDS, default 40); the echo
  * afterwards shows the server still serves.
  */
@@ -743,7 +823,7 @@ int main(void)
 	} t[] = { { "mechanisms", test_mechanisms }, { "listio", test_listio },
 		  { "threads", test_threads }, { "mixed", test_mixed },
 		  { "failures", test_failures }, { "key", test_key },
-		  { "key_stress", test_key_stress } };
+		  { "key_stress", test_key_stress }, { "two_keys", test_two_keys } };
 	const char *only = getenv("RPFS_VB_ONLY"); /* run one subtest */
 	int bad = 0;
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
