@@ -165,7 +165,24 @@ struct net_stats {
 	uint64_t deadline_closes;          /* connections closed because a
 					    * request's data did not arrive
 					    * within request_timeout */
+	uint64_t unauth_open;              /* connections not through the
+					    * handshake yet (gauge) */
+	uint64_t unauth_closes;            /* of those, closed for taking longer
+					    * than request_timeout, or evicted
+					    * (NET_UNAUTH_MAX) */
+	uint64_t unauth_refused;           /* connections refused at once: their
+					    * source already had
+					    * NET_UNAUTH_PER_SOURCE in the
+					    * handshake */
 };
+
+/* Connections in the handshake (not yet authenticated) a server keeps:
+ * past NET_UNAUTH_MAX the oldest is evicted; a source with
+ * NET_UNAUTH_PER_SOURCE of them gets its next one refused. Each also has
+ * request_timeout to finish the handshake. A genuine client is through in
+ * one round trip, so neither limit touches it. */
+#define NET_UNAUTH_MAX 128
+#define NET_UNAUTH_PER_SOURCE 16
 
 /** Defaults: credits, timeout, thresholds of the paper (4 KiB inline, 64 KiB
  * fast RDMA, 2 MiB pipeline unit), adaptive polling, no key. The transport

@@ -29,7 +29,11 @@
  *  - accepted sockets get TCP keepalive and TCP_USER_TIMEOUT derived from
  *    the same timeout (tsrv_sock_limits), so a vanished host is noticed;
  *  - output bound: while more than TSRV_OUT_MAX bytes of replies wait in
- *    the queue, no new request is read from that connection.
+ *    the queue, no new request is read from that connection;
+ *  - before the handshake is through: the same deadline for all of it
+ *    (HELLO, AUTH), at most NET_UNAUTH_MAX such connections (the oldest is
+ *    evicted) and NET_UNAUTH_PER_SOURCE per source address (the next is
+ *    refused), so idle connects lock nobody out.
  *
  * Everything here runs in the loop thread; only the counters are atomics.
  */
@@ -89,6 +93,8 @@ struct tsrv_conn {
 	int holds;                      /* callbacks on the stack using us */
 	int hello_done;
 	int authed;                     /* key proved, or the server has none */
+	struct sockaddr_storage src;    /* the peer's address (per-source cap) */
+	ev_tstamp born;                 /* accept time (oldest unauth evicted) */
 	int auth_wait;                  /* HELLO answered, AUTH expected */
 	const uint8_t *key;             /* the key of the class HELLO named */
 	int key_priv;                   /* that class is privileged here */
@@ -137,6 +143,7 @@ struct tsrv_server {
 	net_req_fn fn;
 	void *fn_arg;
 	struct tsrv_conn *conns;
+	int nunauth;                    /* conns with !authed and !dead */
 };
 
 static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why);
@@ -242,6 +249,10 @@ static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why)
 		log_debug("net: %s: %s; closing connection", c->base.peer, why);
 	c->dead = 1;
 	NET_STAT_ADD(&s->base.st, conns_open, -1);
+	if (!c->authed) {
+		s->nunauth--;
+		NET_STAT_ADD(&s->base.st, unauth_open, -1);
+	}
 	ev_io_stop(s->loop, &c->rw);
 	ev_io_stop(s->loop, &c->ww);
 	ev_timer_stop(s->loop, &c->dl);
@@ -279,6 +290,8 @@ static int tsrv_waits_peer(const struct tsrv_conn *c)
 {
 	if (c->dead)
 		return 0;
+	if (!c->authed)
+		return 1; /* the whole handshake runs on the deadline */
 	switch (c->in) {
 	case IN_BODY:
 	case IN_BULKWAIT:
@@ -307,9 +320,12 @@ static void tsrv_dl_update(struct tsrv_conn *c)
 	}
 }
 
-/* A new request header: its deadline starts afresh. */
+/* A new request header: its deadline starts afresh (not during the
+ * handshake, which has one deadline for all of it). */
 static void tsrv_dl_reset(struct tsrv_conn *c)
 {
+	if (!c->authed)
+		return;
 	ev_timer_stop(c->srv->loop, &c->dl);
 	c->dl_left = c->srv->base.opts.request_timeout_ms / 1000.;
 }
@@ -321,11 +337,21 @@ static void tsrv_dl_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct tsrv_conn *c = w->data;
 	char why[96];
 
+	tsrv_hold(c);
+	if (!c->authed) {
+		/* a port scan or an idle connect: worth a notice, not more */
+		snprintf(why, sizeof(why), "handshake not done within %d ms",
+			 c->srv->base.opts.request_timeout_ms);
+		NET_STAT_ADD(&c->srv->base.st, unauth_closes, 1);
+		log_notice("net: %s: %s; closing connection", c->base.peer, why);
+		tsrv_conn_close(c, 0, why);
+		tsrv_release(c);
+		return;
+	}
 	snprintf(why, sizeof(why), "request data did not arrive within %d ms",
 		 c->srv->base.opts.request_timeout_ms);
 	NET_STAT_ADD(&c->srv->base.st, conn_errors, 1);
 	NET_STAT_ADD(&c->srv->base.st, deadline_closes, 1);
-	tsrv_hold(c);
 	tsrv_conn_close(c, 1, why);
 	tsrv_release(c);
 }
@@ -420,6 +446,19 @@ static void tsrv_ctrl_reply(struct tsrv_conn *c, int32_t status,
 	tsrv_flush(c);
 }
 
+/* The handshake is through: requests may come, on their own deadlines. */
+static void tsrv_authed(struct tsrv_conn *c, int privileged)
+{
+	struct tsrv_server *s = c->srv;
+
+	c->authed = 1;
+	c->base.privileged = privileged;
+	s->nunauth--;
+	NET_STAT_ADD(&s->base.st, unauth_open, -1);
+	ev_timer_stop(s->loop, &c->dl);
+	c->dl_left = s->base.opts.request_timeout_ms / 1000.;
+}
+
 /*
  * Handle HELLO (body in c->body): grant our credit limit and, with a key,
  * send our nonce and our proof of the key of the class the client named.
@@ -435,8 +474,7 @@ static void tsrv_hello(struct tsrv_conn *c)
 
 	c->hello_done = 1;
 	if (!net_auth_keyed(o)) {
-		c->authed = 1;
-		c->base.privileged = 1;
+		tsrv_authed(c, 1);
 		tsrv_ctrl_reply(c, 0, NULL, 0, 0);
 		return;
 	}
@@ -487,8 +525,7 @@ static void tsrv_ctrl(struct tsrv_conn *c)
 		return;
 	}
 	NET_STAT_ADD(&s->base.st, auth_ok, 1);
-	c->authed = 1;
-	c->base.privileged = c->key_priv;
+	tsrv_authed(c, c->key_priv);
 	log_debug("net: %s: %s proved", c->base.peer,
 		  c->key == s->base.opts.srv_key ? "the servers' key"
 						 : "the clients' key");
@@ -1195,6 +1232,56 @@ static int tsrv_sock_limits(int fd, int ms)
 	return 0;
 }
 
+/* Do two socket addresses name the same host (port aside)? */
+static int tsrv_same_host(const struct sockaddr_storage *a,
+			  const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return 0;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->ss_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			       &((const struct sockaddr_in6 *)b)->sin6_addr,
+			       sizeof(struct in6_addr));
+	return 0;
+}
+
+/*
+ * Make room for a new connection from ss before the handshake: refuse it
+ * when its source already has NET_UNAUTH_PER_SOURCE connections in the
+ * handshake, and evict the oldest such connection when the server has
+ * NET_UNAUTH_MAX. Cost: one walk of the connection list.
+ * @return 0 admit it, -EBUSY refuse it
+ */
+static int tsrv_unauth_admit(struct tsrv_server *s,
+			     const struct sockaddr_storage *ss)
+{
+	struct tsrv_conn *c, *oldest = NULL;
+	int same = 0;
+
+	for (c = s->conns; c; c = c->next) {
+		if (c->dead || c->authed)
+			continue;
+		if (tsrv_same_host(&c->src, ss))
+			same++;
+		if (!oldest || c->born < oldest->born)
+			oldest = c;
+	}
+	if (same >= NET_UNAUTH_PER_SOURCE)
+		return -EBUSY;
+	if (s->nunauth >= NET_UNAUTH_MAX && oldest) {
+		NET_STAT_ADD(&s->base.st, unauth_closes, 1);
+		log_notice("net: %s: evicted: %d connections in the handshake",
+			   oldest->base.peer, s->nunauth);
+		tsrv_hold(oldest);
+		tsrv_conn_close(oldest, 0, "evicted before its handshake");
+		tsrv_release(oldest);
+	}
+	return 0;
+}
+
 /* Accept every pending connection. */
 static void tsrv_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
@@ -1217,6 +1304,16 @@ static void tsrv_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			ev_io_stop(loop, &s->accept_w);
 			ev_timer_start(loop, &s->accept_retry);
 			return;
+		}
+		if (tsrv_unauth_admit(s, &ss)) {
+			char peer[64];
+
+			net_addr_format(&ss, peer, sizeof(peer));
+			NET_STAT_ADD(&s->base.st, unauth_refused, 1);
+			log_notice("net: %s: refused: its host has %d connections "
+				   "in the handshake", peer, NET_UNAUTH_PER_SOURCE);
+			close(fd);
+			continue;
 		}
 		struct tsrv_conn *c = calloc(1, sizeof(*c));
 		uint8_t *stg = malloc(TSRV_STG_SIZE);
@@ -1241,6 +1338,10 @@ static void tsrv_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		c->fd = fd;
 		c->stg = stg;
 		c->in = IN_HDR;
+		c->src = ss;
+		c->born = ev_now(loop);
+		s->nunauth++;
+		NET_STAT_ADD(&s->base.st, unauth_open, 1);
 		ev_io_init(&c->rw, tsrv_read_cb, fd, EV_READ);
 		ev_io_init(&c->ww, tsrv_write_cb, fd, EV_WRITE);
 		ev_idle_init(&c->kick, tsrv_kick_cb);
@@ -1250,6 +1351,7 @@ static void tsrv_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			s->conns->prev = c;
 		s->conns = c;
 		ev_io_start(loop, &c->rw);
+		tsrv_dl_update(c); /* the handshake deadline starts now */
 		NET_STAT_ADD(&s->base.st, conns_open, 1);
 		log_debug("net: connection from %s", c->base.peer);
 	}

@@ -7,10 +7,15 @@ and unread floods from raw TCP peers must not wear an iod down.
 - A peer that pipelines 400,000 IO_STATFS requests and never reads the
   replies must not grow the iod by more than 8 MB; afterwards the iod
   serves others normally.
+- Idle connects that never finish the handshake are closed after the
+  request timeout; one source gets at most 16 of them at a time (the next
+  is refused at once) and the server at most 128 (the oldest goes), so
+  they lock nobody out.
 - Issue 20: a client host whose link is cut (no RST) mid-write: the iod
   lets go of all its connections while two other hosts go on reading and
   writing (network namespaces, tests/integration/netns.py).
 """
+import json
 import mmap
 import os
 import re
@@ -126,6 +131,67 @@ def test_stalled_writers_do_not_stall_reads(stall_cluster, expect_log):
     n = len([l for l in c.iods[0].log.read_from(0).splitlines()
              if re.match(deadline_re(util.HOST), l)])
     assert n == STALLERS, '%d deadline lines, want %d' % (n, STALLERS)
+
+
+def idle_connect(port, src):
+    """A TCP connection from address src to the iod that never says HELLO."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((src, 0))
+    s.settimeout(10)
+    s.connect((util.HOST, port))
+    return s
+
+
+def closed_by_peer(s, wait):
+    """Did the peer close s (EOF or reset) within wait seconds?"""
+    s.settimeout(wait)
+    try:
+        return s.recv(1) == b''
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_idle_connects_lock_nobody_out(stall_cluster):
+    """200 connects that never say HELLO, 20 from each of 10 sources: the
+    17th..20th of each source are refused at once, the oldest beyond 128
+    are evicted, the mount goes on working meanwhile, and the rest are
+    closed by the handshake deadline."""
+    c, m = stall_cluster
+    path = os.path.join(m.path, 'idle')
+    want = make_file(path, 256 << 10)
+    port = c.iod_ports[0]
+    socks = {}
+    try:
+        for k in range(10):
+            src = '127.0.0.%d' % (k + 2)
+            socks[src] = [idle_connect(port, src) for _ in range(20)]
+        for src, ss in socks.items():
+            assert all(closed_by_peer(x, 2) for x in ss[16:]), \
+                'a 17th idle connect from %s was not refused' % src
+        st = json.loads(util.run([util.binary('admin/rpfs'), 'stats', '--server',
+                                  util.hostport(port)], env=c.env).stdout)
+        assert st['unauth_refused'] == 40, st
+        assert st['unauth_open'] <= 128 and st['unauth_closes'] >= 160 - 128, st
+        # the mount (connected before) and a new client are served
+        for off in (0, 128 << 10):
+            got, _dt = direct_read_4k(path, off)
+            assert got == want[off:off + 4096]
+        m2 = c.mount(os.path.join(os.path.dirname(m.path), 'idle-m2'))
+        with open(os.path.join(m2.path, 'idle'), 'rb') as f:
+            assert f.read() == want
+        # the deadline closes every one still open
+        for ss in socks.values():
+            for x in ss[:16]:
+                assert closed_by_peer(x, TIMEOUT_S + 5), 'an idle connect outlived the deadline'
+        st = json.loads(util.run([util.binary('admin/rpfs'), 'stats', '--server',
+                                  util.hostport(port)], env=c.env).stdout)
+        assert st['unauth_open'] == 0 and st['unauth_closes'] == 160, st
+    finally:
+        for ss in socks.values():
+            for x in ss:
+                x.close()
 
 
 def test_unread_flood_bounded(stall_cluster):
