@@ -82,8 +82,7 @@ const char *net_transport_name(enum net_transport t)
 	X(reg_ns) X(ogr_groups) X(ogr_fallbacks) X(rdma_signaled)            \
 	X(ogr_cost_a_ns) X(ogr_cost_b_ns) X(ogr_cal_ns)                      \
 	X(client_copy_bytes) X(data_ops) X(pipe_bytes) X(pipe_staged_bytes) \
-	X(conns_open) X(deadline_closes) X(unauth_open) X(unauth_closes) \
-	X(unauth_refused)
+	X(conns_open) X(deadline_closes) X(unauth_open) X(unauth_closes)
 
 /* Format st as one JSON object; see net.h. Cost: one pass, no allocation. */
 int net_stats_json(const struct net_stats *st, const char *transport,

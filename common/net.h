@@ -169,18 +169,14 @@ struct net_stats {
 					    * handshake yet (gauge) */
 	uint64_t unauth_closes;            /* of those, closed for taking longer
 					    * than request_timeout, or evicted
-					    * (NET_UNAUTH_MAX) */
-	uint64_t unauth_refused;           /* connections refused at once: their
-					    * source already had
-					    * NET_UNAUTH_PER_SOURCE in the
-					    * handshake */
+					    * (NET_UNAUTH_MAX, _PER_SOURCE) */
 };
 
-/* Connections in the handshake (not yet authenticated) a server keeps:
- * past NET_UNAUTH_MAX the oldest is evicted; a source with
- * NET_UNAUTH_PER_SOURCE of them gets its next one refused. Each also has
- * request_timeout to finish the handshake. A genuine client is through in
- * one round trip, so neither limit touches it. */
+/* Connections in the handshake (not yet authenticated) a server keeps, in
+ * all and per source address: a new connection past either evicts the
+ * oldest (of all, or of its source). Each also has request_timeout to
+ * finish the handshake. A genuine client is through in one round trip, so
+ * neither limit touches it. */
 #define NET_UNAUTH_MAX 128
 #define NET_UNAUTH_PER_SOURCE 16
 

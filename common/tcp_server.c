@@ -31,9 +31,9 @@
  *  - output bound: while more than TSRV_OUT_MAX bytes of replies wait in
  *    the queue, no new request is read from that connection;
  *  - before the handshake is through: the same deadline for all of it
- *    (HELLO, AUTH), at most NET_UNAUTH_MAX such connections (the oldest is
- *    evicted) and NET_UNAUTH_PER_SOURCE per source address (the next is
- *    refused), so idle connects lock nobody out.
+ *    (HELLO, AUTH), at most NET_UNAUTH_MAX such connections and
+ *    NET_UNAUTH_PER_SOURCE per source address (past either, the oldest
+ *    goes), so idle connects lock nobody out.
  *
  * Everything here runs in the loop thread; only the counters are atomics.
  */
@@ -1249,37 +1249,43 @@ static int tsrv_same_host(const struct sockaddr_storage *a,
 }
 
 /*
- * Make room for a new connection from ss before the handshake: refuse it
- * when its source already has NET_UNAUTH_PER_SOURCE connections in the
- * handshake, and evict the oldest such connection when the server has
- * NET_UNAUTH_MAX. Cost: one walk of the connection list.
- * @return 0 admit it, -EBUSY refuse it
+ * Make room for a new connection from ss before the handshake: when its
+ * source already has NET_UNAUTH_PER_SOURCE connections in the handshake,
+ * evict that source's oldest; else when the server has NET_UNAUTH_MAX,
+ * evict the oldest of all. The newcomer always gets in: a genuine client
+ * needs one round trip, idle connects are what gets evicted. Cost: one
+ * walk of the connection list.
  */
-static int tsrv_unauth_admit(struct tsrv_server *s,
-			     const struct sockaddr_storage *ss)
+static void tsrv_unauth_admit(struct tsrv_server *s,
+			      const struct sockaddr_storage *ss)
 {
-	struct tsrv_conn *c, *oldest = NULL;
+	struct tsrv_conn *c, *oldest = NULL, *oldest_same = NULL;
 	int same = 0;
 
 	for (c = s->conns; c; c = c->next) {
 		if (c->dead || c->authed)
 			continue;
-		if (tsrv_same_host(&c->src, ss))
+		if (tsrv_same_host(&c->src, ss)) {
 			same++;
+			if (!oldest_same || c->born < oldest_same->born)
+				oldest_same = c;
+		}
 		if (!oldest || c->born < oldest->born)
 			oldest = c;
 	}
 	if (same >= NET_UNAUTH_PER_SOURCE)
-		return -EBUSY;
-	if (s->nunauth >= NET_UNAUTH_MAX && oldest) {
-		NET_STAT_ADD(&s->base.st, unauth_closes, 1);
-		log_notice("net: %s: evicted: %d connections in the handshake",
-			   oldest->base.peer, s->nunauth);
-		tsrv_hold(oldest);
-		tsrv_conn_close(oldest, 0, "evicted before its handshake");
-		tsrv_release(oldest);
-	}
-	return 0;
+		c = oldest_same;
+	else if (s->nunauth >= NET_UNAUTH_MAX)
+		c = oldest;
+	else
+		return;
+	NET_STAT_ADD(&s->base.st, unauth_closes, 1);
+	log_notice("net: %s: evicted: %d connections in the handshake%s",
+		   c->base.peer, c == oldest_same ? same : s->nunauth,
+		   c == oldest_same ? " from its host" : "");
+	tsrv_hold(c);
+	tsrv_conn_close(c, 0, "evicted before its handshake");
+	tsrv_release(c);
 }
 
 /* Accept every pending connection. */
@@ -1305,16 +1311,7 @@ static void tsrv_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			ev_timer_start(loop, &s->accept_retry);
 			return;
 		}
-		if (tsrv_unauth_admit(s, &ss)) {
-			char peer[64];
-
-			net_addr_format(&ss, peer, sizeof(peer));
-			NET_STAT_ADD(&s->base.st, unauth_refused, 1);
-			log_notice("net: %s: refused: its host has %d connections "
-				   "in the handshake", peer, NET_UNAUTH_PER_SOURCE);
-			close(fd);
-			continue;
-		}
+		tsrv_unauth_admit(s, &ss);
 		struct tsrv_conn *c = calloc(1, sizeof(*c));
 		uint8_t *stg = malloc(TSRV_STG_SIZE);
 		if (!c || !stg) {
