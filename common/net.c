@@ -535,6 +535,25 @@ int net_iov_slice(const struct iovec *iov, int cnt, uint64_t off, uint64_t len,
 	return n;
 }
 
+/* IPv4 and IPv6 addresses compared by their address bytes alone: the
+ * per-source caps of the servers' handshake limits. */
+int net_addr_same_host(const void *a, const void *b)
+{
+	const struct sockaddr *x = a, *y = b;
+
+	if (x->sa_family != y->sa_family)
+		return 0;
+	if (x->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (x->sa_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			       &((const struct sockaddr_in6 *)b)->sin6_addr,
+			       sizeof(struct in6_addr));
+	return 0;
+}
+
+/* See net_int.h. */
 void net_addr_format(const void *sa, char *buf, size_t cap)
 {
 	const struct sockaddr *s = sa;

@@ -135,5 +135,7 @@ int net_iov_slice(const struct iovec *iov, int cnt, uint64_t off, uint64_t len,
 		  struct iovec *out, int max);
 /* Format a sockaddr as "host:port" ("[v6]:port"). */
 void net_addr_format(const void *sa, char *buf, size_t cap);
+/* Do two sockaddrs name the same host, ports aside? @return 1 or 0 */
+int net_addr_same_host(const void *a, const void *b);
 
 #endif

@@ -1232,22 +1232,6 @@ static int tsrv_sock_limits(int fd, int ms)
 	return 0;
 }
 
-/* Do two socket addresses name the same host (port aside)? */
-static int tsrv_same_host(const struct sockaddr_storage *a,
-			  const struct sockaddr_storage *b)
-{
-	if (a->ss_family != b->ss_family)
-		return 0;
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	if (a->ss_family == AF_INET6)
-		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-			       &((const struct sockaddr_in6 *)b)->sin6_addr,
-			       sizeof(struct in6_addr));
-	return 0;
-}
-
 /*
  * Make room for a new connection from ss before the handshake: when its
  * source already has NET_UNAUTH_PER_SOURCE connections in the handshake,
@@ -1265,7 +1249,7 @@ static void tsrv_unauth_admit(struct tsrv_server *s,
 	for (c = s->conns; c; c = c->next) {
 		if (c->dead || c->authed)
 			continue;
-		if (tsrv_same_host(&c->src, ss)) {
+		if (net_addr_same_host(&c->src, ss)) {
 			same++;
 			if (!oldest_same || c->born < oldest_same->born)
 				oldest_same = c;

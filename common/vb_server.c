@@ -133,6 +133,10 @@ struct vb_sconn {
 	uint8_t cn[32], sn[32];
 	const uint8_t *key;              /* the key of the class it named */
 	int key_priv;                    /* that class is privileged here */
+	ev_timer hs_dl;                  /* handshake deadline, while
+					  * need_auth && !authed */
+	struct sockaddr_storage src;     /* peer address (per-source cap) */
+	ev_tstamp born;                  /* accept time (oldest evicted) */
 	uint64_t land_addr;              /* client landing buffer */
 	uint32_t land_rkey;
 	int land_busy;                   /* big reply written, no ACK yet */
@@ -180,6 +184,7 @@ struct vb_server {
 	struct vb_sconn *hash[VB_HASH];
 	struct vb_sconn *conns;
 	int nconns;
+	int nunauth;                     /* live conns with need_auth && !authed */
 	struct vb_op *done_head, *done_tail;
 	struct vb_sconn *disp;
 	uint16_t port;
@@ -289,6 +294,7 @@ static void vb_sconn_maybe_free(struct vb_sconn *c)
 
 	if (!c->dead || c->holds || c->inflight || c->active || c->need_dispatch)
 		return;
+	ev_timer_stop(s->loop, &c->hs_dl);
 	if (c->id) {
 		if (c->id->qp)
 			rdma_destroy_qp(c->id);
@@ -347,6 +353,11 @@ static void vb_sconn_close(struct vb_sconn *c, int warn, const char *why)
 	else
 		log_debug("net: %s: %s; closing connection", c->base.peer, why);
 	c->dead = 1;
+	ev_timer_stop(s->loop, &c->hs_dl);
+	if (c->need_auth && !c->authed) {
+		s->nunauth--;
+		NET_STAT_ADD(&s->base.st, unauth_open, -1);
+	}
 	vb_hash_del(s, c);
 	if (c->id)
 		rdma_disconnect(c->id);
@@ -1044,6 +1055,9 @@ static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *ms
 		NET_STAT_ADD(&s->base.st, auth_ok, 1);
 		c->authed = 1;
 		c->base.privileged = c->key_priv;
+		ev_timer_stop(s->loop, &c->hs_dl);
+		s->nunauth--;
+		NET_STAT_ADD(&s->base.st, unauth_open, -1);
 		vb_repost(s, rb);
 		return;
 	}
@@ -1317,6 +1331,63 @@ static size_t vb_conn_bytes(const struct net_opts *o, size_t *slot)
 	return VB_FAST_SLOTS * *slot + VB_SBUFS * VB_MSG_SIZE;
 }
 
+/* The handshake did not finish in time: an idle or stalled connect. */
+static void vb_hs_dl_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct vb_sconn *c = w->data;
+	char why[96];
+
+	snprintf(why, sizeof(why), "handshake not done within %d ms",
+		 c->srv->base.opts.request_timeout_ms);
+	NET_STAT_ADD(&c->srv->base.st, unauth_closes, 1);
+	log_notice("net: %s: %s; closing connection", c->base.peer, why);
+	vb_sconn_close(c, 0, why);
+}
+
+/*
+ * Make room for a connection from src that will be in the handshake:
+ * past NET_UNAUTH_PER_SOURCE of its host's, evict that host's oldest;
+ * past NET_UNAUTH_MAX, or with max_clients live connections, evict the
+ * oldest of all in the handshake. A genuine client proves its key one
+ * round trip after it is accepted, so idle connects cannot lock it out.
+ * Cost: one walk of the connection list.
+ * @return the live connections left
+ */
+static int vb_unauth_admit(struct vb_server *s, const struct sockaddr *src)
+{
+	struct vb_sconn *c, *oldest = NULL, *oldest_same = NULL;
+	int same = 0, live = 0;
+
+	for (c = s->conns; c; c = c->next) {
+		if (c->dead)
+			continue;
+		live++;
+		if (!c->need_auth || c->authed)
+			continue;
+		if (net_addr_same_host(&c->src, src)) {
+			same++;
+			if (!oldest_same || c->born < oldest_same->born)
+				oldest_same = c;
+		}
+		if (!oldest || c->born < oldest->born)
+			oldest = c;
+	}
+	if (same >= NET_UNAUTH_PER_SOURCE)
+		c = oldest_same;
+	else if (s->nunauth >= NET_UNAUTH_MAX || live >= s->base.opts.max_clients)
+		c = oldest;
+	else
+		return live;
+	if (!c)
+		return live;
+	NET_STAT_ADD(&s->base.st, unauth_closes, 1);
+	log_notice("net: %s: evicted: %d verbs connections in the handshake%s",
+		   c->base.peer, c == oldest_same ? same : s->nunauth,
+		   c == oldest_same ? " from its host" : "");
+	vb_sconn_close(c, 0, "evicted before its handshake");
+	return live - 1;
+}
+
 /*
  * A client asks to connect: check its private data, the client limit and
  * its key nonce, then build the connection (QP on the SRQ, send CQ, fast
@@ -1335,7 +1406,7 @@ static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
 	uint8_t spb[VB_SPRIV_LEN];
 	const uint8_t *key = NULL;
 	struct vb_sconn *c;
-	int ncred, key_priv = 1;
+	int ncred, live, key_priv = 1;
 	char peer[64];
 
 	net_addr_format(rdma_get_peer_addr(id), peer, sizeof(peer));
@@ -1346,9 +1417,12 @@ static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
 		rdma_reject(id, NULL, 0);
 		return id;
 	}
-	if (s->nconns >= o->max_clients) {
+	live = s->nconns;
+	if (net_auth_keyed(o) && cp.has_nonce)
+		live = vb_unauth_admit(s, rdma_get_peer_addr(id));
+	if (live >= o->max_clients) {
 		log_warn("net: %s: refusing verbs connection: already %d clients "
-			 "(max_clients, sizes the SRQ)", peer, s->nconns);
+			 "(max_clients, sizes the SRQ)", peer, live);
 		NET_STAT_ADD(&s->base.st, rejects, 1);
 		rdma_reject(id, NULL, 0);
 		return id;
@@ -1461,6 +1535,18 @@ static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
 		s->conns->prev = c;
 	s->conns = c;
 	s->nconns++;
+	memcpy(&c->src, rdma_get_peer_addr(id),
+	       rdma_get_peer_addr(id)->sa_family == AF_INET6 ?
+	       sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+	c->born = ev_now(s->loop);
+	ev_timer_init(&c->hs_dl, vb_hs_dl_cb,
+		      s->base.opts.request_timeout_ms / 1000., 0.);
+	c->hs_dl.data = c;
+	if (c->need_auth) {
+		s->nunauth++;
+		NET_STAT_ADD(&s->base.st, unauth_open, 1);
+		ev_timer_start(s->loop, &c->hs_dl);
+	}
 	log_debug("net: verbs connection from %s (%d credits)", peer, ncred);
 	return NULL;
 

@@ -6,15 +6,20 @@
  * write/read integrity by mechanism (inline, fast, server-based) with
  * scattered memory and the counters each one moves, declared memory in the
  * pin-down cache, 16 threads x 200 calls on 4 credits, timeout and
- * reconnect, server stop -> EIO, the cluster key, and repeated wrong-key
- * clients (the server must survive every order of proof and disconnect).
+ * reconnect, server stop -> EIO, the cluster key and the two keys, repeated
+ * wrong-key clients (the server must survive every order of proof and
+ * disconnect), and idle connects that never prove their key.
  * RPFS_VB_ONLY=NAME runs one subtest.
  */
 #include "net.h"
 #include "net_auth.h"
+#include "vb_int.h"
 
 #include <errno.h>
 #include <ev.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +171,10 @@ struct srv {
 	struct net_stats st;
 };
 
+/* Request (and handshake) deadline of the next server started, 0 = the
+ * default; set only while no server is starting. */
+static int srv_request_timeout_ms;
+
 static void stop_cb(struct ev_loop *loop, ev_async *w, int revents)
 {
 	struct srv *sv = w->data;
@@ -188,6 +197,8 @@ static void *srv_main(void *arg)
 	memcpy(o.key, sv->key, NET_KEY_LEN);
 	o.has_srv_key = sv->has_srv_key;
 	memcpy(o.srv_key, sv->srv_key, NET_KEY_LEN);
+	if (srv_request_timeout_ms)
+		o.request_timeout_ms = srv_request_timeout_ms;
 	sv->loop = ev_loop_new(EVFLAG_AUTO);
 	rc = net_server_new(&sv->s, sv->loop, addr, sv->port, handler, NULL, &o);
 	if (!rc) {
@@ -768,6 +779,108 @@ static int test_two_keys(void)
 	return 0;
 }
 
+/* A raw verbs connect to port that names the clients' key and a nonce and
+ * then never proves it (synchronous rdma_cm). @return the id or NULL */
+static struct rdma_cm_id *idle_connect(uint16_t port)
+{
+	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP }, *res;
+	struct ibv_qp_init_attr qa = {
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC, .sq_sig_all = 1 };
+	struct vb_cpriv cp = { .credits = 8, .has_nonce = NET_AUTH_KEY_CLIENTS };
+	uint8_t cpb[VB_CPRIV_LEN];
+	struct rdma_conn_param par = { .private_data = cpb,
+				       .private_data_len = VB_CPRIV_LEN,
+				       .responder_resources = 1, .initiator_depth = 1,
+				       .retry_count = 7, .rnr_retry_count = 7 };
+	struct rdma_cm_id *id;
+	char ps[8];
+
+	snprintf(ps, sizeof(ps), "%u", port);
+	if (rdma_getaddrinfo(addr, ps, &hints, &res))
+		return NULL;
+	if (rdma_create_ep(&id, res, NULL, &qa)) {
+		rdma_freeaddrinfo(res);
+		return NULL;
+	}
+	rdma_freeaddrinfo(res);
+	memset(cp.cn, 9, sizeof(cp.cn));
+	vb_cpriv_encode(cpb, &cp);
+	if (rdma_connect(id, &par)) {
+		rdma_destroy_ep(id);
+		return NULL;
+	}
+	return id;
+}
+
+/* Did the server disconnect id within ms (0: has it already)? */
+static int idle_closed(struct rdma_cm_id *id, int ms)
+{
+	struct pollfd p = { .fd = id->channel->fd, .events = POLLIN };
+	struct rdma_cm_event *ev;
+	int gone;
+
+	if (poll(&p, 1, ms) != 1 || rdma_get_cm_event(id->channel, &ev))
+		return 0;
+	gone = ev->event == RDMA_CM_EVENT_DISCONNECTED;
+	rdma_ack_cm_event(ev);
+	return gone;
+}
+
+/*
+ * Idle verbs connects that name a key and never prove it: 70 of them from
+ * one host (more than max_clients, 64, which they all filled before) keep
+ * at most 16 at a time (each new one evicts its host's oldest), a genuine
+ * client still gets in, and the handshake deadline closes the rest.
+ */
+static int test_idle_connects(void)
+{
+	struct rdma_cm_id *ids[70];
+	uint8_t k1[NET_KEY_LEN];
+	struct net_client *cl;
+	struct net_conn *c;
+	struct srv sv;
+	char rep[16];
+	int n, rc = 0;
+
+	memset(k1, 1, sizeof(k1));
+	srv_request_timeout_ms = 3000;
+	rc = srv_start(&sv, 8, 0, k1);
+	srv_request_timeout_ms = 0;
+	CHECK(rc == 0);
+	for (n = 0; n < 70; n++) {
+		ids[n] = idle_connect(sv.port);
+		if (!ids[n])
+			break;
+	}
+	if (n < 70)
+		rc = -1, fprintf(stderr, "idle connect %d refused\n", n);
+	for (int i = 0; i < n - 16 && !rc; i++)
+		if (!idle_closed(ids[i], 2000))
+			rc = -1, fprintf(stderr, "idle connect %d not evicted\n", i);
+	for (int i = n - 16; i < n && !rc; i++)
+		if (idle_closed(ids[i], 0))
+			rc = -1, fprintf(stderr, "idle connect %d closed early\n", i);
+	struct net_call e = { .op = OP_ECHO, .body = "k", .body_len = 1,
+			      .rep_buf = rep, .rep_cap = sizeof(rep) };
+	if (!rc && (!(cl = mkclient(8, 5000, k1)) ||
+		    net_conn_new(cl, addr, sv.port, &c) || net_call_run(c, &e) ||
+		    e.status != 7))
+		rc = -1, fprintf(stderr, "a keyed client was locked out\n");
+	else if (!rc)
+		net_client_free(cl);
+	for (int i = n - 15; i < n && !rc; i++)
+		if (!idle_closed(ids[i], 6000))
+			rc = -1, fprintf(stderr, "idle connect %d outlived the deadline\n", i);
+	for (int i = 0; i < n; i++)
+		rdma_destroy_ep(ids[i]);
+	srv_stop(&sv);
+	CHECK(rc == 0);
+	CHECK(sv.st.unauth_closes == 70 && sv.st.unauth_open == 0);
+	return 0;
+}
+
 /*
  * A daemon must survive clients that fail the key check in every order of
  * events: a client with the wrong key disconnects as soon as the server's
@@ -823,7 +936,8 @@ int main(void)
 	} t[] = { { "mechanisms", test_mechanisms }, { "listio", test_listio },
 		  { "threads", test_threads }, { "mixed", test_mixed },
 		  { "failures", test_failures }, { "key", test_key },
-		  { "key_stress", test_key_stress }, { "two_keys", test_two_keys } };
+		  { "key_stress", test_key_stress }, { "two_keys", test_two_keys },
+		  { "idle_connects", test_idle_connects } };
 	const char *only = getenv("RPFS_VB_ONLY"); /* run one subtest */
 	int bad = 0;
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
