@@ -1,0 +1,155 @@
+"""An operator's first hour (issue 22, item 5): the admin CLI, the mount
+and the quickstart used the way the README says, and the papercuts a new
+user met there. One cluster (4 iods, config file and key) and one mount
+are shared by the module's small checks."""
+import json
+import os
+
+import pytest
+
+import util
+
+
+def rpfs(*args, timeout=60, env=None, **kw):
+    return util.run([util.binary('admin/rpfs')] + list(args), check=False,
+                    timeout=timeout, env=env, **kw)
+
+
+@pytest.fixture(scope='module')
+def oc(tmp_path_factory):
+    c = util.conf_cluster(tmp_path_factory.mktemp('op'), niods=4, name='op')
+    yield c
+    util.cleanup(c)
+
+
+@pytest.fixture(scope='module')
+def om(oc, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp('opm'))
+    m = oc.mount(path, 'key=%s' % oc.key)
+    yield m
+    util.cleanup(m)
+
+
+@pytest.fixture
+def odir(om, request):
+    """A fresh directory on the module's mount, named after the test."""
+    p = os.path.join(om.path, request.node.name.replace('[', '_').replace(']', '_'))
+    os.mkdir(p)
+    return p
+
+
+def layout(path):
+    """The layout xattr of path as a dict of ints."""
+    text = os.getxattr(path, 'user.rpfs.layout').decode()
+    return {k: int(v) for k, v in (f.split('=') for f in text.split(','))}
+
+
+# ------------------------------------------------------------ layout strings
+
+def test_setlayout_readme_example(odir):
+    """README: `rpfs setlayout DIR unit=1M,count=2` works as written, and
+    new files below the directory get that layout."""
+    r = rpfs('setlayout', odir, 'unit=1M,count=2')
+    assert r.returncode == 0, r.stderr
+    open(os.path.join(odir, 'f'), 'w').close()
+    lay = layout(os.path.join(odir, 'f'))
+    assert lay['unit'] == 1 << 20 and lay['count'] == 2, lay
+
+
+@pytest.mark.parametrize('spec,unit', [('unit=64K', 65536), ('unit=64k', 65536),
+                                       ('unit=4M', 4 << 20), ('unit=8192', 8192)])
+def test_setlayout_size_suffixes(odir, spec, unit):
+    r = rpfs('setlayout', odir, spec + ',count=1')
+    assert r.returncode == 0, r.stderr
+    assert layout(odir)['unit'] == unit
+
+
+def test_setlayout_partial_change(odir):
+    """One field alone changes only that field of the directory's layout
+    (its own, or the inherited default before it has one)."""
+    before = layout(odir)
+    assert rpfs('setlayout', odir, 'unit=256K').returncode == 0
+    lay = layout(odir)
+    assert lay['unit'] == 256 << 10 and lay['count'] == before['count'], (before, lay)
+    assert rpfs('setlayout', odir, 'count=3').returncode == 0
+    lay = layout(odir)
+    assert lay['unit'] == 256 << 10 and lay['count'] == 3, lay
+    # mirror=2 alone: 4 iods are 2 mirror groups, so count 3 becomes 2
+    r = rpfs('setlayout', odir, 'mirror=2')
+    assert r.returncode == 0, r.stderr
+    lay = layout(odir)
+    assert lay == dict(unit=256 << 10, count=2, first=0, mirror=2), lay
+    assert rpfs('setlayout', odir, 'count=1').returncode == 0
+    assert layout(odir) == dict(unit=256 << 10, count=1, first=0, mirror=2)
+
+
+@pytest.mark.parametrize('spec,needle', [
+    ('count=0', 'count: expected'),
+    ('unit=1M,count=0', 'count: expected'),
+    ('unit=3', 'unit: expected a power of two'),
+    ('unit=100K', 'unit: expected a power of two'),
+    ('unit=128M', 'unit: expected a power of two'),
+    ('unit=1X', 'unit: expected'),
+    ('mirror=3', 'mirror: expected 1 or 2, got "3"'),
+    ('count=-1', 'count: expected'),
+    ('colour=red', 'unknown field "colour"'),
+    ('unit=1M,unit=2M', 'unit: given twice'),
+    ('unit', '"unit": expected FIELD=VALUE'),
+    ('', 'expected FIELD=VALUE'),
+    ('unit=1M,', 'expected FIELD=VALUE'),
+])
+def test_setlayout_refusal_names_field(odir, spec, needle):
+    before = layout(odir)
+    r = rpfs('setlayout', odir, spec)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert needle in r.stderr, r.stderr
+    assert layout(odir) == before
+
+
+def test_setlayout_mgr_refusal_names_field(odir):
+    r = rpfs('setlayout', odir, 'count=5')
+    assert r.returncode == 1 and 'count=5' in r.stderr, r.stderr
+
+
+# ------------------------------------------------- paths outside an rpfs mount
+
+@pytest.mark.parametrize('args', [('setlayout', '{p}', 'unit=1M,count=2'),
+                                  ('getlayout', '{p}'), ('stats', '{p}')])
+def test_path_outside_rpfs_refused(tmp_path, args):
+    p = str(tmp_path / 'local')
+    os.mkdir(p)
+    r = rpfs(*[a.format(p=p) for a in args])
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert 'not on an rpfs mount' in r.stderr, r.stderr
+    with pytest.raises(OSError):
+        os.getxattr(p, 'user.rpfs.layout')
+
+
+def test_stats_any_path_in_mount(om, odir):
+    f = os.path.join(odir, 'file')
+    with open(f, 'w') as fh:
+        fh.write('x')
+    for p in (om.path, odir, f):
+        r = rpfs('stats', p)
+        assert r.returncode == 0, (p, r.stderr)
+        assert 'msgs_tx' in json.loads(r.stdout) or '"msgs_tx"' in r.stdout
+
+
+# --------------------------------------------------------------------- --help
+
+SUBCOMMANDS = ['keygen', 'mkfs', 'status', 'getlayout', 'setlayout', 'stats', 'scrub']
+
+
+@pytest.mark.parametrize('cmd', SUBCOMMANDS)
+@pytest.mark.parametrize('flag', ['--help', '-h'])
+def test_subcommand_help(tmp_path, cmd, flag):
+    r = rpfs(cmd, flag, cwd=str(tmp_path))
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert r.stdout.startswith('usage: rpfs ' + cmd), r.stdout
+    assert os.listdir(str(tmp_path)) == [], 'wrote a file'
+
+
+def test_keygen_refuses_option_as_file(tmp_path):
+    r = rpfs('keygen', '--bogus', cwd=str(tmp_path))
+    assert r.returncode == 2 and '--bogus' in r.stderr, r.stderr
+    assert os.listdir(str(tmp_path)) == []
