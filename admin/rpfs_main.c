@@ -375,6 +375,7 @@ int main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : NULL;
 
 	log_init("rpfs", LOG_WARNING);
+	log_set_key_option("--key FILE");
 	if (!cmd) {
 		usage(stderr);
 		return ADM_USAGE;

@@ -517,8 +517,8 @@ static int tcp_client_handshake(struct tcp_client *tc, int fd, uint64_t deadline
 	if (rc)
 		return rc == -EPROTO ? -ENOTCONN : rc;
 	if (h.status == -EACCES) {
-		log_err("net: %s requires a cluster key and we have none "
-			"(configure key = in rpfs.conf or -o key=FILE)", peer);
+		log_err("net: %s requires a cluster key and we have none (%s)",
+			peer, log_key_advice());
 		NET_STAT_ADD(&tc->base.st, auth_fail, 1);
 		return -EACCES;
 	}

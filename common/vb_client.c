@@ -677,8 +677,8 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 	}
 	rc = vb_cm_expect(ch, deadline, RDMA_CM_EVENT_ESTABLISHED, &ev);
 	if (rc == -EACCES) {
-		log_err("net: %s:%u requires a cluster key and we have none "
-			"(configure key = in rpfs.conf or -o key=FILE)", c->host, c->port);
+		log_err("net: %s:%u requires a cluster key and we have none (%s)",
+			c->host, c->port, log_key_advice());
 		NET_STAT_ADD(&vc->base.st, auth_fail, 1);
 	}
 	if (rc)

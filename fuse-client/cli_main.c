@@ -426,6 +426,7 @@ int main(int argc, char **argv)
 	a.prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
 	memset(&fo, 0, sizeof(fo));
 	log_init("rpfs-fuse", LOG_NOTICE);
+	log_set_key_option("-o key=FILE");
 	if (fuse_opt_parse(&args, &a, cli_opt_spec, opt_proc) == -1 || a.bad) {
 		ret = 2;
 		goto out_free_args;

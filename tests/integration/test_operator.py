@@ -116,13 +116,16 @@ def test_setlayout_mgr_refusal_names_field(odir):
 @pytest.mark.parametrize('args', [('setlayout', '{p}', 'unit=1M,count=2'),
                                   ('getlayout', '{p}'), ('stats', '{p}')])
 def test_path_outside_rpfs_refused(tmp_path, args):
+    """A local directory that even carries a user.rpfs.layout xattr (as the
+    old setlayout wrote there) is refused, and left as it was."""
     p = str(tmp_path / 'local')
     os.mkdir(p)
+    os.setxattr(p, 'user.rpfs.layout', b'unit=65536,count=1')
     r = rpfs(*[a.format(p=p) for a in args])
     assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
-    assert 'not on an rpfs mount' in r.stderr, r.stderr
-    with pytest.raises(OSError):
-        os.getxattr(p, 'user.rpfs.layout')
+    assert 'not on an rpfs mount (its file system is not fuse.rpfs)' in r.stderr, r.stderr
+    assert r.stdout == ''
+    assert os.getxattr(p, 'user.rpfs.layout') == b'unit=65536,count=1'
 
 
 def test_stats_any_path_in_mount(om, odir):
@@ -153,3 +156,47 @@ def test_keygen_refuses_option_as_file(tmp_path):
     r = rpfs('keygen', '--bogus', cwd=str(tmp_path))
     assert r.returncode == 2 and '--bogus' in r.stderr, r.stderr
     assert os.listdir(str(tmp_path)) == []
+
+
+# ------------------------------------------------------- messages on a terminal
+
+def run_on_tty(argv, timeout=60):
+    """Run argv with stderr on a pseudo-terminal; returns (rc, stderr text)."""
+    import pty
+    import subprocess
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=slave)
+        os.close(slave)
+        slave = -1
+        out = b''
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        return p.wait(timeout=timeout), out.decode(errors='replace')
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+
+
+@pytest.mark.expect_log(r'^<4>rpfs-mgr: net: \S+: client has no cluster key; refusing it$')
+def test_terminal_messages_plain_with_own_advice(oc):
+    """On a terminal a message has no syslog prefix, and the advice names
+    the option of the program that was run (rpfs: --key, not -o key=)."""
+    argv = [util.binary('admin/rpfs'), 'status', '--mgr', util.hostport(oc.mgr_port)]
+    rc, err = run_on_tty(argv)
+    assert rc == 1, err
+    assert '<3>' not in err and '<' not in err.split(':')[0], err
+    assert 'rpfs: net: ' in err and 'give --key FILE to rpfs' in err, err
+    assert '-o key=FILE' not in err, err
+    # not a terminal (journald, a pipe): the priority prefix stays
+    r = rpfs('status', '--mgr', util.hostport(oc.mgr_port))
+    assert r.returncode == 1
+    assert '<3>rpfs: net: ' in r.stderr and 'give --key FILE to rpfs' in r.stderr, r.stderr
