@@ -200,3 +200,63 @@ def test_terminal_messages_plain_with_own_advice(oc):
     r = rpfs('status', '--mgr', util.hostport(oc.mgr_port))
     assert r.returncode == 1
     assert '<3>rpfs: net: ' in r.stderr and 'give --key FILE to rpfs' in r.stderr, r.stderr
+
+
+# -------------------------------------------------------- mounting, installing
+
+def mounts_on(path):
+    """How many mounts /proc/self/mountinfo lists on path."""
+    real = os.path.realpath(path)
+    with open('/proc/self/mountinfo') as f:
+        return sum(1 for l in f if l.split()[4] == real)
+
+
+def test_mount_twice_refused(oc, om):
+    """A second rpfs-fuse, or mount.rpfs as `mount -t rpfs` runs it, on a
+    directory that holds an rpfs mount is refused and stacks nothing."""
+    assert mounts_on(om.path) == 1
+    spec = util.hostport(oc.mgr_port)
+    try:
+        stacked_twice(oc, om, spec)
+    finally:
+        while mounts_on(om.path) > 1:  # only where the refusal is missing
+            util.run(['umount', '-l', om.path], check=False)
+
+
+def stacked_twice(oc, om, spec):
+    """The two attempts of test_mount_twice_refused."""
+    r = util.run([util.binary('fuse-client/rpfs-fuse'), spec, om.path, '-o',
+                  'key=%s' % oc.key], check=False, timeout=60)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert 'already an rpfs mount point' in r.stderr, r.stderr
+    assert mounts_on(om.path) == 1
+    helper = os.path.join(util.build_dir(), 'systemd', 'mount.rpfs')
+    env = dict(os.environ, RPFS_FUSE=util.binary('fuse-client/rpfs-fuse'))
+    r = util.run(['/bin/sh', helper, spec + ':/', om.path, '-o', 'key=%s' % oc.key], check=False,
+                 timeout=60, env=env)
+    assert r.returncode == 32, (r.returncode, r.stderr)
+    assert 'already an rpfs mount point' in r.stderr, r.stderr
+    assert mounts_on(om.path) == 1
+    assert os.listdir(om.path) is not None  # the first mount still answers
+
+
+def test_install_puts_mount_helper_under_prefix(tmp_path):
+    """meson install writes mount.rpfs under the prefix (PREFIX/sbin), not
+    /sbin whatever the prefix; the README says how mount(8) finds it and
+    what RPFS_FUSE does."""
+    import subprocess
+    dest = str(tmp_path / 'dest')
+    util.run(['meson', 'install', '-C', util.build_dir(), '--no-rebuild', '--quiet',
+              '--destdir', dest], timeout=120)
+    opts = json.loads(subprocess.check_output(
+        ['meson', 'introspect', util.build_dir(), '--buildoptions'], text=True))
+    opt = {o['name']: o['value'] for o in opts}
+    assert opt['prefix'] != '/usr'  # the test build's prefix (default /usr/local)
+    want = os.path.join(dest + opt['prefix'], opt['sbindir'], 'mount.rpfs')
+    assert os.access(want, os.X_OK), want
+    assert not os.path.exists(os.path.join(dest, 'sbin', 'mount.rpfs'))
+    text = open(want).read()
+    assert 'fuse=${RPFS_FUSE:-%s/' % opt['prefix'] in text
+    readme = open(os.path.join(util.REPO, 'README.md')).read()
+    assert 'ln -s %s/sbin/mount.rpfs /sbin/mount.rpfs' % '/usr/local' in readme
+    assert 'RPFS_FUSE' in readme
