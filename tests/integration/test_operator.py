@@ -2,6 +2,7 @@
 and the quickstart used the way the README says, and the papercuts a new
 user met there. One cluster (4 iods, config file and key) and one mount
 are shared by the module's small checks."""
+import errno
 import json
 import os
 
@@ -260,3 +261,35 @@ def test_install_puts_mount_helper_under_prefix(tmp_path):
     readme = open(os.path.join(util.REPO, 'README.md')).read()
     assert 'ln -s %s/sbin/mount.rpfs /sbin/mount.rpfs' % '/usr/local' in readme
     assert 'RPFS_FUSE' in readme
+
+
+# -------------------------------------------------- an iod that answers again
+
+def test_iod_used_at_once_after_timeout(oc, tmp_path, expect_log):
+    """After a read to a hung iod timed out, the next read once the iod
+    answers again succeeds: the client probes it instead of failing every
+    call to it for one more timeout= period."""
+    import signal
+    expect_log(util.client_iod_fail_log(oc, 0, 'read', 'Connection timed out'))
+    expect_log(util.mgr_iod_down_log(oc, 0, 'Connection timed out'))
+    m = oc.mount(str(tmp_path / 'to'), 'key=%s,timeout=5' % oc.key)
+    try:
+        d = os.path.join(m.path, 'd')
+        os.mkdir(d)
+        os.setxattr(d, 'user.rpfs.layout', b'unit=65536,count=4')
+        f = os.path.join(d, 'f')
+        data = os.urandom(256 << 10)  # one stripe unit on each iod
+        with open(f, 'wb') as fh:
+            fh.write(data)
+        assert util.read_direct(f) == data
+        iod = oc.iods[0]
+        iod.proc.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(OSError) as e:
+                util.read_direct(f)
+            assert e.value.errno == errno.EIO
+        finally:
+            iod.proc.send_signal(signal.SIGCONT)
+        assert util.read_direct(f) == data
+    finally:
+        util.cleanup(m)
