@@ -293,3 +293,166 @@ def test_iod_used_at_once_after_timeout(oc, tmp_path, expect_log):
         assert util.read_direct(f) == data
     finally:
         util.cleanup(m)
+
+
+# ----------------------------------------------------------------- quickstart
+
+QS = os.path.join(util.REPO, 'scripts', 'quickstart.sh')
+
+
+def free_port_run(n=5):
+    """A port p with p..p+n-1 all free on util.HOST."""
+    import socket
+    for _ in range(50):
+        p = util.free_port()
+        if p + n > 65535:
+            continue
+        socks = []
+        try:
+            for q in range(p, p + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind((util.HOST, q))
+            return p
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError('no run of %d free ports' % n)
+
+
+def pid_of(qs, name):
+    with open(os.path.join(qs['env']['RPFS_STATE'], 'pids', name + '.pid')) as f:
+        return int(f.read())
+
+
+def proc_state(pid):
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0]
+    except FileNotFoundError:
+        return None
+
+
+def quickstart(qs, *args, prefix=(), timeout=300):
+    return util.run(list(prefix) + [QS] + list(args), check=False, timeout=timeout,
+                    env=qs['env'])
+
+
+@pytest.fixture(scope='module')
+def qs(tmp_path_factory):
+    """The quickstart over tcp on a free run of ports, state and mount in
+    a temporary directory, started at a soft RLIMIT_MEMLOCK of 4 MiB."""
+    base = tmp_path_factory.mktemp('qs')
+    env = dict(os.environ, RPFS_STATE=str(base / 'state'), RPFS_MOUNT=str(base / 'mnt'),
+               RPFS_BUILD=util.build_dir(), RPFS_TRANSPORT='tcp', RPFS_HOST=util.HOST,
+               RPFS_PORT=str(free_port_run()))
+    q = {'env': env}
+    r = quickstart(q, prefix=['prlimit', '--memlock=4194304:'])
+    q['start'] = r
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        yield q
+    finally:
+        quickstart(q, 'stop')
+        if util.is_mounted(env['RPFS_MOUNT']):
+            util.umount(env['RPFS_MOUNT'])
+
+
+def can_raise_hard_limits():
+    """Whether this process has CAP_SYS_RESOURCE (bit 24), which raising a
+    hard rlimit needs (some containers drop it)."""
+    with open('/proc/self/status') as f:
+        eff = [l for l in f if l.startswith('CapEff:')][0].split()[1]
+    return bool(int(eff, 16) >> 24 & 1)
+
+
+def test_quickstart_raises_memlock(qs):
+    """Started at a soft RLIMIT_MEMLOCK of 4 MiB (below the default 8 MiB;
+    a verbs iod pins about 38 MB), the daemons get an unlimited one where
+    the quickstart may raise the hard limit (root with CAP_SYS_RESOURCE),
+    else the soft limit raised to the hard one."""
+    want = ['unlimited', 'unlimited'] if can_raise_hard_limits() else None
+    for name in ('mgr', 'iod0', 'iod3'):
+        with open('/proc/%d/limits' % pid_of(qs, name)) as f:
+            line = [l for l in f if l.startswith('Max locked memory')][0]
+        soft, hard = line.split()[3:5]
+        assert [soft, hard] == (want or [hard, hard]), line
+        assert soft != '4194304', line
+
+
+def test_quickstart_prints_working_commands(qs):
+    """The summary's admin command runs as printed (rpfs is not on PATH:
+    it prints the build's binary)."""
+    out = qs['start'].stdout
+    cmds = [l.split(None, 1)[1] for l in out.splitlines() if l.startswith('  admin ')]
+    assert len(cmds) == 1, out
+    r = util.run(cmds[0], check=False, timeout=60)
+    assert r.returncode == 0, (cmds[0], r.stdout, r.stderr)
+    assert 'rpfs status --conf' not in out.replace(cmds[0], '')
+    r = quickstart(qs, 'status')
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert '%s: mounted (transport: tcp)' % qs['env']['RPFS_MOUNT'] in r.stdout, r.stdout
+
+
+def test_quickstart_zombie_is_not_running(qs):
+    """A daemon killed -9 and left a zombie (its parent does not reap it,
+    as under a container init that doesn't) counts as stopped: status says
+    so and exits 1, and start starts it again."""
+    import signal
+    import subprocess
+    os.kill(pid_of(qs, 'iod3'), signal.SIGKILL)
+    util.wait_until(lambda: proc_state(pid_of(qs, 'iod3')) in (None, 'Z'), 10,
+                    what='iod3 gone')
+    zombie = subprocess.Popen(['true'])  # not waited for: a zombie of ours
+    try:
+        util.wait_until(lambda: proc_state(zombie.pid) == 'Z', 10, what='a zombie')
+        with open(os.path.join(qs['env']['RPFS_STATE'], 'pids', 'iod3.pid'), 'w') as f:
+            f.write('%d\n' % zombie.pid)
+        r = quickstart(qs, 'status')
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert 'iod3: stopped' in r.stdout, r.stdout
+        r = quickstart(qs)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert 'iod3 already running' not in r.stdout, r.stdout
+        assert proc_state(pid_of(qs, 'iod3')) not in (None, 'Z')
+    finally:
+        zombie.wait()
+    assert quickstart(qs, 'status').returncode == 0
+
+
+def test_quickstart_status_mgr_down(qs):
+    """With the mgr killed, status says the mgr is stopped, still sees the
+    mount (it does not stat it), and exits 1; start brings the mgr back."""
+    import signal
+    os.kill(pid_of(qs, 'mgr'), signal.SIGKILL)
+    util.wait_until(lambda: proc_state(pid_of(qs, 'mgr')) in (None, 'Z'), 10,
+                    what='mgr gone')
+    r = quickstart(qs, 'status')
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert 'mgr: stopped' in r.stdout, r.stdout
+    assert '%s: not mounted' % qs['env']['RPFS_MOUNT'] not in r.stdout, r.stdout
+    assert 'not everything is up' in r.stderr, r.stderr
+    r = quickstart(qs)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert quickstart(qs, 'status').returncode == 0
+
+
+def test_quickstart_stop_busy_names_holders(qs):
+    """stop with a process inside the mount says the mount was busy and
+    which process held it (last: it stops the quickstart)."""
+    import subprocess
+    holder = subprocess.Popen(['sleep', '600'], cwd=qs['env']['RPFS_MOUNT'])
+    try:
+        r = quickstart(qs, 'stop')
+    finally:
+        holder.kill()
+        holder.wait()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert 'was busy (held by %d (sleep)' % holder.pid in r.stdout, r.stdout
+    assert 'unmounted' not in r.stdout, r.stdout
+    util.wait_until(lambda: not util.is_mounted(qs['env']['RPFS_MOUNT']), 20,
+                    what='lazy unmount')
+    r = quickstart(qs, 'status')
+    assert r.returncode == 1 and 'mgr: stopped' in r.stdout, r.stdout
