@@ -5,6 +5,7 @@ are shared by the module's small checks."""
 import errno
 import json
 import os
+import re
 
 import pytest
 
@@ -456,3 +457,35 @@ def test_quickstart_stop_busy_names_holders(qs):
                     what='lazy unmount')
     r = quickstart(qs, 'status')
     assert r.returncode == 1 and 'mgr: stopped' in r.stdout, r.stdout
+
+
+# ----------------------------------------------------------- the fio engine
+
+def readme_block(lang, after):
+    """The first ```lang block of README.md after the line holding after."""
+    text = open(os.path.join(util.REPO, 'README.md')).read()
+    text = text[text.index(after):]
+    start = text.index('```%s\n' % lang) + len(lang) + 4
+    return text[start:text.index('```', start)]
+
+
+def test_readme_fio_job(oc, om, tmp_path):
+    """README's fio job, as written but for the cluster's address, key and
+    engine path: its files land in rpfs_dir (fio's directory= cannot name
+    an rpfs directory: fio lstats it locally)."""
+    import test_listio
+    job = readme_block('ini', '## The fio engine')
+    assert 'rpfs_dir=/fio' in job and 'ioengine=external:' in job
+    job = (job.replace('build/fuse-client/librpfs_fio.so', test_listio.fio_engine())
+              .replace('127.0.0.1:7400', util.hostport(oc.mgr_port))
+              .replace('.rpfs/cluster.key', oc.key))
+    os.mkdir(os.path.join(om.path, 'fio'))
+    path = tmp_path / 'rpfs.fio'
+    path.write_text(job)
+    p = test_listio.run_fio(oc, [str(path)])
+    assert re.search(r'WRITE: bw=.*, io=128MiB', p.stdout), p.stdout
+    assert re.search(r'READ: bw=.*, io=128MiB', p.stdout), p.stdout
+    files = sorted(os.listdir(os.path.join(om.path, 'fio')))
+    assert files == ['file.0', 'file.1'], files
+    for f in files:
+        assert os.path.getsize(os.path.join(om.path, 'fio', f)) == 64 << 20
