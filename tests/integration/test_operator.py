@@ -489,3 +489,20 @@ def test_readme_fio_job(oc, om, tmp_path):
     assert files == ['file.0', 'file.1'], files
     for f in files:
         assert os.path.getsize(os.path.join(om.path, 'fio', f)) == 64 << 20
+
+
+# ----------------------------------------------------- the README's examples
+
+def test_readme_mount_examples(oc, om):
+    """The README's commands on a quickstart mount run as written, with the
+    mount point and the admin CLI's build path put in: the setfattr line
+    has its mkdir, and setlayout changes one field."""
+    block = readme_block('sh', 'Then use the mount with')
+    assert 'mkdir /mnt/rpfs/dir' in block and '/mnt/rpfs' in block
+    script = (block.replace('/mnt/rpfs', om.path)
+                   .replace('build/admin/rpfs', util.binary('admin/rpfs')))
+    r = util.run(['bash', '-e', '-c', script], check=False, timeout=600)
+    assert r.returncode == 0, (script, r.stdout[-3000:], r.stderr[-3000:])
+    assert layout(os.path.join(om.path, 'dir')) == dict(unit=1 << 20, count=2, first=0,
+                                                         mirror=2)
+    assert json.loads(os.getxattr(om.path, 'rpfs.stats'))
