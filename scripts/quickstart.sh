@@ -260,18 +260,15 @@ stop_daemon() {
 }
 
 # holders: "PID (COMM)" of each process whose cwd, root or an open file
-# is in MNT (read from /proc by name; nothing calls into the mount).
+# is in MNT (the /proc links' text, read by one find; nothing calls into
+# the mount).
 holders() {
-	local real p l out=
+	local real pid out=
 	real=$(realpath -m "$MNT")
-	for p in /proc/[0-9]*; do
-		for l in "$p/cwd" "$p/root" "$p"/fd/*; do
-			l=$(readlink "$l" 2>/dev/null) || continue
-			case $l in "$real"|"$real"/*)
-				out="$out${out:+, }${p#/proc/} ($(cat "$p/comm" 2>/dev/null))"
-				break ;;
-			esac
-		done
+	for pid in $(find /proc/[0-9]*/cwd /proc/[0-9]*/root /proc/[0-9]*/fd -maxdepth 1 \
+			\( -lname "$real" -o -lname "$real/*" \) 2>/dev/null |
+			cut -d/ -f3 | sort -un); do
+		out="$out${out:+, }$pid ($(cat "/proc/$pid/comm" 2>/dev/null))"
 	done
 	echo "$out"
 }
