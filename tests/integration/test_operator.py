@@ -506,3 +506,30 @@ def test_readme_mount_examples(oc, om):
     assert layout(os.path.join(om.path, 'dir')) == dict(unit=1 << 20, count=2, first=0,
                                                          mirror=2)
     assert json.loads(os.getxattr(om.path, 'rpfs.stats'))
+
+
+def test_mgr_changed_iod_table_names_config(tmp_path):
+    """An mgr started from a config file whose [iod.N] table differs from
+    the recorded one names the file, not --iod or "the command line"."""
+    c = util.conf_cluster(tmp_path / 'it', niods=2, name='it')
+    try:
+        c.mgr.stop()
+        text = open(c.conf).read()
+        p0, p1 = (util.hostport(p).rsplit(':', 1)[1] for p in c.iod_ports)
+        swapped = (text.replace('port = %s\n' % p0, 'port = X\n')
+                       .replace('port = %s\n' % p1, 'port = %s\n' % p0)
+                       .replace('port = X\n', 'port = %s\n' % p1))
+        conf2 = str(tmp_path / 'swapped.conf')
+        with open(conf2, 'w') as f:
+            f.write(swapped)
+        r = util.run([util.binary('mgr/rpfs-mgr'), '--conf', conf2], check=False,
+                     timeout=30)
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert ('%s [iod.N]: the iod table differs from the one recorded in %s: iod 0 is '
+                '%s in the database but %s in this table'
+                % (conf2, c.db, util.hostport(c.iod_ports[0]), util.hostport(c.iod_ports[1]))
+                in r.stderr), r.stderr
+        assert '--iod' not in r.stderr and 'command line' not in r.stderr, r.stderr
+        c.mgr.start()  # the original table still works
+    finally:
+        util.cleanup(c)
