@@ -533,3 +533,15 @@ def test_mgr_changed_iod_table_names_config(tmp_path):
         c.mgr.start()  # the original table still works
     finally:
         util.cleanup(c)
+
+
+def test_layout_xattr_takes_size_suffix(odir):
+    """setfattr -n user.rpfs.layout -v unit=1M,... works too (the mgr's
+    parser takes K and M as rpfs.conf does)."""
+    os.setxattr(odir, 'user.rpfs.layout', b'unit=1M,count=2')
+    assert layout(odir)['unit'] == 1 << 20
+    os.setxattr(odir, 'user.rpfs.layout', b'unit=64K,count=1')
+    assert layout(odir)['unit'] == 65536
+    with pytest.raises(OSError) as e:
+        os.setxattr(odir, 'user.rpfs.layout', b'unit=1G,count=1')
+    assert e.value.errno == errno.EINVAL
