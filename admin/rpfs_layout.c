@@ -46,14 +46,71 @@ static int lay_check_mount(const char *cmd, const char *path, char *root,
 	return ADM_OK;
 }
 
+/* A decimal number in [lo, hi], digits only. @return 0 or -EINVAL */
+static int lay_num(const char *v, unsigned long lo, unsigned long hi,
+		   unsigned long *out)
+{
+	unsigned long long n;
+	char *end;
+
+	if (*v < '0' || *v > '9')
+		return -EINVAL;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno || *end || n < lo || n > hi)
+		return -EINVAL;
+	*out = (unsigned long)n;
+	return 0;
+}
+
+/* Check and store the value v of field k (0 unit, 1 count, 2 first,
+ * 3 mirror) in r, naming the field in the error it prints.
+ * @return 0 or ADM_USAGE */
+static int lay_value(unsigned int k, const char *v, struct lay_req *r)
+{
+	unsigned long n;
+	uint64_t size;
+
+	if (k == 0) {
+		if (cfg_parse_size(v, &size) || size < 4096 || size > (64u << 20) ||
+		    (size & (size - 1))) {
+			fprintf(stderr, "rpfs setlayout: unit: expected a power of two "
+				"from 4K to 64M (suffix K or M allowed), got \"%s\"\n", v);
+			return ADM_USAGE;
+		}
+		r->l.unit = (uint32_t)size;
+	} else if (k == 1) {
+		if (lay_num(v, 1, PROTO_MAX_IODS, &n)) {
+			fprintf(stderr, "rpfs setlayout: count: expected the number of "
+				"iods (mirror groups with mirror=2) to stripe over, 1..%d, "
+				"got \"%s\"\n", PROTO_MAX_IODS, v);
+			return ADM_USAGE;
+		}
+		r->l.count = (uint16_t)n;
+	} else if (k == 2) {
+		if (lay_num(v, 0, PROTO_MAX_IODS - 1, &n)) {
+			fprintf(stderr, "rpfs setlayout: first: expected the index of the "
+				"first iod, 0..%d, got \"%s\"\n", PROTO_MAX_IODS - 1, v);
+			return ADM_USAGE;
+		}
+		r->l.first = (uint16_t)n;
+	} else {
+		if (lay_num(v, 1, 2, &n)) {
+			fprintf(stderr, "rpfs setlayout: mirror: expected 1 or 2, got "
+				"\"%s\"\n", v);
+			return ADM_USAGE;
+		}
+		r->l.mirror = (uint8_t)n;
+	}
+	return 0;
+}
+
 /* Parse one "key=value" field of a layout string into r, naming the field
  * in the error it prints. @return 0 or ADM_USAGE */
 static int lay_parse_field(char *tok, struct lay_req *r)
 {
 	static const char *const keys[] = { "unit", "count", "first", "mirror" };
-	char *eq = strchr(tok, '='), *v, *end = NULL;
-	unsigned long long n = 0;
-	uint64_t size;
+	char *eq = strchr(tok, '=');
 	unsigned int k;
 
 	if (!eq || eq == tok) {
@@ -61,7 +118,6 @@ static int lay_parse_field(char *tok, struct lay_req *r)
 		return ADM_USAGE;
 	}
 	*eq = '\0';
-	v = eq + 1;
 	for (k = 0; k < 4 && strcmp(tok, keys[k]); k++)
 		;
 	if (k == 4) {
@@ -74,43 +130,7 @@ static int lay_parse_field(char *tok, struct lay_req *r)
 		return ADM_USAGE;
 	}
 	r->given |= 1u << k;
-	if (k == 0) {
-		if (cfg_parse_size(v, &size) || size < 4096 || size > (64u << 20) ||
-		    (size & (size - 1))) {
-			fprintf(stderr, "rpfs setlayout: unit: expected a power of two "
-				"from 4K to 64M (suffix K or M allowed), got \"%s\"\n", v);
-			return ADM_USAGE;
-		}
-		r->l.unit = (uint32_t)size;
-		return 0;
-	}
-	errno = 0;
-	if (*v >= '0' && *v <= '9')
-		n = strtoull(v, &end, 10);
-	if (k == 1 && (*v < '0' || *v > '9' || errno || *end || n < 1 ||
-		       n > PROTO_MAX_IODS)) {
-		fprintf(stderr, "rpfs setlayout: count: expected the number of iods "
-			"(mirror groups with mirror=2) to stripe over, 1..%d, got "
-			"\"%s\"\n", PROTO_MAX_IODS, v);
-		return ADM_USAGE;
-	}
-	if (k == 2 && (*v < '0' || *v > '9' || errno || *end ||
-		       n >= PROTO_MAX_IODS)) {
-		fprintf(stderr, "rpfs setlayout: first: expected the index of the "
-			"first iod, 0..%d, got \"%s\"\n", PROTO_MAX_IODS - 1, v);
-		return ADM_USAGE;
-	}
-	if (k == 3 && (*v < '0' || *v > '9' || errno || *end || n < 1 || n > 2)) {
-		fprintf(stderr, "rpfs setlayout: mirror: expected 1 or 2, got \"%s\"\n", v);
-		return ADM_USAGE;
-	}
-	if (k == 1)
-		r->l.count = (uint16_t)n;
-	else if (k == 2)
-		r->l.first = (uint16_t)n;
-	else
-		r->l.mirror = (uint8_t)n;
-	return 0;
+	return lay_value(k, eq + 1, r);
 }
 
 /* Parse a layout string "FIELD=VALUE[,...]" (fields unit, count, first,
