@@ -1,7 +1,7 @@
 /*
  * rpfs.h - the admin CLI `rpfs`: shared exit codes and the subcommands,
- * each in its own file (rpfs_main.c: dispatch, keygen, mkfs, layout,
- * client stats; rpfs_status.c: status and server stats over the network;
+ * each in its own file (rpfs_main.c: dispatch, keygen, mkfs;
+ * rpfs_layout.c: getlayout, setlayout, client stats; rpfs_status.c: status and server stats over the network;
  * rpfs_scrub.c and rpfs_scrub_mirror.c: scrub).
  */
 #ifndef RPFS_ADMIN_H
@@ -37,6 +37,32 @@ int adm_stats_server(int argc, char **argv);
  * @return an ADM_* exit code
  */
 int adm_scrub(int argc, char **argv);
+
+/**
+ * `rpfs getlayout PATH`: the layout of a file or directory on an rpfs mount.
+ * @return ADM_OK; ADM_FAIL (PATH not on an rpfs mount, or the mount's
+ *         error); ADM_USAGE
+ */
+int adm_getlayout(int argc, char **argv);
+
+/**
+ * `rpfs setlayout PATH FIELD=VALUE[,...]`: set unit (SIZE, K/M suffix),
+ * count, first and mirror; fields not given keep the current (or
+ * inherited) layout's value. A mirror change without count keeps the
+ * count if the mirror groups allow it, else takes the most they allow.
+ * @return ADM_OK; ADM_USAGE (a bad field, named); ADM_FAIL (PATH not on an
+ *         rpfs mount, or the mgr refused: EBUSY a file with data, EINVAL
+ *         count above the iods or mirror groups, EPERM not a dir or file)
+ */
+int adm_setlayout(int argc, char **argv);
+
+/**
+ * `rpfs stats PATH`: the client counters (JSON) of the rpfs mount holding
+ * PATH, read from the mount's root.
+ * @return ADM_OK; ADM_FAIL (not on an rpfs mount, or the mount's error);
+ *         ADM_USAGE
+ */
+int adm_stats_path(int argc, char **argv);
 
 /**
  * MOUNT against the mgr: the iod table.

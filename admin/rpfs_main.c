@@ -1,7 +1,6 @@
 /*
- * rpfs_main.c - `rpfs`, the admin CLI: dispatch to the subcommands, and
- * the local ones: keygen, mkfs, getlayout/setlayout and the client's
- * counters (through the xattrs of a mounted path).
+ * rpfs_main.c - `rpfs`, the admin CLI: dispatch to the subcommands (each
+ * answers -h/--help with its usage), and the local ones: keygen and mkfs.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -12,7 +11,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -20,36 +18,46 @@
 #include "net_auth.h"
 #include "rpfs.h"
 
-#define LAYOUT_XATTR "user.rpfs.layout"
-#define STATS_XATTR "rpfs.stats"
+/* Each subcommand's usage lines (its --help, and a part of usage()). */
+#define USAGE_KEYGEN \
+"keygen [-f] FILE                 write a new cluster key (mode 0600); -f overwrites\n"
+#define USAGE_MKFS \
+"mkfs [--conf FILE] [--all]       create the mgr database (with the iod table) and\n" \
+"                                   the data directories of the iods on this host\n" \
+"                                   (--all: of every iod)\n" \
+"  mkfs --db DIR --iod HOST:PORT... [--data DIR...] [--stripe-unit SIZE] [--stripe-count N]\n"
+#define USAGE_STATUS \
+"status [--conf FILE | --mgr HOST:PORT] [--key FILE] [--timeout S]\n" \
+"                                   every server: up or down, capacity, version\n"
+#define USAGE_GETLAYOUT \
+"getlayout PATH                   the layout of a file or directory on a mount\n"
+#define USAGE_SETLAYOUT \
+"setlayout PATH FIELD=VALUE[,...] set it (directory: new files below it); fields\n" \
+"                                   unit=SIZE (4K..64M, suffix K or M), count=N,\n" \
+"                                   mirror=1|2, first=I (a file); fields not given\n" \
+"                                   keep their current (or inherited) value\n"
+#define USAGE_STATS \
+"stats --server HOST:PORT [--conf FILE] [--key FILE]\n" \
+"                                   transport counters of a running server (JSON)\n" \
+"  stats PATH                       the client's counters of the mount holding PATH\n"
+#define USAGE_SCRUB \
+"scrub [--conf FILE | --mgr HOST:PORT] [--key FILE] [--rate N | --rate NMB/s]\n" \
+"        [--dry-run] [--grace SECONDS]\n" \
+"                                   reclaim orphaned objects and inodes and compare\n" \
+"                                   the replicas of mirrored files online, at most\n" \
+"                                   N objects (or N MB) per second (default 1000);\n" \
+"                                   a mismatch is recorded stale on the group's\n" \
+"                                   second iod (not with --dry-run)\n"
 
 /* The usage text, with the exit codes. */
 static void usage(FILE *f)
 {
-	fprintf(f,
-"usage: rpfs COMMAND [ARGS]\n"
-"  keygen [-f] FILE                 write a new cluster key (mode 0600); -f overwrites\n"
-"  mkfs [--conf FILE] [--all]       create the mgr database (with the iod table) and\n"
-"                                   the data directories of the iods on this host\n"
-"                                   (--all: of every iod)\n"
-"  mkfs --db DIR --iod HOST:PORT... [--data DIR...] [--stripe-unit SIZE] [--stripe-count N]\n"
-"  status [--conf FILE | --mgr HOST:PORT] [--key FILE] [--timeout S]\n"
-"                                   every server: up or down, capacity, version\n"
-"  getlayout PATH                   the layout of a file or directory on a mount\n"
-"  setlayout PATH unit=SIZE,count=N[,mirror=1|2]  set it (directory: new files below it)\n"
-"  stats --server HOST:PORT [--conf FILE] [--key FILE]\n"
-"                                   transport counters of a running server (JSON)\n"
-"  stats PATH                       the client's counters of the mount holding PATH\n"
-"  scrub [--conf FILE | --mgr HOST:PORT] [--key FILE] [--rate N | --rate NMB/s]\n"
-"        [--dry-run] [--grace SECONDS]\n"
-"                                   reclaim orphaned objects and inodes and compare\n"
-"                                   the replicas of mirrored files online, at most\n"
-"                                   N objects (or N MB) per second (default 1000);\n"
-"                                   a mismatch is recorded stale on the group's\n"
-"                                   second iod (not with --dry-run)\n"
-"The config file defaults to $RPFS_CONF, else " CFG_DEFAULT_PATH ".\n"
-"Exit status: 0 success (status: all servers up), 1 failure (status: a server\n"
-"is down), 2 bad command line, 3 unusable config or key file.\n");
+	fputs("usage: rpfs COMMAND [ARGS]   (rpfs COMMAND --help: one command)\n", f);
+	fputs("  " USAGE_KEYGEN "  " USAGE_MKFS "  " USAGE_STATUS "  " USAGE_GETLAYOUT
+	      "  " USAGE_SETLAYOUT "  " USAGE_STATS "  " USAGE_SCRUB, f);
+	fputs("The config file defaults to $RPFS_CONF, else " CFG_DEFAULT_PATH ".\n"
+	      "Exit status: 0 success (status: all servers up), 1 failure (status: a server\n"
+	      "is down), 2 bad command line, 3 unusable config or key file.\n", f);
 }
 
 /* Load the servers' key for adm_load: --server-key, else the file's. */
@@ -124,6 +132,11 @@ static int cmd_keygen(int argc, char **argv)
 		return ADM_USAGE;
 	}
 	path = argv[1];
+	if (path[0] == '-') {
+		fprintf(stderr, "rpfs keygen: unknown option \"%s\" (a file name "
+			"starting with - needs ./)\n", path);
+		return ADM_USAGE;
+	}
 	if (net_auth_init()) {
 		fprintf(stderr, "rpfs keygen: cannot initialise libsodium\n");
 		return ADM_FAIL;
@@ -343,94 +356,39 @@ out_free_conf:
 	return rc;
 }
 
-/* rpfs getlayout PATH */
-static int cmd_getlayout(int argc, char **argv)
-{
-	char buf[128];
-	ssize_t n;
-
-	if (argc != 2) {
-		fprintf(stderr, "rpfs getlayout: expected PATH\n");
-		return ADM_USAGE;
-	}
-	n = getxattr(argv[1], LAYOUT_XATTR, buf, sizeof(buf) - 1);
-	if (n < 0) {
-		fprintf(stderr, "rpfs getlayout: %s: %s%s\n", argv[1], strerror(errno),
-			errno == ENODATA || errno == ENOTSUP ?
-			" (not on an rpfs mount, or no layout)" : "");
-		return ADM_FAIL;
-	}
-	buf[n] = '\0';
-	printf("%s\n", buf);
-	return ADM_OK;
-}
-
-/* If the layout string s has a mirror key with a value other than 1 or 2,
- * print a message naming it and return 1; else 0. */
-static int setlayout_bad_mirror(const char *s)
-{
-	const char *m = strstr(s, "mirror=");
-	size_t n;
-
-	if (!m || (m != s && m[-1] != ','))
-		return 0;
-	m += 7;
-	n = strcspn(m, ",");
-	if (n == 1 && (m[0] == '1' || m[0] == '2'))
-		return 0;
-	fprintf(stderr, "rpfs setlayout: mirror: expected 1 or 2, got \"%.*s\"\n",
-		(int)n, m);
-	return 1;
-}
-
-/* rpfs setlayout PATH unit=SIZE,count=N[,mirror=M] */
-static int cmd_setlayout(int argc, char **argv)
-{
-	struct proto_layout l;
-
-	if (argc != 3) {
-		fprintf(stderr, "rpfs setlayout: expected PATH unit=BYTES,count=N[,mirror=1|2]\n");
-		return ADM_USAGE;
-	}
-	if (proto_layout_parse(argv[2], strlen(argv[2]), &l)) {
-		if (setlayout_bad_mirror(argv[2]))
-			return ADM_USAGE;
-		fprintf(stderr, "rpfs setlayout: expected unit=BYTES (power of two, 4096.."
-			"67108864),count=N[,mirror=1|2], got \"%s\"\n", argv[2]);
-		return ADM_USAGE;
-	}
-	if (setxattr(argv[1], LAYOUT_XATTR, argv[2], strlen(argv[2]), 0) < 0) {
-		fprintf(stderr, "rpfs setlayout: %s: %s%s\n", argv[1], strerror(errno),
-			errno == EBUSY ? " (a file that has data keeps its layout)" :
-			errno == EINVAL ? " (count above the iods, or above the mirror "
-					  "groups for mirror=2: mirror=2 needs at least 2 iods)" : "");
-		return ADM_FAIL;
-	}
-	return ADM_OK;
-}
-
 /* rpfs stats PATH (client counters) or --server HOST:PORT. */
 static int cmd_stats(int argc, char **argv)
 {
-	static char buf[16384];
-	ssize_t n;
-
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--server") || !strncmp(argv[i], "--server=", 9))
 			return adm_stats_server(argc, argv);
-	if (argc != 2) {
-		fprintf(stderr, "rpfs stats: expected PATH or --server HOST:PORT\n");
-		return ADM_USAGE;
-	}
-	n = getxattr(argv[1], STATS_XATTR, buf, sizeof(buf) - 1);
-	if (n < 0) {
-		fprintf(stderr, "rpfs stats: %s: %s (not on an rpfs mount?)\n", argv[1],
-			strerror(errno));
-		return ADM_FAIL;
-	}
-	buf[n] = '\0';
-	printf("%s\n", buf);
-	return ADM_OK;
+	return adm_stats_path(argc, argv);
+}
+
+/* A subcommand: its name, its function and its usage lines. */
+struct adm_cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *usage;
+};
+
+static const struct adm_cmd adm_cmds[] = {
+	{ "keygen", cmd_keygen, USAGE_KEYGEN },
+	{ "mkfs", cmd_mkfs, USAGE_MKFS },
+	{ "status", adm_status, USAGE_STATUS },
+	{ "getlayout", adm_getlayout, USAGE_GETLAYOUT },
+	{ "setlayout", adm_setlayout, USAGE_SETLAYOUT },
+	{ "stats", cmd_stats, USAGE_STATS },
+	{ "scrub", adm_scrub, USAGE_SCRUB },
+};
+
+/* Whether argv[1..] asks for help (-h or --help before any "--"). */
+static int wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return 1;
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -438,6 +396,7 @@ int main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : NULL;
 
 	log_init("rpfs", LOG_WARNING);
+	log_set_key_option("--key FILE");
 	if (!cmd) {
 		usage(stderr);
 		return ADM_USAGE;
@@ -451,20 +410,15 @@ int main(int argc, char **argv)
 		return ADM_OK;
 	}
 	argc--, argv++;
-	if (!strcmp(cmd, "keygen"))
-		return cmd_keygen(argc, argv);
-	if (!strcmp(cmd, "mkfs"))
-		return cmd_mkfs(argc, argv);
-	if (!strcmp(cmd, "status"))
-		return adm_status(argc, argv);
-	if (!strcmp(cmd, "getlayout"))
-		return cmd_getlayout(argc, argv);
-	if (!strcmp(cmd, "setlayout"))
-		return cmd_setlayout(argc, argv);
-	if (!strcmp(cmd, "stats"))
-		return cmd_stats(argc, argv);
-	if (!strcmp(cmd, "scrub"))
-		return adm_scrub(argc, argv);
+	for (size_t i = 0; i < sizeof(adm_cmds) / sizeof(adm_cmds[0]); i++) {
+		if (strcmp(cmd, adm_cmds[i].name))
+			continue;
+		if (wants_help(argc, argv)) {
+			printf("usage: rpfs %s", adm_cmds[i].usage);
+			return ADM_OK;
+		}
+		return adm_cmds[i].fn(argc, argv);
+	}
 	fprintf(stderr, "rpfs: unknown command \"%s\"\n", cmd);
 	usage(stderr);
 	return ADM_USAGE;

@@ -1,4 +1,5 @@
-/* log.c - stderr logging with syslog priority prefixes. */
+/* log.c - stderr logging: syslog priority prefixes for journald, plain
+ * "ident: message" lines on a terminal. */
 #include "log.h"
 
 #include <errno.h>
@@ -9,16 +10,41 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+/* Set by log_init()/log_set_key_option() from main() before any thread,
+ * read-only afterwards: no lock. */
 static const char *log_ident = "rpfs";
 static int log_level = LOG_INFO;
+static int log_tty = -1;              /* stderr is a terminal; -1: not asked */
+static const char *log_key_opt;       /* e.g. "-o key=FILE", or NULL */
 
-/* Remember ident and level; called once from main() before any thread. */
+/* Remember ident and level, and whether stderr is a terminal (then lines
+ * carry no "<N>" prefix); called from main() before any thread. */
 void log_init(const char *ident, int level)
 {
 	if (ident)
 		log_ident = ident;
 	if (level >= LOG_EMERG && level <= LOG_DEBUG)
 		log_level = level;
+	log_tty = isatty(STDERR_FILENO) == 1;
+}
+
+/* Remember the option of this program that gives a cluster key. */
+void log_set_key_option(const char *opt)
+{
+	log_key_opt = opt;
+}
+
+/* See log.h. */
+const char *log_key_advice(void)
+{
+	static char buf[128];
+
+	if (!log_key_opt)
+		return "configure key = in rpfs.conf";
+	if (!buf[0])
+		snprintf(buf, sizeof(buf), "configure key = in rpfs.conf or give %s "
+			 "to %s", log_key_opt, log_ident);
+	return buf;
 }
 
 /* Map a level name or digit to its syslog value. */
@@ -44,7 +70,12 @@ void log_msg(int prio, const char *fmt, ...)
 
 	if (prio > log_level)
 		return;
-	n = snprintf(line, sizeof(line), "<%d>%s: ", prio, log_ident);
+	if (log_tty < 0)
+		log_tty = isatty(STDERR_FILENO) == 1;
+	if (log_tty)
+		n = snprintf(line, sizeof(line), "%s: ", log_ident);
+	else
+		n = snprintf(line, sizeof(line), "<%d>%s: ", prio, log_ident);
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return;
 	va_start(ap, fmt);

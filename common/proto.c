@@ -2084,9 +2084,10 @@ static int parse_num(const char *s, size_t len, uint32_t max, uint32_t *out)
 	return 0;
 }
 
-/* Parse "unit=U,count=C[,first=F][,mirror=M]" in any key order. Trailing
- * NULs and one trailing newline (as xattr tools may send) are ignored.
- * unit and count are required, each key at most once. Cost: O(len). */
+/* Parse "unit=U,count=C[,first=F][,mirror=M]" in any key order; U may end
+ * in K or M (KiB, MiB), as sizes in rpfs.conf do. Trailing NULs and one
+ * trailing newline (as xattr tools may send) are ignored. unit and count
+ * are required, each key at most once. Cost: O(len). */
 int proto_layout_parse(const char *s, size_t len, struct proto_layout *l)
 {
 	static const char *const keys[4] = { "unit", "count", "first", "mirror" };
@@ -2104,8 +2105,8 @@ int proto_layout_parse(const char *s, size_t len, struct proto_layout *l)
 		len--;
 	while (pos <= len) {
 		const char *tok = s + pos, *eq, *comma;
-		size_t toklen, klen;
-		int k;
+		size_t toklen, klen, vlen;
+		int k, shift;
 
 		comma = memchr(tok, ',', len - pos);
 		toklen = comma ? (size_t)(comma - tok) : len - pos;
@@ -2119,8 +2120,16 @@ int proto_layout_parse(const char *s, size_t len, struct proto_layout *l)
 				break;
 		if (k == 4 || seen[k])
 			return -EINVAL;
-		if (parse_num(eq + 1, toklen - klen - 1, maxv[k], &val[k]))
+		vlen = toklen - klen - 1;
+		shift = 0;
+		if (k == 0 && vlen > 1 && (eq[vlen] == 'k' || eq[vlen] == 'K'))
+			shift = 10;
+		else if (k == 0 && vlen > 1 && (eq[vlen] == 'm' || eq[vlen] == 'M'))
+			shift = 20;
+		vlen -= shift ? 1 : 0;
+		if (parse_num(eq + 1, vlen, maxv[k] >> shift, &val[k]))
 			return -EINVAL;
+		val[k] <<= shift;
 		seen[k] = true;
 		pos += toklen + 1;
 	}

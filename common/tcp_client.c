@@ -524,8 +524,8 @@ static int tcp_client_handshake(struct tcp_client *tc, int fd, uint64_t deadline
 			log_err("net: %s does not accept %s", peer,
 				net_auth_class_name(cls));
 		else
-			log_err("net: %s requires a cluster key and we have none "
-				"(configure key = in rpfs.conf or -o key=FILE)", peer);
+			log_err("net: %s requires a cluster key and we have none (%s)",
+				peer, log_key_advice());
 		NET_STAT_ADD(&tc->base.st, auth_fail, 1);
 		return -EACCES;
 	}

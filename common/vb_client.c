@@ -659,9 +659,8 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 			log_err("net: %s:%u does not accept %s", c->host, c->port,
 				net_auth_class_name(cls));
 		else
-			log_err("net: %s:%u requires a cluster key and we have none "
-				"(configure key = in rpfs.conf or -o key=FILE)",
-				c->host, c->port);
+			log_err("net: %s:%u requires a cluster key and we have none (%s)",
+				c->host, c->port, log_key_advice());
 		NET_STAT_ADD(&vc->base.st, auth_fail, 1);
 	}
 	if (rc)

@@ -31,6 +31,7 @@
 #include "cli_wb.h"
 #include "cli_inode.h"
 #include "log.h"
+#include "mountinfo.h"
 
 #define DEFAULT_MGR_PORT 7400
 #define DEFAULT_READ_AHEAD_KB 4096 /* 4 READs of CLI_MAX_IO (1 MiB) in flight */
@@ -397,6 +398,28 @@ static int test_hooks(const char *prog)
 	return 0;
 }
 
+/*
+ * Refuse to stack a second mount on a directory that already holds an rpfs
+ * mount (live, or dead: ENOTCONN); mountinfo is read by name, so a dead
+ * mount is not called into. @return 0, or -EBUSY (message printed)
+ */
+static int refuse_stacked_mount(const char *prog, const char *dir)
+{
+	int rc = mnt_is_rpfs_mountpoint(dir);
+
+	if (rc == 1) {
+		fprintf(stderr, "%s: %s: already an rpfs mount point (umount it "
+			"first)\n", prog, dir);
+		return -EBUSY;
+	}
+	if (rc == -ENOTCONN) {
+		fprintf(stderr, "%s: %s: a dead FUSE mount is there (transport "
+			"endpoint is not connected): umount it first\n", prog, dir);
+		return -EBUSY;
+	}
+	return 0; /* any other error: fuse_session_mount() reports it */
+}
+
 /* Add a -o option to the argument list. @return 0 or -ENOMEM */
 static int add_opt(struct fuse_args *args, const char *fmt, const char *v)
 {
@@ -426,6 +449,7 @@ int main(int argc, char **argv)
 	a.prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
 	memset(&fo, 0, sizeof(fo));
 	log_init("rpfs-fuse", LOG_NOTICE);
+	log_set_key_option("-o key=FILE");
 	if (fuse_opt_parse(&args, &a, cli_opt_spec, opt_proc) == -1 || a.bad) {
 		ret = 2;
 		goto out_free_args;
@@ -466,6 +490,8 @@ int main(int argc, char **argv)
 		ret = 2;
 		goto out_free_args;
 	}
+	if (refuse_stacked_mount(a.prog, fo.mountpoint))
+		goto out_free_args;
 	addr_format(src, sizeof(src), host, port);
 	if (add_opt(&args, "fsname=%s", src) ||
 	    add_opt(&args, "subtype=%s", "rpfs") ||

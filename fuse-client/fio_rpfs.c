@@ -16,8 +16,12 @@
  *                          and the mount are left out) and the transport
  *                          counters (rpfs_stats_json), e.g. for
  *                          scripts/vm-bench.sh
- * filename= names files relative to the rpfs root (directory= is
- * prepended by fio as usual). Every job process mounts once (init) and
+ *   rpfs_dir=DIR           the rpfs directory the job's files are in (fio's
+ *                          own directory= is checked with lstat(2) on the
+ *                          local file system by fio's option parser, so it
+ *                          cannot name an rpfs directory)
+ * filename= names files relative to the rpfs root, or to rpfs_dir= when
+ * given; without filename= fio names them JOB.N.M. Every job process mounts once (init) and
  * unmounts at cleanup. I/O is synchronous (rpfs_pread/rpfs_pwrite);
  * fsync= and end_fsync= map to rpfs_fsync; unlink=1 to rpfs_unlink.
  * fio's I/O buffers come from rpfs_mem_alloc (the iomem_alloc hook), so
@@ -28,6 +32,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,12 +53,14 @@ struct rpfs_fio_opts {
 	char *key;
 	char *transport;
 	char *stats;
+	char *dir;
 };
 
 /* Per job: the mounted file system. Used by the job's one thread only. */
 struct rpfs_fio_data {
 	rpfs_fs_t *fs;
 	const char *stats;  /* counters file, or NULL */
+	const char *dir;    /* rpfs_dir=, or NULL */
 	struct rusage ru0;  /* the process's CPU time when the mount was done */
 };
 
@@ -92,6 +99,16 @@ static struct fio_option rpfs_fio_options[] = {
 		.off1 = offsetof(struct rpfs_fio_opts, stats),
 		.help = "append the job's CPU time and transport counters as "
 			"JSON to this file (default $RPFS_FIO_STATS)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "rpfs_dir",
+		.lname = "rpfs directory",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rpfs_fio_opts, dir),
+		.help = "rpfs directory of the job's files (fio's directory= "
+			"must exist locally)",
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_INVALID,
 	},
@@ -137,6 +154,7 @@ static int rpfs_fio_init(struct thread_data *td)
 	o.key_file = opt_or_env(eo ? eo->key : NULL, "RPFS_KEY");
 	o.transport = opt_or_env(eo ? eo->transport : NULL, "RPFS_TRANSPORT");
 	d->stats = opt_or_env(eo ? eo->stats : NULL, "RPFS_FIO_STATS");
+	d->dir = eo && eo->dir && *eo->dir ? eo->dir : NULL;
 	rc = rpfs_mount(mgr, &o, &d->fs);
 	if (rc) {
 		log_err("rpfs: mount %s: %s\n", mgr, strerror(-rc));
@@ -250,23 +268,46 @@ static void rpfs_fio_iomem_free(struct thread_data *td)
 	td->orig_buffer = NULL;
 }
 
+/* The rpfs path of fio's file name: below rpfs_dir= when given.
+ * @return 0 or ENAMETOOLONG (logged) */
+static int rpfs_fio_path(const struct rpfs_fio_data *d, const char *name,
+			 char *buf, size_t cap)
+{
+	int n;
+
+	if (d->dir)
+		n = snprintf(buf, cap, "%s/%s", d->dir, name);
+	else
+		n = snprintf(buf, cap, "%s", name);
+	if (n < 0 || (size_t)n >= cap) {
+		log_err("rpfs: %s%s%s: path too long\n", d->dir ? d->dir : "",
+			d->dir ? "/" : "", name);
+		return ENAMETOOLONG;
+	}
+	return 0;
+}
+
 /* Open (creating it for writers) a file by its rpfs path. */
 static int rpfs_fio_open_file(struct thread_data *td, struct fio_file *f)
 {
 	struct rpfs_fio_data *d = td->io_ops_data;
+	char path[PATH_MAX];
 	rpfs_file_t *rf;
 	int flags, rc;
 
 	if (!d)
 		return EINVAL;
+	rc = rpfs_fio_path(d, f->file_name, path, sizeof(path));
+	if (rc)
+		return rc;
 	if (td_write(td))
 		flags = (td_read(td) || td->o.verify != VERIFY_NONE ? O_RDWR :
 			 O_WRONLY) | O_CREAT;
 	else
 		flags = O_RDONLY;
-	rc = rpfs_open(d->fs, f->file_name, flags, 0644, &rf);
+	rc = rpfs_open(d->fs, path, flags, 0644, &rf);
 	if (rc) {
-		log_err("rpfs: open %s: %s\n", f->file_name, strerror(-rc));
+		log_err("rpfs: open %s: %s\n", path, strerror(-rc));
 		return -rc;
 	}
 	FILE_SET_ENG_DATA(f, rf);
@@ -290,11 +331,15 @@ static int rpfs_fio_close_file(struct thread_data *td, struct fio_file *f)
 static int rpfs_fio_unlink_file(struct thread_data *td, struct fio_file *f)
 {
 	struct rpfs_fio_data *d = td->io_ops_data;
+	char path[PATH_MAX];
 	int rc;
 
 	if (!d)
 		return 0; /* unlink before init: nothing mounted yet */
-	rc = rpfs_unlink(d->fs, f->file_name);
+	rc = rpfs_fio_path(d, f->file_name, path, sizeof(path));
+	if (rc)
+		return rc;
+	rc = rpfs_unlink(d->fs, path);
 	return rc && rc != -ENOENT ? -rc : 0;
 }
 

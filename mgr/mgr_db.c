@@ -981,17 +981,17 @@ static int iodtab_diff(const struct mgr_iod *old, uint16_t on,
 {
 	for (uint16_t i = 0; i < on || i < cn; i++) {
 		if (i >= on) {
-			snprintf(msg, cap, "the database has %u iods, the command line %u (extra --iod %s:%u)",
+			snprintf(msg, cap, "the database has %u iods, this table %u (extra iod %s:%u)",
 				 on, cn, cur[i].host, cur[i].port);
 			return -EEXIST;
 		}
 		if (i >= cn) {
-			snprintf(msg, cap, "the database has %u iods, the command line %u (missing iod %u %s:%u)",
+			snprintf(msg, cap, "the database has %u iods, this table %u (missing iod %u %s:%u)",
 				 on, cn, i, old[i].host, old[i].port);
 			return -EEXIST;
 		}
 		if (strcmp(old[i].host, cur[i].host) || old[i].port != cur[i].port) {
-			snprintf(msg, cap, "iod %u is %s:%u in the database but %s:%u on the command line",
+			snprintf(msg, cap, "iod %u is %s:%u in the database but %s:%u in this table",
 				 i, old[i].host, old[i].port, cur[i].host, cur[i].port);
 			return -EEXIST;
 		}

@@ -33,6 +33,7 @@ struct mgr_args {
 	const char *count_arg; /* --stripe-count, checked once niods is known */
 	struct mgr_iod iods[PROTO_MAX_IODS];
 	uint16_t niods;
+	int iods_from_conf; /* the iods came from [iod.N] of --conf, not --iod */
 	uint32_t unit;   /* 0 = not given */
 	long count;      /* -1 = not given */
 	uint8_t mirror;  /* --mirror, [layout] mirror: 1 or 2; 0 = not given */
@@ -420,6 +421,7 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 					 "%s", f->iods[i].domain);
 			}
 			a->niods = (uint16_t)f->niods;
+			a->iods_from_conf = a->niods > 0;
 		}
 		if (!a->unit)
 			a->unit = f->stripe_unit;
@@ -609,8 +611,9 @@ int main(int argc, char **argv)
 		if (rc == -EINVAL && msg[0])
 			log_err("cannot start: %s", msg);
 		else if (rc == -EEXIST)
-			log_err("--iod: the iod table differs from the one recorded in %s: %s",
-				a.db_dir, msg);
+			log_err("%s%s: the iod table differs from the one recorded in %s: %s",
+				a.iods_from_conf ? a.conf : "--iod",
+				a.iods_from_conf ? " [iod.N]" : "", a.db_dir, msg);
 		else
 			log_err("--db %s: cannot record the configuration: %s",
 				a.db_dir, strerror(-rc));

@@ -18,6 +18,11 @@
 #   RPFS_HOST       address every daemon listens on and the client connects
 #                   to (default: tcp 127.0.0.1; verbs the IPv4 address of the
 #                   first RDMA device's netdev - rdma_cm cannot use loopback)
+#   RPFS_PORT       the mgr's port (default 7400); the iods take the next four
+# It raises RLIMIT_MEMLOCK to unlimited for the daemons it starts (as root;
+# each iod pins about 38 MB for verbs, the default limit is 8 MiB).
+# `status` exits 1 when a daemon is stopped or the mount is missing or not
+# answering; `stop` names the processes that kept a busy mount.
 # Packages are installed only when missing (nothing is fetched when all are
 # there). It prints the transport really in use, as the mount's rpfs.stats
 # reports it. Running either command twice is harmless.
@@ -30,8 +35,12 @@ MNT=${RPFS_MOUNT:-/mnt/rpfs}
 BUILD=${RPFS_BUILD:-build}
 TRANSPORT=${RPFS_TRANSPORT:-auto}
 HOST=${RPFS_HOST:-}
-MGR_PORT=7400
-IOD_PORTS=(7401 7402 7403 7404)
+MGR_PORT=${RPFS_PORT:-7400}
+[[ "$MGR_PORT" =~ ^[0-9]+$ ]] && [ "$MGR_PORT" -ge 1 ] && [ "$MGR_PORT" -le 65531 ] || {
+	printf 'quickstart: error: RPFS_PORT: expected 1..65531, got "%s"\n' "$MGR_PORT" >&2
+	exit 2
+}
+IOD_PORTS=($((MGR_PORT + 1)) $((MGR_PORT + 2)) $((MGR_PORT + 3)) $((MGR_PORT + 4)))
 . "$REPO/scripts/packages.sh"
 # The build's packages, then the tools called here: fuse3 (fusermount3),
 # util-linux (setsid, mountpoint), attr (getfattr), iproute2 (rdma, ip).
@@ -110,10 +119,40 @@ build() {
 	ninja -C "$BUILD" >/dev/null || { ninja -C "$BUILD"; die "build failed"; }
 }
 
+# alive PID: true if PID is a process that runs: not gone, and not a
+# zombie (a daemon killed -9 whose parent, e.g. a container's init, has not
+# reaped it: kill -0 still succeeds on it).
+alive() {
+	local st
+	[[ "$1" =~ ^[0-9]+$ ]] || return 1
+	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
+	case ${st%% *} in Z|X|x|'') return 1 ;; esac
+	return 0
+}
+
 # running NAME: true if NAME's pid file names a live process.
 running() {
 	local f="$STATE/pids/$1.pid"
-	[ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null
+	[ -f "$f" ] && alive "$(cat "$f")"
+}
+
+# mounted: true if MNT is a mount point in /proc/self/mountinfo, read by
+# name, so a mount whose mgr is down counts (mountpoint(1) stats it).
+mounted() {
+	local real
+	real=$(realpath -m "$MNT")
+	awk -v m="$real" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo
+}
+
+# raise_memlock: RLIMIT_MEMLOCK unlimited for the daemons started here (the
+# verbs iods pin their buffers; the systemd units say LimitMEMLOCK=): root
+# may raise the hard limit too; else the soft one goes up to the hard one.
+raise_memlock() {
+	ulimit -l unlimited 2>/dev/null && return 0
+	ulimit -S -l "$(ulimit -H -l)" 2>/dev/null || true
+	[ "$TRANSPORT" != verbs ] ||
+		say "RLIMIT_MEMLOCK stays at $(ulimit -l) KiB (not root, or no CAP_SYS_RESOURCE):" \
+			"a verbs iod pins about 38 MB"
 }
 
 # wait_ready NAME LOG: wait (bounded) for the ready line in LOG.
@@ -147,6 +186,7 @@ start() {
 	pick_transport
 	build
 	mkdir -p "$STATE/db" "$STATE/logs" "$STATE/pids"
+	raise_memlock
 	# The two keys (README "The keys") and the config file the daemons and
 	# the client read; the mount reads only the clients' key.
 	local k i
@@ -171,7 +211,7 @@ start() {
 	start_daemon mgr "$STATE/logs/mgr.log" "$BUILD/mgr/rpfs-mgr" \
 		--conf "$STATE/rpfs.conf"
 	mkdir -p "$MNT"
-	if mountpoint -q "$MNT"; then
+	if mounted; then
 		say "$MNT already mounted"
 	else
 		"$BUILD/fuse-client/rpfs-fuse" "$HOST:$MGR_PORT" "$MNT" \
@@ -194,7 +234,8 @@ quickstart: rpfs is up (transport: $inuse, from rpfs.stats; RPFS_TRANSPORT=${RPF
   mgr          $HOST:$MGR_PORT   db $STATE/db
   iods         $HOST:${IOD_PORTS[0]}..${IOD_PORTS[3]}   data $STATE/iod0..3
   mount        $MNT
-  config, key  $STATE/rpfs.conf, $STATE/cluster.key (rpfs status --conf $STATE/rpfs.conf)
+  config, key  $STATE/rpfs.conf, $STATE/cluster.key
+  admin        $BUILD/admin/rpfs status --conf $STATE/rpfs.conf
   logs         $STATE/logs/{mgr,iod0..3,fuse}.log
   try          df -h $MNT; cp -r /etc $MNT/; getfattr -n user.rpfs.layout $MNT/etc/passwd
   stop         $0 stop
@@ -206,13 +247,13 @@ stop_daemon() {
 	local name=$1 f="$STATE/pids/$1.pid" pid i
 	[ -f "$f" ] || return 0
 	pid=$(cat "$f")
-	if kill -0 "$pid" 2>/dev/null; then
+	if alive "$pid"; then
 		kill -TERM "$pid" 2>/dev/null || true
 		for i in $(seq 1 100); do
-			kill -0 "$pid" 2>/dev/null || break
+			alive "$pid" || break
 			sleep 0.1
 		done
-		if kill -0 "$pid" 2>/dev/null; then
+		if alive "$pid"; then
 			say "$name (pid $pid) ignored SIGTERM; killing it"
 			kill -KILL "$pid" 2>/dev/null || true
 		fi
@@ -221,10 +262,31 @@ stop_daemon() {
 	rm -f "$f"
 }
 
+# holders: "PID (COMM)" of each process whose cwd, root or an open file
+# is in MNT (the /proc links' text, read by one find; nothing calls into
+# the mount).
+holders() {
+	local real pid out=
+	real=$(realpath -m "$MNT")
+	for pid in $(find /proc/[0-9]*/cwd /proc/[0-9]*/root /proc/[0-9]*/fd -maxdepth 1 \
+			\( -lname "$real" -o -lname "$real/*" \) 2>/dev/null |
+			cut -d/ -f3 | sort -un); do
+		out="$out${out:+, }$pid ($(cat "/proc/$pid/comm" 2>/dev/null))"
+	done
+	echo "$out"
+}
+
 stop() {
-	if mountpoint -q "$MNT" 2>/dev/null; then
-		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
-		say "unmounted $MNT"
+	local busy
+	if mounted; then
+		if fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT" 2>/dev/null; then
+			say "unmounted $MNT"
+		else
+			busy=$(holders)
+			umount -l "$MNT"
+			say "$MNT was busy (held by ${busy:-processes not found in /proc}):" \
+				"detached it lazily; it goes once they let go"
+		fi
 	fi
 	stop_daemon mgr
 	local i
@@ -234,20 +296,30 @@ stop() {
 	say "stopped (state kept in $STATE; remove it to start afresh)"
 }
 
+# status: each daemon and the mount; exit 1 unless all run and the mount
+# answers.
 status() {
-	local n
+	local n t rc=0
 	for n in mgr iod0 iod1 iod2 iod3; do
 		if running "$n"; then
 			echo "$n: running (pid $(cat "$STATE/pids/$n.pid"))"
 		else
 			echo "$n: stopped"
+			rc=1
 		fi
 	done
-	if mountpoint -q "$MNT" 2>/dev/null; then
-		echo "$MNT: mounted (transport: $(stats_transport))"
-	else
+	if ! mounted; then
 		echo "$MNT: not mounted"
+		rc=1
+	elif t=$(timeout 15 getfattr --absolute-names --only-values -n rpfs.stats "$MNT" \
+			2>/dev/null | sed -n 's/.*"transport": *"\([a-z]*\)".*/\1/p') && [ -n "$t" ]; then
+		echo "$MNT: mounted (transport: $t)"
+	else
+		echo "$MNT: mounted, but not answering (is the mgr down?)"
+		rc=1
 	fi
+	[ $rc -eq 0 ] || echo "quickstart: not everything is up (see above)" >&2
+	return $rc
 }
 
 case "${1:-start}" in

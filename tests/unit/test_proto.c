@@ -2042,6 +2042,10 @@ static void test_layout(void)
 		{ "unit=65536,count=2,first=0,mirror=2", 65536, 2, 0, 2 },
 		{ "mirror=1,unit=65536,count=2", 65536, 2, 0, 1 },
 		{ "unit=65536,mirror=2,count=1", 65536, 1, 0, 2 },
+		{ "unit=1M,count=2", 1u << 20, 2, 0, 1 },
+		{ "unit=64k,count=1", 65536, 1, 0, 1 },
+		{ "count=1,unit=4K", 4096, 1, 0, 1 },
+		{ "unit=64M,count=1", 1u << 26, 1, 0, 1 },
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		memset(&d, 0xee, sizeof(d));
@@ -2067,6 +2071,9 @@ static void test_layout(void)
 		"unit=4096,count=1,mirror=0", "unit=4096,count=1,mirror=3",
 		"unit=4096,count=1,mirror=", "unit=4096,count=1,mirror=2,mirror=2",
 		"unit=4096,count=1,mirror=x",
+		"unit=K,count=1", "unit=1MM,count=1", "unit=1G,count=1", "unit=128M,count=1",
+		"unit=2K,count=1", "unit=3K,count=1", "unit=65536,count=1K",
+		"unit=4096,count=1,first=1K", "unit=1m5,count=1", "unit=4194304K,count=1",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		size_t len = strlen(bad[i]);
@@ -2075,6 +2082,8 @@ static void test_layout(void)
 		CHECK(proto_layout_parse(cp, len, &d) == -EINVAL, "parse bad \"%s\"", bad[i]);
 		free(cp);
 	}
+	/* an embedded NUL is no suffix */
+	CHECK(proto_layout_parse("unit=64\0,count=1", 17, &d) == -EINVAL, "NUL suffix");
 	/* not NUL-terminated: only len bytes count */
 	CHECK(proto_layout_parse("unit=4096,count=12", 17, &d) == 0 && d.count == 1,
 	      "parse respects len");
