@@ -181,7 +181,7 @@ void metrics_hist(struct metrics_buf *b, const char *name, const char *label,
 	snprintf(num, sizeof(num), "%llu", (unsigned long long)s.count);
 	mb_hist_line(b, series, label, value, "+Inf", num);
 	snprintf(series, sizeof(series), "%s_sum", name);
-	snprintf(num, sizeof(num), "%.9g", (double)s.sum_ns * 1e-9);
+	snprintf(num, sizeof(num), "%.15g", (double)s.sum_ns * 1e-9);
 	mb_hist_line(b, series, label, value, NULL, num);
 	snprintf(series, sizeof(series), "%s_count", name);
 	snprintf(num, sizeof(num), "%llu", (unsigned long long)s.count);

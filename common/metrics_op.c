@@ -4,11 +4,11 @@
 
 #include <stddef.h>
 
-/* See metrics_op.h: ceil(ns / 1000) microseconds, then the log2 bucket
- * with one count-leading-zeros. */
+/* See metrics_op.h: ceil(ns / 1000) microseconds (without overflow),
+ * then the log2 bucket with one count-leading-zeros. */
 int metrics_bucket(uint64_t ns)
 {
-	uint64_t us = (ns + 999) / 1000;
+	uint64_t us = ns / 1000 + (ns % 1000 != 0);
 	int j;
 
 	if (us <= 1)
