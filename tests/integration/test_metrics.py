@@ -12,6 +12,7 @@ checked on the binaries directly.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import urllib.error
@@ -205,6 +206,36 @@ def test_bytes_grow_by_written(mc, prom):
     prom.wait_value(ops, lambda v: v >= o0 + n // MiB, 'IO_WRITEs counted')
     prom.wait_value('sum(rpfs_client_latency_seconds_count{op="IO_WRITE"})',
                     lambda v: v >= n // MiB, 'client IO_WRITE latencies')
+
+
+MONITORING = os.path.join(util.REPO, 'scripts', 'monitoring')
+
+
+def test_rules_and_dashboard(mc):
+    """scripts/monitoring: promtool checks the example scrape config and
+    the alerting rules and runs the rules' unit tests; every series the
+    rules and the dashboard name is one the endpoints serve."""
+    for args in (['check', 'config', 'prometheus.yml'],
+                 ['check', 'rules', 'rpfs-rules.yml'],
+                 ['test', 'rules', 'rpfs-rules.test.yml']):
+        r = subprocess.run(['promtool'] + args, cwd=MONITORING, text=True, timeout=120,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert r.returncode == 0, '%s: %s' % (args, r.stdout)
+    served = set()
+    for addr in mc.metrics.values():
+        served |= set(re.findall(r'^# TYPE (\S+) ', scrape(addr), re.M))
+    with open(os.path.join(MONITORING, 'rpfs-dashboard.json')) as f:
+        dash = json.load(f)
+    exprs = [t['expr'] for p in dash['panels'] for t in p['targets']]
+    with open(os.path.join(MONITORING, 'rpfs-rules.yml')) as f:
+        exprs.append(f.read())
+    used = set()
+    for e in exprs:
+        used |= set(re.findall(r'\b((?:rpfs|process)_[a-z0-9_]+)', e))
+    assert used
+    missing = sorted(n for n in used
+                     if n not in served and re.sub(r'_(bucket|sum|count)$', '', n) not in served)
+    assert not missing, missing
 
 
 def test_iod_killed_shows_down(mc, prom, expect_log):
