@@ -3,6 +3,16 @@
 #include "metrics_op.h"
 
 #include <stddef.h>
+#include <time.h>
+
+/* See metrics_op.h. */
+uint64_t metrics_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* See metrics_op.h: ceil(ns / 1000) microseconds (without overflow),
  * then the log2 bucket with one count-leading-zeros. */

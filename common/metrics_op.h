@@ -41,6 +41,9 @@ struct metrics_ops {
  */
 int metrics_bucket(uint64_t ns);
 
+/** CLOCK_MONOTONIC now in nanoseconds, for timing a sample. */
+uint64_t metrics_now_ns(void);
+
 /** Add one sample of ns nanoseconds to h. Any thread; cost: 3 atomic adds. */
 void metrics_hist_add(struct metrics_hist *h, uint64_t ns);
 

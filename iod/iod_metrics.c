@@ -8,6 +8,7 @@
 #if RPFS_HAVE_METRICS
 #include <pthread.h>
 
+#include "iod_store.h"
 #include "metrics.h"
 
 /* The endpoint. src is immutable; nfree is written by the loop's timer
@@ -51,6 +52,14 @@ static void iod_metrics_write(struct metrics_buf *b, void *arg)
 	for (z = 0; z < IOD_BUF_NZONES; z++)
 		nfree[z] = m->nfree[z];
 	pthread_mutex_unlock(&m->lock);
+	metrics_family(b, "rpfs_iod_disk_seconds", "histogram",
+		       "Disk calls of the request handlers: pwrite, pread, fsync loops.");
+	metrics_hist(b, "rpfs_iod_disk_seconds", "call", "write",
+		     iod_store_latency(IOD_STORE_WRITE));
+	metrics_hist(b, "rpfs_iod_disk_seconds", "call", "read",
+		     iod_store_latency(IOD_STORE_READ));
+	metrics_hist(b, "rpfs_iod_disk_seconds", "call", "fsync",
+		     iod_store_latency(IOD_STORE_FSYNC));
 	metrics_family(b, "rpfs_iod_buffers", "gauge",
 		       "Bulk buffers per zone (buffer size in bytes).");
 	for (z = 0; z < IOD_BUF_NZONES; z++) {

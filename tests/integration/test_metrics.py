@@ -139,6 +139,13 @@ def scrape(addr):
     return http_get('http://%s/metrics' % addr)
 
 
+def sample(text, series):
+    """The value of one series (name and labels as printed) in text."""
+    m = re.search(r'^%s (\S+)$' % re.escape(series), text, re.M)
+    assert m, series
+    return float(m.group(1))
+
+
 def test_promtool_check_metrics(mc):
     """Every endpoint's text passes promtool's parser and linter, after
     some I/O so that the per-op families have samples."""
@@ -157,7 +164,11 @@ def test_promtool_check_metrics(mc):
     fuse = scrape(mc.metrics['fuse'])
     assert 'rpfs_client_latency_seconds_bucket{op="IO_WRITE",le="+Inf"}' in fuse
     assert 'rpfs_client_requests_total{op="CREATE"} 1' in fuse
-    assert 'rpfs_server_requests_total{op="CREATE"} 1' in scrape(mc.metrics['mgr'])
+    mgr = scrape(mc.metrics['mgr'])
+    assert 'rpfs_server_requests_total{op="CREATE"} 1' in mgr
+    assert sample(mgr, 'rpfs_mgr_store_commit_seconds_count') >= 1
+    assert sum(sample(scrape(mc.metrics['iod%d' % i]),
+                      'rpfs_iod_disk_seconds_count{call="write"}') for i in range(NIODS)) >= 1
 
 
 def test_only_metrics_path(mc):
