@@ -115,8 +115,7 @@ void metrics_family(struct metrics_buf *b, const char *name, const char *type,
 }
 
 /* See metrics.h. */
-void __attribute__((sentinel))
-metrics_u64(struct metrics_buf *b, const char *name, uint64_t v, ...)
+void metrics_u64(struct metrics_buf *b, const char *name, uint64_t v, ...)
 {
 	va_list ap;
 
@@ -127,8 +126,7 @@ metrics_u64(struct metrics_buf *b, const char *name, uint64_t v, ...)
 }
 
 /* See metrics.h. */
-void __attribute__((sentinel))
-metrics_f64(struct metrics_buf *b, const char *name, double v, ...)
+void metrics_f64(struct metrics_buf *b, const char *name, double v, ...)
 {
 	va_list ap;
 
@@ -241,9 +239,10 @@ static void net_counter(struct metrics_buf *b, const char *name,
 	metrics_u64(b, name, v, "transport", transport, NULL);
 }
 
-/* See metrics.h. Names follow net_stats (net.h). */
-void metrics_net_write(struct metrics_buf *b, const struct net_stats *st,
-		       const char *t)
+/* The traffic families: frames, wire bytes, bulk bytes, bytes and
+ * operations by mechanism. */
+static void net_write_traffic(struct metrics_buf *b, const struct net_stats *st,
+			      const char *t)
 {
 	const char *n;
 
@@ -275,6 +274,14 @@ void metrics_net_write(struct metrics_buf *b, const struct net_stats *st,
 	metrics_u64(b, n, st->fast_msgs, "transport", t, "mechanism", "fast", NULL);
 	metrics_u64(b, n, st->rdma_read_ops, "transport", t, "mechanism", "rdma_read", NULL);
 	metrics_u64(b, n, st->rdma_write_ops, "transport", t, "mechanism", "rdma_write", NULL);
+}
+
+/* The memory registration families (verbs; zero on tcp). */
+static void net_write_registration(struct metrics_buf *b,
+				   const struct net_stats *st, const char *t)
+{
+	const char *n;
+
 	net_counter(b, "rpfs_net_registrations_total", "Memory registrations (ibv_reg_mr).",
 		    st->reg_count, t);
 	net_counter(b, "rpfs_net_registered_bytes_total", "Bytes registered in total.",
@@ -287,6 +294,14 @@ void metrics_net_write(struct metrics_buf *b, const struct net_stats *st,
 	n = "rpfs_net_pinned_bytes";
 	metrics_family(b, n, "gauge", "Memory pinned now.");
 	metrics_u64(b, n, st->pinned_bytes, "transport", t, NULL);
+}
+
+/* The flow control, failure and connection families. */
+static void net_write_health(struct metrics_buf *b, const struct net_stats *st,
+			     const char *t)
+{
+	const char *n;
+
 	net_counter(b, "rpfs_net_credit_waits_total", "Submits that waited for a credit.",
 		    st->credit_waits, t);
 	net_counter(b, "rpfs_net_timeouts_total", "Calls that timed out.", st->timeouts, t);
@@ -305,6 +320,15 @@ void metrics_net_write(struct metrics_buf *b, const struct net_stats *st,
 	net_counter(b, "rpfs_net_deadline_closes_total",
 		    "Connections closed because a request's data came too late.",
 		    st->deadline_closes, t);
+}
+
+/* See metrics.h. Names follow net_stats (net.h). */
+void metrics_net_write(struct metrics_buf *b, const struct net_stats *st,
+		       const char *t)
+{
+	net_write_traffic(b, st, t);
+	net_write_registration(b, st, t);
+	net_write_health(b, st, t);
 }
 
 /* Count the open descriptors (entries of /proc/self/fd, less the one the
@@ -341,42 +365,60 @@ static unsigned long long boot_time(void)
 	return bt;
 }
 
+/* CPU ticks (user + system) and the start time in ticks after boot, from
+ * /proc/self/stat; zeros if unreadable. */
+static void proc_stat(unsigned long long *ticks, unsigned long long *start)
+{
+	unsigned long long ut, st;
+	char buf[1024], *p;
+	FILE *f = fopen("/proc/self/stat", "re");
+	size_t n;
+
+	*ticks = *start = 0;
+	if (!f)
+		return;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	/* the fields after the command's ')': state is field 3 */
+	p = strrchr(buf, ')');
+	if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u"
+			" %llu %llu %*d %*d %*d %*d %*d %*d %llu", &ut, &st, start) == 3)
+		*ticks = ut + st;
+	else
+		*start = 0;
+}
+
+/* Resident pages, from /proc/self/statm; 0 if unreadable. */
+static unsigned long long proc_rss_pages(void)
+{
+	unsigned long long pages, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu %llu", &pages, &rss) != 2)
+		rss = 0;
+	fclose(f);
+	return rss;
+}
+
 /* See metrics.h. Cost: three small /proc reads and a directory listing. */
 void metrics_process_write(struct metrics_buf *b)
 {
-	unsigned long long ut = 0, st = 0, start = 0, pages = 0, rss = 0;
 	double tck = (double)sysconf(_SC_CLK_TCK);
+	unsigned long long ticks, start;
 	struct rlimit rl;
-	char buf[1024], *p;
-	FILE *f;
 	long fds;
 
-	f = fopen("/proc/self/stat", "re");
-	if (f) {
-		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-
-		buf[n] = '\0';
-		fclose(f);
-		/* fields after the command's ')': state is field 3 */
-		p = strrchr(buf, ')');
-		if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u"
-				" %llu %llu %*d %*d %*d %*d %*d %*d %llu",
-				&ut, &st, &start) != 3)
-			ut = st = start = 0;
-	}
-	f = fopen("/proc/self/statm", "re");
-	if (f) {
-		if (fscanf(f, "%llu %llu", &pages, &rss) != 2)
-			rss = 0;
-		fclose(f);
-	}
+	proc_stat(&ticks, &start);
 	metrics_family(b, "process_cpu_seconds_total", "counter",
 		       "User and system CPU time spent, in seconds.");
-	metrics_f64(b, "process_cpu_seconds_total", (double)(ut + st) / tck, NULL);
+	metrics_f64(b, "process_cpu_seconds_total", (double)ticks / tck, NULL);
 	metrics_family(b, "process_resident_memory_bytes", "gauge",
 		       "Resident memory size in bytes.");
 	metrics_u64(b, "process_resident_memory_bytes",
-		    rss * (unsigned long long)sysconf(_SC_PAGESIZE), NULL);
+		    proc_rss_pages() * (unsigned long long)sysconf(_SC_PAGESIZE), NULL);
 	metrics_family(b, "process_start_time_seconds", "gauge",
 		       "Start time of the process since the epoch, in seconds.");
 	metrics_f64(b, "process_start_time_seconds",

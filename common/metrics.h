@@ -61,9 +61,11 @@ void metrics_family(struct metrics_buf *b, const char *name, const char *type,
  * One sample line: name{k1="v1",...} value. The labels are NULL-terminated
  * key, value pairs of strings; values are escaped (\\, \", \n).
  */
-void metrics_u64(struct metrics_buf *b, const char *name, uint64_t v, ...);
+void metrics_u64(struct metrics_buf *b, const char *name, uint64_t v, ...)
+	__attribute__((sentinel));
 /** As metrics_u64 with a floating-point value. */
-void metrics_f64(struct metrics_buf *b, const char *name, double v, ...);
+void metrics_f64(struct metrics_buf *b, const char *name, double v, ...)
+	__attribute__((sentinel));
 
 /**
  * A histogram's samples in seconds: name_bucket{...,le="..."} (cumulative,

@@ -33,8 +33,10 @@ int cli_metrics_start(struct cli_metrics **out, const char *host, uint16_t port,
 	struct cli_metrics *m = calloc(1, sizeof(*m));
 	int rc;
 
+	rc = -ENOMEM;
+	snprintf(err, errcap, "-o metrics: out of memory");
 	if (!m)
-		goto out_nomem;
+		return rc;
 	m->ops = calloc(1, sizeof(*m->ops));
 	if (!m->ops)
 		goto out_free_m;
@@ -49,13 +51,9 @@ int cli_metrics_start(struct cli_metrics **out, const char *host, uint16_t port,
 
 out_free_ops:
 	free(m->ops);
-	free(m);
-	return rc;
 out_free_m:
 	free(m);
-out_nomem:
-	snprintf(err, errcap, "-o metrics: out of memory");
-	return -ENOMEM;
+	return rc;
 }
 
 /* See cli_metrics.h. */

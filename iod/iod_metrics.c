@@ -86,8 +86,10 @@ int iod_metrics_start(struct iod_metrics **out, const char *host, uint16_t port,
 	struct iod_metrics *m = calloc(1, sizeof(*m));
 	int rc;
 
+	rc = -ENOMEM;
+	snprintf(err, errcap, "%s: out of memory", src->what);
 	if (!m)
-		goto out_nomem;
+		return rc;
 	m->ops = calloc(1, sizeof(*m->ops));
 	if (!m->ops)
 		goto out_free_m;
@@ -109,13 +111,9 @@ int iod_metrics_start(struct iod_metrics **out, const char *host, uint16_t port,
 out_destroy_lock:
 	pthread_mutex_destroy(&m->lock);
 	free(m->ops);
-	free(m);
-	return rc;
 out_free_m:
 	free(m);
-out_nomem:
-	snprintf(err, errcap, "%s: out of memory", src->what);
-	return -ENOMEM;
+	return rc;
 }
 
 /* See iod_metrics.h. */
