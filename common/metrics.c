@@ -256,7 +256,8 @@ static void net_write_traffic(struct metrics_buf *b, const struct net_stats *st,
 	metrics_u64(b, n, st->bytes_rx, "transport", t, "direction", "rx", NULL);
 	n = "rpfs_net_bulk_bytes_total";
 	metrics_family(b, n, "counter",
-		       "Data moved by a server: pull (write data in), push (read data out).");
+		       "Data of writes (pull: the server takes it) and reads (push: the "
+		       "server sends it), counted at either end.");
 	metrics_u64(b, n, st->bulk_pull_bytes, "transport", t, "direction", "pull", NULL);
 	metrics_u64(b, n, st->bulk_push_bytes, "transport", t, "direction", "push", NULL);
 	n = "rpfs_net_mechanism_bytes_total";

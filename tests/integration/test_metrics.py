@@ -198,14 +198,20 @@ def test_all_targets_up(prom):
 
 def test_bytes_grow_by_written(mc, prom):
     """After writing N bytes through the mount, Prometheus sees the iods'
-    pulled bytes and the client's wire bytes grow by at least N, and the
-    write requests counted at both ends."""
-    srv = 'sum(rpfs_net_bulk_bytes_total{job="rpfs-iod",direction="pull"})'
-    cli = 'sum(rpfs_net_wire_bytes_total{job="rpfs-fuse",direction="tx"})'
+    write data received and the client's write data and wire bytes grow by
+    at least N, and the write requests counted at both ends. An iod counts
+    write data as pulled bulk bytes on tcp, by mechanism (inline, fast,
+    RDMA Read) on verbs."""
+    srv = ('sum(rpfs_net_bulk_bytes_total{job="rpfs-iod",direction="pull"}) + '
+           'sum(rpfs_net_mechanism_bytes_total{job="rpfs-iod",'
+           'mechanism=~"inline|fast|rdma_read"})')
+    cli = 'sum(rpfs_net_bulk_bytes_total{job="rpfs-fuse",direction="pull"})'
+    wire = 'sum(rpfs_net_wire_bytes_total{job="rpfs-fuse",direction="tx"})'
     ops = 'sum(rpfs_server_requests_total{job="rpfs-iod",op="IO_WRITE"}) or vector(0)'
     prom.wait_value('up{job="rpfs-fuse"}', lambda v: v == 1, 'fuse target up')
     s0 = prom.wait_value(srv, lambda v: True, 'server bytes')
     c0 = prom.wait_value(cli, lambda v: True, 'client bytes')
+    w0 = prom.wait_value(wire, lambda v: True, 'client wire bytes')
     o0 = prom.wait_value(ops, lambda v: True, 'server writes')
     n = 8 * MiB
     with open(os.path.join(mc.mnt.path, 'grow'), 'wb') as f:
@@ -213,7 +219,9 @@ def test_bytes_grow_by_written(mc, prom):
             f.write(os.urandom(MiB))
         os.fsync(f.fileno())
     prom.wait_value(srv, lambda v: v >= s0 + n, 'iods pulled %d more bytes' % n)
-    prom.wait_value(cli, lambda v: v >= c0 + n, 'client sent %d more bytes' % n)
+    prom.wait_value(cli, lambda v: v >= c0 + n, 'client wrote %d more bytes' % n)
+    if util.transport() == 'tcp':  # verbs: the iods read the data by RDMA
+        prom.wait_value(wire, lambda v: v >= w0 + n, 'client sent %d more bytes' % n)
     prom.wait_value(ops, lambda v: v >= o0 + n // MiB, 'IO_WRITEs counted')
     prom.wait_value('sum(rpfs_client_latency_seconds_count{op="IO_WRITE"})',
                     lambda v: v >= n // MiB, 'client IO_WRITE latencies')
