@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include "iod_store.h"
+#include "iod_work.h"
 #include "metrics.h"
 
 /* The endpoint. src is immutable; nfree is written by the loop's timer
@@ -42,6 +43,7 @@ static void iod_metrics_write(struct metrics_buf *b, void *arg)
 {
 	struct iod_metrics *m = arg;
 	unsigned nfree[IOD_BUF_NZONES], z;
+	uint64_t waiting, running, refused;
 	struct net_stats st;
 	char size[24];
 
@@ -60,6 +62,15 @@ static void iod_metrics_write(struct metrics_buf *b, void *arg)
 		     iod_store_latency(IOD_STORE_READ));
 	metrics_hist(b, "rpfs_iod_disk_seconds", "call", "fsync",
 		     iod_store_latency(IOD_STORE_FSYNC));
+	iod_work_counts(&waiting, &running, &refused);
+	metrics_family(b, "rpfs_iod_slow_jobs", "gauge",
+		       "Slow disk jobs (fsync, fallocate, checksums, listings) of the "
+		       "worker threads, by state.");
+	metrics_u64(b, "rpfs_iod_slow_jobs", waiting, "state", "waiting", NULL);
+	metrics_u64(b, "rpfs_iod_slow_jobs", running, "state", "running", NULL);
+	metrics_family(b, "rpfs_iod_slow_jobs_refused_total", "counter",
+		       "Slow disk jobs refused because the workers' queue was full.");
+	metrics_u64(b, "rpfs_iod_slow_jobs_refused_total", refused, NULL);
 	metrics_family(b, "rpfs_iod_buffers", "gauge",
 		       "Bulk buffers per zone (buffer size in bytes).");
 	for (z = 0; z < IOD_BUF_NZONES; z++) {

@@ -167,8 +167,9 @@ def test_promtool_check_metrics(mc):
     mgr = scrape(mc.metrics['mgr'])
     assert 'rpfs_server_requests_total{op="CREATE"} 1' in mgr
     assert sample(mgr, 'rpfs_mgr_store_commit_seconds_count') >= 1
-    assert sum(sample(scrape(mc.metrics['iod%d' % i]),
-                      'rpfs_iod_disk_seconds_count{call="write"}') for i in range(NIODS)) >= 1
+    iods = [scrape(mc.metrics['iod%d' % i]) for i in range(NIODS)]
+    assert sum(sample(t, 'rpfs_iod_disk_seconds_count{call="write"}') for t in iods) >= 1
+    assert all(sample(t, 'rpfs_iod_slow_jobs{state="waiting"}') == 0 for t in iods)
 
 
 def test_only_metrics_path(mc):
