@@ -316,6 +316,23 @@ def test_busy_address_is_one_error(tmp_path):
         assert '<3>rpfs-mgr: --metrics %s: Address already in use' % busy in out
 
 
+def test_mount_busy_address(mc, tmp_mnt):
+    """A mount whose metrics address is in use fails with one error and a
+    non-zero exit, in the foreground and as a daemon, and mounts nothing."""
+    import socket
+    with socket.socket() as s:
+        s.bind((util.HOST, 0))
+        s.listen(1)
+        busy = util.hostport(s.getsockname()[1])
+        for fg in (['-f'], []):
+            rc, out = _start_fails([util.binary('fuse-client/rpfs-fuse'),
+                                    util.hostport(mc.mgr_port), tmp_mnt] + fg +
+                                   ['-o', 'metrics=' + busy])
+            assert rc == 1, (fg, out)
+            assert '-o metrics %s: Address already in use' % busy in out, (fg, out)
+            assert not util.is_mounted(tmp_mnt)
+
+
 def test_bad_address_is_one_error(tmp_path, tmp_mnt):
     """A malformed address is refused at parsing (exit 2) by the daemons
     and by the mount, naming the option."""
