@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import urllib.error
 import urllib.parse
@@ -297,7 +298,6 @@ def _start_fails(argv, timeout=30):
 def test_busy_address_is_one_error(tmp_path):
     """A metrics address in use: the iod and the mgr exit non-zero at
     start with one error line naming the option and the address."""
-    import socket
     with socket.socket() as s:
         s.bind((util.HOST, 0))
         s.listen(1)
@@ -319,7 +319,6 @@ def test_busy_address_is_one_error(tmp_path):
 def test_mount_busy_address(mc, tmp_mnt):
     """A mount whose metrics address is in use fails with one error and a
     non-zero exit, in the foreground and as a daemon, and mounts nothing."""
-    import socket
     with socket.socket() as s:
         s.bind((util.HOST, 0))
         s.listen(1)
