@@ -314,8 +314,12 @@ int net_call_submit(struct net_conn *c, struct net_call *call)
 	m = __atomic_load_n(&c->cl->opstats, __ATOMIC_RELAXED);
 	call->t0_ns = m ? net_now_ns() : 0;
 	rc = c->cl->ops->submit(c, call);
-	if (rc && m)
+	if (rc && m) {
 		metrics_op_record(m, call->op, rc, net_now_ns() - call->t0_ns);
+		call->t0_ns = 0;
+	} else if (m) {
+		__atomic_fetch_add(&c->cl->calls_timed, 1, __ATOMIC_RELAXED);
+	}
 	if (rc == 0 && ((call->wr_cnt > 0 && net_iov_total(call->wr_iov, call->wr_cnt)) ||
 			(call->rd_cnt > 0 && net_iov_total(call->rd_iov, call->rd_cnt))))
 		NET_STAT_ADD(&c->cl->st, data_ops, 1);
@@ -334,10 +338,20 @@ int net_call_wait(struct net_call *call)
 		return -EINVAL;
 	rc = call->conn->cl->ops->wait(call);
 	m = __atomic_load_n(&call->conn->cl->opstats, __ATOMIC_RELAXED);
-	if (m && call->t0_ns)
-		metrics_op_record(m, call->op, rc ? rc : call->status,
-				  net_now_ns() - call->t0_ns);
+	if (call->t0_ns) {
+		if (m)
+			metrics_op_record(m, call->op, rc ? rc : call->status,
+					  net_now_ns() - call->t0_ns);
+		__atomic_fetch_sub(&call->conn->cl->calls_timed, 1, __ATOMIC_RELAXED);
+		call->t0_ns = 0;
+	}
 	return rc;
+}
+
+/* See net.h. */
+uint64_t net_client_calls_in_flight(struct net_client *cl)
+{
+	return __atomic_load_n(&cl->calls_timed, __ATOMIC_RELAXED);
 }
 
 /* See net.h. */

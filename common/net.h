@@ -221,6 +221,13 @@ struct metrics_ops;
  */
 void net_client_set_opstats(struct net_client *cl, struct metrics_ops *m);
 
+/**
+ * Calls submitted while opstats was set and not yet waited for: each holds
+ * a server credit until its reply comes. Any thread.
+ * @return the count (0 when opstats was never set)
+ */
+uint64_t net_client_calls_in_flight(struct net_client *cl);
+
 /* States of a net_call, as the backend moves it along. */
 enum net_call_state {
 	NET_CALL_IDLE = 0, /* not submitted, or finished and collected */

@@ -88,6 +88,8 @@ struct net_client {
 	struct net_opts opts;
 	struct net_stats st; /* atomics (NET_STAT_ADD) */
 	struct metrics_ops *opstats; /* per-op metrics or NULL; atomic pointer */
+	uint64_t calls_timed; /* atomic: calls submitted while opstats was set,
+			       * not yet waited for */
 };
 
 /* Head of every backend's client connection. Immutable after creation. */

@@ -22,6 +22,10 @@ static void cli_metrics_write(struct metrics_buf *b, void *arg)
 	struct net_stats st;
 
 	metrics_ops_write(b, "rpfs_client", m->ops);
+	metrics_family(b, "rpfs_client_calls_in_flight", "gauge",
+		       "Calls sent and not yet collected; each holds a server credit "
+		       "until its reply.");
+	metrics_u64(b, "rpfs_client_calls_in_flight", net_client_calls_in_flight(m->cl), NULL);
 	net_client_stats(m->cl, &st);
 	metrics_net_write(b, &st, net_client_transport(m->cl));
 }

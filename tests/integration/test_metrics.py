@@ -165,6 +165,7 @@ def test_promtool_check_metrics(mc):
     fuse = scrape(mc.metrics['fuse'])
     assert 'rpfs_client_latency_seconds_bucket{op="IO_WRITE",le="+Inf"}' in fuse
     assert 'rpfs_client_requests_total{op="CREATE"} 1' in fuse
+    assert sample(fuse, 'rpfs_client_calls_in_flight') >= 0
     mgr = scrape(mc.metrics['mgr'])
     assert 'rpfs_server_requests_total{op="CREATE"} 1' in mgr
     assert sample(mgr, 'rpfs_mgr_store_commit_seconds_count') >= 1
