@@ -268,6 +268,18 @@ static int cfg_net(struct cfg_parse *p, const char *key, const char *v)
 	return 1;
 }
 
+/* [metrics]: listen = HOST:PORT, the base address of the daemons'
+ * Prometheus endpoints (cfg.h). */
+static int cfg_metrics(struct cfg_parse *p, const char *key, const char *v)
+{
+	struct cfg *c = p->c;
+
+	if (strcmp(key, "listen"))
+		return cfg_fail(p, "[metrics]: unknown key \"%s\" (expected listen)", key);
+	return cfg_addr(p, "[metrics] listen", v, ADDR_PORT0, c->metrics_host,
+			sizeof(c->metrics_host), &c->metrics_port);
+}
+
 /* [mgr] */
 static int cfg_mgr(struct cfg_parse *p, const char *key, const char *v)
 {
@@ -443,6 +455,8 @@ static int cfg_handler(void *user, const char *sec, const char *key,
 		rc = cfg_verbs(p, key, v);
 	else if (!strcmp(sec, "net"))
 		rc = cfg_net(p, key, v);
+	else if (!strcmp(sec, "metrics"))
+		rc = cfg_metrics(p, key, v);
 	else if (!strcmp(sec, "log") && !strcmp(key, "level")) {
 		p->c->log_level = log_level_parse(v);
 		rc = p->c->log_level >= LOG_ERR ? 1 :
@@ -454,7 +468,7 @@ static int cfg_handler(void *user, const char *sec, const char *key,
 		rc = cfg_fail(p, "key \"%s\" outside any section", key);
 	else
 		rc = cfg_fail(p, "unknown section [%s] (expected cluster, layout, client, "
-			      "mgr, iod.N, net, verbs, log)", sec);
+			      "mgr, iod.N, net, verbs, metrics, log)", sec);
 	snprintf(p->last_sec, sizeof(p->last_sec), "%s", sec);
 	return rc;
 }

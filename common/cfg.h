@@ -23,6 +23,8 @@
  *   [verbs]    poll_mode = busy|adaptive, inline_max, fast_max,
  *              pipeline_unit = SIZE, max_clients = N, device = NAME,
  *              sl_request, sl_reply, sl_control, sl_bulk = 0..15
+ *   [metrics]  listen = HOST:PORT: the Prometheus endpoints (metrics.h); the
+ *              mgr serves on PORT, iod N on PORT + 1 + N (off when unset)
  *   [log]      level = err|warning|notice|info|debug
  * HOST:PORT and HOST are read by addr_parse (addr.h): IPv6 in brackets.
  *
@@ -93,6 +95,8 @@ struct cfg {
 	int sl[NET_CLASS_COUNT];         /* -1 = unset */
 	char *rdma_dev;                  /* NULL = unset */
 	int log_level;                   /* -1 = unset */
+	char metrics_host[PROTO_MAX_HOST + 1]; /* [metrics] listen; "" = unset */
+	uint16_t metrics_port;
 };
 
 /**

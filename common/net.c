@@ -5,6 +5,7 @@
  * backends share.
  */
 #include "net_int.h"
+#include "metrics_op.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -305,23 +306,58 @@ int net_client_rd_to_pipe(const struct net_client *cl)
  * it carries data (the denominator of registrations per operation). */
 int net_call_submit(struct net_conn *c, struct net_call *call)
 {
+	struct metrics_ops *m;
 	int rc;
 
 	if (!c || !call)
 		return -EINVAL;
+	m = __atomic_load_n(&c->cl->opstats, __ATOMIC_RELAXED);
+	call->t0_ns = m ? net_now_ns() : 0;
 	rc = c->cl->ops->submit(c, call);
+	if (rc && m) {
+		metrics_op_record(m, call->op, rc, net_now_ns() - call->t0_ns);
+		call->t0_ns = 0;
+	} else if (m) {
+		__atomic_fetch_add(&c->cl->calls_timed, 1, __ATOMIC_RELAXED);
+	}
 	if (rc == 0 && ((call->wr_cnt > 0 && net_iov_total(call->wr_iov, call->wr_cnt)) ||
 			(call->rd_cnt > 0 && net_iov_total(call->rd_iov, call->rd_cnt))))
 		NET_STAT_ADD(&c->cl->st, data_ops, 1);
 	return rc;
 }
 
-/* Wait for a submitted call through its connection's backend. */
+/* Wait for a submitted call through its connection's backend; a timed
+ * call's latency and outcome (transport error, else the server's status)
+ * go to the client's opstats. */
 int net_call_wait(struct net_call *call)
 {
+	struct metrics_ops *m;
+	int rc;
+
 	if (!call || !call->conn)
 		return -EINVAL;
-	return call->conn->cl->ops->wait(call);
+	rc = call->conn->cl->ops->wait(call);
+	m = __atomic_load_n(&call->conn->cl->opstats, __ATOMIC_RELAXED);
+	if (call->t0_ns) {
+		if (m)
+			metrics_op_record(m, call->op, rc ? rc : call->status,
+					  net_now_ns() - call->t0_ns);
+		__atomic_fetch_sub(&call->conn->cl->calls_timed, 1, __ATOMIC_RELAXED);
+		call->t0_ns = 0;
+	}
+	return rc;
+}
+
+/* See net.h. */
+uint64_t net_client_calls_in_flight(struct net_client *cl)
+{
+	return __atomic_load_n(&cl->calls_timed, __ATOMIC_RELAXED);
+}
+
+/* See net.h. */
+void net_client_set_opstats(struct net_client *cl, struct metrics_ops *m)
+{
+	__atomic_store_n(&cl->opstats, m, __ATOMIC_RELAXED);
 }
 
 /* submit + wait, the common synchronous case. */
@@ -339,7 +375,18 @@ int net_call_run(struct net_conn *c, struct net_call *call)
 
 /* ------------------------------------------------------------------ server */
 
-/* Create a listening server through its backend. */
+/* net_req_fn given to every backend: note when the request starts (for
+ * opstats) and hand it to the program's handler. Loop thread. */
+static void net_srv_dispatch(struct net_sreq *r, void *arg)
+{
+	struct net_server *s = r->conn->srv;
+
+	r->t0_ns = s->opstats ? net_now_ns() : 0;
+	s->user_fn(r, s->user_arg);
+}
+
+/* Create a listening server through its backend, with net_srv_dispatch
+ * in front of the handler. */
 int net_server_new(struct net_server **out, struct ev_loop *loop,
 		   const char *host, uint16_t port, net_req_fn fn, void *arg,
 		   const struct net_opts *o)
@@ -357,7 +404,18 @@ int net_server_new(struct net_server **out, struct ev_loop *loop,
 	rc = net_backend(opts.transport, &co, &so);
 	if (rc)
 		return rc;
-	return so->server_new(out, loop, host, port, fn, arg, &opts);
+	rc = so->server_new(out, loop, host, port, net_srv_dispatch, NULL, &opts);
+	if (rc)
+		return rc;
+	(*out)->user_fn = fn;
+	(*out)->user_arg = arg;
+	return 0;
+}
+
+/* See net.h. */
+void net_server_set_opstats(struct net_server *s, struct metrics_ops *m)
+{
+	s->opstats = m;
 }
 
 /* Close everything; in-flight requests are dropped. */
@@ -422,15 +480,26 @@ int net_sreq_push_fd(struct net_sreq *r, uint64_t off, int fd,
 	return r->conn->srv->ops->push_fd(r, off, fd, file_off, len, cb, arg);
 }
 
+/* Reply through the backend; a timed request's latency and status go to
+ * the server's opstats first (the reply may free r). */
 int net_sreq_reply(struct net_sreq *r, int32_t status, const void *body,
 		   uint32_t len)
 {
-	return r->conn->srv->ops->reply(r, status, body, len);
+	struct net_server *s = r->conn->srv;
+
+	if (s->opstats && r->t0_ns)
+		metrics_op_record(s->opstats, r->hdr.op, status, net_now_ns() - r->t0_ns);
+	return s->ops->reply(r, status, body, len);
 }
 
+/* Reject through the backend; counted as an -EPROTO answer of its op. */
 void net_sreq_reject(struct net_sreq *r, const char *why)
 {
-	r->conn->srv->ops->reject(r, why);
+	struct net_server *s = r->conn->srv;
+
+	if (s->opstats && r->t0_ns)
+		metrics_op_record(s->opstats, r->hdr.op, -EPROTO, net_now_ns() - r->t0_ns);
+	s->ops->reject(r, why);
 }
 
 /* The peer string kept by the backend at accept time. */

@@ -234,6 +234,21 @@ int net_client_unregister_mem(struct net_client *cl, void *addr);
 /** Counters of the whole client (all its connections). */
 void net_client_stats(struct net_client *cl, struct net_stats *st);
 
+struct metrics_ops;
+/**
+ * Record each call's latency and error by op into m (metrics_op.h) from
+ * now on, from the threads that submit and wait (NULL: stop). m must
+ * outlive the client. Cost per call: one clock read and a few atomic adds.
+ */
+void net_client_set_opstats(struct net_client *cl, struct metrics_ops *m);
+
+/**
+ * Calls submitted while opstats was set and not yet waited for: each holds
+ * a server credit until its reply comes. Any thread.
+ * @return the count (0 when opstats was never set)
+ */
+uint64_t net_client_calls_in_flight(struct net_client *cl);
+
 /* States of a net_call, as the backend moves it along. */
 enum net_call_state {
 	NET_CALL_IDLE = 0, /* not submitted, or finished and collected */
@@ -299,6 +314,8 @@ struct net_call {
 	int lead;                  /* wait_now call not yet waited for: verbs: counted
 				    * in its submitter's lead; tcp: in its thread's
 				    * unwaited calls */
+	uint64_t t0_ns;            /* net.c: submit time, for the client's
+				    * opstats (0: not timed) */
 };
 
 /**
@@ -335,6 +352,8 @@ struct net_sreq {
 	uint32_t body_len;
 	uint64_t pulled;           /* write bytes pulled so far */
 	void *ctx;                 /* free for the handler */
+	uint64_t t0_ns;            /* net.c: when it was handed to the handler
+				    * (0: not timed; net_server_set_opstats) */
 };
 
 /* Handler for a new request; must eventually reply or reject it. */
@@ -359,6 +378,13 @@ uint16_t net_server_port(const struct net_server *s);
 
 /** Counters of the server. */
 void net_server_stats(struct net_server *s, struct net_stats *st);
+
+/**
+ * Record each request's latency (handed to the handler .. its reply) and
+ * error by op into m (metrics_op.h), NULL to stop. Loop thread; m must
+ * outlive the server.
+ */
+void net_server_set_opstats(struct net_server *s, struct metrics_ops *m);
 
 /** The transport a server or client actually uses ("tcp" or "verbs"). */
 const char *net_server_transport(const struct net_server *s);

@@ -87,6 +87,9 @@ struct net_client {
 	const struct net_client_ops *ops;
 	struct net_opts opts;
 	struct net_stats st; /* atomics (NET_STAT_ADD) */
+	struct metrics_ops *opstats; /* per-op metrics or NULL; atomic pointer */
+	uint64_t calls_timed; /* atomic: calls submitted while opstats was set,
+			       * not yet waited for */
 };
 
 /* Head of every backend's client connection. Immutable after creation. */
@@ -99,6 +102,11 @@ struct net_server {
 	const struct net_server_ops *ops;
 	struct net_opts opts;
 	struct net_stats st;
+	/* the program's handler, called through net.c's net_srv_dispatch,
+	 * which notes each request's start for opstats (loop thread) */
+	net_req_fn user_fn;
+	void *user_arg;
+	struct metrics_ops *opstats; /* per-op metrics or NULL (loop thread) */
 };
 
 /* Head of every backend's server connection. Loop thread only. */

@@ -26,6 +26,7 @@
 #include "cli_fuse_lock.h"
 #include "cli_lock.h"
 #include "cli_loop.h"
+#include "cli_metrics.h"
 #include "cli_reap.h"
 #include "cli_size.h"
 #include "cli_wb.h"
@@ -53,12 +54,15 @@ struct cli_args {
 	int write_behind;     /* -o [no_]write_behind (cli_wb.h) */
 	unsigned workers;     /* -o workers=N (cli_loop.h) */
 	unsigned read_ahead_kb; /* -o read_ahead_kb=N (cli_bdi.h), 0: leave it */
+	char metrics_host[PROTO_MAX_HOST + 1]; /* -o metrics=HOST:PORT */
+	uint16_t metrics_port;
+	int metrics;          /* -o metrics= given */
 	int bad;              /* an argument was invalid (message printed) */
 };
 
 enum { KEY_TIMEOUT, KEY_ATTR_TIMEOUT, KEY_ENTRY_TIMEOUT, KEY_KEY, KEY_CONF,
        KEY_TRANSPORT, KEY_WB, KEY_NO_WB, KEY_BEHIND, KEY_NO_BEHIND, KEY_WORKERS,
-       KEY_READ_AHEAD, KEY_IGNORE };
+       KEY_READ_AHEAD, KEY_METRICS, KEY_IGNORE };
 
 static const struct fuse_opt cli_opt_spec[] = {
 	FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
@@ -73,6 +77,7 @@ static const struct fuse_opt cli_opt_spec[] = {
 	FUSE_OPT_KEY("no_write_behind", KEY_NO_BEHIND),
 	FUSE_OPT_KEY("workers=", KEY_WORKERS),
 	FUSE_OPT_KEY("read_ahead_kb=", KEY_READ_AHEAD),
+	FUSE_OPT_KEY("metrics=", KEY_METRICS),
 	/* fstab-only options mount(8) may pass on: accepted and ignored */
 	FUSE_OPT_KEY("_netdev", KEY_IGNORE),
 	FUSE_OPT_KEY("nofail", KEY_IGNORE),
@@ -107,6 +112,7 @@ static void usage(const char *prog, FILE *f)
 		"  -o read_ahead_kb=N readahead window of the mount, 0..%d KiB (default\n"
 		"                     %d: 1 MiB READs, 4 in flight; 0 keeps the kernel's\n"
 		"                     128; needs root)\n"
+		"  -o metrics=HOST:PORT serve Prometheus /metrics there (default off)\n"
 		"  -o allow_other     and the other generic FUSE mount options\n"
 		"  -o _netdev         (fstab) accepted and ignored\n"
 		"default mgr port: %d\n", prog, CLI_LOOP_MAX_WORKERS,
@@ -184,6 +190,19 @@ static int opt_proc(void *data, const char *arg, int key,
 		free(*dst);
 		*dst = strdup(v);
 		return *dst ? 0 : -1;
+	}
+	case KEY_METRICS: {
+		char msg[PROTO_MAX_HOST * 2 + 200];
+
+		if (addr_parse("-o metrics", arg + strlen("metrics="), ADDR_PORT0,
+			       a->metrics_host, sizeof(a->metrics_host),
+			       &a->metrics_port, msg, sizeof(msg))) {
+			fprintf(stderr, "%s: %s\n", a->prog, msg);
+			a->bad = 1;
+			return 0;
+		}
+		a->metrics = 1;
+		return 0;
 	}
 	case KEY_IGNORE:
 		return 0;
@@ -442,6 +461,7 @@ int main(int argc, char **argv)
 	struct cli_fuse cf;
 	struct fuse_session *se;
 	struct cli_loop *lp;
+	struct cli_metrics *metrics = NULL;
 	char host[PROTO_MAX_HOST + 1], src[ADDR_STRLEN];
 	uint16_t port = 0;
 	int rc, ret = 1, notify_fd = -1;
@@ -518,11 +538,23 @@ int main(int argc, char **argv)
 		log_err("cannot reach mgr %s: %s", src, strerror(-rc));
 		goto out_notify;
 	}
+	if (a.metrics) {
+		char msg[PROTO_MAX_HOST * 2 + 200], url[ADDR_STRLEN];
+
+		rc = cli_metrics_start(&metrics, a.metrics_host, a.metrics_port,
+				       cf.fs->net, msg, sizeof(msg));
+		if (rc) {
+			log_err("%s", msg);
+			goto out_free_fs;
+		}
+		log_notice("metrics on http://%s/metrics", addr_format(url, sizeof(url),
+			   a.metrics_host, cli_metrics_port(metrics)));
+	}
 	cli_itab_set_writeback(cf.fs->itab, a.writeback);
 	/* write-behind where the data is sent at submit (tcp; see cli_wb.h) */
 	if (a.write_behind && net_client_wr_sent_at_submit(cf.fs->net) &&
 	    cli_wb_new(&cf.wb, cf.fs))
-		goto out_free_fs;
+		goto out_stop_metrics;
 	if (cli_reap_new(&cf.reap, cf.fs))
 		goto out_free_wb;
 	if (cli_lock_new(&cf.lock, cf.fs, &no))
@@ -556,6 +588,8 @@ out_free_reap:
 	cli_reap_free(cf.reap);
 out_free_wb:
 	cli_wb_free(cf.wb);
+out_stop_metrics:
+	cli_metrics_stop(metrics); /* after every thread that makes calls */
 out_free_fs:
 	cli_fs_free(cf.fs);
 out_notify:

@@ -19,6 +19,7 @@
 
 #include "cfg.h"
 #include "iod_buf.h"
+#include "iod_metrics.h"
 #include "iod_ops.h"
 #include "iod_store.h"
 #include "iod_work.h"
@@ -46,6 +47,9 @@ struct iod_args {
 	int insecure;          /* --insecure, [cluster] insecure: 1 = serve a
 				* non-loopback address with no key */
 	int request_timeout_ms; /* --request-timeout SECONDS, 0 = not given */
+	char metrics_host[PROTO_MAX_HOST + 1]; /* --metrics, [metrics] listen */
+	uint16_t metrics_port;
+	const char *metrics_what; /* which of the two gave it; NULL = off */
 };
 
 /* Print usage to stderr. */
@@ -56,10 +60,13 @@ static void usage(void)
 		" [--credits N]\n"
 		"       [--key FILE] [--server-key FILE] [--transport tcp|verbs|auto]\n"
 		"       [--io-threads N] [--insecure] [--request-timeout SECONDS]\n"
+		"       [--metrics HOST:PORT]\n"
 		"   or: " PROG " --conf FILE --id N [any of the above, which override the file]\n"
 		"HOST:PORT: a name, an IPv4 address or [IPv6]:PORT.\n"
 		"--key: the clients' key; --server-key: the servers' key, which\n"
 		"  alone may fence, list and checksum objects (see README).\n"
+		"--metrics: serve Prometheus /metrics on HOST:PORT (default off; from\n"
+		"  the config file's [metrics] listen = HOST:PORT, iod N takes PORT+1+N).\n"
 		"--insecure: with no cluster key, listen on a non-loopback address\n"
 		"  anyway (anyone who can reach it is served).\n");
 }
@@ -80,6 +87,7 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 		{ "io-threads", required_argument, NULL, 'W' },
 		{ "insecure", no_argument, NULL, 'I' },
 		{ "request-timeout", required_argument, NULL, 'R' },
+		{ "metrics", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -101,6 +109,15 @@ static int parse_args(int argc, char **argv, struct iod_args *a)
 				return -EINVAL;
 			}
 			a->have_listen = 1;
+			break;
+		case 'M':
+			if (addr_parse("--metrics", optarg, ADDR_PORT0, a->metrics_host,
+				       sizeof(a->metrics_host), &a->metrics_port, msg,
+				       sizeof(msg))) {
+				fprintf(stderr, PROG ": %s\n", msg);
+				return -EINVAL;
+			}
+			a->metrics_what = "--metrics";
 			break;
 		case 'C':
 			a->conf = optarg;
@@ -260,6 +277,21 @@ static int merge_args(struct iod_args *a, const struct cfg *f)
 			a->key_path = f->key_path;
 		if (!a->insecure && f->insecure > 0)
 			a->insecure = 1;
+		if (!a->metrics_what && f->metrics_host[0]) {
+			/* iod N serves on the base port + 1 + N (0 stays 0) */
+			long port = f->metrics_port ? f->metrics_port + 1 + a->id : 0;
+
+			if (port > 65535) {
+				fprintf(stderr, PROG ": %s: [metrics] listen: port %u + 1 + "
+					"%ld (iod %ld) is past 65535\n", f->path,
+					f->metrics_port, a->id, a->id);
+				return -EINVAL;
+			}
+			snprintf(a->metrics_host, sizeof(a->metrics_host), "%s",
+				 f->metrics_host);
+			a->metrics_port = (uint16_t)port;
+			a->metrics_what = "[metrics] listen";
+		}
 	}
 	if (a->level < 0)
 		a->level = LOG_INFO;
@@ -435,6 +467,7 @@ int main(int argc, char **argv)
 	struct iod_store *st;
 	struct iod_ops *ops;
 	struct net_server *srv;
+	struct iod_metrics *metrics = NULL;
 	struct net_opts no;
 	struct ev_loop *loop;
 	struct cfg *conf = NULL;
@@ -544,6 +577,21 @@ int main(int argc, char **argv)
 	rc = register_zones(srv, pool);
 	if (rc < 0)
 		goto out_free_server;
+	if (a.metrics_what) {
+		struct iod_metrics_src src = {
+			.what = a.metrics_what, .loop = loop, .srv = srv, .pool = pool,
+			.bufs = bc,
+		};
+
+		rc = iod_metrics_start(&metrics, a.metrics_host, a.metrics_port, &src,
+				       msg, sizeof(msg));
+		if (rc < 0) {
+			log_err("%s", msg);
+			goto out_free_server;
+		}
+		log_notice("metrics on http://%s/metrics", addr_format(addr,
+			   sizeof(addr), a.metrics_host, iod_metrics_port(metrics)));
+	}
 	ev_signal_init(&sigterm_w, on_signal, SIGTERM);
 	ev_signal_start(loop, &sigterm_w);
 	ev_signal_init(&sigint_w, on_signal, SIGINT);
@@ -563,6 +611,7 @@ int main(int argc, char **argv)
 	ev_signal_stop(loop, &sigint_w);
 	ev_signal_stop(loop, &sigterm_w);
 	status = 0;
+	iod_metrics_stop(metrics);
 out_free_server:
 	net_server_free(srv);
 out_free_ops:

@@ -261,17 +261,18 @@ static int obj_fd(struct iod_store *st, uint64_t ino, int create)
 	return fd;
 }
 
-/* pwrite loop over short writes; creates the object. */
-int iod_store_write(struct iod_store *st, uint64_t ino, uint64_t off,
-		    const void *buf, size_t len)
-{
-	const char *p = buf;
-	int fd = obj_fd(st, ino, 1);
+/* Disk call latency of the process (relaxed atomics; iod_store_latency). */
+static struct metrics_hist store_lat[IOD_STORE_NCALLS];
 
-	if (fd < 0)
-		return fd;
-	if (off > (uint64_t)INT64_MAX - len)
-		return -EFBIG;
+/* See iod_store.h. */
+const struct metrics_hist *iod_store_latency(enum iod_store_call c)
+{
+	return &store_lat[c];
+}
+
+/* The pwrite loop of iod_store_write. @return 0 or -errno */
+static int store_pwrite_all(int fd, const char *p, size_t len, uint64_t off)
+{
 	while (len) {
 		ssize_t n = pwrite(fd, p, len, (off_t)off);
 		if (n < 0) {
@@ -288,23 +289,27 @@ int iod_store_write(struct iod_store *st, uint64_t ino, uint64_t off,
 	return 0;
 }
 
-/* pread loop; zero-fills from the first EOF (holes, missing object). */
-int iod_store_read(struct iod_store *st, uint64_t ino, uint64_t off,
-		   void *buf, size_t len)
+/* pwrite loop over short writes; creates the object. Timed (store_lat). */
+int iod_store_write(struct iod_store *st, uint64_t ino, uint64_t off,
+		    const void *buf, size_t len)
 {
-	char *p = buf;
-	int fd = obj_fd(st, ino, 0);
+	uint64_t t0;
+	int fd = obj_fd(st, ino, 1), rc;
 
-	if (fd == -ENOENT) {
-		memset(buf, 0, len);
-		return 0;
-	}
 	if (fd < 0)
 		return fd;
-	if (off > (uint64_t)INT64_MAX - len) {
-		memset(buf, 0, len);
-		return 0;
-	}
+	if (off > (uint64_t)INT64_MAX - len)
+		return -EFBIG;
+	t0 = metrics_now_ns();
+	rc = store_pwrite_all(fd, buf, len, off);
+	metrics_hist_add(&store_lat[IOD_STORE_WRITE], metrics_now_ns() - t0);
+	return rc;
+}
+
+/* The pread loop of iod_store_read: zero-fills from the first EOF.
+ * @return 0 or -errno */
+static int store_pread_all(int fd, char *p, size_t len, uint64_t off)
+{
 	while (len) {
 		ssize_t n = pread(fd, p, len, (off_t)off);
 		if (n < 0) {
@@ -321,6 +326,30 @@ int iod_store_read(struct iod_store *st, uint64_t ino, uint64_t off,
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+/* pread loop; zero-fills from the first EOF (holes, missing object).
+ * Timed (store_lat). */
+int iod_store_read(struct iod_store *st, uint64_t ino, uint64_t off,
+		   void *buf, size_t len)
+{
+	uint64_t t0;
+	int fd = obj_fd(st, ino, 0), rc;
+
+	if (fd == -ENOENT) {
+		memset(buf, 0, len);
+		return 0;
+	}
+	if (fd < 0)
+		return fd;
+	if (off > (uint64_t)INT64_MAX - len) {
+		memset(buf, 0, len);
+		return 0;
+	}
+	t0 = metrics_now_ns();
+	rc = store_pread_all(fd, buf, len, off);
+	metrics_hist_add(&store_lat[IOD_STORE_READ], metrics_now_ns() - t0);
+	return rc;
 }
 
 /* A private duplicate of the cached descriptor: see iod_store.h.
@@ -387,12 +416,14 @@ int iod_store_remove(struct iod_store *st, uint64_t ino)
 	return 0;
 }
 
-/* fsync/fdatasync one descriptor. */
+/* fsync/fdatasync one descriptor, timed (store_lat). */
 int iod_store_fsync_fd(int fd, int datasync)
 {
-	if ((datasync ? fdatasync(fd) : fsync(fd)) < 0)
-		return -errno;
-	return 0;
+	uint64_t t0 = metrics_now_ns();
+	int rc = (datasync ? fdatasync(fd) : fsync(fd)) < 0 ? -errno : 0;
+
+	metrics_hist_add(&store_lat[IOD_STORE_FSYNC], metrics_now_ns() - t0);
+	return rc;
 }
 
 /* fsync/fdatasync the object; a missing object has nothing to flush. */

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "metrics_op.h"
 #include "proto.h"
 
 #define IOD_STORE_DEFAULT_FDS 256
@@ -90,6 +91,18 @@ int iod_store_remove(struct iod_store *st, uint64_t ino);
  * @return 0, -EIO, other -errno
  */
 int iod_store_fsync(struct iod_store *st, uint64_t ino, int datasync);
+
+/* The disk calls whose latency iod_store times (metrics). */
+enum iod_store_call { IOD_STORE_WRITE, IOD_STORE_READ, IOD_STORE_FSYNC, IOD_STORE_NCALLS };
+
+/**
+ * Latency of the disk calls of the whole process since the start:
+ * iod_store_write (its pwrite loop), iod_store_read (its pread loop) and
+ * iod_store_fsync_fd. Reads the transport moves from the file itself
+ * (iod_store_read_fd, then splice or sendfile) are not in it. Any thread
+ * reads it (metrics_hist_read).
+ */
+const struct metrics_hist *iod_store_latency(enum iod_store_call c);
 
 /**
  * fsync (fdatasync if datasync) one descriptor; any thread.

@@ -26,6 +26,17 @@ struct iod_work {
 	pthread_t tid[];           /* IOD_WORK_MAX_THREADS at most */
 };
 
+/* The jobs of every pool, for iod_work_counts (relaxed atomics). */
+static uint64_t work_waiting, work_running, work_refused;
+
+/* See iod_work.h. */
+void iod_work_counts(uint64_t *waiting, uint64_t *running, uint64_t *refused)
+{
+	*waiting = __atomic_load_n(&work_waiting, __ATOMIC_RELAXED);
+	*running = __atomic_load_n(&work_running, __ATOMIC_RELAXED);
+	*refused = __atomic_load_n(&work_refused, __ATOMIC_RELAXED);
+}
+
 /* Append j to a singly linked FIFO. Caller holds mu. */
 static void fifo_push(struct iod_job **head, struct iod_job **tail,
 		      struct iod_job *j)
@@ -57,8 +68,11 @@ static void *work_main(void *arg)
 		if (!w->q_head)
 			w->q_tail = NULL;
 		w->nq--;
+		__atomic_fetch_sub(&work_waiting, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&work_running, 1, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&w->mu);
 		j->run(j);
+		__atomic_fetch_sub(&work_running, 1, __ATOMIC_RELAXED);
 		pthread_mutex_lock(&w->mu);
 		fifo_push(&w->d_head, &w->d_tail, j);
 		/* under mu, so iod_work_free (which takes mu to stop us and
@@ -154,10 +168,12 @@ int iod_work_submit(struct iod_work *w, struct iod_job *j)
 	pthread_mutex_lock(&w->mu);
 	if (w->nq >= w->qmax) {
 		pthread_mutex_unlock(&w->mu);
+		__atomic_fetch_add(&work_refused, 1, __ATOMIC_RELAXED);
 		return -EAGAIN;
 	}
 	fifo_push(&w->q_head, &w->q_tail, j);
 	w->nq++;
+	__atomic_fetch_add(&work_waiting, 1, __ATOMIC_RELAXED);
 	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->mu);
 	return 0;
@@ -169,6 +185,8 @@ void iod_work_free(struct iod_work *w)
 	if (!w)
 		return;
 	work_join(w, w->nthreads);
+	/* the queued jobs are never run: no longer waiting */
+	__atomic_fetch_sub(&work_waiting, w->nq, __ATOMIC_RELAXED);
 	ev_async_stop(w->loop, &w->done_w);
 	pthread_cond_destroy(&w->cv);
 	pthread_mutex_destroy(&w->mu);

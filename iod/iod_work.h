@@ -15,6 +15,8 @@
 #ifndef RPFS_IOD_WORK_H
 #define RPFS_IOD_WORK_H
 
+#include <stdint.h>
+
 struct ev_loop;
 struct iod_work;
 
@@ -48,6 +50,13 @@ int iod_work_new(struct iod_work **out, struct ev_loop *loop,
  *	-EINVAL run or done missing
  */
 int iod_work_submit(struct iod_work *w, struct iod_job *j);
+
+/**
+ * The jobs of every pool of the process: waiting for a worker, being run,
+ * and submits refused because the queue was full (-EAGAIN) since the
+ * start. Any thread (relaxed atomics), for the metrics.
+ */
+void iod_work_counts(uint64_t *waiting, uint64_t *running, uint64_t *refused);
 
 /**
  * Stop the pool: jobs being run are finished, queued ones are never run,

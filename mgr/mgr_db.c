@@ -131,17 +131,28 @@ int mgr_db_begin(struct mgr_db *db, int rdonly, MDB_txn **txn)
 		      "txn begin");
 }
 
+/* Commit latency of the process (relaxed atomics; mgr_db_commit_latency). */
+static struct metrics_hist commit_lat;
+
+/* See mgr_db.h. */
+const struct metrics_hist *mgr_db_commit_latency(void)
+{
+	return &commit_lat;
+}
+
 /* Commit; with default flags this fsyncs, so an acknowledged op survives.
  * Then, if the txn changed stale records, bump the stale version (after
  * the commit: a reader that sees the new version sees the records too). */
 int mgr_db_commit(MDB_txn *txn)
 {
 	struct mgr_db *dirty = stale_dirty;
+	uint64_t t0 = metrics_now_ns();
 	int rc;
 
 	stale_dirty = NULL;
 	name_credit = 0;
 	rc = db_err(mdb_txn_commit(txn), "commit");
+	metrics_hist_add(&commit_lat, metrics_now_ns() - t0);
 	if (!rc && dirty)
 		__atomic_add_fetch(&dirty->stale_ver, 1, __ATOMIC_RELEASE);
 	return rc;

@@ -52,6 +52,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "metrics_op.h"
 #include "proto.h"
 #include "stripe.h"
 
@@ -255,6 +256,9 @@ int mgr_db_begin(struct mgr_db *db, int rdonly, MDB_txn **txn);
 int mgr_db_commit(MDB_txn *txn);
 /** Abort txn (also used to end read transactions). */
 void mgr_db_abort(MDB_txn *txn);
+/** Latency of every mgr_db_commit of the process (mdb_txn_commit with its
+ * fsync) since the start; any thread reads it (metrics_hist_read). */
+const struct metrics_hist *mgr_db_commit_latency(void);
 
 /** Load an inode. @return 0, -ENOENT, -EIO (corrupt record) */
 int mgr_db_inode_get(struct mgr_db *db, MDB_txn *txn, uint64_t ino,

@@ -108,6 +108,14 @@ static int lockd_stats(char *buf, size_t cap, void *arg)
 	return n < 0 || (size_t)n >= cap ? -ERANGE : n;
 }
 
+/* See mgr_lockd.h. */
+void mgr_lockd_counts(struct mgr_lockd *ld, size_t *locks, size_t *waiters,
+		      size_t *sessions, uint64_t *woken)
+{
+	mgr_lock_counts(ld->ml, locks, waiters, sessions);
+	*woken = mgr_lock_woken(ld->ml);
+}
+
 /* Timer: end slices, expire leases (and grant what they free). */
 static void lockd_on_tick(struct ev_loop *loop, ev_timer *t, int revents)
 {

@@ -38,6 +38,13 @@ void mgr_lockd_free(struct mgr_lockd *ld, int clean);
 /** Whether op is one of the lock service's. @return 1 or 0 */
 int mgr_lockd_owns(uint16_t op);
 
+/**
+ * The lock table's gauges (locks held, WAITs queued, client sessions) and
+ * the WAITs granted by a wake-up since the start. Loop thread.
+ */
+void mgr_lockd_counts(struct mgr_lockd *ld, size_t *locks, size_t *waiters,
+		      size_t *sessions, uint64_t *woken);
+
 /** Handle one request of a lock op (see mgr_lockd_owns). */
 void mgr_lockd_handle(struct mgr_lockd *ld, struct net_sreq *r);
 

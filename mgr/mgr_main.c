@@ -13,6 +13,7 @@
 #include "mgr_iodpoll.h"
 #include "mgr_lock.h"
 #include "mgr_lockd.h"
+#include "mgr_metrics.h"
 #include "mgr_ops.h"
 #include "mgr_resync.h"
 #include "mgr_scrub.h"
@@ -53,6 +54,9 @@ struct mgr_args {
 	long lease_ms;         /* --lease-ms (testing); -1 = not given */
 	struct mgr_db_limits lim; /* --db-size, --xattr-max-count, --xattr-max-bytes;
 				   * fields 0 = not given */
+	char metrics_host[PROTO_MAX_HOST + 1]; /* --metrics, [metrics] listen */
+	uint16_t metrics_port;
+	const char *metrics_what; /* which of the two gave it; NULL = off */
 };
 
 _Static_assert(MGR_DB_MIN_SIZE == CFG_MIN_DB_SIZE &&
@@ -80,11 +84,14 @@ static void usage(FILE *f)
 		   "       [--lock-grace SECONDS]\n"
 		   "       [--resync-rate MB/s] [--db-size SIZE] [--xattr-max-count N]\n"
 		   "       [--xattr-max-bytes SIZE] [--insecure] [--request-timeout SECONDS]\n"
+		   "       [--metrics HOST:PORT]\n"
 		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
 		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n"
 		   "HOST:PORT: a name, an IPv4 address or [IPv6]:PORT.\n"
 		   "--key: the clients' key; --server-key: the servers' key, which\n"
 		   "  alone may scrub and purge any orphan (see README).\n"
+		   "--metrics: serve Prometheus /metrics on HOST:PORT (default off;\n"
+		   "  [metrics] listen = HOST:PORT in the config file).\n"
 		   "--insecure: with no cluster key, listen on a non-loopback address\n"
 		   "  anyway (anyone who can reach it is served).\n"
 		   "--resync-rate: MB/s (10^6 bytes) at most of stale mirror replicas\n"
@@ -235,6 +242,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "xattr-max-count", required_argument, NULL, 'N' },
 		{ "xattr-max-bytes", required_argument, NULL, 'B' },
 		{ "insecure", no_argument, NULL, 'I' },
+		{ "metrics", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -358,6 +366,13 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 			a->request_timeout_ms = (int)(d * 1000 + 0.5);
 			break;
 		}
+		case 'M':
+			rc = parse_hostport("--metrics", optarg, a->metrics_host,
+					    &a->metrics_port, ADDR_PORT0);
+			if (rc)
+				return rc;
+			a->metrics_what = "--metrics";
+			break;
 		case 'h':
 			usage(stdout);
 			return 1;
@@ -445,6 +460,12 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 			a->lim.xattr_max_count = f->xattr_max_count;
 		if (!a->lim.xattr_max_bytes)
 			a->lim.xattr_max_bytes = f->xattr_max_bytes;
+		if (!a->metrics_what && f->metrics_host[0]) {
+			snprintf(a->metrics_host, sizeof(a->metrics_host), "%s",
+				 f->metrics_host);
+			a->metrics_port = f->metrics_port;
+			a->metrics_what = "[metrics] listen";
+		}
 	}
 	merge_limits(&a->lim);
 	if (a->resync_rate < 0)
@@ -537,6 +558,7 @@ int main(int argc, char **argv)
 	struct mgr_scrub *scrub = NULL;
 	struct mgr_stale *stale = NULL;
 	struct mgr_resync *resync = NULL;
+	struct mgr_metrics *metrics = NULL;
 	struct proto_time boot;
 	struct mgr_srv ms;
 	struct net_server *srv = NULL;
@@ -670,6 +692,22 @@ int main(int argc, char **argv)
 			a.listen_host, a.listen_port), strerror(-rc));
 		goto out_free_scrub;
 	}
+	if (a.metrics_what) {
+		struct mgr_metrics_src src = {
+			.what = a.metrics_what, .loop = loop, .srv = srv, .db = db,
+			.poll = poll, .resync = resync, .lockd = lockd,
+			.niods = a.niods, .resync_rate = a.resync_rate,
+		};
+
+		rc = mgr_metrics_start(&metrics, a.metrics_host, a.metrics_port, &src,
+				       msg, sizeof(msg));
+		if (rc) {
+			log_err("%s", msg);
+			goto out_free_srv;
+		}
+		log_notice("metrics on http://%s/metrics", addr_format(addr,
+			   sizeof(addr), a.metrics_host, mgr_metrics_port(metrics)));
+	}
 	ev_signal_init(&sigterm, on_signal, SIGTERM);
 	ev_signal_start(loop, &sigterm);
 	ev_signal_init(&sigint, on_signal, SIGINT);
@@ -687,6 +725,8 @@ int main(int argc, char **argv)
 	ev_signal_stop(loop, &sigterm);
 	status = 0;
 
+	mgr_metrics_stop(metrics); /* reads lockd, poll and resync */
+	metrics = NULL;
 	mgr_lockd_free(lockd, 1); /* answers its deferred requests */
 	lockd = NULL;
 	/* pending STALE_MARKs: the poll thread stops, they are answered
@@ -695,6 +735,7 @@ int main(int argc, char **argv)
 	resync = NULL;
 	mgr_iodpoll_halt(poll);
 	mgr_stale_flush(stale);
+out_free_srv:
 	net_server_free(srv);
 out_free_scrub:
 	mgr_scrub_free(scrub);

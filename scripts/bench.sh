@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench.sh - run the rpfs benchmark suite on this machine, in one command.
 #
-#   scripts/bench.sh [--quick] [--out DIR]
+#   scripts/bench.sh [--quick] [--scrape] [--out DIR]
 #
 # Starts a local rpfs cluster (and two small ones for the iod sweep), a
 # minimal passthrough FUSE file system (tests/bench/), the same passthrough
@@ -26,13 +26,18 @@
 # pin-down cache misses per data operation, from the mount's rpfs.stats or
 # the engine's rpfs_stats lines (HACKING.md "Client copies and registrations").
 #
+# --scrape turns on every rpfs daemon's and mount's /metrics (--metrics,
+# -o metrics=) and fetches each once a second for the whole run, as a
+# Prometheus would: compare with a run without it for the cost of metrics.
+#
 # Needs root (mounts, drop_caches, pipe-max-size, glusterd). Everything it
 # starts is stopped and everything it mounts is unmounted at exit;
 # /proc/sys/fs/pipe-max-size is restored.
 #
 # Environment:
 #   RPFS_BUILD        build directory (default build; made as a release build)
-#   RPFS_BENCH_PORT   first TCP port (default 7500; uses PORT..PORT+24)
+#   RPFS_BENCH_PORT   first TCP port (default 7500; uses PORT..PORT+24, and
+#                     PORT+30..PORT+56 for /metrics with --scrape)
 #   RPFS_FIO_ENGINE   path of the rpfs fio external engine (default: searched
 #                     for as BUILD/**/*fio*.so)
 set -euo pipefail
@@ -44,6 +49,7 @@ case "$BUILD" in /*) ;; *) BUILD=$REPO/$BUILD ;; esac
 PORT=${RPFS_BENCH_PORT:-7500}
 PY=/usr/bin/python3
 QUICK=0
+SCRAPE=0
 OUT=
 T_START=$(date +%s)
 
@@ -55,6 +61,7 @@ usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exi
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) QUICK=1 ;;
+	--scrape) SCRAPE=1 ;;
 	--out) [ $# -ge 2 ] || die "--out: expected DIR"; OUT=$2; shift ;;
 	--out=*) OUT=${1#--out=} ;;
 	-h|--help) usage 0 ;;
@@ -72,6 +79,7 @@ if [ "$QUICK" -eq 1 ]; then
 else
 	MODE=full SEQ_SIZE=512m RUNTIME=15 SEQ_CAP=40 MD_FILES=10000 TMPFS_SIZE=16g
 fi
+[ "$SCRAPE" -eq 1 ] && MODE=$MODE+scrape
 
 . "$REPO/scripts/packages.sh"
 # The build's and the fio engine's packages, then the tools called here:
@@ -178,24 +186,63 @@ wait_log() {
 	return 1
 }
 
+# SCRAPE_URLS: the /metrics URLs of every rpfs process (--scrape).
+SCRAPE_URLS=()
+
+# metrics_opt OPT PORT: with --scrape, set MO to the arguments that serve
+# /metrics on 127.0.0.1:PORT (OPT 127.0.0.1:PORT) and record its URL; else
+# MO=().
+MO=()
+metrics_opt() {
+	MO=()
+	[ "$SCRAPE" -eq 1 ] || return 0
+	SCRAPE_URLS+=("http://127.0.0.1:$2/metrics")
+	MO=("$1" "127.0.0.1:$2")
+}
+
+# start_scraper: fetch every SCRAPE_URLS once a second until killed (a
+# python3 loop, like a Prometheus with a 1 s scrape interval).
+start_scraper() {
+	[ "$SCRAPE" -eq 1 ] || return 0
+	say "scraping ${#SCRAPE_URLS[@]} /metrics endpoints every second"
+	"$PY" - "${SCRAPE_URLS[@]}" >"$WORK/logs/scraper.log" 2>&1 <<'PYEOF' &
+import sys, time, urllib.request
+while True:
+    t = time.monotonic()
+    for u in sys.argv[1:]:
+        try:
+            urllib.request.urlopen(u, timeout=5).read()
+        except OSError as e:
+            print(u, e, flush=True)
+    time.sleep(max(0.0, 1.0 - (time.monotonic() - t)))
+PYEOF
+	PIDS+=($!)
+}
+
 # start_rpfs NAME NIODS BASEPORT: a cluster of NIODS iods and a mgr on
 # loopback, state on the bench tmpfs, mounted at WORK/mnt/NAME (rpfs-fuse -f
-# in the background so its pid is known). Sets RPFS_PIDS_<NAME>.
+# in the background so its pid is known). Sets RPFS_PIDS_<NAME>. With
+# --scrape each serves /metrics on BASEPORT+30 (mgr), +31+i (iod i), +36
+# (the mount).
 start_rpfs() {
 	local name=$1 n=$2 base=$3 st=$WORK/fs/rpfs-$1 mnt=$WORK/mnt/$1 i iods=() pids=()
 	mkdir -p "$st/db" "$mnt"
 	for ((i = 0; i < n; i++)); do
+		metrics_opt --metrics $((base + 31 + i))
 		"$BUILD/iod/rpfs-iod" --listen "127.0.0.1:$((base + 1 + i))" --data "$st/iod$i" \
-			</dev/null >"$WORK/logs/$name-iod$i.log" 2>&1 &
+			"${MO[@]}" </dev/null >"$WORK/logs/$name-iod$i.log" 2>&1 &
 		PIDS+=($!) pids+=($!)
 		wait_log "$WORK/logs/$name-iod$i.log" $! || die "$name: rpfs-iod $i did not start"
 		iods+=(--iod "127.0.0.1:$((base + 1 + i))")
 	done
+	metrics_opt --metrics $((base + 30))
 	"$BUILD/mgr/rpfs-mgr" --listen "127.0.0.1:$base" --db "$st/db" "${iods[@]}" \
-		</dev/null >"$WORK/logs/$name-mgr.log" 2>&1 &
+		"${MO[@]}" </dev/null >"$WORK/logs/$name-mgr.log" 2>&1 &
 	PIDS+=($!) pids+=($!)
 	wait_log "$WORK/logs/$name-mgr.log" $! || die "$name: rpfs-mgr did not start"
-	"$BUILD/fuse-client/rpfs-fuse" "127.0.0.1:$base" "$mnt" -f \
+	metrics_opt -o $((base + 36))
+	[ ${#MO[@]} -eq 0 ] || MO=(-o "metrics=${MO[1]}")
+	"$BUILD/fuse-client/rpfs-fuse" "127.0.0.1:$base" "$mnt" -f "${MO[@]}" \
 		</dev/null >"$WORK/logs/$name-fuse.log" 2>&1 &
 	PIDS+=($!) pids+=($!)
 	MOUNTS+=("$mnt")
@@ -522,6 +569,7 @@ say "starting rpfs clusters (4 iods; 1 and 2 iods for the sweep)"
 start_rpfs main 4 "$PORT"
 start_rpfs iod1 1 $((PORT + 10))
 start_rpfs iod2 2 $((PORT + 20))
+start_scraper
 say "starting the passthrough file system"
 start_passthrough
 start_passthrough_hop

@@ -47,9 +47,15 @@ pkg_install() {
 	return 1
 }
 
-# The build dependencies of rpfs (meson.build), verbs included; dpkg-dev,
+# The build dependencies of rpfs (meson.build), verbs and metrics
+# (libmicrohttpd) included; dpkg-dev,
 # xz-utils and bzip2 fetch and unpack fio's source for the fio engine
 # (scripts/fio-src.sh), fio's configure uses gcc.
 RPFS_BUILD_PACKAGES=(meson ninja-build pkg-config gcc libc6-dev libfuse3-dev fuse3 liblmdb-dev
-	libev-dev libsodium-dev libinih-dev libsystemd-dev libibverbs-dev librdmacm-dev)
+	libev-dev libsodium-dev libinih-dev libsystemd-dev libibverbs-dev librdmacm-dev
+	libmicrohttpd-dev)
 RPFS_FIO_SRC_PACKAGES=(fio dpkg-dev xz-utils bzip2)
+# The metrics checks (scripts/test.sh, tests/integration/test_metrics.py):
+# prometheus scrapes a test cluster, promtool checks the endpoints' text
+# and scripts/monitoring's alerting rules.
+RPFS_METRICS_TEST_PACKAGES=(prometheus)

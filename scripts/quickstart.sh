@@ -23,6 +23,9 @@
 # each iod pins about 38 MB for verbs, the default limit is 8 MiB).
 # `status` exits 1 when a daemon is stopped or the mount is missing or not
 # answering; `stop` names the processes that kept a busy mount.
+#   RPFS_METRICS_PORT  first port of the Prometheus /metrics endpoints on
+#                   127.0.0.1 (default 9400): the mgr, iod N on +1+N, the
+#                   mount on +10 (scripts/monitoring/prometheus.yml)
 # Packages are installed only when missing (nothing is fetched when all are
 # there). It prints the transport really in use, as the mount's rpfs.stats
 # reports it. Running either command twice is harmless.
@@ -41,6 +44,7 @@ MGR_PORT=${RPFS_PORT:-7400}
 	exit 2
 }
 IOD_PORTS=($((MGR_PORT + 1)) $((MGR_PORT + 2)) $((MGR_PORT + 3)) $((MGR_PORT + 4)))
+METRICS_PORT=${RPFS_METRICS_PORT:-9400}
 . "$REPO/scripts/packages.sh"
 # The build's packages, then the tools called here: fuse3 (fusermount3),
 # util-linux (setsid, mountpoint), attr (getfattr), iproute2 (rdma, ip).
@@ -202,6 +206,7 @@ start() {
 			printf '[iod.%d]\nhost = %s\nport = %s\ndata = %s\n' \
 				"$i" "$HOST" "${IOD_PORTS[$i]}" "$STATE/iod$i"
 		done
+		printf '[metrics]\nlisten = 127.0.0.1:%s\n' "$METRICS_PORT"
 	} >"$STATE/rpfs.conf"
 	for i in 0 1 2 3; do
 		mkdir -p "$STATE/iod$i"
@@ -215,7 +220,7 @@ start() {
 		say "$MNT already mounted"
 	else
 		"$BUILD/fuse-client/rpfs-fuse" "$HOST:$MGR_PORT" "$MNT" \
-			-o allow_other,conf="$STATE/rpfs.conf" \
+			-o allow_other,conf="$STATE/rpfs.conf",metrics=127.0.0.1:$((METRICS_PORT + 10)) \
 			2>>"$STATE/logs/fuse.log" ||
 			{ tail -n 20 "$STATE/logs/fuse.log" >&2; die "mount failed"; }
 		for i in $(seq 1 100); do
@@ -237,6 +242,10 @@ quickstart: rpfs is up (transport: $inuse, from rpfs.stats; RPFS_TRANSPORT=${RPF
   config, key  $STATE/rpfs.conf, $STATE/cluster.key
   admin        $BUILD/admin/rpfs status --conf $STATE/rpfs.conf
   logs         $STATE/logs/{mgr,iod0..3,fuse}.log
+  metrics      mgr   http://127.0.0.1:$METRICS_PORT/metrics
+               iods  http://127.0.0.1:$((METRICS_PORT + 1))/metrics .. http://127.0.0.1:$((METRICS_PORT + 4))/metrics
+               mount http://127.0.0.1:$((METRICS_PORT + 10))/metrics
+               (Prometheus: scripts/monitoring/prometheus.yml, README "Observability")
   try          df -h $MNT; cp -r /etc $MNT/; getfattr -n user.rpfs.layout $MNT/etc/passwd
   stop         $0 stop
 EOF

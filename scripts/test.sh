@@ -39,9 +39,11 @@ FUZZ_SECONDS=${RPFS_FUZZ_SECONDS:-60}
 # clang and its runtime (fuzzing), python3-pytest, fio, attr (getfattr,
 # setfattr), util-linux (setpriv, prlimit, mountpoint), mount (umount),
 # fuse3 (fusermount3), diffutils (cmp, diff), systemd (systemd-analyze),
-# iproute2 (ip, tc: the fault harness; nsenter is util-linux's);
+# iproute2 (ip, tc: the fault harness; nsenter is util-linux's),
+# prometheus (prometheus, promtool: test_metrics.py);
 # scripts/rdma-vm.sh installs the VM's own (qemu, busybox, kmod, ...).
-PACKAGES=("${RPFS_BUILD_PACKAGES[@]}" "${RPFS_FIO_SRC_PACKAGES[@]}" clang libclang-rt-14-dev
+PACKAGES=("${RPFS_BUILD_PACKAGES[@]}" "${RPFS_FIO_SRC_PACKAGES[@]}" "${RPFS_METRICS_TEST_PACKAGES[@]}"
+	clang libclang-rt-14-dev
 	python3 python3-pytest attr util-linux mount tar diffutils coreutils systemd iproute2)
 
 PASSED=0

@@ -1,0 +1,104 @@
+/* cli_metrics.c - a mount's /metrics families; see cli_metrics.h. */
+#include "cli_metrics.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#if RPFS_HAVE_METRICS
+#include "metrics.h"
+
+/* The endpoint; immutable after start except ops (atomics). */
+struct cli_metrics {
+	struct net_client *cl;
+	struct metrics_srv *http;
+	struct metrics_ops *ops; /* client latency by op (net_client_set_opstats) */
+};
+
+/* metrics_fn: the client's families. HTTP thread. */
+static void cli_metrics_write(struct metrics_buf *b, void *arg)
+{
+	struct cli_metrics *m = arg;
+	struct net_stats st;
+
+	metrics_ops_write(b, "rpfs_client", m->ops);
+	metrics_family(b, "rpfs_client_calls_in_flight", "gauge",
+		       "Calls sent and not yet collected; each holds a server credit "
+		       "until its reply.");
+	metrics_u64(b, "rpfs_client_calls_in_flight", net_client_calls_in_flight(m->cl), NULL);
+	net_client_stats(m->cl, &st);
+	metrics_net_write(b, &st, net_client_transport(m->cl));
+}
+
+/* See cli_metrics.h. */
+int cli_metrics_start(struct cli_metrics **out, const char *host, uint16_t port,
+		      struct net_client *cl, char *err, size_t errcap)
+{
+	struct cli_metrics *m = calloc(1, sizeof(*m));
+	int rc;
+
+	rc = -ENOMEM;
+	snprintf(err, errcap, "-o metrics: out of memory");
+	if (!m)
+		return rc;
+	m->ops = calloc(1, sizeof(*m->ops));
+	if (!m->ops)
+		goto out_free_m;
+	m->cl = cl;
+	rc = metrics_start(&m->http, "-o metrics", host, port, cli_metrics_write,
+			   m, err, errcap);
+	if (rc)
+		goto out_free_ops;
+	net_client_set_opstats(cl, m->ops);
+	*out = m;
+	return 0;
+
+out_free_ops:
+	free(m->ops);
+out_free_m:
+	free(m);
+	return rc;
+}
+
+/* See cli_metrics.h. */
+uint16_t cli_metrics_port(const struct cli_metrics *m)
+{
+	return metrics_port(m->http);
+}
+
+/* See cli_metrics.h. Timing stops first; calls still in flight may have
+ * read the pointer, so ops is freed only when the client is idle (the
+ * caller stops this after the FUSE loop ended). */
+void cli_metrics_stop(struct cli_metrics *m)
+{
+	if (!m)
+		return;
+	net_client_set_opstats(m->cl, NULL);
+	metrics_stop(m->http);
+	free(m->ops);
+	free(m);
+}
+
+#else /* !RPFS_HAVE_METRICS */
+
+/* See cli_metrics.h: built without libmicrohttpd. */
+int cli_metrics_start(struct cli_metrics **out, const char *host, uint16_t port,
+		      struct net_client *cl, char *err, size_t errcap)
+{
+	snprintf(err, errcap, "-o metrics: this rpfs-fuse was built without "
+		 "metrics (meson -Dmetrics=enabled, libmicrohttpd-dev)");
+	return -ENOTSUP;
+}
+
+/* See cli_metrics.h. */
+uint16_t cli_metrics_port(const struct cli_metrics *m)
+{
+	return 0;
+}
+
+/* See cli_metrics.h. */
+void cli_metrics_stop(struct cli_metrics *m)
+{
+}
+
+#endif

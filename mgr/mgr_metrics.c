@@ -1,0 +1,197 @@
+/* mgr_metrics.c - the mgr's /metrics families; see mgr_metrics.h. */
+#include "mgr_metrics.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#if RPFS_HAVE_METRICS
+#include <pthread.h>
+#include <string.h>
+
+#include "metrics.h"
+
+/* The endpoint. src is immutable; snap is written by the loop's timer and
+ * read by the HTTP thread, both under lock; ops is atomics. */
+struct mgr_metrics {
+	struct mgr_metrics_src src;
+	struct metrics_srv *http;
+	struct metrics_ops *ops;  /* server latency by op (net_server_set_opstats) */
+	ev_timer tick;            /* loop: refreshes snap every second */
+	pthread_mutex_t lock;
+	struct {                  /* the lock table at the last tick (lock) */
+		size_t locks, waiters, sessions;
+		uint64_t woken;
+	} snap;
+};
+
+/* ev_timer: copy the loop-only numbers into the snapshot. Loop thread;
+ * cost: one walk of the lock table's counters. */
+static void mgr_metrics_on_tick(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct mgr_metrics *m = t->data;
+	size_t locks, waiters, sessions;
+	uint64_t woken;
+
+	mgr_lockd_counts(m->src.lockd, &locks, &waiters, &sessions, &woken);
+	pthread_mutex_lock(&m->lock);
+	m->snap.locks = locks;
+	m->snap.waiters = waiters;
+	m->snap.sessions = sessions;
+	m->snap.woken = woken;
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* The per-iod families: up, stale records (one read transaction of this
+ * thread), resync progress. HTTP thread. */
+static void mgr_metrics_iods(struct metrics_buf *b, struct mgr_metrics *m)
+{
+	uint64_t stale[PROTO_MAX_IODS], done, bytes;
+	int have_stale = mgr_db_stale_count(m->src.db, stale, m->src.niods) == 0;
+	char id[8];
+	uint16_t i;
+
+	metrics_family(b, "rpfs_mgr_iod_up", "gauge",
+		       "1 if the iod answered the mgr's last poll round, else 0.");
+	for (i = 0; i < m->src.niods; i++) {
+		snprintf(id, sizeof(id), "%u", i);
+		metrics_u64(b, "rpfs_mgr_iod_up", (uint64_t)mgr_iodpoll_up(m->src.poll, i),
+			    "iod", id, NULL);
+	}
+	if (have_stale) {
+		metrics_family(b, "rpfs_mgr_stale_objects", "gauge",
+			       "Mirrored replicas on the iod marked stale, not yet resynced.");
+		for (i = 0; i < m->src.niods; i++) {
+			snprintf(id, sizeof(id), "%u", i);
+			metrics_u64(b, "rpfs_mgr_stale_objects", stale[i], "iod", id, NULL);
+		}
+	}
+	if (!m->src.resync)
+		return;
+	metrics_family(b, "rpfs_mgr_resync_objects_total", "counter",
+		       "Stale replicas resynced (or dropped) on the iod.");
+	for (i = 0; i < m->src.niods; i++) {
+		snprintf(id, sizeof(id), "%u", i);
+		mgr_resync_counts(m->src.resync, i, &done, &bytes);
+		metrics_u64(b, "rpfs_mgr_resync_objects_total", done, "iod", id, NULL);
+	}
+	metrics_family(b, "rpfs_mgr_resync_bytes_total", "counter",
+		       "Bytes copied to the iod by the resync.");
+	for (i = 0; i < m->src.niods; i++) {
+		snprintf(id, sizeof(id), "%u", i);
+		mgr_resync_counts(m->src.resync, i, &done, &bytes);
+		metrics_u64(b, "rpfs_mgr_resync_bytes_total", bytes, "iod", id, NULL);
+	}
+}
+
+/* metrics_fn: every family of the mgr. HTTP thread. */
+static void mgr_metrics_write(struct metrics_buf *b, void *arg)
+{
+	struct mgr_metrics *m = arg;
+	struct net_stats st;
+	typeof(m->snap) snap;
+
+	metrics_ops_write(b, "rpfs_server", m->ops);
+	net_server_stats(m->src.srv, &st);
+	metrics_net_write(b, &st, net_server_transport(m->src.srv));
+	mgr_metrics_iods(b, m);
+	metrics_family(b, "rpfs_mgr_resync_rate_limit_bytes_per_second", "gauge",
+		       "The resync's configured rate limit (0: resync off).");
+	metrics_u64(b, "rpfs_mgr_resync_rate_limit_bytes_per_second",
+		    (uint64_t)m->src.resync_rate * 1000000u, NULL);
+	pthread_mutex_lock(&m->lock);
+	snap = m->snap;
+	pthread_mutex_unlock(&m->lock);
+	metrics_family(b, "rpfs_mgr_store_commit_seconds", "histogram",
+		       "Namespace store (LMDB) transaction commits, with their fsync.");
+	metrics_hist(b, "rpfs_mgr_store_commit_seconds", NULL, NULL, mgr_db_commit_latency());
+	metrics_family(b, "rpfs_mgr_locks_held", "gauge", "Byte-range locks held.");
+	metrics_u64(b, "rpfs_mgr_locks_held", snap.locks, NULL);
+	metrics_family(b, "rpfs_mgr_lock_waiters", "gauge", "Lock WAITs queued.");
+	metrics_u64(b, "rpfs_mgr_lock_waiters", snap.waiters, NULL);
+	metrics_family(b, "rpfs_mgr_lock_sessions", "gauge", "Client lock sessions.");
+	metrics_u64(b, "rpfs_mgr_lock_sessions", snap.sessions, NULL);
+	metrics_family(b, "rpfs_mgr_lock_wakeups_total", "counter",
+		       "Lock WAITs granted by a wake-up.");
+	metrics_u64(b, "rpfs_mgr_lock_wakeups_total", snap.woken, NULL);
+}
+
+/* See mgr_metrics.h. */
+int mgr_metrics_start(struct mgr_metrics **out, const char *host, uint16_t port,
+		      const struct mgr_metrics_src *src, char *err, size_t errcap)
+{
+	struct mgr_metrics *m = calloc(1, sizeof(*m));
+	int rc;
+
+	rc = -ENOMEM;
+	snprintf(err, errcap, "%s: out of memory", src->what);
+	if (!m)
+		return rc;
+	m->ops = calloc(1, sizeof(*m->ops));
+	if (!m->ops)
+		goto out_free_m;
+	m->src = *src;
+	pthread_mutex_init(&m->lock, NULL);
+	m->tick.data = m;
+	mgr_metrics_on_tick(src->loop, &m->tick, 0); /* the first snapshot */
+	rc = metrics_start(&m->http, src->what, host, port,
+			   mgr_metrics_write, m, err, errcap);
+	if (rc)
+		goto out_destroy_lock;
+	ev_timer_init(&m->tick, mgr_metrics_on_tick, 1.0, 1.0);
+	m->tick.data = m;
+	ev_timer_start(src->loop, &m->tick);
+	net_server_set_opstats(src->srv, m->ops);
+	*out = m;
+	return 0;
+
+out_destroy_lock:
+	pthread_mutex_destroy(&m->lock);
+	free(m->ops);
+out_free_m:
+	free(m);
+	return rc;
+}
+
+/* See mgr_metrics.h. */
+uint16_t mgr_metrics_port(const struct mgr_metrics *m)
+{
+	return metrics_port(m->http);
+}
+
+/* See mgr_metrics.h. The server stops timing before ops is freed. */
+void mgr_metrics_stop(struct mgr_metrics *m)
+{
+	if (!m)
+		return;
+	metrics_stop(m->http);
+	ev_timer_stop(m->src.loop, &m->tick);
+	net_server_set_opstats(m->src.srv, NULL);
+	pthread_mutex_destroy(&m->lock);
+	free(m->ops);
+	free(m);
+}
+
+#else /* !RPFS_HAVE_METRICS */
+
+/* See mgr_metrics.h: built without libmicrohttpd. */
+int mgr_metrics_start(struct mgr_metrics **out, const char *host, uint16_t port,
+		      const struct mgr_metrics_src *src, char *err, size_t errcap)
+{
+	snprintf(err, errcap, "%s: this rpfs-mgr was built without metrics "
+		 "(meson -Dmetrics=enabled, libmicrohttpd-dev)", src->what);
+	return -ENOTSUP;
+}
+
+/* See mgr_metrics.h. */
+uint16_t mgr_metrics_port(const struct mgr_metrics *m)
+{
+	return 0;
+}
+
+/* See mgr_metrics.h. */
+void mgr_metrics_stop(struct mgr_metrics *m)
+{
+}
+
+#endif
