@@ -58,7 +58,7 @@
 #define PROTO_F_ALL (PROTO_F_REPLY | PROTO_F_DATA | PROTO_F_CTRL)
 
 enum proto_op {
-	/* transport control, handled inside common/net */
+	/* transport control, handled inside common/transport/net */
 	PROTO_OP_NET_HELLO = 1, /* handshake: reply carries the credit limit */
 	PROTO_OP_NET_CREDIT = 2, /* credits returned without a reply */
 	PROTO_OP_NET_AUTH = 3,  /* handshake: the client's proof of the cluster

@@ -285,7 +285,7 @@ def check_mount_works(m, name):
 
 
 # Why a server closes a connection that sent one of the cases above, as it
-# logs it: 'net: PEER: WHY; closing connection' (common/tcp_server.c); the
+# logs it: 'net: PEER: WHY; closing connection' (common/transport/tcp_server.c); the
 # header checks are the same for both, the body checks are each op's.
 REJECT_HDR = ('bad header: (magic|version|reserved|flags|body_len|bulk_len)',
               'request before handshake', 'unexpected control frame',

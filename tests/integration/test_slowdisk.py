@@ -8,7 +8,7 @@ RPFS_IOD_TEST_FSYNC_INO). While a client's fsync of that file is held,
 100 ms (the bound the task names), and reads of a mirrored file must keep
 working. The reads go through a second mount, another client: over verbs
 one client's requests to an iod share one connection, served in order
-(common/vb_server.c), so its own read would wait for its own fsync;
+(common/transport/vb_server.c), so its own read would wait for its own fsync;
 what must not wait is everybody else. Afterwards no iod has lost its lease: the mgr recorded nothing
 stale, no iod log shows a lease regained, and the log watch finds no
 warning but the hook's own.

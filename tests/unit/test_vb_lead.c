@@ -56,9 +56,9 @@ static void stub_ack_cq_events(struct ibv_cq *cq, unsigned n)
 #define ibv_req_notify_cq stub_req_notify_cq
 #define ibv_ack_cq_events stub_ack_cq_events
 
-#include "../../common/vb_mr.c"
-#include "../../common/vb_wire.c"
-#include "../../common/vb_client.c"
+#include "../../common/transport/vb_mr.c"
+#include "../../common/transport/vb_wire.c"
+#include "../../common/transport/vb_client.c"
 
 static struct vb_cconn down_conn;
 
