@@ -885,6 +885,11 @@ static const char *vb_parse_req(struct vb_sconn *c, struct vb_sreq *q,
 		return why ? why : "bad vb header";
 	if (h->flags || h->status || m->kind != VB_K_REQ)
 		return "not a request";
+	if (m->flags & ~(VB_F_WR_INLINE | VB_F_WR_FAST | VB_F_WR_RDMA |
+			 VB_F_RD_INLINE | VB_F_RD_RDMA))
+		return "unknown vb flags";
+	if ((m->flags & VB_F_RD_INLINE) && (m->flags & VB_F_RD_RDMA))
+		return "several read mechanisms";
 	if (h->op == PROTO_OP_NET_HELLO || h->op == PROTO_OP_NET_CREDIT)
 		return "control op without control flag";
 	need = VB_HDRS + (uint64_t)(m->nwr + m->nrd) * VB_SEG_LEN + h->body_len +
