@@ -92,9 +92,11 @@ struct net_client {
 			       * not yet waited for */
 };
 
-/* Head of every backend's client connection. Immutable after creation. */
+/* Head of every backend's client connection. Immutable after creation
+ * except calls_open. */
 struct net_conn {
 	struct net_client *cl;
+	uint64_t calls_open; /* atomic (net.c): calls submitted, not waited */
 };
 
 /* Head of every backend's server. Loop thread only, except st (atomics). */
