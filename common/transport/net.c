@@ -370,6 +370,19 @@ uint64_t net_conn_calls_in_flight(const struct net_conn *c)
 	return __atomic_load_n(&c->calls_open, __ATOMIC_RELAXED);
 }
 
+/* See net_int.h. */
+void net_conn_reconnected(struct net_conn *c)
+{
+	NET_STAT_ADD(c->head ? c->head : c, reconnects, 1);
+	NET_STAT_ADD(&c->cl->st, reconnects, 1);
+}
+
+/* See net.h. */
+uint64_t net_conn_reconnects(const struct net_conn *c)
+{
+	return __atomic_load_n(&c->reconnects, __ATOMIC_RELAXED);
+}
+
 /* See net.h. */
 void net_client_set_opstats(struct net_client *cl, struct metrics_ops *m)
 {

@@ -264,6 +264,13 @@ uint64_t net_client_calls_in_flight(struct net_client *cl);
  */
 uint64_t net_conn_calls_in_flight(const struct net_conn *c);
 
+/**
+ * Times this connection was set up again after its first time (any of its
+ * tcp lanes): reconnections to that server. Any thread.
+ * @return the count
+ */
+uint64_t net_conn_reconnects(const struct net_conn *c);
+
 /* States of a net_call, as the backend moves it along. */
 enum net_call_state {
 	NET_CALL_IDLE = 0, /* not submitted, or finished and collected */

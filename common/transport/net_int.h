@@ -93,11 +93,19 @@ struct net_client {
 };
 
 /* Head of every backend's client connection. Immutable after creation
- * except calls_open. */
+ * except the atomics. */
 struct net_conn {
 	struct net_client *cl;
-	uint64_t calls_open; /* atomic (net.c): calls submitted, not waited */
+	struct net_conn *head; /* the connection the caller holds: NULL for
+				* itself, or (tcp) the first of its lanes */
+	uint64_t calls_open;   /* atomic (net.c): calls submitted, not waited */
+	uint64_t reconnects;   /* atomic: set up again after the first time,
+				* any lane (net_conn_reconnected) */
 };
+
+/** Count a reconnection of c (a lane) in the connection the caller holds
+ * and in the client's net_stats. Any thread. */
+void net_conn_reconnected(struct net_conn *c);
 
 /* Head of every backend's server. Loop thread only, except st (atomics). */
 struct net_server {
