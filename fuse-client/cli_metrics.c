@@ -16,12 +16,14 @@ struct cli_metrics {
 	struct metrics_ops *ops; /* client latency by op (net_client_set_opstats) */
 };
 
-/* Per server: connected (no transport failure since the last success)
- * and calls in flight, the mgr with role="mgr", each iod with role="iod"
- * and its id. HTTP thread; cost: two atomic loads per server. */
+/* Per server: connected (no transport failure since the last success),
+ * reconnections and calls in flight; the mgr with role="mgr", each iod
+ * with role="iod" and its id. HTTP thread; cost: three atomic loads per
+ * server. */
 static void cli_metrics_servers(struct metrics_buf *b, struct cli_metrics *m)
 {
 	const char *up = "rpfs_client_connected", *fl = "rpfs_client_server_calls_in_flight";
+	const char *rc = "rpfs_client_server_reconnects_total";
 	struct cli_fs *fs = m->fs;
 	char id[8];
 	uint16_t i;
@@ -35,6 +37,15 @@ static void cli_metrics_servers(struct metrics_buf *b, struct cli_metrics *m)
 		snprintf(id, sizeof(id), "%u", i);
 		metrics_u64(b, up, !atomic_load_explicit(&fs->iods[i].failing,
 							 memory_order_relaxed),
+			    "role", "iod", "iod", id, NULL);
+	}
+	metrics_family(b, rc, "counter",
+		       "Times the connection to the server was set up again after its "
+		       "first time.");
+	metrics_u64(b, rc, net_conn_reconnects(fs->mgr), "role", "mgr", NULL);
+	for (i = 0; i < fs->niods; i++) {
+		snprintf(id, sizeof(id), "%u", i);
+		metrics_u64(b, rc, net_conn_reconnects(fs->iods[i].conn),
 			    "role", "iod", "iod", id, NULL);
 	}
 	metrics_family(b, fl, "gauge",

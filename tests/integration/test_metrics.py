@@ -366,8 +366,9 @@ def test_scrub_counters(mc, tmp_path):
 
 def test_iod_killed_shows_down(mc, prom, expect_log):
     """Kill -9 iod 1 and overwrite a mirrored file: Prometheus shows iod
-    1's target down, the mgr's iod-up gauge for it 0, and its stale gauge
-    risen. Runs last: the iod stays dead."""
+    1's target down, the mgr's iod-up gauge for it 0, its stale gauge
+    risen, its lease run out, and the mount's connected gauge for it 0.
+    test_iod_restarted_reconnects starts it again."""
     c = mc
     for err in (util.client_iod_fail_log(c, 1, 'read|write|fsync'),
                 util.mgr_iod_down_log(c, 1)):
@@ -399,6 +400,35 @@ def test_iod_killed_shows_down(mc, prom, expect_log):
     prom.wait_value(lease % 0, lambda v: v > 0, 'iod 0 still holds a lease')
     assert prom.value('rpfs_client_connected{role="iod",iod="0"}') == 1
     assert prom.value('rpfs_client_connected{role="mgr"}') == 1
+
+
+def test_iod_restarted_reconnects(mc, prom):
+    """Start the killed iod 1 again and write across every iod: the mount
+    reconnects to it (its reconnect counter moves, it shows connected
+    again) and the mgr renews its lease. Runs after the kill."""
+    c = mc
+    fuse = mc.metrics['fuse']
+    r0 = sample(scrape(fuse), 'rpfs_client_server_reconnects_total{role="iod",iod="1"}')
+    assert sample(scrape(fuse), 'rpfs_client_server_reconnects_total{role="iod",iod="0"}') == 0
+    c.start_iod(1)
+    d = os.path.join(c.mnt.path, 'wide')
+    os.mkdir(d)
+    os.setxattr(d, 'user.rpfs.layout', ('unit=%d,count=%d' % (UNIT, NIODS)).encode())
+
+    def written():
+        try:
+            with open(os.path.join(d, 'f'), 'wb') as fh:
+                fh.write(os.urandom(NIODS * UNIT))
+                os.fsync(fh.fileno())
+            return True
+        except OSError:
+            return False  # iod 1 still held down after its failure
+    util.wait_until(written, 60, 0.5, 'a write across every iod')
+    t = scrape(fuse)
+    assert sample(t, 'rpfs_client_server_reconnects_total{role="iod",iod="1"}') > r0
+    assert sample(t, 'rpfs_client_connected{role="iod",iod="1"}') == 1
+    prom.wait_value('rpfs_mgr_iod_lease_expiry_timestamp_seconds{iod="1"} - time()',
+                    lambda v: v > 0, "iod 1's lease renewed")
 
 
 def _start_fails(argv, timeout=30):
