@@ -22,7 +22,8 @@ struct cli_metrics {
  * server. */
 static void cli_metrics_servers(struct metrics_buf *b, struct cli_metrics *m)
 {
-	const char *up = "rpfs_client_connected", *fl = "rpfs_client_server_calls_in_flight";
+	const char *up = "rpfs_client_connected";
+	const char *fl = "rpfs_client_server_calls_in_flight";
 	const char *rc = "rpfs_client_server_reconnects_total";
 	struct cli_fs *fs = m->fs;
 	char id[8];
