@@ -332,6 +332,28 @@ void metrics_net_write(struct metrics_buf *b, const struct net_stats *st,
 	net_write_health(b, st, t);
 }
 
+/* See metrics.h. One series per family: per connection labels would
+ * have no bound. */
+void metrics_net_server_write(struct metrics_buf *b, const struct net_stats *st,
+			      const char *t)
+{
+	const char *n;
+
+	n = "rpfs_net_requests_in_progress";
+	metrics_family(b, n, "gauge",
+		       "Requests received and not yet answered, over all connections: "
+		       "the credits in use.");
+	metrics_u64(b, n, st->reqs_active, "transport", t, NULL);
+	n = "rpfs_net_credit_limit";
+	metrics_family(b, n, "gauge",
+		       "Credits (requests outstanding) granted to each client connection.");
+	metrics_u64(b, n, st->credit_limit, "transport", t, NULL);
+	n = "rpfs_net_connections_unauthenticated";
+	metrics_family(b, n, "gauge",
+		       "Connections open and not yet through the key handshake.");
+	metrics_u64(b, n, st->unauth_open, "transport", t, NULL);
+}
+
 /* Count the open descriptors (entries of /proc/self/fd, less the one the
  * listing itself holds). @return the count, -1 if unreadable */
 static long count_fds(void)

@@ -86,6 +86,14 @@ void metrics_ops_write(struct metrics_buf *b, const char *prefix,
 void metrics_net_write(struct metrics_buf *b, const struct net_stats *st,
 		       const char *transport);
 
+/**
+ * The server-only transport gauges of st with a transport label: requests
+ * in progress (credits in use over all connections), the credit limit of
+ * each connection, connections in the handshake.
+ */
+void metrics_net_server_write(struct metrics_buf *b, const struct net_stats *st,
+			      const char *transport);
+
 /** process_cpu_seconds_total, process_resident_memory_bytes,
  * process_open_fds, process_start_time_seconds from /proc/self. */
 void metrics_process_write(struct metrics_buf *b);

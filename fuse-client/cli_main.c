@@ -542,7 +542,7 @@ int main(int argc, char **argv)
 		char msg[PROTO_MAX_HOST * 2 + 200], url[ADDR_STRLEN];
 
 		rc = cli_metrics_start(&metrics, a.metrics_host, a.metrics_port,
-				       cf.fs->net, msg, sizeof(msg));
+				       cf.fs, msg, sizeof(msg));
 		if (rc) {
 			log_err("%s", msg);
 			goto out_free_fs;

@@ -10,10 +10,55 @@
 
 /* The endpoint; immutable after start except ops (atomics). */
 struct cli_metrics {
+	struct cli_fs *fs;
 	struct net_client *cl;
 	struct metrics_srv *http;
 	struct metrics_ops *ops; /* client latency by op (net_client_set_opstats) */
 };
+
+/* Per server: connected (no transport failure since the last success),
+ * reconnections and calls in flight; the mgr with role="mgr", each iod
+ * with role="iod" and its id. HTTP thread; cost: three atomic loads per
+ * server. */
+static void cli_metrics_servers(struct metrics_buf *b, struct cli_metrics *m)
+{
+	const char *up = "rpfs_client_connected";
+	const char *fl = "rpfs_client_server_calls_in_flight";
+	const char *rc = "rpfs_client_server_reconnects_total";
+	struct cli_fs *fs = m->fs;
+	char id[8];
+	uint16_t i;
+
+	metrics_family(b, up, "gauge",
+		       "1 while the server answers this mount: 0 from a call that failed "
+		       "in the transport (refused, reset, timed out) until one succeeds.");
+	metrics_u64(b, up, !atomic_load_explicit(&fs->mgr_failing, memory_order_relaxed),
+		    "role", "mgr", NULL);
+	for (i = 0; i < fs->niods; i++) {
+		snprintf(id, sizeof(id), "%u", i);
+		metrics_u64(b, up, !atomic_load_explicit(&fs->iods[i].failing,
+							 memory_order_relaxed),
+			    "role", "iod", "iod", id, NULL);
+	}
+	metrics_family(b, rc, "counter",
+		       "Times the connection to the server was set up again after its "
+		       "first time.");
+	metrics_u64(b, rc, net_conn_reconnects(fs->mgr), "role", "mgr", NULL);
+	for (i = 0; i < fs->niods; i++) {
+		snprintf(id, sizeof(id), "%u", i);
+		metrics_u64(b, rc, net_conn_reconnects(fs->iods[i].conn),
+			    "role", "iod", "iod", id, NULL);
+	}
+	metrics_family(b, fl, "gauge",
+		       "Calls sent to the server and not yet collected; each holds one of "
+		       "its credits until the reply.");
+	metrics_u64(b, fl, net_conn_calls_in_flight(fs->mgr), "role", "mgr", NULL);
+	for (i = 0; i < fs->niods; i++) {
+		snprintf(id, sizeof(id), "%u", i);
+		metrics_u64(b, fl, net_conn_calls_in_flight(fs->iods[i].conn),
+			    "role", "iod", "iod", id, NULL);
+	}
+}
 
 /* metrics_fn: the client's families. HTTP thread. */
 static void cli_metrics_write(struct metrics_buf *b, void *arg)
@@ -26,13 +71,14 @@ static void cli_metrics_write(struct metrics_buf *b, void *arg)
 		       "Calls sent and not yet collected; each holds a server credit "
 		       "until its reply.");
 	metrics_u64(b, "rpfs_client_calls_in_flight", net_client_calls_in_flight(m->cl), NULL);
+	cli_metrics_servers(b, m);
 	net_client_stats(m->cl, &st);
 	metrics_net_write(b, &st, net_client_transport(m->cl));
 }
 
 /* See cli_metrics.h. */
 int cli_metrics_start(struct cli_metrics **out, const char *host, uint16_t port,
-		      struct net_client *cl, char *err, size_t errcap)
+		      struct cli_fs *fs, char *err, size_t errcap)
 {
 	struct cli_metrics *m = calloc(1, sizeof(*m));
 	int rc;
@@ -44,12 +90,13 @@ int cli_metrics_start(struct cli_metrics **out, const char *host, uint16_t port,
 	m->ops = calloc(1, sizeof(*m->ops));
 	if (!m->ops)
 		goto out_free_m;
-	m->cl = cl;
+	m->fs = fs;
+	m->cl = fs->net;
 	rc = metrics_start(&m->http, "-o metrics", host, port, cli_metrics_write,
 			   m, err, errcap);
 	if (rc)
 		goto out_free_ops;
-	net_client_set_opstats(cl, m->ops);
+	net_client_set_opstats(fs->net, m->ops);
 	*out = m;
 	return 0;
 
@@ -83,7 +130,7 @@ void cli_metrics_stop(struct cli_metrics *m)
 
 /* See cli_metrics.h: built without libmicrohttpd. */
 int cli_metrics_start(struct cli_metrics **out, const char *host, uint16_t port,
-		      struct net_client *cl, char *err, size_t errcap)
+		      struct cli_fs *fs, char *err, size_t errcap)
 {
 	snprintf(err, errcap, "-o metrics: this rpfs-fuse was built without "
 		 "metrics (meson -Dmetrics=enabled, libmicrohttpd-dev)");

@@ -50,6 +50,7 @@ static void iod_metrics_write(struct metrics_buf *b, void *arg)
 	metrics_ops_write(b, "rpfs_server", m->ops);
 	net_server_stats(m->src.srv, &st);
 	metrics_net_write(b, &st, net_server_transport(m->src.srv));
+	metrics_net_server_write(b, &st, net_server_transport(m->src.srv));
 	pthread_mutex_lock(&m->lock);
 	for (z = 0; z < IOD_BUF_NZONES; z++)
 		nfree[z] = m->nfree[z];

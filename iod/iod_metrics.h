@@ -1,8 +1,9 @@
 /*
  * iod_metrics.h - an iod's Prometheus endpoint (metrics.h): its requests
- * by op, the transport counters and the bulk buffer pool's use. The pool
- * is loop-only, so a loop timer copies its free counts once a second into
- * a snapshot the HTTP thread reads under a mutex.
+ * by op, the transport counters (with the server gauges: requests in
+ * progress, credit limit, handshakes) and the bulk buffer pool's use. The
+ * pool is loop-only, so a loop timer copies its free counts once a second
+ * into a snapshot the HTTP thread reads under a mutex.
  */
 #ifndef RPFS_IOD_METRICS_H
 #define RPFS_IOD_METRICS_H

@@ -34,6 +34,8 @@ struct poll_iod {
 	enum iod_state state;
 	struct mgr_fence_iod fence;
 	int up;                  /* atomic: for mgr_iodpoll_up */
+	uint64_t lease_pub;      /* atomic: fence.lease_bound_ns as of the
+				  * last publish (mgr_iodpoll_lease) */
 	int fence_status;        /* the last IO_FENCE status logged */
 };
 
@@ -311,6 +313,15 @@ static void poll_fence(struct mgr_iodpoll *p)
 	}
 }
 
+/* Copy each iod's lease bound where other threads read it (the metrics
+ * endpoint). Poll thread; cost: one atomic store per iod. */
+static void poll_publish_leases(struct mgr_iodpoll *p)
+{
+	for (uint16_t i = 0; i < p->niods; i++)
+		__atomic_store_n(&p->iods[i].lease_pub,
+				 p->iods[i].fence.lease_bound_ns, __ATOMIC_RELAXED);
+}
+
 /* Thread body: a round every interval, fence work after it and whenever a
  * mark arrives, and a wake-up at the earliest lease bound a mark waits for. */
 static void *poll_main(void *arg)
@@ -326,6 +337,7 @@ static void *poll_main(void *arg)
 				     (uint64_t)p->interval_ms * 1000000u;
 		}
 		poll_fence(p);
+		poll_publish_leases(p);
 		wake = next_round;
 		for (uint16_t i = 0; i < p->niods; i++) {
 			uint64_t d = mgr_fence_deadline(&p->iods[i].fence);
@@ -394,6 +406,7 @@ int mgr_iodpoll_start_opts(struct mgr_iodpoll **out, struct mgr_db *db,
 	for (uint16_t i = 0; i < db->niods; i++) {
 		p->iods[i].addr = db->iods[i];
 		mgr_fence_init(&p->iods[i].fence, i, poll_seq0(), now, lease_ms);
+		p->iods[i].lease_pub = p->iods[i].fence.lease_bound_ns;
 		rc = net_conn_new(p->cl, db->iods[i].host, db->iods[i].port,
 				  &p->iods[i].conn);
 		if (rc)
@@ -496,6 +509,14 @@ int mgr_iodpoll_up(struct mgr_iodpoll *p, uint16_t iod)
 {
 	return iod < p->niods &&
 	       __atomic_load_n(&p->iods[iod].up, __ATOMIC_ACQUIRE);
+}
+
+/* See mgr_iodpoll.h. */
+uint64_t mgr_iodpoll_lease(struct mgr_iodpoll *p, uint16_t iod)
+{
+	if (iod >= p->niods)
+		return 0;
+	return __atomic_load_n(&p->iods[iod].lease_pub, __ATOMIC_RELAXED);
 }
 
 /* See mgr_iodpoll.h. */

@@ -58,6 +58,15 @@ int mgr_iodpoll_get(struct mgr_iodpoll *p, struct proto_statfs *st,
 int mgr_iodpoll_up(struct mgr_iodpoll *p, uint16_t iod);
 
 /**
+ * The latest moment iod may still hold a lease from this mgr, as of the
+ * poll thread's last round (CLOCK_MONOTONIC ns): the last IO_FENCE answer
+ * plus the lease. It stops moving when the iod stops answering. Any
+ * thread.
+ * @return the bound; 0 for an iod out of range
+ */
+uint64_t mgr_iodpoll_lease(struct mgr_iodpoll *p, uint16_t iod);
+
+/**
  * Queue a STALE_MARK (its record committed) to be answered once m->iod is
  * fenced: the poll thread wakes at once, sends the iod an IO_FENCE adding
  * m->ino and, when the iod acknowledged it or its lease bound passed, puts

@@ -695,7 +695,7 @@ int main(int argc, char **argv)
 	if (a.metrics_what) {
 		struct mgr_metrics_src src = {
 			.what = a.metrics_what, .loop = loop, .srv = srv, .db = db,
-			.poll = poll, .resync = resync, .lockd = lockd,
+			.poll = poll, .resync = resync, .lockd = lockd, .scrub = scrub,
 			.niods = a.niods, .resync_rate = a.resync_rate,
 		};
 

@@ -8,6 +8,7 @@
 #if RPFS_HAVE_METRICS
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "metrics.h"
 
@@ -40,6 +41,65 @@ static void mgr_metrics_on_tick(struct ev_loop *loop, ev_timer *t, int revents)
 	m->snap.sessions = sessions;
 	m->snap.woken = woken;
 	pthread_mutex_unlock(&m->lock);
+}
+
+/* A CLOCK_MONOTONIC time in ns as seconds since the epoch (the clocks
+ * read now: a wall clock step moves past and future alike). */
+static double mono_to_unix(uint64_t mono_ns)
+{
+	struct timespec rt, mt;
+	double now_rt, now_mt;
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	clock_gettime(CLOCK_MONOTONIC, &mt);
+	now_rt = (double)rt.tv_sec + (double)rt.tv_nsec * 1e-9;
+	now_mt = (double)mt.tv_sec + (double)mt.tv_nsec * 1e-9;
+	return now_rt + ((double)mono_ns * 1e-9 - now_mt);
+}
+
+/* Each iod's lease bound as a unix timestamp (HACKING.md "Metrics": a
+ * timestamp, not seconds left, so that it is right whenever scraped and
+ * stops moving when the iod stops answering). HTTP thread. */
+static void mgr_metrics_leases(struct metrics_buf *b, struct mgr_metrics *m)
+{
+	const char *n = "rpfs_mgr_iod_lease_expiry_timestamp_seconds";
+	char id[8];
+	uint16_t i;
+
+	metrics_family(b, n, "gauge",
+		       "When the lease the mgr last granted or renewed to the iod runs "
+		       "out, in seconds since the epoch; it stops advancing when the "
+		       "iod stops answering.");
+	for (i = 0; i < m->src.niods; i++) {
+		snprintf(id, sizeof(id), "%u", i);
+		metrics_f64(b, n, mono_to_unix(mgr_iodpoll_lease(m->src.poll, i)),
+			    "iod", id, NULL);
+	}
+}
+
+/* The scrub service's families: what `rpfs scrub` asked and was told.
+ * HTTP thread. */
+static void mgr_metrics_scrub(struct metrics_buf *b, struct mgr_metrics *m)
+{
+	struct mgr_scrub_counts c;
+	const char *n;
+
+	mgr_scrub_counts(m->src.scrub, &c);
+	n = "rpfs_mgr_scrub_requests_total";
+	metrics_family(b, n, "counter", "Scrub requests answered, by kind.");
+	metrics_u64(b, n, c.inos_requests, "kind", "inodes", NULL);
+	metrics_u64(b, n, c.orphans_requests, "kind", "orphans", NULL);
+	n = "rpfs_mgr_scrub_inodes_checked_total";
+	metrics_family(b, n, "counter", "Inodes whose state a scrub asked for.");
+	metrics_u64(b, n, c.inos_checked, NULL);
+	n = "rpfs_mgr_scrub_orphans_reported_total";
+	metrics_family(b, n, "counter", "Orphans listed to a scrub.");
+	metrics_u64(b, n, c.orphans_reported, NULL);
+	n = "rpfs_mgr_scrub_last_request_timestamp_seconds";
+	metrics_family(b, n, "gauge",
+		       "When the last scrub request ran, in seconds since the epoch "
+		       "(0: none since the mgr started).");
+	metrics_f64(b, n, (double)c.last_ns * 1e-9, NULL);
 }
 
 /* The per-iod families: up, stale records (one read transaction of this
@@ -94,7 +154,10 @@ static void mgr_metrics_write(struct metrics_buf *b, void *arg)
 	metrics_ops_write(b, "rpfs_server", m->ops);
 	net_server_stats(m->src.srv, &st);
 	metrics_net_write(b, &st, net_server_transport(m->src.srv));
+	metrics_net_server_write(b, &st, net_server_transport(m->src.srv));
 	mgr_metrics_iods(b, m);
+	mgr_metrics_leases(b, m);
+	mgr_metrics_scrub(b, m);
 	metrics_family(b, "rpfs_mgr_resync_rate_limit_bytes_per_second", "gauge",
 		       "The resync's configured rate limit (0: resync off).");
 	metrics_u64(b, "rpfs_mgr_resync_rate_limit_bytes_per_second",

@@ -1,7 +1,8 @@
 /*
  * mgr_metrics.h - the mgr's Prometheus endpoint (metrics.h): its requests
  * by op, the transport counters, each iod's up and stale-object gauges,
- * the resync's progress and the lock table. Loop-only numbers (the lock
+ * the resync's progress, each iod's lease, the scrub service's counters
+ * and the lock table. Loop-only numbers (the lock
  * table) are copied once a second by a loop timer into a snapshot the
  * HTTP thread reads under a mutex; the rest is atomic or thread-safe.
  */
@@ -15,6 +16,7 @@
 #include "mgr_iodpoll.h"
 #include "mgr_lockd.h"
 #include "mgr_resync.h"
+#include "mgr_scrub.h"
 #include "net.h"
 
 struct mgr_metrics;
@@ -28,6 +30,7 @@ struct mgr_metrics_src {
 	struct mgr_iodpoll *poll;  /* iod up (any thread) */
 	struct mgr_resync *resync; /* NULL when resync is off */
 	struct mgr_lockd *lockd;
+	struct mgr_scrub *scrub;   /* counters (any thread) */
 	uint16_t niods;
 	long resync_rate;          /* MB/s, the configured limit */
 };

@@ -13,15 +13,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "log.h"
 
 #define SCRUB_REP_CAP (32u + PROTO_MAX_INOS * 32u) /* largest reply body */
 
-/* Service state; every field is loop thread only. */
+/* Service state; every field is loop thread only, but counts (written by
+ * the loop thread, read by any: relaxed atomics). */
 struct mgr_scrub {
 	struct mgr_db *db;
 	int64_t boot_ns;
+	struct mgr_scrub_counts counts;
 	struct proto_orphans orphans; /* reply being built (8 KiB) */
 	struct proto_inostate states;
 	uint8_t rep[SCRUB_REP_CAP];   /* encoded reply body */
@@ -208,6 +211,38 @@ static int scrub_orphans(struct mgr_scrub *sc, const struct proto_scrubq *q,
 	return rc ? rc : proto_orphans_encode(w, o);
 }
 
+/* Count one scrub request that ran (n: the inodes or orphans its reply
+ * carries, 0 when it failed) and note when. Loop thread; cost: a few
+ * relaxed atomic adds and a clock read. */
+static void scrub_count(struct mgr_scrub *sc, uint16_t op, uint32_t n)
+{
+	struct mgr_scrub_counts *c = &sc->counts;
+	struct timespec ts;
+
+	if (op == PROTO_OP_SCRUB_INOS) {
+		__atomic_fetch_add(&c->inos_requests, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&c->inos_checked, n, __ATOMIC_RELAXED);
+	} else {
+		__atomic_fetch_add(&c->orphans_requests, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&c->orphans_reported, n, __ATOMIC_RELAXED);
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	__atomic_store_n(&c->last_ns, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
+			 __ATOMIC_RELAXED);
+}
+
+/* See mgr_scrub.h. */
+void mgr_scrub_counts(const struct mgr_scrub *sc, struct mgr_scrub_counts *out)
+{
+	const struct mgr_scrub_counts *c = &sc->counts;
+
+	out->inos_requests = __atomic_load_n(&c->inos_requests, __ATOMIC_RELAXED);
+	out->orphans_requests = __atomic_load_n(&c->orphans_requests, __ATOMIC_RELAXED);
+	out->inos_checked = __atomic_load_n(&c->inos_checked, __ATOMIC_RELAXED);
+	out->orphans_reported = __atomic_load_n(&c->orphans_reported, __ATOMIC_RELAXED);
+	out->last_ns = __atomic_load_n(&c->last_ns, __ATOMIC_RELAXED);
+}
+
 /* Decode, run, reply. */
 void mgr_scrub_handle(struct mgr_scrub *sc, struct net_sreq *r)
 {
@@ -237,6 +272,8 @@ void mgr_scrub_handle(struct mgr_scrub *sc, struct net_sreq *r)
 				       : scrub_orphans(sc, &q, &w);
 	if (rc > 0 || rc < -4095)
 		rc = -EIO;
+	scrub_count(sc, op, rc ? 0 : op == PROTO_OP_SCRUB_INOS ?
+		    sc->states.n : sc->orphans.n);
 	log_debug("%s from %s: %d", proto_op_name(op), net_sconn_peer(r->conn), rc);
 	net_sreq_reply(r, rc, rc ? NULL : sc->rep, rc ? 0 : (uint32_t)w.len);
 }

@@ -3,7 +3,7 @@
  * lists the orphan table, for `rpfs scrub` (HACKING.md "Scrub"). Bodies are
  * struct proto_scrubq / proto_inostate / proto_orphans.
  *
- * Loop thread only.
+ * Loop thread only, but for mgr_scrub_counts.
  */
 #ifndef RPFS_MGR_SCRUB_H
 #define RPFS_MGR_SCRUB_H
@@ -14,6 +14,16 @@
 #include "net.h"
 
 struct mgr_scrub;
+
+/* What the service has answered since the mgr started (mgr_scrub_counts). */
+struct mgr_scrub_counts {
+	uint64_t inos_requests;    /* SCRUB_INOS run (any status) */
+	uint64_t orphans_requests; /* SCRUB_ORPHANS run (any status) */
+	uint64_t inos_checked;     /* inodes whose state SCRUB_INOS returned */
+	uint64_t orphans_reported; /* orphans SCRUB_ORPHANS listed */
+	int64_t last_ns;           /* when the last one ran, ns since the
+				    * epoch; 0 before any */
+};
 
 /**
  * Create the service.
@@ -38,5 +48,12 @@ int mgr_scrub_owns(uint16_t op);
  * database failure; a malformed body closes the connection.
  */
 void mgr_scrub_handle(struct mgr_scrub *sc, struct net_sreq *r);
+
+/**
+ * The service's counters (relaxed atomics): any thread, e.g. the metrics
+ * endpoint's.
+ * @param[out] out filled
+ */
+void mgr_scrub_counts(const struct mgr_scrub *sc, struct mgr_scrub_counts *out);
 
 #endif

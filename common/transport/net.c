@@ -83,7 +83,8 @@ const char *net_transport_name(enum net_transport t)
 	X(reg_ns) X(ogr_groups) X(ogr_fallbacks) X(rdma_signaled)            \
 	X(ogr_cost_a_ns) X(ogr_cost_b_ns) X(ogr_cal_ns)                      \
 	X(client_copy_bytes) X(data_ops) X(pipe_bytes) X(pipe_staged_bytes) \
-	X(conns_open) X(deadline_closes) X(unauth_open) X(unauth_closes)
+	X(conns_open) X(deadline_closes) X(unauth_open) X(unauth_closes)  \
+	X(reqs_active) X(credit_limit)
 
 /* Format st as one JSON object; see net.h. Cost: one pass, no allocation. */
 int net_stats_json(const struct net_stats *st, const char *transport,
@@ -313,7 +314,12 @@ int net_call_submit(struct net_conn *c, struct net_call *call)
 		return -EINVAL;
 	m = __atomic_load_n(&c->cl->opstats, __ATOMIC_RELAXED);
 	call->t0_ns = m ? net_now_ns() : 0;
+	call->counted = NULL;
 	rc = c->cl->ops->submit(c, call);
+	if (rc == 0) {
+		call->counted = c;
+		NET_STAT_ADD(c, calls_open, 1);
+	}
 	if (rc && m) {
 		metrics_op_record(m, call->op, rc, net_now_ns() - call->t0_ns);
 		call->t0_ns = 0;
@@ -337,6 +343,10 @@ int net_call_wait(struct net_call *call)
 	if (!call || !call->conn)
 		return -EINVAL;
 	rc = call->conn->cl->ops->wait(call);
+	if (call->counted) {
+		NET_STAT_ADD(call->counted, calls_open, -1);
+		call->counted = NULL;
+	}
 	m = __atomic_load_n(&call->conn->cl->opstats, __ATOMIC_RELAXED);
 	if (call->t0_ns) {
 		if (m)
@@ -352,6 +362,25 @@ int net_call_wait(struct net_call *call)
 uint64_t net_client_calls_in_flight(struct net_client *cl)
 {
 	return __atomic_load_n(&cl->calls_timed, __ATOMIC_RELAXED);
+}
+
+/* See net.h. */
+uint64_t net_conn_calls_in_flight(const struct net_conn *c)
+{
+	return __atomic_load_n(&c->calls_open, __ATOMIC_RELAXED);
+}
+
+/* See net_int.h. */
+void net_conn_reconnected(struct net_conn *c)
+{
+	NET_STAT_ADD(c->head ? c->head : c, reconnects, 1);
+	NET_STAT_ADD(&c->cl->st, reconnects, 1);
+}
+
+/* See net.h. */
+uint64_t net_conn_reconnects(const struct net_conn *c)
+{
+	return __atomic_load_n(&c->reconnects, __ATOMIC_RELAXED);
 }
 
 /* See net.h. */
@@ -376,12 +405,14 @@ int net_call_run(struct net_conn *c, struct net_call *call)
 /* ------------------------------------------------------------------ server */
 
 /* net_req_fn given to every backend: note when the request starts (for
- * opstats) and hand it to the program's handler. Loop thread. */
+ * opstats), count it active until its reply or reject, and hand it to the
+ * program's handler. Loop thread. */
 static void net_srv_dispatch(struct net_sreq *r, void *arg)
 {
 	struct net_server *s = r->conn->srv;
 
 	r->t0_ns = s->opstats ? net_now_ns() : 0;
+	NET_STAT_ADD(&s->st, reqs_active, 1);
 	s->user_fn(r, s->user_arg);
 }
 
@@ -409,6 +440,7 @@ int net_server_new(struct net_server **out, struct ev_loop *loop,
 		return rc;
 	(*out)->user_fn = fn;
 	(*out)->user_arg = arg;
+	(*out)->st.credit_limit = (uint64_t)opts.credits;
 	return 0;
 }
 
@@ -481,7 +513,8 @@ int net_sreq_push_fd(struct net_sreq *r, uint64_t off, int fd,
 }
 
 /* Reply through the backend; a timed request's latency and status go to
- * the server's opstats first (the reply may free r). */
+ * the server's opstats first (the reply may free r), and it stops
+ * counting as active. */
 int net_sreq_reply(struct net_sreq *r, int32_t status, const void *body,
 		   uint32_t len)
 {
@@ -489,16 +522,19 @@ int net_sreq_reply(struct net_sreq *r, int32_t status, const void *body,
 
 	if (s->opstats && r->t0_ns)
 		metrics_op_record(s->opstats, r->hdr.op, status, net_now_ns() - r->t0_ns);
+	NET_STAT_ADD(&s->st, reqs_active, -1);
 	return s->ops->reply(r, status, body, len);
 }
 
-/* Reject through the backend; counted as an -EPROTO answer of its op. */
+/* Reject through the backend; counted as an -EPROTO answer of its op,
+ * and no longer active. */
 void net_sreq_reject(struct net_sreq *r, const char *why)
 {
 	struct net_server *s = r->conn->srv;
 
 	if (s->opstats && r->t0_ns)
 		metrics_op_record(s->opstats, r->hdr.op, -EPROTO, net_now_ns() - r->t0_ns);
+	NET_STAT_ADD(&s->st, reqs_active, -1);
 	s->ops->reject(r, why);
 }
 

@@ -170,6 +170,13 @@ struct net_stats {
 	uint64_t unauth_closes;            /* of those, closed for taking longer
 					    * than request_timeout, or evicted
 					    * (NET_UNAUTH_MAX, _PER_SOURCE) */
+	/* server: flow control (net.c, any backend) */
+	uint64_t reqs_active;              /* requests handed to the program
+					    * and not yet answered: the
+					    * credits in use over all
+					    * connections (gauge) */
+	uint64_t credit_limit;             /* credits granted to each client
+					    * connection (gauge, constant) */
 };
 
 /* Connections in the handshake (not yet authenticated) a server keeps, in
@@ -249,6 +256,21 @@ void net_client_set_opstats(struct net_client *cl, struct metrics_ops *m);
  */
 uint64_t net_client_calls_in_flight(struct net_client *cl);
 
+/**
+ * Calls submitted on this connection and not yet waited for, whether or
+ * not opstats is set: each holds one of the server's credits until its
+ * reply. Any thread (a relaxed atomic).
+ * @return the count
+ */
+uint64_t net_conn_calls_in_flight(const struct net_conn *c);
+
+/**
+ * Times this connection was set up again after its first time (any of its
+ * tcp lanes): reconnections to that server. Any thread.
+ * @return the count
+ */
+uint64_t net_conn_reconnects(const struct net_conn *c);
+
 /* States of a net_call, as the backend moves it along. */
 enum net_call_state {
 	NET_CALL_IDLE = 0, /* not submitted, or finished and collected */
@@ -316,6 +338,8 @@ struct net_call {
 				    * unwaited calls */
 	uint64_t t0_ns;            /* net.c: submit time, for the client's
 				    * opstats (0: not timed) */
+	struct net_conn *counted;  /* net.c: the connection whose in-flight
+				    * count holds this call (NULL: none) */
 };
 
 /**

@@ -92,10 +92,20 @@ struct net_client {
 			       * not yet waited for */
 };
 
-/* Head of every backend's client connection. Immutable after creation. */
+/* Head of every backend's client connection. Immutable after creation
+ * except the atomics. */
 struct net_conn {
 	struct net_client *cl;
+	struct net_conn *head; /* the connection the caller holds: NULL for
+				* itself, or (tcp) the first of its lanes */
+	uint64_t calls_open;   /* atomic (net.c): calls submitted, not waited */
+	uint64_t reconnects;   /* atomic: set up again after the first time,
+				* any lane (net_conn_reconnected) */
 };
+
+/** Count a reconnection of c (a lane) in the connection the caller holds
+ * and in the client's net_stats. Any thread. */
+void net_conn_reconnected(struct net_conn *c);
 
 /* Head of every backend's server. Loop thread only, except st (atomics). */
 struct net_server {

@@ -637,7 +637,7 @@ static int tcp_conn_connect(struct tcp_conn *c, uint64_t deadline)
 		goto out_close_fd;
 	}
 	if (c->ever_up)
-		NET_STAT_ADD(&tc->base.st, reconnects, 1);
+		net_conn_reconnected(&c->base);
 	c->ever_up = 1;
 	pthread_cond_broadcast(&c->credit_cv);
 	pthread_mutex_unlock(&c->lock);
@@ -1446,6 +1446,8 @@ static int tcp_conn_new(struct net_client *cl, const char *host, uint16_t port,
 			return -ENOMEM;
 		if (!c0)
 			c0 = l;
+		else
+			l->base.head = &c0->base;
 		c0->lanes[i] = l;
 	}
 	c0->nlanes = n;

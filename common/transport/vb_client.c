@@ -707,7 +707,7 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 	c->fast_busy = 0;
 	c->big_busy = 0;
 	if (c->ever_up)
-		NET_STAT_ADD(&vc->base.st, reconnects, 1);
+		net_conn_reconnected(&c->base);
 	c->ever_up = 1;
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->lock);

@@ -6,10 +6,13 @@ mount with -o metrics= are scraped every second by Debian's prometheus,
 started here on a free loopback port with its data under the test's tmp.
 The checks go through Prometheus's HTTP API (urllib): every target up,
 the byte counters grown by what was written, and, last, an iod killed -9
-shown as down with the mgr's stale gauge risen. Each endpoint's text also
+shown as down with the mgr's stale gauge risen, its lease run out and
+the mount's connected gauge for it 0. The gauges of item 2 (lease, scrub,
+credits in use, connection states) have their own checks before that. Each endpoint's text also
 passes `promtool check metrics`. The address errors (busy, bad) are
 checked on the binaries directly.
 """
+import fcntl
 import json
 import os
 import re
@@ -260,10 +263,112 @@ def test_rules_and_dashboard(mc):
     assert not missing, missing
 
 
+def one(text, name):
+    """The value of the single series of family name (any labels) in text."""
+    vals = re.findall(r'^%s(?:\{[^}]*\})? (\S+)$' % re.escape(name), text, re.M)
+    assert len(vals) == 1, (name, vals)
+    return float(vals[0])
+
+
+def test_server_credits_in_use(mc):
+    """Each server shows the credit limit it grants a connection and its
+    requests in progress; a lock WAIT the mgr holds counts there until it
+    is granted, then the gauge is back to 0."""
+    for name in ['mgr'] + ['iod%d' % i for i in range(NIODS)]:
+        text = scrape(mc.metrics[name])
+        assert one(text, 'rpfs_net_credit_limit') == 32, name  # NET_DEFAULT_CREDITS
+        assert one(text, 'rpfs_net_requests_in_progress') >= 0, name
+    path = os.path.join(mc.mnt.path, 'credits')
+    with open(path, 'wb') as f:
+        f.write(b'x')
+    holder = open(path, 'r+b')
+    fcntl.lockf(holder, fcntl.LOCK_EX)
+    waiter = subprocess.Popen(
+        ['/usr/bin/python3', '-c', 'import fcntl, sys\nf = open(sys.argv[1], "r+b")\n'
+         'fcntl.lockf(f, fcntl.LOCK_EX)\nprint("locked", flush=True)', path],
+        stdout=subprocess.PIPE, text=True)
+    util.register_pid(waiter.pid)
+    try:
+        mgr = mc.metrics['mgr']
+        util.wait_until(lambda: one(scrape(mgr), 'rpfs_mgr_lock_waiters') >= 1, 60, 0.2,
+                        'the WAIT queued at the mgr')
+        assert one(scrape(mgr), 'rpfs_net_requests_in_progress') >= 1
+    finally:
+        fcntl.lockf(holder, fcntl.LOCK_UN)
+        holder.close()
+        out, _ = waiter.communicate(timeout=60)
+    assert out.strip() == 'locked'
+    util.wait_until(lambda: one(scrape(mgr), 'rpfs_net_requests_in_progress') == 0, 60,
+                    0.2, 'no request in progress at the mgr')
+
+
+def test_mount_server_gauges(mc):
+    """The mount shows each server connected, and its calls in flight per
+    server back to 0 once the I/O is done."""
+    with open(os.path.join(mc.mnt.path, 'spread'), 'wb') as f:
+        f.write(os.urandom(4 * MiB))
+        os.fsync(f.fileno())
+    fuse = scrape(mc.metrics['fuse'])
+    assert sample(fuse, 'rpfs_client_connected{role="mgr"}') == 1
+    for i in range(NIODS):
+        assert sample(fuse, 'rpfs_client_connected{role="iod",iod="%d"}' % i) == 1
+
+    def idle():
+        t = scrape(mc.metrics['fuse'])
+        return all(sample(t, 'rpfs_client_server_calls_in_flight{role="iod",iod="%d"}' % i)
+                   == 0 for i in range(NIODS)) and \
+            sample(t, 'rpfs_client_server_calls_in_flight{role="mgr"}') == 0
+    util.wait_until(idle, 60, 0.2, 'no call in flight from the mount')
+
+
+def test_server_connection_gauges(mc):
+    """A connection that never does the handshake shows on the mgr as open
+    and unauthenticated until it closes (tcp: the verbs server has no raw
+    socket to open)."""
+    mgr = mc.metrics['mgr']
+
+    def unauth():
+        return one(scrape(mgr), 'rpfs_net_connections_unauthenticated')
+    util.wait_until(lambda: unauth() == 0, 60, 0.2, 'no handshake in progress')
+    if util.transport() != 'tcp':
+        return
+    before = one(scrape(mgr), 'rpfs_net_connections_open')
+    assert before >= 1  # the mount's
+    with socket.create_connection((util.HOST, mc.mgr_port)):
+        util.wait_until(lambda: unauth() == 1, 60, 0.2, 'the handshake in progress')
+        assert one(scrape(mgr), 'rpfs_net_connections_open') >= before + 1
+    util.wait_until(lambda: unauth() == 0, 60, 0.2, 'the connection gone')
+
+
+def test_scrub_counters(mc, tmp_path):
+    """`rpfs scrub --conf FILE --dry-run` against the cluster: the mgr's
+    scrub counters move (requests of both kinds, inodes checked) and the
+    last-request timestamp is set."""
+    mgr = mc.metrics['mgr']
+    t0 = scrape(mgr)
+    inos0 = sample(t0, 'rpfs_mgr_scrub_inodes_checked_total')
+    req0 = sample(t0, 'rpfs_mgr_scrub_requests_total{kind="inodes"}')
+    orq0 = sample(t0, 'rpfs_mgr_scrub_requests_total{kind="orphans"}')
+    assert sample(t0, 'rpfs_mgr_scrub_last_request_timestamp_seconds') == 0
+    with open(os.path.join(mc.mnt.path, 'scrubbed'), 'wb') as f:
+        f.write(os.urandom(MiB))
+    conf = util.write_conf(mc, str(tmp_path / 'rpfs.conf'))
+    r = util.run([util.binary('admin/rpfs'), 'scrub', '--conf', conf, '--dry-run',
+                  '--grace', '0'], check=False, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    t1 = scrape(mgr)
+    assert sample(t1, 'rpfs_mgr_scrub_requests_total{kind="inodes"}') > req0
+    assert sample(t1, 'rpfs_mgr_scrub_requests_total{kind="orphans"}') > orq0
+    assert sample(t1, 'rpfs_mgr_scrub_inodes_checked_total') > inos0
+    assert sample(t1, 'rpfs_mgr_scrub_orphans_reported_total') >= 0
+    assert sample(t1, 'rpfs_mgr_scrub_last_request_timestamp_seconds') > 0
+
+
 def test_iod_killed_shows_down(mc, prom, expect_log):
     """Kill -9 iod 1 and overwrite a mirrored file: Prometheus shows iod
-    1's target down, the mgr's iod-up gauge for it 0, and its stale gauge
-    risen. Runs last: the iod stays dead."""
+    1's target down, the mgr's iod-up gauge for it 0, its stale gauge
+    risen, its lease run out, and the mount's connected gauge for it 0.
+    test_iod_restarted_reconnects starts it again."""
     c = mc
     for err in (util.client_iod_fail_log(c, 1, 'read|write|fsync'),
                 util.mgr_iod_down_log(c, 1)):
@@ -276,8 +381,10 @@ def test_iod_killed_shows_down(mc, prom, expect_log):
         fh.write(os.urandom(4 * MiB))
         os.fsync(fh.fileno())
     stale = 'rpfs_mgr_stale_objects{iod="1"}'
+    lease = 'rpfs_mgr_iod_lease_expiry_timestamp_seconds{iod="%d"} - time()'
     before = prom.wait_value(stale, lambda v: True, 'stale gauge of iod 1')
     prom.wait_value('up{job="rpfs-iod",iod="1"}', lambda v: v == 1, 'iod 1 up')
+    prom.wait_value(lease % 1, lambda v: v > 0, 'iod 1 holds a lease')
     c.kill_iod(1)
     with open(f, 'r+b') as fh:
         fh.write(os.urandom(4 * MiB))
@@ -285,8 +392,43 @@ def test_iod_killed_shows_down(mc, prom, expect_log):
     prom.wait_value('up{job="rpfs-iod",iod="1"}', lambda v: v == 0, 'iod 1 target down')
     prom.wait_value('rpfs_mgr_iod_up{iod="1"}', lambda v: v == 0, 'mgr: iod 1 down')
     prom.wait_value(stale, lambda v: v > before, 'stale gauge of iod 1 risen')
+    prom.wait_value(lease % 1, lambda v: v <= 0, "iod 1's lease run out, not renewed")
+    prom.wait_value('rpfs_client_connected{role="iod",iod="1"}', lambda v: v == 0,
+                    'mount: iod 1 not connected')
     assert prom.value('up{job="rpfs-iod",iod="0"}') == 1
     assert prom.value('rpfs_mgr_iod_up{iod="0"}') == 1
+    prom.wait_value(lease % 0, lambda v: v > 0, 'iod 0 still holds a lease')
+    assert prom.value('rpfs_client_connected{role="iod",iod="0"}') == 1
+    assert prom.value('rpfs_client_connected{role="mgr"}') == 1
+
+
+def test_iod_restarted_reconnects(mc, prom):
+    """Start the killed iod 1 again and write across every iod: the mount
+    reconnects to it (its reconnect counter moves, it shows connected
+    again) and the mgr renews its lease. Runs after the kill."""
+    c = mc
+    fuse = mc.metrics['fuse']
+    r0 = sample(scrape(fuse), 'rpfs_client_server_reconnects_total{role="iod",iod="1"}')
+    assert sample(scrape(fuse), 'rpfs_client_server_reconnects_total{role="iod",iod="0"}') == 0
+    c.start_iod(1)
+    d = os.path.join(c.mnt.path, 'wide')
+    os.mkdir(d)
+    os.setxattr(d, 'user.rpfs.layout', ('unit=%d,count=%d' % (UNIT, NIODS)).encode())
+
+    def written():
+        try:
+            with open(os.path.join(d, 'f'), 'wb') as fh:
+                fh.write(os.urandom(NIODS * UNIT))
+                os.fsync(fh.fileno())
+            return True
+        except OSError:
+            return False  # iod 1 still held down after its failure
+    util.wait_until(written, 60, 0.5, 'a write across every iod')
+    t = scrape(fuse)
+    assert sample(t, 'rpfs_client_server_reconnects_total{role="iod",iod="1"}') > r0
+    assert sample(t, 'rpfs_client_connected{role="iod",iod="1"}') == 1
+    prom.wait_value('rpfs_mgr_iod_lease_expiry_timestamp_seconds{iod="1"} - time()',
+                    lambda v: v > 0, "iod 1's lease renewed")
 
 
 def _start_fails(argv, timeout=30):

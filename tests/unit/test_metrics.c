@@ -1,7 +1,8 @@
 /*
  * test_metrics.c - the metrics module: log2 bucket boundaries, per-op
  * recording (errno slots), the exposition writer (label escaping,
- * cumulative histogram in seconds) and the HTTP endpoint (GET /metrics,
+ * cumulative histogram in seconds), the server transport gauges and the
+ * HTTP endpoint (GET /metrics,
  * 404, a busy address refused with -EADDRINUSE and a message naming it).
  */
 #include <arpa/inet.h>
@@ -75,6 +76,23 @@ static void test_writer(void)
 	free(b.p);
 }
 
+/* The server gauges: one series each, labelled by transport alone. */
+static void test_net_server(void)
+{
+	struct metrics_buf b = { 0 };
+	struct net_stats st = { .reqs_active = 3, .credit_limit = 32, .unauth_open = 1 };
+
+	metrics_net_server_write(&b, &st, "tcp");
+	CHECK(!b.err && b.p, "no text");
+	CHECK(strstr(b.p, "# TYPE rpfs_net_requests_in_progress gauge\n"
+		      "rpfs_net_requests_in_progress{transport=\"tcp\"} 3\n") != NULL, "%s", b.p);
+	CHECK(strstr(b.p, "\nrpfs_net_credit_limit{transport=\"tcp\"} 32\n") != NULL,
+	      "%s", b.p);
+	CHECK(strstr(b.p, "\nrpfs_net_connections_unauthenticated{transport=\"tcp\"} 1\n")
+	      != NULL, "%s", b.p);
+	free(b.p);
+}
+
 /* metrics_fn for the endpoint test. */
 static void write_one(struct metrics_buf *b, void *arg)
 {
@@ -139,6 +157,7 @@ int main(void)
 	test_buckets();
 	test_record();
 	test_writer();
+	test_net_server();
 	test_endpoint();
 	return check_summary("metrics");
 }
