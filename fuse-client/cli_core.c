@@ -98,23 +98,6 @@ int cli_iod_held_down(struct cli_fs *fs, uint16_t iod)
 						    memory_order_relaxed);
 }
 
-/* See cli_core.h. */
-int cli_iod_gate(struct cli_fs *fs, uint16_t iod)
-{
-	struct cli_iod *d = &fs->iods[iod];
-	uint64_t now, at;
-
-	if (!cli_iod_held_down(fs, iod))
-		return 0;
-	now = cli_mono_ns();
-	at = atomic_load_explicit(&d->probe_at_ns, memory_order_relaxed);
-	if (now < at)
-		return 1;
-	/* one caller wins the probe; the hold ends when it succeeds */
-	return !atomic_compare_exchange_strong(&d->probe_at_ns, &at,
-					       now + (uint64_t)fs->timeout_ms * 1000000ull);
-}
-
 /* Fill a credential, capping the group list at PROTO_MAX_GROUPS. */
 void cli_cred_set(struct proto_cred *c, uint32_t uid, uint32_t gid,
 		  const uint32_t *groups, int n)

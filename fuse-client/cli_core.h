@@ -33,10 +33,6 @@ struct cli_iod {
 	_Atomic uint64_t down_until_ns; /* after a timeout: fail fast until then
 					 * (CLOCK_MONOTONIC), so a hung iod costs
 					 * one timeout, not one per queued request */
-	_Atomic uint64_t probe_at_ns;   /* while held down, one call at a time
-					 * may still go (a probe) from then on,
-					 * so an iod that answers again is used
-					 * at once (cli_iod_gate) */
 };
 
 /* A replica of a mirrored file this client recorded stale (cli_mirror.h). */
@@ -111,20 +107,6 @@ struct proto_time cli_now_time(void);
 
 /** CLOCK_MONOTONIC in nanoseconds. */
 uint64_t cli_mono_ns(void);
-
-/**
- * Whether a call to iod must fail at once because the iod is held down
- * after a timeout. While it is held down, one call at a time still goes
- * (a probe: the first call from cli_iod.probe_at_ns on, which moves it a
- * timeout ahead; a timeout of the probe lets the next call probe at
- * once), so the iod is used again as soon as it answers, and a hung iod
- * holds only that one call for a timeout. Cost: one atomic load while
- * the iod is healthy.
- * @param[in] fs the mounted file system
- * @param[in] iod iod table index (< fs->niods)
- * @return 1: fail the call with EIO; 0: send it
- */
-int cli_iod_gate(struct cli_fs *fs, uint16_t iod);
 
 /**
  * Whether iod timed out recently enough that calls to it fail at once

@@ -110,19 +110,14 @@ static const char *op_verb(uint16_t op)
 }
 
 /* Record a transport failure of an iod: log once per burst, return -EIO.
- * A timeout holds the iod down for one timeout period, during which the
- * next call probes it (cli_iod_gate). */
+ * A timeout holds the iod down for one timeout period. */
 static int iod_fail(struct cli_fs *fs, uint16_t iod, uint16_t op, int rc)
 {
 	struct cli_iod *d = &fs->iods[iod];
 
-	if (rc == -ETIMEDOUT) {
-		uint64_t now = cli_mono_ns();
-
-		atomic_store(&d->probe_at_ns, now);
+	if (rc == -ETIMEDOUT)
 		atomic_store(&d->down_until_ns,
-			     now + (uint64_t)fs->timeout_ms * 1000000ull);
-	}
+			     cli_mono_ns() + (uint64_t)fs->timeout_ms * 1000000ull);
 	if (atomic_exchange(&d->failing, 1) == 0)
 		log_warn("iod %u (%s:%u): %s failed: %s", iod, d->host,
 			 d->port, op_verb(op), strerror(-rc));
@@ -157,7 +152,7 @@ static void sub_submit(struct cli_fs *fs, struct io_sub *s)
 {
 	int rc;
 
-	if (cli_iod_gate(fs, s->iod)) {
+	if (cli_iod_held_down(fs, s->iod)) {
 		s->rc = -EIO;
 		return;
 	}
