@@ -386,6 +386,7 @@ def can_raise_hard_limits():
     return bool(int(eff, 16) >> 24 & 1)
 
 
+@pytest.mark.host_only
 def test_quickstart_raises_memlock(qs):
     """Started at a soft RLIMIT_MEMLOCK of 4 MiB (below the default 8 MiB;
     a verbs iod pins about 38 MB), the daemons get an unlimited one where
@@ -400,6 +401,7 @@ def test_quickstart_raises_memlock(qs):
         assert soft != '4194304', line
 
 
+@pytest.mark.host_only
 def test_quickstart_prints_working_commands(qs):
     """The summary's admin command runs as printed (rpfs is not on PATH:
     it prints the build's binary)."""
@@ -414,6 +416,7 @@ def test_quickstart_prints_working_commands(qs):
     assert '%s: mounted (transport: tcp)' % qs['env']['RPFS_MOUNT'] in r.stdout, r.stdout
 
 
+@pytest.mark.host_only
 def test_quickstart_zombie_is_not_running(qs):
     """A daemon killed -9 and left a zombie (its parent does not reap it,
     as under a container init that doesn't) counts as stopped: status says
@@ -440,6 +443,7 @@ def test_quickstart_zombie_is_not_running(qs):
     assert quickstart(qs, 'status').returncode == 0
 
 
+@pytest.mark.host_only
 def test_quickstart_status_mgr_down(qs):
     """With the mgr killed, status says the mgr is stopped, still sees the
     mount (it does not stat it), and exits 1; start brings the mgr back."""
@@ -457,6 +461,7 @@ def test_quickstart_status_mgr_down(qs):
     assert quickstart(qs, 'status').returncode == 0
 
 
+@pytest.mark.host_only
 def test_quickstart_stop_busy_names_holders(qs):
     """stop with a process inside the mount says the mount was busy and
     which process held it (last: it stops the quickstart)."""
@@ -510,6 +515,7 @@ def test_readme_fio_job(oc, om, tmp_path):
 
 # ----------------------------------------------------- the README's examples
 
+@pytest.mark.host_only
 def test_readme_mount_examples(oc, om):
     """The README's commands on a quickstart mount run as written, with the
     mount point and the admin CLI's build path put in: the setfattr line

@@ -29,6 +29,9 @@ import pytest
 import netns
 import util
 
+# raw TCP peers and a forced tcp transport: the host stage covers them
+pytestmark = pytest.mark.host_only
+
 from wire import OP_IO_STATFS, OP_IO_WRITE, hdr, handshake
 TIMEOUT_S = 3            # the iods' --request-timeout in these tests
 STALLERS = 32
