@@ -582,8 +582,11 @@ void cfg_free(struct cfg *c)
 	free(c);
 }
 
-/* Load a key file into o; see cfg.h. */
-int cfg_load_key(const char *path, struct net_opts *o, char *err, size_t errcap)
+/* Initialise libsodium and load one key file into key (shared: the
+ * clients' key, see net_key_load), with a message naming what (the file's
+ * role) and path. @return 0 or net_key_load()'s error, -EIO */
+static int cfg_key_file(const char *path, int shared, const char *what,
+			uint8_t key[NET_KEY_LEN], char *err, size_t errcap)
 {
 	const char *why = "";
 	int rc = net_auth_init();
@@ -592,33 +595,31 @@ int cfg_load_key(const char *path, struct net_opts *o, char *err, size_t errcap)
 		snprintf(err, errcap, "cannot initialise libsodium");
 		return rc;
 	}
-	rc = net_key_load(path, 1, o->key, &why);
-	if (rc) {
-		snprintf(err, errcap, "key file %s: %s", path, why);
-		return rc;
-	}
-	o->has_key = 1;
-	return 0;
+	rc = net_key_load(path, shared, key, &why);
+	if (rc)
+		snprintf(err, errcap, "%s %s: %s", what, path, why);
+	return rc;
+}
+
+/* Load a key file into o; see cfg.h. */
+int cfg_load_key(const char *path, struct net_opts *o, char *err, size_t errcap)
+{
+	int rc = cfg_key_file(path, 1, "key file", o->key, err, errcap);
+
+	if (rc == 0)
+		o->has_key = 1;
+	return rc;
 }
 
 /* Load the servers' key into o; see cfg.h. */
 int cfg_load_server_key(const char *path, struct net_opts *o, char *err,
 			size_t errcap)
 {
-	const char *why = "";
-	int rc = net_auth_init();
+	int rc = cfg_key_file(path, 0, "servers' key file", o->srv_key, err, errcap);
 
-	if (rc) {
-		snprintf(err, errcap, "cannot initialise libsodium");
-		return rc;
-	}
-	rc = net_key_load(path, 0, o->srv_key, &why);
-	if (rc) {
-		snprintf(err, errcap, "servers' key file %s: %s", path, why);
-		return rc;
-	}
-	o->has_srv_key = 1;
-	return 0;
+	if (rc == 0)
+		o->has_srv_key = 1;
+	return rc;
 }
 
 /* A server's servers' key, from its option or its file, checked against

@@ -659,6 +659,34 @@ int net_addr_same_host(const void *a, const void *b)
 }
 
 /* See net_int.h. */
+void net_evict_see(struct net_evict *e, void *c, double born, const void *addr)
+{
+	e->n++;
+	if (!e->oldest || born < e->born) {
+		e->oldest = c;
+		e->born = born;
+	}
+	if (!net_addr_same_host(addr, e->src))
+		return;
+	e->same++;
+	if (!e->oldest_same || born < e->born_same) {
+		e->oldest_same = c;
+		e->born_same = born;
+	}
+}
+
+/* See net_int.h. */
+void *net_evict_pick(const struct net_evict *e, int full, int *count)
+{
+	if (e->same >= NET_UNAUTH_PER_SOURCE) {
+		*count = e->same;
+		return e->oldest_same;
+	}
+	*count = e->n;
+	return e->n >= NET_UNAUTH_MAX || full ? e->oldest : NULL;
+}
+
+/* See net_int.h. */
 void net_addr_format(const void *sa, char *buf, size_t cap)
 {
 	const struct sockaddr *s = sa;

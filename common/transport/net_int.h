@@ -156,4 +156,21 @@ void net_addr_format(const void *sa, char *buf, size_t cap);
 /* Do two sockaddrs name the same host, ports aside? @return 1 or 0 */
 int net_addr_same_host(const void *a, const void *b);
 
+/* The handshake caps (NET_UNAUTH_MAX, NET_UNAUTH_PER_SOURCE): a server walks
+ * its connections in the handshake through net_evict_see, then asks
+ * net_evict_pick which one a newcomer evicts. Loop thread, on the stack. */
+struct net_evict {
+	const struct sockaddr *src;  /* the newcomer's address */
+	void *oldest, *oldest_same;  /* of all, of the newcomer's host */
+	double born, born_same;      /* their accept times */
+	int n, same;                 /* connections seen, of them its host's */
+};
+/* Count connection c (accepted at born, from address addr). */
+void net_evict_see(struct net_evict *e, void *c, double born, const void *addr);
+/* The connection to evict: its host's oldest once that host has
+ * NET_UNAUTH_PER_SOURCE, else the oldest of all once there are
+ * NET_UNAUTH_MAX or the server is full; NULL for none. The count it went
+ * by, for the log line, in *count. */
+void *net_evict_pick(const struct net_evict *e, int full, int *count);
+
 #endif

@@ -143,7 +143,6 @@ struct tsrv_server {
 	net_req_fn fn;
 	void *fn_arg;
 	struct tsrv_conn *conns;
-	int nunauth;                    /* conns with !authed and !dead */
 };
 
 static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why);
@@ -249,10 +248,8 @@ static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why)
 		log_debug("net: %s: %s; closing connection", c->base.peer, why);
 	c->dead = 1;
 	NET_STAT_ADD(&s->base.st, conns_open, -1);
-	if (!c->authed) {
-		s->nunauth--;
+	if (!c->authed)
 		NET_STAT_ADD(&s->base.st, unauth_open, -1);
-	}
 	ev_io_stop(s->loop, &c->rw);
 	ev_io_stop(s->loop, &c->ww);
 	ev_timer_stop(s->loop, &c->dl);
@@ -453,7 +450,6 @@ static void tsrv_authed(struct tsrv_conn *c, int privileged)
 
 	c->authed = 1;
 	c->base.privileged = privileged;
-	s->nunauth--;
 	NET_STAT_ADD(&s->base.st, unauth_open, -1);
 	ev_timer_stop(s->loop, &c->dl);
 	c->dl_left = s->base.opts.request_timeout_ms / 1000.;
@@ -1243,30 +1239,19 @@ static int tsrv_sock_limits(int fd, int ms)
 static void tsrv_unauth_admit(struct tsrv_server *s,
 			      const struct sockaddr_storage *ss)
 {
-	struct tsrv_conn *c, *oldest = NULL, *oldest_same = NULL;
-	int same = 0;
+	struct net_evict e = { .src = (const struct sockaddr *)ss };
+	struct tsrv_conn *c;
+	int n;
 
-	for (c = s->conns; c; c = c->next) {
-		if (c->dead || c->authed)
-			continue;
-		if (net_addr_same_host(&c->src, ss)) {
-			same++;
-			if (!oldest_same || c->born < oldest_same->born)
-				oldest_same = c;
-		}
-		if (!oldest || c->born < oldest->born)
-			oldest = c;
-	}
-	if (same >= NET_UNAUTH_PER_SOURCE)
-		c = oldest_same;
-	else if (s->nunauth >= NET_UNAUTH_MAX)
-		c = oldest;
-	else
+	for (c = s->conns; c; c = c->next)
+		if (!c->dead && !c->authed)
+			net_evict_see(&e, c, c->born, &c->src);
+	c = net_evict_pick(&e, 0, &n);
+	if (!c)
 		return;
 	NET_STAT_ADD(&s->base.st, unauth_closes, 1);
 	log_notice("net: %s: evicted: %d connections in the handshake%s",
-		   c->base.peer, c == oldest_same ? same : s->nunauth,
-		   c == oldest_same ? " from its host" : "");
+		   c->base.peer, n, c == e.oldest_same ? " from its host" : "");
 	tsrv_hold(c);
 	tsrv_conn_close(c, 0, "evicted before its handshake");
 	tsrv_release(c);
@@ -1321,7 +1306,6 @@ static void tsrv_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		c->in = IN_HDR;
 		c->src = ss;
 		c->born = ev_now(loop);
-		s->nunauth++;
 		NET_STAT_ADD(&s->base.st, unauth_open, 1);
 		ev_io_init(&c->rw, tsrv_read_cb, fd, EV_READ);
 		ev_io_init(&c->ww, tsrv_write_cb, fd, EV_WRITE);

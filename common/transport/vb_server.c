@@ -184,7 +184,6 @@ struct vb_server {
 	struct vb_sconn *hash[VB_HASH];
 	struct vb_sconn *conns;
 	int nconns;
-	int nunauth;                     /* live conns with need_auth && !authed */
 	struct vb_op *done_head, *done_tail;
 	struct vb_sconn *disp;
 	uint16_t port;
@@ -354,10 +353,8 @@ static void vb_sconn_close(struct vb_sconn *c, int warn, const char *why)
 		log_debug("net: %s: %s; closing connection", c->base.peer, why);
 	c->dead = 1;
 	ev_timer_stop(s->loop, &c->hs_dl);
-	if (c->need_auth && !c->authed) {
-		s->nunauth--;
+	if (c->need_auth && !c->authed)
 		NET_STAT_ADD(&s->base.st, unauth_open, -1);
-	}
 	vb_hash_del(s, c);
 	if (c->id)
 		rdma_disconnect(c->id);
@@ -1061,7 +1058,6 @@ static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *ms
 		c->authed = 1;
 		c->base.privileged = c->key_priv;
 		ev_timer_stop(s->loop, &c->hs_dl);
-		s->nunauth--;
 		NET_STAT_ADD(&s->base.st, unauth_open, -1);
 		vb_repost(s, rb);
 		return;
@@ -1360,35 +1356,23 @@ static void vb_hs_dl_cb(struct ev_loop *loop, ev_timer *w, int revents)
  */
 static int vb_unauth_admit(struct vb_server *s, const struct sockaddr *src)
 {
-	struct vb_sconn *c, *oldest = NULL, *oldest_same = NULL;
-	int same = 0, live = 0;
+	struct net_evict e = { .src = src };
+	struct vb_sconn *c;
+	int live = 0, n;
 
 	for (c = s->conns; c; c = c->next) {
 		if (c->dead)
 			continue;
 		live++;
-		if (!c->need_auth || c->authed)
-			continue;
-		if (net_addr_same_host(&c->src, src)) {
-			same++;
-			if (!oldest_same || c->born < oldest_same->born)
-				oldest_same = c;
-		}
-		if (!oldest || c->born < oldest->born)
-			oldest = c;
+		if (c->need_auth && !c->authed)
+			net_evict_see(&e, c, c->born, &c->src);
 	}
-	if (same >= NET_UNAUTH_PER_SOURCE)
-		c = oldest_same;
-	else if (s->nunauth >= NET_UNAUTH_MAX || live >= s->base.opts.max_clients)
-		c = oldest;
-	else
-		return live;
+	c = net_evict_pick(&e, live >= s->base.opts.max_clients, &n);
 	if (!c)
 		return live;
 	NET_STAT_ADD(&s->base.st, unauth_closes, 1);
 	log_notice("net: %s: evicted: %d verbs connections in the handshake%s",
-		   c->base.peer, c == oldest_same ? same : s->nunauth,
-		   c == oldest_same ? " from its host" : "");
+		   c->base.peer, n, c == e.oldest_same ? " from its host" : "");
 	vb_sconn_close(c, 0, "evicted before its handshake");
 	return live - 1;
 }
@@ -1548,7 +1532,6 @@ static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
 		      s->base.opts.request_timeout_ms / 1000., 0.);
 	c->hs_dl.data = c;
 	if (c->need_auth) {
-		s->nunauth++;
 		NET_STAT_ADD(&s->base.st, unauth_open, 1);
 		ev_timer_start(s->loop, &c->hs_dl);
 	}
