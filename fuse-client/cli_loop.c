@@ -66,6 +66,41 @@ struct cli_loop {
 	struct loop_worker w[];
 };
 
+/* FUSE requests read, by opcode (CLI_LOOP_FUSE_OPS and above in the last
+ * slot): process-wide, as rpfs-fuse runs one session; relaxed atomics,
+ * added by the workers, read by the metrics thread (cli_loop_fuse_count). */
+static atomic_uint_least64_t fuse_ops[CLI_LOOP_FUSE_OPS + 1];
+
+/* Opcode names for /metrics, as the kernel's enum fuse_opcode spells them
+ * without FUSE_; NULL for the numbers it leaves unused. */
+static const char *const fuse_op_names[CLI_LOOP_FUSE_OPS] = {
+	[FUSE_LOOKUP] = "LOOKUP", [FUSE_FORGET] = "FORGET",
+	[FUSE_GETATTR] = "GETATTR", [FUSE_SETATTR] = "SETATTR",
+	[FUSE_READLINK] = "READLINK", [FUSE_SYMLINK] = "SYMLINK",
+	[FUSE_MKNOD] = "MKNOD", [FUSE_MKDIR] = "MKDIR",
+	[FUSE_UNLINK] = "UNLINK", [FUSE_RMDIR] = "RMDIR",
+	[FUSE_RENAME] = "RENAME", [FUSE_LINK] = "LINK", [FUSE_OPEN] = "OPEN",
+	[FUSE_READ] = "READ", [FUSE_WRITE] = "WRITE", [FUSE_STATFS] = "STATFS",
+	[FUSE_RELEASE] = "RELEASE", [FUSE_FSYNC] = "FSYNC",
+	[FUSE_SETXATTR] = "SETXATTR", [FUSE_GETXATTR] = "GETXATTR",
+	[FUSE_LISTXATTR] = "LISTXATTR", [FUSE_REMOVEXATTR] = "REMOVEXATTR",
+	[FUSE_FLUSH] = "FLUSH", [FUSE_INIT] = "INIT",
+	[FUSE_OPENDIR] = "OPENDIR", [FUSE_READDIR] = "READDIR",
+	[FUSE_RELEASEDIR] = "RELEASEDIR", [FUSE_FSYNCDIR] = "FSYNCDIR",
+	[FUSE_GETLK] = "GETLK", [FUSE_SETLK] = "SETLK",
+	[FUSE_SETLKW] = "SETLKW", [FUSE_ACCESS] = "ACCESS",
+	[FUSE_CREATE] = "CREATE", [FUSE_INTERRUPT] = "INTERRUPT",
+	[FUSE_BMAP] = "BMAP", [FUSE_DESTROY] = "DESTROY",
+	[FUSE_IOCTL] = "IOCTL", [FUSE_POLL] = "POLL",
+	[FUSE_NOTIFY_REPLY] = "NOTIFY_REPLY",
+	[FUSE_BATCH_FORGET] = "BATCH_FORGET", [FUSE_FALLOCATE] = "FALLOCATE",
+	[FUSE_READDIRPLUS] = "READDIRPLUS", [FUSE_RENAME2] = "RENAME2",
+	[FUSE_LSEEK] = "LSEEK", [FUSE_COPY_FILE_RANGE] = "COPY_FILE_RANGE",
+	[FUSE_SETUPMAPPING] = "SETUPMAPPING",
+	[FUSE_REMOVEMAPPING] = "REMOVEMAPPING", [FUSE_SYNCFS] = "SYNCFS",
+	[FUSE_TMPFILE] = "TMPFILE",
+};
+
 /* The worker running on this thread, NULL elsewhere. */
 static __thread struct loop_worker *cur;
 /* A non-worker thread's reply fd (cli_loop_set_reply_fd), -1 if none. */
@@ -104,6 +139,9 @@ static void note_request(struct loop_worker *w, const void *buf, size_t n)
 	w->read_unique = 0;
 	if (n < sizeof(*in))
 		return;
+	atomic_fetch_add_explicit(&fuse_ops[in->opcode < CLI_LOOP_FUSE_OPS ?
+					    in->opcode : CLI_LOOP_FUSE_OPS],
+				  1, memory_order_relaxed);
 	if (in->opcode == FUSE_WRITE && n >= sizeof(*in) + sizeof(struct fuse_write_in)) {
 		const struct fuse_write_in *wi = (const void *)arg;
 
@@ -468,6 +506,19 @@ void cli_loop_counts(const struct cli_loop *lp, uint64_t *copy,
 {
 	*copy = lp ? atomic_load(&((struct cli_loop *)lp)->copy_bytes) : 0;
 	*max_req = lp ? atomic_load(&((struct cli_loop *)lp)->max_req) : 0;
+}
+
+/* See cli_loop.h. */
+uint64_t cli_loop_fuse_count(unsigned op, const char **name)
+{
+	if (op > CLI_LOOP_FUSE_OPS) {
+		*name = NULL;
+		return 0;
+	}
+	*name = op < CLI_LOOP_FUSE_OPS ? fuse_op_names[op] : "OTHER";
+	if (!*name)
+		return 0;
+	return atomic_load_explicit(&fuse_ops[op], memory_order_relaxed);
 }
 
 /* See cli_loop.h. */

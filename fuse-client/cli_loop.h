@@ -100,4 +100,19 @@ void cli_loop_after_reply(void (*fn)(void *), void *arg);
 void cli_loop_counts(const struct cli_loop *lp, uint64_t *copy,
 		     uint64_t *max_req);
 
+/* FUSE opcodes counted one by one (enum fuse_opcode below CUSE_INIT);
+ * larger ones are counted together as "OTHER". */
+#define CLI_LOOP_FUSE_OPS 64
+
+/**
+ * FUSE requests the kernel sent this process, by opcode, since it started
+ * (every worker loop of the process counts into one table). Any thread;
+ * cost: one relaxed atomic load.
+ * @param op   an opcode, 0..CLI_LOOP_FUSE_OPS (CLI_LOOP_FUSE_OPS: "OTHER")
+ * @param name out: the opcode's name without FUSE_, or NULL for a number
+ *             the kernel leaves unused or op out of range (then 0 returned)
+ * @return the count
+ */
+uint64_t cli_loop_fuse_count(unsigned op, const char **name);
+
 #endif

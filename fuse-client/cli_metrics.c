@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #if RPFS_HAVE_METRICS
+#include "cli_loop.h"
 #include "metrics.h"
 
 /* The endpoint; immutable after start except ops (atomics). */
@@ -60,6 +61,25 @@ static void cli_metrics_servers(struct metrics_buf *b, struct cli_metrics *m)
 	}
 }
 
+/* The FUSE requests the kernel sent, by opcode (cli_loop_fuse_count): the
+ * first half of a metadata op's cost, the calls by op above the second.
+ * HTTP thread; cost: one atomic load per opcode. */
+static void cli_metrics_fuse(struct metrics_buf *b)
+{
+	const char *fam = "rpfs_client_fuse_requests_total";
+	const char *name;
+	unsigned op;
+
+	metrics_family(b, fam, "counter",
+		       "FUSE requests the kernel sent this mount, by opcode.");
+	for (op = 0; op <= CLI_LOOP_FUSE_OPS; op++) {
+		uint64_t n = cli_loop_fuse_count(op, &name);
+
+		if (name && n) /* as the per-op families: no zero series */
+			metrics_u64(b, fam, n, "op", name, NULL);
+	}
+}
+
 /* metrics_fn: the client's families. HTTP thread. */
 static void cli_metrics_write(struct metrics_buf *b, void *arg)
 {
@@ -67,6 +87,7 @@ static void cli_metrics_write(struct metrics_buf *b, void *arg)
 	struct net_stats st;
 
 	metrics_ops_write(b, "rpfs_client", m->ops);
+	cli_metrics_fuse(b);
 	metrics_family(b, "rpfs_client_calls_in_flight", "gauge",
 		       "Calls sent and not yet collected; each holds a server credit "
 		       "until its reply.");
