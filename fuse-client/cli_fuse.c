@@ -337,7 +337,13 @@ static void cli_forget_multi(fuse_req_t req, size_t count,
 	fuse_reply_none(req);
 }
 
-/* GETATTR; an unlinked file that is still open answers from the cache. */
+/*
+ * GETATTR; an unlinked file that is still open answers from the cache. A
+ * directory whose attributes this mount has fresh (cli_inode_fresh_attr)
+ * is answered from them, for the rest of their TTL: the kernel drops its
+ * copy of a directory's attributes after every create in it and asks
+ * again at the next path walk, for its permission check.
+ */
 static void cli_getattr(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
@@ -345,8 +351,15 @@ static void cli_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct proto_cred c;
 	struct proto_attr a;
 	uint64_t since = clock_of(req);
+	double ttl;
 	int rc;
 
+	if (cli_inode_fresh_attr(fs->itab, ino, &a, &ttl) == 0) {
+		struct stat st;
+
+		attr_to_stat(&a, &st);
+		return (void) fuse_reply_attr(req, &st, ttl);
+	}
 	cred_of(req, &c);
 	rc = cli_meta_getattr(fs, &c, ino, &a);
 	if (rc == -ENOENT && cli_inode_cached_attr(fs->itab, ino, &a) == 0) {
@@ -483,6 +496,7 @@ static void cli_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 			    &a);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
+	cli_inode_dir_created(fs_of(req)->itab, parent, &a);
 	reply_entry(req, &a, since);
 }
 
@@ -500,6 +514,7 @@ static void cli_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 			    S_IFDIR | (mode & 07777), &a);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
+	cli_inode_dir_created(fs_of(req)->itab, parent, &a);
 	reply_entry(req, &a, since);
 }
 
@@ -513,6 +528,7 @@ static void cli_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	cred_of(req, &c);
 	rc = cli_meta_unlink(fs, &c, parent, name, &f);
+	cli_itab_attr_changed(fs->itab);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
 	handle_freed(req, &c, &f);
@@ -523,9 +539,12 @@ static void cli_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void cli_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct proto_cred c;
+	int rc;
 
 	cred_of(req, &c);
-	fuse_reply_err(req, -cli_meta_rmdir(fs_of(req), &c, parent, name));
+	rc = cli_meta_rmdir(fs_of(req), &c, parent, name);
+	cli_itab_attr_changed(fs_of(req)->itab);
+	fuse_reply_err(req, -rc);
 }
 
 /* SYMLINK. */
@@ -541,6 +560,7 @@ static void cli_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	rc = cli_meta_symlink(fs_of(req), &c, parent, name, link, &a);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
+	cli_inode_dir_created(fs_of(req)->itab, parent, &a);
 	reply_entry(req, &a, since);
 }
 
@@ -557,6 +577,7 @@ static void cli_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	cred_of(req, &c);
 	rc = cli_meta_rename(fs, &c, parent, name, newparent, newname, flags,
 			     &f);
+	cli_itab_attr_changed(fs->itab);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
 	handle_freed(req, &c, &f);
@@ -574,6 +595,7 @@ static void cli_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 
 	cred_of(req, &c);
 	rc = cli_meta_link(fs_of(req), &c, ino, newparent, newname, &a);
+	cli_itab_attr_changed(fs_of(req)->itab);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
 	reply_entry(req, &a, since);
@@ -647,6 +669,33 @@ static void cli_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		file_close(req, fi);
 }
 
+/*
+ * The mgr's CREATE of name in parent. It is asked with PROTO_CREATE_EXCL
+ * first even without O_EXCL: the kernel sends CREATE only for a name it
+ * found missing, so that almost always creates, and then this mount knows
+ * the parent changed by exactly this (cli_inode_dir_created). Only if
+ * another mount made the name in between (EEXIST) is CREATE sent again
+ * without it, to open the existing file as open(2) would.
+ * Cost: one round trip; two in that race.
+ * @return 0, -errno of the mgr
+ */
+static int create_at_mgr(fuse_req_t req, const struct proto_cred *c,
+			 fuse_ino_t parent, const char *name, mode_t mode,
+			 int excl, struct proto_attr *a)
+{
+	struct cli_fs *fs = fs_of(req);
+	uint32_t m = S_IFREG | (mode & 07777);
+	int rc = cli_meta_create(fs, c, parent, name, m, PROTO_CREATE_EXCL, a);
+
+	if (rc == 0) {
+		cli_inode_dir_created(fs->itab, parent, a);
+		return 0;
+	}
+	if (rc != -EEXIST || excl)
+		return rc;
+	return cli_meta_create(fs, c, parent, name, m, 0, a);
+}
+
 /* CREATE: O_EXCL maps to PROTO_CREATE_EXCL; O_TRUNC on an existing file. */
 static void cli_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       mode_t mode, struct fuse_file_info *fi)
@@ -659,8 +708,7 @@ static void cli_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int rc;
 
 	cred_of(req, &c);
-	rc = cli_meta_create(fs, &c, parent, name, S_IFREG | (mode & 07777),
-			     (fi->flags & O_EXCL) ? PROTO_CREATE_EXCL : 0, &a);
+	rc = create_at_mgr(req, &c, parent, name, mode, fi->flags & O_EXCL, &a);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
 	if ((fi->flags & O_TRUNC) && a.size > 0) {
@@ -1022,6 +1070,7 @@ static void cli_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		pf |= PROTO_XATTR_REPLACE;
 	cred_of(req, &c);
 	rc = cli_meta_setxattr(fs, &c, ino, name, value, size, pf);
+	cli_itab_attr_changed(fs->itab);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
 	if (!strcmp(name, CLI_LAYOUT_XATTR)) {
@@ -1111,11 +1160,14 @@ static void cli_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void cli_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct proto_cred c;
+	int rc;
 
 	if (is_stats(ino, name))
 		return (void) fuse_reply_err(req, EPERM);
 	cred_of(req, &c);
-	fuse_reply_err(req, -cli_meta_removexattr(fs_of(req), &c, ino, name));
+	rc = cli_meta_removexattr(fs_of(req), &c, ino, name);
+	cli_itab_attr_changed(fs_of(req)->itab);
+	fuse_reply_err(req, -rc);
 }
 
 /* ACCESS (only reached without default_permissions, kept for safety). */

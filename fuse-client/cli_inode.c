@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cli_inode.h"
 
@@ -33,6 +34,14 @@ struct cli_inode {
 				    * (SETSIZE acknowledged, truncate): a mgr
 				    * reply to a request sent before it
 				    * carries a stale size */
+	uint64_t attr_ns;          /* CLOCK_MONOTONIC when attr came from a
+				    * mgr reply; 0: attr is not to be served
+				    * from here (cli_inode_fresh_attr) */
+	uint64_t attr_epoch;       /* itab epoch then: attr holds only while
+				    * it is the table's */
+	uint64_t attr_clock;       /* itab clock at the last change of this
+				    * mount's own folded into attr
+				    * (cli_inode_dir_created) */
 };
 
 struct cli_itab {
@@ -42,8 +51,15 @@ struct cli_itab {
 	size_t count;              /* protected by lock */
 	int wb;                    /* kernel writeback cache on; set before
 				    * the mount serves requests */
-	uint64_t clock;            /* counts local size events; protected
-				    * by lock */
+	uint64_t clock;            /* counts local size events and the
+				    * directory changes of cli_inode_dir_created;
+				    * protected by lock */
+	uint64_t epoch;            /* moved by every change of this mount
+				    * that cached attributes do not follow
+				    * (cli_itab_attr_changed); protected by lock */
+	uint64_t attr_ttl_ns;      /* how long a directory's attributes may be
+				    * served from here (attr_timeout); set
+				    * before the mount serves requests */
 };
 
 #define ITAB_INIT_BUCKETS 1024
@@ -170,21 +186,35 @@ static uint64_t view_size(const struct cli_inode *e)
 	return e->wsize > e->mgr_size ? e->wsize : e->mgr_size;
 }
 
+/* CLOCK_MONOTONIC in nanoseconds. */
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /*
  * Take mgr attributes into e and adjust attr->size. The size is taken only
  * if the request was sent (clock value since) after e's last local size
  * event: a GETATTR sent before a SETSIZE of ours can be answered after it,
  * and its older size would otherwise shrink what reads see below what
  * the kernel already holds (it then zero-fills and shrinks its own size,
- * and the next append lands at the wrong offset). Caller holds lock.
+ * and the next append lands at the wrong offset). Likewise the attributes
+ * may be served from here (cli_inode_fresh_attr) only if the request was
+ * sent after the last change this mount folded into them. Caller holds
+ * lock.
  */
-static void merge(struct cli_inode *e, struct proto_attr *attr,
-		  uint64_t since)
+static void merge(struct cli_itab *t, struct cli_inode *e,
+		  struct proto_attr *attr, uint64_t since)
 {
 	if (since >= e->size_clock)
 		e->mgr_size = attr->size;
 	e->layout = attr->layout;
 	e->attr = *attr;
+	e->attr_ns = since >= e->attr_clock ? mono_ns() : 0;
+	e->attr_epoch = t->epoch;
 	attr->size = view_size(e);
 }
 
@@ -201,7 +231,7 @@ int cli_inode_update(struct cli_itab *t, struct proto_attr *attr,
 		int fresh = !e->nlookup && !e->nopen;
 
 		e->nlookup += nlookup;
-		merge(e, attr, since);
+		merge(t, e, attr, since);
 		if (nlookup && t->wb && S_ISREG(attr->mode)) {
 			if (!fresh && !e->nopen && e->ksize != attr->size)
 				e->gen++; /* the kernel makes a new inode */
@@ -240,7 +270,7 @@ int cli_inode_open(struct cli_itab *t, struct proto_attr *attr,
 	e = get(t, attr->ino);
 	if (e) {
 		e->nopen++;
-		merge(e, attr, since);
+		merge(t, e, attr, since);
 	} else {
 		rc = -ENOMEM;
 	}
@@ -336,7 +366,7 @@ void cli_inode_pushed(struct cli_itab *t, struct proto_attr *attr,
 	pthread_mutex_lock(&t->lock);
 	e = find(t, attr->ino);
 	if (e) {
-		merge(e, attr, since);
+		merge(t, e, attr, since);
 		if (!e->dirty && e->wsize <= size)
 			e->wsize = 0;
 		e->size_clock = ++t->clock;
@@ -470,4 +500,71 @@ uint64_t cli_inode_gen(struct cli_itab *t, uint64_t ino)
 		gen = e->gen;
 	pthread_mutex_unlock(&t->lock);
 	return gen;
+}
+
+/* Attribute time to live: see cli_inode.h. */
+void cli_itab_set_attr_ttl(struct cli_itab *t, double seconds)
+{
+	pthread_mutex_lock(&t->lock);
+	t->attr_ttl_ns = seconds > 0 ? (uint64_t)(seconds * 1e9) : 0;
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Whether e's attributes are the mgr's as of less than the TTL ago, plus
+ * this mount's own changes since, and the table has seen no change they do
+ * not follow. Caller holds lock. */
+static int attr_trusted(const struct cli_itab *t, const struct cli_inode *e,
+			uint64_t now)
+{
+	return e->attr_ns && e->attr_epoch == t->epoch &&
+	       now - e->attr_ns < t->attr_ttl_ns;
+}
+
+/* A name created in a directory: see cli_inode.h. */
+void cli_inode_dir_created(struct cli_itab *t, uint64_t parent,
+			   const struct proto_attr *child)
+{
+	struct cli_inode *e;
+
+	pthread_mutex_lock(&t->lock);
+	e = find(t, parent);
+	if (e && S_ISDIR(e->attr.mode) && attr_trusted(t, e, mono_ns())) {
+		struct proto_time *m = &e->attr.mtime;
+
+		if (child->ctime.sec > m->sec ||
+		    (child->ctime.sec == m->sec && child->ctime.nsec > m->nsec))
+			*m = child->ctime;
+		e->attr.ctime = *m;
+		if (S_ISDIR(child->mode))
+			e->attr.nlink++;
+		e->attr_clock = ++t->clock;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* A change cached attributes do not follow: see cli_inode.h. */
+void cli_itab_attr_changed(struct cli_itab *t)
+{
+	pthread_mutex_lock(&t->lock);
+	t->epoch++;
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Fresh directory attributes: see cli_inode.h. */
+int cli_inode_fresh_attr(struct cli_itab *t, uint64_t ino,
+			 struct proto_attr *attr, double *ttl)
+{
+	struct cli_inode *e;
+	uint64_t now = mono_ns();
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&t->lock);
+	e = find(t, ino);
+	if (e && S_ISDIR(e->attr.mode) && attr_trusted(t, e, now)) {
+		*attr = e->attr;
+		*ttl = (double)(t->attr_ttl_ns - (now - e->attr_ns)) / 1e9;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
 }

@@ -135,6 +135,51 @@ int cli_inode_unlinked(struct cli_itab *t, uint64_t ino,
 int cli_inode_cached_attr(struct cli_itab *t, uint64_t ino,
 			  struct proto_attr *attr);
 
+/**
+ * How long a directory's attributes from the mgr may be served by
+ * cli_inode_fresh_attr: the mount's attr_timeout (0, the default: never).
+ * Set before the mount serves requests.
+ * @param seconds the time to live, >= 0
+ */
+void cli_itab_set_attr_ttl(struct cli_itab *t, double seconds);
+
+/**
+ * This mount created child (CREATE with O_EXCL, MKDIR, MKNOD, SYMLINK
+ * acknowledged) in directory parent. The mgr set the parent's mtime and
+ * ctime to the child's ctime in the same transaction, and a subdirectory
+ * added a link: if the parent's cached attributes are trusted (see
+ * cli_inode_fresh_attr) they are brought to that state, so that the
+ * kernel's next GETATTR of the parent (it drops its own copy after every
+ * change) needs no mgr round trip. A mgr reply to a request sent before
+ * this no longer makes them trusted. Cost: a lookup in the table.
+ * @param parent the directory's inode number
+ * @param child  the new inode's attributes from the mgr's reply
+ */
+void cli_inode_dir_created(struct cli_itab *t, uint64_t parent,
+			   const struct proto_attr *child);
+
+/**
+ * This mount made a change that cached directory attributes do not follow
+ * (UNLINK, RMDIR, RENAME, LINK, a CREATE that may have opened an existing
+ * file, an xattr change): no cached attributes are served from here until
+ * each is fetched from the mgr again. Cost: one counter increment.
+ */
+void cli_itab_attr_changed(struct cli_itab *t);
+
+/**
+ * A directory's attributes, if they may be served without asking the mgr:
+ * taken from a mgr reply less than the TTL (cli_itab_set_attr_ttl) ago,
+ * with only this mount's own creates folded in since (cli_inode_dir_created)
+ * and no cli_itab_attr_changed after. Another mount's change thus shows
+ * within attr_timeout, as through the kernel's own cache. Only
+ * directories: a file's size and times move with the writes in flight.
+ * @param attr out: the attributes
+ * @param ttl  out: seconds left of the TTL (> 0), for the kernel's cache
+ * @return 0, -ENOENT (not cached, not a directory, or not fresh)
+ */
+int cli_inode_fresh_attr(struct cli_itab *t, uint64_t ino,
+			 struct proto_attr *attr, double *ttl);
+
 /** Tell the table the kernel writeback cache is on (before serving). */
 void cli_itab_set_writeback(struct cli_itab *t, int on);
 

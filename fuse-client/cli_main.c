@@ -551,6 +551,7 @@ int main(int argc, char **argv)
 			   a.metrics_host, cli_metrics_port(metrics)));
 	}
 	cli_itab_set_writeback(cf.fs->itab, a.writeback);
+	cli_itab_set_attr_ttl(cf.fs->itab, a.attr_timeout);
 	/* write-behind where the data is sent at submit (tcp; see cli_wb.h) */
 	if (a.write_behind && net_client_wr_sent_at_submit(cf.fs->net) &&
 	    cli_wb_new(&cf.wb, cf.fs))

@@ -1,6 +1,7 @@
 /* test_cli_inode.c - unit test of the client inode table: lookup counts,
  * size view (max of mgr and written size), dirty pushes, truncate, stale
- * mgr replies (the clock), and deferred removal of unlinked open files. */
+ * mgr replies (the clock), deferred removal of unlinked open files, and
+ * the directory attributes served from the table (cli_inode_fresh_attr). */
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
@@ -21,6 +22,81 @@ static struct proto_attr file_attr(uint64_t ino, uint64_t size)
 	a.layout.unit = 65536;
 	a.layout.count = 2;
 	return a;
+}
+
+/* A directory's attributes: mtime = ctime = sec, nlink links. */
+static struct proto_attr dir_attr(uint64_t ino, int64_t sec, uint32_t nlink)
+{
+	struct proto_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.ino = ino;
+	a.mode = 040755;
+	a.nlink = nlink;
+	a.mtime.sec = a.ctime.sec = sec;
+	return a;
+}
+
+/* Directory attributes served from the table: off without a TTL, fresh
+ * after a mgr reply, moved by this mount's creates, dropped by a change
+ * it does not follow and by a reply to a request sent before a create. */
+static void test_fresh_dir(void)
+{
+	struct cli_itab *t;
+	struct proto_attr a, c;
+	uint64_t before;
+	double ttl;
+
+	assert(cli_itab_new(&t) == 0);
+	a = dir_attr(10, 1000, 2);
+	assert(cli_inode_update(t, &a, 1, cli_itab_clock(t)) == 0);
+	assert(cli_inode_fresh_attr(t, 10, &c, &ttl) == -ENOENT); /* TTL 0 */
+	cli_itab_set_attr_ttl(t, 60);
+	a = dir_attr(10, 1000, 2);
+	cli_inode_update(t, &a, 0, cli_itab_clock(t));
+	assert(cli_inode_fresh_attr(t, 10, &c, &ttl) == 0);
+	assert(c.mtime.sec == 1000 && c.nlink == 2 && ttl > 0 && ttl <= 60);
+	assert(cli_inode_fresh_attr(t, 11, &c, &ttl) == -ENOENT); /* unknown */
+
+	/* a file created in it: times move to the file's ctime; a subdir adds
+	 * a link; a file's ctime older than the directory's moves nothing */
+	before = cli_itab_clock(t);
+	c = file_attr(20, 0);
+	c.ctime.sec = 1005;
+	cli_inode_dir_created(t, 10, &c);
+	assert(cli_inode_fresh_attr(t, 10, &c, &ttl) == 0);
+	assert(c.mtime.sec == 1005 && c.ctime.sec == 1005 && c.nlink == 2);
+	c = dir_attr(21, 1007, 2);
+	cli_inode_dir_created(t, 10, &c);
+	c = file_attr(22, 0);
+	c.ctime.sec = 1006;
+	cli_inode_dir_created(t, 10, &c);
+	assert(cli_inode_fresh_attr(t, 10, &c, &ttl) == 0);
+	assert(c.mtime.sec == 1007 && c.ctime.sec == 1007 && c.nlink == 3);
+
+	/* a reply to a request sent before those creates: not served */
+	a = dir_attr(10, 1000, 2);
+	cli_inode_update(t, &a, 0, before);
+	assert(cli_inode_fresh_attr(t, 10, &c, &ttl) == -ENOENT);
+	a = dir_attr(10, 1007, 3);
+	cli_inode_update(t, &a, 0, cli_itab_clock(t));
+	assert(cli_inode_fresh_attr(t, 10, &c, &ttl) == 0);
+
+	/* an unlink or rename here: nothing served until fetched again */
+	cli_itab_attr_changed(t);
+	assert(cli_inode_fresh_attr(t, 10, &c, &ttl) == -ENOENT);
+	c = file_attr(23, 0);
+	c.ctime.sec = 1010;
+	cli_inode_dir_created(t, 10, &c); /* not trusted: left alone */
+	assert(cli_inode_fresh_attr(t, 10, &c, &ttl) == -ENOENT);
+	cli_inode_update(t, &a, 0, cli_itab_clock(t));
+	assert(cli_inode_fresh_attr(t, 10, &c, &ttl) == 0 && c.mtime.sec == 1007);
+
+	/* files are never served from here */
+	a = file_attr(24, 0);
+	assert(cli_inode_update(t, &a, 1, cli_itab_clock(t)) == 0);
+	assert(cli_inode_fresh_attr(t, 24, &c, &ttl) == -ENOENT);
+	cli_itab_free(t);
 }
 
 int main(void)
@@ -127,6 +203,7 @@ int main(void)
 		assert((cli_inode_io(t, i, &l, &size) == 0) == (i % 2 == 1));
 
 	cli_itab_free(t);
+	test_fresh_dir();
 	printf("test_cli_inode: ok\n");
 	return 0;
 }
