@@ -43,6 +43,16 @@ struct cli_file {
 	int behind;             /* writes may go behind (no O_DIRECT/O_[D]SYNC) */
 };
 
+/*
+ * An open directory (fi->fh of OPENDIR). The kernel runs one READDIR at a
+ * time per open directory (it holds the file's position lock), so the
+ * fields need no lock.
+ */
+struct cli_dir {
+	uint64_t eof_cookie; /* the cookie of the last entry of a listing the
+			      * mgr said was complete; 0: none */
+};
+
 _Static_assert(sizeof(gid_t) == sizeof(uint32_t), "gid_t is 32 bits");
 
 /* The session's front-end state. */
@@ -882,12 +892,24 @@ static void cli_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, -cli_size_push(fs, &file_of(fi)->cred, ino));
 }
 
-/* OPENDIR: no state; the kernel checked read permission. */
+/* OPENDIR: the kernel checked read permission; the handle only remembers
+ * where a listing ended (struct cli_dir). */
 static void cli_opendir(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
-	fi->fh = 0;
-	fuse_reply_open(req, fi);
+	struct cli_dir *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return (void) fuse_reply_err(req, ENOMEM);
+	fi->fh = (uintptr_t)d;
+	if (fuse_reply_open(req, fi))
+		free(d);
+}
+
+/* The open directory behind a file handle (cli_opendir). */
+static struct cli_dir *dir_of(struct fuse_file_info *fi)
+{
+	return (struct cli_dir *)(uintptr_t)fi->fh;
 }
 
 /* Whether name is "." or "..", which the kernel takes no reference for. */
@@ -901,10 +923,15 @@ static int is_dot(const char *name)
  * READDIR / READDIRPLUS: one mgr READDIR from the cookie the kernel passes
  * as offset; every entry carries its own cookie as the next offset, so a
  * listing can be read in any number of chunks. Entries that do not fit are
- * fetched again by the next call. Cost: one round trip per chunk.
+ * fetched again by the next call. When every entry of a reply the mgr
+ * marked as the end was passed on, the handle remembers the last cookie,
+ * and the kernel's next call from there (the one that finds the end) is
+ * answered empty here: POSIX leaves it open whether a stream shows names
+ * added after it was opened or rewound, and a rewind starts again from 0.
+ * Cost: one round trip per chunk, none for the end.
  */
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       int plus)
+		       int plus, struct cli_dir *dir)
 {
 	struct cli_fs *fs = fs_of(req);
 	struct proto_cred c;
@@ -914,9 +941,12 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t pos = 0, maxb = size * (plus ? 2 : 4);
 	char *buf = rbuf_get(fs, size);
 	char name[PROTO_MAX_NAME + 1];
-	uint64_t since = clock_of(req);
-	int rc;
+	uint64_t since = clock_of(req), last = 0;
+	int rc, all = 1;
 
+	if (off > 0 && dir->eof_cookie == (uint64_t)off)
+		return (void) fuse_reply_buf(req, NULL, 0);
+	dir->eof_cookie = 0;
 	if (!buf)
 		return (void) fuse_reply_err(req, ENOMEM);
 	if (maxb < 4096)
@@ -937,11 +967,11 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct fuse_entry_param e;
 
 			need = fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0);
-			if (need > size - pos)
+			if (need > size - pos || (!is_dot(name) &&
+			    cli_inode_update(fs->itab, &d.attr, 1, since))) {
+				all = 0;
 				break;
-			if (!is_dot(name) &&
-			    cli_inode_update(fs->itab, &d.attr, 1, since))
-				break;
+			}
 			fill_entry(req, &d.attr, &e);
 			fuse_add_direntry_plus(req, buf + pos, size - pos, name,
 					       &e, (off_t)d.cookie);
@@ -953,10 +983,13 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			st.st_mode = d.attr.mode;
 			need = fuse_add_direntry(req, buf + pos, size - pos,
 						 name, &st, (off_t)d.cookie);
-			if (need > size - pos)
+			if (need > size - pos) {
+				all = 0;
 				break;
+			}
 		}
 		pos += need;
+		last = d.cookie;
 	}
 	if (rc < 0) {
 		log_warn("mgr (%s:%u): malformed READDIR entry list",
@@ -964,6 +997,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (pos == 0)
 			return (void) fuse_reply_err(req, EIO);
 	}
+	if (rc == 0 && all && rep.eof && last > 0)
+		dir->eof_cookie = last;
 	fuse_reply_buf(req, buf, pos);
 }
 
@@ -971,20 +1006,21 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void cli_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 			off_t off, struct fuse_file_info *fi)
 {
-	do_readdir(req, ino, size, off, 0);
+	do_readdir(req, ino, size, off, 0, dir_of(fi));
 }
 
 /* READDIRPLUS. */
 static void cli_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 			    off_t off, struct fuse_file_info *fi)
 {
-	do_readdir(req, ino, size, off, 1);
+	do_readdir(req, ino, size, off, 1, dir_of(fi));
 }
 
-/* RELEASEDIR: nothing to free. */
+/* RELEASEDIR: free the handle. */
 static void cli_releasedir(fuse_req_t req, fuse_ino_t ino,
 			   struct fuse_file_info *fi)
 {
+	free(dir_of(fi));
 	fuse_reply_err(req, 0);
 }
 
