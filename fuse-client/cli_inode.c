@@ -245,6 +245,19 @@ int cli_inode_update(struct cli_itab *t, struct proto_attr *attr,
 	return rc;
 }
 
+/* Pin: see cli_inode.h. */
+int cli_inode_pin(struct cli_itab *t, uint64_t ino)
+{
+	struct cli_inode *e;
+
+	pthread_mutex_lock(&t->lock);
+	e = get(t, ino);
+	if (e)
+		e->nlookup++;
+	pthread_mutex_unlock(&t->lock);
+	return e ? 0 : -ENOMEM;
+}
+
 /* Forget: see cli_inode.h. */
 void cli_inode_forget(struct cli_itab *t, uint64_t ino, uint64_t nlookup)
 {

@@ -136,6 +136,16 @@ int cli_inode_cached_attr(struct cli_itab *t, uint64_t ino,
 			  struct proto_attr *attr);
 
 /**
+ * Hold an entry for ino without a kernel lookup: the root, which the
+ * kernel has from the mount on and never looks up, so that GETATTR
+ * replies are kept for it (cli_inode_update keeps them only for entries
+ * that exist) and creates in it are folded in (cli_inode_dir_created).
+ * Its attributes stay unknown until the first mgr reply.
+ * @return 0, -ENOMEM
+ */
+int cli_inode_pin(struct cli_itab *t, uint64_t ino);
+
+/**
  * How long a directory's attributes from the mgr may be served by
  * cli_inode_fresh_attr: the mount's attr_timeout (0, the default: never).
  * Set before the mount serves requests.

@@ -552,6 +552,8 @@ int main(int argc, char **argv)
 	}
 	cli_itab_set_writeback(cf.fs->itab, a.writeback);
 	cli_itab_set_attr_ttl(cf.fs->itab, a.attr_timeout);
+	/* without it the root's GETATTRs all go to the mgr: only slower */
+	(void)cli_inode_pin(cf.fs->itab, FUSE_ROOT_ID);
 	/* write-behind where the data is sent at submit (tcp; see cli_wb.h) */
 	if (a.write_behind && net_client_wr_sent_at_submit(cf.fs->net) &&
 	    cli_wb_new(&cf.wb, cf.fs))

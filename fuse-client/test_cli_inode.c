@@ -92,6 +92,15 @@ static void test_fresh_dir(void)
 	cli_inode_update(t, &a, 0, cli_itab_clock(t));
 	assert(cli_inode_fresh_attr(t, 10, &c, &ttl) == 0 && c.mtime.sec == 1007);
 
+	/* an inode never looked up (the root) keeps replies once pinned */
+	a = dir_attr(1, 900, 3);
+	cli_inode_update(t, &a, 0, cli_itab_clock(t));
+	assert(cli_inode_fresh_attr(t, 1, &c, &ttl) == -ENOENT);
+	assert(cli_inode_pin(t, 1) == 0);
+	assert(cli_inode_fresh_attr(t, 1, &c, &ttl) == -ENOENT); /* unknown */
+	cli_inode_update(t, &a, 0, cli_itab_clock(t));
+	assert(cli_inode_fresh_attr(t, 1, &c, &ttl) == 0 && c.nlink == 3);
+
 	/* files are never served from here */
 	a = file_attr(24, 0);
 	assert(cli_inode_update(t, &a, 1, cli_itab_clock(t)) == 0);

@@ -160,6 +160,16 @@ def test_create_empty(rc, d):
     assert dl.iod == {}, dl
 
 
+def test_create_in_root(rc):
+    """The same in the mount's root directory, which the kernel never
+    looks up: the mount holds an entry for it from the start."""
+    os.stat(rc.a)
+    create_empty(os.path.join(rc.a, 'root1'))
+    dl = measure(rc, lambda: create_empty(os.path.join(rc.a, 'root2')))
+    assert dl.fuse['CREATE'] == 1 and dl.fuse['GETATTR'] == 1, dl
+    assert_mgr(dl, {'CREATE': 1})
+
+
 def test_create_no_excl(rc, d):
     """open(O_CREAT) without O_EXCL, as touch: the mount asks for an
     exclusive create all the same (the kernel sends CREATE only for a name
