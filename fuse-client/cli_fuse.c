@@ -920,6 +920,45 @@ static int is_dot(const char *name)
 }
 
 /*
+ * Add one mgr directory entry to a READDIR(PLUS) reply buffer of cap bytes;
+ * with plus, take a kernel reference for it (not for "." and "..") at
+ * clock since. Cost: a table update with plus.
+ * @return the bytes added, 0 if it does not fit or the table is out of
+ *	memory (the entry is then sent again by the next call)
+ */
+static size_t add_dirent(fuse_req_t req, char *buf, size_t cap,
+			 const struct proto_dirent *d, int plus, uint64_t since)
+{
+	char name[PROTO_MAX_NAME + 1];
+	size_t need;
+
+	memcpy(name, d->name.p, d->name.len);
+	name[d->name.len] = '\0';
+	if (plus) {
+		struct fuse_entry_param e;
+		struct proto_attr a = d->attr;
+
+		need = fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0);
+		if (need > cap || (!is_dot(name) &&
+		    cli_inode_update(fs_of(req)->itab, &a, 1, since)))
+			return 0;
+		fill_entry(req, &a, &e);
+		fuse_add_direntry_plus(req, buf, cap, name, &e, (off_t)d->cookie);
+	} else {
+		struct stat st;
+
+		memset(&st, 0, sizeof(st));
+		st.st_ino = d->attr.ino;
+		st.st_mode = d->attr.mode;
+		need = fuse_add_direntry(req, buf, cap, name, &st,
+					 (off_t)d->cookie);
+		if (need > cap)
+			return 0;
+	}
+	return need;
+}
+
+/*
  * READDIR / READDIRPLUS: one mgr READDIR from the cookie the kernel passes
  * as offset; every entry carries its own cookie as the next offset, so a
  * listing can be read in any number of chunks. Entries that do not fit are
@@ -938,11 +977,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct proto_mrep rep;
 	struct proto_dirent d;
 	struct rbuf r;
-	size_t pos = 0, maxb = size * (plus ? 2 : 4);
+	size_t pos = 0, need, maxb = size * (plus ? 2 : 4);
 	char *buf = rbuf_get(fs, size);
-	char name[PROTO_MAX_NAME + 1];
 	uint64_t since = clock_of(req), last = 0;
-	int rc, all = 1;
+	int rc;
 
 	if (off > 0 && dir->eof_cookie == (uint64_t)off)
 		return (void) fuse_reply_buf(req, NULL, 0);
@@ -959,35 +997,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return (void) fuse_reply_err(req, -rc);
 	rb_init(&r, rep.dirents.p, rep.dirents.len);
 	while ((rc = proto_dirent_next(&r, &d)) == 1) {
-		size_t need;
-
-		memcpy(name, d.name.p, d.name.len);
-		name[d.name.len] = '\0';
-		if (plus) {
-			struct fuse_entry_param e;
-
-			need = fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0);
-			if (need > size - pos || (!is_dot(name) &&
-			    cli_inode_update(fs->itab, &d.attr, 1, since))) {
-				all = 0;
-				break;
-			}
-			fill_entry(req, &d.attr, &e);
-			fuse_add_direntry_plus(req, buf + pos, size - pos, name,
-					       &e, (off_t)d.cookie);
-		} else {
-			struct stat st;
-
-			memset(&st, 0, sizeof(st));
-			st.st_ino = d.attr.ino;
-			st.st_mode = d.attr.mode;
-			need = fuse_add_direntry(req, buf + pos, size - pos,
-						 name, &st, (off_t)d.cookie);
-			if (need > size - pos) {
-				all = 0;
-				break;
-			}
-		}
+		need = add_dirent(req, buf + pos, size - pos, &d, plus, since);
+		if (!need)
+			break; /* rc stays 1: not all passed on */
 		pos += need;
 		last = d.cookie;
 	}
@@ -997,7 +1009,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (pos == 0)
 			return (void) fuse_reply_err(req, EIO);
 	}
-	if (rc == 0 && all && rep.eof && last > 0)
+	if (rc == 0 && rep.eof && last > 0)
 		dir->eof_cookie = last;
 	fuse_reply_buf(req, buf, pos);
 }
