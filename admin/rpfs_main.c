@@ -202,14 +202,17 @@ static int host_is_local(const char *host)
 static int mkfs_db(const char *db_dir, const struct mgr_iod *iods, uint16_t n,
 		   uint32_t unit, uint16_t count, uint8_t mirror)
 {
+	struct mgr_kv_conf kc = { .kind = MGR_KV_LMDB, .dir = db_dir };
+	struct mgr_db_limits lim;
 	struct mgr_db *db;
 	char msg[512] = "";
 	int rc;
 
-	rc = mgr_db_open(&db, db_dir);
+	mgr_db_limits_default(&lim);
+	rc = mgr_db_open_store(&db, &kc, &lim, 1, msg, sizeof(msg));
 	if (rc) {
 		fprintf(stderr, "rpfs mkfs: %s: cannot create the database: %s\n",
-			db_dir, strerror(-rc));
+			db_dir, msg[0] ? msg : strerror(-rc));
 		return ADM_FAIL;
 	}
 	rc = mgr_db_config(db, iods, n, unit, count, mirror, msg, sizeof(msg));

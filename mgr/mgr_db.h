@@ -1,21 +1,28 @@
 /*
- * mgr_db.h - the mgr's namespace store in LMDB.
+ * mgr_db.h - the mgr's namespace store: inodes, directory entries, xattrs,
+ * orphans, stale records and counters, in transactions, on any backend of
+ * the store interface (mgr_kv.h: LMDB by default, mgr_kv_lmdb.c documents
+ * its layout; PostgreSQL). No backend's types appear here: a transaction
+ * is the opaque struct mgr_txn.
  *
- * Named databases inside one environment (--db DIR):
+ * Records, one table each (enum mgr_kv_table):
  *   inodes   ino (u64 BE)                    -> struct mgr_irec + symlink target
  *   dirents  parent (u64 BE) + name          -> struct mgr_dval (child, seq)
- *   dirseq   parent (u64 BE) + seq (u64 BE)  -> name   (readdir order/cookies)
+ *   dirseq   parent (u64 BE) + seq (u64 BE)  -> 0x00, child (u64), name
+ *                                               (older records: the name
+ *                                               alone; readdir then looks
+ *                                               the child up in dirents)
  *   xattrs   ino (u64 BE) + name             -> value
- *   orphans  ino (u64 BE)                    -> (empty) inodes with nlink 0
+ *   orphans  ino (u64 BE)                    -> freer uid: inodes with nlink 0
  *   meta     string key                      -> counters, fsid, iod table,
  *                                               mirror groups, layout
  *   stale    iod (u16 BE) + ino (u64 BE)     -> u64 generation: replicas of
  *                                               mirrored files that missed a
  *                                               write (empty: generation 0,
  *                                               records written before)
- * Keys are big-endian so that a cursor walks one directory (or one inode's
- * xattrs) in order; this is a storage format, not wire byte order. Values are
- * host order (an LMDB file is not portable across architectures anyway).
+ * Keys are big-endian so that a scan walks one directory (or one inode's
+ * xattrs) in order; this is a storage format, not wire byte order. Values
+ * are host order.
  *
  * Readdir cookies: each directory entry gets a per-directory sequence number
  * from the directory's next_seq when it is linked. Cookies 1 and 2 are "."
@@ -25,11 +32,14 @@
  *
  * All functions run in the caller's transaction (mgr_db_begin). The loop
  * thread does the namespace; the poll and resync threads read the stale
- * records and the resync thread deletes them. The environment has no
- * MDB_NOTLS: a thread has at most one transaction at a time (its own), and
- * write transactions of different threads take turns (LMDB's writer lock).
+ * records and the resync thread deletes them. A thread has at most one
+ * top-level transaction at a time (its own), and write transactions of
+ * different threads take turns (the backend's writer lock). A write
+ * transaction may have one child at a time (mgr_db_begin_child): its
+ * commit folds into the parent, its abort drops only its own writes.
  *
- * Space (see HACKING "Namespace space"): the map is db_size bytes. Ops that
+ * Space (see HACKING "Namespace space"), on a store with a fixed size
+ * (LMDB; mgr_kv_usage): the map is db_size bytes. Ops that
  * grow the namespace (mgr_db_inode_alloc, mgr_db_dirent_add, a growing
  * mgr_db_xattr_put) get -ENOSPC once the B-tree pages in use reach the map
  * minus a reserve (mgr_db_usage); deletes, same-size updates and shrinking
@@ -40,7 +50,7 @@
  * values): past a cap mgr_db_xattr_put fails with -ENOSPC.
  *
  * Stale version: an in-memory counter bumped after every committed
- * transaction that added or deleted stale records (mgr_db_commit notices
+ * top-level transaction that (itself or a committed child) added or deleted stale records (mgr_db_commit notices
  * them, PURGE's included), so another thread learns cheaply that the fence
  * sets changed: read the version BEFORE reading the records, and a change
  * committed meanwhile shows as a newer version next time.
@@ -48,11 +58,11 @@
 #ifndef RPFS_MGR_DB_H
 #define RPFS_MGR_DB_H
 
-#include <lmdb.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "metrics_op.h"
+#include "mgr_kv.h"
 #include "proto.h"
 #include "stripe.h"
 
@@ -73,8 +83,8 @@
 /* Inode flags. */
 #define MGR_IF_DIRLAYOUT 0x1u /* dir: layout holds the default for new files */
 
-/* An inode in memory. target points into LMDB memory (valid until the txn
- * ends) after mgr_db_inode_get, or at caller memory for mgr_db_inode_put. */
+/* An inode in memory. target points into the store's memory (valid until
+ * the txn ends or its next write) after mgr_db_inode_get, or at caller memory for mgr_db_inode_put. */
 struct mgr_inode {
 	uint32_t mode, nlink, uid, gid, rdev, flags;
 	uint64_t size;
@@ -96,7 +106,7 @@ struct mgr_iod {
 	char domain[STRIPE_MAX_DOMAIN + 1]; /* failure domain; "" = none */
 };
 
-/* Sizes for mgr_db_open_limits; mgr_db_limits_default fills the defaults. */
+/* Sizes for mgr_db_open_store; mgr_db_limits_default fills the defaults. */
 struct mgr_db_limits {
 	uint64_t db_size;         /* MGR_DB_MIN_SIZE..MGR_DB_MAX_SIZE bytes */
 	uint32_t xattr_max_count; /* 1..MGR_XATTR_MAX_COUNT per inode */
@@ -107,8 +117,7 @@ struct mgr_db_limits {
 /* The open store. Fields are set at open/config and read-only afterwards,
  * except full (see there). */
 struct mgr_db {
-	MDB_env *env;
-	MDB_dbi inodes, dirents, dirseq, xattrs, orphans, meta, stale;
+	struct mgr_kv *kv;             /* the backend */
 	uint64_t fsid;
 	uint16_t niods;
 	struct mgr_iod iods[PROTO_MAX_IODS];
@@ -116,12 +125,13 @@ struct mgr_db {
 	struct proto_group groups[PROTO_MAX_IODS / 2];
 	struct proto_layout deflayout; /* count resolved (never 0), first 0 */
 	uint64_t stale_ver;            /* atomic (__atomic_*): the stale version */
-	uint64_t map_pages;            /* the map in pages (can exceed db_size:
-					* an existing file that is larger) */
+	uint64_t map_pages;            /* LMDB: the map in pages (can exceed
+					* db_size: an existing file that is
+					* larger); 0 for a store without */
 	uint64_t reserve_pages;        /* growth stops this short of the map */
 	uint32_t xattr_max_count, xattr_max_bytes; /* per-inode caps */
 	int full;                      /* growth refused last time we looked
-					* (for the log); LMDB's writer lock:
+					* (for the log); the writer lock:
 					* only write txns touch it */
 };
 
@@ -136,35 +146,42 @@ struct mgr_stale_rec {
 /** Fill l with the defaults (4 GiB map, 1024 xattrs / 1 MiB per inode). */
 void mgr_db_limits_default(struct mgr_db_limits *l);
 
-/**
- * Open (creating if needed) the environment in dir with the map and caps of
- * lim; creates the root inode and the fsid at first start. A database
- * already larger than lim->db_size is opened with its size plus the
- * reserve (logged), so deletes still fit.
- * @param[out] out the store
- * @return 0, -EINVAL a limit out of its range, -ENOMEM, -errno from mkdir
- *	or LMDB (mapped: MDB_* -> -EIO)
- */
-int mgr_db_open_limits(struct mgr_db **out, const char *dir,
-		       const struct mgr_db_limits *lim);
+/* A transaction of the namespace (opaque; mgr_db_begin). */
+struct mgr_txn;
 
 /**
- * mgr_db_open_limits with the default limits.
+ * Open the store kc names (kc->dir for LMDB; the map size comes from
+ * lim->db_size), with lim's caps; creates the root inode and the fsid at
+ * first start. An LMDB database already larger than lim->db_size is
+ * opened with its size plus the reserve (logged), so deletes still fit.
+ * @param create 1: create a missing PostgreSQL schema (rpfs mkfs); 0: the
+ *	mgr (an LMDB directory is created either way)
  * @param[out] out the store
- * @return as mgr_db_open_limits
+ * @param[out] msg on error, one line naming the setting and what is wrong
+ * @return 0, -EINVAL a limit out of its range or a bad kc, -ENOMEM,
+ *	-EOPNOTSUPP a store this build lacks, -errno of mkdir, and
+ *	mgr_kv_open's errors (-ENOENT, -EACCES, -EHOSTUNREACH, -EPROTO, -EIO)
+ */
+int mgr_db_open_store(struct mgr_db **out, const struct mgr_kv_conf *kc,
+		      const struct mgr_db_limits *lim, int create, char *msg,
+		      size_t msgcap);
+
+/**
+ * mgr_db_open_store of an LMDB store in dir with the default limits
+ * (tests; an error's message is logged).
+ * @param[out] out the store
+ * @return as mgr_db_open_store
  */
 int mgr_db_open(struct mgr_db **out, const char *dir);
 
 /**
- * The namespace's page use as the headroom rule counts it, in txn's view:
- * the pages of every B-tree (the named databases, the main one and the
- * free list's own pages; not the free pages it lists, which LMDB hands out
- * again) plus the two meta pages. Cost: nine O(1) mdb_stat calls.
+ * The namespace's page use as the headroom rule counts it, in txn's view
+ * (mgr_kv_usage: for LMDB the pages of every B-tree and the meta pages).
  * @param[out] used pages in use
  * @param[out] limit growing ops get -ENOSPC at this many (may be NULL)
- * @return 0, -EIO
+ * @return 0, -EOPNOTSUPP a store without a fixed size, -EIO
  */
-int mgr_db_usage(struct mgr_db *db, MDB_txn *txn, uint64_t *used,
+int mgr_db_usage(struct mgr_db *db, struct mgr_txn *txn, uint64_t *used,
 		 uint64_t *limit);
 
 /**
@@ -191,7 +208,7 @@ int mgr_db_config(struct mgr_db *db, const struct mgr_iod *iods, uint16_t n,
  * @param[out] gen the new generation (may be NULL)
  * @return 0, -ENOSPC, -EIO
  */
-int mgr_db_stale_add(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
+int mgr_db_stale_add(struct mgr_db *db, struct mgr_txn *txn, uint16_t iod,
 		     uint64_t ino, uint64_t *gen);
 
 /**
@@ -199,8 +216,16 @@ int mgr_db_stale_add(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
  * @param[out] gen its generation (may be NULL)
  * @return 0, -ENOENT no record, -EIO
  */
-int mgr_db_stale_get(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
+int mgr_db_stale_get(struct mgr_db *db, struct mgr_txn *txn, uint16_t iod,
 		     uint64_t ino, uint64_t *gen);
+
+/**
+ * Count every stale record in txn's view (scrub: skip the lookups while
+ * there is none). Cost: mgr_kv_count.
+ * @param[out] n the count
+ * @return 0, -EIO
+ */
+int mgr_db_stale_total(struct mgr_db *db, struct mgr_txn *txn, uint64_t *n);
 
 /**
  * Delete the record (iod, ino) only if its generation is still gen (in the
@@ -208,18 +233,18 @@ int mgr_db_stale_get(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
  * @return 0 deleted, -EAGAIN marked again since (another generation),
  *	-ENOENT no record, -EIO
  */
-int mgr_db_stale_del_if(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
+int mgr_db_stale_del_if(struct mgr_db *db, struct mgr_txn *txn, uint16_t iod,
 			uint64_t ino, uint64_t gen);
 
 /**
  * A page of iod's records: inodes above after in ascending order, at most
- * max of them. Cost: one cursor seek and n steps.
+ * max of them. Cost: one seek and n steps.
  * @param[out] inos n inode numbers (room for max)
  * @param[out] gens their generations (room for max; may be NULL)
  * @param[out] n how many (0: none left after after)
  * @return 0, -EIO
  */
-int mgr_db_stale_list(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
+int mgr_db_stale_list(struct mgr_db *db, struct mgr_txn *txn, uint16_t iod,
 		      uint64_t after, uint32_t max, uint64_t *inos,
 		      uint64_t *gens, uint32_t *n);
 
@@ -229,7 +254,7 @@ int mgr_db_stale_list(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
  * @param[out] recs n records (room for max)
  * @return 0, -EIO
  */
-int mgr_db_stale_list_all(struct mgr_db *db, MDB_txn *txn, uint16_t after_iod,
+int mgr_db_stale_list_all(struct mgr_db *db, struct mgr_txn *txn, uint16_t after_iod,
 			  uint64_t after_ino, uint32_t max,
 			  struct mgr_stale_rec *recs, uint32_t *n);
 
@@ -249,34 +274,46 @@ int mgr_db_stale_count(struct mgr_db *db, uint64_t *counts, uint16_t n);
 /** Close the environment (every txn must be finished) and free db. */
 void mgr_db_close(struct mgr_db *db);
 
-/** Begin a transaction. @return 0, -EIO */
-int mgr_db_begin(struct mgr_db *db, int rdonly, MDB_txn **txn);
-/** Commit (durably) and end txn; bumps the stale version when txn added or
- * deleted stale records. @return 0, -ENOSPC map full, -EIO */
-int mgr_db_commit(MDB_txn *txn);
-/** Abort txn (also used to end read transactions). */
-void mgr_db_abort(MDB_txn *txn);
-/** Latency of every mgr_db_commit of the process (mdb_txn_commit with its
- * fsync) since the start; any thread reads it (metrics_hist_read). */
+/** Begin a top-level transaction. @return 0, -ENOMEM, -EIO */
+int mgr_db_begin(struct mgr_db *db, int rdonly, struct mgr_txn **txn);
+/**
+ * Begin a child of the write transaction parent (group commit: one op in
+ * a batch). It sees parent's writes; parent must not be used until the
+ * child ends.
+ * @return 0, -EINVAL parent is read-only, -ENOMEM, -EIO
+ */
+int mgr_db_begin_child(struct mgr_txn *parent, struct mgr_txn **txn);
+/** Commit and end txn: a child folds into its parent; a top-level txn
+ * becomes durable (one sync), then bumps the stale version when it (or a
+ * committed child) added or deleted stale records. txn is gone, also on
+ * error. @return 0, -ENOSPC store full, -EAGAIN, -ESTALE, -EIO */
+int mgr_db_commit(struct mgr_txn *txn);
+/** Abort txn (also used to end read transactions); a child's writes go,
+ * its parent's stay. */
+void mgr_db_abort(struct mgr_txn *txn);
+/** The store's transaction under txn (tests write raw records with it). */
+struct mgr_kv_txn *mgr_db_txn_kv(struct mgr_txn *txn);
+/** Latency of every top-level mgr_db_commit of the process (the store's
+ * commit with its sync) since the start; any thread reads it (metrics_hist_read). */
 const struct metrics_hist *mgr_db_commit_latency(void);
 
 /** Load an inode. @return 0, -ENOENT, -EIO (corrupt record) */
-int mgr_db_inode_get(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+int mgr_db_inode_get(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 		     struct mgr_inode *in);
 /** Store an inode. @return 0, -ENOSPC, -EIO */
-int mgr_db_inode_put(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+int mgr_db_inode_put(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 		     const struct mgr_inode *in);
 /** Delete an inode, its xattrs, its orphan mark and its stale records.
  * @return 0, -EIO */
-int mgr_db_inode_del(struct mgr_db *db, MDB_txn *txn, uint64_t ino);
+int mgr_db_inode_del(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino);
 /** Take the next inode number (never reused) and count it.
  * @return 0, -ENOSPC the namespace is full (headroom rule), -EIO */
-int mgr_db_inode_alloc(struct mgr_db *db, MDB_txn *txn, uint64_t *ino);
+int mgr_db_inode_alloc(struct mgr_db *db, struct mgr_txn *txn, uint64_t *ino);
 /** Number of inodes in use. */
-uint64_t mgr_db_inode_count(struct mgr_db *db, MDB_txn *txn);
+uint64_t mgr_db_inode_count(struct mgr_db *db, struct mgr_txn *txn);
 
 /** Look a name up in parent. @return 0, -ENOENT, -EIO */
-int mgr_db_dirent_get(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
+int mgr_db_dirent_get(struct mgr_db *db, struct mgr_txn *txn, uint64_t parent,
 		      const char *name, size_t len, uint64_t *child);
 /**
  * Add parent/name -> child with the next sequence number of pdir (which the
@@ -284,50 +321,52 @@ int mgr_db_dirent_get(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
  * mgr_db_dirent_del removed earlier in the txn pay for it (a rename).
  * @return 0, -EEXIST, -ENOSPC the namespace is full, -EIO
  */
-int mgr_db_dirent_add(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
+int mgr_db_dirent_add(struct mgr_db *db, struct mgr_txn *txn, uint64_t parent,
 		      struct mgr_inode *pdir, const char *name, size_t len,
 		      uint64_t child);
 /** Point an existing entry at another inode (keeps its cookie). @return 0, -ENOENT, -EIO */
-int mgr_db_dirent_set(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
+int mgr_db_dirent_set(struct mgr_db *db, struct mgr_txn *txn, uint64_t parent,
 		      const char *name, size_t len, uint64_t child);
 /** Remove parent/name. @return 0, -ENOENT, -EIO */
-int mgr_db_dirent_del(struct mgr_db *db, MDB_txn *txn, uint64_t parent,
+int mgr_db_dirent_del(struct mgr_db *db, struct mgr_txn *txn, uint64_t parent,
 		      const char *name, size_t len);
 /** @return 1 dir has no entries, 0 it has some, -EIO */
-int mgr_db_dir_empty(struct mgr_db *db, MDB_txn *txn, uint64_t dir);
+int mgr_db_dir_empty(struct mgr_db *db, struct mgr_txn *txn, uint64_t dir);
 
 /* Called per entry by mgr_db_readdir; return nonzero to stop. */
 typedef int (*mgr_db_dirent_fn)(void *arg, uint64_t seq, const char *name,
 				size_t len, uint64_t child);
 /**
- * Walk dir's entries with seq > after, in seq order. Cost: O(entries walked).
+ * Walk dir's entries with seq > after, in seq order. Cost: one scan of
+ * the entries walked (plus a dirents lookup per entry written before the
+ * child was kept in dirseq).
  * @return 1 reached the end, 0 stopped by fn, -EIO
  */
-int mgr_db_readdir(struct mgr_db *db, MDB_txn *txn, uint64_t dir,
+int mgr_db_readdir(struct mgr_db *db, struct mgr_txn *txn, uint64_t dir,
 		   uint64_t after, mgr_db_dirent_fn fn, void *arg);
 
-/** Get an xattr; *val points into LMDB memory. @return 0, -ENODATA, -EIO */
-int mgr_db_xattr_get(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+/** Get an xattr; *val points into the store's memory (as target above). @return 0, -ENODATA, -EIO */
+int mgr_db_xattr_get(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 		     const char *name, size_t len, const void **val,
 		     size_t *vlen);
 /**
  * Set an xattr. One that is new or grows is under the headroom rule and
- * the per-inode caps (cost then: a cursor walk of the inode's xattrs, at
+ * the per-inode caps (cost then: a scan of the inode's xattrs, at
  * most xattr_max_count + 1 steps); replacing one with a value of the same
  * or a smaller size is always allowed.
  * @return 0, -EINVAL bad name, -ENOSPC the namespace is full or the
  *	inode's xattrs would pass a cap, -EIO
  */
-int mgr_db_xattr_put(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+int mgr_db_xattr_put(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 		     const char *name, size_t len, const void *val,
 		     size_t vlen);
 /** Remove an xattr. @return 0, -ENODATA, -EIO */
-int mgr_db_xattr_del(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+int mgr_db_xattr_del(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 		     const char *name, size_t len);
 /* Called per xattr name by mgr_db_xattr_list; return nonzero to stop. */
 typedef int (*mgr_db_xname_fn)(void *arg, const char *name, size_t len);
 /** Walk the xattr names of ino. @return 0, or fn's nonzero value, -EIO */
-int mgr_db_xattr_list(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+int mgr_db_xattr_list(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 		      mgr_db_xname_fn fn, void *arg);
 
 /** An orphan mark written before marks named who freed the inode. */
@@ -338,16 +377,16 @@ int mgr_db_xattr_list(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
  * last link (who may purge it besides its owner).
  * @return 0, -ENOSPC, -EIO
  */
-int mgr_db_orphan_add(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+int mgr_db_orphan_add(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 		      uint32_t freer);
 /** Test the mark. @return 1 orphan, 0 not, -EIO */
-int mgr_db_orphan_is(struct mgr_db *db, MDB_txn *txn, uint64_t ino);
+int mgr_db_orphan_is(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino);
 /**
  * Test the mark and read who freed it.
  * @param[out] freer the uid, or MGR_DB_UID_NONE for an older mark
  * @return 1 orphan, 0 not, -EIO
  */
-int mgr_db_orphan_freer(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+int mgr_db_orphan_freer(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 			uint32_t *freer);
 
 /**
@@ -355,11 +394,11 @@ int mgr_db_orphan_freer(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
  * table). Cost: one cursor seek.
  * @return 0 (*ino set), -ENOENT no orphan above after, -EIO
  */
-int mgr_db_orphan_next(struct mgr_db *db, MDB_txn *txn, uint64_t after,
+int mgr_db_orphan_next(struct mgr_db *db, struct mgr_txn *txn, uint64_t after,
 		       uint64_t *ino);
 
 /** Next value of the layout rotation counter (post-increment). @return 0, -EIO */
-int mgr_db_rotate(struct mgr_db *db, MDB_txn *txn, uint64_t *val);
+int mgr_db_rotate(struct mgr_db *db, struct mgr_txn *txn, uint64_t *val);
 
 /**
  * Read the lock mark: whether, when the mgr last stopped, clients may have

@@ -165,7 +165,7 @@ static int poll_page(void *arg, uint16_t iod, uint64_t after, uint64_t *inos,
 		     uint32_t max, uint32_t *n)
 {
 	struct mgr_iodpoll *p = arg;
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(p->db, 1, &txn);
 
 	if (rc)

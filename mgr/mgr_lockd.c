@@ -59,7 +59,7 @@ static void lockd_reply(struct net_sreq *r, int status,
 /* Set the database's lock mark once a lock is held (granted: one is
  * known to be), before its grant is answered, so that the next start after
  * a crash gives clients a grace period to reclaim it. Cost: a count while
- * unmarked; one synced LMDB commit once per run. */
+ * unmarked; one synced store commit once per run. */
 static void lockd_mark(struct mgr_lockd *ld, int granted)
 {
 	size_t locks, waiters, sessions;

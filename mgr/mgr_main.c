@@ -552,6 +552,7 @@ int main(int argc, char **argv)
 	static struct mgr_args a;
 	struct ev_loop *loop;
 	struct mgr_db *db = NULL;
+	struct mgr_kv_conf kc;
 	struct mgr_iodpoll *poll = NULL;
 	struct mgr_ops *ops = NULL;
 	struct mgr_lockd *lockd = NULL;
@@ -620,9 +621,14 @@ int main(int argc, char **argv)
 		log_err("cannot create the event loop");
 		goto out_free_conf;
 	}
-	rc = mgr_db_open_limits(&db, a.db_dir, &a.lim);
+	kc = (struct mgr_kv_conf){ .kind = MGR_KV_LMDB, .dir = a.db_dir };
+	rc = mgr_db_open_store(&db, &kc, &a.lim, 0, msg, sizeof(msg));
 	if (rc) {
-		log_err("--db %s: cannot open the database: %s", a.db_dir, strerror(-rc));
+		if (msg[0])
+			log_err("%s", msg);
+		else
+			log_err("--db %s: cannot open the database: %s",
+				a.db_dir, strerror(-rc));
 		goto out_free_conf;
 	}
 	msg[0] = '\0';

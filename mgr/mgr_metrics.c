@@ -166,7 +166,7 @@ static void mgr_metrics_write(struct metrics_buf *b, void *arg)
 	snap = m->snap;
 	pthread_mutex_unlock(&m->lock);
 	metrics_family(b, "rpfs_mgr_store_commit_seconds", "histogram",
-		       "Namespace store (LMDB) transaction commits, with their fsync.");
+		       "Namespace store transaction commits (top-level), with their sync.");
 	metrics_hist(b, "rpfs_mgr_store_commit_seconds", NULL, NULL, mgr_db_commit_latency());
 	metrics_family(b, "rpfs_mgr_locks_held", "gauge", "Byte-range locks held.");
 	metrics_u64(b, "rpfs_mgr_locks_held", snap.locks, NULL);

@@ -1,4 +1,4 @@
-/* mgr_ns.c - namespace operations: one LMDB transaction each. */
+/* mgr_ns.c - namespace operations: one store transaction each. */
 #include "mgr_ns.h"
 
 #include <errno.h>
@@ -31,7 +31,7 @@ void mgr_ns_attr(uint64_t ino, const struct mgr_inode *in, struct proto_attr *a)
 }
 
 /* Commit on success, abort on error. */
-int mgr_ns_finish(MDB_txn *txn, int rc)
+int mgr_ns_finish(struct mgr_txn *txn, int rc)
 {
 	if (rc) {
 		mgr_db_abort(txn);
@@ -53,7 +53,7 @@ static int ns_name_ok(const char *name, size_t len)
 }
 
 /* Load a directory and check mask permission on it. */
-int mgr_ns_dir(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+int mgr_ns_dir(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
 	       uint64_t ino, uint32_t mask, struct mgr_inode *dir)
 {
 	int rc = mgr_db_inode_get(db, txn, ino, dir);
@@ -67,7 +67,7 @@ int mgr_ns_dir(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
 
 /* Drop one link; a regular file at zero becomes an orphan (returned in f),
  * anything else is deleted on the spot. */
-int mgr_ns_drop_link(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+int mgr_ns_drop_link(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 		     struct mgr_inode *in, const struct proto_time *now,
 		     uint32_t uid, struct proto_freed *f)
 {
@@ -91,7 +91,7 @@ int mgr_ns_drop_link(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 }
 
 /* Lookup body. */
-static int ns_lookup(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+static int ns_lookup(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
 		     uint64_t parent, const char *name, size_t len,
 		     struct proto_attr *a)
 {
@@ -115,7 +115,7 @@ int mgr_ns_lookup(struct mgr_db *db, const struct proto_cred *c,
 		  uint64_t parent, const char *name, size_t len,
 		  struct proto_attr *a)
 {
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 1, &txn);
 
 	if (rc)
@@ -127,7 +127,7 @@ int mgr_ns_lookup(struct mgr_db *db, const struct proto_cred *c,
 int mgr_ns_getattr(struct mgr_db *db, uint64_t ino, struct proto_attr *a)
 {
 	struct mgr_inode in;
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 1, &txn);
 
 	if (rc)
@@ -247,7 +247,7 @@ int mgr_ns_setattr(struct mgr_db *db, const struct proto_cred *c,
 {
 	struct mgr_inode in;
 	struct proto_time now;
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 0, &txn);
 
 	if (rc)
@@ -265,7 +265,7 @@ int mgr_ns_setattr(struct mgr_db *db, const struct proto_cred *c,
 
 /* Create a new inode of any type under parent (the common part of CREATE,
  * MKDIR, MKNOD and SYMLINK). Runs inside txn. */
-static int ns_mknode(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+static int ns_mknode(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
 		     uint64_t parent, const char *name, size_t len, uint32_t mode,
 		     uint32_t rdev, const char *target, size_t tlen,
 		     struct proto_attr *a)
@@ -352,7 +352,7 @@ static int ns_mknode_txn(struct mgr_db *db, const struct proto_cred *c,
 			 uint32_t mode, uint32_t rdev, const char *target,
 			 size_t tlen, struct proto_attr *a)
 {
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 0, &txn);
 
 	if (rc)
@@ -368,7 +368,7 @@ int mgr_ns_create(struct mgr_db *db, const struct proto_cred *c,
 {
 	struct mgr_inode dir, in;
 	uint64_t ino;
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc;
 
 	if ((mode & S_IFMT) != 0 && !S_ISREG(mode))
@@ -450,7 +450,7 @@ int mgr_ns_symlink(struct mgr_db *db, const struct proto_cred *c,
 }
 
 /* LINK body. */
-static int ns_link(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+static int ns_link(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
 		   uint64_t ino, uint64_t newparent, const char *name,
 		   size_t len, struct proto_attr *a)
 {
@@ -495,7 +495,7 @@ int mgr_ns_link(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 		uint64_t newparent, const char *name, size_t len,
 		struct proto_attr *a)
 {
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 0, &txn);
 
 	if (rc)
@@ -504,7 +504,7 @@ int mgr_ns_link(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 }
 
 /* UNLINK / RMDIR body: remove parent/name; dir selects rmdir semantics. */
-static int ns_remove(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+static int ns_remove(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
 		     uint64_t parent, const char *name, size_t len, int isdir,
 		     struct proto_freed *f)
 {
@@ -556,7 +556,7 @@ int mgr_ns_unlink(struct mgr_db *db, const struct proto_cred *c,
 		  uint64_t parent, const char *name, size_t len,
 		  struct proto_freed *f)
 {
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 0, &txn);
 
 	if (rc)
@@ -572,7 +572,7 @@ int mgr_ns_unlink(struct mgr_db *db, const struct proto_cred *c,
 int mgr_ns_rmdir(struct mgr_db *db, const struct proto_cred *c,
 		 uint64_t parent, const char *name, size_t len)
 {
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 0, &txn);
 
 	if (rc)
@@ -585,7 +585,7 @@ int mgr_ns_readlink(struct mgr_db *db, uint64_t ino, char *buf, size_t cap,
 		    size_t *len)
 {
 	struct mgr_inode in;
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 1, &txn);
 
 	if (rc)
@@ -605,7 +605,7 @@ int mgr_ns_readlink(struct mgr_db *db, uint64_t ino, char *buf, size_t cap,
 /* State of one readdir walk. */
 struct ns_rd {
 	struct mgr_db *db;
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	mgr_ns_emit_fn fn;
 	void *arg;
 	int rc;
@@ -629,7 +629,7 @@ static int ns_rd_entry(void *arg, uint64_t seq, const char *name, size_t len,
 }
 
 /* READDIR body: ".", "..", then entries in cookie order. */
-static int ns_readdir(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+static int ns_readdir(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
 		      uint64_t ino, uint64_t cookie, mgr_ns_emit_fn fn,
 		      void *arg, int *eof)
 {
@@ -667,7 +667,7 @@ static int ns_readdir(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *
 int mgr_ns_readdir(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 		   uint64_t cookie, mgr_ns_emit_fn fn, void *arg, int *eof)
 {
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 1, &txn);
 
 	if (rc)
@@ -681,7 +681,7 @@ int mgr_ns_open(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 {
 	struct mgr_inode in;
 	uint32_t mask = 0;
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 1, &txn);
 
 	if (rc)
@@ -708,7 +708,7 @@ int mgr_ns_access(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 		  uint32_t mask)
 {
 	struct mgr_inode in;
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 1, &txn);
 
 	if (rc)
@@ -722,7 +722,7 @@ int mgr_ns_access(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 /* Load ino for a writer's size or block update in txn.
  * @return 0, -EISDIR (a directory), -EINVAL (not a regular file), -ENOENT,
  *	-EIO */
-static int ns_get_regular(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+static int ns_get_regular(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 			  struct mgr_inode *in)
 {
 	int rc = mgr_db_inode_get(db, txn, ino, in);
@@ -752,7 +752,7 @@ int mgr_ns_setsize(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 		   struct proto_attr *a)
 {
 	struct mgr_inode in;
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 0, &txn);
 
 	if (rc)
@@ -781,7 +781,7 @@ int mgr_ns_setblocks(struct mgr_db *db, const struct proto_cred *c,
 		     struct proto_attr *a)
 {
 	struct mgr_inode in;
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 0, &txn);
 
 	if (rc)
@@ -819,7 +819,7 @@ static int ns_purge_allowed(const struct proto_cred *c,
 
 /* Delete ino in txn if it is an orphan the caller may purge. @return 0,
  * -ENOENT (no such orphan), -EBUSY (still linked), -EPERM, -EIO */
-static int ns_purge_one(struct mgr_db *db, MDB_txn *txn,
+static int ns_purge_one(struct mgr_db *db, struct mgr_txn *txn,
 			const struct proto_cred *c, uint64_t ino)
 {
 	struct mgr_inode in;
@@ -843,7 +843,7 @@ static int ns_purge_one(struct mgr_db *db, MDB_txn *txn,
 /* PURGE: delete an unlinked orphan once its objects are gone. */
 int mgr_ns_purge(struct mgr_db *db, const struct proto_cred *c, uint64_t ino)
 {
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 0, &txn);
 
 	if (rc)
@@ -856,7 +856,7 @@ int mgr_ns_purge_many(struct mgr_db *db, const struct proto_cred *c,
 		      const struct proto_inos *inos)
 {
 	int rc, skipped = 0;
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 
 	rc = mgr_db_begin(db, 0, &txn);
 	if (rc)
@@ -878,7 +878,7 @@ int mgr_ns_purge_many(struct mgr_db *db, const struct proto_cred *c,
 /* Inodes in use, for statfs. */
 uint64_t mgr_ns_files(struct mgr_db *db)
 {
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	uint64_t n;
 
 	if (mgr_db_begin(db, 1, &txn))

@@ -1,5 +1,5 @@
 /*
- * mgr_ns.h - namespace operations of the mgr. Each call is one LMDB
+ * mgr_ns.h - namespace operations of the mgr. Each call is one store
  * transaction (write ops commit durably before returning 0), checks the
  * caller's permissions like the kernel would, and returns 0 or -errno.
  * Loop thread only (one writer). Common errors of every call taking an ino
@@ -160,13 +160,13 @@ uint64_t mgr_ns_files(struct mgr_db *db);
 /* ---- helpers shared by mgr_ns.c, mgr_rename.c, mgr_xattr.c ---- */
 
 /** End txn: commit when rc is 0, abort otherwise. @return rc or commit error */
-int mgr_ns_finish(MDB_txn *txn, int rc);
+int mgr_ns_finish(struct mgr_txn *txn, int rc);
 /** Load dir and check it is a directory and the caller has mask on it. */
-int mgr_ns_dir(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+int mgr_ns_dir(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
 	       uint64_t ino, uint32_t mask, struct mgr_inode *dir);
 /** Drop one link of a non-directory; orphan or delete at zero (the orphan
  * mark keeps uid, the caller's, as the one who freed it). */
-int mgr_ns_drop_link(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+int mgr_ns_drop_link(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 		     struct mgr_inode *in, const struct proto_time *now,
 		     uint32_t uid, struct proto_freed *f);
 

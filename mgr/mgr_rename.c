@@ -18,7 +18,7 @@ struct rn {
 
 /* Refuse to move directory dir below itself: walk up from target to the
  * root. Cost: one inode read per level of target's depth. */
-static int rn_subtree(struct mgr_db *db, MDB_txn *txn, uint64_t dir,
+static int rn_subtree(struct mgr_db *db, struct mgr_txn *txn, uint64_t dir,
 		      uint64_t target)
 {
 	struct mgr_inode in;
@@ -38,7 +38,7 @@ static int rn_subtree(struct mgr_db *db, MDB_txn *txn, uint64_t dir,
 }
 
 /* Load both parents, both entries, and check every rule before any change. */
-static int rn_check(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+static int rn_check(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
 		    struct rn *r, uint32_t flags)
 {
 	const uint32_t wx = MGR_MAY_WRITE | MGR_MAY_EXEC;
@@ -112,7 +112,7 @@ static int rn_check(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
 
 /* Plain rename: unlink src, drop any victim (freed by uid), link dst to
  * the source inode. */
-static int rn_move(struct mgr_db *db, MDB_txn *txn, struct rn *r,
+static int rn_move(struct mgr_db *db, struct mgr_txn *txn, struct rn *r,
 		   const struct proto_time *now, uint32_t uid,
 		   struct proto_freed *f)
 {
@@ -146,7 +146,7 @@ static int rn_move(struct mgr_db *db, MDB_txn *txn, struct rn *r,
 }
 
 /* Exchange: swap the inodes the two names point at (cookies stay). */
-static int rn_exchange(struct mgr_db *db, MDB_txn *txn, struct rn *r,
+static int rn_exchange(struct mgr_db *db, struct mgr_txn *txn, struct rn *r,
 		       const struct proto_time *now)
 {
 	int rc = mgr_db_dirent_set(db, txn, r->sp, r->sn, r->sl, r->dino);
@@ -183,7 +183,7 @@ int mgr_ns_rename(struct mgr_db *db, const struct proto_cred *c,
 	struct rn r = { .sp = parent, .dp = newparent, .sn = name,
 			.dn = newname, .sl = len, .dl = newlen };
 	struct proto_time now;
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc;
 
 	memset(f, 0, sizeof(*f));

@@ -312,7 +312,7 @@ static int rs_lookup(struct mgr_resync *rs, const struct rs_job *j,
 		     int *y_stale)
 {
 	struct mgr_inode in;
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(rs->db, 1, &txn);
 
 	if (rc)
@@ -333,7 +333,7 @@ static int rs_lookup(struct mgr_resync *rs, const struct rs_job *j,
  * -EAGAIN (marked again), -ENOENT (gone), -errno */
 static int rs_clear(struct mgr_resync *rs, const struct rs_job *j)
 {
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(rs->db, 0, &txn);
 
 	if (rc)
@@ -475,7 +475,7 @@ static void rs_walk(struct mgr_resync *rs)
 	rs->t0_ns = rs_now_ns();
 	rs->paced = 0;
 	do {
-		MDB_txn *txn;
+		struct mgr_txn *txn;
 		int rc = mgr_db_begin(rs->db, 1, &txn);
 
 		if (rc)

@@ -65,35 +65,23 @@ int64_t mgr_scrub_ns(const struct proto_time *t)
 	return t->sec * 1000000000 + (int64_t)t->nsec;
 }
 
-/* Whether db->stale holds a record for (iod, ino). Only the key is
- * read (u16 BE iod, u64 BE ino, as mgr_db.c writes it): the value's format
- * is the resync's business. @return 1, 0, -EIO */
-static int scrub_stale_has(struct mgr_db *db, MDB_txn *txn, uint16_t iod,
-			   uint64_t ino)
+/* Whether db's stale table holds a record for (iod, ino) (whatever its
+ * generation). @return 1, 0, -EIO */
+static int scrub_stale_has(struct mgr_db *db, struct mgr_txn *txn,
+			   uint16_t iod, uint64_t ino)
 {
-	uint16_t bi = htobe16(iod);
-	uint64_t bo = htobe64(ino);
-	uint8_t kb[10];
-	MDB_val k = { sizeof(kb), kb }, d;
-	int rc;
+	int rc = mgr_db_stale_get(db, txn, iod, ino, NULL);
 
-	memcpy(kb, &bi, 2);
-	memcpy(kb + 2, &bo, 8);
-	rc = mdb_get(txn, db->stale, &k, &d);
-	if (rc == MDB_NOTFOUND)
+	if (rc == -ENOENT)
 		return 0;
-	if (rc) {
-		log_err("scrub: stale get: %s", mdb_strerror(rc));
-		return -EIO;
-	}
-	return 1;
+	return rc ? rc : 1;
 }
 
 /* State of a linked mirror=2 regular file: MIRROR_STALE if either replica
  * of any of its groups has a stale record, else MIRRORED. Cost: nothing
  * while the stale table is empty (stale_any 0), else up to 2 x count
  * lookups. @return 0, -EIO */
-static int scrub_mirror_state(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+static int scrub_mirror_state(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 			      const struct proto_layout *l, int stale_any,
 			      uint8_t *st)
 {
@@ -119,7 +107,7 @@ static int scrub_mirror_state(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 /* State of one inode in txn: orphan if marked, else mirrored (with or
  * without a stale replica) for a mirror=2 regular file, else live; none if
  * it does not exist. */
-static int scrub_state(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+static int scrub_state(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 		       int stale_any, uint8_t *st)
 {
 	struct mgr_inode in;
@@ -150,22 +138,21 @@ static int scrub_state(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 static int scrub_inos(struct mgr_scrub *sc, const struct proto_scrubq *q,
 		      struct wbuf *w)
 {
-	MDB_stat ms;
-	MDB_txn *txn;
+	uint64_t nstale;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(sc->db, 1, &txn);
 
 	if (rc)
 		return rc;
-	rc = mdb_stat(txn, sc->db->stale, &ms);
+	rc = mgr_db_stale_total(sc->db, txn, &nstale);
 	if (rc) {
-		log_err("scrub: stale stat: %s", mdb_strerror(rc));
 		mgr_db_abort(txn);
-		return -EIO;
+		return rc;
 	}
 	sc->states.n = q->inos.n;
 	for (uint32_t i = 0; i < q->inos.n && !rc; i++)
 		rc = scrub_state(sc->db, txn, proto_inos_at(&q->inos, i),
-				 ms.ms_entries != 0, &sc->states.st[i]);
+				 nstale != 0, &sc->states.st[i]);
 	mgr_db_abort(txn);
 	return rc ? rc : proto_inostate_encode(w, &sc->states);
 }
@@ -178,7 +165,7 @@ static int scrub_orphans(struct mgr_scrub *sc, const struct proto_scrubq *q,
 	struct proto_orphans *o = &sc->orphans;
 	uint64_t after = q->cookie, ino;
 	struct mgr_inode in;
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(sc->db, 1, &txn);
 
 	if (rc)

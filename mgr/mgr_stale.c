@@ -109,7 +109,7 @@ int mgr_stale_owns(uint16_t op)
 }
 
 /* See mgr_stale.h. Cost: one inode lookup and O(count) group checks. */
-int mgr_stale_check(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+int mgr_stale_check(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 		    uint16_t iod)
 {
 	struct mgr_inode in;
@@ -132,7 +132,7 @@ int mgr_stale_check(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 /* STALE_MARK: validate, record (a new generation), commit. */
 static int stale_mark(struct mgr_db *db, const struct proto_stale *s)
 {
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	uint64_t gen;
 	int rc = mgr_db_begin(db, 0, &txn);
 

@@ -59,7 +59,7 @@ int mgr_stale_owns(uint16_t op);
  * @return 0, -ENOENT no such inode, -EINVAL not a mirrored regular file or
  *	iod not one of its replicas, -EIO
  */
-int mgr_stale_check(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+int mgr_stale_check(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 		    uint16_t iod);
 
 /**

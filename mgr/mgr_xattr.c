@@ -54,7 +54,7 @@ static void xa_layout_of(struct mgr_db *db, const struct mgr_inode *in,
 }
 
 /* GETXATTR body. */
-static int xa_get(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+static int xa_get(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
 		  uint64_t ino, const char *name, size_t nlen, void *buf,
 		  size_t cap, size_t *size)
 {
@@ -95,7 +95,7 @@ int mgr_xattr_get(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 		  const char *name, size_t nlen, void *buf, size_t cap,
 		  size_t *size)
 {
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 1, &txn);
 
 	if (rc)
@@ -104,7 +104,7 @@ int mgr_xattr_get(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 }
 
 /* Set user.rpfs.layout: a directory's default, or an empty file's layout. */
-static int xa_set_layout(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
+static int xa_set_layout(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 			 struct mgr_inode *in, const char *val, size_t vlen)
 {
 	struct proto_layout l = { 0 };
@@ -143,7 +143,7 @@ static int xa_set_layout(struct mgr_db *db, MDB_txn *txn, uint64_t ino,
 }
 
 /* SETXATTR body. */
-static int xa_set(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+static int xa_set(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
 		  uint64_t ino, const char *name, size_t nlen, const void *val,
 		  size_t vlen, uint32_t flags)
 {
@@ -183,7 +183,7 @@ int mgr_xattr_set(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 		  const char *name, size_t nlen, const void *val, size_t vlen,
 		  uint32_t flags)
 {
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 0, &txn);
 
 	if (rc)
@@ -221,7 +221,7 @@ int mgr_xattr_list(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 {
 	struct xa_list l = { c, buf, cap, 0 };
 	struct mgr_inode in;
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 1, &txn);
 
 	if (rc)
@@ -235,7 +235,7 @@ int mgr_xattr_list(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 }
 
 /* REMOVEXATTR body. */
-static int xa_remove(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c,
+static int xa_remove(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
 		     uint64_t ino, const char *name, size_t nlen)
 {
 	struct mgr_inode in;
@@ -267,7 +267,7 @@ static int xa_remove(struct mgr_db *db, MDB_txn *txn, const struct proto_cred *c
 int mgr_xattr_remove(struct mgr_db *db, const struct proto_cred *c,
 		     uint64_t ino, const char *name, size_t nlen)
 {
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 	int rc = mgr_db_begin(db, 0, &txn);
 
 	if (rc)

@@ -2,7 +2,7 @@
  * mgr_xattr.h - extended attributes of mgr inodes, including the virtual
  * user.rpfs.layout. Namespaces: user.* (regular files and directories),
  * trusted.* (root only); security.* and system.* are not supported.
- * Each call is one LMDB transaction; loop thread only. Common errors:
+ * Each call is one store transaction; loop thread only. Common errors:
  * -ENOENT no inode, -EACCES, -EOPNOTSUPP namespace, -EIO.
  */
 #ifndef RPFS_MGR_XATTR_H

@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "mgr_db.h"
+#include "mgr_kv.h"
 #include "mgr_ns.h"
 #include "mgr_xattr.h"
 
@@ -262,7 +263,7 @@ static void test_irec_v1(struct mgr_db *db)
 	struct proto_attr a, d, r;
 	struct mgr_inode in;
 	uint8_t key[8];
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 
 	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("v1"), 0777, &d), 0);
 	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("old"), S_IFREG | 0644, 0, &a), 0);
@@ -273,9 +274,11 @@ static void test_irec_v1(struct mgr_db *db)
 			   .count = 3, .first = 0 };
 	for (int i = 0; i < 8; i++)
 		key[i] = (uint8_t)(a.ino >> (56 - 8 * i));
-	MDB_val k = { 8, key }, v = { sizeof(rec), &rec };
+	const void *v;
+	size_t vl;
 	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
-	CHECK(mdb_put(txn, db->inodes, &k, &v, 0) == 0);
+	CHECK_RC(mgr_kv_put(mgr_db_txn_kv(txn), MGR_KV_INODES, key, 8, &rec,
+			    sizeof(rec), 0), 0);
 	CHECK_RC(mgr_db_commit(txn), 0);
 	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), 0);
 	CHECK(r.size == 100000 && r.blocks == 196 && r.mtime.sec == 6 &&
@@ -283,19 +286,20 @@ static void test_irec_v1(struct mgr_db *db)
 	CHECK_RC(mgr_ns_setblocks(db, &root_c, a.ino, 0, 0, &t, 8, &r), 0);
 	CHECK(r.blocks == 8);
 	CHECK_RC(mgr_db_begin(db, 1, &txn), 0);
-	CHECK(mdb_get(txn, db->inodes, &k, &v) == 0 && v.mv_size > sizeof(rec));
+	CHECK(mgr_kv_get(mgr_db_txn_kv(txn), MGR_KV_INODES, key, 8, &v, &vl) == 0 &&
+	      vl > sizeof(rec));
 	CHECK_RC(mgr_db_inode_get(db, txn, a.ino, &in), 0);
 	CHECK(in.blocks == 8 && in.size == 100000);
 	mgr_db_abort(txn);
 	/* a bad version or length is refused */
 	rec.version = 3;
-	v = (MDB_val){ sizeof(rec), &rec };
 	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
-	CHECK(mdb_put(txn, db->inodes, &k, &v, 0) == 0);
+	CHECK_RC(mgr_kv_put(mgr_db_txn_kv(txn), MGR_KV_INODES, key, 8, &rec,
+			    sizeof(rec), 0), 0);
 	CHECK_RC(mgr_db_inode_get(db, txn, a.ino, &in), -EIO);
 	rec.version = 1;
-	v = (MDB_val){ sizeof(rec) - 4, &rec };
-	CHECK(mdb_put(txn, db->inodes, &k, &v, 0) == 0);
+	CHECK_RC(mgr_kv_put(mgr_db_txn_kv(txn), MGR_KV_INODES, key, 8, &rec,
+			    sizeof(rec) - 4, 0), 0);
 	CHECK_RC(mgr_db_inode_get(db, txn, a.ino, &in), -EIO);
 	mgr_db_abort(txn);
 }
@@ -505,7 +509,7 @@ static void test_groups(void)
 	struct proto_attr r;
 	uint64_t counts[4];
 	char dir[64], msg[256] = "";
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 
 	mk_tmp(dir, sizeof(dir));
 	CHECK_RC(mgr_db_open(&db, dir), 0);
@@ -576,8 +580,7 @@ static void test_stale_gen(void)
 	uint32_t n, total, pages;
 	char dir[64], msg[256] = "";
 	uint8_t kb[10] = { 0, 3, 0, 0, 0, 0, 0, 0, 0, 99 };
-	MDB_val k = { 10, kb }, d = { 0, kb };
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 
 	mk_tmp(dir, sizeof(dir));
 	CHECK_RC(mgr_db_open(&db, dir), 0);
@@ -616,7 +619,8 @@ static void test_stale_gen(void)
 		CHECK_RC(mgr_db_stale_add(db, txn, 1, 1000 + 7 * i, NULL), 0);
 	for (uint64_t i = 0; i < 5; i++)
 		CHECK_RC(mgr_db_stale_add(db, txn, 0, 50 + i, NULL), 0);
-	CHECK(mdb_put(txn, db->stale, &k, &d, 0) == 0); /* before generations */
+	CHECK_RC(mgr_kv_put(mgr_db_txn_kv(txn), MGR_KV_STALE, kb, 10, kb, 0, 0),
+		 0); /* before generations */
 	CHECK_RC(mgr_db_commit(txn), 0);
 	CHECK_RC(mgr_db_begin(db, 1, &txn), 0);
 	after = 0;
@@ -679,15 +683,153 @@ static void test_stale_gen(void)
 	rm_tmp(dir);
 }
 
+/* Collect (name, child) pairs of mgr_db_readdir. */
+static int collect_raw(void *arg, uint64_t seq, const char *name, size_t len,
+		       uint64_t child)
+{
+	struct names *ns = arg;
+
+	if (ns->n >= 64)
+		return 1;
+	snprintf(ns->name[ns->n], sizeof(ns->name[0]), "%.*s", (int)len, name);
+	ns->cookie[ns->n] = seq;
+	ns->ino[ns->n] = child;
+	ns->n++;
+	return 0;
+}
+
+/* dirseq records: a readdir page is one scan that reads the child from
+ * the record; a record in the older format (the name alone) still reads
+ * (its child from dirents); an exchange re-points the record too. */
+static void test_dirseq_format(struct mgr_db *db)
+{
+	struct proto_attr d, a, b;
+	struct mgr_txn *txn;
+	struct names ns = { .max = 64 };
+	uint8_t key[16];
+	uint64_t seq = MGR_SEQ_FIRST;
+
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("dsq"), 0777, &d), 0);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("old"), 0644, 0, &a), 0);
+	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("new"), 0644, 0, &b), 0);
+	/* rewrite the first entry's record as before: name only */
+	for (int i = 0; i < 8; i++) {
+		key[i] = (uint8_t)(d.ino >> (56 - 8 * i));
+		key[8 + i] = (uint8_t)(seq >> (56 - 8 * i));
+	}
+	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
+	CHECK_RC(mgr_kv_put(mgr_db_txn_kv(txn), MGR_KV_DIRSEQ, key, 16, "old",
+			    3, 0), 0);
+	CHECK_RC(mgr_db_commit(txn), 0);
+	CHECK_RC(mgr_db_begin(db, 1, &txn), 0);
+	CHECK_RC(mgr_db_readdir(db, txn, d.ino, 0, collect_raw, &ns), 1);
+	mgr_db_abort(txn);
+	CHECK(ns.n == 2 && strcmp(ns.name[0], "old") == 0 && ns.ino[0] == a.ino &&
+	      strcmp(ns.name[1], "new") == 0 && ns.ino[1] == b.ino);
+	/* an exchange: each record now names the other child */
+	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
+	CHECK_RC(mgr_db_dirent_set(db, txn, d.ino, S("old"), b.ino), 0);
+	CHECK_RC(mgr_db_dirent_set(db, txn, d.ino, S("new"), a.ino), 0);
+	CHECK_RC(mgr_db_commit(txn), 0);
+	ns = (struct names){ .max = 64 };
+	CHECK_RC(mgr_db_begin(db, 1, &txn), 0);
+	CHECK_RC(mgr_db_readdir(db, txn, d.ino, 0, collect_raw, &ns), 1);
+	mgr_db_abort(txn);
+	CHECK(ns.n == 2 && ns.ino[0] == b.ino && ns.ino[1] == a.ino &&
+	      ns.cookie[0] == seq && ns.cookie[1] == seq + 1);
+}
+
+/* Does root carry the xattr name (in a txn of its own)? */
+static int has_xattr(struct mgr_db *db, const char *name)
+{
+	struct mgr_txn *txn;
+	const void *v;
+	size_t vl;
+	int rc;
+
+	if (mgr_db_begin(db, 1, &txn))
+		return -1;
+	rc = mgr_db_xattr_get(db, txn, MGR_ROOT_INO, name, strlen(name), &v, &vl);
+	mgr_db_abort(txn);
+	return rc == 0;
+}
+
+/* Child transactions (group commit's building block): an aborted child
+ * drops only its own writes; a committed one is visible to its parent and
+ * durable only once the parent commits (checked by reopening the store);
+ * the stale version moves for a committed child's stale change only. */
+static void test_child_txn(void)
+{
+	struct mgr_iod four[4] = { { "h", 1 }, { "h", 2 }, { "h", 3 }, { "h", 4 } };
+	struct mgr_txn *top, *c;
+	struct mgr_db *db;
+	char dir[64], msg[256];
+	uint64_t v;
+	const void *val;
+	size_t vl;
+
+	mk_tmp(dir, sizeof(dir));
+	CHECK_RC(mgr_db_open(&db, dir), 0);
+	CHECK_RC(mgr_db_config(db, four, 4, 0, 0, 2, msg, sizeof(msg)), 0);
+	/* a parent that never commits: nothing of its committed child stays */
+	CHECK_RC(mgr_db_begin(db, 0, &top), 0);
+	CHECK_RC(mgr_db_begin_child(top, &c), 0);
+	CHECK_RC(mgr_db_xattr_put(db, c, MGR_ROOT_INO, S("user.lost"), "1", 1), 0);
+	CHECK_RC(mgr_db_commit(c), 0);
+	CHECK_RC(mgr_db_xattr_get(db, top, MGR_ROOT_INO, S("user.lost"), &val,
+				  &vl), 0);
+	mgr_db_abort(top);
+	mgr_db_close(db);
+	CHECK_RC(mgr_db_open(&db, dir), 0);
+	CHECK(has_xattr(db, "user.lost") == 0);
+	/* committed child, aborted child, committed parent */
+	v = mgr_db_stale_version(db);
+	CHECK_RC(mgr_db_begin(db, 0, &top), 0);
+	CHECK_RC(mgr_db_begin_child(top, &c), 0);
+	CHECK_RC(mgr_db_xattr_put(db, c, MGR_ROOT_INO, S("user.kept"), "1", 1), 0);
+	CHECK_RC(mgr_db_commit(c), 0);
+	CHECK_RC(mgr_db_begin_child(top, &c), 0);
+	CHECK_RC(mgr_db_xattr_put(db, c, MGR_ROOT_INO, S("user.dropped"), "1", 1), 0);
+	CHECK_RC(mgr_db_stale_add(db, c, 1, 77, NULL), 0);
+	CHECK_RC(mgr_db_xattr_get(db, c, MGR_ROOT_INO, S("user.kept"), &val, &vl), 0);
+	mgr_db_abort(c);
+	CHECK_RC(mgr_db_xattr_get(db, top, MGR_ROOT_INO, S("user.dropped"), &val,
+				  &vl), -ENODATA);
+	CHECK_RC(mgr_db_stale_get(db, top, 1, 77, NULL), -ENOENT);
+	CHECK_RC(mgr_db_commit(top), 0);
+	CHECK(mgr_db_stale_version(db) == v); /* the stale add was dropped */
+	/* a child's stale change bumps the version at the parent's commit */
+	CHECK_RC(mgr_db_begin(db, 0, &top), 0);
+	CHECK_RC(mgr_db_begin_child(top, &c), 0);
+	CHECK_RC(mgr_db_stale_add(db, c, 1, 78, NULL), 0);
+	CHECK_RC(mgr_db_commit(c), 0);
+	CHECK(mgr_db_stale_version(db) == v);
+	CHECK_RC(mgr_db_commit(top), 0);
+	CHECK(mgr_db_stale_version(db) == v + 1);
+	/* a child of a read txn is refused */
+	CHECK_RC(mgr_db_begin(db, 1, &top), 0);
+	CHECK_RC(mgr_db_begin_child(top, &c), -EINVAL);
+	CHECK_RC(mgr_kv_put(mgr_db_txn_kv(top), MGR_KV_META, "x", 1, "y", 1, 0),
+		 -EINVAL);
+	mgr_db_abort(top);
+	mgr_db_close(db);
+	CHECK_RC(mgr_db_open(&db, dir), 0);
+	CHECK(has_xattr(db, "user.kept") == 1);
+	CHECK(has_xattr(db, "user.dropped") == 0);
+	mgr_db_close(db);
+	rm_tmp(dir);
+}
+
 /* Open and configure a store in dir with the given map and xattr caps. */
 static struct mgr_db *open_limits(const char *dir, uint64_t size,
 				  uint32_t count, uint32_t bytes)
 {
 	struct mgr_db_limits l = { size, count, bytes };
+	struct mgr_kv_conf kc = { .kind = MGR_KV_LMDB, .dir = dir };
 	struct mgr_db *db;
 	char msg[256];
 
-	if (mgr_db_open_limits(&db, dir, &l) != 0)
+	if (mgr_db_open_store(&db, &kc, &l, 1, msg, sizeof(msg)) != 0)
 		return NULL;
 	if (mgr_db_config(db, iods, 3, 0, 0, 0, msg, sizeof(msg)) != 0) {
 		mgr_db_close(db);
@@ -700,7 +842,7 @@ static struct mgr_db *open_limits(const char *dir, uint64_t size,
  * stops. */
 static void usage_of(struct mgr_db *db, uint64_t *used, uint64_t *limit)
 {
-	MDB_txn *txn;
+	struct mgr_txn *txn;
 
 	*used = *limit = 0;
 	CHECK_RC(mgr_db_begin(db, 1, &txn), 0);
@@ -836,7 +978,8 @@ static void test_headroom_shrunk(void)
 {
 	struct proto_attr d, a;
 	struct proto_freed fr;
-	MDB_envinfo ei;
+	struct stat st;
+	char path[80];
 	char dir[64], name[32];
 	struct mgr_db *db;
 	int n = 0, m, rc = 0;
@@ -855,9 +998,12 @@ static void test_headroom_shrunk(void)
 	CHECK(db != NULL);
 	if (!db)
 		return;
-	CHECK_RC(mdb_env_info(db->env, &ei), 0);
+	/* the file ends at LMDB's last page in use (pages written in place) */
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	CHECK_RC(stat(path, &st), 0);
 	CHECK_EQ(db->reserve_pages, 256);
-	CHECK(db->map_pages > 1024 && db->map_pages >= ei.me_last_pgno + 1 + 256);
+	CHECK(db->map_pages > 1024 &&
+	      db->map_pages >= (uint64_t)st.st_size / 4096 + 256);
 	/* growth up to the file's old end (its free pages), then ENOSPC */
 	for (m = 0; m < 1000 && rc == 0; m++) {
 		snprintf(name, sizeof(name), "more%d", m);
@@ -995,15 +1141,18 @@ static void test_limits_range(void)
 	struct mgr_db_limits l;
 	struct mgr_db *db = NULL;
 
+	struct mgr_kv_conf kc = { .kind = MGR_KV_LMDB, .dir = "/nonexistent/x" };
+	char msg[256];
+
 	mgr_db_limits_default(&l);
 	l.db_size = MGR_DB_MIN_SIZE - 1;
-	CHECK_RC(mgr_db_open_limits(&db, "/nonexistent/x", &l), -EINVAL);
+	CHECK_RC(mgr_db_open_store(&db, &kc, &l, 1, msg, sizeof(msg)), -EINVAL);
 	mgr_db_limits_default(&l);
 	l.xattr_max_count = 0;
-	CHECK_RC(mgr_db_open_limits(&db, "/nonexistent/x", &l), -EINVAL);
+	CHECK_RC(mgr_db_open_store(&db, &kc, &l, 1, msg, sizeof(msg)), -EINVAL);
 	mgr_db_limits_default(&l);
 	l.xattr_max_bytes = MGR_XATTR_MAX_BYTES + 1;
-	CHECK_RC(mgr_db_open_limits(&db, "/nonexistent/x", &l), -EINVAL);
+	CHECK_RC(mgr_db_open_store(&db, &kc, &l, 1, msg, sizeof(msg)), -EINVAL);
 	CHECK(db == NULL);
 }
 
@@ -1018,6 +1167,7 @@ int main(void)
 	log_init("test_mgr_db", LOG_WARNING);
 	test_groups();
 	test_stale_gen();
+	test_child_txn();
 	test_limits_range();
 	test_xattr_caps();
 	test_headroom();
@@ -1037,6 +1187,7 @@ int main(void)
 	test_setid(db);
 	test_blocks(db);
 	test_irec_v1(db);
+	test_dirseq_format(db);
 	CHECK(mgr_db_lockmark_get(db, &held) == 0 && held == 0); /* new fs */
 	CHECK_RC(mgr_db_lockmark_set(db, 1), 0);
 	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("before"), 0755, &r), 0);
