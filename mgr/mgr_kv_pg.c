@@ -542,6 +542,28 @@ static void one_line(const char *in, char *out, size_t cap)
 	out[n] = '\0';
 }
 
+/* Map a failed statement's SQLSTATE to -errno: -EAGAIN conflict (retry in
+ * a new txn), -ENOTCONN the connection is gone or reaches a server that
+ * cannot write (a standby after a failover: reconnect), -ENOSPC disk full
+ * or a limit, -EACCES privileges, else -EIO. */
+static int pg_errno(PGconn *pc, const PGresult *r)
+{
+	const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+
+	if (PQstatus(pc) != CONNECTION_OK || !st)
+		return -ENOTCONN;
+	if (!strcmp(st, "40001") || !strcmp(st, "40P01"))
+		return -EAGAIN;
+	if (!strncmp(st, "08", 2) || !strncmp(st, "57P", 3) ||
+	    !strcmp(st, "25006"))
+		return -ENOTCONN;
+	if (!strcmp(st, "53100") || !strncmp(st, "54", 2))
+		return -ENOSPC;
+	if (!strcmp(st, "42501"))
+		return -EACCES;
+	return -EIO;
+}
+
 /* Append len bytes of s to out[n..cap) (truncating); @return the new n */
 static size_t show_app(char *out, size_t cap, size_t n, const char *s,
 		       size_t len)
@@ -555,10 +577,34 @@ static size_t show_app(char *out, size_t cap, size_t n, const char *s,
 	return n + len;
 }
 
+/* A key=value conninfo as messages show it: rebuilt from its parsed
+ * options, without password and sslpassword. */
+static void conninfo_show(const char *uri, char *out, size_t cap)
+{
+	PQconninfoOption *o = PQconninfoParse(uri, NULL);
+	size_t n = 0;
+
+	out[0] = '\0';
+	if (!o) {
+		snprintf(out, cap, "(an unparseable conninfo)");
+		return;
+	}
+	for (PQconninfoOption *p = o; p->keyword; p++) {
+		if (!p->val || strstr(p->keyword, "password"))
+			continue;
+		if (n)
+			n = show_app(out, cap, n, " ", 1);
+		n = show_app(out, cap, n, p->keyword, strlen(p->keyword));
+		n = show_app(out, cap, n, "=", 1);
+		n = show_app(out, cap, n, p->val, strlen(p->val));
+	}
+	PQconninfoFree(o);
+}
+
 /*
  * The URI as messages show it: a postgres[ql]:// URI without the password
  * of its user part and without its password= and sslpassword= parameters;
- * a key=value conninfo rebuilt from its parsed options, those left out.
+ * a key=value conninfo as conninfo_show makes it.
  */
 static void uri_show(const char *uri, char *out, size_t cap)
 {
@@ -568,22 +614,7 @@ static void uri_show(const char *uri, char *out, size_t cap)
 
 	out[0] = '\0';
 	if (!s || (strncmp(uri, "postgresql://", 13) && strncmp(uri, "postgres://", 11))) {
-		PQconninfoOption *o = PQconninfoParse(uri, NULL);
-
-		if (!o) {
-			snprintf(out, cap, "(an unparseable conninfo)");
-			return;
-		}
-		for (PQconninfoOption *p = o; p->keyword; p++) {
-			if (!p->val || strstr(p->keyword, "password"))
-				continue;
-			if (n)
-				n = show_app(out, cap, n, " ", 1);
-			n = show_app(out, cap, n, p->keyword, strlen(p->keyword));
-			n = show_app(out, cap, n, "=", 1);
-			n = show_app(out, cap, n, p->val, strlen(p->val));
-		}
-		PQconninfoFree(o);
+		conninfo_show(uri, out, cap);
 		return;
 	}
 	auth = s + 3;
@@ -727,10 +758,60 @@ static int pg_connect(struct pg_kv *kv, PGconn **out, char *msg, size_t cap)
 	return 0;
 }
 
-/* A ready connection (pipeline mode, statements prepared).
- * @return 0, -ENOMEM, or pg_connect's errors (msg set) */
-static int conn_new(struct pg_kv *kv, struct pg_conn **out, char *msg,
-		    size_t cap)
+/* Create the schema (create) and check its version.
+ * @return 0, -ENOENT no schema, -EPROTO other version, -EACCES, -EIO */
+static int pg_schema(struct pg_kv *kv, PGconn *pc, int create, char *msg,
+		     size_t cap)
+{
+	char why[400];
+	PGresult *r;
+	int rc = 0;
+
+	if (create) {
+		r = PQexec(pc, pg_schema_sql);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+			one_line(PQresultErrorMessage(r), why, sizeof(why));
+			rc = pg_errno(pc, r) == -EACCES ? -EACCES : -EIO;
+			snprintf(msg, cap, "store_uri %s: cannot create the schema: %s",
+				 kv->show, why);
+			PQclear(r);
+			PQclear(PQexec(pc, "ROLLBACK"));
+			return rc;
+		}
+		PQclear(r);
+	}
+	r = PQexec(pc, "SELECT version FROM rpfs_schema");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
+		one_line(PQresultErrorMessage(r), why, sizeof(why));
+		if (st && !strcmp(st, "42P01")) {
+			snprintf(msg, cap, "store_uri %s: the database holds no rpfs "
+				 "schema (run rpfs mkfs)", kv->show);
+			rc = -ENOENT;
+		} else {
+			snprintf(msg, cap, "store_uri %s: cannot read the schema "
+				 "version: %s", kv->show, why);
+			rc = -EIO;
+		}
+	} else if (PQntuples(r) != 1) {
+		snprintf(msg, cap, "store_uri %s: table rpfs_schema holds %d rows, "
+			 "expected 1", kv->show, PQntuples(r));
+		rc = -EPROTO;
+	} else if (atoi(PQgetvalue(r, 0, 0)) != PG_SCHEMA_VERSION) {
+		snprintf(msg, cap, "store_uri %s: schema version %s, this rpfs-mgr "
+			 "needs %d", kv->show, PQgetvalue(r, 0, 0), PG_SCHEMA_VERSION);
+		rc = -EPROTO;
+	}
+	PQclear(r);
+	return rc;
+}
+
+/* A ready connection (pipeline mode, statements prepared); the store's
+ * first one (first) also creates (create) and checks the schema.
+ * @return 0, -ENOMEM, pg_connect's or pg_schema's errors (msg set) */
+static int conn_new(struct pg_kv *kv, int first, int create,
+		    struct pg_conn **out, char *msg, size_t cap)
 {
 	struct pg_conn *c = calloc(1, sizeof(*c));
 	int rc;
@@ -742,7 +823,10 @@ static int conn_new(struct pg_kv *kv, struct pg_conn **out, char *msg,
 	rc = pg_connect(kv, &c->pc, msg, cap);
 	if (rc)
 		goto out_free;
-	rc = pg_prepare(kv, c->pc, msg, cap);
+	if (first)
+		rc = pg_schema(kv, c->pc, create, msg, cap);
+	if (!rc)
+		rc = pg_prepare(kv, c->pc, msg, cap);
 	if (rc)
 		goto out_finish;
 	*out = c;
@@ -802,7 +886,7 @@ static int pool_take(struct pg_kv *kv, struct pg_conn **out)
 	pthread_mutex_unlock(&kv->pool_mu);
 	if (*out)
 		return 0;
-	rc = conn_new(kv, out, msg, sizeof(msg));
+	rc = conn_new(kv, 0, 0, out, msg, sizeof(msg));
 	if (rc) {
 		log_err("%s", msg);
 		return rc == -ENOMEM ? rc : -EIO;
@@ -841,26 +925,35 @@ static int conn_drain(struct pg_conn *c)
 	return 0;
 }
 
-/* Map a failed statement's SQLSTATE to -errno: -EAGAIN conflict (retry in
- * a new txn), -ENOTCONN the connection is gone or reaches a server that
- * cannot write (a standby after a failover: reconnect), -ENOSPC disk full
- * or a limit, -EACCES privileges, else -EIO. */
-static int pg_errno(PGconn *pc, const PGresult *r)
+/*
+ * Read the answer of one statement of a pipeline: its rows into *res (if
+ * res), its error into *rc and why (if it is the first).
+ * @return 0, -ENOTCONN no answer (the connection is gone)
+ */
+static int conn_result(PGconn *pc, PGresult **res, int *rc, char *why,
+		       size_t whycap)
 {
-	const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	PGresult *r = PQgetResult(pc), *x;
+	ExecStatusType s;
 
-	if (PQstatus(pc) != CONNECTION_OK || !st)
+	if (!r)
 		return -ENOTCONN;
-	if (!strcmp(st, "40001") || !strcmp(st, "40P01"))
-		return -EAGAIN;
-	if (!strncmp(st, "08", 2) || !strncmp(st, "57P", 3) ||
-	    !strcmp(st, "25006"))
-		return -ENOTCONN;
-	if (!strcmp(st, "53100") || !strncmp(st, "54", 2))
-		return -ENOSPC;
-	if (!strcmp(st, "42501"))
-		return -EACCES;
-	return -EIO;
+	s = PQresultStatus(r);
+	if (s == PGRES_FATAL_ERROR && !*rc) {
+		*rc = pg_errno(pc, r);
+		one_line(PQresultErrorMessage(r), why, whycap);
+	} else if (s != PGRES_TUPLES_OK && s != PGRES_COMMAND_OK &&
+		   s != PGRES_PIPELINE_ABORTED && s != PGRES_FATAL_ERROR && !*rc) {
+		*rc = -EIO;
+		snprintf(why, whycap, "unexpected answer %s", PQresStatus(s));
+	}
+	if (res && s == PGRES_TUPLES_OK)
+		*res = r;
+	else
+		PQclear(r);
+	while ((x = PQgetResult(pc)))
+		PQclear(x);
+	return PQstatus(pc) == CONNECTION_OK ? 0 : -ENOTCONN;
 }
 
 /*
@@ -889,32 +982,9 @@ static int conn_run(struct pg_conn *c, const struct pg_q *qs, int nq,
 	}
 	if (!PQpipelineSync(pc))
 		goto out_lost;
-	for (int i = 0; i < nq; i++) {
-		PGresult *r = PQgetResult(pc), *x;
-		ExecStatusType s;
-
-		if (!r)
+	for (int i = 0; i < nq; i++)
+		if (conn_result(pc, res ? &res[i] : NULL, &rc, why, whycap))
 			goto out_lost;
-		s = PQresultStatus(r);
-		if (s == PGRES_FATAL_ERROR && !rc) {
-			rc = pg_errno(pc, r);
-			one_line(PQresultErrorMessage(r), why, whycap);
-		} else if (s != PGRES_TUPLES_OK && s != PGRES_COMMAND_OK &&
-			   s != PGRES_PIPELINE_ABORTED && s != PGRES_FATAL_ERROR &&
-			   !rc) {
-			rc = -EIO;
-			snprintf(why, whycap, "unexpected answer %s",
-				 PQresStatus(s));
-		}
-		if (res && s == PGRES_TUPLES_OK)
-			res[i] = r;
-		else
-			PQclear(r);
-		while ((x = PQgetResult(pc)))
-			PQclear(x);
-		if (PQstatus(pc) != CONNECTION_OK)
-			goto out_lost;
-	}
 	{
 		PGresult *r = PQgetResult(pc);
 
@@ -1271,23 +1341,78 @@ static int scan_fetch(struct pg_txn *t, struct scan_src *s)
 	return 0;
 }
 
-/* Remember the last key handed out (a copy: a callback may free the
- * buffered entry it came from). @return 0, -ENOMEM */
-static int set_last(unsigned char **last, size_t *cap, size_t *len,
-		    const void *k, size_t kl)
+/* A walk: the server's side, the bounds, the last key handed out (a copy:
+ * a callback may free the buffered entry it came from). */
+struct scan_walk {
+	struct scan_src s;
+	const void *from, *prefix;
+	size_t flen, plen;
+	unsigned char *last;
+	size_t lastcap, lastlen;
+	int started;
+};
+
+/* Remember key k as the walk's last. @return 0, -ENOMEM */
+static int walk_last(struct scan_walk *w, const void *k, size_t kl)
 {
-	if (kl + 1 > *cap) {
-		unsigned char *p = realloc(*last, kl + 1);
+	if (kl + 1 > w->lastcap) {
+		unsigned char *p = realloc(w->last, kl + 1);
 
 		if (!p)
 			return -ENOMEM;
-		*last = p;
-		*cap = kl + 1;
+		w->last = p;
+		w->lastcap = kl + 1;
 	}
 	if (kl)
-		memcpy(*last, k, kl);
-	*len = kl;
+		memcpy(w->last, k, kl);
+	w->lastlen = kl;
+	w->started = 1;
 	return 0;
+}
+
+/*
+ * The next record of the walk in t's view: the smaller of the next server
+ * row (a page fetched when the last one is used up) and the next buffered
+ * put (which wins over a server row of the same key); server rows that a
+ * buffer deletes are skipped.
+ * @return 1 (*k, *kl, *v, *vl set), 0 the walk is over, -EIO
+ */
+static int walk_next(struct pg_txn *t, struct scan_walk *w, const void **k,
+		     size_t *kl, const void **v, size_t *vl)
+{
+	struct scan_src *s = &w->s;
+
+	for (;;) {
+		struct pg_ent *b, *top;
+		int c;
+
+		if (s->row == s->nrows && s->more && scan_fetch(t, s))
+			return -EIO;
+		b = w->started ? next_buffered(t, s->tbl, w->prefix, w->plen, w->last,
+					       w->lastlen, 1)
+			       : next_buffered(t, s->tbl, w->prefix, w->plen, w->from,
+					       w->flen, 0);
+		if (s->row < s->nrows) {
+			*k = PQgetvalue(s->page, s->row, 0);
+			*kl = (size_t)PQgetlength(s->page, s->row, 0);
+			c = b ? key_cmp(0, b->data, b->klen, 0, *k, *kl) : 1;
+		} else if (b) {
+			c = -1;
+		} else {
+			return 0;
+		}
+		if (c <= 0) {
+			s->row += c == 0;
+			*k = b->data, *kl = b->klen, *v = b->val, *vl = b->vlen;
+		} else {
+			*v = PQgetvalue(s->page, s->row, 1);
+			*vl = (size_t)PQgetlength(s->page, s->row, 1);
+			s->row++;
+			if (layers_state(t, s->tbl, *k, *kl, &top) >= 0)
+				continue; /* deleted in a buffer */
+		}
+		return walk_last(w, *k, *kl) ? -EIO : 1;
+	}
 }
 
 /*
@@ -1301,74 +1426,41 @@ static int pg_scan(struct mgr_kv_txn *t_, enum mgr_kv_table tbl,
 		   mgr_kv_scan_fn fn, void *arg)
 {
 	struct pg_txn *t = txn_of(t_);
-	struct scan_src s = { .tbl = (int)tbl, .limit = PG_PAGE_MIN, .more = 1 };
-	unsigned char *prefix = NULL, *last = NULL;
-	size_t lastcap = 0, lastlen = 0;
-	int rc = txn_check(t, (int)tbl, 0), started = 0;
+	struct scan_walk w = {
+		.s = { .tbl = (int)tbl, .limit = PG_PAGE_MIN, .more = 1 },
+		.from = from, .flen = flen, .prefix = from, .plen = plen,
+	};
+	const void *k, *v;
+	size_t kl, vl;
+	int rc = txn_check(t, (int)tbl, 0);
 
 	if (rc)
 		return rc;
 	if (plen > flen)
 		return -EINVAL;
-	prefix = malloc(flen + plen + 2);
-	s.lo = malloc(flen + 1);
-	if (!prefix || !s.lo) {
+	w.s.lo = malloc(flen + 1);
+	w.s.hi = malloc(plen + 1);
+	if (!w.s.lo || !w.s.hi) {
 		rc = -EIO;
 		goto out_free;
 	}
 	if (flen)
-		memcpy(prefix, from, flen);
-	memcpy(s.lo, from, flen);
-	s.lolen = flen;
-	s.hi = prefix + flen + 1;
-	s.hilen = prefix_next(from, plen, s.hi);
-	if (!s.hilen)
-		s.hi = NULL;
-	for (;;) {
-		const void *k, *v;
-		size_t kl, vl;
-		struct pg_ent *b, *top;
-		int c;
-
-		if (s.row == s.nrows && s.more) {
-			rc = scan_fetch(t, &s);
-			if (rc)
-				break;
-		}
-		b = started ? next_buffered(t, (int)tbl, prefix, plen, last, lastlen, 1)
-			    : next_buffered(t, (int)tbl, prefix, plen, from, flen, 0);
-		if (s.row < s.nrows) {
-			k = PQgetvalue(s.page, s.row, 0);
-			kl = (size_t)PQgetlength(s.page, s.row, 0);
-			c = b ? key_cmp(0, b->data, b->klen, 0, k, kl) : 1;
-		} else if (b) {
-			c = -1;
-		} else {
-			break;
-		}
-		if (c <= 0) {
-			s.row += c == 0;
-			k = b->data, kl = b->klen, v = b->val, vl = b->vlen;
-		} else {
-			v = PQgetvalue(s.page, s.row, 1);
-			vl = (size_t)PQgetlength(s.page, s.row, 1);
-			s.row++;
-			if (layers_state(t, (int)tbl, k, kl, &top) >= 0)
-				continue; /* deleted in the buffer */
-		}
-		started = 1;
-		if (set_last(&last, &lastcap, &lastlen, k, kl)) {
-			rc = -EIO;
-			break;
-		}
+		memcpy(w.s.lo, from, flen);
+	w.s.lolen = flen;
+	w.s.hilen = prefix_next(from, plen, w.s.hi);
+	if (!w.s.hilen) {
+		free(w.s.hi);
+		w.s.hi = NULL;
+	}
+	while ((rc = walk_next(t, &w, &k, &kl, &v, &vl)) == 1) {
 		rc = fn(arg, k, kl, v, vl);
 		if (rc)
 			break;
 	}
 out_free:
-	free(last);
-	free(s.lo);
-	free(prefix);
+	free(w.last);
+	free(w.s.hi);
+	free(w.s.lo);
 	return rc;
 }
 
@@ -1728,55 +1820,6 @@ static void pg_abort(struct mgr_kv_txn *t_)
 /* ------------------------------------------------------------------ */
 /* Open and close                                                      */
 
-/* Create the schema (create) and check its version.
- * @return 0, -ENOENT no schema, -EPROTO other version, -EACCES, -EIO */
-static int pg_schema(struct pg_kv *kv, PGconn *pc, int create, char *msg,
-		     size_t cap)
-{
-	char why[400];
-	PGresult *r;
-	int rc = 0;
-
-	if (create) {
-		r = PQexec(pc, pg_schema_sql);
-		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-			one_line(PQresultErrorMessage(r), why, sizeof(why));
-			rc = pg_errno(pc, r) == -EACCES ? -EACCES : -EIO;
-			snprintf(msg, cap, "store_uri %s: cannot create the schema: %s",
-				 kv->show, why);
-			PQclear(r);
-			PQclear(PQexec(pc, "ROLLBACK"));
-			return rc;
-		}
-		PQclear(r);
-	}
-	r = PQexec(pc, "SELECT version FROM rpfs_schema");
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-
-		one_line(PQresultErrorMessage(r), why, sizeof(why));
-		if (st && !strcmp(st, "42P01")) {
-			snprintf(msg, cap, "store_uri %s: the database holds no rpfs "
-				 "schema (run rpfs mkfs)", kv->show);
-			rc = -ENOENT;
-		} else {
-			snprintf(msg, cap, "store_uri %s: cannot read the schema "
-				 "version: %s", kv->show, why);
-			rc = -EIO;
-		}
-	} else if (PQntuples(r) != 1) {
-		snprintf(msg, cap, "store_uri %s: table rpfs_schema holds %d rows, "
-			 "expected 1", kv->show, PQntuples(r));
-		rc = -EPROTO;
-	} else if (atoi(PQgetvalue(r, 0, 0)) != PG_SCHEMA_VERSION) {
-		snprintf(msg, cap, "store_uri %s: schema version %s, this rpfs-mgr "
-			 "needs %d", kv->show, PQgetvalue(r, 0, 0), PG_SCHEMA_VERSION);
-		rc = -EPROTO;
-	}
-	PQclear(r);
-	return rc;
-}
-
 /* See mgr_kv_close. */
 static void pg_close(struct mgr_kv *kv_)
 {
@@ -1835,24 +1878,14 @@ int mgr_kv_pg_open(const struct mgr_kv_conf *conf, int create,
 	}
 	PQconninfoFree(o);
 	kv->uri = strdup(conf->uri);
-	c = calloc(1, sizeof(*c));
-	if (!kv->uri || !c) {
-		free(c);
+	if (!kv->uri) {
 		snprintf(msg, msgcap, "store_uri %s: out of memory", kv->show);
 		rc = -ENOMEM;
 		goto out_close;
 	}
-	rc = pg_connect(kv, &c->pc, msg, msgcap);
-	if (!rc)
-		rc = pg_schema(kv, c->pc, create, msg, msgcap);
-	if (!rc)
-		rc = pg_prepare(kv, c->pc, msg, msgcap);
-	if (rc) {
-		if (c->pc)
-			PQfinish(c->pc);
-		free(c);
+	rc = conn_new(kv, 1, create, &c, msg, msgcap);
+	if (rc)
 		goto out_close;
-	}
 	pool_put(kv, c);
 	*out = &kv->base;
 	return 0;
