@@ -727,20 +727,23 @@ out_fail:
 }
 
 /*
- * Connect to the store: libpq's defaults for a mgr (connect timeout,
- * keepalives, a read-write session, so that a multi-host URI finds the
- * primary) come first, so that the URI's own settings win.
+ * Connect to the store: libpq's defaults for a mgr come first, so that the
+ * URI's own settings win: a connect timeout, keepalives (an idle
+ * connection to a lost host fails in about 11 s), tcp_user_timeout (so
+ * does a call whose data the host stopped acknowledging, in 10 s, instead
+ * of TCP's minutes of retries) and a read-write session (a multi-host URI
+ * finds the primary).
  * @return 0, or pg_connect_err's error (msg set)
  */
 static int pg_connect(struct pg_kv *kv, PGconn **out, char *msg, size_t cap)
 {
 	static const char *const kw[] = {
 		"connect_timeout", "keepalives_idle", "keepalives_interval",
-		"keepalives_count", "target_session_attrs",
+		"keepalives_count", "tcp_user_timeout", "target_session_attrs",
 		"fallback_application_name", "dbname", NULL,
 	};
-	const char *vals[] = { "5", "5", "2", "3", "read-write", "rpfs", kv->uri,
-			       NULL };
+	const char *vals[] = { "5", "5", "2", "3", "10000", "read-write", "rpfs",
+			       kv->uri, NULL };
 	PGconn *pc = PQconnectdbParams(kw, vals, 1);
 	int rc;
 
