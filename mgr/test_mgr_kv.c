@@ -1082,6 +1082,12 @@ static void test_pg_reconnect(void)
 	}
 	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
 	CHECK_RC(k_put(t, MGR_KV_META, S("k"), S("v"), 0), 0);
+	{
+		uint64_t used, limit;
+
+		/* no fixed size: the database's own disk-full is the limit */
+		CHECK_RC(kv->ops->usage(t, &used, &limit), -EOPNOTSUPP);
+	}
 	CHECK_RC(k_commit(t), 0);
 	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(pid) FROM "
 		 "pg_stat_activity WHERE datname = '%s' AND pid <> pg_backend_pid()",
