@@ -32,6 +32,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <libpq-fe.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +42,11 @@
 
 #include "log.h"
 #include "mgr_kv_int.h"
+
+#ifndef container_of
+#define container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+#endif
 
 #define PG_SCHEMA_VERSION 1
 #define PG_RETRIES 5        /* commit retries after 40001 / 40P01 */
