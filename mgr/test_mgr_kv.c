@@ -14,6 +14,7 @@
  * drops databases rpfs_kvt_PID_N and touches nothing else.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -865,6 +866,39 @@ static void pg_env_stop(void)
 	pg_dir[0] = '\0';
 }
 
+/*
+ * A watchdog for a test that dies (a meson timeout's SIGTERM, a crash):
+ * a child in a session of its own waits for EOF on a pipe only we hold
+ * (close-on-exec, so the server does not inherit it) and then stops the
+ * cluster if its directory is still there (pg_env_stop removes it).
+ */
+static void pg_watchdog(void)
+{
+	int p[2];
+	pid_t pid;
+	char c;
+
+	if (pipe2(p, O_CLOEXEC))
+		return;
+	pid = fork();
+	if (pid == 0) {
+		close(p[1]);
+		setsid();
+		for (;;) {
+			ssize_t n = read(p[0], &c, 1);
+
+			if (n == 0 || (n < 0 && errno != EINTR))
+				break;
+		}
+		if (access(pg_dir, F_OK) == 0)
+			pg_env_stop();
+		_exit(0);
+	}
+	close(p[0]);
+	if (pid < 0)
+		close(p[1]);
+}
+
 /* $RPFS_PG_URI, else a cluster of our own from pg-temp.sh. @return 0, -1 */
 static int pg_env_start(const char *script)
 {
@@ -888,6 +922,7 @@ static int pg_env_start(const char *script)
 		return -1;
 	}
 	atexit(pg_env_stop);
+	pg_watchdog();
 	snprintf(cmd, sizeof(cmd), "'%s' start '%s'", script, pg_dir);
 	f = popen(cmd, "r");
 	if (!f || !fgets(pg_admin, sizeof(pg_admin), f)) {
