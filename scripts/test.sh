@@ -285,7 +285,7 @@ VM_TRANSPORT=${RPFS_VM_TRANSPORT:-verbs}
 vm_ok=1
 if [ ! -f "$VM_BUILD/build.ninja" ]; then
 	meson setup "$VM_BUILD" --buildtype=release -Dwerror=true -Dverbs=enabled \
-		-Dfio_engine=enabled ||
+		-Dfio_engine=enabled -Dpostgresql=enabled ||
 		vm_ok=0
 fi
 if [ $vm_ok = 1 ]; then
