@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "mgr_db.h"
+#include "mgr_kv.h"
 #include "net_auth.h"
 #include "rpfs.h"
 
@@ -25,7 +26,11 @@
 "mkfs [--conf FILE] [--all]       create the mgr database (with the iod table) and\n" \
 "                                   the data directories of the iods on this host\n" \
 "                                   (--all: of every iod)\n" \
-"  mkfs --db DIR --iod HOST:PORT... [--data DIR...] [--stripe-unit SIZE] [--stripe-count N]\n"
+"  mkfs --db DIR --iod HOST:PORT... [--data DIR...] [--stripe-unit SIZE] [--stripe-count N]\n" \
+"  mkfs --store-uri URI [--data DIR...]\n" \
+"                                   create the schema of a postgresql store (its\n" \
+"                                   iod table is recorded by rpfs-mgr's first start);\n" \
+"                                   --conf: with [mgr] store = postgresql, store_uri\n"
 #define USAGE_STATUS \
 "status [--conf FILE | --mgr HOST:PORT] [--key FILE] [--timeout S]\n" \
 "                                   every server: up or down, capacity, version\n"
@@ -231,6 +236,79 @@ static int mkfs_db(const char *db_dir, const struct mgr_iod *iods, uint16_t n,
 	return ADM_OK;
 }
 
+/*
+ * Create the schema of the PostgreSQL store at uri (harmless when it is
+ * there already; a schema of another version is refused).
+ * @param what where uri came from, for messages ("--store-uri", or the
+ *	config file's path)
+ * @return ADM_OK, ADM_USAGE / ADM_CONFIG an unparseable URI (from the
+ *	command line / the file), ADM_FAIL
+ */
+static int mkfs_pg(const char *uri, const char *what, int from_conf)
+{
+#ifdef RPFS_HAVE_PG
+	struct mgr_kv_conf kc = { .kind = MGR_KV_POSTGRESQL, .uri = uri };
+	struct mgr_kv *kv;
+	char msg[600] = "";
+	int rc = mgr_kv_open(&kc, 1, &kv, msg, sizeof(msg));
+
+	if (rc) {
+		fprintf(stderr, "rpfs mkfs: %s: %s\n", what, msg);
+		if (rc == -EINVAL)
+			return from_conf ? ADM_CONFIG : ADM_USAGE;
+		return ADM_FAIL;
+	}
+	mgr_kv_close(kv);
+	printf("postgresql store: schema ready\n");
+	return ADM_OK;
+#else
+	fprintf(stderr, "rpfs mkfs: %s: this rpfs is built without the postgresql "
+		"store (meson -Dpostgresql=enabled)\n", what);
+	return ADM_FAIL;
+#endif
+}
+
+/* Make the iod data directories data[0..n). @return ADM_* */
+static int mkfs_data(const char *const *data, int n)
+{
+	int rc;
+
+	for (int i = 0; i < n; i++) {
+		if ((rc = mkdir_p(data[i])) != 0) {
+			fprintf(stderr, "rpfs mkfs: %s: %s\n", data[i], strerror(-rc));
+			return ADM_FAIL;
+		}
+		printf("iod data directory %s\n", data[i]);
+	}
+	return ADM_OK;
+}
+
+/*
+ * The store of --conf's [mgr] section: *uri is its store_uri when store is
+ * postgresql, NULL for lmdb. The two must agree, as for rpfs-mgr.
+ * @return ADM_OK, ADM_CONFIG (printed)
+ */
+static int mkfs_conf_store(const struct cfg *conf, const char **uri)
+{
+	int pg = conf->store && !strcmp(conf->store, "postgresql");
+
+	*uri = NULL;
+	if (pg && !conf->store_uri) {
+		fprintf(stderr, "rpfs mkfs: %s: [mgr] store = postgresql needs "
+			"[mgr] store_uri\n", conf->path);
+		return ADM_CONFIG;
+	}
+	if (!pg && conf->store_uri) {
+		fprintf(stderr, "rpfs mkfs: %s: [mgr] store_uri is set, but the store "
+			"is lmdb (%s): set [mgr] store = postgresql, or drop store_uri\n",
+			conf->path, conf->store ? "[mgr] store" : "the default");
+		return ADM_CONFIG;
+	}
+	if (pg)
+		*uri = conf->store_uri;
+	return ADM_OK;
+}
+
 /* rpfs mkfs: see usage(). */
 static int cmd_mkfs(int argc, char **argv)
 {
@@ -242,10 +320,12 @@ static int cmd_mkfs(int argc, char **argv)
 		{ "data", required_argument, NULL, 'D' },
 		{ "stripe-unit", required_argument, NULL, 'u' },
 		{ "stripe-count", required_argument, NULL, 'c' },
+		{ "store-uri", required_argument, NULL, 'U' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct mgr_iod iods[PROTO_MAX_IODS];
 	const char *conf_path = NULL, *db = NULL, *data[PROTO_MAX_IODS];
+	const char *store_uri = NULL;
 	struct cfg *conf = NULL;
 	int c, all = 0, ndata = 0, rc = ADM_OK;
 	uint16_t niods = 0;
@@ -260,6 +340,14 @@ static int cmd_mkfs(int argc, char **argv)
 		case 'C': conf_path = optarg; break;
 		case 'a': all = 1; break;
 		case 'd': db = optarg; break;
+		case 'U':
+			if (!optarg[0]) {
+				fprintf(stderr, "rpfs mkfs: --store-uri: expected a "
+					"PostgreSQL URI, got \"\"\n");
+				return ADM_USAGE;
+			}
+			store_uri = optarg;
+			break;
 		case 'i':
 			if (niods >= PROTO_MAX_IODS) {
 				fprintf(stderr, "rpfs mkfs: --iod: at most %d iods\n",
@@ -306,6 +394,15 @@ static int cmd_mkfs(int argc, char **argv)
 		fprintf(stderr, "rpfs mkfs: unexpected argument \"%s\"\n", argv[optind]);
 		return ADM_USAGE;
 	}
+	if (store_uri) {
+		if (db || niods || conf_path || all) {
+			fprintf(stderr, "rpfs mkfs: --store-uri goes without --db, --iod, "
+				"--conf and --all\n");
+			return ADM_USAGE;
+		}
+		rc = mkfs_data(data, ndata);
+		return rc ? rc : mkfs_pg(store_uri, "--store-uri", 0);
+	}
 	if (db || niods) {
 		if (!db || !niods) {
 			fprintf(stderr, "rpfs mkfs: --db and --iod go together\n");
@@ -316,13 +413,9 @@ static int cmd_mkfs(int argc, char **argv)
 				niods);
 			return ADM_USAGE;
 		}
-		for (int i = 0; i < ndata; i++) {
-			if ((c = mkdir_p(data[i])) != 0) {
-				fprintf(stderr, "rpfs mkfs: %s: %s\n", data[i], strerror(-c));
-				return ADM_FAIL;
-			}
-			printf("iod data directory %s\n", data[i]);
-		}
+		rc = mkfs_data(data, ndata);
+		if (rc)
+			return rc;
 		return mkfs_db(db, iods, niods, (uint32_t)unit, (uint16_t)count, 0);
 	}
 	if (!conf_path)
@@ -331,6 +424,9 @@ static int cmd_mkfs(int argc, char **argv)
 		fprintf(stderr, "rpfs mkfs: %s\n", msg);
 		return ADM_CONFIG;
 	}
+	rc = mkfs_conf_store(conf, &store_uri);
+	if (rc)
+		goto out_free_conf;
 	for (int i = 0; i < conf->niods; i++) {
 		const struct cfg_iod *d = &conf->iods[i];
 
@@ -347,7 +443,9 @@ static int cmd_mkfs(int argc, char **argv)
 		}
 		printf("iod %d data directory %s\n", i, d->data);
 	}
-	if (conf->db && conf->niods)
+	if (store_uri)
+		rc = mkfs_pg(store_uri, conf_path, 1);
+	else if (conf->db && conf->niods)
 		rc = mkfs_db(conf->db, iods, (uint16_t)conf->niods, conf->stripe_unit,
 			     conf->stripe_count > 0 ? (uint16_t)conf->stripe_count : 0,
 			     conf->mirror);

@@ -321,9 +321,21 @@ static int cfg_mgr(struct cfg_parse *p, const char *key, const char *v)
 	if (!strcmp(key, "xattr_max_bytes"))
 		return cfg_size(p, "mgr", key, v, CFG_MIN_XATTR_BYTES,
 				CFG_MAX_XATTR_BYTES, 0, &c->xattr_max_bytes);
+	if (!strcmp(key, "store")) {
+		if (strcmp(v, "lmdb") && strcmp(v, "postgresql"))
+			return cfg_fail(p, "[mgr] store: expected lmdb or postgresql, "
+					"got \"%s\"", v);
+		return cfg_path(p, "mgr", key, v, &c->store);
+	}
+	if (!strcmp(key, "store_uri")) {
+		if (!v[0])
+			return cfg_fail(p, "[mgr] store_uri: expected a PostgreSQL URI, "
+					"got \"\"");
+		return cfg_path(p, "mgr", key, v, &c->store_uri);
+	}
 	return cfg_fail(p, "[mgr]: unknown key \"%s\" (expected db, listen, "
 			"root_squash, resync_rate, db_size, xattr_max_count, "
-			"xattr_max_bytes)", key);
+			"xattr_max_bytes, store, store_uri)", key);
 }
 
 /* [iod.N] */
@@ -576,6 +588,8 @@ void cfg_free(struct cfg *c)
 		free(c->iods[i].data);
 	free(c->rdma_dev);
 	free(c->db);
+	free(c->store);
+	free(c->store_uri);
 	free(c->key_path);
 	free(c->srv_key_path);
 	free(c->path);

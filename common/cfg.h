@@ -16,7 +16,9 @@
  *              resync_rate = MB/s (0..100000, 0 = resync off),
  *              db_size = SIZE (4M..1024G, the namespace map),
  *              xattr_max_count = N (1..65536), xattr_max_bytes = SIZE
- *              (1K..64M; names + values): per-inode xattr caps
+ *              (1K..64M; names + values): per-inode xattr caps,
+ *              store = lmdb|postgresql (the namespace store; default
+ *              lmdb), store_uri = URI (postgresql: a libpq URI)
  *   [iod.N]    host = HOST, port = PORT, data = DIR, listen = HOST (bind
  *              address, default host), credits = N, domain = NAME (failure
  *              domain, 1..63 of [A-Za-z0-9._-]; every iod or none)
@@ -86,6 +88,9 @@ struct cfg {
 	uint64_t db_size;                /* [mgr] db_size bytes; 0 = unset */
 	uint32_t xattr_max_count;        /* [mgr] xattr_max_count; 0 = unset */
 	uint32_t xattr_max_bytes;        /* [mgr] xattr_max_bytes; 0 = unset */
+	char *store;                     /* [mgr] store: "lmdb" or "postgresql";
+					  * NULL = unset */
+	char *store_uri;                 /* [mgr] store_uri; NULL = unset */
 	int niods;                       /* iods[0..niods-1], ids contiguous */
 	struct cfg_iod iods[PROTO_MAX_IODS];
 	int has_poll_mode;

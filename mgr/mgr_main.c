@@ -11,6 +11,7 @@
 #include "log.h"
 #include "mgr_db.h"
 #include "mgr_iodpoll.h"
+#include "mgr_kv.h"
 #include "mgr_lock.h"
 #include "mgr_lockd.h"
 #include "mgr_metrics.h"
@@ -57,6 +58,9 @@ struct mgr_args {
 	char metrics_host[PROTO_MAX_HOST + 1]; /* --metrics, [metrics] listen */
 	uint16_t metrics_port;
 	const char *metrics_what; /* which of the two gave it; NULL = off */
+	const char *store;     /* --store NAME; NULL = not given */
+	const char *store_uri; /* --store-uri URI; NULL = not given */
+	struct mgr_kv_conf kc; /* the namespace store (store_conf) */
 };
 
 _Static_assert(MGR_DB_MIN_SIZE == CFG_MIN_DB_SIZE &&
@@ -84,7 +88,7 @@ static void usage(FILE *f)
 		   "       [--lock-grace SECONDS]\n"
 		   "       [--resync-rate MB/s] [--db-size SIZE] [--xattr-max-count N]\n"
 		   "       [--xattr-max-bytes SIZE] [--insecure] [--request-timeout SECONDS]\n"
-		   "       [--metrics HOST:PORT]\n"
+		   "       [--metrics HOST:PORT] [--store lmdb|postgresql] [--store-uri URI]\n"
 		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
 		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n"
 		   "HOST:PORT: a name, an IPv4 address or [IPv6]:PORT.\n"
@@ -100,6 +104,10 @@ static void usage(FILE *f)
 		   "  default 4G); growth stops short of it, deletes still work.\n"
 		   "--xattr-max-count, --xattr-max-bytes: per-inode xattr caps\n"
 		   "  (1..65536, default 1024; 1K..64M names + values, default 1M).\n"
+		   "--store: the namespace store, lmdb (default: in --db DIR) or\n"
+		   "  postgresql (a database shared by several mgrs, at --store-uri,\n"
+		   "  a libpq URI such as postgresql://h1,h2/rpfs?target_session_attrs=read-write;\n"
+		   "  rpfs mkfs --store-uri creates its schema).\n"
 		   "For testing only:\n"
 		   "  --lease-ms MS  the fence lease granted to the iods (%u..%u,\n"
 		   "                 default %u); a STALE_MARK for an iod that does not\n"
@@ -193,6 +201,23 @@ static int parse_size(const char *opt, const char *s, uint64_t lo,
 	return 0;
 }
 
+/* Parse --store / --store-uri into a. @return 0, -EINVAL (printed) */
+static int parse_store(int c, const char *s, struct mgr_args *a)
+{
+	enum mgr_kv_kind kind;
+
+	if (c == 'O') {
+		if (mgr_kv_kind_parse(s, &kind))
+			return bad_arg("--store", "lmdb or postgresql", s);
+		a->store = s;
+		return 0;
+	}
+	if (!s[0])
+		return bad_arg("--store-uri", "a PostgreSQL URI", s);
+	a->store_uri = s;
+	return 0;
+}
+
 /* Parse the three space options into a->lim. */
 static int parse_limit(int c, const char *s, struct mgr_args *a)
 {
@@ -243,6 +268,8 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "xattr-max-bytes", required_argument, NULL, 'B' },
 		{ "insecure", no_argument, NULL, 'I' },
 		{ "metrics", required_argument, NULL, 'M' },
+		{ "store", required_argument, NULL, 'O' },
+		{ "store-uri", required_argument, NULL, 'U' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -354,6 +381,12 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 			if (rc)
 				return rc;
 			break;
+		case 'O':
+		case 'U':
+			rc = parse_store(c, optarg, a);
+			if (rc)
+				return rc;
+			break;
 		case 'Q': {
 			char *end;
 			double d;
@@ -406,6 +439,48 @@ static void merge_limits(struct mgr_db_limits *l)
 		l->xattr_max_count = def.xattr_max_count;
 	if (!l->xattr_max_bytes)
 		l->xattr_max_bytes = def.xattr_max_bytes;
+}
+
+/*
+ * Choose the namespace store into a->kc: --store and --store-uri, else
+ * [mgr] store and store_uri (each flag wins over its key), and check that
+ * they agree: postgresql needs a URI, a URI needs postgresql, lmdb needs
+ * --db. Call after the file's values are merged (db, db_size).
+ * @return 0, -EINVAL (message printed)
+ */
+static int store_conf(struct mgr_args *a, const struct cfg *f)
+{
+	const char *name = a->store, *what = "--store";
+	const char *uri = a->store_uri, *uwhat = "--store-uri";
+
+	if (!name && f && f->store)
+		name = f->store, what = "[mgr] store";
+	if (!uri && f && f->store_uri)
+		uri = f->store_uri, uwhat = "[mgr] store_uri";
+	memset(&a->kc, 0, sizeof(a->kc));
+	a->kc.kind = MGR_KV_LMDB;
+	if (name && mgr_kv_kind_parse(name, &a->kc.kind))
+		return bad_arg(what, "lmdb or postgresql", name);
+	if (a->kc.kind == MGR_KV_POSTGRESQL && !uri) {
+		fprintf(stderr, PROG ": %s%spostgresql needs a PostgreSQL URI "
+			"(--store-uri URI, or [mgr] store_uri in the config file)\n",
+			what, a->store ? " " : " = ");
+		return -EINVAL;
+	}
+	if (a->kc.kind == MGR_KV_LMDB && uri) {
+		fprintf(stderr, PROG ": %s is set, but the store is lmdb (%s): set "
+			"--store postgresql or [mgr] store = postgresql, or drop %s\n",
+			uwhat, name ? what : "the default", uwhat);
+		return -EINVAL;
+	}
+	if (a->kc.kind == MGR_KV_LMDB && !a->db_dir) {
+		fprintf(stderr, PROG ": --db: required (DIR, or [mgr] db in the config file)\n");
+		return -EINVAL;
+	}
+	a->kc.uri = uri;
+	a->kc.dir = a->db_dir;
+	a->kc.map_size = a->lim.db_size;
+	return 0;
 }
 
 /*
@@ -481,10 +556,8 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 			"in the config file)\n");
 		return -EINVAL;
 	}
-	if (!a->db_dir) {
-		fprintf(stderr, PROG ": --db: required (DIR, or [mgr] db in the config file)\n");
+	if (store_conf(a, f))
 		return -EINVAL;
-	}
 	if (a->niods == 0) {
 		fprintf(stderr, PROG ": --iod: at least one is required (HOST:PORT, or "
 			"[iod.N] sections in the config file)\n");
@@ -552,7 +625,6 @@ int main(int argc, char **argv)
 	static struct mgr_args a;
 	struct ev_loop *loop;
 	struct mgr_db *db = NULL;
-	struct mgr_kv_conf kc;
 	struct mgr_iodpoll *poll = NULL;
 	struct mgr_ops *ops = NULL;
 	struct mgr_lockd *lockd = NULL;
@@ -621,8 +693,7 @@ int main(int argc, char **argv)
 		log_err("cannot create the event loop");
 		goto out_free_conf;
 	}
-	kc = (struct mgr_kv_conf){ .kind = MGR_KV_LMDB, .dir = a.db_dir };
-	rc = mgr_db_open_store(&db, &kc, &a.lim, 0, msg, sizeof(msg));
+	rc = mgr_db_open_store(&db, &a.kc, &a.lim, 0, msg, sizeof(msg));
 	if (rc) {
 		if (msg[0])
 			log_err("%s", msg);

@@ -47,15 +47,18 @@ pkg_install() {
 	return 1
 }
 
-# The build dependencies of rpfs (meson.build), verbs and metrics
-# (libmicrohttpd) included; dpkg-dev,
+# The build dependencies of rpfs (meson.build), verbs, metrics
+# (libmicrohttpd) and the PostgreSQL store (libpq-dev) included; dpkg-dev,
 # xz-utils and bzip2 fetch and unpack fio's source for the fio engine
 # (scripts/fio-src.sh), fio's configure uses gcc.
 RPFS_BUILD_PACKAGES=(meson ninja-build pkg-config gcc libc6-dev libfuse3-dev fuse3 liblmdb-dev
 	libev-dev libsodium-dev libinih-dev libsystemd-dev libibverbs-dev librdmacm-dev
-	libmicrohttpd-dev)
+	libmicrohttpd-dev libpq-dev)
 RPFS_FIO_SRC_PACKAGES=(fio dpkg-dev xz-utils bzip2)
 # The metrics checks (scripts/test.sh, tests/integration/test_metrics.py):
 # prometheus scrapes a test cluster, promtool checks the endpoints' text
 # and scripts/monitoring's alerting rules.
 RPFS_METRICS_TEST_PACKAGES=(prometheus)
+# The PostgreSQL store's tests (scripts/pg-temp.sh: a throwaway cluster;
+# mgr/test_mgr_kv.c): the server, psql, runuser and useradd.
+RPFS_PG_TEST_PACKAGES=(postgresql-15 postgresql-client-15 util-linux passwd)

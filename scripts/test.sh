@@ -40,9 +40,11 @@ FUZZ_SECONDS=${RPFS_FUZZ_SECONDS:-60}
 # setfattr), util-linux (setpriv, prlimit, mountpoint), mount (umount),
 # fuse3 (fusermount3), diffutils (cmp, diff), systemd (systemd-analyze),
 # iproute2 (ip, tc: the fault harness; nsenter is util-linux's),
-# prometheus (prometheus, promtool: test_metrics.py);
+# prometheus (prometheus, promtool: test_metrics.py), PostgreSQL 15
+# (scripts/pg-temp.sh: initdb, pg_ctl, psql; runuser, useradd);
 # scripts/rdma-vm.sh installs the VM's own (qemu, busybox, kmod, ...).
 PACKAGES=("${RPFS_BUILD_PACKAGES[@]}" "${RPFS_FIO_SRC_PACKAGES[@]}" "${RPFS_METRICS_TEST_PACKAGES[@]}"
+	"${RPFS_PG_TEST_PACKAGES[@]}"
 	clang libclang-rt-14-dev
 	python3 python3-pytest attr util-linux mount tar diffutils coreutils systemd iproute2)
 
@@ -179,7 +181,7 @@ ASAN_BUILD=build-asan
 asan_ok=1
 if [ ! -f "$ASAN_BUILD/build.ninja" ]; then
 	meson setup "$ASAN_BUILD" -Db_sanitize=address,undefined -Dwerror=true -Dfio_engine=enabled \
-		-Dverbs=enabled --buildtype=debug || asan_ok=0
+		-Dverbs=enabled -Dpostgresql=enabled --buildtype=debug || asan_ok=0
 fi
 if [ $asan_ok = 1 ]; then
 	ninja -C "$ASAN_BUILD" || asan_ok=0
@@ -283,7 +285,7 @@ VM_TRANSPORT=${RPFS_VM_TRANSPORT:-verbs}
 vm_ok=1
 if [ ! -f "$VM_BUILD/build.ninja" ]; then
 	meson setup "$VM_BUILD" --buildtype=release -Dwerror=true -Dverbs=enabled \
-		-Dfio_engine=enabled ||
+		-Dfio_engine=enabled -Dpostgresql=enabled ||
 		vm_ok=0
 fi
 if [ $vm_ok = 1 ]; then
