@@ -307,6 +307,13 @@ static int cfg_mgr(struct cfg_parse *p, const char *key, const char *v)
 		c->resync_rate = n;
 		return 1;
 	}
+	if (!strcmp(key, "group_commit")) {
+		b = cfg_bool(v);
+		if (b < 0)
+			return cfg_fail(p, "[mgr] group_commit: expected on or off, got \"%s\"", v);
+		c->group_commit = b;
+		return 1;
+	}
 	if (!strcmp(key, "db_size"))
 		return cfg_size64(p, "mgr", key, v, CFG_MIN_DB_SIZE,
 				  CFG_MAX_DB_SIZE, 0, &c->db_size);
@@ -335,7 +342,7 @@ static int cfg_mgr(struct cfg_parse *p, const char *key, const char *v)
 	}
 	return cfg_fail(p, "[mgr]: unknown key \"%s\" (expected db, listen, "
 			"root_squash, resync_rate, db_size, xattr_max_count, "
-			"xattr_max_bytes, store, store_uri)", key);
+			"xattr_max_bytes, store, store_uri, group_commit)", key);
 }
 
 /* [iod.N] */
@@ -540,6 +547,7 @@ int cfg_load(struct cfg **out, const char *path, char *err, size_t errcap)
 		return -ENOMEM;
 	c->stripe_count = -1;
 	c->root_squash = -1;
+	c->group_commit = -1;
 	c->resync_rate = -1;
 	c->log_level = -1;
 	c->insecure = -1;

@@ -19,6 +19,7 @@
  *              (1K..64M; names + values): per-inode xattr caps,
  *              store = lmdb|postgresql (the namespace store; default
  *              lmdb), store_uri = URI (postgresql: a libpq URI)
+ *              group_commit = on|off (write ops share one commit)
  *   [iod.N]    host = HOST, port = PORT, data = DIR, listen = HOST (bind
  *              address, default host), credits = N, domain = NAME (failure
  *              domain, 1..63 of [A-Za-z0-9._-]; every iod or none)
@@ -84,6 +85,7 @@ struct cfg {
 	char listen_host[PROTO_MAX_HOST + 1]; /* [mgr] listen; "" = unset */
 	uint16_t listen_port;
 	int root_squash;                 /* 0/1, -1 = unset */
+	int group_commit;                /* [mgr] group_commit 0/1, -1 = unset */
 	long resync_rate;                /* [mgr] resync_rate MB/s, -1 = unset */
 	uint64_t db_size;                /* [mgr] db_size bytes; 0 = unset */
 	uint32_t xattr_max_count;        /* [mgr] xattr_max_count; 0 = unset */

@@ -132,13 +132,106 @@ static int txn_wrap(struct mgr_db *db, struct mgr_kv_txn *kt,
 	return 0;
 }
 
-/* Begin a top-level transaction on db's store. */
+/* The store whose batch the calling thread has open (NULL: none). */
+static __thread struct mgr_db *batch_db;
+
+/* Begin a top-level transaction on db's store; on the batch's thread a
+ * write txn is a child of the batch within an op, and flushes the batch
+ * first outside one (see mgr_db.h "Group commit"). */
 int mgr_db_begin(struct mgr_db *db, int rdonly, struct mgr_txn **txn)
 {
 	struct mgr_kv_txn *kt;
-	int rc = mgr_kv_begin(db->kv, NULL, rdonly, &kt);
+	int rc;
 
+	if (!rdonly && batch_db == db && db->batch) {
+		if (db->batch_in_op)
+			return mgr_db_begin_child(db->batch, txn);
+		if (db->batch_flush)
+			db->batch_flush(db->batch_flush_arg);
+		if (db->batch) /* no callback, or it did not commit */
+			mgr_db_batch_commit(db, NULL);
+	}
+	rc = mgr_kv_begin(db->kv, NULL, rdonly, &kt);
 	return rc ? rc : txn_wrap(db, kt, NULL, txn);
+}
+
+/* Batches and their ops (relaxed atomics; mgr_db_batch_stats). */
+static uint64_t batch_count, batch_op_count;
+
+/* See mgr_db.h. */
+int mgr_db_batch_open(struct mgr_db *db)
+{
+	struct mgr_kv_txn *kt;
+	int rc;
+
+	if (db->batch && batch_db == db)
+		return -EBUSY;
+	rc = mgr_kv_begin(db->kv, NULL, 0, &kt);
+	if (!rc)
+		rc = txn_wrap(db, kt, NULL, &db->batch);
+	if (rc)
+		return rc;
+	db->batch_ops = 0;
+	db->batch_in_op = 0;
+	batch_db = db;
+	return 0;
+}
+
+/* See mgr_db.h. */
+int mgr_db_batch_is_open(const struct mgr_db *db)
+{
+	return batch_db == db && db->batch != NULL;
+}
+
+/* See mgr_db.h. */
+void mgr_db_batch_enter(struct mgr_db *db)
+{
+	db->batch_in_op = 1;
+	db->batch_ops++;
+}
+
+/* See mgr_db.h. */
+void mgr_db_batch_leave(struct mgr_db *db)
+{
+	db->batch_in_op = 0;
+}
+
+/* See mgr_db.h. Cost: one top-level commit (one sync). */
+int mgr_db_batch_commit(struct mgr_db *db, uint32_t *nops)
+{
+	struct mgr_txn *b = db->batch;
+	uint32_t n = db->batch_ops;
+	int rc;
+
+	if (nops)
+		*nops = n;
+	if (!b || batch_db != db)
+		return 0;
+	db->batch = NULL;
+	db->batch_ops = 0;
+	db->batch_in_op = 0;
+	batch_db = NULL;
+	rc = mgr_db_commit(b);
+	if (!rc) {
+		__atomic_add_fetch(&batch_count, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&batch_op_count, n, __ATOMIC_RELAXED);
+	}
+	return rc;
+}
+
+/* See mgr_db.h. */
+void mgr_db_batch_set_flush(struct mgr_db *db, void (*fn)(void *arg),
+			    void *arg)
+{
+	db->batch_flush = fn;
+	db->batch_flush_arg = arg;
+}
+
+/* See mgr_db.h. */
+void mgr_db_batch_stats(uint64_t *batches, uint64_t *ops)
+{
+	*batches = __atomic_load_n(&batch_count, __ATOMIC_RELAXED);
+	*ops = __atomic_load_n(&batch_op_count, __ATOMIC_RELAXED);
 }
 
 /* Begin a child of a write transaction. */
@@ -1411,6 +1504,11 @@ void mgr_db_close(struct mgr_db *db)
 {
 	if (!db)
 		return;
+	if (db->batch) { /* mgr_ops_free commits it; this is a failed start */
+		mgr_db_abort(db->batch);
+		db->batch = NULL;
+		batch_db = NULL;
+	}
 	mgr_kv_close(db->kv);
 	free(db);
 }

@@ -68,12 +68,13 @@ struct kvl_txn {
 	MDB_txn *txn;
 };
 
-/* The backend structs of the generic ones. */
+/* The LMDB store around a generic one (container_of). */
 static struct kvl *kvl_of(struct mgr_kv *kv)
 {
 	return (struct kvl *)((char *)kv - offsetof(struct kvl, base));
 }
 
+/* The LMDB txn around a generic one (container_of). */
 static struct kvl_txn *kvl_txn_of(struct mgr_kv_txn *t)
 {
 	return (struct kvl_txn *)((char *)t - offsetof(struct kvl_txn, base));

@@ -40,6 +40,7 @@ struct mgr_args {
 	long count;      /* -1 = not given */
 	uint8_t mirror;  /* --mirror, [layout] mirror: 1 or 2; 0 = not given */
 	int root_squash;
+	int group_commit; /* --group-commit, [mgr] group_commit; -1 = not given */
 	int log_level;   /* -1 = not given */
 	const char *conf;      /* --conf FILE */
 	const char *key_path;  /* --key FILE */
@@ -53,6 +54,7 @@ struct mgr_args {
 	long lock_grace_ms;    /* --lock-grace SECONDS; -1 = not given */
 	long resync_rate;      /* --resync-rate MB/s; -1 = not given */
 	long lease_ms;         /* --lease-ms (testing); -1 = not given */
+	long commit_delay_ms;  /* --commit-delay-ms (testing); 0 = none */
 	struct mgr_db_limits lim; /* --db-size, --xattr-max-count, --xattr-max-bytes;
 				   * fields 0 = not given */
 	char metrics_host[PROTO_MAX_HOST + 1]; /* --metrics, [metrics] listen */
@@ -89,6 +91,7 @@ static void usage(FILE *f)
 		   "       [--resync-rate MB/s] [--db-size SIZE] [--xattr-max-count N]\n"
 		   "       [--xattr-max-bytes SIZE] [--insecure] [--request-timeout SECONDS]\n"
 		   "       [--metrics HOST:PORT] [--store lmdb|postgresql] [--store-uri URI]\n"
+		   "       [--group-commit on|off]\n"
 		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
 		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n"
 		   "HOST:PORT: a name, an IPv4 address or [IPv6]:PORT.\n"
@@ -96,6 +99,8 @@ static void usage(FILE *f)
 		   "  alone may scrub and purge any orphan (see README).\n"
 		   "--metrics: serve Prometheus /metrics on HOST:PORT (default off;\n"
 		   "  [metrics] listen = HOST:PORT in the config file).\n"
+		   "--group-commit: write ops queued together share one commit (one\n"
+		   "  sync), each answered after it (default on; [mgr] group_commit).\n"
 		   "--insecure: with no cluster key, listen on a non-loopback address\n"
 		   "  anyway (anyone who can reach it is served).\n"
 		   "--resync-rate: MB/s (10^6 bytes) at most of stale mirror replicas\n"
@@ -111,9 +116,11 @@ static void usage(FILE *f)
 		   "For testing only:\n"
 		   "  --lease-ms MS  the fence lease granted to the iods (%u..%u,\n"
 		   "                 default %u); a STALE_MARK for an iod that does not\n"
-		   "                 answer waits up to one lease\n",
+		   "                 answer waits up to one lease\n"
+		   "  --commit-delay-ms MS  sleep before each group commit (0..%u,\n"
+		   "                 default 0), so that a crash lands before it\n",
 		MGR_RESYNC_MAX_RATE, MGR_RESYNC_DEFAULT_RATE, MGR_FENCE_MIN_LEASE_MS,
-		MGR_FENCE_MAX_LEASE_MS, MGR_FENCE_LEASE_MS);
+		MGR_FENCE_MAX_LEASE_MS, MGR_FENCE_LEASE_MS, MGR_OPS_MAX_COMMIT_DELAY_MS);
 }
 
 /* Complain about an argument; the caller exits 2. */
@@ -263,6 +270,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "lock-grace", required_argument, NULL, 'G' },
 		{ "resync-rate", required_argument, NULL, 'R' },
 		{ "lease-ms", required_argument, NULL, 'E' },
+		{ "commit-delay-ms", required_argument, NULL, 'D' },
 		{ "db-size", required_argument, NULL, 'S' },
 		{ "xattr-max-count", required_argument, NULL, 'N' },
 		{ "xattr-max-bytes", required_argument, NULL, 'B' },
@@ -270,6 +278,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "metrics", required_argument, NULL, 'M' },
 		{ "store", required_argument, NULL, 'O' },
 		{ "store-uri", required_argument, NULL, 'U' },
+		{ "group-commit", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -278,6 +287,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 	memset(a, 0, sizeof(*a));
 	a->count = -1;
 	a->root_squash = -1;
+	a->group_commit = -1;
 	a->log_level = -1;
 	a->lock_grace_ms = -1;
 	a->resync_rate = -1;
@@ -320,6 +330,21 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 			if (strcmp(optarg, "1") && strcmp(optarg, "2"))
 				return bad_arg("--mirror", "1 or 2", optarg);
 			a->mirror = (uint8_t)(optarg[0] - '0');
+			break;
+		case 'D':
+			rc = parse_long("--commit-delay-ms", optarg, 0,
+					MGR_OPS_MAX_COMMIT_DELAY_MS,
+					"milliseconds 0..5000", &a->commit_delay_ms);
+			if (rc)
+				return rc;
+			break;
+		case 'g':
+			if (!strcmp(optarg, "on"))
+				a->group_commit = 1;
+			else if (!strcmp(optarg, "off"))
+				a->group_commit = 0;
+			else
+				return bad_arg("--group-commit", "on or off", optarg);
 			break;
 		case 'r':
 			a->root_squash = 1;
@@ -521,6 +546,8 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 			a->mirror = f->mirror;
 		if (a->root_squash < 0)
 			a->root_squash = f->root_squash;
+		if (a->group_commit < 0)
+			a->group_commit = f->group_commit;
 		if (a->log_level < 0)
 			a->log_level = f->log_level;
 		if (!a->key_path)
@@ -549,6 +576,8 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 		a->lease_ms = MGR_FENCE_LEASE_MS;
 	if (a->root_squash < 0)
 		a->root_squash = 0;
+	if (a->group_commit < 0)
+		a->group_commit = 1;
 	if (a->log_level < 0)
 		a->log_level = LOG_NOTICE;
 	if (!a->have_listen) {
@@ -742,9 +771,11 @@ int main(int argc, char **argv)
 	}
 	mgr_stale_attach(stale, poll, resync);
 	rc = mgr_ops_new(&ops, db, poll, a.root_squash);
+	if (!rc && a.group_commit)
+		rc = mgr_ops_group_commit(ops, loop, (uint32_t)a.commit_delay_ms);
 	if (rc) {
 		log_err("out of memory");
-		goto out_stop_resync;
+		goto out_free_ops;
 	}
 	rc = mgr_lockd_new(&lockd, loop, db, a.lock_grace_ms >= 0 ?
 			   (uint32_t)a.lock_grace_ms : MGR_LOCK_DEFAULT_GRACE_MS);
@@ -797,6 +828,7 @@ int main(int argc, char **argv)
 	log_notice("ready: %s", msg);
 	sdn_ready(msg);
 	ev_run(loop, 0);
+	mgr_ops_flush(ops); /* the last iteration's batch, if any */
 	sdn_stop(loop);
 	ev_signal_stop(loop, &sigint);
 	ev_signal_stop(loop, &sigterm);
@@ -820,7 +852,6 @@ out_free_lockd:
 	mgr_lockd_free(lockd, 0);
 out_free_ops:
 	mgr_ops_free(ops);
-out_stop_resync:
 	mgr_resync_stop(resync);
 out_stop_poll:
 	mgr_iodpoll_stop(poll);

@@ -150,6 +150,7 @@ static void mgr_metrics_write(struct metrics_buf *b, void *arg)
 	struct mgr_metrics *m = arg;
 	struct net_stats st;
 	typeof(m->snap) snap;
+	uint64_t batches, batch_ops;
 
 	metrics_ops_write(b, "rpfs_server", m->ops);
 	net_server_stats(m->src.srv, &st);
@@ -168,6 +169,14 @@ static void mgr_metrics_write(struct metrics_buf *b, void *arg)
 	metrics_family(b, "rpfs_mgr_store_commit_seconds", "histogram",
 		       "Namespace store transaction commits (top-level), with their sync.");
 	metrics_hist(b, "rpfs_mgr_store_commit_seconds", NULL, NULL, mgr_db_commit_latency());
+	mgr_db_batch_stats(&batches, &batch_ops);
+	metrics_family(b, "rpfs_mgr_group_commit_batches_total", "counter",
+		       "Group commit: batches of write ops committed (one sync each).");
+	metrics_u64(b, "rpfs_mgr_group_commit_batches_total", batches, NULL);
+	metrics_family(b, "rpfs_mgr_group_commit_ops_total", "counter",
+		       "Group commit: write ops in the committed batches (divided by "
+		       "the batches: ops per sync).");
+	metrics_u64(b, "rpfs_mgr_group_commit_ops_total", batch_ops, NULL);
 	metrics_family(b, "rpfs_mgr_locks_held", "gauge", "Byte-range locks held.");
 	metrics_u64(b, "rpfs_mgr_locks_held", snap.locks, NULL);
 	metrics_family(b, "rpfs_mgr_lock_waiters", "gauge", "Lock WAITs queued.");

@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <ev.h>
 
 #include "log.h"
 #include "mgr_ns.h"
@@ -12,6 +15,16 @@
 
 #define OPS_REP_SLACK 64   /* reply bytes around the dirent/xattr blob */
 #define OPS_STATFS_WAIT_MS 2500
+#define OPS_BATCH_MAX_OPS 256          /* a batch commits at this many ops */
+#define OPS_BATCH_MAX_BYTES (4u << 20) /* or this many reply bytes held */
+
+/* A write op's reply, held until its batch is durable. */
+struct ops_pend {
+	struct net_sreq *r;
+	int32_t status;
+	uint32_t len;
+	uint8_t *body; /* a copy of the encoded reply (NULL when len is 0) */
+};
 
 /* Handler state; every field is loop thread only. */
 struct mgr_ops {
@@ -21,6 +34,13 @@ struct mgr_ops {
 	uint8_t *rep;     /* encoded reply body, PROTO_MAX_BODY */
 	uint8_t *scratch; /* dirents / xattr values / link target */
 	size_t scratch_cap;
+	int group;                 /* group commit on (mgr_ops_group_commit) */
+	struct ev_loop *loop;
+	ev_prepare prep;           /* commits the batch once per iteration */
+	struct ops_pend *pend;     /* OPS_BATCH_MAX_OPS slots */
+	uint32_t npend;
+	size_t pend_bytes;
+	uint32_t commit_delay_ms;  /* testing: sleep before each batch commit */
 };
 
 /* Allocate the context and its two reusable buffers. */
@@ -51,11 +71,97 @@ out_free_ops:
 	return -ENOMEM;
 }
 
-/* Free the context. */
+/*
+ * Commit the open batch (one sync) and then send every reply it held, in
+ * the order the ops came: an op is answered only after the sync that made
+ * it durable. When the commit fails, nothing of the batch is applied and
+ * every op in it gets the commit's error. Cost: one commit and one send
+ * per held reply.
+ */
+static int ops_batch_reply(struct mgr_ops *ops)
+{
+	uint32_t nops = 0;
+	int rc;
+
+	if (ops->commit_delay_ms && mgr_db_batch_is_open(ops->db)) {
+		struct timespec ts = { ops->commit_delay_ms / 1000,
+				       (long)(ops->commit_delay_ms % 1000) * 1000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	rc = mgr_db_batch_commit(ops->db, &nops);
+
+	if (rc)
+		log_err("group commit of %u ops failed: %s; each is answered "
+			"with that error", nops, strerror(-rc));
+	for (uint32_t i = 0; i < ops->npend; i++) {
+		struct ops_pend *p = &ops->pend[i];
+
+		if (rc)
+			net_sreq_reply(p->r, rc, NULL, 0);
+		else
+			net_sreq_reply(p->r, p->status, p->body, p->len);
+		free(p->body);
+	}
+	ops->npend = 0;
+	ops->pend_bytes = 0;
+	return rc;
+}
+
+/* mgr_db's flush callback (and the caps, STATFS, shutdown): commit the
+ * batch and answer its ops. */
+static void ops_batch_flush(void *arg)
+{
+	ops_batch_reply(arg);
+}
+
+/* ev_prepare: every ready request of this iteration ran; commit their
+ * batch before the loop blocks. */
+static void ops_on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	struct mgr_ops *ops = w->data;
+
+	if (ops->npend || mgr_db_batch_is_open(ops->db))
+		ops_batch_flush(ops);
+}
+
+/* See mgr_ops.h. */
+int mgr_ops_group_commit(struct mgr_ops *ops, struct ev_loop *loop,
+			 uint32_t commit_delay_ms)
+{
+	if (commit_delay_ms > MGR_OPS_MAX_COMMIT_DELAY_MS)
+		return -EINVAL;
+	ops->commit_delay_ms = commit_delay_ms;
+	ops->pend = calloc(OPS_BATCH_MAX_OPS, sizeof(*ops->pend));
+	if (!ops->pend)
+		return -ENOMEM;
+	ops->group = 1;
+	ops->loop = loop;
+	ev_prepare_init(&ops->prep, ops_on_prepare);
+	ops->prep.data = ops;
+	ev_prepare_start(loop, &ops->prep);
+	mgr_db_batch_set_flush(ops->db, ops_batch_flush, ops);
+	return 0;
+}
+
+/* See mgr_ops.h. */
+void mgr_ops_flush(struct mgr_ops *ops)
+{
+	if (ops && ops->group)
+		ops_batch_flush(ops);
+}
+
+/* Free the context (its held replies are flushed first). */
 void mgr_ops_free(struct mgr_ops *ops)
 {
 	if (!ops)
 		return;
+	if (ops->group) {
+		ops_batch_flush(ops);
+		ev_prepare_stop(ops->loop, &ops->prep);
+		mgr_db_batch_set_flush(ops->db, NULL, NULL);
+		free(ops->pend);
+	}
 	free(ops->scratch);
 	free(ops->rep);
 	free(ops);
@@ -261,6 +367,99 @@ static int ops_dispatch(struct mgr_ops *ops, uint16_t op, int priv,
 	}
 }
 
+/* Does op change the namespace (a write op, run in the batch)? Ops that
+ * only read (lookup, getattr, readdir, readlink, statfs, getxattr,
+ * listxattr, open, access, mount) are answered at once from a read txn. */
+static int ops_is_write(uint16_t op)
+{
+	switch (op) {
+	case PROTO_OP_SETATTR:
+	case PROTO_OP_CREATE:
+	case PROTO_OP_MKDIR:
+	case PROTO_OP_MKNOD:
+	case PROTO_OP_UNLINK:
+	case PROTO_OP_RMDIR:
+	case PROTO_OP_RENAME:
+	case PROTO_OP_LINK:
+	case PROTO_OP_SYMLINK:
+	case PROTO_OP_SETXATTR:
+	case PROTO_OP_REMOVEXATTR:
+	case PROTO_OP_SETSIZE:
+	case PROTO_OP_PURGE:
+	case PROTO_OP_PURGE_MANY:
+	case PROTO_OP_SETBLOCKS:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* Answer one op at once from ops->rep (status rc, len bytes on success). */
+static void mgr_ops_reply_now(struct mgr_ops *ops, struct net_sreq *r, int rc,
+			      uint32_t len)
+{
+	net_sreq_reply(r, rc, rc ? NULL : ops->rep, rc ? 0 : len);
+}
+
+/* Hold a batched op's reply until its batch commits (a copy: ops->rep is
+ * reused); commit early at the batch caps. Without memory for the copy,
+ * the batch (this op included) is committed now and the op answered. */
+static void ops_pend_add(struct mgr_ops *ops, struct net_sreq *r, int rc,
+			 uint32_t len)
+{
+	struct ops_pend *p = &ops->pend[ops->npend];
+
+	p->r = r;
+	p->status = rc;
+	p->len = rc ? 0 : len;
+	p->body = NULL;
+	if (p->len) {
+		p->body = malloc(p->len);
+		if (!p->body) { /* this op is in the batch: commit it too */
+			int crc = ops_batch_reply(ops);
+
+			mgr_ops_reply_now(ops, r, crc ? crc : rc, len);
+			return;
+		}
+		memcpy(p->body, ops->rep, p->len);
+	}
+	ops->npend++;
+	ops->pend_bytes += p->len;
+	if (ops->npend >= OPS_BATCH_MAX_OPS ||
+	    ops->pend_bytes >= OPS_BATCH_MAX_BYTES)
+		ops_batch_flush(ops);
+}
+
+/* Run a write op as a child of the loop's batch (opened by the first
+ * write op of the iteration) and hold its reply for the batch's commit. */
+static void ops_handle_batched(struct mgr_ops *ops, struct net_sreq *r,
+			       uint16_t op, const struct proto_mreq *m,
+			       struct proto_mrep *p, struct wbuf *w)
+{
+	int rc = 0;
+
+	if (!mgr_db_batch_is_open(ops->db))
+		rc = mgr_db_batch_open(ops->db);
+	if (rc) {
+		net_sreq_reply(r, rc, NULL, 0);
+		return;
+	}
+	mgr_db_batch_enter(ops->db);
+	rc = ops_dispatch(ops, op, net_sconn_privileged(r->conn), m, p);
+	mgr_db_batch_leave(ops->db);
+	if (rc == 0) {
+		rc = proto_mrep_encode(w, op, p);
+		if (rc) /* a bug: replies are sized to fit */
+			log_err("%s reply does not encode: %d",
+				proto_op_name(op), rc);
+	}
+	if (rc > 0 || rc < -4095)
+		rc = -EIO;
+	log_debug("%s uid %u from %s: %d (batched)", proto_op_name(op),
+		  m->cred.uid, net_sconn_peer(r->conn), rc);
+	ops_pend_add(ops, r, rc, (uint32_t)w->len);
+}
+
 /* Entry point from the transport: validate, run, reply. A malformed
  * request closes its connection; an unknown op is answered -EOPNOTSUPP;
  * an operation error is a reply status. */
@@ -303,7 +502,12 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 		rc = ops_mount(ops, &w);
 		if (rc)
 			log_err("MOUNT reply does not encode: %d", rc);
+	} else if (ops->group && ops_is_write(op)) {
+		ops_handle_batched(ops, r, op, &m, &p, &w);
+		return;
 	} else {
+		if (ops->group && op == PROTO_OP_STATFS)
+			ops_batch_flush(ops); /* it may wait for the poller */
 		rc = ops_dispatch(ops, op, net_sconn_privileged(r->conn), &m, &p);
 		if (rc == 0) {
 			rc = proto_mrep_encode(&w, op, &p);

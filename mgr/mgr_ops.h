@@ -6,6 +6,8 @@
 #ifndef RPFS_MGR_OPS_H
 #define RPFS_MGR_OPS_H
 
+#include <ev.h>
+
 #include "mgr_db.h"
 #include "mgr_iodpoll.h"
 #include "net.h"
@@ -23,6 +25,24 @@ int mgr_ops_new(struct mgr_ops **out, struct mgr_db *db,
 
 /** Free the context (the server must be gone). */
 void mgr_ops_free(struct mgr_ops *ops);
+
+#define MGR_OPS_MAX_COMMIT_DELAY_MS 5000
+
+/**
+ * Turn group commit on (HACKING "Group commit"): write ops run in the
+ * loop's batch and are answered after its commit, which an ev_prepare
+ * watcher on loop does once per iteration (or earlier at the caps).
+ * @param commit_delay_ms testing: the loop sleeps this long before each
+ *	batch commit (0..MGR_OPS_MAX_COMMIT_DELAY_MS; 0 in production), so
+ *	that a kill -9 test lands between an op and its commit
+ * @return 0, -EINVAL delay out of range, -ENOMEM
+ */
+int mgr_ops_group_commit(struct mgr_ops *ops, struct ev_loop *loop,
+			 uint32_t commit_delay_ms);
+
+/** Commit the open batch and answer its ops now (before the server is
+ * freed: it drops requests still held). NULL or group commit off: nothing. */
+void mgr_ops_flush(struct mgr_ops *ops);
 
 /** net_req_fn: handle one request; arg is the struct mgr_ops. */
 void mgr_ops_handle(struct net_sreq *r, void *arg);
