@@ -208,6 +208,15 @@ static int parse_size(const char *opt, const char *s, uint64_t lo,
 	return 0;
 }
 
+/* Where the namespace lives, for messages: the --db directory, or
+ * "store_uri" for the PostgreSQL store (its URI may hold a password). */
+static const char *store_where(const struct mgr_args *a)
+{
+	if (a->kc.kind != MGR_KV_LMDB)
+		return "store_uri";
+	return a->db_dir ? a->db_dir : "";
+}
+
 /* Parse --store / --store-uri into a. @return 0, -EINVAL (printed) */
 static int parse_store(int c, const char *s, struct mgr_args *a)
 {
@@ -727,8 +736,9 @@ int main(int argc, char **argv)
 		if (msg[0])
 			log_err("%s", msg);
 		else
-			log_err("--db %s: cannot open the database: %s",
-				a.db_dir, strerror(-rc));
+			log_err("%s%s: cannot open the store: %s",
+				a.kc.kind == MGR_KV_LMDB ? "--db " : "",
+				store_where(&a), strerror(-rc));
 		goto out_free_conf;
 	}
 	msg[0] = '\0';
@@ -741,10 +751,11 @@ int main(int argc, char **argv)
 		else if (rc == -EEXIST)
 			log_err("%s%s: the iod table differs from the one recorded in %s: %s",
 				a.iods_from_conf ? a.conf : "--iod",
-				a.iods_from_conf ? " [iod.N]" : "", a.db_dir, msg);
+				a.iods_from_conf ? " [iod.N]" : "", store_where(&a), msg);
 		else
-			log_err("--db %s: cannot record the configuration: %s",
-				a.db_dir, strerror(-rc));
+			log_err("%s%s: cannot record the configuration: %s",
+				a.kc.kind == MGR_KV_LMDB ? "--db " : "",
+				store_where(&a), strerror(-rc));
 		goto out_close_db;
 	}
 	rc = mgr_stale_new(&stale, loop, db);
@@ -820,11 +831,13 @@ int main(int argc, char **argv)
 	ev_signal_start(loop, &sigterm);
 	ev_signal_init(&sigint, on_signal, SIGINT);
 	ev_signal_start(loop, &sigint);
-	srvstat_init("mgr", 0, a.db_dir, srv);
+	srvstat_init("mgr", 0, a.db_dir ? a.db_dir : "/", srv);
 	sdn_start(loop);
 	addr_format(addr, sizeof(addr), a.listen_host, net_server_port(srv));
-	snprintf(msg, sizeof(msg), "listening on %s, %u iods (%s%s)", addr, a.niods,
-		 net_server_transport(srv), o.has_srv_key ? ", two keys" : o.has_key ? ", cluster key" : "");
+	snprintf(msg, sizeof(msg), "listening on %s, %u iods (%s%s), store %s", addr,
+		 a.niods, net_server_transport(srv),
+		 o.has_srv_key ? ", two keys" : o.has_key ? ", cluster key" : "",
+		 mgr_kv_kind_name(a.kc.kind));
 	log_notice("ready: %s", msg);
 	sdn_ready(msg);
 	ev_run(loop, 0);

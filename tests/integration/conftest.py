@@ -5,6 +5,8 @@
 - workdir: a fresh directory on the shared mount for each test.
 - dcluster: a fresh 4-iod cluster per test, for tests that kill, restart or
   otherwise disturb daemons (torn down after the test).
+- pg_store: with RPFS_STORE=postgresql, a temporary PostgreSQL cluster for
+  the session (see util.store()).
 - Log watch: after each test phase the new part of every daemon's and
   client's log is scanned. A line starting with <0>..<4> fails the test
   unless the test declared it expected (marker expect_log(regex...) or the
@@ -13,6 +15,8 @@
 """
 import os
 import re
+import shutil
+import tempfile
 
 import pytest
 
@@ -22,6 +26,31 @@ import util
 def pytest_configure(config):
     config.addinivalue_line('markers', 'expect_log(*regex): log lines at priority <0>..<4> '
                             'matching one of these regexes do not fail the test')
+
+
+@pytest.fixture(scope='session', autouse=True)
+def pg_store():
+    """With RPFS_STORE=postgresql and no RPFS_PG_URI: a temporary PostgreSQL
+    cluster for the whole session (scripts/pg-temp.sh), named to util by
+    $RPFS_PG_URI; every Cluster makes a database of its own on it."""
+    if util.store() != 'postgresql' or os.environ.get('RPFS_PG_URI'):
+        yield None
+        return
+    # not under the basetemp: the server's user (rpfs-pg when we are root)
+    # must reach the directory, and pytest's are closed to others
+    d = tempfile.mkdtemp(prefix='rpfs-pg-', dir='/tmp')
+    os.chmod(d, 0o755)
+    script = os.path.join(util.REPO, 'scripts', 'pg-temp.sh')
+    out = util.run([script, 'start', d], timeout=180).stdout.split()
+    os.environ['RPFS_PG_URI'] = out[-1]
+    os.environ['RPFS_PG_SOCKDIR'] = d
+    try:
+        yield out[-1]
+    finally:
+        del os.environ['RPFS_PG_URI']
+        del os.environ['RPFS_PG_SOCKDIR']
+        util.run([script, 'stop', d], check=False, timeout=120)
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _check_logs(item, when):

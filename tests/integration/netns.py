@@ -111,6 +111,10 @@ class NetCluster(util.Cluster):
         self.logdir = os.path.join(state_dir, 'logs')
         os.makedirs(self.logdir, exist_ok=True)
         self.db = os.path.join(state_dir, 'db')
+        # PostgreSQL store: reached over its unix socket, which a network
+        # namespace does not hide
+        self.store_uri = (util.pg_new_db(socket=True) if util.store() == 'postgresql'
+                          else None)
         self.mounts = []
         self.nmounts = 0
         self.netem = netem_spec()
@@ -139,7 +143,7 @@ class NetCluster(util.Cluster):
                                          os.path.join(self.logdir, 'iod%d.log' % i),
                                          r'^<5>rpfs-iod: ready:', self.env))
         argv = [util.binary('mgr/rpfs-mgr'), '--listen', '%s:%d' % (self.mgr_node.addr, MGR_PORT),
-                '--db', self.db, '--log-level', log_level, '--insecure']
+                '--log-level', log_level, '--insecure'] + self.store_args()
         for node in self.iod_nodes:
             argv += ['--iod', '%s:%d' % (node.addr, IOD_PORT)]
         argv += list(mgr_args)

@@ -10,8 +10,10 @@ import random
 import re
 import signal
 import socket
+import itertools
 import subprocess
 import time
+import urllib.parse
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -51,6 +53,41 @@ def readdir_entries():
     if not v.isdigit() or int(v) < 1000:
         raise ValueError('RPFS_TEST_READDIR_N: expected a number >= 1000, got %r' % v)
     return int(v)
+
+
+def store():
+    """The namespace store of the clusters started here: $RPFS_STORE,
+    'lmdb' (the default) or 'postgresql'. With postgresql, $RPFS_PG_URI
+    names a temporary PostgreSQL cluster (scripts/pg-temp.sh; conftest
+    starts one when it is unset) whose user may create databases: every
+    Cluster gets a database of its own (pg_new_db)."""
+    s = os.environ.get('RPFS_STORE') or 'lmdb'
+    if s not in ('lmdb', 'postgresql'):
+        raise ValueError('RPFS_STORE: expected lmdb or postgresql, got %r' % s)
+    return s
+
+
+_pg_seq = itertools.count()
+
+
+def pg_new_db(socket=False):
+    """A new empty database on $RPFS_PG_URI's server with the rpfs schema in
+    it (rpfs mkfs --store-uri); returns its URI, over the server's unix
+    socket in $RPFS_PG_SOCKDIR when socket (for a mgr in a network
+    namespace)."""
+    admin = os.environ.get('RPFS_PG_URI')
+    if not admin:
+        raise RuntimeError('RPFS_STORE=postgresql needs RPFS_PG_URI (conftest sets it)')
+    name = 'rpfs_t%d_%d' % (os.getpid(), next(_pg_seq))
+    run(['psql', admin, '-v', 'ON_ERROR_STOP=1', '-qc', 'CREATE DATABASE %s' % name])
+    u = urllib.parse.urlsplit(admin)
+    uri = urllib.parse.urlunsplit((u.scheme, u.netloc, '/' + name, u.query, ''))
+    run([binary('admin/rpfs'), 'mkfs', '--store-uri', uri])
+    if socket:
+        q = urllib.parse.urlencode({'host': os.environ['RPFS_PG_SOCKDIR'], 'port': u.port,
+                                    'user': u.username, 'password': u.password})
+        uri = 'postgresql:///%s?%s' % (name, q)
+    return uri
 
 
 def hostport(port):
@@ -408,6 +445,8 @@ class Cluster:
         self.iod_ports = [free_port() for _ in range(niods)]
         self.iod_dirs = [os.path.join(state_dir, 'iod%d' % i) for i in range(niods)]
         self.db = os.path.join(state_dir, 'db')
+        # PostgreSQL store: a database of this cluster's own (self.db unused)
+        self.store_uri = pg_new_db() if store() == 'postgresql' else None
         self.mounts = []
         self.nmounts = 0
         self.iods = []
@@ -418,7 +457,7 @@ class Cluster:
                                     os.path.join(self.logdir, 'iod%d.log' % i),
                                     r'^<5>rpfs-iod: ready:', self.env))
         argv = [binary('mgr/rpfs-mgr'), '--listen', hostport(self.mgr_port),
-                '--db', self.db, '--log-level', log_level] + insecure_args()
+                '--log-level', log_level] + self.store_args() + insecure_args()
         for p in self.iod_ports:
             argv += ['--iod', hostport(p)]
         argv += list(mgr_args)
@@ -427,6 +466,19 @@ class Cluster:
 
     def daemons(self):
         return [self.mgr] + self.iods
+
+    def store_args(self):
+        """The mgr's arguments naming its store: --db DIR (LMDB) or the
+        PostgreSQL database of this cluster."""
+        if self.store_uri:
+            return ['--store', 'postgresql', '--store-uri', self.store_uri]
+        return ['--db', self.db]
+
+    def store_conf(self):
+        """The [mgr] lines naming the store, as store_args."""
+        if self.store_uri:
+            return ['store = postgresql', 'store_uri = %s' % self.store_uri]
+        return ['db = %s' % self.db]
 
     def start(self):
         """Start the iods, then the mgr; each waits for its ready line."""
@@ -526,7 +578,7 @@ def write_conf(c, path, key=None, extra='', server_key=None, transport=None):
     lines += ['transport = %s' % (transport or os.environ.get('RPFS_TRANSPORT', 'tcp')),
               '[layout]', 'stripe_unit = 64K', 'stripe_count = 0',
               '[client]', 'timeout = 10',
-              '[mgr]', 'db = %s' % c.db, 'listen = %s' % hostport(c.mgr_port),
+              '[mgr]'] + c.store_conf() + ['listen = %s' % hostport(c.mgr_port),
               '[log]', 'level = info']
     for i, p in enumerate(c.iod_ports):
         lines += ['[iod.%d]' % i, 'host = %s' % HOST, 'port = %d' % p,
