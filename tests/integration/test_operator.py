@@ -550,7 +550,7 @@ def test_mgr_changed_iod_table_names_config(tmp_path):
         assert r.returncode == 1, (r.returncode, r.stderr)
         assert ('%s [iod.N]: the iod table differs from the one recorded in %s: iod 0 is '
                 '%s in the database but %s in this table'
-                % (conf2, c.db, util.hostport(c.iod_ports[0]), util.hostport(c.iod_ports[1]))
+                % (conf2, c.store_where(), util.hostport(c.iod_ports[0]), util.hostport(c.iod_ports[1]))
                 in r.stderr), r.stderr
         assert '--iod' not in r.stderr and 'command line' not in r.stderr, r.stderr
         c.mgr.start()  # the original table still works

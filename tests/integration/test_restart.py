@@ -164,6 +164,6 @@ def test_mgr_refuses_changed_iod_table(dcluster):
     hp = [util.hostport(p) for p in dcluster.iod_ports]
     assert re.search(r'^<3>rpfs-mgr: --iod: the iod table differs from the one recorded '
                      r'in %s: iod 0 is %s in the database but %s in this table$'
-                     % (re.escape(dcluster.db), re.escape(hp[0]), re.escape(hp[1])),
+                     % (re.escape(dcluster.store_where()), re.escape(hp[0]), re.escape(hp[1])),
                      r.stderr, re.M), r.stderr
     dcluster.mgr.start()  # the original table still works

@@ -474,6 +474,11 @@ class Cluster:
             return ['--store', 'postgresql', '--store-uri', self.store_uri]
         return ['--db', self.db]
 
+    def store_where(self):
+        """How the mgr's messages name its store: the --db directory, or
+        'store_uri' (whose value may hold a password)."""
+        return 'store_uri' if self.store_uri else self.db
+
     def store_conf(self):
         """The [mgr] lines naming the store, as store_args."""
         if self.store_uri:
