@@ -432,13 +432,16 @@ int mgr_db_inode_put(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 static size_t stale_key(uint8_t *k, uint16_t iod, uint64_t ino);
 
 /* Drop the stale records of a purged inode (its objects are gone). Cost:
- * nothing while no record exists (one count), else one delete per iod
- * in a group. @return 0, -EIO */
+ * nothing without mirror groups; else one count (PostgreSQL: a query), and
+ * one delete per iod in a group while some record exists. @return 0, -EIO */
 static int stale_del_ino(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino)
 {
 	uint64_t n;
-	int rc = mgr_kv_count(txn->kv, MGR_KV_STALE, &n);
+	int rc;
 
+	if (!db->ngroups) /* no mirror groups: no stale records, no query */
+		return 0;
+	rc = mgr_kv_count(txn->kv, MGR_KV_STALE, &n);
 	if (rc)
 		return rc;
 	for (uint16_t g = 0; n && g < db->ngroups; g++) {

@@ -3,7 +3,8 @@
 #   1. an ASan+UBSan build with -Werror, and its C unit tests (meson test);
 #   2. the libFuzzer targets (clang), each for a bounded time;
 #   3. the pytest integration suite against real daemons and FUSE mounts,
-#      using the ASan build, on tcp (tests marked `verbs` deselected);
+#      using the ASan build, on tcp (tests marked `verbs` deselected): once
+#      with the mgr on LMDB, once on a temporary PostgreSQL cluster;
 #   4. the verbs transport in the RDMA VM (scripts/rdma-vm.sh: the Debian
 #      kernel under qemu TCG, rdma_rxe on a veth pair): a release build with
 #      -Werror, tests/rdma/smoke.sh, tests/rdma/quickstart.sh (the quickstart
@@ -247,30 +248,40 @@ for t in "${targets[@]}"; do
 done
 
 # ---------------------------------------------------------------- stage 3
-say "integration tests (pytest, $ASAN_BUILD)"
+# host_pytest STORE NAME: the integration suite with the mgr on STORE
+# (lmdb, or postgresql: tests/integration/conftest.py starts a temporary
+# PostgreSQL cluster with scripts/pg-temp.sh and every cluster gets a
+# database of its own), results in $RUN_TMP/NAME.xml.
+host_pytest() {
+	local store=$1 name=$2 junit=$RUN_TMP/$2.xml
+	# RPFS_PYTEST_ARGS as shell words (quotes work, as in stage 4, where the
+	# string is part of the VM's command): split by shlex, never eval'ed.
+	local pytest_args=()
+	if ! "$PY" -c 'import shlex, sys
+sys.stdout.write("".join(a + "\0" for a in shlex.split(sys.argv[1])))' \
+		"${RPFS_PYTEST_ARGS:-}" >"$RUN_TMP/pytest-args" 2>/dev/null; then
+		echo "test.sh: RPFS_PYTEST_ARGS: expected shell words, got \"${RPFS_PYTEST_ARGS:-}\" (unbalanced quotes?); pytest not run"
+		fail 1
+		return
+	fi
+	mapfile -d '' -t pytest_args <"$RUN_TMP/pytest-args"
+	set +e
+	RPFS_STORE=$store RPFS_BUILD=$ASAN_BUILD timeout -k 60 3600 "$PY" -m pytest \
+		tests/integration -v -m "not verbs" --basetemp="$RUN_TMP/$name" \
+		--junitxml="$junit" "${pytest_args[@]}" </dev/null
+	set -e
+	junit_counts "$junit"
+}
+
 if [ $asan_ok = 1 ]; then
 	# Daemons run with leak detection on; a sanitizer report in any daemon or
 	# client log fails the test that was running.
 	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=0}
-	junit=$RUN_TMP/junit.xml
-	# RPFS_PYTEST_ARGS as shell words (quotes work, as in stage 4, where the
-	# string is part of the VM's command): split by shlex, never eval'ed.
-	pytest_args=()
-	if "$PY" -c 'import shlex, sys
-sys.stdout.write("".join(a + "\0" for a in shlex.split(sys.argv[1])))' \
-		"${RPFS_PYTEST_ARGS:-}" >"$RUN_TMP/pytest-args" 2>/dev/null; then
-		mapfile -d '' -t pytest_args <"$RUN_TMP/pytest-args"
-		set +e
-		RPFS_BUILD=$ASAN_BUILD timeout -k 60 3600 "$PY" -m pytest tests/integration -v \
-			-m "not verbs" --basetemp="$RUN_TMP/pytest" --junitxml="$junit" \
-			"${pytest_args[@]}" </dev/null
-		set -e
-		junit_counts "$junit"
-	else
-		echo "test.sh: RPFS_PYTEST_ARGS: expected shell words, got \"${RPFS_PYTEST_ARGS:-}\" (unbalanced quotes?); pytest not run"
-		fail 1
-	fi
+	say "integration tests (pytest, $ASAN_BUILD, the lmdb store)"
+	host_pytest lmdb pytest
+	say "integration tests (pytest, $ASAN_BUILD, the postgresql store)"
+	host_pytest postgresql pytest-pg
 else
 	echo "test.sh: no ASan build, integration tests not run"
 	fail 1
