@@ -320,6 +320,7 @@ def test_mkfs(tmp_path):
     conf = write_conf(c, str(tmp_path / 'mk' / 'rpfs.conf'))
     r = rpfs('mkfs', '--conf', conf)
     assert r.returncode == 0, r.stderr
-    assert os.path.isdir(c.db) and all(os.path.isdir(d) for d in c.iod_dirs)
+    # the LMDB store's directory, or (PostgreSQL) the schema in c.store_uri
+    assert (c.store_uri or os.path.isdir(c.db)) and all(os.path.isdir(d) for d in c.iod_dirs)
     # a second mkfs with the same table is harmless
     assert rpfs('mkfs', '--conf', conf).returncode == 0

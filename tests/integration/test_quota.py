@@ -131,6 +131,7 @@ def start(tmp_path_factory, name, extra):
 @pytest.mark.expect_log(r'^<4>rpfs-mgr: namespace full: \d+ of %d pages in use '
                         r'\(%d kept for deletes\); creates, links and xattrs get '
                         r'ENOSPC$' % (MAP_PAGES, RESERVE_PAGES))
+@pytest.mark.lmdb_only
 def test_full_namespace(tmp_path_factory):
     """Fill a 4 MiB namespace as 65534 until ENOSPC; growth is refused with
     ENOSPC for the user and for root, reads work, deletes work at full and
