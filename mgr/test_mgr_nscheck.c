@@ -101,6 +101,7 @@ static uint64_t meta_u64(struct mgr_txn *t, const char *key)
 	return x;
 }
 
+/* Write a u64 of meta. */
 static int meta_put(struct mgr_txn *t, const char *key, uint64_t v)
 {
 	return mgr_kv_put(mgr_db_txn_kv(t), MGR_KV_META, key, strlen(key), &v, 8, 0);
@@ -177,7 +178,8 @@ static int set_inode(struct mgr_db *db, struct mgr_txn *t, uint64_t ino,
 	return mgr_db_inode_put(db, t, ino, &in);
 }
 
-/* ---- the damages: each returns 0 when written ---- */
+/* ---- the damages: each writes one kind of damage into t (the comment
+ * in each says which) and returns 0 when written ---- */
 
 static int d_dangling(struct mgr_db *db, struct mgr_txn *t, const struct ns *n)
 {
@@ -432,7 +434,7 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
 /* The LMDB store, in a fresh directory; then the read-only open of it. */
 static void test_lmdb(void)
 {
-	char dir[] = "/tmp/rpfs-nsck.XXXXXX", msg[256];
+	char dir[] = "/tmp/rpfs-nsck.XXXXXX", msg[256], none[64];
 	struct mgr_kv_conf kc = { .kind = MGR_KV_LMDB, .dir = dir };
 	struct mgr_nscheck_result res;
 	struct mgr_db *db, *ro;
@@ -446,12 +448,19 @@ static void test_lmdb(void)
 	CHECK_RC(mgr_db_open(&db, dir), 0);
 	CHECK_RC(mgr_db_config(db, iods, 2, 0, 0, 0, msg, sizeof(msg)), 0);
 	run(db, "lmdb");
-	/* a read-only open beside the writer sees the same namespace */
+	/* the read-only open sees the same namespace (after the writer's
+	 * close: LMDB forbids opening one environment twice in a process;
+	 * test_nscheck.py runs the check beside a running mgr) */
+	mgr_db_close(db);
 	CHECK_RC(mgr_db_open_rdonly(&ro, &kc, msg, sizeof(msg)), 0);
 	CHECK_RC(mgr_nscheck_run(ro, collect, &kinds, &res), 0);
 	CHECK_EQ(kinds, BIT(MGR_NSCHECK_NLINK) | BIT(MGR_NSCHECK_LEAKED));
 	mgr_db_close(ro);
-	mgr_db_close(db);
+	/* a directory without a database: -ENOENT, and nothing is created */
+	snprintf(none, sizeof(none), "%s/none", dir);
+	kc.dir = none;
+	CHECK_RC(mgr_db_open_rdonly(&ro, &kc, msg, sizeof(msg)), -ENOENT);
+	CHECK(access(none, F_OK) != 0);
 	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
@@ -613,6 +622,7 @@ static void test_format(void)
 			     "unknown") != 0);
 }
 
+/* The format, then each store built. */
 int main(int argc, char **argv)
 {
 	log_init("test_mgr_nscheck", LOG_WARNING);
