@@ -94,7 +94,8 @@ const char *mgr_kv_kind_name(enum mgr_kv_kind kind);
 
 /**
  * Open (creating an empty store if needed: an LMDB directory, or the
- * PostgreSQL schema when create is set) the store conf names.
+ * PostgreSQL schema when create is set; nothing with conf->rdonly) the
+ * store conf names.
  * @param create 1: create the schema if missing (rpfs mkfs); 0: a
  *	PostgreSQL database without it is an error (the mgr)
  * @param[out] out the store
