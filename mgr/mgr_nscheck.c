@@ -788,18 +788,15 @@ static const char *ns_table_name(enum mgr_kv_table t)
 	return (unsigned)t < MGR_KV_NTABLES ? names[t] : "?";
 }
 
-/* See mgr_nscheck.h. */
-int mgr_nscheck_format(const struct mgr_nscheck_problem *p, char *buf,
-		       size_t cap)
+/* Describe an entry's, a record's or the root's problem p; name quoted
+ * in q. @return snprintf's, or -1: not one of those kinds */
+static int ns_format_entry(const struct mgr_nscheck_problem *p,
+			   const char *q, char *buf, size_t cap)
 {
-	char q[4 * PROTO_MAX_NAME + 8], o[4 * PROTO_MAX_NAME + 8];
+	char o[4 * PROTO_MAX_NAME + 8];
 	unsigned long long ino = p->ino, par = p->parent, seq = p->seq,
 			   exp = p->expected, fnd = p->found;
 
-	if (p->name)
-		ns_quote(p->name, p->name_len, q, sizeof(q));
-	else
-		q[0] = '\0';
 	switch (p->kind) {
 	case MGR_NSCHECK_BAD_RECORD:
 		return snprintf(buf, cap, "bad record: table %s, inode %llu: "
@@ -831,9 +828,22 @@ int mgr_nscheck_format(const struct mgr_nscheck_problem *p, char *buf,
 				exp ? exp - 1 : 0, fnd);
 	case MGR_NSCHECK_ENTRY_PARENT:
 		return snprintf(buf, cap, "entry under a non-directory: %s %llu/%s "
-				"(seq %llu) -> inode %llu: inode %llu is not a "
-				"directory", p->table == MGR_KV_DIRSEQ ? "dirseq" :
+				"(seq %llu) -> inode %llu: inode %llu is missing or "
+				"not a directory", p->table == MGR_KV_DIRSEQ ? "dirseq" :
 				"entry", par, q, seq, ino, par);
+	default:
+		return -1;
+	}
+}
+
+/* Describe an inode's, a mark's or a counter's problem p.
+ * @return snprintf's */
+static int ns_format_inode(const struct mgr_nscheck_problem *p, char *buf,
+			   size_t cap)
+{
+	unsigned long long ino = p->ino, exp = p->expected, fnd = p->found;
+
+	switch (p->kind) {
 	case MGR_NSCHECK_DIR_NLINK:
 		return snprintf(buf, cap, "dir nlink: directory %llu: expected "
 				"nlink %llu (2 + subdirectories), found %llu", ino,
@@ -876,8 +886,23 @@ int mgr_nscheck_format(const struct mgr_nscheck_problem *p, char *buf,
 	case MGR_NSCHECK_NEXT_INO:
 		return snprintf(buf, cap, "next_ino: meta next_ino: expected at least "
 				"%llu (above inode %llu), found %llu", exp, ino, fnd);
-	case MGR_NSCHECK_NKINDS:
+	default:
 		break;
 	}
 	return snprintf(buf, cap, "unknown problem %d", (int)p->kind);
+}
+
+/* See mgr_nscheck.h. */
+int mgr_nscheck_format(const struct mgr_nscheck_problem *p, char *buf,
+		       size_t cap)
+{
+	char q[4 * PROTO_MAX_NAME + 8];
+	int n;
+
+	if (p->name)
+		ns_quote(p->name, p->name_len, q, sizeof(q));
+	else
+		q[0] = '\0';
+	n = ns_format_entry(p, q, buf, cap);
+	return n >= 0 ? n : ns_format_inode(p, buf, cap);
 }
