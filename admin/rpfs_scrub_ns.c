@@ -211,6 +211,44 @@ static void ns_print(void *arg, const struct mgr_nscheck_problem *p)
 	o->n++;
 }
 
+/* The store the command line names into kc: --db, --store-uri, else the
+ * config file (--conf, $RPFS_CONF or the default path; *conf holds its
+ * strings). @return ADM_OK, ADM_CONFIG (reported) */
+static int ns_store(struct ns_args *a, struct cfg **conf,
+		    struct mgr_kv_conf *kc)
+{
+	if (a->db) {
+		kc->dir = a->db;
+		return ADM_OK;
+	}
+	if (a->uri) {
+		kc->kind = MGR_KV_POSTGRESQL;
+		kc->uri = a->uri;
+		return ADM_OK;
+	}
+	if (!a->conf)
+		a->conf = getenv("RPFS_CONF") && *getenv("RPFS_CONF") ?
+			  getenv("RPFS_CONF") : CFG_DEFAULT_PATH;
+	return ns_conf_store(a->conf, conf, kc);
+}
+
+/* Print the summary: a line, or the end of the JSON object. */
+static void ns_summary(const struct ns_out *o,
+		       const struct mgr_nscheck_result *res)
+{
+	if (o->json)
+		printf("%s],\n  \"inodes\": %llu, \"entries\": %llu, "
+		       "\"count\": %llu}\n", o->n ? "\n  " : "",
+		       (unsigned long long)res->inodes,
+		       (unsigned long long)res->entries,
+		       (unsigned long long)res->problems);
+	else
+		printf("namespace: %llu inodes, %llu entries, %llu problems\n",
+		       (unsigned long long)res->inodes,
+		       (unsigned long long)res->entries,
+		       (unsigned long long)res->problems);
+}
+
 /* See rpfs.h. */
 int adm_scrub_namespace(int argc, char **argv)
 {
@@ -225,19 +263,9 @@ int adm_scrub_namespace(int argc, char **argv)
 	rc = ns_parse(argc, argv, &a);
 	if (rc)
 		return rc < 0 ? ADM_OK : rc;
-	if (a.db) {
-		kc.dir = a.db;
-	} else if (a.uri) {
-		kc.kind = MGR_KV_POSTGRESQL;
-		kc.uri = a.uri;
-	} else {
-		if (!a.conf)
-			a.conf = getenv("RPFS_CONF") && *getenv("RPFS_CONF") ?
-				 getenv("RPFS_CONF") : CFG_DEFAULT_PATH;
-		rc = ns_conf_store(a.conf, &conf, &kc);
-		if (rc)
-			goto out_free_conf;
-	}
+	rc = ns_store(&a, &conf, &kc);
+	if (rc)
+		goto out_free_conf;
 	rc = ns_open(&kc, &db);
 	if (rc)
 		goto out_free_conf;
@@ -253,17 +281,7 @@ int adm_scrub_namespace(int argc, char **argv)
 		rc = ADM_CONFIG;
 		goto out_close_db;
 	}
-	if (a.json)
-		printf("%s],\n  \"inodes\": %llu, \"entries\": %llu, "
-		       "\"count\": %llu}\n", out.n ? "\n  " : "",
-		       (unsigned long long)res.inodes,
-		       (unsigned long long)res.entries,
-		       (unsigned long long)res.problems);
-	else
-		printf("namespace: %llu inodes, %llu entries, %llu problems\n",
-		       (unsigned long long)res.inodes,
-		       (unsigned long long)res.entries,
-		       (unsigned long long)res.problems);
+	ns_summary(&out, &res);
 	rc = res.problems ? ADM_FAIL : ADM_OK;
 out_close_db:
 	mgr_db_close(db);
