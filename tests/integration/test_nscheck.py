@@ -99,6 +99,11 @@ def test_clean_after_workload(nc, nm):
         doc = json.loads(j.stdout)
         assert (doc['problems'], doc['count'], doc['entries']) == ([], 0, entries), \
             j.stdout
+        # the store named directly, as without a config file
+        where = ['--store-uri', nc.store_uri] if nc.store_uri else ['--db', nc.db]
+        d = rpfs('scrub', '--namespace', *where)
+        assert d.returncode == 0 and summary(d)[1:] == (entries, 0), \
+            (d.returncode, d.stdout, d.stderr)
     finally:
         held.close()
 
