@@ -2,7 +2,8 @@
  * rpfs.h - the admin CLI `rpfs`: shared exit codes and the subcommands,
  * each in its own file (rpfs_main.c: dispatch, keygen, mkfs;
  * rpfs_layout.c: getlayout, setlayout, client stats; rpfs_status.c: status and server stats over the network;
- * rpfs_scrub.c and rpfs_scrub_mirror.c: scrub).
+ * rpfs_scrub.c and rpfs_scrub_mirror.c: scrub; rpfs_scrub_ns.c: scrub
+ * --namespace).
  */
 #ifndef RPFS_ADMIN_H
 #define RPFS_ADMIN_H
@@ -37,6 +38,15 @@ int adm_stats_server(int argc, char **argv);
  * @return an ADM_* exit code
  */
 int adm_scrub(int argc, char **argv);
+
+/**
+ * `rpfs scrub --namespace [--conf FILE | --db DIR | --store-uri URI]
+ * [--json]`: check the namespace's consistency in the store itself,
+ * read-only (rpfs_scrub_ns.c, mgr/mgr_nscheck.c).
+ * @return ADM_OK consistent; ADM_FAIL problems found (printed); ADM_USAGE;
+ *         ADM_CONFIG the config file, or the store cannot be opened or read
+ */
+int adm_scrub_namespace(int argc, char **argv);
 
 /**
  * `rpfs getlayout PATH`: the layout of a file or directory on an rpfs mount.

@@ -52,7 +52,11 @@
 "                                   the replicas of mirrored files online, at most\n" \
 "                                   N objects (or N MB) per second (default 1000);\n" \
 "                                   a mismatch is recorded stale on the group's\n" \
-"                                   second iod (not with --dry-run)\n"
+"                                   second iod (not with --dry-run)\n" \
+"  scrub --namespace [--conf FILE | --db DIR | --store-uri URI] [--json]\n" \
+"                                   check the namespace in the store itself,\n" \
+"                                   read-only: entries, link counts, leaks;\n" \
+"                                   exit 1 when a problem is found\n"
 
 /* The usage text, with the exit codes. */
 static void usage(FILE *f)

@@ -38,8 +38,11 @@ static void scrub_usage(FILE *f)
 		"                  [--rate OBJS_PER_SEC | --rate NMB/s] [--dry-run] "
 		"[--grace SECONDS]\n"
 		"                  [--server-key FILE]\n"
+		"       rpfs scrub --namespace [--conf FILE | --db DIR | --store-uri URI] "
+		"[--json]\n"
 		"With two keys, scrub needs the servers' key: --server-key, or the\n"
-		"config file's server_key.\n");
+		"config file's server_key. --namespace checks the namespace's\n"
+		"consistency in the store instead (rpfs scrub --namespace --help).\n");
 }
 
 /* Parse --rate: "N" or "N/s" objects per second, "NMB/s" megabytes (10^6)
@@ -569,6 +572,9 @@ int adm_scrub(int argc, char **argv)
 	struct net_opts no;
 	int rc;
 
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--namespace"))
+			return adm_scrub_namespace(argc, argv);
 	memset(&x, 0, sizeof(x));
 	rc = scrub_parse(argc, argv, &x.a);
 	if (rc)

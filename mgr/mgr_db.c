@@ -347,21 +347,27 @@ static int db_room(struct mgr_db *db, struct mgr_txn *txn, int credited)
 	return -ENOSPC;
 }
 
-/* Load and unpack inode ino (a version 1 or 2 record). Cost: one lookup,
- * no copy of target. */
+/* Load and unpack inode ino. Cost: one lookup, no copy of target. */
 int mgr_db_inode_get(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 		     struct mgr_inode *in)
 {
 	uint8_t kb[8];
-	struct mgr_irec r;
 	const void *d;
-	size_t dl, hlen;
+	size_t dl;
 	int rc = mgr_kv_get(txn->kv, MGR_KV_INODES, kb,
 			    db_key(kb, ino, NULL, 0), &d, &dl);
 
 	(void)db;
-	if (rc)
-		return rc;
+	return rc ? rc : mgr_db_inode_decode(d, dl, in);
+}
+
+/* Unpack an inode record (version 1 or 2) read by get or a scan; target
+ * points into d. */
+int mgr_db_inode_decode(const void *d, size_t dl, struct mgr_inode *in)
+{
+	struct mgr_irec r;
+	size_t hlen;
+
 	if (dl < MGR_IREC_V1_LEN)
 		return -EIO;
 	memset(&r, 0, sizeof(r));
@@ -1032,6 +1038,48 @@ int mgr_db_open_store(struct mgr_db **out, const struct mgr_kv_conf *kc,
 	if (rc) {
 		snprintf(msg, msgcap, "cannot load the namespace from the %s "
 			 "store: %s", mgr_kv_kind_name(c.kind), strerror(-rc));
+		goto out_close_kv;
+	}
+	*out = db;
+	return 0;
+
+out_close_kv:
+	mgr_kv_close(db->kv);
+out_free_db:
+	free(db);
+	return rc;
+}
+
+/* Open the store kc names for reading only (see mgr_db.h): no write
+ * transaction, so nothing waits for a running mgr's writer lock. */
+int mgr_db_open_rdonly(struct mgr_db **out, const struct mgr_kv_conf *kc,
+		       char *msg, size_t msgcap)
+{
+	struct mgr_kv_conf c = *kc;
+	struct mgr_txn *txn;
+	struct mgr_db *db;
+	int rc;
+
+	if (msgcap)
+		msg[0] = '\0';
+	db = calloc(1, sizeof(*db));
+	if (!db)
+		return -ENOMEM;
+	c.rdonly = 1;
+	rc = mgr_kv_open(&c, 0, &db->kv, msg, msgcap);
+	if (rc)
+		goto out_free_db;
+	rc = mgr_db_begin(db, 1, &txn);
+	if (!rc) {
+		rc = meta_get_u64(txn, "fsid", &db->fsid, 0);
+		mgr_db_abort(txn);
+	}
+	if (!rc && db->fsid == 0)
+		rc = -ENOENT;
+	if (rc) {
+		snprintf(msg, msgcap, "the %s store holds no rpfs namespace%s: %s",
+			 mgr_kv_kind_name(c.kind), rc == -ENOENT ?
+			 " (run rpfs mkfs)" : "", strerror(-rc));
 		goto out_close_kv;
 	}
 	*out = db;

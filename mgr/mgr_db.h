@@ -175,6 +175,19 @@ int mgr_db_open_store(struct mgr_db **out, const struct mgr_kv_conf *kc,
 		      size_t msgcap);
 
 /**
+ * Open the store kc names for reading only (rpfs scrub --namespace, beside
+ * a running mgr or without one): kc->rdonly is implied, nothing is
+ * created or formatted, kc->map_size is ignored; only read transactions
+ * (mgr_db_begin with rdonly) may follow. The limits are unset (0).
+ * @param[out] out the store (mgr_db_close)
+ * @param[out] msg on error, one line naming the setting and what is wrong
+ * @return 0, -ENOENT no store or no namespace in it, -ENOMEM, -EOPNOTSUPP,
+ *	and mgr_kv_open's errors
+ */
+int mgr_db_open_rdonly(struct mgr_db **out, const struct mgr_kv_conf *kc,
+		       char *msg, size_t msgcap);
+
+/**
  * mgr_db_open_store of an LMDB store in dir with the default limits
  * (tests; an error's message is logged).
  * @param[out] out the store
@@ -349,6 +362,12 @@ const struct metrics_hist *mgr_db_commit_latency(void);
 /** Load an inode. @return 0, -ENOENT, -EIO (corrupt record) */
 int mgr_db_inode_get(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 		     struct mgr_inode *in);
+/**
+ * Unpack an inode record's value (as a scan of MGR_KV_INODES hands it
+ * out); in->target points into d.
+ * @return 0, -EIO corrupt or unknown version
+ */
+int mgr_db_inode_decode(const void *d, size_t dl, struct mgr_inode *in);
 /** Store an inode. @return 0, -ENOSPC, -EIO */
 int mgr_db_inode_put(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 		     const struct mgr_inode *in);

@@ -68,6 +68,11 @@ struct mgr_kv_conf {
 	const char *dir;      /* lmdb: the environment's directory */
 	uint64_t map_size;    /* lmdb: map bytes (mgr_db_limits.db_size) */
 	const char *uri;      /* postgresql: a libpq URI or conninfo */
+	int rdonly;           /* 1: read only (rpfs scrub --namespace): lmdb
+			       * opens an existing environment without its
+			       * writer lock, creating nothing, and ignores
+			       * map_size; postgresql creates nothing either
+			       * way without create; only read txns follow */
 };
 
 struct mgr_kv;     /* an open store */
@@ -89,7 +94,8 @@ const char *mgr_kv_kind_name(enum mgr_kv_kind kind);
 
 /**
  * Open (creating an empty store if needed: an LMDB directory, or the
- * PostgreSQL schema when create is set) the store conf names.
+ * PostgreSQL schema when create is set; nothing with conf->rdonly) the
+ * store conf names.
  * @param create 1: create the schema if missing (rpfs mkfs); 0: a
  *	PostgreSQL database without it is an error (the mgr)
  * @param[out] out the store

@@ -61,7 +61,8 @@ extern const struct mgr_kv_ops mgr_kv_lmdb_ops;
 
 /**
  * Open (creating the directory and the named databases if needed) the
- * LMDB environment in conf->dir with a map of conf->map_size bytes.
+ * LMDB environment in conf->dir with a map of conf->map_size bytes; with
+ * conf->rdonly an existing one, read-only (MDB_RDONLY), creating nothing.
  * @param create unused: an LMDB store is always created when missing
  * @param[out] msg on error, one line naming --db and what is wrong
  * @return 0, -EINVAL no dir or a map size of 0, -ENOMEM, -errno of mkdir,

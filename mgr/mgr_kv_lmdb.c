@@ -324,16 +324,19 @@ static int kvl_size_map(struct kvl *s, const char *dir, uint64_t asked)
 	return 0;
 }
 
-/* Open (creating) the named database of every table, in one txn. */
-static int kvl_open_dbis(struct kvl *s)
+/* Open (creating, unless rdonly) the named database of every table, in
+ * one txn: a read txn when rdonly, so a reader beside a running mgr never
+ * waits for its writer lock. */
+static int kvl_open_dbis(struct kvl *s, int rdonly)
 {
 	MDB_txn *txn;
-	int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+	int rc = mdb_txn_begin(s->env, NULL, rdonly ? MDB_RDONLY : 0, &txn);
 
 	if (rc)
 		return kvl_err(rc, "txn begin");
 	for (int i = 0; i < MGR_KV_NTABLES && !rc; i++)
-		rc = mdb_dbi_open(txn, kvl_names[i], MDB_CREATE, &s->dbi[i]);
+		rc = mdb_dbi_open(txn, kvl_names[i], rdonly ? 0 : MDB_CREATE,
+				  &s->dbi[i]);
 	if (rc) {
 		mdb_txn_abort(txn);
 		return kvl_err(rc, "dbi open");
@@ -349,12 +352,13 @@ int mgr_kv_lmdb_open(const struct mgr_kv_conf *conf, int create,
 	int rc;
 
 	(void)create;
-	if (!conf->dir || !conf->dir[0] || conf->map_size == 0) {
-		snprintf(msg, msgcap, "--db: %s", conf->map_size ?
-			 "no directory given" : "map size 0");
+	if (!conf->dir || !conf->dir[0] ||
+	    (conf->map_size == 0 && !conf->rdonly)) {
+		snprintf(msg, msgcap, "--db: %s", conf->dir && conf->dir[0] ?
+			 "map size 0" : "no directory given");
 		return -EINVAL;
 	}
-	if (mkdir(conf->dir, 0700) && errno != EEXIST) {
+	if (!conf->rdonly && mkdir(conf->dir, 0700) && errno != EEXIST) {
 		rc = -errno;
 		snprintf(msg, msgcap, "--db %s: %s", conf->dir, strerror(-rc));
 		return rc;
@@ -368,16 +372,18 @@ int mgr_kv_lmdb_open(const struct mgr_kv_conf *conf, int create,
 		rc = kvl_err(rc, "env create");
 		goto out_free;
 	}
-	rc = mdb_env_set_mapsize(s->env, conf->map_size);
+	/* read only: the map the environment records (LMDB's default) */
+	rc = conf->rdonly ? 0 : mdb_env_set_mapsize(s->env, conf->map_size);
 	if (!rc)
 		rc = mdb_env_set_maxdbs(s->env, KVL_MAXDBS);
 	if (!rc)
-		rc = mdb_env_open(s->env, conf->dir, 0, 0600);
+		rc = mdb_env_open(s->env, conf->dir,
+				  conf->rdonly ? MDB_RDONLY : 0, 0600);
 	rc = kvl_err(rc, "env open");
-	if (!rc)
+	if (!rc && !conf->rdonly)
 		rc = kvl_size_map(s, conf->dir, conf->map_size);
 	if (!rc)
-		rc = kvl_open_dbis(s);
+		rc = kvl_open_dbis(s, conf->rdonly);
 	if (rc)
 		goto out_close_env;
 	*out = &s->base;
