@@ -13,10 +13,10 @@ import threading
 
 import pytest
 
+import util
+
 # the check reads the store itself: no transport path of its own
 pytestmark = pytest.mark.host_only
-
-import util
 
 SUMMARY = re.compile(r'^namespace: (\d+) inodes, (\d+) entries, (\d+) problems$', re.M)
 
