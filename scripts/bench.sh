@@ -801,6 +801,33 @@ run_matrix() {
 }
 
 # ---- the cost of scraping (--scrape-cost PAIRS) -----------------------------
+# scrape_cpu: the CPU time one scrape costs each process of the main
+# cluster (SCRAPE_URLS and RPFS_PIDS_main list them in the same order:
+# iods, mgr, mount): 200 scrapes back to back, the process's utime+stime
+# (/proc/PID/stat) before and after; and the page's size.
+scrape_cpu() {
+	local pids
+	read -r -a pids <<<"$RPFS_PIDS_main"
+	"$PY" - "$HZ" "${#pids[@]}" "${pids[@]}" "${SCRAPE_URLS[@]}" <<'PYEOF'
+import sys, time, urllib.request
+hz, n = int(sys.argv[1]), int(sys.argv[2])
+pids, urls = sys.argv[3:3 + n], sys.argv[3 + n:]
+def ticks(pid):
+    with open("/proc/%s/stat" % pid) as f:
+        v = f.read().rsplit(")", 1)[1].split()
+    return int(v[11]) + int(v[12])
+print("one scrape, 200 back to back: process CPU ms per scrape, wall ms, page bytes")
+for pid, url in zip(pids, urls):
+    size = len(urllib.request.urlopen(url, timeout=5).read())
+    c0, t0 = ticks(pid), time.monotonic()
+    for _ in range(200):
+        urllib.request.urlopen(url, timeout=5).read()
+    c1, t1 = ticks(pid), time.monotonic()
+    print("%-40s pid %-7s %6.2f ms cpu %6.2f ms wall %7d bytes" %
+          (url, pid, (c1 - c0) * 1000.0 / hz / 200, (t1 - t0) * 1000 / 200, size))
+PYEOF
+}
+
 # run_scrape_cost: the main cluster with every daemon's and the mount's
 # /metrics on; each main job and the 1-directory metadata job on the rpfs
 # mount, PAIRS times unscraped ("off") and PAIRS times with the scraper
@@ -836,6 +863,7 @@ run_scrape_cost() {
 			done
 		done
 	done
+	scrape_cpu | tee "$OUT/scrape-cpu.txt" >&2
 	mkdir -p "$OUT"
 	cp "$RECORDS" "$OUT/scrape-cost.jsonl"
 	$PY "$REPO/tests/bench/mdmatrix.py" scrape-table "$RECORDS" "$OUT/scrape-cost.md" ||

@@ -166,25 +166,42 @@ def table(path, outmd):
                                                     json.dumps(m["req_ops"])))
 
 
+def scrape_values(r):
+    """(metric, value) pairs of one bench.sh record of --scrape-cost: MB/s
+    of a sequential job, IOPS of a random one, the rates of the metadata
+    job, and the daemons' CPU seconds of each."""
+    out = []
+    if r.get("kind") == "md":
+        out = [(ph + "/s", r[ph]) for ph in ("create", "stat", "unlink") if ph in r]
+    elif "mbs" in r:
+        out = [("MB/s", r["mbs"])] if r["job"].startswith("seq") else [("IOPS", r["iops"])]
+    if "daemon_cpu_s" in r:
+        out.append(("daemon cpu s", r["daemon_cpu_s"]))
+    return out
+
+
 def scrape_table(path, outmd):
     """Per job and metric: median off, median on, on/off, and the noise:
-    the largest ratio between two runs without scraping, minus 1."""
-    recs = [r for r in load(path) if "value" in r]
-    keys = []
-    for r in recs:
-        if (r["job"], r["metric"]) not in keys:
-            keys.append((r["job"], r["metric"]))
+    the largest ratio between two runs without scraping, minus 1 (and the
+    same among the runs with it)."""
+    vals, keys = {}, []
+    for r in load(path):
+        if r.get("param") not in ("off", "on") or "error" in r:
+            continue
+        for met, v in scrape_values(r):
+            if (r["job"], met) not in keys:
+                keys.append((r["job"], met))
+            vals.setdefault((r["job"], met, r["param"]), []).append(float(v))
     head = ["job", "metric", "runs", "off (median)", "on (median)", "on/off",
             "off spread (noise)", "on spread"]
     rows = []
     for job, met in keys:
-        off = [float(r["value"]) for r in recs if (r["job"], r["metric"], r["scrape"]) == (job, met, "off")]
-        on = [float(r["value"]) for r in recs if (r["job"], r["metric"], r["scrape"]) == (job, met, "on")]
+        off, on = vals.get((job, met, "off"), []), vals.get((job, met, "on"), [])
         if not off or not on or min(off) <= 0 or min(on) <= 0:
             rows.append([job, met, "%d+%d" % (len(off), len(on))] + ["-"] * 5)
             continue
         mo, mn = statistics.median(off), statistics.median(on)
-        rows.append([job, met, "%d+%d" % (len(off), len(on)), "%.1f" % mo, "%.1f" % mn,
+        rows.append([job, met, "%d+%d" % (len(off), len(on)), "%.2f" % mo, "%.2f" % mn,
                      "%.3f" % (mn / mo), "%.1f %%" % (100 * (max(off) / min(off) - 1)),
                      "%.1f %%" % (100 * (max(on) / min(on) - 1))])
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
