@@ -806,9 +806,9 @@ run_matrix() {
 # iods, mgr, mount): 200 scrapes back to back, the process's utime+stime
 # (/proc/PID/stat) before and after; and the page's size.
 scrape_cpu() {
-	local pids
-	read -r -a pids <<<"$RPFS_PIDS_main"
-	"$PY" - "$HZ" "${#pids[@]}" "${pids[@]}" "${SCRAPE_URLS[@]}" <<'PYEOF'
+	local spids
+	read -r -a spids <<<"$RPFS_PIDS_main"
+	"$PY" - "$HZ" "${#spids[@]}" "${spids[@]}" "${SCRAPE_URLS[@]}" <<'PYEOF'
 import sys, time, urllib.request
 hz, n = int(sys.argv[1]), int(sys.argv[2])
 pids, urls = sys.argv[3:3 + n], sys.argv[3 + n:]
@@ -817,14 +817,18 @@ def ticks(pid):
         v = f.read().rsplit(")", 1)[1].split()
     return int(v[11]) + int(v[12])
 print("one scrape, 200 back to back: process CPU ms per scrape, wall ms, page bytes")
+total = 0.0
 for pid, url in zip(pids, urls):
     size = len(urllib.request.urlopen(url, timeout=5).read())
     c0, t0 = ticks(pid), time.monotonic()
     for _ in range(200):
         urllib.request.urlopen(url, timeout=5).read()
     c1, t1 = ticks(pid), time.monotonic()
+    total += (c1 - c0) * 1000.0 / hz / 200
     print("%-40s pid %-7s %6.2f ms cpu %6.2f ms wall %7d bytes" %
           (url, pid, (c1 - c0) * 1000.0 / hz / 200, (t1 - t0) * 1000 / 200, size))
+print("all %d endpoints once a second: %.2f ms CPU per second, %.3f %% of one CPU" %
+      (len(urls), total, total / 10))
 PYEOF
 }
 
