@@ -350,7 +350,7 @@ start_rpfs() {
 		iods+=(--iod "127.0.0.1:$((base + 1 + i))")
 	done
 	if [ "$store" = postgresql ]; then
-		start_pg "$root/pg-$name" "${iods[@]}"
+		start_pg "$root/pg-$name"
 		mgr_store=(--store postgresql --store-uri "$PG_URI")
 	else
 		mgr_store=(--db "$st/db")
@@ -383,19 +383,21 @@ check_pg() {
 		die "--stores postgresql: scripts/pg-temp.sh is missing (no PostgreSQL store in this tree)"
 }
 
-# start_pg DIR IOD-ARGS...: a throwaway PostgreSQL cluster in DIR
-# (scripts/pg-temp.sh, stopped at exit) and the rpfs schema in it (rpfs
-# mkfs --store-uri); sets PG_URI.
+# start_pg DIR: a throwaway PostgreSQL cluster in DIR (scripts/pg-temp.sh,
+# stopped at exit) and the rpfs schema in it (rpfs mkfs --store-uri; the
+# mgr records its iods at its first start); sets PG_URI. Run as root,
+# pg-temp.sh runs the server as its own user, which must be able to reach
+# DIR: our private directories above it get o+x.
 PG_URI=
 start_pg() {
 	local dir=$1
-	shift
 	mkdir -p "$dir"
+	chmod o+x "$WORK" ${STATE_WORK:+"$STATE_WORK"} "$(dirname "$dir")"
 	PG_DIRS+=("$dir")
 	PG_URI=$("$REPO/scripts/pg-temp.sh" start "$dir" 2>"$WORK/logs/pg-temp.log" | tail -n 1) ||
 		{ tail -n 5 "$WORK/logs/pg-temp.log" >&2; die "scripts/pg-temp.sh start $dir failed"; }
 	[ -n "$PG_URI" ] || die "scripts/pg-temp.sh start $dir printed no URI"
-	"$BUILD/admin/rpfs" mkfs --store-uri "$PG_URI" "$@" >"$WORK/logs/pg-mkfs.log" 2>&1 ||
+	"$BUILD/admin/rpfs" mkfs --store-uri "$PG_URI" >"$WORK/logs/pg-mkfs.log" 2>&1 ||
 		{ tail -n 5 "$WORK/logs/pg-mkfs.log" >&2; die "rpfs mkfs --store-uri $PG_URI failed"; }
 }
 
