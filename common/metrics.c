@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,37 +52,88 @@ static int mb_reserve(struct metrics_buf *b, size_t n)
 	return 0;
 }
 
-/* Append printf-formatted text. */
+/* Append the N bytes at S. A scrape appends a few thousand pieces, so
+ * the plain ones go through here, not through printf. */
+static void mb_put(struct metrics_buf *b, const char *s, size_t n)
+{
+	if (mb_reserve(b, n))
+		return;
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+/* Append the string S. */
+static void mb_puts(struct metrics_buf *b, const char *s)
+{
+	mb_put(b, s, strlen(s));
+}
+
+/* Append V in decimal. */
+static void mb_u64(struct metrics_buf *b, uint64_t v)
+{
+	char d[24];
+	size_t i = sizeof(d);
+
+	do {
+		d[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	mb_put(b, d + i, sizeof(d) - i);
+}
+
+/* Append printf-formatted text: formatted once into the room left, and
+ * once more only when it did not fit. */
 static void __attribute__((format(printf, 2, 3)))
 mb_printf(struct metrics_buf *b, const char *fmt, ...)
 {
+	size_t room;
 	va_list ap;
 	int n;
 
-	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0 || mb_reserve(b, (size_t)n))
+	if (b->err)
 		return;
+	room = b->cap > b->len ? b->cap - b->len : 0;
 	va_start(ap, fmt);
-	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+	n = vsnprintf(room ? b->p + b->len : NULL, room, fmt, ap);
 	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= room) {
+		if (mb_reserve(b, (size_t)n))
+			return;
+		va_start(ap, fmt);
+		vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
 	b->len += (size_t)n;
 }
 
-/* Append a label value with \\, \" and \n escaped, as the format asks. */
+/* Append a label value with \\, \" and \n escaped, as the format asks;
+ * the runs between them are copied whole. */
 static void mb_escaped(struct metrics_buf *b, const char *s)
 {
+	const char *run = s, *esc;
+
 	for (; *s; s++) {
-		if (*s == '\\')
-			mb_printf(b, "\\\\");
-		else if (*s == '"')
-			mb_printf(b, "\\\"");
-		else if (*s == '\n')
-			mb_printf(b, "\\n");
-		else
-			mb_printf(b, "%c", *s);
+		esc = *s == '\\' ? "\\\\" : *s == '"' ? "\\\"" : *s == '\n' ? "\\n" : NULL;
+		if (!esc)
+			continue;
+		mb_put(b, run, (size_t)(s - run));
+		mb_put(b, esc, 2);
+		run = s + 1;
 	}
+	mb_put(b, run, (size_t)(s - run));
+}
+
+/* Append KEY="VALUE" (escaped), after "{" if FIRST, else after ",". */
+static void mb_label(struct metrics_buf *b, int first, const char *k, const char *v)
+{
+	mb_puts(b, first ? "{" : ",");
+	mb_puts(b, k);
+	mb_puts(b, "=\"");
+	mb_escaped(b, v ? v : "");
+	mb_puts(b, "\"");
 }
 
 /* Append name{k="v",...} from NULL-terminated key/value pairs in ap, with
@@ -92,26 +144,29 @@ static void mb_series(struct metrics_buf *b, const char *name, va_list ap,
 	const char *k, *v;
 	int n = 0;
 
-	mb_printf(b, "%s", name);
+	mb_puts(b, name);
 	while ((k = va_arg(ap, const char *)) != NULL) {
 		v = va_arg(ap, const char *);
-		mb_printf(b, "%s%s=\"", n++ ? "," : "{", k);
-		mb_escaped(b, v ? v : "");
-		mb_printf(b, "\"");
+		mb_label(b, n++ == 0, k, v);
 	}
-	if (lk) {
-		mb_printf(b, "%s%s=\"", n++ ? "," : "{", lk);
-		mb_escaped(b, lv);
-		mb_printf(b, "\"");
-	}
-	mb_printf(b, "%s ", n ? "}" : "");
+	if (lk)
+		mb_label(b, n++ == 0, lk, lv);
+	mb_puts(b, n ? "} " : " ");
 }
 
 /* See metrics.h. */
 void metrics_family(struct metrics_buf *b, const char *name, const char *type,
 		    const char *help)
 {
-	mb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	mb_puts(b, "# HELP ");
+	mb_puts(b, name);
+	mb_puts(b, " ");
+	mb_puts(b, help);
+	mb_puts(b, "\n# TYPE ");
+	mb_puts(b, name);
+	mb_puts(b, " ");
+	mb_puts(b, type);
+	mb_puts(b, "\n");
 }
 
 /* See metrics.h. */
@@ -122,7 +177,8 @@ void metrics_u64(struct metrics_buf *b, const char *name, uint64_t v, ...)
 	va_start(ap, v);
 	mb_series(b, name, ap, NULL, NULL);
 	va_end(ap);
-	mb_printf(b, "%llu\n", (unsigned long long)v);
+	mb_u64(b, v);
+	mb_puts(b, "\n");
 }
 
 /* See metrics.h. */
@@ -136,54 +192,64 @@ void metrics_f64(struct metrics_buf *b, const char *name, double v, ...)
 	mb_printf(b, "%.15g\n", v);
 }
 
-/* Write one series of a histogram: name with one optional label and the
- * le label (NULL: none). */
+/* Write one series of a histogram: NAME with one optional label and the
+ * le label (NULL: none), then its count N, or the text NUM if not NULL. */
 static void mb_hist_line(struct metrics_buf *b, const char *name,
 			 const char *label, const char *value, const char *le,
-			 const char *num)
+			 uint64_t n, const char *num)
 {
-	mb_printf(b, "%s", name);
-	if (label || le) {
-		mb_printf(b, "{");
-		if (label) {
-			mb_printf(b, "%s=\"", label);
-			mb_escaped(b, value);
-			mb_printf(b, "\"%s", le ? "," : "");
-		}
-		if (le)
-			mb_printf(b, "le=\"%s\"", le);
-		mb_printf(b, "}");
-	}
-	mb_printf(b, " %s\n", num);
+	mb_puts(b, name);
+	if (label)
+		mb_label(b, 1, label, value);
+	if (le)
+		mb_label(b, !label, "le", le);
+	mb_puts(b, label || le ? "} " : " ");
+	if (num)
+		mb_puts(b, num);
+	else
+		mb_u64(b, n);
+	mb_puts(b, "\n");
+}
+
+/* The le values of the buckets, 2^j microseconds in seconds ("%.9g"),
+ * formatted once per process (metrics_hist). */
+static char bucket_le[METRICS_BUCKETS][24];
+static pthread_once_t bucket_le_once = PTHREAD_ONCE_INIT;
+
+/* Fill bucket_le (once, through bucket_le_once). */
+static void bucket_le_init(void)
+{
+	int j;
+
+	for (j = 0; j < METRICS_BUCKETS; j++)
+		snprintf(bucket_le[j], sizeof(bucket_le[j]), "%.9g", (double)(1ull << j) * 1e-6);
 }
 
 /* See metrics.h. Reads count first: a sample recorded meanwhile may show
- * in a bucket but not the count, so cumulative counts are capped at it. */
+ * in a bucket but not the count, so cumulative counts are capped at it.
+ * Cost: 28 lines, no printf but the sum's. */
 void metrics_hist(struct metrics_buf *b, const char *name, const char *label,
 		  const char *value, const struct metrics_hist *h)
 {
 	struct metrics_hist s;
-	char series[160], le[32], num[32];
+	char series[160], num[32];
 	uint64_t cum = 0;
 	int j;
 
+	pthread_once(&bucket_le_once, bucket_le_init);
 	metrics_hist_read(h, &s);
 	snprintf(series, sizeof(series), "%s_bucket", name);
 	for (j = 0; j < METRICS_BUCKETS; j++) {
 		cum += s.bucket[j];
-		snprintf(le, sizeof(le), "%.9g", (double)(1ull << j) * 1e-6);
-		snprintf(num, sizeof(num), "%llu",
-			 (unsigned long long)(cum < s.count ? cum : s.count));
-		mb_hist_line(b, series, label, value, le, num);
+		mb_hist_line(b, series, label, value, bucket_le[j],
+			     cum < s.count ? cum : s.count, NULL);
 	}
-	snprintf(num, sizeof(num), "%llu", (unsigned long long)s.count);
-	mb_hist_line(b, series, label, value, "+Inf", num);
+	mb_hist_line(b, series, label, value, "+Inf", s.count, NULL);
 	snprintf(series, sizeof(series), "%s_sum", name);
 	snprintf(num, sizeof(num), "%.15g", (double)s.sum_ns * 1e-9);
-	mb_hist_line(b, series, label, value, NULL, num);
+	mb_hist_line(b, series, label, value, NULL, 0, num);
 	snprintf(series, sizeof(series), "%s_count", name);
-	snprintf(num, sizeof(num), "%llu", (unsigned long long)s.count);
-	mb_hist_line(b, series, label, value, NULL, num);
+	mb_hist_line(b, series, label, value, NULL, s.count, NULL);
 }
 
 /* The errno label: its symbolic name (ENOENT), or the number. */
@@ -371,21 +437,32 @@ static long count_fds(void)
 	return n - 1;
 }
 
-/* The boot time in seconds since the epoch (/proc/stat btime), 0 if
- * unknown. */
-static unsigned long long boot_time(void)
+/* The boot time (boot_time), read once per process. */
+static unsigned long long boot_btime;
+static pthread_once_t boot_btime_once = PTHREAD_ONCE_INIT;
+
+/* Read btime from /proc/stat into boot_btime (0 if unknown); once, through
+ * boot_btime_once: /proc/stat lists every interrupt, too dear to read on
+ * each scrape for a constant. */
+static void boot_btime_init(void)
 {
-	unsigned long long bt = 0;
 	char line[256];
 	FILE *f = fopen("/proc/stat", "re");
 
 	if (!f)
-		return 0;
+		return;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "btime %llu", &bt) == 1)
+		if (sscanf(line, "btime %llu", &boot_btime) == 1)
 			break;
 	fclose(f);
-	return bt;
+}
+
+/* The boot time in seconds since the epoch (/proc/stat btime), 0 if
+ * unknown. */
+static unsigned long long boot_time(void)
+{
+	pthread_once(&boot_btime_once, boot_btime_init);
+	return boot_btime;
 }
 
 /* CPU ticks (user + system) and the start time in ticks after boot, from
@@ -426,7 +503,8 @@ static unsigned long long proc_rss_pages(void)
 	return rss;
 }
 
-/* See metrics.h. Cost: three small /proc reads and a directory listing. */
+/* See metrics.h. Cost: two small /proc reads and a directory listing
+ * (/proc/stat only at the first scrape). */
 void metrics_process_write(struct metrics_buf *b)
 {
 	double tck = (double)sysconf(_SC_CLK_TCK);

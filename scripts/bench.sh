@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench.sh - run the rpfs benchmark suite on this machine, in one command.
 #
-#   scripts/bench.sh [--quick] [--scrape] [--out DIR]
+#   scripts/bench.sh [--quick] [--scrape] [--out DIR] [--state-dir DIR]
+#                    [--meta-matrix] [--stores lmdb[,postgresql]]
+#                    [--only meta-matrix] [--md-files N] [--scrape-cost PAIRS]
 #
 # Starts a local rpfs cluster (and two small ones for the iod sweep), a
 # minimal passthrough FUSE file system (tests/bench/), the same passthrough
@@ -30,14 +32,39 @@
 # -o metrics=) and fetches each once a second for the whole run, as a
 # Prometheus would: compare with a run without it for the cost of metrics.
 #
+# --state-dir DIR puts the state of every rpfs cluster (the mgr's database,
+# the iods' data; PostgreSQL's data directory) in a fresh directory under
+# DIR, which must exist and be writable, instead of the bench tmpfs; the
+# output names DIR's file system (stat -f), so a tmpfs figure is not read
+# as a disk figure. The reference targets stay on the tmpfs.
+#
+# --meta-matrix adds the metadata matrix: bench-md -x (creates, stats,
+# renames, unlinks, mkdirs, rmdirs per second) by 1 client process, by 4
+# in one directory and by 4 each in its own, on a cluster per store
+# (--stores, default lmdb; --store postgresql = --stores lmdb,postgresql)
+# with its state on the tmpfs and, with --state-dir, on DIR, beside the
+# passthrough; each rpfs cell adds the mgr's requests per op and store
+# commits per op, read from its /metrics before and after each phase.
+# The postgresql store needs rpfs-mgr --store/--store-uri, rpfs mkfs
+# --store-uri and scripts/pg-temp.sh. --only meta-matrix runs the matrix
+# alone (no fio, no GlusterFS). --md-files N: files per metadata job
+# (default 10000, --quick 2000).
+#
+# --scrape-cost PAIRS runs instead the main jobs on the rpfs mount only,
+# each PAIRS times without scraping and PAIRS times with it, interleaved
+# (off,on then on,off, ...) on one cluster whose daemons all serve /metrics,
+# and prints per job the medians, their ratio and the spread of the runs
+# without scraping (the noise).
+#
 # Needs root (mounts, drop_caches, pipe-max-size, glusterd). Everything it
 # starts is stopped and everything it mounts is unmounted at exit;
 # /proc/sys/fs/pipe-max-size is restored.
 #
 # Environment:
 #   RPFS_BUILD        build directory (default build; made as a release build)
-#   RPFS_BENCH_PORT   first TCP port (default 7500; uses PORT..PORT+24, and
-#                     PORT+30..PORT+56 for /metrics with --scrape)
+#   RPFS_BENCH_PORT   first TCP port (default 7500; uses PORT..PORT+24,
+#                     PORT+30..PORT+56 for /metrics with --scrape, and
+#                     PORT+60..PORT+99 for the metadata matrix)
 #   RPFS_FIO_ENGINE   path of the rpfs fio external engine (default: searched
 #                     for as BUILD/**/*fio*.so)
 set -euo pipefail
@@ -51,6 +78,12 @@ PY=/usr/bin/python3
 QUICK=0
 SCRAPE=0
 OUT=
+STATE_DIR=
+MATRIX=0
+ONLY=
+STORES=lmdb
+MD_FILES_ARG=
+SCRAPE_COST=0
 T_START=$(date +%s)
 
 say() { printf 'bench: %s\n' "$*" >&2; }
@@ -64,13 +97,71 @@ while [ $# -gt 0 ]; do
 	--scrape) SCRAPE=1 ;;
 	--out) [ $# -ge 2 ] || die "--out: expected DIR"; OUT=$2; shift ;;
 	--out=*) OUT=${1#--out=} ;;
+	--state-dir) [ $# -ge 2 ] || die "--state-dir: expected DIR"; STATE_DIR=$2; shift ;;
+	--state-dir=*) STATE_DIR=${1#--state-dir=} ;;
+	--meta-matrix) MATRIX=1 ;;
+	--only) [ $# -ge 2 ] || die "--only: expected meta-matrix"; ONLY=$2; shift ;;
+	--only=*) ONLY=${1#--only=} ;;
+	--stores) [ $# -ge 2 ] || die "--stores: expected lmdb[,postgresql]"; STORES=$2; shift ;;
+	--stores=*) STORES=${1#--stores=} ;;
+	--store) [ $# -ge 2 ] || die "--store: expected lmdb or postgresql"; STORES=lmdb,$2; shift ;;
+	--store=*) STORES=lmdb,${1#--store=} ;;
+	--md-files) [ $# -ge 2 ] || die "--md-files: expected N"; MD_FILES_ARG=$2; shift ;;
+	--md-files=*) MD_FILES_ARG=${1#--md-files=} ;;
+	--scrape-cost) [ $# -ge 2 ] || die "--scrape-cost: expected PAIRS"; SCRAPE_COST=$2; shift ;;
+	--scrape-cost=*) SCRAPE_COST=${1#--scrape-cost=} ;;
 	-h|--help) usage 0 ;;
 	*) printf 'bench: unknown argument "%s"\n' "$1" >&2; usage 2 ;;
 	esac
 	shift
 done
 case "$PORT" in ''|*[!0-9]*) die "RPFS_BENCH_PORT: expected a port number, got \"$PORT\"" ;; esac
+if [ "$PORT" -lt 1 ] || [ "$PORT" -gt 65435 ]; then
+	die "RPFS_BENCH_PORT: expected 1..65435 (it uses PORT..PORT+99), got $PORT"
+fi
+case "$ONLY" in
+'') ;;
+meta-matrix) MATRIX=1 ;;
+*) die "--only: expected meta-matrix, got \"$ONLY\"" ;;
+esac
+case "$MD_FILES_ARG" in
+'') ;;
+*[!0-9]*|0*) die "--md-files: expected a positive number of files, got \"$MD_FILES_ARG\"" ;;
+esac
+case "$SCRAPE_COST" in
+[1-9]|[1-9][0-9]) ;;
+0) ;;
+*) die "--scrape-cost: expected 1..99 pairs, got \"$SCRAPE_COST\"" ;;
+esac
+[ "$SCRAPE_COST" -eq 0 ] || [ -z "$ONLY" ] || die "--scrape-cost and --only exclude each other"
+[ "$SCRAPE_COST" -eq 0 ] || [ "$SCRAPE" -eq 0 ] ||
+	die "--scrape-cost turns scraping on and off itself; leave --scrape out"
+# STORE_LIST: the stores of the matrix, each named once, lmdb first.
+STORE_LIST=()
+IFS=, read -r -a _stores <<<"$STORES"
+for s in "${_stores[@]}"; do
+	case "$s" in
+	lmdb|postgresql) ;;
+	*) die "--stores: expected lmdb or postgresql, got \"$s\"" ;;
+	esac
+	case " ${STORE_LIST[*]} " in *" $s "*) ;; *) STORE_LIST+=("$s") ;; esac
+done
+[ ${#STORE_LIST[@]} -gt 0 ] || die "--stores: expected lmdb[,postgresql], got nothing"
 [ "$(id -u)" -eq 0 ] || die "must run as root (mounts, drop_caches, glusterd)"
+# check_state_dir: --state-dir must be an existing, writable directory;
+# sets STATE_FS to its file system type.
+STATE_FS=
+check_state_dir() {
+	[ -n "$STATE_DIR" ] || return 0
+	case "$STATE_DIR" in /*) ;; *) STATE_DIR=$PWD/$STATE_DIR ;; esac
+	[ -e "$STATE_DIR" ] || die "--state-dir $STATE_DIR: no such directory"
+	[ -d "$STATE_DIR" ] || die "--state-dir $STATE_DIR: not a directory"
+	[ -w "$STATE_DIR" ] || die "--state-dir $STATE_DIR: not writable"
+	STATE_FS=$(stat -f -c %T "$STATE_DIR") || die "--state-dir $STATE_DIR: cannot stat its file system"
+	say "state on $STATE_DIR: file system $STATE_FS"
+	[ "$STATE_FS" != tmpfs ] || say "warning: --state-dir $STATE_DIR is on tmpfs, not on a disk"
+}
+check_state_dir
 [ -n "$OUT" ] || OUT=$REPO/bench-results/$(date +%Y%m%d-%H%M%S)
 case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
 
@@ -79,6 +170,8 @@ if [ "$QUICK" -eq 1 ]; then
 else
 	MODE=full SEQ_SIZE=512m RUNTIME=15 SEQ_CAP=40 MD_FILES=10000 TMPFS_SIZE=16g
 fi
+[ -z "$MD_FILES_ARG" ] || MD_FILES=$MD_FILES_ARG
+[ -z "$STATE_DIR" ] || MODE="$MODE, state on $STATE_FS"
 [ "$SCRAPE" -eq 1 ] && MODE=$MODE+scrape
 
 . "$REPO/scripts/packages.sh"
@@ -124,6 +217,8 @@ PIDS=()        # processes we started
 GL_VOL=
 GL_STARTED_GLUSTERD=0
 GL_PID=
+STATE_WORK=    # our fresh directory under --state-dir
+PG_DIRS=()     # PostgreSQL clusters started with scripts/pg-temp.sh
 
 cleanup() {
 	local i pid
@@ -148,6 +243,9 @@ cleanup() {
 		for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$pid" 2>/dev/null
 	done
+	for ((i = ${#PG_DIRS[@]} - 1; i >= 0; i--)); do
+		"$REPO/scripts/pg-temp.sh" stop "${PG_DIRS[i]}" >/dev/null 2>&1
+	done
 	wait 2>/dev/null
 	# glusterd runs a hook script after volume delete; let it finish.
 	for i in $(seq 1 50); do
@@ -158,6 +256,7 @@ cleanup() {
 		mountpoint -q "$WORK/fs" 2>/dev/null && { umount "$WORK/fs" || umount -l "$WORK/fs"; }
 		rm -rf "$WORK"
 	fi
+	[ -z "$STATE_WORK" ] || rm -rf "$STATE_WORK"
 	[ -n "$PIPE_ORIG" ] && echo "$PIPE_ORIG" >/proc/sys/fs/pipe-max-size
 	return 0
 }
@@ -201,10 +300,12 @@ metrics_opt() {
 }
 
 # start_scraper: fetch every SCRAPE_URLS once a second until killed (a
-# python3 loop, like a Prometheus with a 1 s scrape interval).
+# python3 loop, like a Prometheus with a 1 s scrape interval); its pid in
+# SCRAPER_PID (stop_scraper).
+SCRAPER_PID=
 start_scraper() {
 	[ "$SCRAPE" -eq 1 ] || return 0
-	say "scraping ${#SCRAPE_URLS[@]} /metrics endpoints every second"
+	[ "$SCRAPE_COST" -gt 0 ] || say "scraping ${#SCRAPE_URLS[@]} /metrics endpoints every second"
 	"$PY" - "${SCRAPE_URLS[@]}" >"$WORK/logs/scraper.log" 2>&1 <<'PYEOF' &
 import sys, time, urllib.request
 while True:
@@ -217,15 +318,28 @@ while True:
     time.sleep(max(0.0, 1.0 - (time.monotonic() - t)))
 PYEOF
 	PIDS+=($!)
+	SCRAPER_PID=$!
 }
 
-# start_rpfs NAME NIODS BASEPORT: a cluster of NIODS iods and a mgr on
-# loopback, state on the bench tmpfs, mounted at WORK/mnt/NAME (rpfs-fuse -f
-# in the background so its pid is known). Sets RPFS_PIDS_<NAME>. With
-# --scrape each serves /metrics on BASEPORT+30 (mgr), +31+i (iod i), +36
-# (the mount).
+# stop_scraper: stop the scraper start_scraper started (--scrape-cost).
+stop_scraper() {
+	[ -n "$SCRAPER_PID" ] || return 0
+	kill -TERM "$SCRAPER_PID" 2>/dev/null || true
+	wait "$SCRAPER_PID" 2>/dev/null || true
+	SCRAPER_PID=
+}
+
+# start_rpfs NAME NIODS BASEPORT [ROOT [STORE [MPORT]]]: a cluster of NIODS
+# iods and a mgr on loopback, state in ROOT/rpfs-NAME (default: on
+# --state-dir if given, else the bench tmpfs), namespace in STORE (lmdb,
+# default, or postgresql: a temporary PostgreSQL cluster in ROOT/pg-NAME),
+# mounted at WORK/mnt/NAME (rpfs-fuse -f in the background so its pid is
+# known). Sets RPFS_PIDS_<NAME>. With --scrape each serves /metrics on
+# BASEPORT+30 (mgr), +31+i (iod i), +36 (the mount); MPORT, when given, is
+# the mgr's /metrics port in any case (the matrix reads its counters).
 start_rpfs() {
-	local name=$1 n=$2 base=$3 st=$WORK/fs/rpfs-$1 mnt=$WORK/mnt/$1 i iods=() pids=()
+	local name=$1 n=$2 base=$3 root=${4:-${STATE_WORK:-$WORK/fs}} store=${5:-lmdb} mport=${6:-}
+	local st=$root/rpfs-$1 mnt=$WORK/mnt/$1 i iods=() pids=() mgr_store=()
 	mkdir -p "$st/db" "$mnt"
 	for ((i = 0; i < n; i++)); do
 		metrics_opt --metrics $((base + 31 + i))
@@ -235,8 +349,15 @@ start_rpfs() {
 		wait_log "$WORK/logs/$name-iod$i.log" $! || die "$name: rpfs-iod $i did not start"
 		iods+=(--iod "127.0.0.1:$((base + 1 + i))")
 	done
+	if [ "$store" = postgresql ]; then
+		start_pg "$root/pg-$name"
+		mgr_store=(--store postgresql --store-uri "$PG_URI")
+	else
+		mgr_store=(--db "$st/db")
+	fi
 	metrics_opt --metrics $((base + 30))
-	"$BUILD/mgr/rpfs-mgr" --listen "127.0.0.1:$base" --db "$st/db" "${iods[@]}" \
+	[ -z "$mport" ] || MO=(--metrics "127.0.0.1:$mport")
+	"$BUILD/mgr/rpfs-mgr" --listen "127.0.0.1:$base" "${mgr_store[@]}" "${iods[@]}" \
 		"${MO[@]}" </dev/null >"$WORK/logs/$name-mgr.log" 2>&1 &
 	PIDS+=($!) pids+=($!)
 	wait_log "$WORK/logs/$name-mgr.log" $! || die "$name: rpfs-mgr did not start"
@@ -248,6 +369,36 @@ start_rpfs() {
 	MOUNTS+=("$mnt")
 	wait_mount "$mnt" || { tail -n 20 "$WORK/logs/$name-fuse.log" >&2; die "$name: mount failed"; }
 	eval "RPFS_PIDS_$name=\"${pids[*]}\""
+}
+
+# check_pg: with postgresql among the stores, check that this build's
+# rpfs-mgr knows --store and that scripts/pg-temp.sh exists; one clear
+# line and exit otherwise (no figures are made up for a store that is not
+# there).
+check_pg() {
+	case " ${STORE_LIST[*]} " in *" postgresql "*) ;; *) return 0 ;; esac
+	"$BUILD/mgr/rpfs-mgr" --help 2>&1 | grep -q -- '--store' ||
+		die "--stores postgresql: $BUILD/mgr/rpfs-mgr does not know --store (no PostgreSQL store in this build)"
+	[ -x "$REPO/scripts/pg-temp.sh" ] ||
+		die "--stores postgresql: scripts/pg-temp.sh is missing (no PostgreSQL store in this tree)"
+}
+
+# start_pg DIR: a throwaway PostgreSQL cluster in DIR (scripts/pg-temp.sh,
+# stopped at exit) and the rpfs schema in it (rpfs mkfs --store-uri; the
+# mgr records its iods at its first start); sets PG_URI. Run as root,
+# pg-temp.sh runs the server as its own user, which must be able to reach
+# DIR: our private directories above it get o+x.
+PG_URI=
+start_pg() {
+	local dir=$1
+	mkdir -p "$dir"
+	chmod o+x "$WORK" ${STATE_WORK:+"$STATE_WORK"} "$(dirname "$dir")"
+	PG_DIRS+=("$dir")
+	PG_URI=$("$REPO/scripts/pg-temp.sh" start "$dir" 2>"$WORK/logs/pg-temp.log" | tail -n 1) ||
+		{ tail -n 5 "$WORK/logs/pg-temp.log" >&2; die "scripts/pg-temp.sh start $dir failed"; }
+	[ -n "$PG_URI" ] || die "scripts/pg-temp.sh start $dir printed no URI"
+	"$BUILD/admin/rpfs" mkfs --store-uri "$PG_URI" >"$WORK/logs/pg-mkfs.log" 2>&1 ||
+		{ tail -n 5 "$WORK/logs/pg-mkfs.log" >&2; die "rpfs mkfs --store-uri $PG_URI failed"; }
 }
 
 # start_passthrough: the passthrough FUSE file system over WORK/fs/pt-src.
@@ -498,14 +649,15 @@ print("%9.1f MB/s %9.0f IOPS  cpu %s s  copies/B %s regs/op %s misses/op %s" % (
 	fi
 }
 
-# run_md TARGET JOB NDIRS: the metadata job in a fresh directory.
+# run_md TARGET JOB NDIRS [PARAM]: the metadata job in a fresh directory
+# (PARAM: the record's param, default "-").
 run_md() {
-	local target=$1 job=$2 nd=$3 dir pids out c0 c1 t0 t1 err=
+	local target=$1 job=$2 nd=$3 param=${4:--} dir pids out c0 c1 t0 t1 err=
 	dir=$(target_dir "$target")/md
 	pids=$(target_pids "$target")
 	out=$WORK/out/main-$target-$job.json
 	NRUN=$((NRUN + 1))
-	printf 'bench: [%3d] %-6s %-8s %-11s %-10s ' "$NRUN" main - "$target" "$job" >&2
+	printf 'bench: [%3d] %-6s %-8s %-11s %-10s ' "$NRUN" main "$param" "$target" "$job" >&2
 	mkdir -p "$dir"
 	c0=$(daemon_ticks $pids)
 	t0=$(date +%s.%N)
@@ -519,22 +671,221 @@ run_md() {
 	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
 	if [ -z "$err" ]; then
 		# shellcheck disable=SC2086 # cpu: a KEY=VALUE word or nothing
-		$PY "$REPO/tests/bench/report.py" record md "$out" section=main param=- target="$target" \
+		$PY "$REPO/tests/bench/report.py" record md "$out" section=main param="$param" target="$target" \
 			job="$job" $cpu wall_s="$wall" >>"$RECORDS"
 		tail -n 1 "$RECORDS" | $PY -c 'import json,sys; r=json.load(sys.stdin)
 print("create %.0f stat %.0f unlink %.0f /s  cpu %s s" % (r["create"], r["stat"], r["unlink"], r.get("daemon_cpu_s", "-")))' >&2
 	else
 		echo "failed" >&2
-		$PY "$REPO/tests/bench/report.py" record none - section=main param=- target="$target" \
+		$PY "$REPO/tests/bench/report.py" record none - section=main param="$param" target="$target" \
 			job="$job" kind=md error="$err" >>"$RECORDS"
 	fi
+}
+
+# The main jobs: job name, fio file, numjobs, action before (prewrite =
+# write the same files once, unmeasured, so that the job overwrites them;
+# drop = drop caches)
+# job name, fio file, numjobs, action before (prewrite = write the same
+# files once, unmeasured, so that the job overwrites them; drop = drop caches)
+MAIN_JOBS=(
+	"seqwrite1 seqwrite.fio 1 prewrite"
+	"seqwrite4 seqwrite.fio 4 prewrite"
+	"seqread1 seqread.fio 1 drop"
+	"seqread4 seqread.fio 4 drop"
+	"randread4 randread.fio 4 drop"
+	"randwrite4 randwrite.fio 4 none"
+)
+
+# ---- the metadata matrix (--meta-matrix) ----------------------------------
+# MX_TARGETS: the matrix's targets (passthrough, STORE@FSTYPE); per
+# target its directory (MX_DIR), its mgr's /metrics port (MX_MPORT, none
+# for the passthrough) and where its state lies (MX_STATE).
+MX_TARGETS=()
+declare -A MX_DIR MX_MPORT MX_STATE
+MX_RECORDS=
+
+# start_matrix: one 4-iod cluster per store and state location (the bench
+# tmpfs; --state-dir), each with its mgr's /metrics on, ports from
+# PORT+60 (10 per cluster). --scrape does not apply to them (their ports
+# would overlap).
+start_matrix() {
+	local SCRAPE=0 j=0 store loc root name t
+	MX_TARGETS=(passthrough)
+	MX_DIR[passthrough]=$WORK/mnt/pt/mx
+	MX_STATE[passthrough]="the bench tmpfs (reference)"
+	for store in "${STORE_LIST[@]}"; do
+		for loc in tmpfs ${STATE_WORK:+state-dir}; do
+			if [ "$loc" = tmpfs ]; then
+				root=$WORK/fs/mx t=$store@tmpfs
+				MX_STATE[$t]="the bench tmpfs"
+			else
+				root=$STATE_WORK/mx t=$store@$STATE_FS
+				# a --state-dir on tmpfs gets a name of its own
+				[ "$STATE_FS" != tmpfs ] || t=$store@state-dir-tmpfs
+				MX_STATE[$t]="$STATE_DIR ($STATE_FS)"
+			fi
+			name=mx$j
+			say "starting the matrix cluster $t"
+			start_rpfs "$name" 4 $((PORT + 60 + 10 * j)) "$root" "$store" $((PORT + 65 + 10 * j))
+			MX_TARGETS+=("$t")
+			MX_DIR[$t]=$WORK/mnt/$name/mx
+			MX_MPORT[$t]=$((PORT + 65 + 10 * j))
+			j=$((j + 1))
+		done
+	done
+	for t in "${MX_TARGETS[@]}"; do mkdir -p "${MX_DIR[$t]}"; done
+}
+
+# run_mx TARGET PROCS OWN: bench-md -x with PROCS processes (OWN 1: each in
+# its own directory) in a fresh directory of TARGET; its rpfs targets
+# snapshot the mgr's counters around each phase (the -H hook). One record
+# line in MX_RECORDS.
+run_mx() {
+	local t=$1 procs=$2 own=$3 dir out hook=() sflag=() err=
+	dir=${MX_DIR[$t]}/run
+	out=$WORK/out/mx-${t//\//-}-$procs-$own
+	NRUN=$((NRUN + 1))
+	printf 'bench: [%3d] matrix %-22s %d client(s), %-8s ' "$NRUN" "$t" "$procs" \
+		"$([ "$own" -eq 1 ] && echo own-dirs || echo one-dir)" >&2
+	mkdir -p "$dir"
+	rm -f "$out".*.json
+	[ -z "${MX_MPORT[$t]:-}" ] ||
+		hook=(-H "$PY $REPO/tests/bench/mdmatrix.py snap http://127.0.0.1:${MX_MPORT[$t]}/metrics $out")
+	[ "$own" -eq 0 ] || sflag=(-s)
+	timeout -k 5 900 "$WORK/bin/bench-md" -D -x -p "$procs" "${sflag[@]}" "${hook[@]}" \
+		"$dir" "$MD_FILES" 1 >"$out.json" 2>"$out.err" ||
+		err="bench-md failed: $(head -c 200 "$out.err" | tr '\n"' '  ')"
+	rmdir "$dir" 2>/dev/null || rm -rf "$dir"
+	if [ -z "$err" ] && $PY "$REPO/tests/bench/mdmatrix.py" record "$out.json" "$out" \
+		target="$t" state="${MX_STATE[$t]}" >>"$MX_RECORDS" 2>"$out.rerr"; then
+		tail -n 1 "$MX_RECORDS" | $PY -c 'import json,sys; r=json.load(sys.stdin)
+print(" ".join("%s %.0f%s" % (p, r[p], " (%.1f req)" % r[p + "_mgr"]["req_per_op"] if p + "_mgr" in r else "")
+               for p in ("create", "stat", "rename", "unlink", "mkdir", "rmdir") if p in r))' >&2
+	else
+		[ -n "$err" ] || err="bad bench-md output: $(head -c 200 "$out.rerr")"
+		echo "failed: $err" >&2
+		printf '{"target": "%s", "procs": %d, "own_dir": %d, "error": "%s"}\n' "$t" "$procs" \
+			"$own" "${err//\"/ }" >>"$MX_RECORDS"
+	fi
+}
+
+# run_matrix: warm every matrix target up (unmeasured), then each job on
+# every target, the targets' order rotating from job to job; prints the
+# table and writes OUT/meta-matrix.md and OUT/meta-matrix.jsonl.
+run_matrix() {
+	local spec procs own i t nt k=0 warm
+	MX_RECORDS=$WORK/matrix.jsonl
+	: >"$MX_RECORDS"
+	start_matrix
+	nt=${#MX_TARGETS[@]}
+	warm=$((MD_FILES < 1000 ? MD_FILES : 1000))
+	for t in "${MX_TARGETS[@]}"; do
+		mkdir -p "${MX_DIR[$t]}/warm"
+		"$WORK/bin/bench-md" "${MX_DIR[$t]}/warm" "$warm" 10 >/dev/null ||
+			say "warning: metadata warm-up failed on $t"
+		rmdir "${MX_DIR[$t]}/warm" 2>/dev/null || true
+	done
+	say "metadata matrix: ${MX_TARGETS[*]}; $MD_FILES files per job"
+	for spec in "1 0" "4 0" "4 1"; do
+		read -r procs own <<<"$spec"
+		for ((i = 0; i < nt; i++)); do
+			t=${MX_TARGETS[(i + k) % nt]}
+			drop_caches
+			settle
+			run_mx "$t" "$procs" "$own"
+		done
+		k=$((k + 1))
+	done
+	mkdir -p "$OUT"
+	cp "$MX_RECORDS" "$OUT/meta-matrix.jsonl"
+	$PY "$REPO/tests/bench/mdmatrix.py" table "$MX_RECORDS" "$OUT/meta-matrix.md" ||
+		die "cannot write the metadata matrix table"
+}
+
+# ---- the cost of scraping (--scrape-cost PAIRS) -----------------------------
+# scrape_cpu: the CPU time one scrape costs each process of the main
+# cluster (SCRAPE_URLS and RPFS_PIDS_main list them in the same order:
+# iods, mgr, mount): 200 scrapes back to back, the process's utime+stime
+# (/proc/PID/stat) before and after; and the page's size.
+scrape_cpu() {
+	local spids
+	read -r -a spids <<<"$RPFS_PIDS_main"
+	"$PY" - "$HZ" "${#spids[@]}" "${spids[@]}" "${SCRAPE_URLS[@]}" <<'PYEOF'
+import sys, time, urllib.request
+hz, n = int(sys.argv[1]), int(sys.argv[2])
+pids, urls = sys.argv[3:3 + n], sys.argv[3 + n:]
+def ticks(pid):
+    with open("/proc/%s/stat" % pid) as f:
+        v = f.read().rsplit(")", 1)[1].split()
+    return int(v[11]) + int(v[12])
+print("one scrape, 200 back to back: process CPU ms per scrape, wall ms, page bytes")
+total = 0.0
+for pid, url in zip(pids, urls):
+    size = len(urllib.request.urlopen(url, timeout=5).read())
+    c0, t0 = ticks(pid), time.monotonic()
+    for _ in range(200):
+        urllib.request.urlopen(url, timeout=5).read()
+    c1, t1 = ticks(pid), time.monotonic()
+    total += (c1 - c0) * 1000.0 / hz / 200
+    print("%-40s pid %-7s %6.2f ms cpu %6.2f ms wall %7d bytes" %
+          (url, pid, (c1 - c0) * 1000.0 / hz / 200, (t1 - t0) * 1000 / 200, size))
+print("all %d endpoints once a second: %.2f ms CPU per second, %.3f %% of one CPU" %
+      (len(urls), total, total / 10))
+PYEOF
+}
+
+# run_scrape_cost: the main cluster with every daemon's and the mount's
+# /metrics on; each main job and the 1-directory metadata job on the rpfs
+# mount, PAIRS times unscraped ("off") and PAIRS times with the scraper
+# running ("on"), in pairs off,on then on,off (so drift over the run and
+# the order within a pair weigh on both alike); the scraper runs only
+# during its runs. Prints the table and writes OUT/scrape-cost.md.
+run_scrape_cost() {
+	local spec job file nj pre p mode order d
+	SCRAPE=1
+	say "starting the rpfs cluster (4 iods), every /metrics on"
+	start_rpfs main 4 "$PORT"
+	d=$(target_dir rpfs)
+	mkdir -p "$d" "$WORK/fio-cwd/bench-fio"
+	say "scrape cost: $SCRAPE_COST pairs per job ($MODE mode), ${#SCRAPE_URLS[@]} endpoints"
+	for spec in "${MAIN_JOBS[@]}" "md1 - 1 md"; do
+		read -r job file nj pre <<<"$spec"
+		for ((p = 0; p < SCRAPE_COST; p++)); do
+			order="off on"
+			[ $((p % 2)) -eq 0 ] || order="on off"
+			for mode in $order; do
+				case "$pre" in
+				prewrite) prewrite_fio rpfs "$file" "$nj" "$d" ;;
+				drop|md) drop_caches ;;
+				esac
+				[ "$mode" = off ] || start_scraper
+				settle
+				if [ "$pre" = md ]; then
+					run_md rpfs md1 1 "$mode"
+				else
+					run_fio main "$mode" rpfs "$job" "$file" "$nj" "$d" "$RPFS_PIDS_main"
+				fi
+				stop_scraper
+			done
+		done
+	done
+	scrape_cpu | tee "$OUT/scrape-cpu.txt" >&2
+	mkdir -p "$OUT"
+	cp "$RECORDS" "$OUT/scrape-cost.jsonl"
+	$PY "$REPO/tests/bench/mdmatrix.py" scrape-table "$RECORDS" "$OUT/scrape-cost.md" ||
+		die "cannot write the scrape cost table"
 }
 
 # ---- set up ---------------------------------------------------------------
 install_packages
 build_rpfs
+check_pg
 HZ=$(getconf CLK_TCK)
 WORK=$(mktemp -d /tmp/rpfs-bench.XXXXXX)
+if [ -n "$STATE_DIR" ]; then
+	STATE_WORK=$(mktemp -d "$STATE_DIR/rpfs-bench.XXXXXX") ||
+		die "--state-dir $STATE_DIR: cannot make a directory in it"
+fi
 RECORDS=$WORK/records.jsonl
 mkdir -p "$WORK/bin" "$WORK/logs" "$WORK/out" "$WORK/mnt" "$WORK/fs" "$OUT"
 : >"$RECORDS"
@@ -554,6 +905,19 @@ PIPE_ORIG=$(cat /proc/sys/fs/pipe-max-size)
 
 mount -t tmpfs -o "size=$TMPFS_SIZE" rpfs-bench "$WORK/fs"
 mkdir -p "$WORK/fs/tmpfs"
+
+if [ -n "$ONLY" ]; then
+	say "starting the passthrough file system"
+	start_passthrough
+	run_matrix
+	say "done in $(($(date +%s) - T_START)) s; $OUT/meta-matrix.md"
+	exit 0
+fi
+if [ "$SCRAPE_COST" -gt 0 ]; then
+	run_scrape_cost
+	say "done in $(($(date +%s) - T_START)) s; $OUT/scrape-cost.md"
+	exit 0
+fi
 
 FIO_ENGINE=${RPFS_FIO_ENGINE:-$(find "$BUILD" -name '*fio*.so' -type f 2>/dev/null | head -n 1)}
 TARGETS=(rpfs)
@@ -583,16 +947,6 @@ done
 say "targets: ${TARGETS[*]} ($MODE mode: $SEQ_SIZE per seq job, ${RUNTIME}s random jobs, $MD_FILES files)"
 
 # ---- main jobs, interleaved over targets ----------------------------------
-# job name, fio file, numjobs, action before (prewrite = write the same
-# files once, unmeasured, so that the job overwrites them; drop = drop caches)
-MAIN_JOBS=(
-	"seqwrite1 seqwrite.fio 1 prewrite"
-	"seqwrite4 seqwrite.fio 4 prewrite"
-	"seqread1 seqread.fio 1 drop"
-	"seqread4 seqread.fio 4 drop"
-	"randread4 randread.fio 4 drop"
-	"randwrite4 randwrite.fio 4 none"
-)
 # The order of the targets rotates from job to job, so no target is always
 # the first (cold) or the last one.
 NT=${#TARGETS[@]}
@@ -633,6 +987,8 @@ for spec in "md1 1" "md100 100"; do
 	done
 	K=$((K + 1))
 done
+
+[ "$MATRIX" -eq 0 ] || run_matrix
 
 # ---- sweeps (rpfs only): stripe unit, then number of iods ------------------
 UNITS=(65536 262144 1048576)
@@ -683,6 +1039,9 @@ export B_PIPE="$PIPE_ORIG raised to $(cat /proc/sys/fs/pipe-max-size) during the
 export B_SPLICE="${SPLICE:-unknown}" B_ENGINE=$FIO_ENGINE B_WARN=$WARN
 export B_ELAPSED=$(($(date +%s) - T_START)) B_SEQ=$SEQ_SIZE B_RT=$RUNTIME B_MD=$MD_FILES
 export B_GLHOST=${GL_HOST:-} B_CAP=$SEQ_CAP
+B_STATE=
+[ -z "$STATE_DIR" ] || B_STATE="Exception: with --state-dir, the state of the rpfs clusters (mgr database, iod data) lies in $STATE_DIR, on $STATE_FS. "
+export B_STATE
 export B_VERSION=$(meson introspect --projectinfo "$BUILD" 2>/dev/null |
 	$PY -c 'import json,sys; print(json.load(sys.stdin)["version"])' 2>/dev/null || echo unknown)
 $PY - "$WORK/meta.json" <<'EOF'
@@ -741,11 +1100,14 @@ meta = {
         "and it sends a 1 MiB request whole to one server, so it is no ceiling for the "
         "sequential rows. "
         "The rpfs iod sweep uses a separate 1- and 2-iod cluster (idle during the other runs). "
+        "%s"
         "Other load on the machine is not controlled: check the load average. Numbers drift 20-35 %% within an hour on these machines: "
         "compare only within one run."
-        % (e["B_GLHOST"] or "-", sh("fio --version"), e["B_SEQ"], e["B_CAP"], e["B_RT"], e["B_MD"])),
+        % (e["B_GLHOST"] or "-", sh("fio --version"), e["B_SEQ"], e["B_CAP"], e["B_RT"], e["B_MD"],
+           e["B_STATE"])),
 }
 json.dump(meta, open(sys.argv[1], "w"), indent=1)
 EOF
 $PY "$REPO/tests/bench/report.py" render "$RECORDS" "$WORK/meta.json" "$OUT"
+[ "$MATRIX" -eq 0 ] || cat "$OUT/meta-matrix.md" >>"$OUT/results.md"
 say "done in $(($(date +%s) - T_START)) s (waited $((SETTLE_WAITS / 2)) s in all for the machine to settle between runs)"

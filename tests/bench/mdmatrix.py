@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""mdmatrix.py - the metadata matrix and scrape-cost tables of scripts/bench.sh.
+
+    mdmatrix.py snap URL PREFIX WHAT PHASE
+        fetch the mgr's /metrics at URL and write its per-op request
+        counters (rpfs_server_requests_total{op}) and its store commit
+        count (rpfs_mgr_store_commit_seconds_count) as JSON to
+        PREFIX.WHAT.PHASE.json (bench-md's -H hook: WHAT is start or end)
+    mdmatrix.py record MDJSON PREFIX KEY=VALUE...
+        one record line: bench-md's rates, and per phase the mgr requests
+        and commits per op (end minus start snapshot, over the files),
+        merged with KEY=VALUE
+    mdmatrix.py table RECORDS OUT.md
+        print the side-by-side table of the matrix records and write it
+    mdmatrix.py scrape-table RECORDS OUT.md
+        per job, the median of the runs without scraping and with it,
+        their ratio and the spread of the runs without it (the noise)
+
+Nothing here asserts a timing.
+"""
+import json
+import re
+import statistics
+import sys
+import urllib.request
+
+PHASES = ["create", "stat", "rename", "unlink", "mkdir", "rmdir"]
+REQ_RE = re.compile(r'^rpfs_server_requests_total\{op="([^"]+)"\} (\d+)$')
+COMMIT_RE = re.compile(r'^rpfs_mgr_store_commit_seconds_count(?:\{\})? (\d+)$')
+
+
+def parse_metrics(text):
+    """The per-op request counts and the commit count (None when the mgr
+    exports no commit histogram) of one /metrics page."""
+    req, commits = {}, None
+    for line in text.splitlines():
+        m = REQ_RE.match(line)
+        if m:
+            req[m.group(1)] = int(m.group(2))
+            continue
+        m = COMMIT_RE.match(line)
+        if m:
+            commits = int(m.group(1))
+    return {"requests": req, "commits": commits}
+
+
+def snap(url, prefix, what, phase):
+    """Fetch URL and write its counters to PREFIX.WHAT.PHASE.json."""
+    if what not in ("start", "end") or phase not in PHASES:
+        sys.exit("mdmatrix.py snap: expected start|end and a phase, got %r %r" % (what, phase))
+    with urllib.request.urlopen(url, timeout=10) as r:
+        data = parse_metrics(r.read().decode("utf-8", "replace"))
+    with open("%s.%s.%s.json" % (prefix, what, phase), "w") as f:
+        json.dump(data, f)
+
+
+def phase_delta(prefix, phase, files):
+    """Requests per op (with the ops that make it up) and commits per op of
+    one phase, or None without both snapshots."""
+    try:
+        with open("%s.start.%s.json" % (prefix, phase)) as f:
+            a = json.load(f)
+        with open("%s.end.%s.json" % (prefix, phase)) as f:
+            b = json.load(f)
+    except OSError:
+        return None
+    ops = {op: n - a["requests"].get(op, 0) for op, n in b["requests"].items()}
+    ops = {op: round(d / files, 2) for op, d in ops.items() if d > 0}
+    out = {"req_per_op": round(sum(ops.values()), 2), "req_ops": ops}
+    if a["commits"] is not None and b["commits"] is not None:
+        out["commits_per_op"] = round((b["commits"] - a["commits"]) / files, 2)
+    return out
+
+
+def record(mdjson, prefix, pairs):
+    """One JSON line: bench-md's last line, the phases' deltas, PAIRS."""
+    with open(mdjson) as f:
+        rec = json.loads(f.read().strip().splitlines()[-1])
+    for ph in PHASES:
+        if ph in rec:
+            d = phase_delta(prefix, ph, rec["files"])
+            if d:
+                rec[ph + "_mgr"] = d
+    for p in pairs:
+        k, _, v = p.partition("=")
+        rec[k] = v
+    print(json.dumps(rec))
+
+
+def load(path):
+    """The records of a JSON-lines file."""
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def job_name(r):
+    """The job of a matrix record: its processes and directories."""
+    procs = int(r["procs"])
+    if procs == 1:
+        return "1 client"
+    return "%d clients, %s" % (procs, "own dirs" if int(r["own_dir"]) else "one dir")
+
+
+def cell(r, ph, ref):
+    """One table cell: ops/s, requests and commits per op, ratio to REF."""
+    if r is None or "error" in r:
+        return "failed" if r is not None else "-"
+    if ph not in r:
+        return "-"
+    s = "%.0f/s" % r[ph]
+    m = r.get(ph + "_mgr")
+    if m:
+        s += " %.1f req" % m["req_per_op"]
+        if "commits_per_op" in m:
+            s += " %.2f cmt" % m["commits_per_op"]
+    if ref and ph in ref and ref[ph] > 0 and r is not ref:
+        s += " (%.2fx)" % (r[ph] / ref[ph])
+    return s
+
+
+def table(path, outmd):
+    """Print and write the side-by-side matrix table."""
+    recs = load(path)
+    targets = []
+    for r in recs:
+        if r["target"] not in targets:
+            targets.append(r["target"])
+    jobs = []
+    for r in recs:
+        if job_name(r) not in jobs:
+            jobs.append(job_name(r))
+    by = {(job_name(r), r["target"]): r for r in recs}
+    head = ["op", "clients"] + targets
+    rows = []
+    for job in jobs:
+        ref = by.get((job, "passthrough"))
+        for ph in PHASES:
+            if not any(ph in (by.get((job, t)) or {}) for t in targets):
+                continue
+            rows.append([ph, job] + [cell(by.get((job, t)), ph, ref) for t in targets])
+    notes = sorted({"%s: %s" % (r["target"], r.get("state", "")) for r in recs if r.get("state")})
+    legend = ("ops/s of all clients together; req = mgr requests per op "
+              "(rpfs_server_requests_total); cmt = store commits per op "
+              "(rpfs_mgr_store_commit_seconds count; absent: not exported); "
+              "(x) = ratio to the passthrough")
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    fmt = "  ".join("%%-%ds" % w for w in widths)
+    lines = [fmt % tuple(head)] + [fmt % tuple(r) for r in rows]
+    print("Metadata matrix: " + legend)
+    for n in notes:
+        print("  state of " + n)
+    print("\n".join(lines))
+    with open(outmd, "w") as f:
+        f.write("# Metadata matrix\n\n%s.\n\n" % legend)
+        for n in notes:
+            f.write("- state of %s\n" % n)
+        f.write("\n| %s |\n|%s|\n" % (" | ".join(head), "|".join("---" for _ in head)))
+        for r in rows:
+            f.write("| %s |\n" % " | ".join(r))
+        f.write("\nPer-op requests by op:\n\n")
+        for r in recs:
+            for ph in PHASES:
+                m = r.get(ph + "_mgr")
+                if m:
+                    f.write("- %s, %s, %s: %s\n" % (r["target"], job_name(r), ph,
+                                                    json.dumps(m["req_ops"])))
+
+
+def scrape_values(r):
+    """(metric, value) pairs of one bench.sh record of --scrape-cost: MB/s
+    of a sequential job, IOPS of a random one, the rates of the metadata
+    job, and the daemons' CPU seconds of each."""
+    out = []
+    if r.get("kind") == "md":
+        out = [(ph + "/s", r[ph]) for ph in ("create", "stat", "unlink") if ph in r]
+    elif "mbs" in r:
+        out = [("MB/s", r["mbs"])] if r["job"].startswith("seq") else [("IOPS", r["iops"])]
+    if "daemon_cpu_s" in r:
+        out.append(("daemon cpu s", r["daemon_cpu_s"]))
+    return out
+
+
+def scrape_table(path, outmd):
+    """Per job and metric: median off, median on, on/off, and the noise:
+    the largest ratio between two runs without scraping, minus 1 (and the
+    same among the runs with it)."""
+    vals, keys = {}, []
+    for r in load(path):
+        if r.get("param") not in ("off", "on") or "error" in r:
+            continue
+        for met, v in scrape_values(r):
+            if (r["job"], met) not in keys:
+                keys.append((r["job"], met))
+            vals.setdefault((r["job"], met, r["param"]), []).append(float(v))
+    head = ["job", "metric", "runs", "off (median)", "on (median)", "on/off",
+            "off spread (noise)", "on spread"]
+    rows = []
+    for job, met in keys:
+        off, on = vals.get((job, met, "off"), []), vals.get((job, met, "on"), [])
+        if not off or not on or min(off) <= 0 or min(on) <= 0:
+            rows.append([job, met, "%d+%d" % (len(off), len(on))] + ["-"] * 5)
+            continue
+        mo, mn = statistics.median(off), statistics.median(on)
+        rows.append([job, met, "%d+%d" % (len(off), len(on)), "%.2f" % mo, "%.2f" % mn,
+                     "%.3f" % (mn / mo), "%.1f %%" % (100 * (max(off) / min(off) - 1)),
+                     "%.1f %%" % (100 * (max(on) / min(on) - 1))])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    fmt = "  ".join("%%-%ds" % w for w in widths)
+    print("\n".join([fmt % tuple(head)] + [fmt % tuple(r) for r in rows]))
+    with open(outmd, "w") as f:
+        f.write("# What scraping costs\n\n| %s |\n|%s|\n" %
+                (" | ".join(head), "|".join("---" for _ in head)))
+        for r in rows:
+            f.write("| %s |\n" % " | ".join(r))
+
+
+def main(argv):
+    if len(argv) == 6 and argv[1] == "snap":
+        snap(*argv[2:6])
+    elif len(argv) >= 4 and argv[1] == "record":
+        record(argv[2], argv[3], argv[4:])
+    elif len(argv) == 4 and argv[1] == "table":
+        table(argv[2], argv[3])
+    elif len(argv) == 4 and argv[1] == "scrape-table":
+        scrape_table(argv[2], argv[3])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
