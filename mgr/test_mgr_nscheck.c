@@ -28,6 +28,8 @@
 #include <unistd.h>
 #ifdef RPFS_HAVE_PG
 #include <libpq-fe.h>
+
+#include "test_pg.h"
 #endif
 
 #include "log.h"
@@ -506,28 +508,7 @@ static void pg_cleanup(void)
  * pg_uri. @return 0, -1 */
 static int pg_uri_db(const char *uri, const char *db)
 {
-	PQconninfoOption *o = PQconninfoParse(uri, NULL);
-	size_t n = 0, cap = sizeof(pg_uri);
-
-	if (!o)
-		return -1;
-	pg_uri[0] = '\0';
-	for (PQconninfoOption *p = o; p->keyword; p++) {
-		const char *v = strcmp(p->keyword, "dbname") ? p->val : db;
-
-		if (!v)
-			continue;
-		n += (size_t)snprintf(pg_uri + n, n < cap ? cap - n : 0, "%s%s='",
-				      n ? " " : "", p->keyword);
-		for (; *v && n + 3 < cap; v++) {
-			if (*v == '\'' || *v == '\\')
-				pg_uri[n++] = '\\';
-			pg_uri[n++] = *v;
-		}
-		n += (size_t)snprintf(pg_uri + n, n < cap ? cap - n : 0, "'");
-	}
-	PQconninfoFree(o);
-	return n < cap ? 0 : -1;
+	return pg_uri_with(uri, db, NULL, pg_uri, sizeof(pg_uri));
 }
 
 /* A database of our own: rpfs on a fresh pg-temp.sh cluster, or
