@@ -1698,6 +1698,45 @@ int proto_status_decode(const void *buf, size_t len, struct proto_status *s,
 	return 0;
 }
 
+/* Encode the hint of a standby answer (proto.h). */
+int proto_standby_encode(struct wbuf *w, const struct proto_standby *s)
+{
+	if (!s->host.len || s->host.len > PROTO_MAX_HOST ||
+	    memchr(s->host.p, '\0', s->host.len) || !s->port || !s->token)
+		return -EINVAL;
+	wb_str(w, s->host.p, s->host.len);
+	wb_u16(w, s->port);
+	wb_u64(w, s->token);
+	return w->err;
+}
+
+/* Decode a standby answer's body: empty = no hint; the host points into
+ * buf. */
+int proto_standby_decode(const void *buf, size_t len, struct proto_standby *s,
+			 const char **why)
+{
+	struct rbuf r;
+
+	memset(s, 0, sizeof(*s));
+	if (len == 0)
+		return 0;
+	rb_init(&r, buf, len);
+	s->host = rb_str(&r, PROTO_MAX_HOST);
+	s->port = rb_u16(&r);
+	s->token = rb_u64(&r);
+	if (r.err)
+		return fail(why, "standby", -EBADMSG);
+	if (r.off != r.len)
+		return fail(why, "trailing bytes", -EBADMSG);
+	if (!s->host.len || memchr(s->host.p, '\0', s->host.len))
+		return fail(why, "standby host", -EBADMSG);
+	if (!s->port)
+		return fail(why, "standby port", -EBADMSG);
+	if (!s->token)
+		return fail(why, "standby token", -EBADMSG);
+	return 0;
+}
+
 /* ------------------------------------------------------------------- locks */
 
 /* Validate a lock request for op; NULL or the bad field's name. */

@@ -30,6 +30,7 @@
 #ifndef RPFS_PROTO_H
 #define RPFS_PROTO_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -747,6 +748,34 @@ int proto_statfs_decode(const void *buf, size_t len, struct proto_statfs *s,
 int proto_status_encode(struct wbuf *w, const struct proto_status *s);
 int proto_status_decode(const void *buf, size_t len, struct proto_status *s,
 			const char **why);
+
+/*
+ * The standby answer (HACKING "Several mgrs, one active"). A mgr that is
+ * not the active one of its cluster answers every request (but STATUS) with
+ * status PROTO_STANDBY, and an op it held when it lost the leadership gets
+ * it too: nothing of that op was committed, so a client sends it again to
+ * the active mgr. The body is either empty (the active mgr is not known)
+ * or a proto_standby naming the active mgr as clients reach it. This is the
+ * only error status that carries a body.
+ */
+#define PROTO_STANDBY (-EREMCHG)
+struct proto_standby {
+	struct proto_str host;     /* 1..PROTO_MAX_HOST bytes, no NUL */
+	uint16_t port;             /* != 0 */
+	uint64_t token;            /* the leadership token it holds (> 0) */
+};
+
+/**
+ * The body of a PROTO_STANDBY answer. Decode takes an empty body as "no
+ * hint" (host.len 0, port 0, token 0).
+ * @return 0, -EINVAL (encode: empty or long host, port 0, token 0),
+ *	-EMSGSIZE (encode), -EBADMSG (decode: truncated, trailing bytes, a
+ *	host of 0 or more than PROTO_MAX_HOST bytes or holding a NUL, port 0,
+ *	token 0)
+ */
+int proto_standby_encode(struct wbuf *w, const struct proto_standby *s);
+int proto_standby_decode(const void *buf, size_t len, struct proto_standby *s,
+			 const char **why);
 
 /**
  * Lock request body of op (LOCK, LOCK_CANCEL, LOCK_KEEPALIVE).
