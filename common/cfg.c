@@ -74,6 +74,47 @@ static int cfg_addr(struct cfg_parse *p, const char *what, const char *v,
 	return 1;
 }
 
+/* Parse a list of mgrs; see cfg.h. Cost: one addr_parse per entry. */
+int cfg_parse_mgrs(const char *what, const char *s, struct cfg_mgr *out,
+		   int *n, char *msg, size_t msgcap)
+{
+	char one[ADDR_STRLEN + 2];
+	int k = 0;
+
+	for (const char *p = s;; p++) {
+		size_t len = strcspn(p, ",");
+
+		if (k == CFG_MAX_MGRS) {
+			snprintf(msg, msgcap, "%s: at most %d mgrs, got \"%s\"",
+				 what, CFG_MAX_MGRS, s);
+			return -EINVAL;
+		}
+		if (len == 0 || len >= sizeof(one)) {
+			snprintf(msg, msgcap, "%s: expected HOST:PORT[,HOST:PORT...] "
+				 "(an empty or too long entry), got \"%s\"", what, s);
+			return -EINVAL;
+		}
+		memcpy(one, p, len);
+		one[len] = '\0';
+		if (addr_parse(what, one, 0, out[k].host, sizeof(out[k].host),
+			       &out[k].port, msg, msgcap))
+			return -EINVAL;
+		for (int i = 0; i < k; i++)
+			if (out[i].port == out[k].port &&
+			    !strcmp(out[i].host, out[k].host)) {
+				snprintf(msg, msgcap, "%s: \"%s\" is listed twice",
+					 what, one);
+				return -EINVAL;
+			}
+		k++;
+		p += len;
+		if (!*p)
+			break;
+	}
+	*n = k;
+	return 0;
+}
+
 /* Parse a size with K/M/G suffix; see cfg.h. */
 int cfg_parse_size(const char *s, uint64_t *out)
 {
@@ -173,9 +214,16 @@ static int cfg_cluster(struct cfg_parse *p, const char *key, const char *v)
 {
 	struct cfg *c = p->c;
 
-	if (!strcmp(key, "mgr"))
-		return cfg_addr(p, "[cluster] mgr", v, 0, c->mgr_host,
-				sizeof(c->mgr_host), &c->mgr_port);
+	if (!strcmp(key, "mgr")) {
+		char msg[PROTO_MAX_HOST * 2 + 200];
+
+		if (cfg_parse_mgrs("[cluster] mgr", v, c->mgrs, &c->nmgrs, msg,
+				   sizeof(msg)))
+			return cfg_fail(p, "%s", msg);
+		snprintf(c->mgr_host, sizeof(c->mgr_host), "%s", c->mgrs[0].host);
+		c->mgr_port = c->mgrs[0].port;
+		return 1;
+	}
 	if (!strcmp(key, "insecure")) {
 		int b = cfg_bool(v);
 
@@ -307,6 +355,14 @@ static int cfg_mgr(struct cfg_parse *p, const char *key, const char *v)
 		c->resync_rate = n;
 		return 1;
 	}
+	if (!strcmp(key, "lease")) {
+		if (cfg_int(v, CFG_MIN_LEASE_S, CFG_MAX_LEASE_S, &n))
+			return cfg_fail(p, "[mgr] lease: expected seconds %d..%d, "
+					"got \"%s\"", CFG_MIN_LEASE_S,
+					CFG_MAX_LEASE_S, v);
+		c->lease_ms = (uint32_t)n * 1000;
+		return 1;
+	}
 	if (!strcmp(key, "group_commit")) {
 		b = cfg_bool(v);
 		if (b < 0)
@@ -342,7 +398,7 @@ static int cfg_mgr(struct cfg_parse *p, const char *key, const char *v)
 	}
 	return cfg_fail(p, "[mgr]: unknown key \"%s\" (expected db, listen, "
 			"root_squash, resync_rate, db_size, xattr_max_count, "
-			"xattr_max_bytes, store, store_uri, group_commit)", key);
+			"xattr_max_bytes, store, store_uri, group_commit, lease)", key);
 }
 
 /* [iod.N] */
