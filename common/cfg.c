@@ -74,47 +74,6 @@ static int cfg_addr(struct cfg_parse *p, const char *what, const char *v,
 	return 1;
 }
 
-/* Parse a list of mgrs; see cfg.h. Cost: one addr_parse per entry. */
-int cfg_parse_mgrs(const char *what, const char *s, struct cfg_mgr *out,
-		   int *n, char *msg, size_t msgcap)
-{
-	char one[ADDR_STRLEN + 2];
-	int k = 0;
-
-	for (const char *p = s;; p++) {
-		size_t len = strcspn(p, ",");
-
-		if (k == CFG_MAX_MGRS) {
-			snprintf(msg, msgcap, "%s: at most %d mgrs, got \"%s\"",
-				 what, CFG_MAX_MGRS, s);
-			return -EINVAL;
-		}
-		if (len == 0 || len >= sizeof(one)) {
-			snprintf(msg, msgcap, "%s: expected HOST:PORT[,HOST:PORT...] "
-				 "(an empty or too long entry), got \"%s\"", what, s);
-			return -EINVAL;
-		}
-		memcpy(one, p, len);
-		one[len] = '\0';
-		if (addr_parse(what, one, 0, out[k].host, sizeof(out[k].host),
-			       &out[k].port, msg, msgcap))
-			return -EINVAL;
-		for (int i = 0; i < k; i++)
-			if (out[i].port == out[k].port &&
-			    !strcmp(out[i].host, out[k].host)) {
-				snprintf(msg, msgcap, "%s: \"%s\" is listed twice",
-					 what, one);
-				return -EINVAL;
-			}
-		k++;
-		p += len;
-		if (!*p)
-			break;
-	}
-	*n = k;
-	return 0;
-}
-
 /* Parse a size with K/M/G suffix; see cfg.h. */
 int cfg_parse_size(const char *s, uint64_t *out)
 {
@@ -217,7 +176,7 @@ static int cfg_cluster(struct cfg_parse *p, const char *key, const char *v)
 	if (!strcmp(key, "mgr")) {
 		char msg[PROTO_MAX_HOST * 2 + 200];
 
-		if (cfg_parse_mgrs("[cluster] mgr", v, c->mgrs, &c->nmgrs, msg,
+		if (addr_parse_list("[cluster] mgr", v, 0, c->mgrs, &c->nmgrs, msg,
 				   sizeof(msg)))
 			return cfg_fail(p, "%s", msg);
 		snprintf(c->mgr_host, sizeof(c->mgr_host), "%s", c->mgrs[0].host);

@@ -53,15 +53,9 @@
 #define CFG_MIN_XATTR_BYTES 1024u        /* [mgr] xattr_max_bytes */
 #define CFG_MAX_XATTR_BYTES (64u << 20)
 
-#define CFG_MAX_MGRS 8                   /* [cluster] mgr = A,B,...: at most */
+#define CFG_MAX_MGRS ADDR_MAX_LIST       /* [cluster] mgr = A,B,...: at most */
 #define CFG_MIN_LEASE_S 2                /* [mgr] lease, seconds */
 #define CFG_MAX_LEASE_S 600
-
-/* One mgr of a list ([cluster] mgr, a mount's first argument). */
-struct cfg_mgr {
-	char host[PROTO_MAX_HOST + 1];
-	uint16_t port;
-};
 
 /* One [iod.N] section. */
 struct cfg_iod {
@@ -82,7 +76,7 @@ struct cfg {
 					    * list); "" = unset */
 	uint16_t mgr_port;
 	int nmgrs;                       /* [cluster] mgr = A,B: mgrs[0..n) */
-	struct cfg_mgr mgrs[CFG_MAX_MGRS];
+	struct addr_hp mgrs[CFG_MAX_MGRS];
 	uint32_t lease_ms;               /* [mgr] lease; 0 = unset */
 	char *key_path;                  /* [cluster] key; NULL = none */
 	char *srv_key_path;              /* [cluster] server_key; NULL = none */
@@ -178,16 +172,5 @@ int cfg_server_keys(const struct cfg *c, const char *arg, struct net_opts *o,
  */
 int cfg_parse_size(const char *s, uint64_t *out);
 
-/**
- * Parse a list of mgrs "HOST:PORT,HOST:PORT,..." (at most CFG_MAX_MGRS,
- * no empty entry, no duplicate), as [cluster] mgr and a mount's first
- * argument take it.
- * @param what the setting, for the message ("[cluster] mgr")
- * @param[out] out, n the list
- * @param[out] msg on error, names what and the bad entry
- * @return 0, -EINVAL
- */
-int cfg_parse_mgrs(const char *what, const char *s, struct cfg_mgr *out,
-		   int *n, char *msg, size_t msgcap);
 
 #endif
