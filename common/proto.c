@@ -2019,6 +2019,8 @@ int proto_fence_encode(struct wbuf *w, const struct proto_fence *f)
 	wb_u32(w, f->del.n);
 	for (uint32_t i = 0; i < f->del.n; i++)
 		wb_u64(w, proto_inos_at(&f->del, i));
+	if (f->token)
+		wb_u64(w, f->token);
 	return w->err;
 }
 
@@ -2048,6 +2050,11 @@ int proto_fence_decode(const void *buf, size_t len, struct proto_fence *f,
 	f->del = rb_fence_list(&r);
 	if (r.err)
 		return fail(why, "fence del list", -EBADMSG);
+	if (r.len - r.off == 8) {
+		f->token = rb_u64(&r);
+		if (!f->token)
+			return fail(why, "fence token", -EBADMSG);
+	}
 	if (r.off != r.len)
 		return fail(why, "trailing bytes", -EBADMSG);
 	if (!fence_list_ok(&f->add) || !fence_list_ok(&f->del))

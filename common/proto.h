@@ -453,6 +453,11 @@ struct proto_fence {
 	uint32_t flags;            /* PROTO_FENCE_* */
 	struct proto_inos add;     /* 0..PROTO_MAX_INOS inodes to fence */
 	struct proto_inos del;     /* 0..PROTO_MAX_INOS inodes to unfence */
+	uint64_t token;            /* the sending mgr's leadership token (0:
+				    * none, a mgr that does not share its
+				    * store); an iod refuses a message whose
+				    * token is below the highest it has seen
+				    * (HACKING "Several mgrs, one active") */
 };
 
 /* IO_FENCE reply: the iod's state after the message. */
@@ -861,6 +866,7 @@ int proto_stale_decode(const void *buf, size_t len, struct proto_stale *s,
 /**
  * IO_FENCE body: u64 seq (!= 0), u64 confirm, u32 lease_ms (<=
  * PROTO_MAX_LEASE_MS), u32 flags (PROTO_FENCE_*), u32 nadd, nadd x u64,
+ * [then, only when the token is not 0: u64 token]
  * u32 ndel, ndel x u64 (each list 0..PROTO_MAX_INOS, no inode 0).
  * Decoded lists point into buf.
  * @return 0, -EINVAL / -EMSGSIZE (encode), -EBADMSG (decode)

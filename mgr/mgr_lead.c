@@ -43,20 +43,22 @@ int mgr_lead_sm_answer(struct mgr_lead_sm *sm, uint64_t sent_ns, int64_t got)
 		return 0;
 	if (got <= 0 || (sm->token && got != sm->token)) {
 		if (sm->token)
-			sm->lost = 1;
-		sm->deadline_ns = 0;
+			__atomic_store_n(&sm->lost, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&sm->deadline_ns, 0, __ATOMIC_RELEASE);
 		return 0;
 	}
-	sm->token = got;
-	sm->deadline_ns = sent_ns +
-		(uint64_t)(sm->lease_ms - sm->margin_ms) * 1000000ull;
+	sm->token = got; /* set once, before any other thread asks */
+	__atomic_store_n(&sm->deadline_ns, sent_ns +
+		(uint64_t)(sm->lease_ms - sm->margin_ms) * 1000000ull,
+		__ATOMIC_RELEASE);
 	return 1;
 }
 
 /* See mgr_lead.h. */
 int mgr_lead_sm_serving(const struct mgr_lead_sm *sm, uint64_t now_ns)
 {
-	return !sm->lost && sm->token && now_ns < sm->deadline_ns;
+	return !__atomic_load_n(&sm->lost, __ATOMIC_ACQUIRE) && sm->token &&
+	       now_ns < __atomic_load_n(&sm->deadline_ns, __ATOMIC_ACQUIRE);
 }
 
 /* ------------------------------------------------------------------ */
@@ -310,7 +312,7 @@ void mgr_lead_release(struct mgr_lead *l)
 	PQclear(PQexecParams(l->pc, "UPDATE rpfs_lease SET expires = now() - "
 			     "interval '1 second' WHERE id = 1 AND holder = $1 "
 			     "AND token = $2", 2, NULL, p, NULL, NULL, 0));
-	l->sm.deadline_ns = 0;
+	__atomic_store_n(&l->sm.deadline_ns, 0, __ATOMIC_RELEASE);
 }
 
 /* See mgr_lead.h. */
@@ -323,7 +325,7 @@ int mgr_lead_serving(struct mgr_lead *l)
 void mgr_lead_lose(struct mgr_lead *l)
 {
 	if (l->sm.token)
-		l->sm.lost = 1;
+		__atomic_store_n(&l->sm.lost, 1, __ATOMIC_RELEASE);
 }
 
 /* See mgr_lead.h. */

@@ -29,8 +29,9 @@
 #define MGR_LEAD_MIN_MS 2000u
 #define MGR_LEAD_MAX_MS 600000u
 
-/* The lease as this process sees it, on its monotonic clock. Owned by the
- * caller (the mgr's loop thread). */
+/* The lease as this process sees it, on its monotonic clock. Written by
+ * one thread (the mgr's loop); deadline_ns and lost are also read by others
+ * (mgr_lead_sm_serving: __atomic loads), token is set before they start. */
 struct mgr_lead_sm {
 	uint32_t lease_ms;
 	uint32_t margin_ms;   /* lease / 10, at least 200 ms */

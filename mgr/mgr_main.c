@@ -701,6 +701,13 @@ static int lead_serving(void *arg)
 	return !ms->restart && mgr_lead_serving(ms->lead);
 }
 
+/* The poll thread's question before it grants an iod anything: still
+ * within the lease? (mgr_lead_serving is thread-safe.) */
+static int lead_serving_mt(void *arg)
+{
+	return mgr_lead_serving(arg);
+}
+
 /* ev_timer, every lease/3: renew the lease (active) or try to take it
  * (standby phase: stop the loop once taken). */
 static void lead_on_tick(struct ev_loop *loop, ev_timer *w, int revents)
@@ -958,8 +965,10 @@ int main(int argc, char **argv)
 		log_err("out of memory");
 		goto out_close_db;
 	}
-	rc = mgr_iodpoll_start_opts(&poll, db, &o, (uint32_t)a.lease_ms,
-				    mgr_stale_wake, stale);
+	rc = mgr_iodpoll_start_lead(&poll, db, &o, (uint32_t)a.lease_ms,
+				    mgr_stale_wake, stale,
+				    ms.lead ? (uint64_t)mgr_lead_token(ms.lead) : 0,
+				    ms.lead ? lead_serving_mt : NULL, ms.lead);
 	if (rc) {
 		log_err("cannot start the iod poller: %s", strerror(-rc));
 		goto out_free_stale;
