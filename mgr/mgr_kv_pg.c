@@ -1044,8 +1044,9 @@ static void res_clear(PGresult **res, int n)
  * txn's first call puts its BEGIN there). A lost connection is reset once
  * and the call sent again (a read txn then starts a new snapshot; a write
  * txn holds nothing on the server but its commit, which is idempotent:
- * final values and deletes). Errors other than -EAGAIN are logged once.
- * @return 0, -EAGAIN, -ENOSPC, -EACCES, -EIO
+ * final values and deletes). Errors other than -EAGAIN and -ESTALE are
+ * logged once.
+ * @return 0, -EAGAIN, -ESTALE, -ENOSPC, -EACCES, -EIO
  */
 static int txn_run(struct pg_txn *t, struct pg_q *qs, int nq, PGresult **res,
 		   const char *what)
@@ -1076,7 +1077,9 @@ static int txn_run(struct pg_txn *t, struct pg_q *qs, int nq, PGresult **res,
 	if (rc == -ENOTCONN) {
 		log_err("store_uri %s: %s: connection lost: %s", kv->show, what, why);
 		rc = -EIO;
-	} else if (rc && rc != -EAGAIN) {
+	} else if (rc && rc != -EAGAIN && rc != -ESTALE) {
+		/* -ESTALE: a fenced commit of a mgr that lost the lease; its
+		 * caller says so (mgr_ops) */
 		log_err("store_uri %s: %s: %s", kv->show, what, why);
 	}
 	return rc;
