@@ -148,6 +148,23 @@ def test_one_active_one_standby(ha):
     assert standby_hint(body) == (util.HOST, c.mgr_ports[a], tok)
 
 
+def test_status_shows_active_and_standby(ha):
+    """rpfs status --mgr A,B: one row per mgr, the active one up, the other
+    standing by; the iods listed from the active one; nothing down."""
+    c, _mnt = ha
+    a = c.active()
+    r = util.run([util.binary('admin/rpfs'), 'status', '--mgr', c.mgr_spec()],
+                 check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = {}
+    for line in r.stdout.splitlines()[1:]:
+        f = line.split()
+        rows[(f[0], f[1])] = f[3]
+    assert rows[('mgr', str(a))] == 'up', r.stdout
+    assert rows[('mgr', str(1 - a))] == 'standby', r.stdout
+    assert [rows[('iod', str(i))] for i in range(4)] == ['up'] * 4, r.stdout
+
+
 class Workload(threading.Thread):
     """Creates, renames and unlinks in one directory of the mount, each
     logged once acknowledged; the model is what must be there."""
