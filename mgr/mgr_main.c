@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cfg.h"
@@ -89,6 +90,8 @@ struct mgr_srv {
 				 * this program, which comes back as a standby */
 	int acquired;           /* standby phase: the lease was taken */
 };
+
+static volatile int stop_requested; /* loop thread: a signal asked to stop */
 
 /* Print the usage text to f. */
 static void usage(FILE *f)
@@ -747,6 +750,8 @@ static int standby_wait(struct mgr_srv *ms, struct mgr_args *a,
 	ms->acquired = mgr_lead_tick(ms->lead) == 1;
 	if (ms->acquired)
 		return 1;
+	if (stop_requested)
+		return 0;
 	rc = net_server_new(&srv, ms->loop, a->listen_host, a->listen_port,
 			    standby_handle, ms, o);
 	if (rc) {
@@ -838,7 +843,40 @@ static void mgr_main_handle(struct net_sreq *r, void *arg)
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	log_notice("signal %d: shutting down", w->signum);
+	stop_requested = 1;
 	ev_break(loop, EVBREAK_ALL);
+}
+
+/* Set in the environment of the re-executed program (lead_lost). */
+#define LEAD_RESTART_ENV "RPFS_MGR_LEAD_RESTART"
+
+/*
+ * Open the store. A mgr re-executed after losing the lease waits for an
+ * unreachable store instead of exiting (the database may be failing over
+ * itself), trying every lease/3 until it opens or a signal stops it; a
+ * first start still fails at once with the store's message.
+ * @return 0, or mgr_db_open_store's error (msg set, not yet logged)
+ */
+static int open_store(struct mgr_db **db, struct mgr_args *a,
+		      struct ev_loop *loop, char *msg, size_t cap)
+{
+	int restarted = getenv(LEAD_RESTART_ENV) != NULL, said = 0, rc;
+	struct timespec ts = { a->lead_ms / 3000, (a->lead_ms / 3 % 1000) * 1000000L };
+
+	unsetenv(LEAD_RESTART_ENV);
+	for (;;) {
+		msg[0] = '\0';
+		rc = mgr_db_open_store(db, &a->kc, &a->lim, 0, msg, cap);
+		if (!rc || !restarted || stop_requested ||
+		    (rc != -EHOSTUNREACH && rc != -EIO))
+			return rc;
+		if (!said++)
+			log_notice("%s; restarting as a standby: trying again every "
+				   "%ld ms", msg[0] ? msg : strerror(-rc),
+				   a->lead_ms / 3);
+		nanosleep(&ts, NULL);
+		ev_run(loop, EVRUN_NOWAIT); /* a SIGTERM meanwhile */
+	}
 }
 
 int main(int argc, char **argv)
@@ -918,7 +956,12 @@ int main(int argc, char **argv)
 	ev_signal_start(loop, &sigterm);
 	ev_signal_init(&sigint, on_signal, SIGINT);
 	ev_signal_start(loop, &sigint);
-	rc = mgr_db_open_store(&db, &a.kc, &a.lim, 0, msg, sizeof(msg));
+	sdn_start(loop); /* the watchdog, fed while standing by too */
+	rc = open_store(&db, &a, loop, msg, sizeof(msg));
+	if (rc && stop_requested) {
+		status = 0;
+		goto out_free_conf;
+	}
 	if (rc) {
 		if (msg[0])
 			log_err("%s", msg);
@@ -1041,7 +1084,6 @@ int main(int argc, char **argv)
 		ev_timer_start(loop, &ms.renew);
 	}
 	srvstat_init("mgr", 0, a.db_dir ? a.db_dir : "/", srv);
-	sdn_start(loop);
 	addr_format(addr, sizeof(addr), a.listen_host, net_server_port(srv));
 	snprintf(msg, sizeof(msg), "listening on %s, %u iods (%s%s), store %s", addr,
 		 a.niods, net_server_transport(srv),
@@ -1053,7 +1095,8 @@ int main(int argc, char **argv)
 	mgr_ops_flush(ops); /* the last iteration's batch, if any */
 	if (ms.lead)
 		ev_timer_stop(loop, &ms.renew);
-	sdn_stop(loop);
+	if (!ms.restart) /* a restart as a standby is no stop to systemd */
+		sdn_stop(loop);
 	status = ms.restart ? 3 : 0;
 
 	mgr_metrics_stop(metrics); /* reads lockd, poll and resync */
@@ -1087,6 +1130,7 @@ out_close_db:
 out_free_conf:
 	cfg_free(conf);
 	if (status == 3) { /* lost the lease: come back as a standby */
+		setenv(LEAD_RESTART_ENV, "1", 1);
 		execv("/proc/self/exe", argv);
 		fprintf(stderr, PROG ": cannot restart as a standby: %s\n",
 			strerror(errno));

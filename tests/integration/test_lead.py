@@ -317,3 +317,25 @@ def pending_status(s):
         s.close()
     status, = struct.unpack_from('<i', got, HDR_LEN + 16)
     return status
+
+
+@pytest.mark.parametrize('how,arg,want', [
+    ('flag', '1', r'--lease: expected SECONDS 2\.\.600, got "1"'),
+    ('flag', '10s', r'--lease: expected SECONDS 2\.\.600, got "10s"'),
+    ('conf', '601', r'\[mgr\] lease: expected seconds 2\.\.600, got "601"'),
+])
+def test_lease_validated(tmp_path, how, arg, want):
+    """A bad --lease or [mgr] lease is refused at start with one line
+    naming it (exit 2), before anything is opened."""
+    argv = [util.binary('mgr/rpfs-mgr')]
+    if how == 'flag':
+        argv += ['--listen', util.hostport(1), '--db', str(tmp_path / 'db'),
+                 '--iod', util.hostport(2), '--lease', arg]
+    else:
+        conf = tmp_path / 'rpfs.conf'
+        conf.write_text('[mgr]\nlisten = %s\ndb = %s\nlease = %s\n[iod.0]\nhost = %s\nport = 2\n'
+                        % (util.hostport(1), tmp_path / 'db', arg, util.HOST))
+        argv += ['--conf', str(conf)]
+    r = util.run(argv, check=False, timeout=30)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert re.search(want, r.stderr), r.stderr
