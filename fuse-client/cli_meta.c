@@ -50,7 +50,9 @@ static int meta_run(struct cli_fs *fs, uint16_t op, const struct proto_mreq *m,
  * what its own first attempt's change looks like, count the op as done (as
  * an NFS client does without a reply cache): EEXIST on a create (the entry
  * is looked up for its attributes; a LINK's must be the same inode),
- * ENOENT on an unlink, rmdir or rename. Cost: one LOOKUP for a create.
+ * ENOENT on an unlink, rmdir, rename or purge (of one orphan, or of many:
+ * the others were purged in the same commit). Cost: one LOOKUP for a
+ * create.
  * @return 0 (r filled for a create) or status
  */
 static int meta_replayed(struct cli_fs *fs, uint16_t op,
@@ -63,7 +65,8 @@ static int meta_replayed(struct cli_fs *fs, uint16_t op,
 		     op == PROTO_OP_MKNOD || op == PROTO_OP_SYMLINK;
 
 	if (status == -ENOENT && (op == PROTO_OP_UNLINK || op == PROTO_OP_RMDIR ||
-				  op == PROTO_OP_RENAME)) {
+				  op == PROTO_OP_RENAME || op == PROTO_OP_PURGE ||
+				  op == PROTO_OP_PURGE_MANY)) {
 		log_notice("%s: ENOENT after a resend: taken as its own first "
 			   "attempt's change", proto_op_name(op));
 		if (r)
