@@ -286,9 +286,11 @@ int mgr_lead_tick(struct mgr_lead *l)
 		log_notice("lease: the database answers again");
 	l->unreachable = 0;
 	if (mgr_lead_sm_answer(&l->sm, sent, got)) {
-		if (!was)
+		if (!was) {
+			lead_note_holder(l, NULL, 0); /* no hint of another */
 			log_notice("lease: active, token %" PRId64 " (holder %s)",
 				   got, l->me);
+		}
 		return 1;
 	}
 	if (was) {
