@@ -540,6 +540,14 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 	}
 	if (rc > 0 || rc < -4095)
 		rc = -EIO;
+	if (rc == -ESTALE && ops->serving) {
+		/* only a fenced commit (group commit off) fails so: the lease
+		 * moved on, nothing of the op landed */
+		log_warn("%s refused (-ESTALE): this mgr is no longer the active "
+			 "one; answered as by a standby", proto_op_name(op));
+		ops->lost(ops->lead_arg);
+		rc = PROTO_STANDBY;
+	}
 	log_debug("%s uid %u from %s: %d", proto_op_name(op), m.cred.uid,
 		  net_sconn_peer(r->conn), rc);
 	net_sreq_reply(r, rc, rc ? NULL : ops->rep, rc ? 0 : (uint32_t)w.len);
