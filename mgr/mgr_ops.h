@@ -46,6 +46,8 @@ int mgr_ops_group_commit(struct mgr_ops *ops, struct ev_loop *loop,
  * active one. If not, or if the commit is refused with -ESTALE, lost(arg)
  * is called and every op of the batch is answered PROTO_STANDBY with no
  * commit landing (lost must make later commits fail: mgr_kv_set_token).
+ * With group commit off, an op whose own commit is refused so is answered
+ * PROTO_STANDBY the same way.
  * Without this call (LMDB) a mgr is always active.
  */
 void mgr_ops_set_lead(struct mgr_ops *ops, int (*serving)(void *arg),
