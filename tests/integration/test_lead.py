@@ -25,6 +25,10 @@ import pytest
 import util
 from wire import F_CTRL, HDR_LEN, OP_LOOKUP, OP_NET_HELLO, handshake, hdr, request
 
+# the host stage runs these (raw TCP peers, PostgreSQL on the host); the
+# transport under the mgrs is the same as everywhere else
+pytestmark = pytest.mark.host_only
+
 LEASE_S = 3          # --lease of both mgrs: short, so the tests are short
 EREMCHG = 78         # PROTO_STANDBY = -EREMCHG
 ENOENT = 2
