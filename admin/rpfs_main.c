@@ -32,7 +32,7 @@
 "                                   iod table is recorded by rpfs-mgr's first start);\n" \
 "                                   --conf: with [mgr] store = postgresql, store_uri\n"
 #define USAGE_STATUS \
-"status [--conf FILE | --mgr HOST:PORT] [--key FILE] [--timeout S]\n" \
+"status [--conf FILE | --mgr HOST:PORT[,HOST:PORT...]] [--key FILE] [--timeout S]\n" \
 "                                   every server: up or down, capacity, version\n"
 #define USAGE_GETLAYOUT \
 "getlayout PATH                   the layout of a file or directory on a mount\n"

@@ -21,6 +21,8 @@ struct adm_args {
 	char host[PROTO_MAX_HOST + 1];
 	uint16_t port;
 	int have_addr;
+	struct addr_hp mgrs[ADDR_MAX_LIST]; /* status --mgr A,B: the list */
+	int nmgrs;
 	double timeout;
 };
 
@@ -48,7 +50,10 @@ static int adm_parse(int argc, char **argv, const char *server_opt,
 		case 'K': a->key = optarg; break;
 		case 'M':
 			snprintf(what, sizeof(what), "--%s", server_opt);
-			if (addr_parse(what, optarg, 0, a->host, sizeof(a->host),
+			if (!strcmp(server_opt, "mgr") ?
+			    addr_parse_list(what, optarg, 0, a->mgrs, &a->nmgrs,
+					    msg, sizeof(msg)) :
+			    addr_parse(what, optarg, 0, a->host, sizeof(a->host),
 				       &a->port, msg, sizeof(msg))) {
 				fprintf(stderr, "rpfs: %s\n", msg);
 				return ADM_USAGE;
@@ -139,7 +144,8 @@ static const char *adm_size(uint64_t n, char *buf, size_t cap)
 }
 
 /* Print one row of the status table, extra ("" or ", ...") at its end;
- * returns 1 if the server is up. */
+ * returns 1 if the server is up, 2 if it is a mgr standing by (several
+ * mgrs on one store: its STATUS gets the standby answer), 0 if down. */
 static int adm_row(struct net_client *cl, const char *role, int id,
 		   const char *host, uint16_t port, uint8_t *rep,
 		   const char *extra)
@@ -154,6 +160,11 @@ static int adm_row(struct net_client *cl, const char *role, int id,
 	rc = net_conn_new(cl, host, port, &c);
 	if (rc == 0)
 		rc = adm_call_status(c, rep, PROTO_MAX_BODY, &st);
+	if (rc == PROTO_STANDBY) {
+		printf("%-4s %-3s %-24s %-5s %-20s %s%s\n", role, idtxt, addr,
+		       "standby", "-", "not the active mgr", extra);
+		return 2;
+	}
 	if (rc) {
 		printf("%-4s %-3s %-24s %-5s %-20s %s%s\n", role, idtxt, addr, "down",
 		       "-", strerror(-rc), extra);
@@ -238,14 +249,14 @@ int adm_status(int argc, char **argv)
 	if (rc)
 		return rc;
 	if (!a.have_addr) {
-		if (!conf->mgr_host[0]) {
+		if (!conf->nmgrs) {
 			fprintf(stderr, "rpfs status: %s: no [cluster] mgr (or use --mgr "
-				"HOST:PORT)\n", conf->path);
+				"HOST:PORT[,HOST:PORT...])\n", conf->path);
 			cfg_free(conf);
 			return ADM_CONFIG;
 		}
-		snprintf(a.host, sizeof(a.host), "%s", conf->mgr_host);
-		a.port = conf->mgr_port;
+		memcpy(a.mgrs, conf->mgrs, sizeof(a.mgrs));
+		a.nmgrs = conf->nmgrs;
 	}
 	no.timeout_ms = (int)(a.timeout * 1000);
 	rc = net_client_new(&cl, &no);
@@ -256,9 +267,24 @@ int adm_status(int argc, char **argv)
 	}
 	printf("%-4s %-3s %-24s %-5s %-20s %s\n", "ROLE", "ID", "ADDRESS", "STATE",
 	       "USED/TOTAL", "VERSION");
-	down += !adm_row(cl, "mgr", -1, a.host, a.port, rep, "");
-	/* the iod table: from the mgr, else from the config file */
-	mgr_rc = net_conn_new(cl, a.host, a.port, &mgr);
+	/* every mgr of the list: the active one, the standbys, the down */
+	mgr_rc = -EHOSTUNREACH;
+	for (int i = 0; i < a.nmgrs; i++) {
+		int up = adm_row(cl, "mgr", a.nmgrs > 1 ? i : -1, a.mgrs[i].host,
+				 a.mgrs[i].port, rep, "");
+
+		down += !up;
+		if (up == 1 && mgr_rc) {
+			snprintf(a.host, sizeof(a.host), "%s", a.mgrs[i].host);
+			a.port = a.mgrs[i].port;
+			mgr_rc = 0;
+		}
+	}
+	if (a.nmgrs > 1 && mgr_rc)
+		printf("no active mgr among the %d\n", a.nmgrs);
+	/* the iod table: from the active mgr, else from the config file */
+	if (mgr_rc == 0)
+		mgr_rc = net_conn_new(cl, a.host, a.port, &mgr);
 	if (mgr_rc == 0)
 		mgr_rc = adm_call_mount(mgr, req, rep, &mt);
 	if (mgr_rc == 0) {

@@ -208,3 +208,45 @@ int addr_listen_check(const char *host, uint16_t port, int has_key,
 		 "it with --insecure ([cluster] insecure = true)", a);
 	return -EPERM;
 }
+
+/* Parse a list of addresses; see addr.h. Cost: one addr_parse per entry. */
+int addr_parse_list(const char *what, const char *s, uint16_t defport,
+		    struct addr_hp *out, int *n, char *msg, size_t msgcap)
+{
+	char one[ADDR_STRLEN + 2];
+	int k = 0;
+
+	for (const char *p = s;; p++) {
+		size_t len = strcspn(p, ",");
+
+		if (k == ADDR_MAX_LIST) {
+			snprintf(msg, msgcap, "%s: at most %d addresses, got \"%s\"",
+				 what, ADDR_MAX_LIST, s);
+			return -EINVAL;
+		}
+		if (len == 0 || len >= sizeof(one)) {
+			snprintf(msg, msgcap, "%s: expected HOST:PORT[,HOST:PORT...] "
+				 "(an empty or too long entry), got \"%s\"", what, s);
+			return -EINVAL;
+		}
+		memcpy(one, p, len);
+		one[len] = '\0';
+		out[k].port = defport;
+		if (addr_parse(what, one, defport ? ADDR_NOPORT : 0, out[k].host,
+			       sizeof(out[k].host), &out[k].port, msg, msgcap))
+			return -EINVAL;
+		for (int i = 0; i < k; i++)
+			if (out[i].port == out[k].port &&
+			    !strcmp(out[i].host, out[k].host)) {
+				snprintf(msg, msgcap, "%s: \"%s\" is listed twice",
+					 what, one);
+				return -EINVAL;
+			}
+		k++;
+		p += len;
+		if (!*p)
+			break;
+	}
+	*n = k;
+	return 0;
+}

@@ -64,4 +64,25 @@ const char *addr_format(char *buf, size_t cap, const char *host,
 int addr_listen_check(const char *host, uint16_t port, int has_key,
 		      int insecure, int *warn, char *err, size_t errcap);
 
+#define ADDR_MAX_LIST 8 /* addr_parse_list: at most (mgrs of a cluster) */
+
+/* One address of a list ([cluster] mgr, a mount's first argument). */
+struct addr_hp {
+	char host[PROTO_MAX_HOST + 1];
+	uint16_t port;
+};
+
+/**
+ * Parse a list of addresses "HOST:PORT,HOST:PORT,..." (at most
+ * ADDR_MAX_LIST, no empty entry, no duplicate), as [cluster] mgr and a
+ * mount's first argument take it.
+ * @param what the setting, for the message ("[cluster] mgr")
+ * @param defport the port of an entry without ":PORT"; 0: PORT required
+ * @param[out] out, n the list
+ * @param[out] msg on error, names what and the bad entry
+ * @return 0, -EINVAL
+ */
+int addr_parse_list(const char *what, const char *s, uint16_t defport,
+		    struct addr_hp *out, int *n, char *msg, size_t msgcap);
+
 #endif

@@ -173,9 +173,16 @@ static int cfg_cluster(struct cfg_parse *p, const char *key, const char *v)
 {
 	struct cfg *c = p->c;
 
-	if (!strcmp(key, "mgr"))
-		return cfg_addr(p, "[cluster] mgr", v, 0, c->mgr_host,
-				sizeof(c->mgr_host), &c->mgr_port);
+	if (!strcmp(key, "mgr")) {
+		char msg[PROTO_MAX_HOST * 2 + 200];
+
+		if (addr_parse_list("[cluster] mgr", v, 0, c->mgrs, &c->nmgrs, msg,
+				   sizeof(msg)))
+			return cfg_fail(p, "%s", msg);
+		snprintf(c->mgr_host, sizeof(c->mgr_host), "%s", c->mgrs[0].host);
+		c->mgr_port = c->mgrs[0].port;
+		return 1;
+	}
 	if (!strcmp(key, "insecure")) {
 		int b = cfg_bool(v);
 
@@ -307,6 +314,14 @@ static int cfg_mgr(struct cfg_parse *p, const char *key, const char *v)
 		c->resync_rate = n;
 		return 1;
 	}
+	if (!strcmp(key, "lease")) {
+		if (cfg_int(v, CFG_MIN_LEASE_S, CFG_MAX_LEASE_S, &n))
+			return cfg_fail(p, "[mgr] lease: expected seconds %d..%d, "
+					"got \"%s\"", CFG_MIN_LEASE_S,
+					CFG_MAX_LEASE_S, v);
+		c->lease_ms = (uint32_t)n * 1000;
+		return 1;
+	}
 	if (!strcmp(key, "group_commit")) {
 		b = cfg_bool(v);
 		if (b < 0)
@@ -342,7 +357,7 @@ static int cfg_mgr(struct cfg_parse *p, const char *key, const char *v)
 	}
 	return cfg_fail(p, "[mgr]: unknown key \"%s\" (expected db, listen, "
 			"root_squash, resync_rate, db_size, xattr_max_count, "
-			"xattr_max_bytes, store, store_uri, group_commit)", key);
+			"xattr_max_bytes, store, store_uri, group_commit, lease)", key);
 }
 
 /* [iod.N] */

@@ -53,6 +53,10 @@
 #define CFG_MIN_XATTR_BYTES 1024u        /* [mgr] xattr_max_bytes */
 #define CFG_MAX_XATTR_BYTES (64u << 20)
 
+#define CFG_MAX_MGRS ADDR_MAX_LIST       /* [cluster] mgr = A,B,...: at most */
+#define CFG_MIN_LEASE_S 2                /* [mgr] lease, seconds */
+#define CFG_MAX_LEASE_S 600
+
 /* One [iod.N] section. */
 struct cfg_iod {
 	char host[PROTO_MAX_HOST + 1];
@@ -68,8 +72,12 @@ struct cfg_iod {
  * cfg_load; not shared between threads while loading. */
 struct cfg {
 	char *path;                      /* as given (malloc'd) */
-	char mgr_host[PROTO_MAX_HOST + 1]; /* [cluster] mgr; "" = unset */
+	char mgr_host[PROTO_MAX_HOST + 1]; /* [cluster] mgr (the first of the
+					    * list); "" = unset */
 	uint16_t mgr_port;
+	int nmgrs;                       /* [cluster] mgr = A,B: mgrs[0..n) */
+	struct addr_hp mgrs[CFG_MAX_MGRS];
+	uint32_t lease_ms;               /* [mgr] lease; 0 = unset */
 	char *key_path;                  /* [cluster] key; NULL = none */
 	char *srv_key_path;              /* [cluster] server_key; NULL = none */
 	int insecure;                    /* [cluster] insecure 0/1, -1 = unset */
@@ -163,5 +171,6 @@ int cfg_server_keys(const struct cfg *c, const char *arg, struct net_opts *o,
  * @return 0 or -EINVAL
  */
 int cfg_parse_size(const char *s, uint64_t *out);
+
 
 #endif

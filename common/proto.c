@@ -1698,6 +1698,45 @@ int proto_status_decode(const void *buf, size_t len, struct proto_status *s,
 	return 0;
 }
 
+/* Encode the hint of a standby answer (proto.h). */
+int proto_standby_encode(struct wbuf *w, const struct proto_standby *s)
+{
+	if (!s->host.len || s->host.len > PROTO_MAX_HOST ||
+	    memchr(s->host.p, '\0', s->host.len) || !s->port || !s->token)
+		return -EINVAL;
+	wb_str(w, s->host.p, s->host.len);
+	wb_u16(w, s->port);
+	wb_u64(w, s->token);
+	return w->err;
+}
+
+/* Decode a standby answer's body: empty = no hint; the host points into
+ * buf. */
+int proto_standby_decode(const void *buf, size_t len, struct proto_standby *s,
+			 const char **why)
+{
+	struct rbuf r;
+
+	memset(s, 0, sizeof(*s));
+	if (len == 0)
+		return 0;
+	rb_init(&r, buf, len);
+	s->host = rb_str(&r, PROTO_MAX_HOST);
+	s->port = rb_u16(&r);
+	s->token = rb_u64(&r);
+	if (r.err)
+		return fail(why, "standby", -EBADMSG);
+	if (r.off != r.len)
+		return fail(why, "trailing bytes", -EBADMSG);
+	if (!s->host.len || memchr(s->host.p, '\0', s->host.len))
+		return fail(why, "standby host", -EBADMSG);
+	if (!s->port)
+		return fail(why, "standby port", -EBADMSG);
+	if (!s->token)
+		return fail(why, "standby token", -EBADMSG);
+	return 0;
+}
+
 /* ------------------------------------------------------------------- locks */
 
 /* Validate a lock request for op; NULL or the bad field's name. */
@@ -1980,6 +2019,8 @@ int proto_fence_encode(struct wbuf *w, const struct proto_fence *f)
 	wb_u32(w, f->del.n);
 	for (uint32_t i = 0; i < f->del.n; i++)
 		wb_u64(w, proto_inos_at(&f->del, i));
+	if (f->token)
+		wb_u64(w, f->token);
 	return w->err;
 }
 
@@ -2009,6 +2050,11 @@ int proto_fence_decode(const void *buf, size_t len, struct proto_fence *f,
 	f->del = rb_fence_list(&r);
 	if (r.err)
 		return fail(why, "fence del list", -EBADMSG);
+	if (r.len - r.off == 8) {
+		f->token = rb_u64(&r);
+		if (!f->token)
+			return fail(why, "fence token", -EBADMSG);
+	}
 	if (r.off != r.len)
 		return fail(why, "trailing bytes", -EBADMSG);
 	if (!fence_list_ok(&f->add) || !fence_list_ok(&f->del))

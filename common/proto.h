@@ -30,6 +30,7 @@
 #ifndef RPFS_PROTO_H
 #define RPFS_PROTO_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -452,6 +453,11 @@ struct proto_fence {
 	uint32_t flags;            /* PROTO_FENCE_* */
 	struct proto_inos add;     /* 0..PROTO_MAX_INOS inodes to fence */
 	struct proto_inos del;     /* 0..PROTO_MAX_INOS inodes to unfence */
+	uint64_t token;            /* the sending mgr's leadership token (0:
+				    * none, a mgr that does not share its
+				    * store); an iod refuses a message whose
+				    * token is below the highest it has seen
+				    * (HACKING "Several mgrs, one active") */
 };
 
 /* IO_FENCE reply: the iod's state after the message. */
@@ -748,6 +754,34 @@ int proto_status_encode(struct wbuf *w, const struct proto_status *s);
 int proto_status_decode(const void *buf, size_t len, struct proto_status *s,
 			const char **why);
 
+/*
+ * The standby answer (HACKING "Several mgrs, one active"). A mgr that is
+ * not the active one of its cluster answers every request (but STATUS) with
+ * status PROTO_STANDBY, and an op it held when it lost the leadership gets
+ * it too: nothing of that op was committed, so a client sends it again to
+ * the active mgr. The body is either empty (the active mgr is not known)
+ * or a proto_standby naming the active mgr as clients reach it. This is the
+ * only error status that carries a body.
+ */
+#define PROTO_STANDBY (-EREMCHG)
+struct proto_standby {
+	struct proto_str host;     /* 1..PROTO_MAX_HOST bytes, no NUL */
+	uint16_t port;             /* != 0 */
+	uint64_t token;            /* the leadership token it holds (> 0) */
+};
+
+/**
+ * The body of a PROTO_STANDBY answer. Decode takes an empty body as "no
+ * hint" (host.len 0, port 0, token 0).
+ * @return 0, -EINVAL (encode: empty or long host, port 0, token 0),
+ *	-EMSGSIZE (encode), -EBADMSG (decode: truncated, trailing bytes, a
+ *	host of 0 or more than PROTO_MAX_HOST bytes or holding a NUL, port 0,
+ *	token 0)
+ */
+int proto_standby_encode(struct wbuf *w, const struct proto_standby *s);
+int proto_standby_decode(const void *buf, size_t len, struct proto_standby *s,
+			 const char **why);
+
 /**
  * Lock request body of op (LOCK, LOCK_CANCEL, LOCK_KEEPALIVE).
  * Checks: session != 0; lease_ms in range; LOCK: type/kind/cmd known,
@@ -832,6 +866,7 @@ int proto_stale_decode(const void *buf, size_t len, struct proto_stale *s,
 /**
  * IO_FENCE body: u64 seq (!= 0), u64 confirm, u32 lease_ms (<=
  * PROTO_MAX_LEASE_MS), u32 flags (PROTO_FENCE_*), u32 nadd, nadd x u64,
+ * [then, only when the token is not 0: u64 token]
  * u32 ndel, ndel x u64 (each list 0..PROTO_MAX_INOS, no inode 0).
  * Decoded lists point into buf.
  * @return 0, -EINVAL / -EMSGSIZE (encode), -EBADMSG (decode)

@@ -124,7 +124,7 @@ static int fs_fetch_table(struct cli_fs *fs)
 	struct wbuf w;
 	const char *why = "?";
 	uint8_t *req = cli_tls_reqbuf(), *rep = cli_tls_repbuf();
-	int rc;
+	int rc, retried;
 
 	if (!req || !rep)
 		return -ENOMEM;
@@ -140,7 +140,7 @@ static int fs_fetch_table(struct cli_fs *fs)
 	call.body_len = (uint32_t)w.len;
 	call.rep_buf = rep;
 	call.rep_cap = PROTO_MAX_BODY;
-	rc = net_call_run(fs->mgr, &call);
+	rc = cli_mgr_run(fs, &call, &retried);
 	if (rc)
 		return rc;
 	if (call.status)
@@ -207,21 +207,39 @@ int cli_fs_mount(struct cli_fs **out, const char *host, uint16_t port,
 	return cli_fs_mount_net(out, host, port, &no);
 }
 
-/* Mount: see cli_core.h. */
+/* Mount one mgr: see cli_core.h. */
 int cli_fs_mount_net(struct cli_fs **out, const char *host, uint16_t port,
 		     const struct net_opts *nopts)
+{
+	struct addr_hp m;
+
+	if (!host || !*host || strlen(host) > PROTO_MAX_HOST || port == 0)
+		return -EINVAL;
+	snprintf(m.host, sizeof(m.host), "%s", host);
+	m.port = port;
+	return cli_fs_mount_list(out, &m, 1, nopts);
+}
+
+/* Mount a list of mgrs: see cli_core.h. */
+int cli_fs_mount_list(struct cli_fs **out, const struct addr_hp *mgrs,
+		      int nmgrs, const struct net_opts *nopts)
 {
 	struct net_opts no = *nopts;
 	struct cli_fs *fs;
 	int rc;
 
-	if (!host || !*host || strlen(host) > PROTO_MAX_HOST || port == 0)
+	if (nmgrs < 1 || nmgrs > ADDR_MAX_LIST)
 		return -EINVAL;
+	for (int i = 0; i < nmgrs; i++)
+		if (!mgrs[i].host[0] || mgrs[i].port == 0)
+			return -EINVAL;
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		return -ENOMEM;
-	snprintf(fs->mgr_host, sizeof(fs->mgr_host), "%s", host);
-	fs->mgr_port = port;
+	fs->nmgrs = nmgrs;
+	memcpy(fs->mgr_list, mgrs, nmgrs * sizeof(*mgrs));
+	snprintf(fs->mgr_host, sizeof(fs->mgr_host), "%s", mgrs[0].host);
+	fs->mgr_port = mgrs[0].port;
 	fs->timeout_ms = no.timeout_ms;
 	pthread_mutex_init(&fs->stale_lock, NULL);
 	atomic_init(&fs->read_turn, cli_mirror_seed());
@@ -231,9 +249,13 @@ int cli_fs_mount_net(struct cli_fs **out, const char *host, uint16_t port,
 	rc = net_client_new(&fs->net, &no);
 	if (rc)
 		goto out_free_itab;
-	rc = net_conn_new(fs->net, fs->mgr_host, port, &fs->mgr);
-	if (rc)
-		goto out_free_net;
+	for (int i = 0; i < nmgrs; i++) {
+		rc = net_conn_new(fs->net, fs->mgr_list[i].host,
+				  fs->mgr_list[i].port, &fs->mgrs[i]);
+		if (rc)
+			goto out_free_net;
+	}
+	fs->mgr = fs->mgrs[0];
 	rc = fs_fetch_table(fs);
 	if (rc)
 		goto out_free_net;

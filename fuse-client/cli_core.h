@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "addr.h"
 #include "net.h"
 #include "proto.h"
 
@@ -46,8 +47,14 @@ struct cli_stale {
  * the stale record (stale_lock) and the read rotation (atomic). */
 struct cli_fs {
 	struct net_client *net;
-	struct net_conn *mgr;
-	char mgr_host[PROTO_MAX_HOST + 1];
+	struct net_conn *_Atomic mgr; /* the mgr followed: mgrs[mgr_cur] */
+	atomic_int mgr_cur;       /* index of the mgr followed (cli_mgr_run) */
+	atomic_int mgr_moving;    /* 1 from a move until an answer: one log
+				   * line per search for the active mgr */
+	int nmgrs;                /* the mgr list, 1..ADDR_MAX_LIST; immutable */
+	struct addr_hp mgr_list[ADDR_MAX_LIST];
+	struct net_conn *mgrs[ADDR_MAX_LIST]; /* one (lazy) connection each */
+	char mgr_host[PROTO_MAX_HOST + 1]; /* the first of the list (messages) */
 	uint16_t mgr_port;
 	atomic_int mgr_failing;   /* 1 after a mgr failure was logged */
 	uint64_t fsid;
@@ -88,6 +95,28 @@ int cli_fs_mount(struct cli_fs **out, const char *host, uint16_t port,
  */
 int cli_fs_mount_net(struct cli_fs **out, const char *host, uint16_t port,
 		     const struct net_opts *no);
+
+/**
+ * cli_fs_mount_net() with a list of mgrs (HOST:PORT each, one of them
+ * active): the client follows the active one (cli_mgr_run).
+ * @return as cli_fs_mount_net()
+ */
+int cli_fs_mount_list(struct cli_fs **out, const struct addr_hp *mgrs,
+		      int nmgrs, const struct net_opts *no);
+
+/**
+ * Run a call on the active mgr: on a standby answer (PROTO_STANDBY), a lost
+ * connection or a timeout, move to the mgr the answer names or to the next
+ * of the list and send it again, for up to 30 s. With one mgr only a
+ * standby answer is retried (a mgr restarting on a shared store), a
+ * transport error is returned at once.
+ * @param[out] retried 1 if an attempt before the last may have run on a
+ *	mgr whose answer was lost (a non-idempotent op's retry may then see
+ *	its own change: cli_meta.c)
+ * @return 0 (call->status is the answer, never PROTO_STANDBY), or
+ *	net_call_run's error, -EHOSTUNREACH no active mgr answered in time
+ */
+int cli_mgr_run(struct cli_fs *fs, struct net_call *call, int *retried);
 
 /** Free everything. No call may be in flight. */
 void cli_fs_free(struct cli_fs *fs);

@@ -61,9 +61,12 @@ static void lk_sleep_ms(uint32_t ms)
 }
 
 /*
- * Run one lock op on conn and decode a successful reply into rep (boot id
- * recorded; a changed one wakes the keepalive thread to reclaim).
- * @return the mgr's status, or -EIO (transport failure, bad reply)
+ * Run one lock op on conn (NULL: the active mgr, followed as metadata
+ * calls follow it: cli_mgr_run) and decode a successful reply into rep
+ * (boot id recorded; a changed one, as after a takeover, wakes the
+ * keepalive thread to reclaim).
+ * @return the mgr's status, or -EIO (transport failure, bad reply, a wait
+ *	connection's mgr standing by)
  */
 static int lk_run(struct cli_lock *lk, struct net_conn *conn, uint16_t op,
 		  const struct proto_lock *q, struct proto_lockrep *rep)
@@ -72,7 +75,7 @@ static int lk_run(struct cli_lock *lk, struct net_conn *conn, uint16_t op,
 	struct net_call call;
 	const char *why = "?";
 	struct wbuf w;
-	int rc;
+	int rc, retried;
 
 	wb_init(&w, req, sizeof(req));
 	rc = proto_lock_encode(&w, op, q);
@@ -84,12 +87,13 @@ static int lk_run(struct cli_lock *lk, struct net_conn *conn, uint16_t op,
 	call.body_len = (uint32_t)w.len;
 	call.rep_buf = repb;
 	call.rep_cap = sizeof(repb);
-	rc = net_call_run(conn, &call);
+	rc = conn ? net_call_run(conn, &call) :
+		    cli_mgr_run(lk->fs, &call, &retried);
 	if (rc) {
 		log_debug("mgr: %s failed: %s", proto_op_name(op), strerror(-rc));
 		return -EIO;
 	}
-	if (call.status > 0 || call.status < -4095)
+	if (call.status > 0 || call.status < -4095 || call.status == PROTO_STANDBY)
 		return -EIO;
 	if (call.status < 0)
 		return call.status;
@@ -175,7 +179,7 @@ int cli_lock_get(struct cli_lock *lk, uint64_t ino, uint64_t owner,
 	if (want->type == PROTO_LK_UNLCK)
 		return -EINVAL;
 	lk_req(lk, &q, ino, owner, want, PROTO_LK_GET);
-	while ((rc = lk_run(lk, lk->fs->mgr, PROTO_OP_LOCK, &q, &rep)) ==
+	while ((rc = lk_run(lk, NULL, PROTO_OP_LOCK, &q, &rep)) ==
 	       -EINPROGRESS)
 		if (lk_grace_pause(lk, w))
 			return -EINTR;
@@ -194,6 +198,7 @@ int cli_lock_get(struct cli_lock *lk, uint64_t ino, uint64_t owner,
 static struct lk_conn *lk_conn_get(struct cli_lock *lk)
 {
 	struct lk_conn *c;
+	int cur;
 
 	pthread_mutex_lock(&lk->mu);
 	c = lk->idle;
@@ -205,7 +210,9 @@ static struct lk_conn *lk_conn_get(struct cli_lock *lk)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
-	if (net_conn_new(lk->wnet, lk->fs->mgr_host, lk->fs->mgr_port, &c->c)) {
+	cur = atomic_load(&lk->fs->mgr_cur); /* the mgr followed now */
+	if (net_conn_new(lk->wnet, lk->fs->mgr_list[cur].host,
+			 lk->fs->mgr_list[cur].port, &c->c)) {
 		free(c);
 		return NULL;
 	}
@@ -311,7 +318,7 @@ int cli_lock_set(struct cli_lock *lk, uint64_t ino, uint64_t owner,
 		q.id = 0;
 		q.wait_ms = 0;
 	} else {
-		while ((rc = lk_run(lk, lk->fs->mgr, PROTO_OP_LOCK, &q,
+		while ((rc = lk_run(lk, NULL, PROTO_OP_LOCK, &q,
 				    &rep)) == -EINPROGRESS)
 			if (lk_grace_pause(lk, w)) {
 				rc = -EINTR;
@@ -343,7 +350,7 @@ void cli_lock_cancel(struct cli_lock *lk, struct cli_lock_wait *w)
 	q.session = lk->session;
 	q.id = w->id;
 	q.lease_ms = lk->lease_ms;
-	(void)lk_run(lk, lk->fs->mgr, PROTO_OP_LOCK_CANCEL, &q, &rep);
+	(void)lk_run(lk, NULL, PROTO_OP_LOCK_CANCEL, &q, &rep);
 }
 
 /* DROP every lock of owner of kind on ino, at the mgr and here. */
@@ -356,7 +363,7 @@ int cli_lock_drop(struct cli_lock *lk, uint64_t ino, uint64_t owner,
 	int rc;
 
 	lk_req(lk, &q, ino, owner, &all, PROTO_LK_DROP);
-	rc = lk_run(lk, lk->fs->mgr, PROTO_OP_LOCK, &q, &rep);
+	rc = lk_run(lk, NULL, PROTO_OP_LOCK, &q, &rep);
 	if (rc == 0)
 		lk_record(lk, &q);
 	return rc;
@@ -493,7 +500,7 @@ static int lk_reclaim(struct cli_lock *lk, uint64_t boot)
 
 		lk_req(lk, &q, s.v[i].ino, s.v[i].owner, &l, PROTO_LK_SET);
 		q.flags = PROTO_LKF_RECLAIM;
-		rc = lk_run(lk, lk->fs->mgr, PROTO_OP_LOCK, &q, &rep);
+		rc = lk_run(lk, NULL, PROTO_OP_LOCK, &q, &rep);
 		if (rc == 0) {
 			ok++;
 		} else if (rc != -EIO) {
@@ -532,7 +539,7 @@ static void lk_keepalive(struct cli_lock *lk)
 	boot = lk->boot;
 	pthread_mutex_unlock(&lk->mu);
 	q.boot = boot; /* informational: the reply's boot id decides */
-	if (lk_run(lk, lk->fs->mgr, PROTO_OP_LOCK_KEEPALIVE, &q, &rep))
+	if (lk_run(lk, NULL, PROTO_OP_LOCK_KEEPALIVE, &q, &rep))
 		return;
 	if (boot && rep.boot != boot) {
 		(void)lk_reclaim(lk, rep.boot);

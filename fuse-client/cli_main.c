@@ -91,7 +91,7 @@ static const struct fuse_opt cli_opt_spec[] = {
 static void usage(const char *prog, FILE *f)
 {
 	fprintf(f,
-		"usage: %s MGRHOST[:PORT] MOUNTPOINT [-f] [-d] [-o OPT[,OPT...]]\n"
+		"usage: %s MGRHOST[:PORT][,MGRHOST[:PORT]...] MOUNTPOINT [-f] [-d] [-o OPT[,OPT...]]\n"
 		"  -f                 stay in the foreground\n"
 		"  -d                 FUSE debug output (implies -f)\n"
 		"  -o timeout=S       fail server requests with EIO after S seconds (default 10)\n"
@@ -238,16 +238,16 @@ static int opt_proc(void *data, const char *arg, int key,
 	}
 }
 
-/* Split MGRHOST "HOST[:PORT]" or "[V6ADDR][:PORT]" (addr.h) into host and
- * port (DEFAULT_MGR_PORT if none). @return 0, -EINVAL (message printed) */
-static int parse_mgr(const char *prog, const char *spec, char *host,
-		     size_t cap, uint16_t *port)
+/* Split MGRHOST, a list "HOST[:PORT],HOST[:PORT]..." of up to
+ * ADDR_MAX_LIST mgrs (each "[V6ADDR][:PORT]" too, addr.h; the port
+ * DEFAULT_MGR_PORT if none), into mgrs. @return 0, -EINVAL (printed) */
+static int parse_mgr(const char *prog, const char *spec, struct addr_hp *mgrs,
+		     int *n)
 {
 	char msg[PROTO_MAX_HOST * 2 + 200];
 
-	*port = DEFAULT_MGR_PORT;
-	if (addr_parse("MGRHOST", spec, ADDR_NOPORT, host, cap, port, msg,
-		       sizeof(msg))) {
+	if (addr_parse_list("MGRHOST", spec, DEFAULT_MGR_PORT, mgrs, n, msg,
+			   sizeof(msg))) {
 		fprintf(stderr, "%s: %s\n", prog, msg);
 		return -EINVAL;
 	}
@@ -462,8 +462,9 @@ int main(int argc, char **argv)
 	struct fuse_session *se;
 	struct cli_loop *lp;
 	struct cli_metrics *metrics = NULL;
-	char host[PROTO_MAX_HOST + 1], src[ADDR_STRLEN];
-	uint16_t port = 0;
+	struct addr_hp mgrs[ADDR_MAX_LIST];
+	int nmgrs = 0;
+	char src[ADDR_STRLEN];
 	int rc, ret = 1, notify_fd = -1;
 
 	a.prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
@@ -496,7 +497,7 @@ int main(int argc, char **argv)
 		ret = 2;
 		goto out_free_args;
 	}
-	if (parse_mgr(a.prog, a.mgr, host, sizeof(host), &port)) {
+	if (parse_mgr(a.prog, a.mgr, mgrs, &nmgrs)) {
 		ret = 2;
 		goto out_free_args;
 	}
@@ -512,7 +513,8 @@ int main(int argc, char **argv)
 	}
 	if (refuse_stacked_mount(a.prog, fo.mountpoint))
 		goto out_free_args;
-	addr_format(src, sizeof(src), host, port);
+	/* fsname: the first mgr (a comma would split the -o list) */
+	addr_format(src, sizeof(src), mgrs[0].host, mgrs[0].port);
 	if (add_opt(&args, "fsname=%s", src) ||
 	    add_opt(&args, "subtype=%s", "rpfs") ||
 	    add_opt(&args, "%s", "default_permissions"))
@@ -528,7 +530,7 @@ int main(int argc, char **argv)
 	cf.read_ahead_kb = a.read_ahead_kb;
 	cf.mountpoint = fo.mountpoint;
 	cf.entry_timeout = a.entry_timeout;
-	rc = cli_fs_mount_net(&cf.fs, host, port, &no);
+	rc = cli_fs_mount_list(&cf.fs, mgrs, nmgrs, &no);
 	if (rc == -EACCES) {
 		log_err("cannot mount %s: the cluster key was refused (see the "
 			"line above)", src);

@@ -41,9 +41,60 @@ static int mgr_fail(struct cli_fs *fs, uint16_t op, int rc)
 	return -EIO;
 }
 
+static int meta_run(struct cli_fs *fs, uint16_t op, const struct proto_mreq *m,
+		    struct proto_mrep *r);
+
 /*
- * Run one metadata op: encode m, run it, and decode a successful reply into
- * r (may be NULL for ops without a reply body). Cost: one round trip.
+ * A non-idempotent op was sent again after an attempt whose answer was lost
+ * (the mgr died, or a timeout), and failed with status: if that failure is
+ * what its own first attempt's change looks like, count the op as done (as
+ * an NFS client does without a reply cache): EEXIST on a create (the entry
+ * is looked up for its attributes; a LINK's must be the same inode),
+ * ENOENT on an unlink, rmdir, rename or purge (of one orphan, or of many:
+ * the others were purged in the same commit). Cost: one LOOKUP for a
+ * create.
+ * @return 0 (r filled for a create) or status
+ */
+static int meta_replayed(struct cli_fs *fs, uint16_t op,
+			 const struct proto_mreq *m, struct proto_mrep *r,
+			 int status)
+{
+	struct proto_mreq lm;
+	struct proto_mrep lr;
+	int create = op == PROTO_OP_CREATE || op == PROTO_OP_MKDIR ||
+		     op == PROTO_OP_MKNOD || op == PROTO_OP_SYMLINK;
+
+	if (status == -ENOENT && (op == PROTO_OP_UNLINK || op == PROTO_OP_RMDIR ||
+				  op == PROTO_OP_RENAME || op == PROTO_OP_PURGE ||
+				  op == PROTO_OP_PURGE_MANY)) {
+		log_notice("%s: ENOENT after a resend: taken as its own first "
+			   "attempt's change", proto_op_name(op));
+		if (r)
+			memset(r, 0, sizeof(*r));
+		return 0;
+	}
+	if (status != -EEXIST || (!create && op != PROTO_OP_LINK))
+		return status;
+	memset(&lm, 0, sizeof(lm));
+	lm.cred = m->cred;
+	lm.parent = create ? m->parent : m->newparent;
+	lm.name = create ? m->name : m->newname;
+	if (meta_run(fs, PROTO_OP_LOOKUP, &lm, &lr) ||
+	    (op == PROTO_OP_LINK && lr.attr.ino != m->ino))
+		return status;
+	log_notice("%s: EEXIST after a resend: taken as its own first "
+		   "attempt's change", proto_op_name(op));
+	if (r) {
+		memset(r, 0, sizeof(*r));
+		r->attr = lr.attr;
+	}
+	return 0;
+}
+
+/*
+ * Run one metadata op: encode m, run it on the active mgr (cli_mgr_run),
+ * and decode a successful reply into r (may be NULL for ops without a
+ * reply body). Cost: one round trip (more while following a new mgr).
  */
 static int meta_run(struct cli_fs *fs, uint16_t op, const struct proto_mreq *m,
 		    struct proto_mrep *r)
@@ -53,7 +104,7 @@ static int meta_run(struct cli_fs *fs, uint16_t op, const struct proto_mreq *m,
 	struct net_call call;
 	struct wbuf w;
 	const char *why = "?";
-	int rc;
+	int rc, retried;
 
 	if (!req || !rep)
 		return -ENOMEM;
@@ -67,7 +118,7 @@ static int meta_run(struct cli_fs *fs, uint16_t op, const struct proto_mreq *m,
 	call.body_len = (uint32_t)w.len;
 	call.rep_buf = rep;
 	call.rep_cap = PROTO_MAX_BODY;
-	rc = net_call_run(fs->mgr, &call);
+	rc = cli_mgr_run(fs, &call, &retried);
 	if (rc)
 		return mgr_fail(fs, op, rc);
 	if (atomic_load_explicit(&fs->mgr_failing, memory_order_relaxed) &&
@@ -80,7 +131,8 @@ static int meta_run(struct cli_fs *fs, uint16_t op, const struct proto_mreq *m,
 		return -EIO;
 	}
 	if (call.status < 0)
-		return call.status;
+		return retried ? meta_replayed(fs, op, m, r, call.status) :
+				 call.status;
 	if (!r)
 		r = &scratch;
 	memset(r, 0, sizeof(*r));

@@ -129,6 +129,7 @@ int cli_mirror_mark_stale(struct cli_fs *fs, uint64_t ino, uint16_t iod)
 {
 	struct proto_stale s = { ino, iod };
 	struct net_call call;
+	int retried;
 	uint8_t body[16];
 	struct wbuf w;
 	int rc;
@@ -144,7 +145,7 @@ int cli_mirror_mark_stale(struct cli_fs *fs, uint64_t ino, uint16_t iod)
 	call.timeout_ms = (uint32_t)fs->timeout_ms + CLI_MARK_EXTRA_MS;
 	call.body = body;
 	call.body_len = (uint32_t)w.len;
-	rc = net_call_run(fs->mgr, &call);
+	rc = cli_mgr_run(fs, &call, &retried); /* STALE_MARK is idempotent */
 	if (!rc && call.status)
 		rc = call.status < 0 && call.status >= -4095 ? call.status : -EIO;
 	if (rc) {

@@ -38,20 +38,18 @@ void rpfs_opts_default(struct rpfs_opts *o)
 }
 
 /*
- * Split "HOST" or "HOST:PORT" ("[v6]:PORT" too; addr.h) into host and port
- * (RPFS_DEFAULT_PORT if none); a bad one is logged.
+ * Split a list of mgrs "HOST[:PORT],HOST[:PORT]..." ("[v6]:PORT" too;
+ * addr.h; RPFS_DEFAULT_PORT if none) into mgrs; a bad one is logged.
  * @return 0, -EINVAL
  */
-static int parse_hostport(const char *s, char *host, size_t cap,
-			  uint16_t *port)
+static int parse_hostport(const char *s, struct addr_hp *mgrs, int *n)
 {
 	char msg[PROTO_MAX_HOST * 2 + 200];
 
 	if (!s)
 		return -EINVAL;
-	*port = RPFS_DEFAULT_PORT;
-	if (addr_parse("librpfs: mgr address", s, ADDR_NOPORT, host, cap, port,
-		       msg, sizeof(msg))) {
+	if (addr_parse_list("librpfs: mgr address", s, RPFS_DEFAULT_PORT, mgrs,
+			   n, msg, sizeof(msg))) {
 		log_err("%s", msg);
 		return -EINVAL;
 	}
@@ -105,8 +103,8 @@ int rpfs_mount(const char *mgr_hostport, const struct rpfs_opts *o,
 {
 	struct rpfs_opts def;
 	struct net_opts no;
-	char host[PROTO_MAX_HOST + 1];
-	uint16_t port;
+	struct addr_hp mgrs[ADDR_MAX_LIST];
+	int nmgrs = 0;
 	struct rpfs_fs *fs;
 	int rc;
 
@@ -120,7 +118,7 @@ int rpfs_mount(const char *mgr_hostport, const struct rpfs_opts *o,
 		return -EINVAL;
 	if (o->log_level)
 		log_init(NULL, o->log_level);
-	rc = parse_hostport(mgr_hostport, host, sizeof(host), &port);
+	rc = parse_hostport(mgr_hostport, mgrs, &nmgrs);
 	if (rc)
 		return rc;
 	rc = build_net_opts(o, &no);
@@ -135,7 +133,7 @@ int rpfs_mount(const char *mgr_hostport, const struct rpfs_opts *o,
 		goto out_free_fs;
 	}
 	process_cred(&fs->cred);
-	rc = cli_fs_mount_net(&fs->cli, host, port, &no);
+	rc = cli_fs_mount_list(&fs->cli, mgrs, nmgrs, &no);
 	if (rc)
 		goto out_destroy_lock;
 	rc = cli_lock_new(&fs->locks, fs->cli, &no);

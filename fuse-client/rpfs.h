@@ -61,7 +61,9 @@ void rpfs_opts_default(struct rpfs_opts *o);
  * Connect to the cluster whose mgr listens at mgr_hostport and fetch its
  * parameters. The calling process's uid, gid and groups are the
  * credential of every later call.
- * @param[in] mgr_hostport "HOST" or "HOST:PORT" (default port 7400)
+ * @param[in] mgr_hostport "HOST" or "HOST:PORT" (default port 7400),
+ *	or a list of them "h1:7400,h2:7400" (up to 8 mgrs sharing one
+ *	PostgreSQL store): the library follows the active one
  * @param[in] o options, or NULL for the defaults
  * @param[out] fs the mounted file system
  * @return 0, -EINVAL bad argument or option, -ENOENT/-EACCES/-EPERM key file

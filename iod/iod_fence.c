@@ -49,6 +49,8 @@ struct iod_fence {
 	int cap_logged;       /* the cap error was logged (until a COMPLETE) */
 	iod_fence_clock_fn clock;
 	void *clock_arg;
+	uint64_t max_token;   /* the highest mgr token seen (0: none); kept in
+			       * memory only, see HACKING "Several mgrs" */
 };
 
 /* The default clock: CLOCK_MONOTONIC in ns. */
@@ -343,7 +345,14 @@ int iod_fence_handle(struct iod_fence *f, const struct proto_fence *m,
 {
 	int rc = 0;
 
-	if ((m->flags & PROTO_FENCE_COMPLETE) &&
+	if (m->token < f->max_token) {
+		log_notice("fence: IO_FENCE seq %llu from a mgr with token %llu, "
+			   "below %llu: a mgr that lost its leadership; refused",
+			   (unsigned long long)m->seq,
+			   (unsigned long long)m->token,
+			   (unsigned long long)f->max_token);
+		rc = -ESTALE;
+	} else if ((m->flags & PROTO_FENCE_COMPLETE) &&
 	    !(m->flags & PROTO_FENCE_RESET) && !f->loading) {
 		log_notice("fence: IO_FENCE seq %llu: COMPLETE but no fence set "
 			   "is being loaded (no RESET since the last COMPLETE "
@@ -351,6 +360,7 @@ int iod_fence_handle(struct iod_fence *f, const struct proto_fence *m,
 			   (unsigned long long)m->seq);
 		rc = -EINVAL;
 	} else {
+		f->max_token = m->token;
 		lease_confirm(f, m->confirm, now_ns);
 		ring_record(f, m, now_ns);
 		rc = fence_apply_set(f, m);

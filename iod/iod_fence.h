@@ -61,7 +61,10 @@ uint64_t iod_fence_now_ns(void);
  * @param[in] m the message, from proto_fence_decode
  * @param[in] now_ns when it was received
  * @param[out] st the state after the message (filled on errors too)
- * @return 0, -EINVAL COMPLETE without loading, -ENOSPC a set would exceed
+ * A message whose token is below the highest token seen comes from a mgr
+ * that lost its leadership: refused, nothing of it applied.
+ * @return 0, -ESTALE an old mgr's token, -EINVAL COMPLETE without
+ *	loading, -ENOSPC a set would exceed
  *	the cap, -ENOMEM a set could not grow (as -ENOSPC otherwise)
  */
 int iod_fence_handle(struct iod_fence *f, const struct proto_fence *m,

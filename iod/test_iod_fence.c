@@ -25,6 +25,7 @@
 #define NOLIST NULL, 0
 
 static struct proto_fencestate st; /* state after the last send() */
+static uint64_t send_token;        /* the token send() puts in messages */
 
 /*
  * Deliver one IO_FENCE message to f at time now, encoded and decoded as on
@@ -40,7 +41,8 @@ static int send(struct iod_fence *f, uint64_t now, uint64_t seq,
 	struct proto_fence m = { .seq = seq, .confirm = confirm,
 				 .lease_ms = lease_ms, .flags = flags,
 				 .add = { nadd, add, NULL },
-				 .del = { ndel, del, NULL } };
+				 .del = { ndel, del, NULL },
+				 .token = send_token };
 	struct proto_fence d;
 	const char *why = NULL;
 	struct wbuf w;
@@ -478,6 +480,37 @@ static void test_logging(void)
 	CHECK_EQ(count("\n"), 6);
 }
 
+/* A message from a mgr whose token is below the highest seen (a mgr that
+ * lost its leadership) is refused whole: its set changes, its confirm and
+ * its own seq (for a later confirm) are all ignored. */
+static void test_old_token(void)
+{
+	struct iod_fence *f = mk();
+
+	send_token = 5;
+	CHECK_EQ(send(f, T0, 1, 0, 8000, PROTO_FENCE_ALL, LIST(7), 1, NOLIST), 0);
+	CHECK_EQ(send(f, T0, 2, 1, 8000, 0, NOLIST, NOLIST), 0);
+	CHECK(st.leased && st.complete);
+	CHECK_EQ(st.nfenced, 1);
+	send_token = 4;
+	CHECK_EQ(send(f, T0 + MS(7000), 3, 2, 8000, 0, NOLIST, LIST(7), 1),
+		 -ESTALE);
+	CHECK_EQ(st.nfenced, 1);
+	CHECK_EQ(iod_fence_check(f, 7, T0 + MS(7001)), -ESTALE);
+	send_token = 0; /* no token at all is below 5 too */
+	CHECK_EQ(send(f, T0 + MS(7000), 4, 2, 8000, 0, NOLIST, NOLIST), -ESTALE);
+	/* the new mgr (token 6) confirms seq 3: never recorded, no lease */
+	send_token = 6;
+	CHECK_EQ(send(f, T0 + MS(7100), 5, 3, 8000, 0, NOLIST, NOLIST), 0);
+	iod_fence_state(f, T0 + MS(8001), &st);
+	CHECK(!st.leased);
+	/* and from now on token 5 is old as well */
+	send_token = 5;
+	CHECK_EQ(send(f, T0 + MS(7200), 6, 5, 8000, 0, NOLIST, NOLIST), -ESTALE);
+	send_token = 0;
+	iod_fence_free(f);
+}
+
 int main(void)
 {
 	test_fresh();
@@ -490,6 +523,7 @@ int main(void)
 	test_cap();
 	test_set_reference();
 	test_logging();
+	test_old_token();
 	if (failures) {
 		fprintf(stderr, "test_iod_fence: %d failures\n", failures);
 		return 1;

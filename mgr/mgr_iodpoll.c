@@ -59,6 +59,11 @@ struct mgr_iodpoll {
 	unsigned nup;            /* lock */
 	struct mgr_fence_mark *in, **in_tail;     /* lock: queued marks */
 	struct mgr_fence_mark *done, **done_tail; /* lock: done marks */
+	uint64_t token;          /* the leadership token fence messages carry
+				  * (0: none); set before the thread starts */
+	int (*serving)(void *arg); /* NULL: always; thread-safe; set before
+				    * the thread starts */
+	void *serving_arg;
 };
 
 /* CLOCK_MONOTONIC in ns. */
@@ -218,6 +223,8 @@ static int poll_fence_send(struct mgr_iodpoll *p, uint16_t i, uint64_t ver)
 
 	if (!mgr_fence_want(&pi->fence))
 		return 0;
+	if (p->serving && !p->serving(p->serving_arg))
+		return 0; /* past the mgr's lease: grant nothing more */
 	rc = mgr_fence_build(&pi->fence, ver, poll_page, p, &f);
 	if (rc == 1)
 		return 0;
@@ -225,6 +232,7 @@ static int poll_fence_send(struct mgr_iodpoll *p, uint16_t i, uint64_t ver)
 		log_err("iod %u: cannot read its fence set: %s", i, strerror(-rc));
 		return 0;
 	}
+	f.token = p->token;
 	wb_init(&w, pi->body, sizeof(pi->body));
 	rc = proto_fence_encode(&w, &f);
 	memset(&pi->call, 0, sizeof(pi->call));
@@ -369,11 +377,22 @@ static uint64_t poll_seq0(void)
 	return v ? v : 1;
 }
 
-/* Create the client, one lazy connection per iod, the fence states and
- * the thread. */
+/* See mgr_iodpoll.h: no leadership. */
 int mgr_iodpoll_start_opts(struct mgr_iodpoll **out, struct mgr_db *db,
 			   const struct net_opts *base, uint32_t lease_ms,
 			   mgr_iodpoll_notify_fn notify, void *notify_arg)
+{
+	return mgr_iodpoll_start_lead(out, db, base, lease_ms, notify,
+				      notify_arg, 0, NULL, NULL);
+}
+
+/* Create the client, one lazy connection per iod, the fence states and
+ * the thread. */
+int mgr_iodpoll_start_lead(struct mgr_iodpoll **out, struct mgr_db *db,
+			   const struct net_opts *base, uint32_t lease_ms,
+			   mgr_iodpoll_notify_fn notify, void *notify_arg,
+			   uint64_t token, int (*serving)(void *arg),
+			   void *serving_arg)
 {
 	struct net_opts o = *base;
 	struct mgr_iodpoll *p;
@@ -391,6 +410,9 @@ int mgr_iodpoll_start_opts(struct mgr_iodpoll **out, struct mgr_db *db,
 			 POLL_INTERVAL_MS;
 	p->notify = notify;
 	p->notify_arg = notify_arg;
+	p->token = token;
+	p->serving = serving;
+	p->serving_arg = serving_arg;
 	p->in_tail = &p->in;
 	p->done_tail = &p->done;
 	p->iods = calloc(db->niods, sizeof(*p->iods));

@@ -33,6 +33,19 @@ int mgr_iodpoll_start_opts(struct mgr_iodpoll **out, struct mgr_db *db,
 			   mgr_iodpoll_notify_fn notify, void *notify_arg);
 
 /**
+ * mgr_iodpoll_start_opts for one of several mgrs on a shared store: every
+ * IO_FENCE carries token (an iod refuses one below the highest it saw), and
+ * none is sent while serving(arg) says this mgr is past its lease.
+ * @param serving thread-safe (called by the poll thread)
+ * @return as mgr_iodpoll_start_opts
+ */
+int mgr_iodpoll_start_lead(struct mgr_iodpoll **out, struct mgr_db *db,
+			   const struct net_opts *o, uint32_t lease_ms,
+			   mgr_iodpoll_notify_fn notify, void *notify_arg,
+			   uint64_t token, int (*serving)(void *arg),
+			   void *serving_arg);
+
+/**
  * Stop the thread (waits for the current exchange, <= 2 s). Marks not
  * done are moved to the done list with status -EIO: take them with
  * mgr_iodpoll_take_done. Idempotent.

@@ -73,6 +73,16 @@ enum mgr_kv_kind mgr_kv_kind(const struct mgr_kv *kv)
 	return kv->kind;
 }
 
+/* Fence later commits with token, if the backend can (mgr_kv.h). */
+int mgr_kv_set_token(struct mgr_kv *kv, int64_t token)
+{
+	if (!kv || token < 0)
+		return -EINVAL;
+	if (!kv->ops->set_token)
+		return -EOPNOTSUPP;
+	return kv->ops->set_token(kv, token);
+}
+
 /* Is tbl one of the tables? */
 static int kv_table_ok(enum mgr_kv_table tbl)
 {

@@ -115,6 +115,18 @@ void mgr_kv_close(struct mgr_kv *kv);
 enum mgr_kv_kind mgr_kv_kind(const struct mgr_kv *kv);
 
 /**
+ * Fence every later top-level write commit with a leadership token (HACKING
+ * "Several mgrs, one active"): the commit then runs only while the store's
+ * lease row still holds that token, checked inside the commit's own
+ * database transaction (no extra round trip); otherwise it is refused with
+ * -ESTALE and nothing of it is applied. 0 turns fencing off.
+ * @param token the token mgr_lead acquired (0: none)
+ * @return 0, -EOPNOTSUPP the backend has no shared lease (LMDB: one mgr,
+ *	always active)
+ */
+int mgr_kv_set_token(struct mgr_kv *kv, int64_t token);
+
+/**
  * Begin a transaction: top-level (parent NULL) or a child of a write
  * transaction of this thread. A child of a read transaction is -EINVAL.
  * @return 0, -EINVAL, -ENOMEM, -EIO

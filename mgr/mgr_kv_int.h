@@ -54,6 +54,7 @@ struct mgr_kv_ops {
 	int (*count)(struct mgr_kv_txn *t, enum mgr_kv_table tbl, uint64_t *n);
 	int (*usage)(struct mgr_kv_txn *t, uint64_t *used, uint64_t *limit);
 	void (*close)(struct mgr_kv *kv);
+	int (*set_token)(struct mgr_kv *kv, int64_t token); /* NULL: -EOPNOTSUPP */
 };
 
 /* The LMDB backend (mgr_kv_lmdb.c). */

@@ -5,9 +5,10 @@
  * Every table of mgr_kv.h is the rows of one SQL table with its number:
  *   rpfs_kv(tbl smallint, k bytea, v bytea, primary key (tbl, k))
  * bytea compares as memcmp, then length: the order mgr_kv.h wants. Beside
- * it rpfs_schema(version) (one row) and rpfs_lease (one row, for the
- * leadership of several mgrs; not used here). See HACKING "PostgreSQL
- * store".
+ * it rpfs_schema(version) (one row), rpfs_lease (one row: the leadership
+ * of several mgrs, taken by mgr_lead.c) and rpfs_fence(token), which fails
+ * a transaction whose token is no longer the lease's. See HACKING
+ * "PostgreSQL store" and "Several mgrs, one active".
  *
  * Round trips. A top-level write transaction talks to the server only to
  * read: its writes go to an ordered buffer (point entries and deleted
@@ -48,7 +49,7 @@
 	((type *)((char *)(ptr) - offsetof(type, member)))
 #endif
 
-#define PG_SCHEMA_VERSION 1
+#define PG_SCHEMA_VERSION 2 /* 2: rpfs_fence() */
 #define PG_RETRIES 5        /* commit retries after 40001 / 40P01 */
 #define PG_PAGE_MIN 32      /* scan page rows, doubling per page ... */
 #define PG_PAGE_MAX 1024    /* ... up to this */
@@ -66,7 +67,8 @@
 
 enum pg_stmt {
 	ST_GET, ST_SCAN, ST_SCAN_OPEN, ST_COUNT, ST_UPSERT, ST_DELKEYS,
-	ST_DELRANGE, ST_DELRANGE_OPEN, ST_BEGIN_RO, ST_ROLLBACK, ST_NSTMT
+	ST_DELRANGE, ST_DELRANGE_OPEN, ST_BEGIN_RO, ST_ROLLBACK, ST_FENCE,
+	ST_NSTMT
 };
 
 static const struct {
@@ -109,7 +111,11 @@ static const struct {
 	[ST_BEGIN_RO] = { "rpfs_begin_ro",
 		"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, { 0 } },
 	[ST_ROLLBACK] = { "rpfs_rollback", "ROLLBACK", 0, { 0 } },
+	[ST_FENCE] = { "rpfs_fence", "SELECT rpfs_fence($1)", 1, { OID_INT8 } },
 };
+
+/* The SQLSTATE rpfs_fence raises when the token is not the lease's. */
+#define PG_STALE_STATE "RPF01"
 
 /* The schema, created by rpfs mkfs (create = 1) in one transaction. */
 static const char pg_schema_sql[] =
@@ -119,7 +125,16 @@ static const char pg_schema_sql[] =
 	"k bytea NOT NULL, v bytea NOT NULL, PRIMARY KEY (tbl, k));"
 	"CREATE TABLE IF NOT EXISTS rpfs_lease (id int PRIMARY KEY, "
 	"token bigint NOT NULL DEFAULT 0, holder text, expires timestamptz);"
-	"INSERT INTO rpfs_schema (version) SELECT 1 "
+	/* a commit's first statement: share-lock the lease row (a new
+	 * holder's UPDATE waits for the commits of the old one to end) and
+	 * fail the transaction unless the token is still the caller's */
+	"CREATE OR REPLACE FUNCTION rpfs_fence(t bigint) RETURNS void "
+	"LANGUAGE plpgsql AS $$ DECLARE cur bigint; BEGIN "
+	"SELECT token INTO cur FROM rpfs_lease WHERE id = 1 FOR SHARE; "
+	"IF cur IS DISTINCT FROM t THEN RAISE EXCEPTION "
+	"'rpfs: leadership token % is not the lease''s (%): another mgr is "
+	"active', t, cur USING ERRCODE = '" PG_STALE_STATE "'; END IF; END $$;"
+	"INSERT INTO rpfs_schema (version) SELECT 2 "
 	"WHERE NOT EXISTS (SELECT 1 FROM rpfs_schema);"
 	"INSERT INTO rpfs_lease (id) VALUES (1) ON CONFLICT DO NOTHING;"
 	"COMMIT";
@@ -170,6 +185,8 @@ struct pg_kv {
 	pthread_mutex_t pool_mu;
 	struct pg_conn *idle;       /* pool_mu */
 	pthread_mutex_t write_mu;   /* held by the top-level write txn */
+	_Atomic int64_t token;      /* the leadership token commits are fenced
+				     * with (0: none); set by mgr_kv_set_token */
 };
 
 /* A transaction. Used only by the thread that began it. */
@@ -560,6 +577,8 @@ static int pg_errno(PGconn *pc, const PGresult *r)
 		return -ENOTCONN;
 	if (!strcmp(st, "40001") || !strcmp(st, "40P01"))
 		return -EAGAIN;
+	if (!strcmp(st, PG_STALE_STATE))
+		return -ESTALE;
 	if (!strncmp(st, "08", 2) || !strncmp(st, "57P", 3) ||
 	    !strcmp(st, "25006"))
 		return -ENOTCONN;
@@ -1025,8 +1044,9 @@ static void res_clear(PGresult **res, int n)
  * txn's first call puts its BEGIN there). A lost connection is reset once
  * and the call sent again (a read txn then starts a new snapshot; a write
  * txn holds nothing on the server but its commit, which is idempotent:
- * final values and deletes). Errors other than -EAGAIN are logged once.
- * @return 0, -EAGAIN, -ENOSPC, -EACCES, -EIO
+ * final values and deletes). Errors other than -EAGAIN and -ESTALE are
+ * logged once.
+ * @return 0, -EAGAIN, -ESTALE, -ENOSPC, -EACCES, -EIO
  */
 static int txn_run(struct pg_txn *t, struct pg_q *qs, int nq, PGresult **res,
 		   const char *what)
@@ -1057,7 +1077,9 @@ static int txn_run(struct pg_txn *t, struct pg_q *qs, int nq, PGresult **res,
 	if (rc == -ENOTCONN) {
 		log_err("store_uri %s: %s: connection lost: %s", kv->show, what, why);
 		rc = -EIO;
-	} else if (rc && rc != -EAGAIN) {
+	} else if (rc && rc != -EAGAIN && rc != -ESTALE) {
+		/* -ESTALE: a fenced commit of a mgr that lost the lease; its
+		 * caller says so (mgr_ops) */
 		log_err("store_uri %s: %s: %s", kv->show, what, why);
 	}
 	return rc;
@@ -1666,6 +1688,7 @@ struct commit_args {
 	int nq;
 	uint16_t *tbls;      /* per deleted prefix, big-endian */
 	unsigned char *his;  /* their upper bounds, packed */
+	int64_t token_be;    /* the fence's token, big-endian */
 	struct pg_buf dt, dk, ut, uk, uv; /* deleted tbl/key, upserted tbl/key/val */
 };
 
@@ -1705,23 +1728,32 @@ static int commit_points(struct pg_txn *t, struct commit_args *a)
 }
 
 /*
- * Build the commit of root t: a DELETE per deleted prefix, then one DELETE
- * of the deleted keys and one upsert of the put ones, over arrays. Prefix
- * deletes go first: t's points under a prefix are newer than it.
+ * Build the commit of root t: the fence (fence_token != 0), a DELETE per
+ * deleted prefix, then one DELETE of the deleted keys and one upsert of the
+ * put ones, over arrays. Prefix deletes go first: t's points under a
+ * prefix are newer than it.
  * @return 0, -ENOMEM
  */
-static int commit_build(struct pg_txn *t, struct commit_args *a)
+static int commit_build(struct pg_txn *t, int64_t fence_token,
+			struct commit_args *a)
 {
 	size_t hisz = 1, off = 0;
 
 	memset(a, 0, sizeof(*a));
 	for (size_t i = 0; i < t->rng.n; i++)
 		hisz += t->rng.v[i]->klen;
-	a->qs = calloc(t->rng.n + 3, sizeof(*a->qs));
+	a->qs = calloc(t->rng.n + 4, sizeof(*a->qs));
 	a->tbls = calloc(t->rng.n + 1, sizeof(*a->tbls));
 	a->his = malloc(hisz);
 	if (!a->qs || !a->tbls || !a->his)
 		return -ENOMEM;
+	if (fence_token) { /* first: a refused fence aborts all that follows */
+		struct pg_q *q = &a->qs[1 + a->nq++];
+
+		a->token_be = (int64_t)htobe64((uint64_t)fence_token);
+		q->st = ST_FENCE;
+		q_param(q, 0, &a->token_be, 8);
+	}
 	for (size_t i = 0; i < t->rng.n; i++) {
 		struct pg_ent *r = t->rng.v[i];
 		struct pg_q *q = &a->qs[1 + a->nq++];
@@ -1764,18 +1796,21 @@ static int commit_build(struct pg_txn *t, struct commit_args *a)
 
 /* Send root t's writes: one pipeline, one round trip, one implicit
  * transaction committed at its Sync. A conflict (40001, 40P01) is sent
- * again up to PG_RETRIES times, 1, 2, 4, ... ms apart.
- * @return 0, -EAGAIN, -ENOSPC, -EIO */
+ * again up to PG_RETRIES times, 1, 2, 4, ... ms apart. With a token set,
+ * the pipeline starts with the fence: -ESTALE, nothing applied, when
+ * another mgr took the lease.
+ * @return 0, -EAGAIN, -ENOSPC, -ESTALE, -EIO */
 static int commit_send(struct pg_txn *t)
 {
 	struct commit_args a;
-	int rc = commit_build(t, &a);
+	int64_t tok = kv_of(t->base.kv)->token;
+	int rc = commit_build(t, tok, &a);
 
 	if (rc) {
 		rc = -ENOSPC;
 		goto out_free;
 	}
-	if (!a.nq)
+	if (a.nq <= (tok ? 1 : 0))
 		goto out_free;
 	for (int attempt = 0;; attempt++) {
 		struct timespec ts = { 0, 1000000L << attempt };
@@ -1849,6 +1884,13 @@ static void pg_close(struct mgr_kv *kv_)
 	free(kv);
 }
 
+/* See mgr_kv_set_token. Read by commit_send of any thread. */
+static int pg_set_token(struct mgr_kv *kv_, int64_t token)
+{
+	kv_of(kv_)->token = token;
+	return 0;
+}
+
 /* See mgr_kv_int.h. Cost: one connection setup, the schema check and one
  * round trip of prepares. */
 int mgr_kv_pg_open(const struct mgr_kv_conf *conf, int create,
@@ -1916,4 +1958,5 @@ const struct mgr_kv_ops mgr_kv_pg_ops = {
 	.del_prefix = pg_del_prefix,
 	.count = pg_count,
 	.usage = pg_usage,
+	.set_token = pg_set_token,
 };

@@ -6,12 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cfg.h"
 #include "log.h"
 #include "mgr_db.h"
 #include "mgr_iodpoll.h"
 #include "mgr_kv.h"
+#include "mgr_lead.h"
 #include "mgr_lock.h"
 #include "mgr_lockd.h"
 #include "mgr_metrics.h"
@@ -62,6 +65,7 @@ struct mgr_args {
 	const char *metrics_what; /* which of the two gave it; NULL = off */
 	const char *store;     /* --store NAME; NULL = not given */
 	const char *store_uri; /* --store-uri URI; NULL = not given */
+	long lead_ms;          /* --lease SECONDS, [mgr] lease; -1 = not given */
 	struct mgr_kv_conf kc; /* the namespace store (store_conf) */
 };
 
@@ -72,13 +76,22 @@ _Static_assert(MGR_DB_MIN_SIZE == CFG_MIN_DB_SIZE &&
 	       MGR_XATTR_MAX_BYTES == CFG_MAX_XATTR_BYTES,
 	       "the [mgr] limits of cfg.h and mgr_db.h differ");
 
-/* What the request callback needs. */
+/* What the request callback needs. Loop thread only. */
 struct mgr_srv {
 	struct mgr_ops *ops;
 	struct mgr_lockd *lockd;
 	struct mgr_scrub *scrub;
 	struct mgr_stale *stale;
+	struct mgr_lead *lead;  /* several mgrs (PostgreSQL store); NULL: LMDB */
+	struct mgr_db *db;
+	struct ev_loop *loop;
+	ev_timer renew;         /* the lease's renew, every lease/3 */
+	int restart;            /* the leadership was lost: main re-executes
+				 * this program, which comes back as a standby */
+	int acquired;           /* standby phase: the lease was taken */
 };
+
+static volatile int stop_requested; /* loop thread: a signal asked to stop */
 
 /* Print the usage text to f. */
 static void usage(FILE *f)
@@ -91,7 +104,7 @@ static void usage(FILE *f)
 		   "       [--resync-rate MB/s] [--db-size SIZE] [--xattr-max-count N]\n"
 		   "       [--xattr-max-bytes SIZE] [--insecure] [--request-timeout SECONDS]\n"
 		   "       [--metrics HOST:PORT] [--store lmdb|postgresql] [--store-uri URI]\n"
-		   "       [--group-commit on|off]\n"
+		   "       [--group-commit on|off] [--lease SECONDS]\n"
 		   "   or: " PROG " --conf FILE [any of the above, which override the file]\n"
 		   "Without --conf and without --listen, " CFG_DEFAULT_PATH " is read.\n"
 		   "HOST:PORT: a name, an IPv4 address or [IPv6]:PORT.\n"
@@ -113,12 +126,18 @@ static void usage(FILE *f)
 		   "  postgresql (a database shared by several mgrs, at --store-uri,\n"
 		   "  a libpq URI such as postgresql://h1,h2/rpfs?target_session_attrs=read-write;\n"
 		   "  rpfs mkfs --store-uri creates its schema).\n"
+		   "--lease: with store postgresql, several mgrs share the store and\n"
+		   "  one is active; it holds a lease of SECONDS (%u..%u, default %u;\n"
+		   "  [mgr] lease), and a standby takes over within about one lease\n"
+		   "  after it dies.\n"
 		   "For testing only:\n"
 		   "  --lease-ms MS  the fence lease granted to the iods (%u..%u,\n"
 		   "                 default %u); a STALE_MARK for an iod that does not\n"
 		   "                 answer waits up to one lease\n"
 		   "  --commit-delay-ms MS  sleep before each group commit (0..%u,\n"
 		   "                 default 0), so that a crash lands before it\n",
+		MGR_LEAD_MIN_MS / 1000, MGR_LEAD_MAX_MS / 1000,
+		MGR_LEAD_DEFAULT_MS / 1000,
 		MGR_RESYNC_MAX_RATE, MGR_RESYNC_DEFAULT_RATE, MGR_FENCE_MIN_LEASE_MS,
 		MGR_FENCE_MAX_LEASE_MS, MGR_FENCE_LEASE_MS, MGR_OPS_MAX_COMMIT_DELAY_MS);
 }
@@ -288,6 +307,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 		{ "store", required_argument, NULL, 'O' },
 		{ "store-uri", required_argument, NULL, 'U' },
 		{ "group-commit", required_argument, NULL, 'g' },
+		{ "lease", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -301,6 +321,7 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 	a->lock_grace_ms = -1;
 	a->resync_rate = -1;
 	a->lease_ms = -1;
+	a->lead_ms = -1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
@@ -346,6 +367,14 @@ static int parse_args(int argc, char **argv, struct mgr_args *a)
 					"milliseconds 0..5000", &a->commit_delay_ms);
 			if (rc)
 				return rc;
+			break;
+		case 'A':
+			rc = parse_long("--lease", optarg, MGR_LEAD_MIN_MS / 1000,
+					MGR_LEAD_MAX_MS / 1000, "SECONDS 2..600",
+					&a->lead_ms);
+			if (rc)
+				return rc;
+			a->lead_ms *= 1000;
 			break;
 		case 'g':
 			if (!strcmp(optarg, "on"))
@@ -557,6 +586,8 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 			a->root_squash = f->root_squash;
 		if (a->group_commit < 0)
 			a->group_commit = f->group_commit;
+		if (a->lead_ms < 0 && f->lease_ms)
+			a->lead_ms = f->lease_ms;
 		if (a->log_level < 0)
 			a->log_level = f->log_level;
 		if (!a->key_path)
@@ -587,6 +618,8 @@ static int merge_args(struct mgr_args *a, const struct cfg *f)
 		a->root_squash = 0;
 	if (a->group_commit < 0)
 		a->group_commit = 1;
+	if (a->lead_ms < 0)
+		a->lead_ms = MGR_LEAD_DEFAULT_MS;
 	if (a->log_level < 0)
 		a->log_level = LOG_NOTICE;
 	if (!a->have_listen) {
@@ -634,11 +667,166 @@ static int check_listen(struct mgr_args *a, int has_key)
 	return rc;
 }
 
-/* net_req_fn: the admin STATUS op, else the metadata handler. */
+/* Answer r as a standby does: PROTO_STANDBY with the active mgr's address
+ * when known (mgr_lead_hint). */
+static void standby_reply(struct mgr_srv *ms, struct net_sreq *r)
+{
+	uint8_t hint[PROTO_MAX_HOST + 32];
+	uint32_t n = ms->lead ? mgr_lead_hint(ms->lead, hint, sizeof(hint)) : 0;
+
+	net_sreq_reply(r, PROTO_STANDBY, n ? hint : NULL, n);
+}
+
+/* The leadership is lost (the deadline passed, a renew or a commit was
+ * refused): every later commit is refused (an impossible token), and the
+ * loop ends; main then re-executes the program as a standby, so that no
+ * state of the active mgr (locks, the poller's view, caches) survives. */
+static void lead_lost(void *arg)
+{
+	struct mgr_srv *ms = arg;
+
+	if (ms->restart)
+		return;
+	ms->restart = 1;
+	mgr_lead_lose(ms->lead);
+	(void)mgr_kv_set_token(ms->db->kv, INT64_MAX);
+	log_warn("lease: this mgr is no longer the active one (token %lld): it "
+		 "stops serving and restarts as a standby",
+		 (long long)mgr_lead_token(ms->lead));
+	ev_break(ms->loop, EVBREAK_ALL);
+}
+
+/* mgr_ops's question before a batch commits: still the active one? */
+static int lead_serving(void *arg)
+{
+	struct mgr_srv *ms = arg;
+
+	return !ms->restart && mgr_lead_serving(ms->lead);
+}
+
+/* The poll thread's question before it grants an iod anything: still
+ * within the lease? (mgr_lead_serving is thread-safe.) */
+static int lead_serving_mt(void *arg)
+{
+	return mgr_lead_serving(arg);
+}
+
+/* ev_timer, every lease/3: renew the lease (active) or try to take it
+ * (standby phase: stop the loop once taken). */
+static void lead_on_tick(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct mgr_srv *ms = w->data;
+	int rc = mgr_lead_tick(ms->lead);
+
+	if (ms->acquired && rc < 0) {
+		lead_lost(ms);
+	} else if (!ms->acquired && rc == 1) {
+		ms->acquired = 1;
+		ev_break(loop, EVBREAK_ALL);
+	}
+}
+
+/* net_req_fn of the standby phase: every request gets the standby answer. */
+static void standby_handle(struct net_sreq *r, void *arg)
+{
+	standby_reply(arg, r);
+}
+
+/*
+ * The standby phase of a mgr on a shared store: serve only the standby
+ * answer on the listen address and try to take the lease every lease/3,
+ * until it is taken (then the caller starts the active services) or a
+ * signal stops the loop. Cost: one or two round trips per try.
+ * @return 1 taken, 0 stopped by a signal, -errno of net_server_new
+ */
+static int standby_wait(struct mgr_srv *ms, struct mgr_args *a,
+			const struct net_opts *o)
+{
+	struct net_server *srv = NULL;
+	char addr[ADDR_STRLEN], msg[ADDR_STRLEN + 80];
+	double every = mgr_lead_lease_ms(ms->lead) / 3000.0;
+	int rc;
+
+	ms->acquired = mgr_lead_tick(ms->lead) == 1;
+	if (ms->acquired)
+		return 1;
+	if (stop_requested)
+		return 0;
+	rc = net_server_new(&srv, ms->loop, a->listen_host, a->listen_port,
+			    standby_handle, ms, o);
+	if (rc) {
+		log_err("--listen %s: %s", addr_format(addr, sizeof(addr),
+			a->listen_host, a->listen_port), strerror(-rc));
+		return rc;
+	}
+	addr_format(addr, sizeof(addr), a->listen_host, net_server_port(srv));
+	snprintf(msg, sizeof(msg), "standby on %s, waiting for the lease", addr);
+	log_notice("%s", msg);
+	sdn_ready(msg);
+	ev_timer_init(&ms->renew, lead_on_tick, every, every);
+	ms->renew.data = ms;
+	ev_timer_start(ms->loop, &ms->renew);
+	ev_run(ms->loop, 0);
+	ev_timer_stop(ms->loop, &ms->renew);
+	net_server_free(srv);
+	return ms->acquired;
+}
+
+/* The address this mgr records as the lease's holder: --listen, or this
+ * host's name when --listen is a wildcard. */
+static void lead_address(const struct mgr_args *a, char *host, size_t cap)
+{
+	if (strcmp(a->listen_host, "0.0.0.0") && strcmp(a->listen_host, "::") &&
+	    a->listen_host[0]) {
+		snprintf(host, cap, "%s", a->listen_host);
+		return;
+	}
+	if (gethostname(host, cap - 1))
+		snprintf(host, cap, "localhost");
+	host[cap - 1] = '\0';
+}
+
+/*
+ * On a PostgreSQL store: connect the lease and wait as a standby until
+ * this mgr is the active one, then fence every commit with its token.
+ * @return 1 active, 0 stopped while standing by, -errno (logged)
+ */
+static int lead_start(struct mgr_srv *ms, struct mgr_args *a,
+		      const struct net_opts *o)
+{
+	char host[PROTO_MAX_HOST + 1], msg[600];
+	int rc;
+
+	lead_address(a, host, sizeof(host));
+	rc = mgr_lead_new(&ms->lead, a->kc.uri, host, a->listen_port,
+			  (uint32_t)a->lead_ms, msg, sizeof(msg));
+	if (rc) {
+		log_err("%s", msg);
+		return rc;
+	}
+	rc = standby_wait(ms, a, o);
+	if (rc <= 0)
+		return rc;
+	rc = mgr_kv_set_token(ms->db->kv, mgr_lead_token(ms->lead));
+	if (rc) {
+		log_err("store_uri: cannot fence commits: %s", strerror(-rc));
+		return rc;
+	}
+	return 1;
+}
+
+/* net_req_fn: the admin STATUS op, else the metadata handler. A mgr past
+ * its lease answers nothing as the active one (checked per request: a
+ * process that was stopped and resumes must not serve one more). */
 static void mgr_main_handle(struct net_sreq *r, void *arg)
 {
 	struct mgr_srv *ms = arg;
 
+	if (ms->lead && !lead_serving(ms)) {
+		lead_lost(ms);
+		standby_reply(ms, r);
+		return;
+	}
 	if (r->hdr.op == PROTO_OP_STATUS)
 		srvstat_handle(r);
 	else if (mgr_lockd_owns(r->hdr.op))
@@ -655,7 +843,40 @@ static void mgr_main_handle(struct net_sreq *r, void *arg)
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	log_notice("signal %d: shutting down", w->signum);
+	stop_requested = 1;
 	ev_break(loop, EVBREAK_ALL);
+}
+
+/* Set in the environment of the re-executed program (lead_lost). */
+#define LEAD_RESTART_ENV "RPFS_MGR_LEAD_RESTART"
+
+/*
+ * Open the store. A mgr re-executed after losing the lease waits for an
+ * unreachable store instead of exiting (the database may be failing over
+ * itself), trying every lease/3 until it opens or a signal stops it; a
+ * first start still fails at once with the store's message.
+ * @return 0, or mgr_db_open_store's error (msg set, not yet logged)
+ */
+static int open_store(struct mgr_db **db, struct mgr_args *a,
+		      struct ev_loop *loop, char *msg, size_t cap)
+{
+	int restarted = getenv(LEAD_RESTART_ENV) != NULL, said = 0, rc;
+	struct timespec ts = { a->lead_ms / 3000, (a->lead_ms / 3 % 1000) * 1000000L };
+
+	unsetenv(LEAD_RESTART_ENV);
+	for (;;) {
+		msg[0] = '\0';
+		rc = mgr_db_open_store(db, &a->kc, &a->lim, 0, msg, cap);
+		if (!rc || !restarted || stop_requested ||
+		    (rc != -EHOSTUNREACH && rc != -EIO))
+			return rc;
+		if (!said++)
+			log_notice("%s; restarting as a standby: trying again every "
+				   "%ld ms", msg[0] ? msg : strerror(-rc),
+				   a->lead_ms / 3);
+		nanosleep(&ts, NULL);
+		ev_run(loop, EVRUN_NOWAIT); /* a SIGTERM meanwhile */
+	}
 }
 
 int main(int argc, char **argv)
@@ -671,7 +892,7 @@ int main(int argc, char **argv)
 	struct mgr_resync *resync = NULL;
 	struct mgr_metrics *metrics = NULL;
 	struct proto_time boot;
-	struct mgr_srv ms;
+	static struct mgr_srv ms;
 	struct net_server *srv = NULL;
 	struct cfg *conf = NULL;
 	struct net_opts o;
@@ -731,7 +952,16 @@ int main(int argc, char **argv)
 		log_err("cannot create the event loop");
 		goto out_free_conf;
 	}
-	rc = mgr_db_open_store(&db, &a.kc, &a.lim, 0, msg, sizeof(msg));
+	ev_signal_init(&sigterm, on_signal, SIGTERM);
+	ev_signal_start(loop, &sigterm);
+	ev_signal_init(&sigint, on_signal, SIGINT);
+	ev_signal_start(loop, &sigint);
+	sdn_start(loop); /* the watchdog, fed while standing by too */
+	rc = open_store(&db, &a, loop, msg, sizeof(msg));
+	if (rc && stop_requested) {
+		status = 0;
+		goto out_free_conf;
+	}
 	if (rc) {
 		if (msg[0])
 			log_err("%s", msg);
@@ -740,6 +970,21 @@ int main(int argc, char **argv)
 				a.kc.kind == MGR_KV_LMDB ? "--db " : "",
 				store_where(&a), strerror(-rc));
 		goto out_free_conf;
+	}
+	ms.db = db;
+	ms.loop = loop;
+	if (a.kc.kind == MGR_KV_POSTGRESQL) {
+		if (!a.listen_port) {
+			log_err("--listen %s: store postgresql needs a port other "
+				"than 0 (the lease names it to clients)",
+				a.listen_host);
+			goto out_close_db;
+		}
+		rc = lead_start(&ms, &a, &o);
+		if (rc <= 0) {
+			status = rc == 0 ? 0 : 1;
+			goto out_close_db;
+		}
 	}
 	msg[0] = '\0';
 	rc = mgr_db_config(db, a.iods, a.niods, a.unit,
@@ -763,8 +1008,10 @@ int main(int argc, char **argv)
 		log_err("out of memory");
 		goto out_close_db;
 	}
-	rc = mgr_iodpoll_start_opts(&poll, db, &o, (uint32_t)a.lease_ms,
-				    mgr_stale_wake, stale);
+	rc = mgr_iodpoll_start_lead(&poll, db, &o, (uint32_t)a.lease_ms,
+				    mgr_stale_wake, stale,
+				    ms.lead ? (uint64_t)mgr_lead_token(ms.lead) : 0,
+				    ms.lead ? lead_serving_mt : NULL, ms.lead);
 	if (rc) {
 		log_err("cannot start the iod poller: %s", strerror(-rc));
 		goto out_free_stale;
@@ -788,6 +1035,8 @@ int main(int argc, char **argv)
 		log_err("out of memory");
 		goto out_free_ops;
 	}
+	if (ms.lead)
+		mgr_ops_set_lead(ops, lead_serving, lead_lost, &ms);
 	rc = mgr_lockd_new(&lockd, loop, db, a.lock_grace_ms >= 0 ?
 			   (uint32_t)a.lock_grace_ms : MGR_LOCK_DEFAULT_GRACE_MS);
 	if (rc) {
@@ -827,12 +1076,14 @@ int main(int argc, char **argv)
 		log_notice("metrics on http://%s/metrics", addr_format(addr,
 			   sizeof(addr), a.metrics_host, mgr_metrics_port(metrics)));
 	}
-	ev_signal_init(&sigterm, on_signal, SIGTERM);
-	ev_signal_start(loop, &sigterm);
-	ev_signal_init(&sigint, on_signal, SIGINT);
-	ev_signal_start(loop, &sigint);
+	if (ms.lead) {
+		double every = mgr_lead_lease_ms(ms.lead) / 3000.0;
+
+		ev_timer_init(&ms.renew, lead_on_tick, every, every);
+		ms.renew.data = &ms;
+		ev_timer_start(loop, &ms.renew);
+	}
 	srvstat_init("mgr", 0, a.db_dir ? a.db_dir : "/", srv);
-	sdn_start(loop);
 	addr_format(addr, sizeof(addr), a.listen_host, net_server_port(srv));
 	snprintf(msg, sizeof(msg), "listening on %s, %u iods (%s%s), store %s", addr,
 		 a.niods, net_server_transport(srv),
@@ -842,10 +1093,11 @@ int main(int argc, char **argv)
 	sdn_ready(msg);
 	ev_run(loop, 0);
 	mgr_ops_flush(ops); /* the last iteration's batch, if any */
-	sdn_stop(loop);
-	ev_signal_stop(loop, &sigint);
-	ev_signal_stop(loop, &sigterm);
-	status = 0;
+	if (ms.lead)
+		ev_timer_stop(loop, &ms.renew);
+	if (!ms.restart) /* a restart as a standby is no stop to systemd */
+		sdn_stop(loop);
+	status = ms.restart ? 3 : 0;
 
 	mgr_metrics_stop(metrics); /* reads lockd, poll and resync */
 	metrics = NULL;
@@ -871,8 +1123,17 @@ out_stop_poll:
 out_free_stale:
 	mgr_stale_free(stale);
 out_close_db:
+	if (ms.lead && !ms.restart && mgr_lead_token(ms.lead))
+		mgr_lead_release(ms.lead); /* served nothing since the loop ended */
+	mgr_lead_free(ms.lead);
 	mgr_db_close(db);
 out_free_conf:
 	cfg_free(conf);
+	if (status == 3) { /* lost the lease: come back as a standby */
+		setenv(LEAD_RESTART_ENV, "1", 1);
+		execv("/proc/self/exe", argv);
+		fprintf(stderr, PROG ": cannot restart as a standby: %s\n",
+			strerror(errno));
+	}
 	return status;
 }

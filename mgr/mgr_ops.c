@@ -41,6 +41,9 @@ struct mgr_ops {
 	uint32_t npend;
 	size_t pend_bytes;
 	uint32_t commit_delay_ms;  /* testing: sleep before each batch commit */
+	int (*serving)(void *arg); /* mgr_ops_set_lead; NULL: always active */
+	void (*lost)(void *arg);
+	void *lead_arg;
 };
 
 /* Allocate the context and its two reusable buffers. */
@@ -89,11 +92,21 @@ static int ops_batch_reply(struct mgr_ops *ops)
 
 		nanosleep(&ts, NULL);
 	}
+	if (ops->serving && mgr_db_batch_is_open(ops->db) &&
+	    !ops->serving(ops->lead_arg))
+		ops->lost(ops->lead_arg); /* the commit below is refused */
 	rc = mgr_db_batch_commit(ops->db, &nops);
 
-	if (rc)
+	if (rc == -ESTALE && ops->serving) {
+		log_warn("group commit of %u ops refused (-ESTALE): this mgr is no "
+			 "longer the active one; each is answered as by a standby",
+			 nops);
+		ops->lost(ops->lead_arg);
+		rc = PROTO_STANDBY;
+	} else if (rc) {
 		log_err("group commit of %u ops failed: %s; each is answered "
 			"with that error", nops, strerror(-rc));
+	}
 	for (uint32_t i = 0; i < ops->npend; i++) {
 		struct ops_pend *p = &ops->pend[i];
 
@@ -142,6 +155,15 @@ int mgr_ops_group_commit(struct mgr_ops *ops, struct ev_loop *loop,
 	ev_prepare_start(loop, &ops->prep);
 	mgr_db_batch_set_flush(ops->db, ops_batch_flush, ops);
 	return 0;
+}
+
+/* See mgr_ops.h. */
+void mgr_ops_set_lead(struct mgr_ops *ops, int (*serving)(void *arg),
+		      void (*lost)(void *arg), void *arg)
+{
+	ops->serving = serving;
+	ops->lost = lost;
+	ops->lead_arg = arg;
 }
 
 /* See mgr_ops.h. */
@@ -518,6 +540,14 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 	}
 	if (rc > 0 || rc < -4095)
 		rc = -EIO;
+	if (rc == -ESTALE && ops->serving) {
+		/* only a fenced commit (group commit off) fails so: the lease
+		 * moved on, nothing of the op landed */
+		log_warn("%s refused (-ESTALE): this mgr is no longer the active "
+			 "one; answered as by a standby", proto_op_name(op));
+		ops->lost(ops->lead_arg);
+		rc = PROTO_STANDBY;
+	}
 	log_debug("%s uid %u from %s: %d", proto_op_name(op), m.cred.uid,
 		  net_sconn_peer(r->conn), rc);
 	net_sreq_reply(r, rc, rc ? NULL : ops->rep, rc ? 0 : (uint32_t)w.len);

@@ -40,6 +40,19 @@ void mgr_ops_free(struct mgr_ops *ops);
 int mgr_ops_group_commit(struct mgr_ops *ops, struct ev_loop *loop,
 			 uint32_t commit_delay_ms);
 
+/**
+ * Leadership (several mgrs on one store, mgr_lead.h): before a batch
+ * commits, serving(arg) is asked whether this mgr may still answer as the
+ * active one. If not, or if the commit is refused with -ESTALE, lost(arg)
+ * is called and every op of the batch is answered PROTO_STANDBY with no
+ * commit landing (lost must make later commits fail: mgr_kv_set_token).
+ * With group commit off, an op whose own commit is refused so is answered
+ * PROTO_STANDBY the same way.
+ * Without this call (LMDB) a mgr is always active.
+ */
+void mgr_ops_set_lead(struct mgr_ops *ops, int (*serving)(void *arg),
+		      void (*lost)(void *arg), void *arg);
+
 /** Commit the open batch and answer its ops now (before the server is
  * freed: it drops requests still held). NULL or group commit off: nothing. */
 void mgr_ops_flush(struct mgr_ops *ops);

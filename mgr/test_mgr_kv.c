@@ -728,6 +728,8 @@ static void run_contract(const struct backend *be)
 		goto out_drop;
 	}
 	CHECK(s.kv->kind == be->kind);
+	if (be->kind == MGR_KV_LMDB) /* one mgr, no shared lease */
+		CHECK_RC(mgr_kv_set_token(s.kv, 3), -EOPNOTSUPP);
 	test_basic(s.kv);
 	test_order(s.kv);
 	test_merge(s.kv);
@@ -1068,6 +1070,61 @@ out_drop:
 	pg_drop_db(name);
 }
 
+/* The leadership fence (mgr_kv_set_token): a commit runs only while the
+ * lease row holds the store's token; once another mgr took the lease
+ * (token + 1), a commit is refused with -ESTALE and nothing of it lands.
+ * Reads and empty commits need no token. LMDB has no fence. */
+static void test_pg_fence(void)
+{
+	struct mgr_kv_conf conf = { .kind = MGR_KV_POSTGRESQL };
+	char name[64], uri[1024], msg[600];
+	struct mgr_kv *kv;
+	struct mgr_kv_txn *t;
+
+	fprintf(stderr, "== postgresql: the leadership fence\n");
+	if (pg_fresh_db(name, sizeof(name), uri, sizeof(uri))) {
+		CHECK(!"cannot create a database");
+		return;
+	}
+	conf.uri = uri;
+	if (mgr_kv_pg_open(&conf, 1, &kv, msg, sizeof(msg))) {
+		CHECK(!"cannot open");
+		fprintf(stderr, "%s\n", msg);
+		goto out_drop;
+	}
+	CHECK(pg_sql(uri, "UPDATE rpfs_lease SET token = 7") == 0);
+	CHECK_RC(mgr_kv_set_token(kv, -1), -EINVAL);
+	CHECK_RC(mgr_kv_set_token(kv, 7), 0);
+	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
+	CHECK_RC(k_put(t, MGR_KV_XATTRS, S("a"), S("1"), 0), 0);
+	CHECK_RC(k_commit(t), 0);
+	/* another mgr takes the lease */
+	CHECK(pg_sql(uri, "UPDATE rpfs_lease SET token = 8") == 0);
+	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
+	CHECK_RC(k_put(t, MGR_KV_XATTRS, S("b"), S("2"), 0), 0);
+	CHECK_RC(k_del(t, MGR_KV_XATTRS, S("a")), 0);
+	CHECK_RC(k_commit(t), -ESTALE);
+	CHECK_RC(k_begin(kv, NULL, 0, &t), 0); /* nothing to send: no fence */
+	CHECK_RC(k_commit(t), 0);
+	CHECK_RC(k_begin(kv, NULL, 1, &t), 0);
+	CHECK_VAL(t, MGR_KV_XATTRS, S("a"), "1");
+	CHECK_VAL(t, MGR_KV_XATTRS, S("b"), NULL);
+	k_abort(t);
+	/* the new holder's token commits; 0 turns the fence off */
+	CHECK_RC(mgr_kv_set_token(kv, 8), 0);
+	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
+	CHECK_RC(k_put(t, MGR_KV_XATTRS, S("c"), S("3"), 0), 0);
+	CHECK_RC(k_commit(t), 0);
+	CHECK_RC(mgr_kv_set_token(kv, 0), 0);
+	CHECK(pg_sql(uri, "UPDATE rpfs_lease SET token = 9") == 0);
+	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
+	CHECK_RC(k_put(t, MGR_KV_XATTRS, S("d"), S("4"), 0), 0);
+	CHECK_RC(k_commit(t), 0);
+	mgr_kv_close(kv);
+out_drop:
+	pg_drop_db(name);
+}
+
 /* A lost connection: the next call reconnects (once) and succeeds; if the
  * server refuses the new connection, the call fails with -EIO. */
 static void test_pg_reconnect(void)
@@ -1199,6 +1256,7 @@ int main(int argc, char **argv)
 #ifdef RPFS_HAVE_PG
 	test_pg_open_errors();
 	test_pg_commit_faults();
+	test_pg_fence();
 	test_pg_reconnect();
 #endif
 	if (nbe == 0) {

@@ -43,12 +43,23 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope='session', autouse=True)
-def pg_store():
-    """With RPFS_STORE=postgresql and no RPFS_PG_URI: a temporary PostgreSQL
-    cluster for the whole session (scripts/pg-temp.sh), named to util by
-    $RPFS_PG_URI; every Cluster makes a database of its own on it."""
-    if util.store() != 'postgresql' or os.environ.get('RPFS_PG_URI'):
+def pg_store(request):
+    """With RPFS_STORE=postgresql: the session's PostgreSQL cluster
+    (pg_server), on which every Cluster makes a database of its own."""
+    if util.store() != 'postgresql':
         yield None
+        return
+    yield request.getfixturevalue('pg_server')
+
+
+@pytest.fixture(scope='session')
+def pg_server():
+    """A temporary PostgreSQL cluster for the whole session
+    (scripts/pg-temp.sh) unless $RPFS_PG_URI names one, named to util by
+    $RPFS_PG_URI (util.pg_new_db). Also asked for by tests that need
+    PostgreSQL whatever RPFS_STORE is (test_lead.py)."""
+    if os.environ.get('RPFS_PG_URI'):
+        yield os.environ['RPFS_PG_URI']
         return
     # not under the basetemp: the server's user (rpfs-pg when we are root)
     # must reach the directory, and pytest's are closed to others

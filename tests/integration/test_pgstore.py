@@ -52,7 +52,7 @@ def rpfs(*args):
 
 
 def test_mkfs_creates_schema(pg, tmp_path):
-    """mkfs --store-uri creates the schema (version 1, the kv table, the
+    """mkfs --store-uri creates the schema (version 2, the kv table, the
     lease row) and the data directories; a second run changes nothing."""
     psql(pg, 'CREATE DATABASE mkfs1')
     uri = with_db(pg, 'mkfs1')
@@ -61,7 +61,7 @@ def test_mkfs_creates_schema(pg, tmp_path):
     assert r.returncode == 0, r.stderr
     assert 'schema ready' in r.stdout
     assert os.path.isdir(data)
-    assert psql(uri, 'SELECT version FROM rpfs_schema') == '1'
+    assert psql(uri, 'SELECT version FROM rpfs_schema') == '2'
     assert psql(uri, 'SELECT count(*) FROM rpfs_kv') == '0'
     assert psql(uri, 'SELECT id, token FROM rpfs_lease') == '1|0'
     psql(uri, "INSERT INTO rpfs_kv VALUES (5, '\\x01', '\\x02')")
@@ -118,7 +118,7 @@ def test_mkfs_store_errors(pg, tmp_path):
     r = rpfs('mkfs', '--store-uri', uri)
     assert r.returncode == 1
     assert re.fullmatch(r'rpfs mkfs: --store-uri: store_uri postgresql://rpfs@\S+/vers1: '
-                        r'schema version 7, this rpfs-mgr needs 1\n', r.stderr), r.stderr
+                        r'schema version 7, this rpfs-mgr needs 2\n', r.stderr), r.stderr
     # usage
     assert rpfs('mkfs', '--store-uri', '').returncode == 2
     r = rpfs('mkfs', '--store-uri', uri, '--db', str(tmp_path / 'db'))
@@ -146,7 +146,7 @@ def test_mkfs_conf_store(pg, tmp_path):
     r = rpfs('mkfs', '--conf', good)
     assert r.returncode == 0, r.stderr
     assert os.path.isdir(data) and 'schema ready' in r.stdout
-    assert psql(uri, 'SELECT version FROM rpfs_schema') == '1'
+    assert psql(uri, 'SELECT version FROM rpfs_schema') == '2'
     nouri = conf_file(tmp_path, 'nouri.conf', ['store = postgresql'])
     r = rpfs('mkfs', '--conf', nouri)
     assert r.returncode == 3

@@ -387,7 +387,7 @@ class Mount:
 
     def start(self, timeout=30):
         os.makedirs(self.path, exist_ok=True)
-        argv = [binary('fuse-client/rpfs-fuse'), hostport(self.cluster.mgr_port),
+        argv = [binary('fuse-client/rpfs-fuse'), self.cluster.mgr_spec(),
                 self.path, '-f']
         if self.opts:
             argv += ['-o', self.opts]
@@ -466,6 +466,11 @@ class Cluster:
 
     def daemons(self):
         return [self.mgr] + self.iods
+
+    def mgr_spec(self):
+        """The mount's first argument: the mgr's HOST:PORT (a list of them
+        for several mgrs on one store: test_lead.py)."""
+        return hostport(self.mgr_port)
 
     def store_args(self):
         """The mgr's arguments naming its store: --db DIR (LMDB) or the

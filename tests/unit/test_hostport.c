@@ -170,6 +170,35 @@ static void test_listen_check(void)
 	      "insecure: %s", err);
 }
 
+/* addr_parse_list: lists of mgrs, the default port, and each refusal. */
+static void test_list(void)
+{
+	struct addr_hp l[ADDR_MAX_LIST];
+	char err[1024] = "";
+	int n = -1;
+
+	CHECK(addr_parse_list("--t", "a:1,[::1]:2,b", 7400, l, &n, err,
+			      sizeof(err)) == 0 && n == 3, "list of 3: %s", err);
+	CHECK(!strcmp(l[0].host, "a") && l[0].port == 1 &&
+	      !strcmp(l[1].host, "::1") && l[1].port == 2 &&
+	      !strcmp(l[2].host, "b") && l[2].port == 7400, "list fields");
+	CHECK(addr_parse_list("--t", "h:9", 0, l, &n, err, sizeof(err)) == 0 &&
+	      n == 1, "one");
+	CHECK(addr_parse_list("--t", "h", 0, l, &n, err, sizeof(err)) == -EINVAL,
+	      "no port without a default");
+	CHECK(addr_parse_list("--t", "a:1,", 0, l, &n, err, sizeof(err)) == -EINVAL &&
+	      strstr(err, "empty"), "trailing comma: %s", err);
+	CHECK(addr_parse_list("--t", "", 0, l, &n, err, sizeof(err)) == -EINVAL,
+	      "empty");
+	CHECK(addr_parse_list("--t", "a:1,a:1", 0, l, &n, err, sizeof(err)) == -EINVAL &&
+	      strstr(err, "twice"), "duplicate: %s", err);
+	CHECK(addr_parse_list("--t", "a:1,b:2,c:3,d:4,e:5,f:6,g:7,h:8,i:9", 0, l,
+			      &n, err, sizeof(err)) == -EINVAL &&
+	      strstr(err, "at most 8"), "nine: %s", err);
+	CHECK(addr_parse_list("--t", "a:1,b:70000", 0, l, &n, err, sizeof(err)) ==
+	      -EINVAL && strstr(err, "70000"), "bad port: %s", err);
+}
+
 int main(void)
 {
 	test_accepted();
@@ -177,5 +206,6 @@ int main(void)
 	test_small_buffer();
 	test_format();
 	test_listen_check();
+	test_list();
 	return check_summary("hostport");
 }

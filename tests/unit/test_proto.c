@@ -1651,6 +1651,64 @@ static void test_ioreq(void)
 /* ----------------------------------------------------------------- misc */
 
 /* STATUS reply: round trip, every truncation, trailing bytes, limits. */
+/* The standby answer's body: round trip, the empty body (no hint), and
+ * each refusal of encode and decode; the fence message's optional token. */
+static void test_standby(void)
+{
+	struct proto_standby s = { { "10.0.0.9", 8 }, 7400, 5 }, d;
+	uint8_t buf[PROTO_MAX_HOST + 64];
+	struct wbuf w;
+	const char *why = NULL;
+	size_t n;
+
+	wb_init(&w, buf, sizeof(buf));
+	CHECK(proto_standby_encode(&w, &s) == 0, "standby enc");
+	n = w.len;
+	CHECK(n == 2 + 8 + 2 + 8, "standby len %zu", n);
+	CHECK(proto_standby_decode(buf, n, &d, &why) == 0, "standby dec");
+	CHECK(d.host.len == 8 && !memcmp(d.host.p, "10.0.0.9", 8) &&
+	      d.port == 7400 && d.token == 5, "standby fields");
+	CHECK(proto_standby_decode(buf, 0, &d, &why) == 0 && d.host.len == 0 &&
+	      d.port == 0, "standby empty: no hint");
+	CHECK(proto_standby_decode(buf, n - 1, &d, &why) == -EBADMSG, "truncated");
+	buf[n] = 0;
+	CHECK(proto_standby_decode(buf, n + 1, &d, &why) == -EBADMSG &&
+	      !strcmp(why, "trailing bytes"), "trailing");
+	memcpy(buf + 2 + 8, "\0\0", 2);
+	CHECK(proto_standby_decode(buf, n, &d, &why) == -EBADMSG &&
+	      !strcmp(why, "standby port"), "port 0");
+	struct proto_standby bad[] = {
+		{ { "", 0 }, 1, 1 }, { { "h", 1 }, 0, 1 }, { { "h", 1 }, 1, 0 },
+		{ { "h\0x", 3 }, 1, 1 },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		wb_init(&w, buf, sizeof(buf));
+		CHECK(proto_standby_encode(&w, &bad[i]) == -EINVAL, "standby bad %zu", i);
+	}
+	/* IO_FENCE: the token rides at the end only when not 0 */
+	{
+		static uint8_t fb[256];
+		struct proto_fence f = { .seq = 3, .lease_ms = 100 }, g;
+		size_t n0;
+
+		wb_init(&w, fb, sizeof(fb));
+		CHECK(proto_fence_encode(&w, &f) == 0, "fence enc");
+		n0 = w.len;
+		CHECK(proto_fence_decode(fb, n0, &g, &why) == 0 && g.token == 0,
+		      "fence without token");
+		f.token = 9;
+		wb_init(&w, fb, sizeof(fb));
+		CHECK(proto_fence_encode(&w, &f) == 0 && w.len == n0 + 8, "fence token enc");
+		CHECK(proto_fence_decode(fb, w.len, &g, &why) == 0 && g.token == 9,
+		      "fence token dec");
+		memset(fb + n0, 0, 8);
+		CHECK(proto_fence_decode(fb, n0 + 8, &g, &why) == -EBADMSG,
+		      "fence token 0 on the wire");
+		CHECK(proto_fence_decode(fb, n0 + 4, &g, &why) == -EBADMSG,
+		      "fence 4 trailing bytes");
+	}
+}
+
 static void test_status(void)
 {
 	static char json[PROTO_MAX_STATUS_JSON + 1];
@@ -2779,6 +2837,7 @@ int main(int argc, char **argv)
 	test_ioreq();
 	test_statfs();
 	test_status();
+	test_standby();
 	test_lock();
 	test_layout();
 	test_op_names();

@@ -1,0 +1,345 @@
+"""Several mgrs on one PostgreSQL store, one active (HACKING "Several mgrs,
+one active"): two rpfs-mgr processes share a database, 4 iods, and a mount
+names both ("h1:p1,h2:p2"). Whatever RPFS_STORE is, these tests use a
+database of their own on the session's PostgreSQL cluster (conftest
+pg_server).
+
+- the active one answers, the other gives the standby answer with the
+  active one's address (raw frames);
+- kill -9 of the active: the mount keeps going (creates, renames, unlinks,
+  each logged once acknowledged), every acknowledged change is there after
+  the takeover, and the time until service resumed is printed;
+- SIGSTOP of the active past its lease, takeover, SIGCONT: the old one
+  answers nothing as the active one and restarts as a standby.
+"""
+import os
+import re
+import signal
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+import util
+from wire import F_CTRL, HDR_LEN, OP_LOOKUP, OP_NET_HELLO, handshake, hdr, request
+
+# the host stage runs these (raw TCP peers, PostgreSQL on the host); the
+# transport under the mgrs is the same as everywhere else
+pytestmark = pytest.mark.host_only
+
+LEASE_S = 3          # --lease of both mgrs: short, so the tests are short
+EREMCHG = 78         # PROTO_STANDBY = -EREMCHG
+ENOENT = 2
+CRED_ROOT = struct.pack('<IIH', 0, 0, 0)
+STANDBY_RE = r'^<5>rpfs-mgr: standby on '
+READY_RE = r'^<5>rpfs-mgr: ready:'
+# the old active mgr, once it finds it lost the lease (SIGSTOP test)
+LOST_RE = (r'^<4>rpfs-mgr: lease: this mgr is no longer the active one '
+           r'\(token \d+\): it stops serving and restarts as a standby$')
+# ... and if it held a batch of writes then: nothing of it commits
+REFUSED_RE = (r'^<4>rpfs-mgr: group commit of \d+ ops refused \(-ESTALE\): this '
+              r'mgr is no longer the active one; each is answered as by a standby$')
+
+
+class LeadCluster(util.Cluster):
+    """util.Cluster with two mgrs on one PostgreSQL database: mgrs[0] is
+    started first (it takes the lease), mgrs[1] stands by."""
+
+    def __init__(self, state_dir, **kw):
+        super().__init__(state_dir, **kw)
+        if not self.store_uri:
+            self.store_uri = util.pg_new_db()
+        self.mgr_ports = [self.mgr_port, util.free_port()]
+        self.mgrs = []
+        for i, port in enumerate(self.mgr_ports):
+            argv = [util.binary('mgr/rpfs-mgr'), '--listen', util.hostport(port),
+                    '--log-level', 'info', '--lease', str(LEASE_S)]
+            argv += self.store_args() + util.insecure_args()
+            for p in self.iod_ports:
+                argv += ['--iod', util.hostport(p)]
+            self.mgrs.append(util.Daemon('%s-mgr%d' % (self.name, i), argv,
+                                         os.path.join(self.logdir, 'mgr%d.log' % i),
+                                         READY_RE, self.env))
+        self.mgr = self.mgrs[0]
+
+    def daemons(self):
+        return self.mgrs + self.iods
+
+    def mgr_spec(self):
+        return ','.join(util.hostport(p) for p in self.mgr_ports)
+
+    def start_mgr(self, i, ready_re):
+        """Start mgr i and wait for ready_re (READY_RE or STANDBY_RE)."""
+        d = self.mgrs[i]
+        d.ready_re = re.compile(ready_re, re.M)
+        d.start()
+
+    def start(self):
+        for d in self.iods:
+            d.start()
+        self.start_mgr(0, READY_RE)
+        self.start_mgr(1, STANDBY_RE)
+
+    def stop_daemons(self):
+        stuck = []
+        for d in self.mgrs + self.iods:
+            if not d.stop():
+                stuck.append(d.name)
+        return stuck
+
+    def lease(self):
+        """(token, holder) of the lease row."""
+        out = util.run(['psql', self.store_uri, '-Atc',
+                        'SELECT token, holder FROM rpfs_lease WHERE id = 1']).stdout
+        tok, holder = out.strip().split('|')
+        return int(tok), holder
+
+    def active(self):
+        """Index of the mgr whose address holds the lease."""
+        _tok, holder = self.lease()
+        addr = holder.rsplit('#', 1)[0]
+        return [util.hostport(p) for p in self.mgr_ports].index(addr)
+
+
+def lookup_body(name=b'no-such-name'):
+    """The body of a LOOKUP of name in the root, as root."""
+    return CRED_ROOT + struct.pack('<Q', 1) + struct.pack('<H', len(name)) + name
+
+
+def lookup(port, timeout=10):
+    """A raw LOOKUP of a missing name on the mgr at port: (status, body);
+    the active mgr answers -ENOENT, a standby -EREMCHG."""
+    with socket.create_connection((util.HOST, port), timeout=timeout) as s:
+        handshake(s)
+        return request(s, OP_LOOKUP, lookup_body())
+
+
+def standby_hint(body):
+    """Decode a standby answer's body: (host, port, token) or None."""
+    if not body:
+        return None
+    n, = struct.unpack_from('<H', body)
+    host = body[2:2 + n].decode()
+    port, token = struct.unpack_from('<HQ', body, 2 + n)
+    assert len(body) == 2 + n + 10, body
+    return host, port, token
+
+
+@pytest.fixture(scope='module')
+def ha(tmp_path_factory, pg_server):
+    c = LeadCluster(str(tmp_path_factory.mktemp('lead')), niods=4, name='lead')
+    util.clusters.append(c)
+    try:
+        c.start()
+        m = c.mount(str(tmp_path_factory.mktemp('lead-mnt')), 'allow_other,timeout=2')
+        yield c, m.path
+    finally:
+        util.cleanup(c)
+
+
+def test_one_active_one_standby(ha):
+    """Exactly one mgr answers; the other gives the standby answer naming
+    it, with the token the database holds."""
+    c, _mnt = ha
+    a = c.active()
+    tok, _holder = c.lease()
+    st, _ = lookup(c.mgr_ports[a])
+    assert st == -ENOENT, st
+    st, body = lookup(c.mgr_ports[1 - a])
+    assert st == -EREMCHG, st
+    assert standby_hint(body) == (util.HOST, c.mgr_ports[a], tok)
+
+
+def test_status_shows_active_and_standby(ha):
+    """rpfs status --mgr A,B: one row per mgr, the active one up, the other
+    standing by; the iods listed from the active one; nothing down."""
+    c, _mnt = ha
+    a = c.active()
+    r = util.run([util.binary('admin/rpfs'), 'status', '--mgr', c.mgr_spec()],
+                 check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = {}
+    for line in r.stdout.splitlines()[1:]:
+        f = line.split()
+        rows[(f[0], f[1])] = f[3]
+    assert rows[('mgr', str(a))] == 'up', r.stdout
+    assert rows[('mgr', str(1 - a))] == 'standby', r.stdout
+    assert [rows[('iod', str(i))] for i in range(4)] == ['up'] * 4, r.stdout
+
+
+class Workload(threading.Thread):
+    """Creates, renames and unlinks in one directory of the mount, each
+    logged once acknowledged; the model is what must be there."""
+
+    def __init__(self, d):
+        super().__init__(daemon=True)
+        self.d = d
+        self.present = set()
+        self.gone = set()
+        self.acks = []     # (time acknowledged, op) in order
+        self.error = None
+        self.stop = threading.Event()
+
+    def op(self, what, fn, *args):
+        fn(*args)
+        self.acks.append((time.monotonic(), what))
+
+    def run(self):
+        i = 0
+        try:
+            while not self.stop.is_set():
+                a = os.path.join(self.d, 'a%d' % i)
+                b = os.path.join(self.d, 'b%d' % i)
+                self.op('create', lambda p: os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)), a)
+                self.present.add(a)
+                self.op('rename', os.rename, a, b)
+                self.present.discard(a)
+                self.gone.add(a)
+                self.present.add(b)
+                if i % 3 == 0:
+                    self.op('unlink', os.unlink, b)
+                    self.present.discard(b)
+                    self.gone.add(b)
+                if i % 5 == 0:
+                    m = os.path.join(self.d, 'd%d' % i)
+                    self.op('mkdir', os.mkdir, m)
+                    self.present.add(m)
+                i += 1
+        except OSError as e:
+            self.error = e
+
+    def acked_after(self, t):
+        return sum(1 for at, _ in self.acks if at > t)
+
+
+def run_through(c, mnt, name, fault, timeout=60):
+    """Run the workload in mnt/name, call fault() once it is going, and
+    keep it going until 50 ops were acknowledged after fault returned.
+    Returns (workload, seconds from the fault to the first op after it)."""
+    d = os.path.join(mnt, name)
+    os.mkdir(d)
+    w = Workload(d)
+    w.start()
+    util.wait_until(lambda: len(w.acks) >= 30 or w.error, 30, what='workload going')
+    t0 = time.monotonic()
+    fault()
+    try:
+        util.wait_until(lambda: w.acked_after(t0) >= 50 or w.error or not w.is_alive(),
+                        timeout, what='ops acknowledged after the fault')
+    finally:
+        w.stop.set()
+        w.join(30)
+    assert w.error is None, 'the workload failed: %r' % w.error
+    after = [at for at, _ in w.acks if at > t0]
+    gap = max([b - a for a, b in zip([t0] + after, after)] or [0])
+    return w, gap
+
+
+def check_model(w):
+    """Every acknowledged change is there."""
+    for p in sorted(w.present):
+        assert os.path.lexists(p), '%s was acknowledged but is missing' % p
+    for p in sorted(w.gone - w.present):
+        assert not os.path.lexists(p), '%s was removed (acknowledged) but is there' % p
+
+
+def test_kill9_active_mount_continues(ha):
+    """kill -9 of the active mgr: the standby takes over, the mount goes on
+    without a remount, and no acknowledged change is lost."""
+    c, mnt = ha
+    a = c.active()
+    tok0, _ = c.lease()
+    w, gap = run_through(c, mnt, 'kill9',
+                         lambda: c.mgrs[a].stop(signal.SIGKILL))
+    print('\nkill -9 of the active mgr: service resumed after %.2f s '
+          '(lease %d s), %d ops acknowledged' % (gap, LEASE_S, len(w.acks)))
+    assert c.active() == 1 - a
+    assert c.lease()[0] > tok0
+    check_model(w)
+    # the killed one comes back as a standby
+    c.start_mgr(a, STANDBY_RE)
+    st, body = lookup(c.mgr_ports[a])
+    assert st == -EREMCHG and standby_hint(body)[1] == c.mgr_ports[1 - a]
+
+
+@pytest.mark.expect_log(LOST_RE, REFUSED_RE)
+def test_sigstop_active_never_answers_as_active(ha):
+    """SIGSTOP of the active mgr past its lease: the standby takes over; a
+    request sent to the stopped one while it was stopped gets the standby
+    answer (or a closed connection) once it resumes, never an answer as
+    the active mgr; it then restarts as a standby."""
+    c, mnt = ha
+    a = c.active()
+    old = c.mgrs[a]
+    tok0, _ = c.lease()
+    pending = []
+
+    def fault():
+        old.proc.send_signal(signal.SIGSTOP)
+        # a request the stopped mgr finds when it resumes
+        s = socket.create_connection((util.HOST, c.mgr_ports[a]), timeout=30)
+        pending.append(s)
+
+    try:
+        w, gap = run_through(c, mnt, 'sigstop', fault)
+        util.wait_until(lambda: c.lease()[0] > tok0, 30, what='takeover')
+        body = lookup_body()
+        pending[0].sendall(hdr(OP_NET_HELLO, 0, tag=0, flags=F_CTRL) +
+                           hdr(OP_LOOKUP, len(body)) + body)
+    finally:
+        old.proc.send_signal(signal.SIGCONT)
+    print('\nSIGSTOP of the active mgr: service resumed after %.2f s (lease %d s)'
+          % (gap, LEASE_S))
+    check_model(w)
+    assert c.active() == 1 - a
+    # its answer to the request it found: the standby answer, or the
+    # connection closed by its restart; never -ENOENT (an active mgr's)
+    assert pending_status(pending[0]) in (-EREMCHG, None)
+    util.wait_until(lambda: old.log.read_from(0).rstrip().splitlines()[-1]
+                    .startswith('<5>rpfs-mgr: standby on'), 30,
+                    what='the old mgr restarts as a standby')
+    assert re.search(LOST_RE, old.log.read_from(0), re.M)
+    st, body = lookup(c.mgr_ports[a])
+    assert st == -EREMCHG and standby_hint(body)[1] == c.mgr_ports[1 - a]
+
+
+def pending_status(s):
+    """The status of the LOOKUP sent on s after its handshake: None if the
+    connection closed before answering it."""
+    got = b''
+    try:
+        while len(got) < 2 * HDR_LEN:
+            b = s.recv(4096)
+            if not b:
+                return None
+            got += b
+    except (ConnectionResetError, socket.timeout):
+        return None
+    finally:
+        s.close()
+    status, = struct.unpack_from('<i', got, HDR_LEN + 16)
+    return status
+
+
+@pytest.mark.parametrize('how,arg,want', [
+    ('flag', '1', r'--lease: expected SECONDS 2\.\.600, got "1"'),
+    ('flag', '10s', r'--lease: expected SECONDS 2\.\.600, got "10s"'),
+    ('conf', '601', r'\[mgr\] lease: expected seconds 2\.\.600, got "601"'),
+])
+def test_lease_validated(tmp_path, how, arg, want):
+    """A bad --lease or [mgr] lease is refused at start with one line
+    naming it (exit 2), before anything is opened."""
+    argv = [util.binary('mgr/rpfs-mgr')]
+    if how == 'flag':
+        argv += ['--listen', util.hostport(1), '--db', str(tmp_path / 'db'),
+                 '--iod', util.hostport(2), '--lease', arg]
+    else:
+        conf = tmp_path / 'rpfs.conf'
+        conf.write_text('[mgr]\nlisten = %s\ndb = %s\nlease = %s\n[iod.0]\nhost = %s\nport = 2\n'
+                        % (util.hostport(1), tmp_path / 'db', arg, util.HOST))
+        argv += ['--conf', str(conf)]
+    r = util.run(argv, check=False, timeout=30)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert re.search(want, r.stderr), r.stderr
