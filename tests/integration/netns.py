@@ -76,8 +76,8 @@ class NetMount(util.Mount):
     def start(self, timeout=30):
         """Mount and wait for the mount point (fails with the client's log)."""
         os.makedirs(self.path, exist_ok=True)
-        argv = [util.binary('fuse-client/rpfs-fuse'), '%s:%d' % (self.cluster.mgr_node.addr,
-                                                                 MGR_PORT), self.path, '-f']
+        argv = [util.binary('fuse-client/rpfs-fuse'), self.cluster.mgr_spec(), self.path,
+                '-f']
         if self.opts:
             argv += ['-o', self.opts]
         fh = open(self.log.path, 'ab')
@@ -160,6 +160,13 @@ class NetCluster(util.Cluster):
                                r'^<5>rpfs-mgr: ready:', self.env)
         self.made_ns = []
         self.made_tmpfs = []
+        self.mgr_specs = None   # [HOST:PORT, ...] when several mgrs serve
+
+    def mgr_spec(self):
+        """The mgr address(es) the clients are given: HOST:PORT, or a list
+        HOST:PORT,HOST:PORT when self.mgr_specs is set (several mgrs)."""
+        specs = self.mgr_specs
+        return ','.join(specs) if specs else '%s:%d' % (self.mgr_node.addr, MGR_PORT)
 
     def nodes(self):
         return [self.mgr_node] + self.iod_nodes + self.cli_nodes + self.extra_nodes
