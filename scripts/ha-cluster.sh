@@ -3,9 +3,14 @@
 # PostgreSQL, in network namespaces on this machine (issue 21, item 4):
 # a pg_auto_failover monitor, 2 PostgreSQL nodes (a primary and its
 # synchronous standby), the mgr on the PostgreSQL store with a multi-host
-# store_uri, 4 iods and N clients mounted on host paths.
+# store_uri, 4 iods and N clients (default 2) mounted on host paths. When
+# this build's rpfs-mgr has --lease (several mgrs on one store, one
+# active), a second mgr stands by and the clients get the list of both
+# (their --lease: SECONDS, default the mgr's); else one mgr, and status
+# says so.
 #
-#   ha-cluster.sh up [--dir DIR] [--clients N]   start it all; print where
+#   ha-cluster.sh up [--dir DIR] [--clients N] [--lease SECONDS]
+#                                                start it all; print where
 #                                                everything is (as status)
 #   ha-cluster.sh status [--dir DIR]             addresses, store_uri, mounts,
 #                                                logs, the database nodes'
@@ -34,7 +39,7 @@ die() {
 }
 
 usage() {
-	printf 'usage: ha-cluster.sh up|down|status [--dir DIR] [--clients N]\n' >&2
+	printf 'usage: ha-cluster.sh up|down|status [--dir DIR] [--clients N] [--lease SECONDS]\n' >&2
 	exit 2
 }
 
@@ -61,7 +66,7 @@ while [ $i -lt ${#args[@]} ]; do
 		dir=${args[$((i + 1))]}
 		i=$((i + 2))
 		;;
-	--clients)
+	--clients | --lease)
 		[ $((i + 1)) -lt ${#args[@]} ] || usage
 		i=$((i + 2))
 		;;

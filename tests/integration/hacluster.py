@@ -8,10 +8,11 @@ daemons for the database):
     db1    10.77.0.61  a PostgreSQL node (pg_autoctl + postgres)
     db2    10.77.0.62  another; one primary, one synchronous standby
     mgr    10.77.0.10  rpfs-mgr, store postgresql, the multi-host store_uri
+    mgr2   10.77.0.63  a standby rpfs-mgr, when the build has --lease
     iodI   10.77.0.2I  rpfs-iod, 4 of them
     cliK   10.77.0.4K  rpfs-fuse, mounted on DIR/mnt/cliK (host paths)
 
-    hacluster.py up|down|status --dir DIR [--clients N]
+    hacluster.py up|down|status --dir DIR [--clients N] [--lease SECONDS]
 
 Everything lives under DIR (state.json says what was made, written after
 each step, so `down` undoes a partial `up` too; logs/; pg/NODE/ the
@@ -25,6 +26,7 @@ import argparse
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import subprocess
@@ -231,6 +233,29 @@ class Ha:
             self.pg_run(node, ['pg_autoctl', 'config', 'set', '--pgdata', pgdata, k, v])
         self.pg_run(node, ['pg_autoctl', 'reload', '--pgdata', pgdata])
 
+    @staticmethod
+    def lease_supported():
+        """Whether this build's rpfs-mgr runs as one of several mgrs on one
+        store (--lease: one active, the others standing by)."""
+        r = util.run([util.binary('mgr/rpfs-mgr'), '--help'], check=False, timeout=30)
+        # --lease SECONDS, not --lease-ms (the iods' fence lease)
+        return re.search(r'--lease(?![-\w])', r.stdout + r.stderr) is not None
+
+    def second_mgr(self, lease):
+        """The standby mgr (on host mgr2): the first one's arguments on
+        its own address; both get --lease when lease is set."""
+        net = self.net
+        node = [n for n in net.extra_nodes if n.name == 'mgr2'][0]
+        if lease:
+            net.mgr.argv += ['--lease', str(lease)]
+        first = net.mgr.argv
+        cmd = first[first.index('--') + 1:]
+        cmd[cmd.index('--listen') + 1] = '%s:%d' % (node.addr, netns.MGR_PORT)
+        net.mgr_specs = ['%s:%d' % (net.mgr_node.addr, netns.MGR_PORT),
+                         '%s:%d' % (node.addr, netns.MGR_PORT)]
+        return util.Daemon('ha-mgr2', node.argv(cmd), os.path.join(self.dir, 'logs', 'mgr2.log'),
+                           r'^<5>rpfs-mgr: standby on ', net.env)
+
     def store_uri(self):
         """The mgr's multi-host store URI: both database nodes, the
         read-write one wins (a failover moves it)."""
@@ -241,15 +266,17 @@ class Ha:
 
     # ------------------------------------------------------------ up
 
-    def up(self, nclients):
+    def up(self, nclients, lease=None):
         """Bring everything up in order: the namespaces, the monitor, db1
         (primary), db2 (synchronous standby), the role and schema, the
-        iods and the mgr, the mounts."""
+        iods, the mgr (and a standby mgr when this build has several mgrs
+        with one active; lease: their --lease), the mounts."""
         for x in ('pg', 'mnt', 'logs'):
             shutil.rmtree(os.path.join(self.dir, x), ignore_errors=True)
         os.makedirs(os.path.join(self.dir, 'logs'), exist_ok=True)
         os.chmod(self.dir, 0o755)
-        self.state = {'nodes': {}, 'ns': [], 'mounts': [], 'logs': [], 'mgrs': 1}
+        two = self.lease_supported()
+        self.state = {'nodes': {}, 'ns': [], 'mounts': [], 'logs': [], 'mgrs': 2 if two else 1}
         self.save()
         ha = self
 
@@ -263,7 +290,8 @@ class Ha:
 
         store = None
         self.net = Net(self.dir, niods=4, nclients=nclients, name='ha',
-                       extra_nodes=PG_NODES, store_uri='postgresql://placeholder/')
+                       extra_nodes=PG_NODES + (('mgr2',) if two else ()),
+                       store_uri='postgresql://placeholder/')
         for node in self.net.nodes():
             self.state['nodes'][node.name] = {'ns': node.ns, 'addr': node.addr}
         self.state['run'] = self.net.run_id
@@ -285,7 +313,11 @@ class Ha:
         self.net.store_uri = store
         argv = self.net.mgr.argv
         argv[argv.index('postgresql://placeholder/')] = store
-        for d in self.net.iods + [self.net.mgr]:
+        daemons = self.net.iods + [self.net.mgr]
+        if two:
+            daemons.append(self.second_mgr(lease))
+        self.state['mgr_spec'] = self.net.mgr_spec()
+        for d in daemons:
             self.state['logs'].append(d.log.path)
             self.save()
             d.start()
@@ -369,9 +401,10 @@ class Ha:
         for name in sorted(nodes):
             n = nodes[name]
             alive = os.path.exists('/run/netns/' + n['ns']) and self.ns_pids([n['ns']])
-            what = {'mon': 'pg_auto_failover monitor :%d' % PG_PORTS['mon'],
-                    'mgr': 'rpfs-mgr :%d' % netns.MGR_PORT}.get(name)
-            if name.startswith('db'):
+            what = 'pg_auto_failover monitor :%d' % PG_PORTS['mon']
+            if name.startswith('mgr'):
+                what = 'rpfs-mgr :%d' % netns.MGR_PORT
+            elif name.startswith('db'):
                 what = 'PostgreSQL node :%d' % PG_PORTS[name]
             elif name.startswith('iod'):
                 what = 'rpfs-iod :%d' % netns.IOD_PORT
@@ -381,10 +414,13 @@ class Ha:
                 ok = False
             print('%-6s %-12s netns %-20s %-45s %s' % (name, n['addr'], n['ns'], what,
                                                        'running' if alive else 'DOWN'))
-        print('mgrs:       %d (one rpfs-mgr: several mgrs with one active, [mgr] '
-              'lease, are not in this build)' % st.get('mgrs', 1))
+        if st.get('mgrs', 1) == 1:
+            print('mgrs:       1 (this build of rpfs-mgr has no --lease: several mgrs '
+                  'with one active are not in it)')
+        else:
+            print('mgrs:       %d, one active (--lease)' % st['mgrs'])
         print('store_uri:  %s' % st.get('store_uri', '-'))
-        print('mount arg:  %s:%d' % (nodes.get('mgr', {}).get('addr', '-'), netns.MGR_PORT))
+        print('mount arg:  %s' % st.get('mgr_spec', '-'))
         for m in st.get('mounts', []):
             print('mount:      %s %s' % (m, 'mounted' if util.is_mounted(m) else 'NOT MOUNTED'))
         if 'mon' not in nodes:
@@ -403,6 +439,11 @@ class Ha:
                       "= '%s'" % (sc, names[0][0] if names else ''))
                 for r in rep:
                     print('standby:    %s %s %s' % tuple(r))
+                if st.get('mgrs', 1) > 1:
+                    lease = self.psql(prim, 'SELECT token, holder FROM rpfs_lease', db=DBNAME,
+                                      check=False)
+                    for r in lease:
+                        print('active mgr: %s (lease token %s)' % (r[1], r[0]))
                 if sc != 'on' or not any(r[2] in ('sync', 'quorum') for r in rep):
                     print('sync:       NOT SYNCHRONOUS: an acknowledged commit may be '
                           'lost with the primary')
@@ -420,7 +461,11 @@ def main():
     ap.add_argument('cmd', choices=('up', 'down', 'status'))
     ap.add_argument('--dir', default='/tmp/rpfs-ha')
     ap.add_argument('--clients', type=int, default=2)
+    ap.add_argument('--lease', type=int, default=None,
+                    help="the mgrs' --lease in seconds (when this build has it)")
     a = ap.parse_args()
+    if a.lease is not None and not 2 <= a.lease <= 600:
+        ap.error('--lease: expected seconds 2..600, got %d' % a.lease)
     if not 1 <= a.clients <= 16:
         ap.error('--clients: expected 1..16, got %d' % a.clients)
     if os.geteuid() != 0:
@@ -434,7 +479,7 @@ def main():
                   'first' % ha.dir, file=sys.stderr)
             return 1
         try:
-            ha.up(a.clients)
+            ha.up(a.clients, a.lease)
         except BaseException as e:
             print('ha-cluster.sh up: %s\nundoing it (the logs stay in %s/logs)'
                   % (e, ha.dir), file=sys.stderr)
