@@ -285,9 +285,7 @@ def test_down_after_partial_up():
     """An up killed half-way (namespaces made, the database being set up)
     is undone by down all the same."""
     d = ha_dir()
-    p = subprocess.Popen([SCRIPT, 'up', '--dir', d, '--clients', '1'],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
+    p = None
     state_path = os.path.join(d, 'state.json')
 
     def halfway():
@@ -299,6 +297,9 @@ def test_down_after_partial_up():
         mon = st.get('nodes', {}).get('mon', {})
         return bool(mon.get('autoctl_pid'))
     try:
+        p = subprocess.Popen([SCRIPT, 'up', '--dir', d, '--clients', '1'],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
         util.wait_until(halfway, 120, 0.1, 'up started the monitor')
         os.killpg(p.pid, signal.SIGKILL)
         p.wait(30)
@@ -310,7 +311,7 @@ def test_down_after_partial_up():
         assert r.returncode == 0, r.stdout + r.stderr
         check_gone(d, state, pids)
     finally:
-        if p.poll() is None:
+        if p is not None and p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait(30)
         if os.path.exists(state_path):
