@@ -62,3 +62,9 @@ RPFS_METRICS_TEST_PACKAGES=(prometheus)
 # The PostgreSQL store's tests (scripts/pg-temp.sh: a throwaway cluster;
 # mgr/test_mgr_kv.c): the server, psql, runuser and useradd.
 RPFS_PG_TEST_PACKAGES=(postgresql-15 postgresql-client-15 util-linux passwd)
+# scripts/ha-cluster.sh and tests/integration/test_ha.py: the database's
+# own failover (pg_auto_failover: pg_autoctl and the monitor's extension),
+# PostgreSQL 15, ip and nsenter (the network namespaces), fusermount3,
+# runuser and useradd, python3.
+RPFS_HA_PACKAGES=(postgresql-15 postgresql-client-15 postgresql-15-auto-failover
+	pg-auto-failover-cli iproute2 util-linux fuse3 passwd python3)

@@ -9,6 +9,8 @@ Topology of a run named R (unique per NetCluster, so runs never collide):
     rpfs-R-mgr    eth0 10.77.0.10/24          rpfs-mgr  :7400
     rpfs-R-iodI   eth0 10.77.0.(20+I)/24      rpfs-iod  :7401
     rpfs-R-cliK   eth0 10.77.0.(40+K)/24      rpfs-fuse (mount on the host fs)
+    rpfs-R-X      eth0 10.77.0.(60+J)/24      extra_nodes[J], no rpfs daemon (the
+                                              database hosts of scripts/ha-cluster.sh)
 
 Nothing is added to the root namespace's network and nothing is routed
 outside the bridge. Processes enter a node's namespace with `nsenter --net`
@@ -74,8 +76,8 @@ class NetMount(util.Mount):
     def start(self, timeout=30):
         """Mount and wait for the mount point (fails with the client's log)."""
         os.makedirs(self.path, exist_ok=True)
-        argv = [util.binary('fuse-client/rpfs-fuse'), '%s:%d' % (self.cluster.mgr_node.addr,
-                                                                 MGR_PORT), self.path, '-f']
+        argv = [util.binary('fuse-client/rpfs-fuse'), self.cluster.mgr_spec(), self.path,
+                '-f']
         if self.opts:
             argv += ['-o', self.opts]
         fh = open(self.log.path, 'ab')
@@ -98,10 +100,13 @@ class NetCluster(util.Cluster):
 
     full_iods: indexes of iods whose --data lies on a tmpfs of tmpfs_mib
     (for the full-disk fault). mgr_args go on the mgr's command line. Daemons use tcp (the bridge carries no RDMA
-    device) whatever $RPFS_TRANSPORT says."""
+    device) whatever $RPFS_TRANSPORT says. extra_nodes: names of more
+    hosts on the bridge that run no rpfs daemon (self.extra_nodes, in that
+    order). store_uri: the mgr's PostgreSQL store (default: a database of
+    its own when $RPFS_STORE is postgresql, else LMDB)."""
 
     def __init__(self, state_dir, niods=4, nclients=4, name='nf', full_iods=(),
-                 tmpfs_mib=32, log_level=None, mgr_args=()):
+                 tmpfs_mib=32, log_level=None, mgr_args=(), extra_nodes=(), store_uri=None):
         log_level = log_level or os.environ.get('RPFS_LOG_LEVEL', 'info')
         self.run_id = '%x%04x' % (os.getpid() & 0xffff, random.randrange(1 << 16))
         self.env = dict(os.environ, RPFS_TRANSPORT='tcp')
@@ -113,8 +118,9 @@ class NetCluster(util.Cluster):
         self.db = os.path.join(state_dir, 'db')
         # PostgreSQL store: reached over its unix socket, which a network
         # namespace does not hide
-        self.store_uri = (util.pg_new_db(socket=True) if util.store() == 'postgresql'
-                          else None)
+        self.store_uri = store_uri
+        if store_uri is None and util.store() == 'postgresql':
+            self.store_uri = util.pg_new_db(socket=True)
         self.mounts = []
         self.nmounts = 0
         self.netem = netem_spec()
@@ -124,6 +130,8 @@ class NetCluster(util.Cluster):
                           for i in range(niods)]
         self.cli_nodes = [Node(self.run_id, 'cli%d' % k, '%s.%d' % (SUBNET, 40 + k))
                           for k in range(nclients)]
+        self.extra_nodes = [Node(self.run_id, x, '%s.%d' % (SUBNET, 60 + j))
+                            for j, x in enumerate(extra_nodes)]
         self.tmpfs = {}       # iod index -> tmpfs mount point holding its data dir
         self.iod_dirs = []
         for i in range(niods):
@@ -152,9 +160,16 @@ class NetCluster(util.Cluster):
                                r'^<5>rpfs-mgr: ready:', self.env)
         self.made_ns = []
         self.made_tmpfs = []
+        self.mgr_specs = None   # [HOST:PORT, ...] when several mgrs serve
+
+    def mgr_spec(self):
+        """The mgr address(es) the clients are given: HOST:PORT, or a list
+        HOST:PORT,HOST:PORT when self.mgr_specs is set (several mgrs)."""
+        specs = self.mgr_specs
+        return ','.join(specs) if specs else '%s:%d' % (self.mgr_node.addr, MGR_PORT)
 
     def nodes(self):
-        return [self.mgr_node] + self.iod_nodes + self.cli_nodes
+        return [self.mgr_node] + self.iod_nodes + self.cli_nodes + self.extra_nodes
 
     # ------------------------------------------------------------ setup
 
