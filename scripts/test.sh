@@ -42,10 +42,11 @@ FUZZ_SECONDS=${RPFS_FUZZ_SECONDS:-60}
 # fuse3 (fusermount3), diffutils (cmp, diff), systemd (systemd-analyze),
 # iproute2 (ip, tc: the fault harness; nsenter is util-linux's),
 # prometheus (prometheus, promtool: test_metrics.py), PostgreSQL 15
-# (scripts/pg-temp.sh: initdb, pg_ctl, psql; runuser, useradd);
+# (scripts/pg-temp.sh: initdb, pg_ctl, psql; runuser, useradd),
+# pg_auto_failover (scripts/ha-cluster.sh, tests/integration/test_ha.py);
 # scripts/rdma-vm.sh installs the VM's own (qemu, busybox, kmod, ...).
 PACKAGES=("${RPFS_BUILD_PACKAGES[@]}" "${RPFS_FIO_SRC_PACKAGES[@]}" "${RPFS_METRICS_TEST_PACKAGES[@]}"
-	"${RPFS_PG_TEST_PACKAGES[@]}"
+	"${RPFS_PG_TEST_PACKAGES[@]}" "${RPFS_HA_PACKAGES[@]}"
 	clang libclang-rt-14-dev
 	python3 python3-pytest attr util-linux mount tar diffutils coreutils systemd iproute2)
 
