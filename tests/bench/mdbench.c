@@ -158,7 +158,7 @@ static int md_op(const struct md_conf *c, enum md_phase p, long k, long i)
 	return rc;
 }
 
-/* md_child: process K's loop: for each phase, wait for a byte on GO, do
+/* md_child: process K's loop: for each phase, wait for a byte on its GO, do
  * its entries, answer one byte on DONE ('+' done, '!' failed; then exit).
  * Returns the exit status. */
 static int md_child(const struct md_conf *c, long k, int go, int done)
@@ -203,10 +203,13 @@ static int md_hook(const struct md_conf *c, const char *what, int p)
 	return 0;
 }
 
-/* md_phase_run: release every process on GO for phase P and wait until
- * all answered on DONE; the seconds it took into *SECS. Returns 0 or
- * -EIO when a process failed. */
-static int md_phase_run(const struct md_conf *c, int p, int go, int done, double *secs)
+/* md_phase_run: release every process for phase P, one byte on each
+ * one's own GO pipe (a shared pipe would let a process that finished
+ * early take a slower one's byte and start the next phase inside this
+ * one's window), and wait until all answered on DONE; the seconds it
+ * took into *SECS. Returns 0 or -EIO when a process failed. */
+static int md_phase_run(const struct md_conf *c, int p, const int *go, int done,
+			double *secs)
 {
 	double t0;
 	long k;
@@ -219,7 +222,7 @@ static int md_phase_run(const struct md_conf *c, int p, int go, int done, double
 		return -EIO;
 	t0 = md_now();
 	for (k = 0; k < c->procs; k++)
-		if (write(go, "g", 1) != 1)
+		if (write(go[k], "g", 1) != 1)
 			return -EIO;
 	for (k = 0; k < c->procs; k++)
 		if (read(done, &b, 1) != 1 || b != '+')
@@ -311,7 +314,7 @@ int main(int argc, char **argv)
 {
 	struct md_conf c = { .procs = 1 };
 	double secs[MD_NPHASES] = { 0 };
-	int go[2], done[2], rc = 0, st, p;
+	int go[MD_MAXPROCS], done[2], rc = 0, st, p;
 	pid_t pids[MD_MAXPROCS];
 	long k, n = 0;
 
@@ -322,33 +325,47 @@ int main(int argc, char **argv)
 	}
 	if (md_dirs(&c, 1) < 0)
 		return 1;
-	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(done, O_CLOEXEC) < 0) {
+	if (pipe2(done, O_CLOEXEC) < 0) {
 		perror("bench-md: pipe");
 		return 1;
 	}
 	for (k = 0; k < c.procs; k++, n++) {
+		int g[2];
+
+		if (pipe2(g, O_CLOEXEC) < 0) {
+			perror("bench-md: pipe");
+			rc = 1;
+			break;
+		}
 		pids[k] = fork();
 		if (pids[k] < 0) {
 			perror("bench-md: fork");
+			close(g[0]);
+			close(g[1]);
 			rc = 1;
 			break;
 		}
 		if (pids[k] == 0) {
-			/* the write end of GO closed in every child, so that EOF reaches them */
-			close(go[1]);
+			/* every write end of a GO pipe closed in the child, so
+			 * that EOF reaches it when the parent closes its own */
+			for (long j = 0; j < k; j++)
+				close(go[j]);
+			close(g[1]);
 			close(done[0]);
-			_exit(md_child(&c, k, go[0], done[1]));
+			_exit(md_child(&c, k, g[0], done[1]));
 		}
+		close(g[0]);
+		go[k] = g[1];
 	}
-	close(go[0]);
 	close(done[1]);
 	for (p = 0; rc == 0 && p < MD_NPHASES; p++) {
 		if (!c.extended && (p == MD_RENAME || p == MD_MKDIR || p == MD_RMDIR))
 			continue;
-		if (md_phase_run(&c, p, go[1], done[0], &secs[p]) < 0)
+		if (md_phase_run(&c, p, go, done[0], &secs[p]) < 0)
 			rc = 1;
 	}
-	close(go[1]); /* a child still waiting for a phase reads EOF and exits */
+	for (k = 0; k < n; k++)
+		close(go[k]); /* a child still waiting for a phase reads EOF and exits */
 	for (k = 0; k < n; k++)
 		if (waitpid(pids[k], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
 			rc = 1;
