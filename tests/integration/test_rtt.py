@@ -29,6 +29,13 @@ import pytest
 
 import util
 
+# The counts follow the kernel's FUSE request pattern, which differs by
+# kernel version: the RDMA VM runs Debian 12's 6.1, where READDIRPLUS and
+# RELEASE come in another order and the empty-end READDIR cut does not
+# apply (HACKING "Requests per op"). The host stage runs these on the
+# host's kernel; over verbs the mgr's counts are the same requests.
+pytestmark = pytest.mark.host_only
+
 NIODS = 2
 
 
