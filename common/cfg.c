@@ -179,7 +179,8 @@ static int cfg_cluster(struct cfg_parse *p, const char *key, const char *v)
 		if (addr_parse_list("[cluster] mgr", v, 0, c->mgrs, &c->nmgrs, msg,
 				   sizeof(msg)))
 			return cfg_fail(p, "%s", msg);
-		snprintf(c->mgr_host, sizeof(c->mgr_host), "%s", c->mgrs[0].host);
+		snprintf(c->mgr_host, sizeof(c->mgr_host), "%.*s",
+			 (int)sizeof(c->mgr_host) - 1, c->mgrs[0].host);
 		c->mgr_port = c->mgrs[0].port;
 		return 1;
 	}
