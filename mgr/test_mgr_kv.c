@@ -824,6 +824,28 @@ static void pg_drop_db(const char *name)
 	(void)pg_sql(pg_admin, sql);
 }
 
+/* A fresh database (pg_fresh_db) with the schema in it, opened: the start
+ * of the PostgreSQL-only tests. On failure the test is failed and nothing
+ * is left behind. @return 0, -1 */
+static int pg_fresh_open(char *name, size_t ncap, char *uri, size_t ucap,
+			 struct mgr_kv **kv)
+{
+	struct mgr_kv_conf conf = { .kind = MGR_KV_POSTGRESQL, .uri = uri };
+	char msg[600];
+
+	if (pg_fresh_db(name, ncap, uri, ucap)) {
+		CHECK(!"cannot create a database");
+		return -1;
+	}
+	if (mgr_kv_pg_open(&conf, 1, kv, msg, sizeof(msg))) {
+		CHECK(!"cannot open");
+		fprintf(stderr, "%s\n", msg);
+		pg_drop_db(name);
+		return -1;
+	}
+	return 0;
+}
+
 /* Stop our cluster and remove its directory (atexit). */
 static void pg_env_stop(void)
 {
@@ -1013,22 +1035,13 @@ static const char pg_fault_sql[] =
  * again, a bounded number of times, then -EAGAIN. */
 static void test_pg_commit_faults(void)
 {
-	struct mgr_kv_conf conf = { .kind = MGR_KV_POSTGRESQL };
-	char name[64], uri[1024], msg[600];
+	char name[64], uri[1024];
 	struct mgr_kv *kv;
 	struct mgr_kv_txn *t;
 
 	fprintf(stderr, "== postgresql: failing commits\n");
-	if (pg_fresh_db(name, sizeof(name), uri, sizeof(uri))) {
-		CHECK(!"cannot create a database");
+	if (pg_fresh_open(name, sizeof(name), uri, sizeof(uri), &kv))
 		return;
-	}
-	conf.uri = uri;
-	if (mgr_kv_pg_open(&conf, 1, &kv, msg, sizeof(msg))) {
-		CHECK(!"cannot open");
-		fprintf(stderr, "%s\n", msg);
-		goto out_drop;
-	}
 	CHECK(pg_sql(uri, pg_fault_sql) == 0);
 	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
 	CHECK_RC(k_put(t, MGR_KV_XATTRS, S("p/1"), S("1"), 0), 0);
@@ -1066,7 +1079,6 @@ static void test_pg_commit_faults(void)
 	/* the first attempt and 5 retries */
 	CHECK_EQ(pg_sql_int(uri, "SELECT last_value FROM never_seq"), 6);
 	mgr_kv_close(kv);
-out_drop:
 	pg_drop_db(name);
 }
 
@@ -1076,22 +1088,13 @@ out_drop:
  * Reads and empty commits need no token. LMDB has no fence. */
 static void test_pg_fence(void)
 {
-	struct mgr_kv_conf conf = { .kind = MGR_KV_POSTGRESQL };
-	char name[64], uri[1024], msg[600];
+	char name[64], uri[1024];
 	struct mgr_kv *kv;
 	struct mgr_kv_txn *t;
 
 	fprintf(stderr, "== postgresql: the leadership fence\n");
-	if (pg_fresh_db(name, sizeof(name), uri, sizeof(uri))) {
-		CHECK(!"cannot create a database");
+	if (pg_fresh_open(name, sizeof(name), uri, sizeof(uri), &kv))
 		return;
-	}
-	conf.uri = uri;
-	if (mgr_kv_pg_open(&conf, 1, &kv, msg, sizeof(msg))) {
-		CHECK(!"cannot open");
-		fprintf(stderr, "%s\n", msg);
-		goto out_drop;
-	}
 	CHECK(pg_sql(uri, "UPDATE rpfs_lease SET token = 7") == 0);
 	CHECK_RC(mgr_kv_set_token(kv, -1), -EINVAL);
 	CHECK_RC(mgr_kv_set_token(kv, 7), 0);
@@ -1121,7 +1124,6 @@ static void test_pg_fence(void)
 	CHECK_RC(k_put(t, MGR_KV_XATTRS, S("d"), S("4"), 0), 0);
 	CHECK_RC(k_commit(t), 0);
 	mgr_kv_close(kv);
-out_drop:
 	pg_drop_db(name);
 }
 
@@ -1129,23 +1131,13 @@ out_drop:
  * server refuses the new connection, the call fails with -EIO. */
 static void test_pg_reconnect(void)
 {
-	struct mgr_kv_conf conf = { .kind = MGR_KV_POSTGRESQL };
 	char name[64], uri[1024], sql[300];
 	struct mgr_kv *kv;
 	struct mgr_kv_txn *t;
-	char msg[600];
 
 	fprintf(stderr, "== postgresql: lost connections\n");
-	if (pg_fresh_db(name, sizeof(name), uri, sizeof(uri))) {
-		CHECK(!"cannot create a database");
+	if (pg_fresh_open(name, sizeof(name), uri, sizeof(uri), &kv))
 		return;
-	}
-	conf.uri = uri;
-	if (mgr_kv_pg_open(&conf, 1, &kv, msg, sizeof(msg))) {
-		CHECK(!"cannot open");
-		fprintf(stderr, "%s\n", msg);
-		goto out_drop;
-	}
 	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
 	CHECK_RC(k_put(t, MGR_KV_META, S("k"), S("v"), 0), 0);
 	{
@@ -1194,7 +1186,6 @@ static void test_pg_reconnect(void)
 	}
 	k_abort(t);
 	mgr_kv_close(kv);
-out_drop:
 	pg_drop_db(name);
 }
 #endif
