@@ -770,6 +770,16 @@ struct proto_standby {
 	uint64_t token;            /* the leadership token it holds (> 0) */
 };
 
+/*
+ * The "retry later" answer: the active mgr could not reach its store (a
+ * database failover, a cut link), so the op did not run, or its commit's
+ * fate is unknown (the connection died with the commit in flight). A client
+ * sends the op again to the same mgr after a pause, for a bounded time,
+ * and takes EEXIST/ENOENT on a resend as the first send's success, as
+ * after a takeover. No body.
+ */
+#define PROTO_RETRY (-ENOLINK)
+
 /**
  * The body of a PROTO_STANDBY answer. Decode takes an empty body as "no
  * hint" (host.len 0, port 0, token 0).

@@ -51,6 +51,8 @@ struct cli_fs {
 	atomic_int mgr_cur;       /* index of the mgr followed (cli_mgr_run) */
 	atomic_int mgr_moving;    /* 1 from a move until an answer: one log
 				   * line per search for the active mgr */
+	atomic_int mgr_waiting;   /* 1 from a "retry later" answer until
+				   * another answer: one log line per wait */
 	int nmgrs;                /* the mgr list, 1..ADDR_MAX_LIST; immutable */
 	struct addr_hp mgr_list[ADDR_MAX_LIST];
 	struct net_conn *mgrs[ADDR_MAX_LIST]; /* one (lazy) connection each */
@@ -109,12 +111,15 @@ int cli_fs_mount_list(struct cli_fs **out, const struct addr_hp *mgrs,
  * connection or a timeout, move to the mgr the answer names or to the next
  * of the list and send it again, for up to 30 s. With one mgr only a
  * standby answer is retried (a mgr restarting on a shared store), a
- * transport error is returned at once.
+ * transport error is returned at once. A "retry later" answer (PROTO_RETRY:
+ * the mgr's store is out of reach) is sent again to the same mgr every
+ * 200 ms for up to 60 s: a database failover is waited out, not failed.
  * @param[out] retried 1 if an attempt before the last may have run on a
  *	mgr whose answer was lost (a non-idempotent op's retry may then see
  *	its own change: cli_meta.c)
- * @return 0 (call->status is the answer, never PROTO_STANDBY), or
- *	net_call_run's error, -EHOSTUNREACH no active mgr answered in time
+ * @return 0 (call->status is the answer, never PROTO_STANDBY or
+ *	PROTO_RETRY), or net_call_run's error, -EHOSTUNREACH no active mgr
+ *	answered in time, -EIO the store stayed out of reach for 60 s
  */
 int cli_mgr_run(struct cli_fs *fs, struct net_call *call, int *retried);
 

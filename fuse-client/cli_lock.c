@@ -93,7 +93,8 @@ static int lk_run(struct cli_lock *lk, struct net_conn *conn, uint16_t op,
 		log_debug("mgr: %s failed: %s", proto_op_name(op), strerror(-rc));
 		return -EIO;
 	}
-	if (call.status > 0 || call.status < -4095 || call.status == PROTO_STANDBY)
+	if (call.status > 0 || call.status < -4095 || call.status == PROTO_STANDBY ||
+	    call.status == PROTO_RETRY)
 		return -EIO;
 	if (call.status < 0)
 		return call.status;

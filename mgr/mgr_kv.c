@@ -83,6 +83,12 @@ int mgr_kv_set_token(struct mgr_kv *kv, int64_t token)
 	return kv->ops->set_token(kv, token);
 }
 
+/* Is the store's server out of reach for now (mgr_kv.h)? */
+int mgr_kv_unreachable(const struct mgr_kv *kv)
+{
+	return kv && kv->ops->unreachable ? kv->ops->unreachable(kv) : 0;
+}
+
 /* Is tbl one of the tables? */
 static int kv_table_ok(enum mgr_kv_table tbl)
 {

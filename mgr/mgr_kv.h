@@ -127,6 +127,17 @@ enum mgr_kv_kind mgr_kv_kind(const struct mgr_kv *kv);
 int mgr_kv_set_token(struct mgr_kv *kv, int64_t token);
 
 /**
+ * Is the store's server out of reach for now? Set when a backend could
+ * neither keep nor open a connection (a database failover, a cut link),
+ * cleared by its next good connection. While it is set, a call that needs
+ * a new connection fails at once with -EIO instead of waiting out another
+ * connect timeout, and the mgr answers such failures "retry later"
+ * (PROTO_RETRY) instead of EIO. Cost: one atomic load.
+ * @return 1 unreachable, 0 reachable or an embedded store (LMDB)
+ */
+int mgr_kv_unreachable(const struct mgr_kv *kv);
+
+/**
  * Begin a transaction: top-level (parent NULL) or a child of a write
  * transaction of this thread. A child of a read transaction is -EINVAL.
  * @return 0, -EINVAL, -ENOMEM, -EIO

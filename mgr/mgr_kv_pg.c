@@ -35,6 +35,7 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,6 +179,8 @@ struct pg_conn {
 	int broken;           /* owner: reset before the next use */
 };
 
+#define PG_UNREACH ": cannot reach the server: " /* pg_connect's words */
+
 struct pg_kv {
 	struct mgr_kv base;
 	char *uri;                  /* as configured; immutable */
@@ -187,6 +190,10 @@ struct pg_kv {
 	pthread_mutex_t write_mu;   /* held by the top-level write txn */
 	_Atomic int64_t token;      /* the leadership token commits are fenced
 				     * with (0: none); set by mgr_kv_set_token */
+	_Atomic int down;           /* the server is out of reach: no
+				     * connection could be kept or made */
+	_Atomic uint64_t next_try;  /* while down: no connect before this
+				     * (monotonic ms) */
 };
 
 /* A transaction. Used only by the thread that began it. */
@@ -700,8 +707,7 @@ static int pg_connect_err(struct pg_kv *kv, PGconn *pc, char *msg, size_t cap)
 			 kv->show, why);
 		return -ENOENT;
 	}
-	snprintf(msg, cap, "store_uri %s: cannot reach the server: %s", kv->show,
-		 why);
+	snprintf(msg, cap, "store_uri %s" PG_UNREACH "%s", kv->show, why);
 	return -EHOSTUNREACH;
 }
 
@@ -875,20 +881,62 @@ static void conn_free(struct pg_conn *c)
 	free(c);
 }
 
+#define PG_DOWN_RETRY_MS 500 /* while down, one connect per this */
+
+/* The monotonic clock in ms. */
+static uint64_t pg_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* While the server is out of reach, is it too soon to try a connection
+ * again? (Each try may wait out a connect timeout, on the mgr's loop.) */
+static int pg_too_soon(struct pg_kv *kv)
+{
+	return kv->down && pg_now_ms() < kv->next_try;
+}
+
+/* The server could not be reached (why: libpq's words): say so once per
+ * outage, as a warning (a failover is an expected event; the mgr answers
+ * "retry later" meanwhile), and hold off the next try. */
+static void pg_mark_down(struct pg_kv *kv, const char *why)
+{
+	kv->next_try = pg_now_ms() + PG_DOWN_RETRY_MS;
+	if (atomic_exchange(&kv->down, 1) == 0)
+		log_warn("store_uri %s: the server is out of reach: %s; requests "
+			 "are answered \"retry later\" until it is back",
+			 kv->show, why);
+	else
+		log_debug("store_uri %s: still out of reach: %s", kv->show, why);
+}
+
+/* A connection is good again: say so if the server was out of reach. */
+static void pg_mark_up(struct pg_kv *kv)
+{
+	if (kv->down && atomic_exchange(&kv->down, 0))
+		log_notice("store_uri %s: the server is back", kv->show);
+}
+
 /* Reconnect c (PQreset: the URI again, so a multi-host URI finds the new
- * primary) and prepare again. Cost: a connection setup.
- * @return 0, -EIO (logged once, naming the URI) */
+ * primary) and prepare again. Cost: a connection setup (none while the
+ * server is out of reach and the last try was less than
+ * PG_DOWN_RETRY_MS ago).
+ * @return 0, -EIO (the server is out of reach: pg_mark_down; or logged) */
 static int conn_reset(struct pg_kv *kv, struct pg_conn *c)
 {
 	char msg[600], why[400];
 
 	c->pending = 0;
 	c->broken = 1;
+	if (pg_too_soon(kv))
+		return -EIO;
 	PQreset(c->pc);
 	if (PQstatus(c->pc) != CONNECTION_OK) {
 		one_line(PQerrorMessage(c->pc), why, sizeof(why));
-		log_err("store_uri %s: connection lost and reconnecting failed: %s",
-			kv->show, why);
+		pg_mark_down(kv, why);
 		return -EIO;
 	}
 	PQsetNoticeProcessor(c->pc, pg_notice, NULL);
@@ -897,6 +945,7 @@ static int conn_reset(struct pg_kv *kv, struct pg_conn *c)
 		return -EIO;
 	}
 	c->broken = 0;
+	pg_mark_up(kv);
 	log_notice("store_uri %s: reconnected", kv->show);
 	return 0;
 }
@@ -914,12 +963,18 @@ static int pool_take(struct pg_kv *kv, struct pg_conn **out)
 	pthread_mutex_unlock(&kv->pool_mu);
 	if (*out)
 		return 0;
+	if (pg_too_soon(kv))
+		return -EIO;
 	rc = conn_new(kv, 0, 0, out, msg, sizeof(msg));
-	if (rc) {
+	if (rc == -EHOSTUNREACH) {
+		const char *why = strstr(msg, PG_UNREACH);
+
+		pg_mark_down(kv, why ? why + strlen(PG_UNREACH) : msg);
+	} else if (rc)
 		log_err("%s", msg);
-		return rc == -ENOMEM ? rc : -EIO;
-	}
-	return 0;
+	else
+		pg_mark_up(kv);
+	return rc == 0 || rc == -ENOMEM ? rc : -EIO;
 }
 
 /* Give c back to the pool. */
@@ -1074,8 +1129,8 @@ static int txn_run(struct pg_txn *t, struct pg_q *qs, int nq, PGresult **res,
 	}
 	if (rc && res)
 		res_clear(res, nq + 1);
-	if (rc == -ENOTCONN) {
-		log_err("store_uri %s: %s: connection lost: %s", kv->show, what, why);
+	if (rc == -ENOTCONN) { /* lost again at once: no server to keep */
+		pg_mark_down(kv, why);
 		rc = -EIO;
 	} else if (rc && rc != -EAGAIN && rc != -ESTALE) {
 		/* -ESTALE: a fenced commit of a mgr that lost the lease; its
@@ -1946,6 +2001,14 @@ out_close:
 	return rc;
 }
 
+/* Is the server out of reach for now (mgr_kv.h)? */
+static int pg_unreachable(const struct mgr_kv *base)
+{
+	const struct pg_kv *kv = (const struct pg_kv *)base;
+
+	return kv->down;
+}
+
 const struct mgr_kv_ops mgr_kv_pg_ops = {
 	.close = pg_close,
 	.begin = pg_begin,
@@ -1959,4 +2022,5 @@ const struct mgr_kv_ops mgr_kv_pg_ops = {
 	.count = pg_count,
 	.usage = pg_usage,
 	.set_token = pg_set_token,
+	.unreachable = pg_unreachable,
 };

@@ -9,6 +9,7 @@
 #include <ev.h>
 
 #include "log.h"
+#include "mgr_kv.h"
 #include "mgr_ns.h"
 #include "mgr_perm.h"
 #include "mgr_xattr.h"
@@ -74,6 +75,16 @@ out_free_ops:
 	return -ENOMEM;
 }
 
+/* The status to answer a failed op with: -EIO while the store's server is
+ * out of reach becomes PROTO_RETRY, so the client waits out a database
+ * failover instead of failing the call. */
+static int ops_status(const struct mgr_ops *ops, int rc)
+{
+	if (rc == -EIO && mgr_kv_unreachable(ops->db->kv))
+		return PROTO_RETRY;
+	return rc;
+}
+
 /*
  * Commit the open batch (one sync) and then send every reply it held, in
  * the order the ops came: an op is answered only after the sync that made
@@ -103,6 +114,10 @@ static int ops_batch_reply(struct mgr_ops *ops)
 			 nops);
 		ops->lost(ops->lead_arg);
 		rc = PROTO_STANDBY;
+	} else if (rc && ops_status(ops, rc) == PROTO_RETRY) {
+		log_info("group commit of %u ops failed: the store is out of "
+			 "reach; each is answered \"retry later\"", nops);
+		rc = PROTO_RETRY;
 	} else if (rc) {
 		log_err("group commit of %u ops failed: %s; each is answered "
 			"with that error", nops, strerror(-rc));
@@ -420,6 +435,7 @@ static int ops_is_write(uint16_t op)
 static void mgr_ops_reply_now(struct mgr_ops *ops, struct net_sreq *r, int rc,
 			      uint32_t len)
 {
+	rc = ops_status(ops, rc);
 	net_sreq_reply(r, rc, rc ? NULL : ops->rep, rc ? 0 : len);
 }
 
@@ -432,7 +448,7 @@ static void ops_pend_add(struct mgr_ops *ops, struct net_sreq *r, int rc,
 	struct ops_pend *p = &ops->pend[ops->npend];
 
 	p->r = r;
-	p->status = rc;
+	p->status = ops_status(ops, rc);
 	p->len = rc ? 0 : len;
 	p->body = NULL;
 	if (p->len) {
@@ -463,7 +479,7 @@ static void ops_handle_batched(struct mgr_ops *ops, struct net_sreq *r,
 	if (!mgr_db_batch_is_open(ops->db))
 		rc = mgr_db_batch_open(ops->db);
 	if (rc) {
-		net_sreq_reply(r, rc, NULL, 0);
+		net_sreq_reply(r, ops_status(ops, rc), NULL, 0);
 		return;
 	}
 	mgr_db_batch_enter(ops->db);
@@ -548,6 +564,7 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 		ops->lost(ops->lead_arg);
 		rc = PROTO_STANDBY;
 	}
+	rc = ops_status(ops, rc);
 	log_debug("%s uid %u from %s: %d", proto_op_name(op), m.cred.uid,
 		  net_sconn_peer(r->conn), rc);
 	net_sreq_reply(r, rc, rc ? NULL : ops->rep, rc ? 0 : (uint32_t)w.len);
