@@ -30,13 +30,16 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """On the PostgreSQL store (RPFS_STORE=postgresql), deselect the tests
-    marked lmdb_only: they test the LMDB map itself (its size and headroom
-    rule), which that store does not have. Deselected, not skipped: they
-    are not this run's to pass or fail, and pytest reports the count."""
+    marked lmdb_only (they test the LMDB map itself: its size and headroom
+    rule, which that store does not have) and own_store (they bring their
+    own PostgreSQL whatever RPFS_STORE says, so the LMDB pass ran them
+    already). Deselected, not skipped: they are not this run's to pass or
+    fail, and pytest reports the count."""
     if util.store() != 'postgresql':
         return
-    keep = [i for i in items if i.get_closest_marker('lmdb_only') is None]
-    gone = [i for i in items if i.get_closest_marker('lmdb_only') is not None]
+    marks = ('lmdb_only', 'own_store')
+    keep = [i for i in items if not any(i.get_closest_marker(m) for m in marks)]
+    gone = [i for i in items if any(i.get_closest_marker(m) for m in marks)]
     if gone:
         config.hook.pytest_deselected(items=gone)
         items[:] = keep

@@ -146,11 +146,15 @@ class Ha:
                 os.chmod(x, 0o700)
         if initdb:
             self.initdb(node, home + '/data')
-        log = os.path.join(self.dir, 'logs', node + '.log')
-        fh = open(log, 'ab')
-        argv = ['pg_autoctl'] + create_argv + [
-            '--pgdata', home + '/data', '--pgport', str(PG_PORTS[node]), '--pgctl', PGBIN + '/pg_ctl', '--hostname', self.state['nodes'][node]['addr'],
-            '--auth', 'trust', '--no-ssl', '--run']
+        return self.keeper(node, ['pg_autoctl'] + create_argv + [
+            '--pgdata', home + '/data', '--pgport', str(PG_PORTS[node]),
+            '--pgctl', PGBIN + '/pg_ctl', '--hostname', self.state['nodes'][node]['addr'],
+            '--auth', 'trust', '--no-ssl', '--run'])
+
+    def keeper(self, node, argv):
+        """Start pg_autoctl argv for node in the background, its output
+        appended to logs/NODE.log; remember its pid (state autoctl_pid)."""
+        fh = open(os.path.join(self.dir, 'logs', node + '.log'), 'ab')
         p = subprocess.Popen(self.pg_argv(node, argv), stdin=subprocess.DEVNULL, stdout=fh,
                              stderr=fh, start_new_session=True, env=self.pg_env(node))
         fh.close()
@@ -293,8 +297,10 @@ class Ha:
                        extra_nodes=PG_NODES + (('mgr2',) if two else ()),
                        store_uri='postgresql://placeholder/')
         for node in self.net.nodes():
-            self.state['nodes'][node.name] = {'ns': node.ns, 'addr': node.addr}
+            self.state['nodes'][node.name] = {'ns': node.ns, 'addr': node.addr,
+                                              'port': node.port}
         self.state['run'] = self.net.run_id
+        self.state['bridge_ns'] = self.net.bridge_ns
         self.save()
         self.net.setup_network()
         self.up_monitor()
@@ -316,6 +322,9 @@ class Ha:
         daemons = self.net.iods + [self.net.mgr]
         if two:
             daemons.append(self.second_mgr(lease))
+        for name, dmn in (('mgr', self.net.mgr), ('mgr2', daemons[-1] if two else None)):
+            if dmn is not None:
+                self.state['nodes'][name]['argv'] = dmn.argv
         self.state['mgr_spec'] = self.net.mgr_spec()
         for d in daemons:
             self.state['logs'].append(d.log.path)
@@ -329,6 +338,77 @@ class Ha:
             self.state['logs'].append(m.log.path)
         self.state['up'] = True
         self.save()
+
+    # ------------------------------------------------------------ faults
+
+    def signal_node(self, name, sig):
+        """Send sig to every process in node name's namespace (kill -9 of
+        a host: its mgr, or its postgres and pg_autoctl); their pids."""
+        pids = self.ns_pids([self.state['nodes'][name]['ns']])
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass        # a short-lived backend that ended meanwhile
+        return pids
+
+    def link(self, name, up):
+        """Cut node name off the bridge (it keeps its address and sockets;
+        nothing reaches it) or connect it again."""
+        util.run(['ip', '-n', self.state['bridge_ns'], 'link', 'set',
+                  self.state['nodes'][name]['port'], 'up' if up else 'down'])
+
+    def start_mgr(self, name, timeout=60):
+        """Start the mgr of host name again (after a kill), with the
+        arguments up gave it, appending to its log; wait until it serves
+        or stands by."""
+        log = os.path.join(self.dir, 'logs', name + '.log')
+        off = os.path.getsize(log) if os.path.exists(log) else 0
+        fh = open(log, 'ab')
+        p = subprocess.Popen(self.state['nodes'][name]['argv'], stdin=subprocess.DEVNULL,
+                             stdout=fh, stderr=fh, start_new_session=True,
+                             env=dict(os.environ, RPFS_TRANSPORT='tcp'))
+        fh.close()
+        util.register_pid(p.pid)
+
+        def started():
+            with open(log, 'rb') as f:
+                f.seek(off)
+                text = f.read().decode('utf-8', 'replace')
+            return re.search(r'^<5>rpfs-mgr: (ready:|standby on )', text, re.M)
+        self.wait(started, timeout, '%s serves or stands by' % name, p, log)
+
+    def start_db(self, name):
+        """Start database node name's keeper again (after a kill): it
+        starts postgres and, told by the monitor, rejoins as a standby."""
+        self.keeper(name, ['pg_autoctl', 'run', '--pgdata',
+                           os.path.join(self.dir, 'pg', name, 'data')])
+
+    def active_mgr(self):
+        """The host name of the mgr holding an unexpired lease, or None."""
+        prim = self.primary()
+        if prim is None:
+            return None
+        rows = self.psql(prim, 'SELECT holder FROM rpfs_lease WHERE expires >= now()',
+                         db=DBNAME, check=False)
+        for r in rows:
+            for name in ('mgr', 'mgr2'):
+                node = self.state['nodes'].get(name)
+                if node and r[0].startswith('%s:' % node['addr']):
+                    return name
+        return None
+
+    def healthy(self):
+        """Everything is back: a primary with a standby in sync, both
+        mgrs running and one of them active."""
+        st = self.node_states()
+        if sorted(v for v in st.values()) != [('primary', 'primary'),
+                                              ('secondary', 'secondary')]:
+            return False
+        mgrs = [n for n in ('mgr', 'mgr2') if n in self.state['nodes']]
+        if not all(self.ns_pids([self.state['nodes'][n]['ns']]) for n in mgrs):
+            return False
+        return self.active_mgr() is not None
 
     # ------------------------------------------------------------ down
 

@@ -1,22 +1,33 @@
-"""The database's own failover (issue 21, item 4): scripts/ha-cluster.sh
-brings up a pg_auto_failover monitor, a PostgreSQL primary with a
-synchronous standby, the mgr on a multi-host store_uri, 4 iods and 2
-client mounts, each host in a network namespace of its own
-(tests/integration/hacluster.py on netns.py). Then:
+"""The database's own failover and the fault matrix (issue 21, items 4
+and 5): scripts/ha-cluster.sh brings up a pg_auto_failover monitor, a
+PostgreSQL primary with a synchronous standby, two mgrs on the multi-host
+store_uri (one active, --lease), 4 iods and 4 client mounts, each host in
+a network namespace of its own (tests/integration/hacluster.py on
+netns.py). Then:
 
 - the primary's commits wait for the standby (status says so, from a query
   on the primary);
-- a writer creates files through client 0 and logs each one acknowledged
-  (create, write, fsync, close all returned 0); the database primary's
-  host is killed (kill -9 of every process in its namespace: postgres and
-  its pg_autoctl); ops may fail while the standby is promoted; the time
-  until a create succeeds again is printed (not asserted); no remount;
-- every acknowledged file is there, read through client 1;
+- the fault matrix, one case after another on the same cluster: kill -9
+  of the active mgr, its SIGSTOP past its lease, its link cut past its
+  lease; kill -9 of the database primary's host (postgres and its
+  pg_autoctl), its link cut; the active mgr and the primary killed at
+  once. During each, every client runs fio write-then-verify runs and a
+  metadata workload (creates, renames, unlinks, mkdirs, each logged once
+  acknowledged; workload.py). Each case checks that no call failed (the
+  clients wait out a takeover or a database failover), that every
+  acknowledged change and every verified fio file is there afterwards,
+  read through another client, that `rpfs scrub --namespace` finds the
+  namespace consistent, and that no client was remounted; it prints the
+  time until service resumed (the longest stall of any workload; not
+  asserted: the target is 15 s with default settings). The faulted host is
+  brought back before the next case (the mgr restarted, the database node
+  rejoined as a standby, the link up);
 - `down` leaves no namespace, no process and no mount behind, and so it
   does after an `up` killed half-way.
 
 Root and network namespaces: host_only (the host stage of scripts/test.sh
-runs it; the RDMA VM stage deselects it).
+runs it; the RDMA VM stage deselects it). The cluster brings its own
+PostgreSQL: marked own_store (run once, not again per RPFS_STORE).
 """
 import json
 import os
@@ -25,41 +36,46 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 
 import pytest
 
 import hacluster
 import util
+import workload
 
-pytestmark = pytest.mark.host_only
+pytestmark = [pytest.mark.host_only, pytest.mark.own_store]
 
 SCRIPT = os.path.join(util.REPO, 'scripts', 'ha-cluster.sh')
-PRE_FILES = 50
-RESUME_LIMIT_S = 90        # a bound on the wait, not the target (15 s)
 
-# What the mgr and the clients log while the database has no primary: the
-# mgr's call that found its connection gone and could not reconnect (no
-# read-write server yet), and the requests that failed with EIO.
-STORE_RE = (r'^<3>rpfs-mgr: store_uri postgresql://rpfs@10\.77\.0\.61:5432,'
-            r'10\.77\.0\.62:5433/rpfs\?target_session_attrs=read-write: ')
-# libpq's words for the killed primary (db1) vary with the moment of the
-# call: refused, or closed under a call started just before the kill
-NO_PRIMARY_RE = (r'connection to server at "10\.77\.0\.61", port 5432 failed: (Connection '
-                 r'refused|server closed the connection unexpectedly); ')
-# With several mgrs (a build with --lease), the active one may also lose
-# its lease while the database has no primary (its default lease, 10 s, is
-# about the failover's time) and restart as a standby; the other one takes
-# over.
-FAILOVER_LOG = (
-    STORE_RE + 'connection lost and reconnecting failed: ' + NO_PRIMARY_RE,
-    STORE_RE + 'cannot reach the server: ' + NO_PRIMARY_RE,
-    r'^<4>rpfs-mgr: lease: cannot reach the database: server closed the connection '
-    r'unexpectedly$',
+# What the faults make the daemons log (allowed, not required: which of
+# them appear depends on the moment). A mgr whose database has no primary
+# (or that is cut off) says once that its store is out of reach, with
+# libpq's words (refused, closed, no route, a postmaster exit); requests
+# are answered "retry later" meanwhile and the clients wait.
+STORE_OUT = (r'^<4>rpfs-mgr: store_uri postgresql://rpfs@10\.77\.0\.61:5432,'
+             r'10\.77\.0\.62:5433/rpfs\?target_session_attrs=read-write: the server is '
+             r'out of reach: .+; requests are answered "retry later" until it is back$')
+# A mgr that cannot renew its lease (no primary, or cut off) may lose it
+# (its default lease, 10 s, is about the failover's time) and restart as a
+# standby, and a batch it held then is refused by the fencing token.
+LEASE_LOST = (
+    r'^<4>rpfs-mgr: lease: cannot reach the database: .+$',
     r'^<4>rpfs-mgr: lease: this mgr is no longer the active one \(token \d+\): it stops '
     r'serving and restarts as a standby$',
+    r'^<4>rpfs-mgr: group commit of \d+ ops refused \(-ESTALE\): this mgr is no longer '
+    r'the active one; each is answered as by a standby$',
 )
+# A cut-off mgr also loses its iods.
+IOD_LOST = r'^<4>rpfs-mgr: iod \d \(10\.77\.0\.2\d:7401\) went down: Connection timed out$'
+EXPECT = {
+    'mgr_kill9': (),
+    'mgr_sigstop': LEASE_LOST,
+    'mgr_link': (STORE_OUT, IOD_LOST) + LEASE_LOST,
+    'db_kill9': (STORE_OUT,) + LEASE_LOST,
+    'db_link': (STORE_OUT,) + LEASE_LOST,
+    'mgr_db_kill9': (STORE_OUT,) + LEASE_LOST,
+}
 
 
 def ha_dir():
@@ -123,13 +139,13 @@ def watch_logs(state):
 
 @pytest.fixture(scope='module')
 def ha(tmp_path_factory):
-    """An ha-cluster.sh cluster with 2 clients: (dir, state); down after
+    """An ha-cluster.sh cluster with 4 clients: (dir, state); down after
     (its logs copied to pytest's base directory first, since down removes
     them)."""
     d = ha_dir()
     keep = str(tmp_path_factory.mktemp('ha-logs'))
     try:
-        r = script('up', '--dir', d, '--clients', 2, check=False)
+        r = script('up', '--dir', d, '--clients', 4, check=False)
         assert r.returncode == 0, 'up failed:\n%s\n%s' % (r.stdout, r.stderr)
         print(r.stdout)
         with open(os.path.join(d, 'state.json')) as f:
@@ -142,52 +158,6 @@ def ha(tmp_path_factory):
         if os.path.exists(os.path.join(d, 'state.json')):
             script('down', '--dir', d, check=False)
         shutil.rmtree(d, ignore_errors=True)
-
-
-class Writer(threading.Thread):
-    """Creates w0, w1, ... in path, each with its own content, fsynced;
-    logs every attempt as (i, start, end, errno name or None): acknowledged
-    when every call returned 0."""
-
-    def __init__(self, path):
-        super().__init__(daemon=True)
-        self.path = path
-        self.log = []
-        self.stop = threading.Event()
-
-    def run(self):
-        i = 0
-        while not self.stop.is_set():
-            name = os.path.join(self.path, 'w%d' % i)
-            t0 = time.monotonic()
-            err = None
-            try:
-                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                try:
-                    os.write(fd, b'file %d\n' % i)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            except OSError as e:
-                err = util.errno_name(e.errno)
-            self.log.append((i, t0, time.monotonic(), err))
-            i += 1
-            time.sleep(0.1 if err else 0.02)
-
-    def acked(self):
-        return [i for i, _t0, _t1, err in list(self.log) if err is None]
-
-    def failed(self):
-        return [(i, err) for i, _t0, _t1, err in list(self.log) if err is not None]
-
-    def resumed(self, since, n):
-        """When creates went on again after since: the end of the first
-        acknowledged create started after since and after the last failed
-        one, once n of them are acknowledged; else None."""
-        log = list(self.log)
-        last_fail = max([t0 for _i, t0, _t1, err in log if err] + [since])
-        ok = [t1 for _i, t0, t1, err in log if err is None and t0 > last_fail]
-        return ok[0] if len(ok) >= n else None
 
 
 def test_up_sync(ha):
@@ -204,76 +174,161 @@ def test_up_sync(ha):
     assert re.search(r'^primary: +db1$', r.stdout, re.M), r.stdout
 
 
-@pytest.mark.expect_log(*FAILOVER_LOG)
-def test_primary_killed(ha, expect_log):
-    """kill -9 of the database primary's host under a writer: the mount
-    keeps working without a remount once the standby is promoted, and
-    every acknowledged file is there."""
-    d, state, _out = ha
-    cli0, cli1 = state['mounts'][0], state['mounts'][1]
-    top = os.path.join(cli0, 'prim')
-    os.mkdir(top)
-    for i in range(PRE_FILES):
-        with open(os.path.join(top, 'p%d' % i), 'wb') as f:
-            f.write(b'pre %d\n' % i)
-            f.flush()
-            os.fsync(f.fileno())
-    w = Writer(top)
-    w.start()
-    util.wait_until(lambda: len(w.acked()) >= 20, 60, what='20 creates before the kill')
-    h = hacluster.Ha(d)
-    victim = h.primary()
-    assert victim == 'db1'
-    pids = [int(x) for x in util.run(['ip', 'netns', 'pids',
-                                      state['nodes'][victim]['ns']]).stdout.split()]
-    assert len(pids) >= 3, 'expected postgres and pg_autoctl in %s: %s' % (victim, pids)
-    t_kill = time.monotonic()
-    for p in pids:
+def other_mount(state, k):
+    """The mount of the client after client k: a change acknowledged
+    through one client is read through another (no page or dentry cache
+    of the writer's)."""
+    mounts = state['mounts']
+    return mounts[(k + 1) % len(mounts)]
+
+
+class Load:
+    """A MetaWorkload and a FioLoop on every client, client k's in
+    CASE/cK (one namespace: every mount shows them all)."""
+
+    def __init__(self, state, case):
+        self.meta, self.fio = [], []
+        os.mkdir(os.path.join(state['mounts'][0], case))
+        for k, m in enumerate(state['mounts']):
+            top = os.path.join(m, case, 'c%d' % k)
+            os.mkdir(top)
+            self.meta.append(workload.MetaWorkload(os.path.join(top, 'meta')))
+            self.fio.append(workload.FioLoop(os.path.join(top, 'fio')))
+        for t in self.meta + self.fio:
+            t.start()
+
+    def errors(self):
+        return ['%s: %r' % (t.d, t.error) for t in self.meta + self.fio if t.error]
+
+    def going(self, since, nmeta):
+        """Every metadata workload has nmeta ops acknowledged after since
+        and every fio loop a run started after since and passed (or a
+        workload failed: the caller looks at errors())."""
+        if self.errors():
+            return True
+        return (all(w.acked_after(since) >= nmeta for w in self.meta) and
+                all(f.runs_started_after(since) >= 1 for f in self.fio))
+
+    def stop(self):
+        for t in self.meta + self.fio:
+            t.stop.set()
+        for t in self.meta + self.fio:
+            t.join(360)
+            assert not t.is_alive(), '%s did not stop' % t.d
+
+    def check(self, state, case):
+        """Every acknowledged change and every verified fio file, through
+        the next client's mount."""
+        for k, (w, f) in enumerate(zip(self.meta, self.fio)):
+            other = os.path.join(other_mount(state, k), case, 'c%d' % k)
+            w.check(os.path.join(other, 'meta'))
+            f.verify_again(os.path.join(other, 'fio'))
+
+
+# The cases, in this order (each starts from the cluster the last one left
+# whole again: the active mgr and the primary move); run_fault does the
+# fault, heal_fault brings the host back.
+CASES = tuple(EXPECT)
+HOLD_S = 15          # SIGSTOP and link cuts last past the mgrs' lease (10 s)
+
+
+def run_fault(h, case, mgr, prim):
+    """Do the fault of case to the active mgr (host mgr) or the primary
+    (host prim); a SIGSTOP or a cut lasts HOLD_S and is undone here."""
+    if case in ('mgr_kill9', 'mgr_db_kill9'):
+        assert h.signal_node(mgr, signal.SIGKILL), '%s runs no process' % mgr
+    if case in ('db_kill9', 'mgr_db_kill9'):
+        pids = h.signal_node(prim, signal.SIGKILL)
+        assert len(pids) >= 3, 'expected postgres and pg_autoctl in %s: %s' % (prim, pids)
+    if case == 'mgr_sigstop':
+        h.signal_node(mgr, signal.SIGSTOP)
+        time.sleep(HOLD_S)
+        h.signal_node(mgr, signal.SIGCONT)
+    if case in ('mgr_link', 'db_link'):
+        host = mgr if case == 'mgr_link' else prim
+        h.link(host, False)
         try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass        # a short-lived backend that ended meanwhile
-    # creates may fail (EIO) or wait until the standby is promoted; then
-    # they go on
+            time.sleep(HOLD_S)
+        finally:
+            h.link(host, True)
+
+
+def heal_fault(h, case, mgr, prim):
+    """Bring a killed host back (a SIGSTOPped or cut one comes back by
+    itself: the old mgr restarts as a standby, the old primary rejoins as
+    a standby) and wait until the cluster is whole again."""
+    if case in ('db_kill9', 'mgr_db_kill9'):
+        h.start_db(prim)
+    if case in ('mgr_kill9', 'mgr_db_kill9'):
+        h.start_mgr(mgr)
+    h.wait(h.healthy, 240, 'the cluster is whole again after %s' % case)
+
+
+def scrub_namespace(h, state):
+    """rpfs scrub --namespace on the store, from the mgr's host: its
+    output; fails unless it found the namespace consistent (exit 0)."""
+    argv = ['nsenter', '--net=/run/netns/' + state['nodes']['mgr2']['ns'], '--',
+            util.binary('admin/rpfs'), 'scrub', '--namespace', '--store-uri',
+            h.store_uri()]
+    r = util.run(argv, check=False, timeout=300)
+    assert r.returncode == 0, 'scrub --namespace: exit %d\n%s%s' % (
+        r.returncode, r.stdout, r.stderr)
+    return r.stdout
+
+
+def client_pids(state):
+    """{client host: the pids in its namespace} (a remount would change them)."""
+    return {n: sorted(hacluster.Ha.ns_pids([state['nodes'][n]['ns']]))
+            for n in state['nodes'] if n.startswith('cli')}
+
+
+@pytest.mark.parametrize('case', CASES)
+def test_fault(ha, case, expect_log):
+    """One fault under 4 clients' fio and metadata load: no call fails,
+    nothing acknowledged is lost, the namespace is consistent, no client
+    was remounted; the time until service resumed is printed."""
+    for r in EXPECT[case]:
+        expect_log(r)
+    d, state, _out = ha
+    h = hacluster.Ha(d)
+    h.wait(h.healthy, 240, 'the cluster is whole before %s' % case)
+    mgr, prim = h.active_mgr(), h.primary()
+    clients = client_pids(state)
+    load = Load(state, case)
     try:
-        util.wait_until(lambda: w.resumed(t_kill, 10) is not None, RESUME_LIMIT_S, 0.1,
-                        '10 creates in a row acknowledged after the kill')
+        util.wait_until(lambda: load.going(0, 20), 120, 0.2, 'the load is going')
+        assert not load.errors(), load.errors()
+        t0 = time.monotonic()
+        run_fault(h, case, mgr, prim)
+        t1 = time.monotonic()
+        util.wait_until(lambda: load.going(t1, 30), 180, 0.2,
+                        'the load goes on after the fault')
     finally:
-        w.stop.set()
-        w.join(30)
-    failed = w.failed()
-    print('\nprimary %s killed: service resumed %.1f s after the kill (the first '
-          'create acknowledged after the last failed one); %d creates acknowledged, '
-          '%d failed %s' % (victim, w.resumed(t_kill, 10) - t_kill, len(w.acked()),
-                            len(failed), sorted(set(e for _i, e in failed))))
-    new = h.primary()
-    assert new == 'db2', 'the monitor has %s as primary' % new
-    # every acknowledged file, through the other client (no page cache of
-    # the writer's)
-    other = os.path.join(cli1, 'prim')
-    names = set(os.listdir(other))
-    missing = [i for i in range(PRE_FILES) if 'p%d' % i not in names]
-    missing += ['w%d' % i for i in w.acked() if 'w%d' % i not in names]
-    assert not missing, 'acknowledged files missing after the failover: %s' % missing
-    for i in range(PRE_FILES):
-        with open(os.path.join(other, 'p%d' % i), 'rb') as f:
-            assert f.read() == b'pre %d\n' % i
-    for i in w.acked():
-        with open(os.path.join(other, 'w%d' % i), 'rb') as f:
-            assert f.read() == b'file %d\n' % i
-    # the mgr, the iods and the clients still run (same processes: no remount)
-    names = ['mgr', 'cli0', 'cli1'] + ['iod%d' % i for i in range(4)]
-    names += ['mgr2'] if 'mgr2' in state['nodes'] else []
-    for name in names:
-        assert util.run(['ip', 'netns', 'pids', state['nodes'][name]['ns']]).stdout.split(), \
-            '%s has no process left' % name
+        load.stop()
+    assert not load.errors(), 'calls failed during %s: %s' % (case, load.errors())
+    stall = max(w.longest_stall(t0) for w in load.meta)
+    runs = sorted(b - a for f in load.fio for a, b, _p in f.done)
+    fio_long = max(b - a for f in load.fio for a, b, _p in f.done if b > t0)
+    heal_fault(h, case, mgr, prim)
+    load.check(state, case)
+    out = scrub_namespace(h, state)
+    assert client_pids(state) == clients, 'a client was restarted (remounted)'
     for m in state['mounts']:
         assert util.is_mounted(m)
+    print('\n%s (active mgr %s, primary %s): service resumed after %.1f s (longest '
+          'stall of a metadata workload; fault held %.1f s); longest fio run through '
+          'the fault %.1f s (median run %.1f s); %d metadata ops and %d fio runs '
+          'acknowledged, all there afterwards; now active %s, primary %s; scrub: %s' % (
+              case, mgr, prim, stall, t1 - t0, fio_long, runs[len(runs) // 2],
+              sum(len(w.acks) for w in load.meta), sum(len(f.done) for f in load.fio),
+              h.active_mgr(), h.primary(), ' '.join(out.split())[:200]))
 
 
-def test_down(ha):
-    """down: no namespace, process, mount or directory is left."""
+def test_down(ha, tmp_path):
+    """down: no namespace, process, mount or directory is left (the logs
+    are kept in this test's directory first)."""
     d, state, _out = ha
+    shutil.copytree(os.path.join(d, 'logs'), str(tmp_path / 'logs'))
     pids = ns_pids(state)
     assert pids
     r = script('down', '--dir', d, check=False)

@@ -17,17 +17,17 @@ import re
 import signal
 import socket
 import struct
-import threading
 import time
 
 import pytest
 
 import util
+import workload
 from wire import F_CTRL, HDR_LEN, OP_LOOKUP, OP_NET_HELLO, handshake, hdr, request
 
 # the host stage runs these (raw TCP peers, PostgreSQL on the host); the
 # transport under the mgrs is the same as everywhere else
-pytestmark = pytest.mark.host_only
+pytestmark = [pytest.mark.host_only, pytest.mark.own_store]
 
 LEASE_S = 3          # --lease of both mgrs: short, so the tests are short
 EREMCHG = 78         # PROTO_STANDBY = -EREMCHG
@@ -169,58 +169,11 @@ def test_status_shows_active_and_standby(ha):
     assert [rows[('iod', str(i))] for i in range(4)] == ['up'] * 4, r.stdout
 
 
-class Workload(threading.Thread):
-    """Creates, renames and unlinks in one directory of the mount, each
-    logged once acknowledged; the model is what must be there."""
-
-    def __init__(self, d):
-        super().__init__(daemon=True)
-        self.d = d
-        self.present = set()
-        self.gone = set()
-        self.acks = []     # (time acknowledged, op) in order
-        self.error = None
-        self.stop = threading.Event()
-
-    def op(self, what, fn, *args):
-        fn(*args)
-        self.acks.append((time.monotonic(), what))
-
-    def run(self):
-        i = 0
-        try:
-            while not self.stop.is_set():
-                a = os.path.join(self.d, 'a%d' % i)
-                b = os.path.join(self.d, 'b%d' % i)
-                self.op('create', lambda p: os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)), a)
-                self.present.add(a)
-                self.op('rename', os.rename, a, b)
-                self.present.discard(a)
-                self.gone.add(a)
-                self.present.add(b)
-                if i % 3 == 0:
-                    self.op('unlink', os.unlink, b)
-                    self.present.discard(b)
-                    self.gone.add(b)
-                if i % 5 == 0:
-                    m = os.path.join(self.d, 'd%d' % i)
-                    self.op('mkdir', os.mkdir, m)
-                    self.present.add(m)
-                i += 1
-        except OSError as e:
-            self.error = e
-
-    def acked_after(self, t):
-        return sum(1 for at, _ in self.acks if at > t)
-
-
 def run_through(c, mnt, name, fault, timeout=60):
-    """Run the workload in mnt/name, call fault() once it is going, and
-    keep it going until 50 ops were acknowledged after fault returned.
+    """Run a metadata workload in mnt/name, call fault() once it is going,
+    and keep it going until 50 ops were acknowledged after fault returned.
     Returns (workload, seconds from the fault to the first op after it)."""
-    d = os.path.join(mnt, name)
-    os.mkdir(d)
-    w = Workload(d)
+    w = workload.MetaWorkload(os.path.join(mnt, name))
     w.start()
     util.wait_until(lambda: len(w.acks) >= 30 or w.error, 30, what='workload going')
     t0 = time.monotonic()
@@ -232,17 +185,7 @@ def run_through(c, mnt, name, fault, timeout=60):
         w.stop.set()
         w.join(30)
     assert w.error is None, 'the workload failed: %r' % w.error
-    after = [at for at, _ in w.acks if at > t0]
-    gap = max([b - a for a, b in zip([t0] + after, after)] or [0])
-    return w, gap
-
-
-def check_model(w):
-    """Every acknowledged change is there."""
-    for p in sorted(w.present):
-        assert os.path.lexists(p), '%s was acknowledged but is missing' % p
-    for p in sorted(w.gone - w.present):
-        assert not os.path.lexists(p), '%s was removed (acknowledged) but is there' % p
+    return w, w.longest_stall(t0)
 
 
 def test_kill9_active_mount_continues(ha):
@@ -257,7 +200,7 @@ def test_kill9_active_mount_continues(ha):
           '(lease %d s), %d ops acknowledged' % (gap, LEASE_S, len(w.acks)))
     assert c.active() == 1 - a
     assert c.lease()[0] > tok0
-    check_model(w)
+    w.check()
     # the killed one comes back as a standby
     c.start_mgr(a, STANDBY_RE)
     st, body = lookup(c.mgr_ports[a])
@@ -292,7 +235,7 @@ def test_sigstop_active_never_answers_as_active(ha):
         old.proc.send_signal(signal.SIGCONT)
     print('\nSIGSTOP of the active mgr: service resumed after %.2f s (lease %d s)'
           % (gap, LEASE_S))
-    check_model(w)
+    w.check()
     assert c.active() == 1 - a
     # its answer to the request it found: the standby answer, or the
     # connection closed by its restart; never -ENOENT (an active mgr's)
