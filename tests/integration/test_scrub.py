@@ -132,6 +132,7 @@ class Writer(threading.Thread):
         assert not self.is_alive() and self.error is None, self.error
 
 
+@pytest.mark.vm_spared
 def test_scrub_reclaims_iod_orphans(dcluster, tmp_mnt):
     """Objects of inodes the mgr does not know, older than the grace, are
     removed; a young one stays; live files, one of them written during the
@@ -180,6 +181,7 @@ def test_scrub_reclaims_iod_orphans(dcluster, tmp_mnt):
     util.cleanup(m2, m)
 
 
+@pytest.mark.vm_spared
 def test_scrub_dry_run_changes_nothing(dcluster, tmp_mnt):
     """--dry-run reports the orphans it would reclaim and removes none."""
     m = dcluster.mount(tmp_mnt)
@@ -220,6 +222,7 @@ def _orphan_by_dead_client(c, path):
     return ino, data
 
 
+@pytest.mark.vm_spared
 def test_scrub_mgr_orphans(dcluster, tmp_mnt):
     """A mgr orphan left by a dead client: kept while the mgr that saw the
     unlink runs (the client may still hold it open), reclaimed with its
@@ -278,6 +281,7 @@ def test_scrub_bad_key(tmp_path):
     assert r.returncode == 3, (r.returncode, r.stdout, r.stderr)
 
 
+@pytest.mark.vm_spared
 def test_scrub_server_down(dcluster, tmp_mnt, expect_log):
     """A server down exits 1 naming it; orphans on the iods still up are
     reclaimed, mgr orphans wait (their objects may be on the missing iod).
@@ -407,6 +411,7 @@ def clean_scrub(c):
     return r
 
 
+@pytest.mark.vm_spared
 def test_scrub_mirror_compares_each_pair_once(mirc, mdir):
     """Each (group, inode) pair of a mirrored file is compared once, though
     both iods list it, with a whole read of both replicas (objects over 4
@@ -526,6 +531,7 @@ def test_scrub_mirror_rate(mirc, mdir):
     assert took >= 0.9 * r['cbytes'] / 10e6, (took, r['cbytes'])
 
 
+@pytest.mark.vm_spared
 def test_scrub_mirror_iod_down(mirc, mdir, expect_log):
     """With a group's second iod down the scrub exits 1 naming it, and
     still compares the other group's pairs. The mgr's statfs poll may warn
