@@ -194,6 +194,12 @@ struct pg_kv {
 				     * connection could be kept or made */
 	_Atomic uint64_t next_try;  /* while down: no connect before this
 				     * (monotonic ms) */
+	/* The rows as this process's write txns committed or read them,
+	 * while it holds a leadership token ("Shared row cache" above
+	 * pg_shared_ok). write_mu, all three. */
+	struct pg_cache shared;
+	size_t shared_bytes;
+	int64_t shared_token;       /* the token it was filled under */
 };
 
 /* A transaction. Used only by the thread that began it. */
@@ -442,6 +448,28 @@ static int cache_add(struct pg_cache *c, struct pg_ent *e)
 	c->slot[i] = e;
 	c->n++;
 	return 0;
+}
+
+/* Put e into the cache, replacing (and freeing) an entry of the same key.
+ * @return the bytes of the entry replaced (0 if none), -ENOMEM (e is
+ * not taken) */
+static ssize_t cache_put(struct pg_cache *c, struct pg_ent *e)
+{
+	if (c->cap)
+		for (size_t i = key_hash(e->tbl, e->data, e->klen) & (c->cap - 1);
+		     c->slot[i]; i = (i + 1) & (c->cap - 1)) {
+			struct pg_ent *o = c->slot[i];
+			ssize_t n;
+
+			if (key_cmp(o->tbl, o->data, o->klen, e->tbl, e->data,
+				    e->klen))
+				continue;
+			n = (ssize_t)(sizeof(*o) + o->klen + o->vlen);
+			free(o);
+			c->slot[i] = e;
+			return n;
+		}
+	return cache_add(c, e) ? -ENOMEM : 0;
 }
 
 /* Free every cached entry and the table. */
@@ -1141,6 +1169,119 @@ static int txn_run(struct pg_txn *t, struct pg_q *qs, int nq, PGresult **res,
 }
 
 /* ------------------------------------------------------------------ */
+/* Shared row cache                                                    */
+
+/*
+ * While this process holds a leadership token (mgr_kv_set_token: the
+ * active mgr), it is the only one that writes rpfs_kv: every other mgr's
+ * commits are refused by the fence, and the other tools only read. Its own
+ * write txns take turns on write_mu. So a row that a write txn read from
+ * the server, or that a write txn committed, stays as it is on the server
+ * until this process's next write txn changes it, and write txns can take
+ * rows (found or missing) from a cache that outlives them instead of a
+ * round trip each: the parent directory, the counters a create bumps.
+ *
+ * A write txn may commit nothing and still answer from what it read (an
+ * open of an existing file): a mgr whose lease ran out could then answer
+ * from rows another mgr has changed since. It never gets to: a mgr stops
+ * serving at its local lease deadline, before the lease ends on the
+ * database's clock and another mgr can take it (HACKING "Several mgrs,
+ * one active"), the same rule that makes any answer of its safe.
+ *
+ * The cache lives under write_mu. It is emptied when the token changes
+ * (0 and INT64_MAX, the lost leadership, keep it off), when a commit fails
+ * (its outcome may be unknown), when a commit deletes a prefix (rare), and
+ * when it passes PG_SHARED_MAX bytes. A hit is copied into the txn's own
+ * cache, so what the txn hands out lives as long as the txn. Read txns do
+ * not use it: they run on other threads too, beside write commits, and a
+ * mix of cached rows and a server snapshot could be no state that ever
+ * existed.
+ */
+#define PG_SHARED_MAX (64u << 20)
+
+/* Empty the shared cache. Caller holds write_mu. */
+static void pg_shared_clear(struct pg_kv *kv)
+{
+	cache_free(&kv->shared);
+	kv->shared_bytes = 0;
+}
+
+/* May write txns use the shared cache now? Empties it when the token it
+ * was filled under is not the one in force. Caller holds write_mu. */
+static int pg_shared_ok(struct pg_kv *kv)
+{
+	int64_t tok = kv->token;
+
+	if (tok != kv->shared_token) {
+		pg_shared_clear(kv);
+		kv->shared_token = tok;
+	}
+	return tok > 0 && tok != INT64_MAX;
+}
+
+/* Put a copy of e (a row as the server has it, or a tombstone: no row)
+ * into the shared cache. Out of memory: the cache is emptied (a stale
+ * entry must not stay). Caller holds write_mu. */
+static void pg_shared_put(struct pg_kv *kv, const struct pg_ent *e)
+{
+	size_t n = sizeof(*e) + e->klen + e->vlen;
+	struct pg_ent *c;
+	ssize_t old;
+
+	if (kv->shared_bytes + n > PG_SHARED_MAX)
+		pg_shared_clear(kv);
+	c = ent_new(e->tbl, e->data, e->klen, e->val,
+		    e->state == PG_PUT ? e->vlen : 0, e->state);
+	old = c ? cache_put(&kv->shared, c) : -ENOMEM;
+	if (old < 0) {
+		free(c);
+		pg_shared_clear(kv);
+		return;
+	}
+	kv->shared_bytes += n - (size_t)old;
+}
+
+/* (tbl, key) from the shared cache into root's own cache, for a write
+ * txn. @return the txn's copy, or NULL (not cached, or out of memory) */
+static struct pg_ent *pg_shared_get(struct pg_txn *root, int tbl,
+				    const void *key, size_t klen)
+{
+	struct pg_kv *kv = kv_of(root->base.kv);
+	const struct pg_ent *e;
+	struct pg_ent *c;
+
+	if (root->base.rdonly || !pg_shared_ok(kv))
+		return NULL;
+	e = cache_find(&kv->shared, tbl, key, klen);
+	if (!e)
+		return NULL;
+	c = ent_new(tbl, key, klen, e->val, e->vlen, e->state);
+	if (c && cache_add(&root->cache, c)) {
+		free(c);
+		c = NULL;
+	}
+	return c;
+}
+
+/* Root write txn t committed (rc 0) or failed to: bring the shared cache
+ * to the server's state (its deleted prefixes empty it; then its rows and
+ * tombstones), or empty it. Caller holds write_mu. */
+static void pg_shared_commit(struct pg_txn *t, int rc)
+{
+	struct pg_kv *kv = kv_of(t->base.kv);
+
+	if (rc || t->rng.n) {
+		pg_shared_clear(kv);
+		if (rc)
+			return;
+	}
+	if (!pg_shared_ok(kv))
+		return;
+	for (size_t i = 0; i < t->pts.n; i++)
+		pg_shared_put(kv, t->pts.v[i]);
+}
+
+/* ------------------------------------------------------------------ */
 /* Reads through the layers                                            */
 
 /*
@@ -1207,9 +1348,14 @@ static int read_key(struct pg_txn *t, int tbl, const void *key, size_t klen,
 		return -ENOENT;
 	*e = cache_find(&t->root->cache, tbl, key, klen);
 	if (!*e)
+		*e = pg_shared_get(t->root, tbl, key, klen);
+	if (!*e) {
 		*e = fetch_row(t, tbl, key, klen, &rc);
-	if (!*e)
-		return rc;
+		if (!*e)
+			return rc;
+		if (!t->root->base.rdonly && pg_shared_ok(kv_of(t->base.kv)))
+			pg_shared_put(kv_of(t->base.kv), *e);
+	}
 	return (*e)->state == PG_PUT ? 0 : -ENOENT;
 }
 
@@ -1898,10 +2044,12 @@ static int pg_commit(struct mgr_kv_txn *t_)
 			return rc;
 		}
 	}
-	if (t->up)
+	if (t->up) {
 		rc = txn_fold(t);
-	else if (!t->base.rdonly && (t->pts.n || t->rng.n))
+	} else if (!t->base.rdonly && (t->pts.n || t->rng.n)) {
 		rc = commit_send(t);
+		pg_shared_commit(t, rc);
+	}
 	txn_end(t);
 	return rc;
 }
@@ -1933,6 +2081,7 @@ static void pg_close(struct mgr_kv *kv_)
 		kv->idle = c->next;
 		conn_free(c);
 	}
+	pg_shared_clear(kv);
 	pthread_mutex_destroy(&kv->write_mu);
 	pthread_mutex_destroy(&kv->pool_mu);
 	free(kv->uri);

@@ -1127,6 +1127,92 @@ static void test_pg_fence(void)
 	pg_drop_db(name);
 }
 
+/* Set key K (a text) of every table to V, or delete it (V NULL), behind
+ * the store's back: as another writer would. */
+static void pg_behind(const char *uri, const char *k, const char *v)
+{
+	char sql[300];
+
+	if (v)
+		snprintf(sql, sizeof(sql), "UPDATE rpfs_kv SET v = '%s'::bytea "
+			 "WHERE k = '%s'::bytea", v, k);
+	else
+		snprintf(sql, sizeof(sql), "DELETE FROM rpfs_kv WHERE k = '%s'::bytea", k);
+	CHECK(pg_sql(uri, sql) == 0);
+}
+
+/*
+ * The shared row cache of write txns (mgr_kv_pg.c "Shared row cache"):
+ * while a token is set, write txns take the rows this process committed or
+ * read (found or missing) from it, so a change made behind its back (which
+ * the fence rules out in a cluster) stays unseen by write txns, never by
+ * read txns; a new token, a failed commit and token 0 drop it.
+ */
+static void test_pg_shared_cache(void)
+{
+	char name[64], uri[1024];
+	struct mgr_kv *kv;
+	struct mgr_kv_txn *t;
+
+	fprintf(stderr, "== postgresql: the shared row cache\n");
+	if (pg_fresh_open(name, sizeof(name), uri, sizeof(uri), &kv))
+		return;
+	CHECK(pg_sql(uri, "UPDATE rpfs_lease SET token = 7") == 0);
+	CHECK_RC(mgr_kv_set_token(kv, 7), 0);
+	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
+	CHECK_RC(k_put(t, MGR_KV_META, S("sa"), S("1"), 0), 0);
+	CHECK_RC(k_put(t, MGR_KV_META, S("sd"), S("x"), 0), 0);
+	CHECK_RC(k_commit(t), 0);
+	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
+	CHECK_VAL(t, MGR_KV_META, S("sm"), NULL); /* read: no such row */
+	CHECK_RC(k_del(t, MGR_KV_META, S("sd")), 0);
+	CHECK_RC(k_commit(t), 0);
+	pg_behind(uri, "sa", "2");
+	CHECK(pg_sql(uri, "INSERT INTO rpfs_kv VALUES (5, 'sm'::bytea, 'y'::bytea), "
+		     "(5, 'sd'::bytea, 'z'::bytea)") == 0);
+	/* write txns: the rows as committed or read, a child's view too */
+	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
+	CHECK_VAL(t, MGR_KV_META, S("sa"), "1");
+	CHECK_VAL(t, MGR_KV_META, S("sm"), NULL);
+	CHECK_VAL(t, MGR_KV_META, S("sd"), NULL);
+	k_abort(t);
+	/* read txns: the server's */
+	CHECK_RC(k_begin(kv, NULL, 1, &t), 0);
+	CHECK_VAL(t, MGR_KV_META, S("sa"), "2");
+	CHECK_VAL(t, MGR_KV_META, S("sm"), "y");
+	k_abort(t);
+	/* a new token drops it */
+	CHECK(pg_sql(uri, "UPDATE rpfs_lease SET token = 8") == 0);
+	CHECK_RC(mgr_kv_set_token(kv, 8), 0);
+	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
+	CHECK_VAL(t, MGR_KV_META, S("sa"), "2");
+	CHECK_VAL(t, MGR_KV_META, S("sd"), "z");
+	k_abort(t);
+	/* a refused commit drops it */
+	CHECK(pg_sql(uri, "UPDATE rpfs_lease SET token = 9") == 0);
+	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
+	CHECK_RC(k_put(t, MGR_KV_META, S("sb"), S("b"), 0), 0);
+	CHECK_RC(k_commit(t), -ESTALE);
+	pg_behind(uri, "sa", "3");
+	CHECK(pg_sql(uri, "UPDATE rpfs_lease SET token = 8") == 0);
+	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
+	CHECK_VAL(t, MGR_KV_META, S("sa"), "3");
+	CHECK_VAL(t, MGR_KV_META, S("sb"), NULL);
+	k_abort(t);
+	/* no token: no cache */
+	CHECK_RC(mgr_kv_set_token(kv, 0), 0);
+	pg_behind(uri, "sa", "4");
+	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
+	CHECK_VAL(t, MGR_KV_META, S("sa"), "4");
+	k_abort(t);
+	pg_behind(uri, "sa", "5");
+	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
+	CHECK_VAL(t, MGR_KV_META, S("sa"), "5");
+	k_abort(t);
+	mgr_kv_close(kv);
+	pg_drop_db(name);
+}
+
 /* A lost connection: the next call reconnects (once) and succeeds; if the
  * server refuses the new connection, the call fails with -EIO. */
 static void test_pg_reconnect(void)
@@ -1174,9 +1260,11 @@ static void test_pg_reconnect(void)
 		 name);
 	CHECK(pg_sql(pg_admin, sql) == 0);
 	usleep(200 * 1000);
+	CHECK(mgr_kv_unreachable(kv) == 0);
 	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
 	CHECK_RC(k_put(t, MGR_KV_META, S("k3"), S("v3"), 0), 0);
 	CHECK_RC(k_commit(t), -EIO);
+	CHECK(mgr_kv_unreachable(kv) == 1); /* the mgr answers "retry later" */
 	CHECK_RC(k_begin(kv, NULL, 1, &t), 0);
 	{
 		const void *v;
@@ -1185,6 +1273,15 @@ static void test_pg_reconnect(void)
 		CHECK_RC(k_get(t, MGR_KV_META, S("k"), &v, &vl), -EIO);
 	}
 	k_abort(t);
+	/* connections allowed again: after the pause between tries, the
+	 * next call reconnects and the store is reachable again */
+	snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true", name);
+	CHECK(pg_sql(pg_admin, sql) == 0);
+	usleep(600 * 1000);
+	CHECK_RC(k_begin(kv, NULL, 1, &t), 0);
+	CHECK_VAL(t, MGR_KV_META, S("k"), "v");
+	k_abort(t);
+	CHECK(mgr_kv_unreachable(kv) == 0);
 	mgr_kv_close(kv);
 	pg_drop_db(name);
 }
@@ -1249,6 +1346,7 @@ int main(int argc, char **argv)
 	test_pg_commit_faults();
 	test_pg_fence();
 	test_pg_reconnect();
+	test_pg_shared_cache();
 #endif
 	if (nbe == 0) {
 		fprintf(stderr, "no backend built\n");
