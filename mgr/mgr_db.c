@@ -220,6 +220,20 @@ int mgr_db_batch_commit(struct mgr_db *db, uint32_t *nops)
 }
 
 /* See mgr_db.h. */
+void mgr_db_batch_abort(struct mgr_db *db)
+{
+	struct mgr_txn *b = db->batch;
+
+	if (!b || batch_db != db)
+		return;
+	db->batch = NULL;
+	db->batch_ops = 0;
+	db->batch_in_op = 0;
+	batch_db = NULL;
+	mgr_db_abort(b);
+}
+
+/* See mgr_db.h. */
 void mgr_db_batch_set_flush(struct mgr_db *db, void (*fn)(void *arg),
 			    void *arg)
 {

@@ -313,8 +313,8 @@ int mgr_db_commit(struct mgr_txn *txn);
  * its parent's stay. */
 void mgr_db_abort(struct mgr_txn *txn);
 /*
- * Group commit (HACKING "Group commit"). One thread (the loop) opens a
- * batch: a top-level write txn. Between mgr_db_batch_enter and _leave,
+ * Group commit (HACKING "Group commit"). One thread (the mgr's writer
+ * thread, mgr_batch.c) opens a batch: a top-level write txn. Between mgr_db_batch_enter and _leave,
  * mgr_db_begin(db, 0) on that thread begins a child of the batch, so an op
  * that fails drops only its own writes; committing the batch makes every
  * op in it durable with one sync. A write txn begun on that thread outside
@@ -342,6 +342,9 @@ void mgr_db_batch_leave(struct mgr_db *db);
  * @return 0 (also when none is open), -ENOSPC, -EAGAIN, -ESTALE, -EIO
  */
 int mgr_db_batch_commit(struct mgr_db *db, uint32_t *nops);
+/** Abort the calling thread's batch: none of its ops is applied (none
+ * open: nothing). */
+void mgr_db_batch_abort(struct mgr_db *db);
 /** The callback that commits the batch and answers its ops, called when
  * a write txn is begun outside a batched op while a batch is open (NULL:
  * the batch is just committed). */

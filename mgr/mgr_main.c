@@ -87,7 +87,9 @@ struct mgr_srv {
 	struct ev_loop *loop;
 	ev_timer renew;         /* the lease's renew, every lease/3 */
 	int restart;            /* the leadership was lost: main re-executes
-				 * this program, which comes back as a standby */
+				 * this program, which comes back as a standby
+				 * (set by the loop thread; atomic: the writer
+				 * thread reads it, lead_serving) */
 	int acquired;           /* standby phase: the lease was taken */
 };
 
@@ -687,7 +689,7 @@ static void lead_lost(void *arg)
 
 	if (ms->restart)
 		return;
-	ms->restart = 1;
+	__atomic_store_n(&ms->restart, 1, __ATOMIC_RELEASE);
 	mgr_lead_lose(ms->lead);
 	(void)mgr_kv_set_token(ms->db->kv, INT64_MAX);
 	log_warn("lease: this mgr is no longer the active one (token %lld): it "
@@ -696,12 +698,14 @@ static void lead_lost(void *arg)
 	ev_break(ms->loop, EVBREAK_ALL);
 }
 
-/* mgr_ops's question before a batch commits: still the active one? */
+/* mgr_ops's question before a batch commits (the writer thread: thread-safe):
+ * still the active one? */
 static int lead_serving(void *arg)
 {
 	struct mgr_srv *ms = arg;
 
-	return !ms->restart && mgr_lead_serving(ms->lead);
+	return !__atomic_load_n(&ms->restart, __ATOMIC_ACQUIRE) &&
+	       mgr_lead_serving(ms->lead);
 }
 
 /* The poll thread's question before it grants an iod anything: still

@@ -2,13 +2,14 @@
 #include "mgr_ops.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <ev.h>
 
 #include "log.h"
+#include "mgr_batch.h"
 #include "mgr_kv.h"
 #include "mgr_ns.h"
 #include "mgr_perm.h"
@@ -16,18 +17,25 @@
 
 #define OPS_REP_SLACK 64   /* reply bytes around the dirent/xattr blob */
 #define OPS_STATFS_WAIT_MS 2500
-#define OPS_BATCH_MAX_OPS 256          /* a batch commits at this many ops */
-#define OPS_BATCH_MAX_BYTES (4u << 20) /* or this many reply bytes held */
-
-/* A write op's reply, held until its batch is durable. */
-struct ops_pend {
-	struct net_sreq *r;
-	int32_t status;
-	uint32_t len;
-	uint8_t *body; /* a copy of the encoded reply (NULL when len is 0) */
+/* A write op on its way through the writer thread (mgr_batch.h): the
+ * request's body is copied, so the op does not depend on the transport's
+ * buffer while it waits for its batch. */
+struct ops_wreq {
+	struct mgr_batch_item it;  /* mgr_batch's */
+	struct net_sreq *r;        /* loop thread */
+	uint16_t op;               /* immutable once submitted */
+	int priv;                  /* the connection holds the servers' key */
+	struct proto_mreq m;       /* decoded from body, root squash applied */
+	int32_t status;            /* writer thread: the op's result */
+	uint32_t len;              /* writer thread: bytes in reply */
+	uint8_t *reply;            /* writer thread: a copy of the encoded
+				    * reply (NULL when len is 0) */
+	uint8_t body[];            /* the request body */
 };
 
-/* Handler state; every field is loop thread only. */
+/* Handler state. Every field is loop thread only, except: db (any thread,
+ * as mgr_db allows), wrep (the writer thread's), and serving, lost and
+ * lead_arg (set before the first request, read-only after). */
 struct mgr_ops {
 	struct mgr_db *db;
 	struct mgr_iodpoll *poll;
@@ -35,13 +43,9 @@ struct mgr_ops {
 	uint8_t *rep;     /* encoded reply body, PROTO_MAX_BODY */
 	uint8_t *scratch; /* dirents / xattr values / link target */
 	size_t scratch_cap;
-	int group;                 /* group commit on (mgr_ops_group_commit) */
-	struct ev_loop *loop;
-	ev_prepare prep;           /* commits the batch once per iteration */
-	struct ops_pend *pend;     /* OPS_BATCH_MAX_OPS slots */
-	uint32_t npend;
-	size_t pend_bytes;
-	uint32_t commit_delay_ms;  /* testing: sleep before each batch commit */
+	struct mgr_batch *batch;   /* group commit on (mgr_ops_group_commit) */
+	uint8_t *wrep;             /* writer thread: its reply, PROTO_MAX_BODY */
+	int batch_rc;              /* the status of the batch being answered */
 	int (*serving)(void *arg); /* mgr_ops_set_lead; NULL: always active */
 	void (*lost)(void *arg);
 	void *lead_arg;
@@ -86,90 +90,119 @@ static int ops_status(const struct mgr_ops *ops, int rc)
 }
 
 /*
- * Commit the open batch (one sync) and then send every reply it held, in
- * the order the ops came: an op is answered only after the sync that made
- * it durable. When the commit fails, nothing of the batch is applied and
- * every op in it gets the commit's error. Cost: one commit and one send
- * per held reply.
+ * The status every op of a batch of nops gets when its commit ended with
+ * rc (loop thread, once per batch): 0 (each its own answer), PROTO_STANDBY
+ * when this mgr may no longer commit as the active one (lost() is called),
+ * PROTO_RETRY while the store is out of reach, else the commit's error.
  */
-static int ops_batch_reply(struct mgr_ops *ops)
+static int ops_batch_status(struct mgr_ops *ops, uint32_t nops, int rc)
 {
-	uint32_t nops = 0;
-	int rc;
-
-	if (ops->commit_delay_ms && mgr_db_batch_is_open(ops->db)) {
-		struct timespec ts = { ops->commit_delay_ms / 1000,
-				       (long)(ops->commit_delay_ms % 1000) * 1000000 };
-
-		nanosleep(&ts, NULL);
-	}
-	if (ops->serving && mgr_db_batch_is_open(ops->db) &&
-	    !ops->serving(ops->lead_arg))
-		ops->lost(ops->lead_arg); /* the commit below is refused */
-	rc = mgr_db_batch_commit(ops->db, &nops);
-
 	if (rc == -ESTALE && ops->serving) {
 		log_warn("group commit of %u ops refused (-ESTALE): this mgr is no "
 			 "longer the active one; each is answered as by a standby",
 			 nops);
 		ops->lost(ops->lead_arg);
-		rc = PROTO_STANDBY;
-	} else if (rc && ops_status(ops, rc) == PROTO_RETRY) {
+		return PROTO_STANDBY;
+	}
+	if (rc && ops_status(ops, rc) == PROTO_RETRY) {
 		log_info("group commit of %u ops failed: the store is out of "
 			 "reach; each is answered \"retry later\"", nops);
-		rc = PROTO_RETRY;
-	} else if (rc) {
+		return PROTO_RETRY;
+	}
+	if (rc)
 		log_err("group commit of %u ops failed: %s; each is answered "
 			"with that error", nops, strerror(-rc));
-	}
-	for (uint32_t i = 0; i < ops->npend; i++) {
-		struct ops_pend *p = &ops->pend[i];
-
-		if (rc)
-			net_sreq_reply(p->r, rc, NULL, 0);
-		else
-			net_sreq_reply(p->r, p->status, p->body, p->len);
-		free(p->body);
-	}
-	ops->npend = 0;
-	ops->pend_bytes = 0;
 	return rc;
 }
 
-/* mgr_db's flush callback (and the caps, STATFS, shutdown): commit the
- * batch and answer its ops. */
-static void ops_batch_flush(void *arg)
+/* mgr_batch's done (loop thread): answer one op of a batch that ended,
+ * in the order the ops came, and free it. An op is answered only after
+ * the commit that made it durable. */
+static void ops_wreq_done(struct mgr_batch_item *it, void *arg)
 {
-	ops_batch_reply(arg);
+	struct mgr_ops *ops = arg;
+	struct ops_wreq *q = container_of(it, struct ops_wreq, it);
+	int rc;
+
+	if (it->batch_n)
+		ops->batch_rc = ops_batch_status(ops, it->batch_n, it->commit_rc);
+	rc = ops->batch_rc ? ops->batch_rc : ops_status(ops, q->status);
+	log_debug("%s uid %u from %s: %d (batched)", proto_op_name(q->op),
+		  q->m.cred.uid, net_sconn_peer(q->r->conn), rc);
+	net_sreq_reply(q->r, rc, rc ? NULL : q->reply, rc ? 0 : q->len);
+	free(q->reply);
+	free(q);
 }
 
-/* ev_prepare: every ready request of this iteration ran; commit their
- * batch before the loop blocks. */
-static void ops_on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
+/* mgr_batch's serving (writer thread): may the batch commit? */
+static int ops_serving_mt(void *arg)
 {
-	struct mgr_ops *ops = w->data;
+	struct mgr_ops *ops = arg;
 
-	if (ops->npend || mgr_db_batch_is_open(ops->db))
-		ops_batch_flush(ops);
+	return !ops->serving || ops->serving(ops->lead_arg);
+}
+
+static int ops_dispatch(struct mgr_ops *ops, uint16_t op, int priv,
+			const struct proto_mreq *m, struct proto_mrep *p);
+
+/* mgr_batch's run (writer thread, in a child of the open batch): run one
+ * write op and keep its encoded reply. Without memory for the copy the
+ * batch is aborted (its ops are answered -ENOMEM, none applied), as the op
+ * already ran in it. @return 0, -ENOMEM */
+static int ops_wreq_run(struct mgr_batch_item *it, void *arg)
+{
+	struct mgr_ops *ops = arg;
+	struct ops_wreq *q = container_of(it, struct ops_wreq, it);
+	struct proto_mrep p;
+	struct wbuf w;
+	int rc;
+
+	memset(&p, 0, sizeof(p));
+	wb_init(&w, ops->wrep, PROTO_MAX_BODY);
+	rc = ops_dispatch(ops, q->op, q->priv, &q->m, &p);
+	if (rc == 0) {
+		rc = proto_mrep_encode(&w, q->op, &p);
+		if (rc) /* a bug: replies are sized to fit */
+			log_err("%s reply does not encode: %d",
+				proto_op_name(q->op), rc);
+	}
+	if (rc > 0 || rc < -4095)
+		rc = -EIO;
+	q->status = rc;
+	q->len = rc ? 0 : (uint32_t)w.len;
+	if (q->len) {
+		q->reply = malloc(q->len);
+		if (!q->reply)
+			return -ENOMEM;
+		memcpy(q->reply, ops->wrep, q->len);
+	}
+	it->bytes = q->len;
+	return 0;
 }
 
 /* See mgr_ops.h. */
 int mgr_ops_group_commit(struct mgr_ops *ops, struct ev_loop *loop,
 			 uint32_t commit_delay_ms)
 {
+	const struct mgr_batch_ops bops = {
+		.run = ops_wreq_run,
+		.done = ops_wreq_done,
+		.serving = ops_serving_mt,
+		.arg = ops,
+	};
+	int rc;
+
 	if (commit_delay_ms > MGR_OPS_MAX_COMMIT_DELAY_MS)
 		return -EINVAL;
-	ops->commit_delay_ms = commit_delay_ms;
-	ops->pend = calloc(OPS_BATCH_MAX_OPS, sizeof(*ops->pend));
-	if (!ops->pend)
+	ops->wrep = malloc(PROTO_MAX_BODY);
+	if (!ops->wrep)
 		return -ENOMEM;
-	ops->group = 1;
-	ops->loop = loop;
-	ev_prepare_init(&ops->prep, ops_on_prepare);
-	ops->prep.data = ops;
-	ev_prepare_start(loop, &ops->prep);
-	mgr_db_batch_set_flush(ops->db, ops_batch_flush, ops);
-	return 0;
+	rc = mgr_batch_new(&ops->batch, ops->db, loop, &bops, commit_delay_ms);
+	if (rc) {
+		free(ops->wrep);
+		ops->wrep = NULL;
+	}
+	return rc;
 }
 
 /* See mgr_ops.h. */
@@ -184,21 +217,17 @@ void mgr_ops_set_lead(struct mgr_ops *ops, int (*serving)(void *arg),
 /* See mgr_ops.h. */
 void mgr_ops_flush(struct mgr_ops *ops)
 {
-	if (ops && ops->group)
-		ops_batch_flush(ops);
+	if (ops && ops->batch)
+		mgr_batch_drain(ops->batch);
 }
 
-/* Free the context (its held replies are flushed first). */
+/* Free the context (its write ops are committed and answered first). */
 void mgr_ops_free(struct mgr_ops *ops)
 {
 	if (!ops)
 		return;
-	if (ops->group) {
-		ops_batch_flush(ops);
-		ev_prepare_stop(ops->loop, &ops->prep);
-		mgr_db_batch_set_flush(ops->db, NULL, NULL);
-		free(ops->pend);
-	}
+	mgr_batch_free(ops->batch);
+	free(ops->wrep);
 	free(ops->scratch);
 	free(ops->rep);
 	free(ops);
@@ -431,71 +460,41 @@ static int ops_is_write(uint16_t op)
 	}
 }
 
-/* Answer one op at once from ops->rep (status rc, len bytes on success). */
-static void mgr_ops_reply_now(struct mgr_ops *ops, struct net_sreq *r, int rc,
-			      uint32_t len)
+/*
+ * Submit a write op to the writer thread (group commit): copy the body,
+ * decode it there, and queue it; it is answered once its batch commits
+ * (ops_wreq_done). A malformed request closes its connection, as below.
+ * Without memory for the copy the op is answered -ENOMEM, not run.
+ */
+static void ops_submit(struct mgr_ops *ops, struct net_sreq *r, uint16_t op)
 {
-	rc = ops_status(ops, rc);
-	net_sreq_reply(r, rc, rc ? NULL : ops->rep, rc ? 0 : len);
-}
+	struct ops_wreq *q = malloc(sizeof(*q) + r->body_len);
+	const char *why = "request";
+	int rc;
 
-/* Hold a batched op's reply until its batch commits (a copy: ops->rep is
- * reused); commit early at the batch caps. Without memory for the copy,
- * the batch (this op included) is committed now and the op answered. */
-static void ops_pend_add(struct mgr_ops *ops, struct net_sreq *r, int rc,
-			 uint32_t len)
-{
-	struct ops_pend *p = &ops->pend[ops->npend];
-
-	p->r = r;
-	p->status = ops_status(ops, rc);
-	p->len = rc ? 0 : len;
-	p->body = NULL;
-	if (p->len) {
-		p->body = malloc(p->len);
-		if (!p->body) { /* this op is in the batch: commit it too */
-			int crc = ops_batch_reply(ops);
-
-			mgr_ops_reply_now(ops, r, crc ? crc : rc, len);
-			return;
-		}
-		memcpy(p->body, ops->rep, p->len);
-	}
-	ops->npend++;
-	ops->pend_bytes += p->len;
-	if (ops->npend >= OPS_BATCH_MAX_OPS ||
-	    ops->pend_bytes >= OPS_BATCH_MAX_BYTES)
-		ops_batch_flush(ops);
-}
-
-/* Run a write op as a child of the loop's batch (opened by the first
- * write op of the iteration) and hold its reply for the batch's commit. */
-static void ops_handle_batched(struct mgr_ops *ops, struct net_sreq *r,
-			       uint16_t op, const struct proto_mreq *m,
-			       struct proto_mrep *p, struct wbuf *w)
-{
-	int rc = 0;
-
-	if (!mgr_db_batch_is_open(ops->db))
-		rc = mgr_db_batch_open(ops->db);
-	if (rc) {
-		net_sreq_reply(r, ops_status(ops, rc), NULL, 0);
+	if (!q) {
+		net_sreq_reply(r, -ENOMEM, NULL, 0);
 		return;
 	}
-	mgr_db_batch_enter(ops->db);
-	rc = ops_dispatch(ops, op, net_sconn_privileged(r->conn), m, p);
-	mgr_db_batch_leave(ops->db);
-	if (rc == 0) {
-		rc = proto_mrep_encode(w, op, p);
-		if (rc) /* a bug: replies are sized to fit */
-			log_err("%s reply does not encode: %d",
-				proto_op_name(op), rc);
+	memcpy(q->body, r->body, r->body_len);
+	rc = proto_mreq_decode(q->body, r->body_len, op, &q->m, &why);
+	if (rc) {
+		free(q);
+		if (rc == -EOPNOTSUPP)
+			net_sreq_reply(r, -EOPNOTSUPP, NULL, 0);
+		else
+			net_sreq_reject(r, why ? why : "malformed request");
+		return;
 	}
-	if (rc > 0 || rc < -4095)
-		rc = -EIO;
-	log_debug("%s uid %u from %s: %d (batched)", proto_op_name(op),
-		  m->cred.uid, net_sconn_peer(r->conn), rc);
-	ops_pend_add(ops, r, rc, (uint32_t)w->len);
+	if (ops->root_squash)
+		mgr_perm_squash(&q->m.cred);
+	q->r = r;
+	q->op = op;
+	q->priv = net_sconn_privileged(r->conn);
+	q->status = 0;
+	q->len = 0;
+	q->reply = NULL;
+	mgr_batch_submit(ops->batch, &q->it);
 }
 
 /* Entry point from the transport: validate, run, reply. A malformed
@@ -523,6 +522,10 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 		net_sreq_reject(r, "metadata request with bulk data");
 		return;
 	}
+	if (ops->batch && ops_is_write(op)) {
+		ops_submit(ops, r, op);
+		return;
+	}
 	rc = proto_mreq_decode(r->body, r->body_len, op, &m, &why);
 	if (rc == -EOPNOTSUPP) { /* a number reserved for ops built elsewhere */
 		net_sreq_reply(r, -EOPNOTSUPP, NULL, 0);
@@ -540,12 +543,7 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 		rc = ops_mount(ops, &w);
 		if (rc)
 			log_err("MOUNT reply does not encode: %d", rc);
-	} else if (ops->group && ops_is_write(op)) {
-		ops_handle_batched(ops, r, op, &m, &p, &w);
-		return;
 	} else {
-		if (ops->group && op == PROTO_OP_STATFS)
-			ops_batch_flush(ops); /* it may wait for the poller */
 		rc = ops_dispatch(ops, op, net_sconn_privileged(r->conn), &m, &p);
 		if (rc == 0) {
 			rc = proto_mrep_encode(&w, op, &p);

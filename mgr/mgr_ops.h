@@ -1,7 +1,8 @@
 /*
  * mgr_ops.h - the mgr's request handler: decode a request, run it against
  * the namespace with the caller's credentials, encode the reply.
- * Loop thread only.
+ * Loop thread only; with group commit, write ops run on the writer thread
+ * (mgr_batch.h) and are answered back on the loop thread.
  */
 #ifndef RPFS_MGR_OPS_H
 #define RPFS_MGR_OPS_H
@@ -29,23 +30,25 @@ void mgr_ops_free(struct mgr_ops *ops);
 #define MGR_OPS_MAX_COMMIT_DELAY_MS 5000
 
 /**
- * Turn group commit on (HACKING "Group commit"): write ops run in the
- * loop's batch and are answered after its commit, which an ev_prepare
- * watcher on loop does once per iteration (or earlier at the caps).
- * @param commit_delay_ms testing: the loop sleeps this long before each
+ * Turn group commit on (HACKING "Group commit"): write ops go to a writer
+ * thread, which runs those queued together in one batch and commits it
+ * (mgr_batch.h); each is answered on loop after its batch's commit.
+ * @param commit_delay_ms testing: the writer sleeps this long before each
  *	batch commit (0..MGR_OPS_MAX_COMMIT_DELAY_MS; 0 in production), so
  *	that a kill -9 test lands between an op and its commit
- * @return 0, -EINVAL delay out of range, -ENOMEM
+ * @return 0, -EINVAL delay out of range, -ENOMEM, -EAGAIN (no thread)
  */
 int mgr_ops_group_commit(struct mgr_ops *ops, struct ev_loop *loop,
 			 uint32_t commit_delay_ms);
 
 /**
  * Leadership (several mgrs on one store, mgr_lead.h): before a batch
- * commits, serving(arg) is asked whether this mgr may still answer as the
- * active one. If not, or if the commit is refused with -ESTALE, lost(arg)
- * is called and every op of the batch is answered PROTO_STANDBY with no
- * commit landing (lost must make later commits fail: mgr_kv_set_token).
+ * commits, serving(arg) is asked, on the writer thread (so it must be
+ * thread-safe), whether this mgr may still answer as the active one. If
+ * not, the batch is aborted; then, or if the commit is refused with
+ * -ESTALE, lost(arg) is called on the loop thread and every op of the
+ * batch is answered PROTO_STANDBY with nothing landing (lost must make
+ * later commits fail: mgr_kv_set_token). Call before the first request.
  * With group commit off, an op whose own commit is refused so is answered
  * PROTO_STANDBY the same way.
  * Without this call (LMDB) a mgr is always active.
@@ -53,8 +56,9 @@ int mgr_ops_group_commit(struct mgr_ops *ops, struct ev_loop *loop,
 void mgr_ops_set_lead(struct mgr_ops *ops, int (*serving)(void *arg),
 		      void (*lost)(void *arg), void *arg);
 
-/** Commit the open batch and answer its ops now (before the server is
- * freed: it drops requests still held). NULL or group commit off: nothing. */
+/** Wait until every write op submitted is committed and answered (before
+ * the server is freed: it drops requests still held). NULL or group
+ * commit off: nothing. */
 void mgr_ops_flush(struct mgr_ops *ops);
 
 /** net_req_fn: handle one request; arg is the struct mgr_ops. */

@@ -2,7 +2,7 @@
 together share one commit, and each is answered only after the sync that
 made it durable.
 
-The mgrs here run with --commit-delay-ms (testing only): the loop sleeps
+The mgrs here run with --commit-delay-ms (testing only): the writer sleeps
 before each batch commit, so requests of concurrent clients pile up into
 one batch, and a kill -9 lands while a batch holds ops that are not yet
 committed. An implementation that answered an op before its commit would

@@ -1,0 +1,86 @@
+/*
+ * mgr_batch.h - the mgr's writer thread: group commit off the loop
+ * (HACKING "Group commit").
+ *
+ * The loop thread submits write ops; the writer thread runs every op
+ * queued at the time in one batch (mgr_db_batch_open: a top-level write
+ * txn, each op a child of it), commits the batch with one sync, and hands
+ * the ops back to the loop thread, which answers them. While a batch
+ * commits, the loop keeps answering reads, and the write ops that arrive
+ * queue up for the next batch: the slower the sync, the larger the batch.
+ */
+#ifndef RPFS_MGR_BATCH_H
+#define RPFS_MGR_BATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include <ev.h>
+
+#include "mgr_db.h"
+
+#ifndef container_of
+#define container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+#endif
+
+#define MGR_BATCH_MAX_OPS 256          /* a batch commits at this many ops */
+#define MGR_BATCH_MAX_BYTES (4u << 20) /* or this many reply bytes held */
+#define MGR_BATCH_MAX_DELAY_MS 5000
+
+/* One op, embedded in its owner's request (container_of). The queue links
+ * and commit_rc/batch_n belong to mgr_batch; run sets bytes. */
+struct mgr_batch_item {
+	STAILQ_ENTRY(mgr_batch_item) link; /* the queue it is on (mgr_batch's
+					    * mutex; the writer's own while it
+					    * runs) */
+	size_t bytes;      /* run: reply bytes it holds (the batch's cap) */
+	int commit_rc;     /* the batch's commit: 0 or -errno; -ESTALE also
+			    * when it was not committed because this mgr no
+			    * longer serves (set before done) */
+	uint32_t batch_n;  /* first op of a batch: its ops; else 0 */
+};
+
+struct mgr_batch_ops {
+	/* Writer thread, inside the open batch (mgr_db_begin gives children
+	 * of it): run the op and keep its answer in the item. Must not touch
+	 * loop-thread state. 0, or -errno to abort the whole batch: then
+	 * none of its ops is applied and each gets commit_rc -errno. */
+	int (*run)(struct mgr_batch_item *it, void *arg);
+	/* Loop thread, in submission order, once the op's batch committed or
+	 * failed (it->commit_rc): answer the op and free the item. */
+	void (*done)(struct mgr_batch_item *it, void *arg);
+	/* Writer thread, before each commit: may this mgr still commit as
+	 * the active one? NULL: always. If not, the batch is aborted and its
+	 * ops get commit_rc -ESTALE. Must be thread-safe. */
+	int (*serving)(void *arg);
+	void *arg;
+};
+
+struct mgr_batch;
+
+/**
+ * Start the writer thread and the loop's completion watcher.
+ * @param db the store (its batch is opened by the writer thread only)
+ * @param loop the loop thread's loop: done runs there
+ * @param commit_delay_ms testing: the writer sleeps this long before each
+ *	commit (0..MGR_BATCH_MAX_DELAY_MS), so a kill -9 lands between an op
+ *	and its commit
+ * @return 0, -EINVAL delay out of range, -ENOMEM, -EAGAIN (no thread)
+ */
+int mgr_batch_new(struct mgr_batch **out, struct mgr_db *db,
+		  struct ev_loop *loop, const struct mgr_batch_ops *bops,
+		  uint32_t commit_delay_ms);
+
+/** Queue one op for the next batch (loop thread). */
+void mgr_batch_submit(struct mgr_batch *b, struct mgr_batch_item *it);
+
+/** Wait until every op submitted so far is committed and answered (loop
+ * thread; blocks for up to one batch per op queued). */
+void mgr_batch_drain(struct mgr_batch *b);
+
+/** Drain, stop the writer thread and free (loop thread; NULL: nothing). */
+void mgr_batch_free(struct mgr_batch *b);
+
+#endif
