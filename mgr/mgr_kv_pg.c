@@ -194,12 +194,17 @@ struct pg_kv {
 				     * connection could be kept or made */
 	_Atomic uint64_t next_try;  /* while down: no connect before this
 				     * (monotonic ms) */
-	/* The rows as this process's write txns committed or read them,
-	 * while it holds a leadership token ("Shared row cache" above
-	 * pg_shared_ok). write_mu, all three. */
+	/* The rows as this process's txns committed or read them, while it
+	 * holds a leadership token ("Shared row cache" above pg_shared_ok).
+	 * shared_mu, all three. */
+	pthread_mutex_t shared_mu;
 	struct pg_cache shared;
 	size_t shared_bytes;
 	int64_t shared_token;       /* the token it was filled under */
+	pthread_rwlock_t commit_rw; /* write: a root write txn's commit, from
+				     * its send to the shared cache's update;
+				     * read: a read txn that uses the shared
+				     * cache, for its life (writer-preferring) */
 };
 
 /* A transaction. Used only by the thread that began it. */
@@ -217,6 +222,8 @@ struct pg_txn {
 	PGresult **keep;         /* scan pages whose values were handed out */
 	size_t nkeep, capkeep;
 	int snap;                /* rdonly: BEGIN sent on conn */
+	int shared_rd;           /* rdonly: holds commit_rw to read, and so
+				  * may use the shared cache */
 };
 
 /* One statement of a pipeline, with its binary parameters. */
@@ -470,6 +477,19 @@ static ssize_t cache_put(struct pg_cache *c, struct pg_ent *e)
 			return n;
 		}
 	return cache_add(c, e) ? -ENOMEM : 0;
+}
+
+/* Mark every entry under deleted prefix r (its tbl and key) as no row:
+ * the server has none now. Cost: a walk of every slot. */
+static void cache_del_prefix(struct pg_cache *c, const struct pg_ent *r)
+{
+	for (size_t i = 0; i < c->cap; i++) {
+		struct pg_ent *e = c->slot[i];
+
+		if (e && e->tbl == r->tbl &&
+		    has_prefix(e->data, e->klen, r->data, r->klen))
+			e->state = PG_DEL;
+	}
 }
 
 /* Free every cached entry and the table. */
@@ -1188,26 +1208,38 @@ static int txn_run(struct pg_txn *t, struct pg_q *qs, int nq, PGresult **res,
  * database's clock and another mgr can take it (HACKING "Several mgrs,
  * one active"), the same rule that makes any answer of its safe.
  *
- * The cache lives under write_mu. It is emptied when the token changes
- * (0 and INT64_MAX, the lost leadership, keep it off), when a commit fails
- * (its outcome may be unknown), when a commit deletes a prefix (rare), and
- * when it passes PG_SHARED_MAX bytes. A hit is copied into the txn's own
- * cache, so what the txn hands out lives as long as the txn. Read txns do
- * not use it: they run on other threads too, beside write commits, and a
- * mix of cached rows and a server snapshot could be no state that ever
- * existed.
+ * Read txns use it too, to answer a stat or a lookup with no round trip,
+ * but only one that holds commit_rw for reading, which it tries once at
+ * its begin (a read txn never waits: while a commit is in flight it reads
+ * the server only). A root write txn holds commit_rw for writing from the
+ * send of its commit to the shared cache's update. So while a reader
+ * holds it, no commit is between those two points: the cache's rows are
+ * the server's, and the reader's snapshot, whenever its first query takes
+ * it, shows the same state, so cached and fetched rows never mix two
+ * states; its fetched rows may go into the cache too. The lock prefers
+ * writers: a waiting commit turns new readers to the server, so a stream
+ * of readers cannot hold it off; a commit waits at most for the readers
+ * already in (a round trip each at most).
+ *
+ * The cache's structure lives under shared_mu. It is emptied when the
+ * token changes (0 and INT64_MAX, the lost leadership, keep it off), when
+ * a commit fails (its outcome may be unknown), and when it passes
+ * PG_SHARED_MAX bytes; a commit that deletes a prefix marks the entries
+ * under it as no row. A hit is copied
+ * into the txn's own cache, so what the txn hands out lives as long as the
+ * txn.
  */
 #define PG_SHARED_MAX (64u << 20)
 
-/* Empty the shared cache. Caller holds write_mu. */
+/* Empty the shared cache. Caller holds shared_mu. */
 static void pg_shared_clear(struct pg_kv *kv)
 {
 	cache_free(&kv->shared);
 	kv->shared_bytes = 0;
 }
 
-/* May write txns use the shared cache now? Empties it when the token it
- * was filled under is not the one in force. Caller holds write_mu. */
+/* May txns use the shared cache now? Empties it when the token it was
+ * filled under is not the one in force. Caller holds shared_mu. */
 static int pg_shared_ok(struct pg_kv *kv)
 {
 	int64_t tok = kv->token;
@@ -1221,8 +1253,8 @@ static int pg_shared_ok(struct pg_kv *kv)
 
 /* Put a copy of e (a row as the server has it, or a tombstone: no row)
  * into the shared cache. Out of memory: the cache is emptied (a stale
- * entry must not stay). Caller holds write_mu. */
-static void pg_shared_put(struct pg_kv *kv, const struct pg_ent *e)
+ * entry must not stay). Caller holds shared_mu. */
+static void pg_shared_put_locked(struct pg_kv *kv, const struct pg_ent *e)
 {
 	size_t n = sizeof(*e) + e->klen + e->vlen;
 	struct pg_ent *c;
@@ -1241,21 +1273,38 @@ static void pg_shared_put(struct pg_kv *kv, const struct pg_ent *e)
 	kv->shared_bytes += n - (size_t)old;
 }
 
+/* A row t fetched from the server into the shared cache, when t may: a
+ * write txn, or a read txn that holds commit_rw (its snapshot is the
+ * cache's state). */
+static void pg_shared_put(struct pg_txn *t, const struct pg_ent *e)
+{
+	struct pg_kv *kv = kv_of(t->base.kv);
+
+	if (t->root->base.rdonly && !t->root->shared_rd)
+		return;
+	pthread_mutex_lock(&kv->shared_mu);
+	if (pg_shared_ok(kv))
+		pg_shared_put_locked(kv, e);
+	pthread_mutex_unlock(&kv->shared_mu);
+}
+
 /* (tbl, key) from the shared cache into root's own cache, for a write
- * txn. @return the txn's copy, or NULL (not cached, or out of memory) */
+ * txn or a read txn that holds commit_rw. @return the txn's copy, or NULL
+ * (not cached, or out of memory) */
 static struct pg_ent *pg_shared_get(struct pg_txn *root, int tbl,
 				    const void *key, size_t klen)
 {
 	struct pg_kv *kv = kv_of(root->base.kv);
 	const struct pg_ent *e;
-	struct pg_ent *c;
+	struct pg_ent *c = NULL;
 
-	if (root->base.rdonly || !pg_shared_ok(kv))
+	if (root->base.rdonly && !root->shared_rd)
 		return NULL;
-	e = cache_find(&kv->shared, tbl, key, klen);
-	if (!e)
-		return NULL;
-	c = ent_new(tbl, key, klen, e->val, e->vlen, e->state);
+	pthread_mutex_lock(&kv->shared_mu);
+	e = pg_shared_ok(kv) ? cache_find(&kv->shared, tbl, key, klen) : NULL;
+	if (e)
+		c = ent_new(tbl, key, klen, e->val, e->vlen, e->state);
+	pthread_mutex_unlock(&kv->shared_mu);
 	if (c && cache_add(&root->cache, c)) {
 		free(c);
 		c = NULL;
@@ -1264,21 +1313,55 @@ static struct pg_ent *pg_shared_get(struct pg_txn *root, int tbl,
 }
 
 /* Root write txn t committed (rc 0) or failed to: bring the shared cache
- * to the server's state (its deleted prefixes empty it; then its rows and
- * tombstones), or empty it. Caller holds write_mu. */
+ * to the server's state (its deleted prefixes first, then its rows and
+ * tombstones), or empty it. Caller holds commit_rw for writing. Cost: a
+ * walk of the whole cache per deleted prefix (a purge deletes one). */
 static void pg_shared_commit(struct pg_txn *t, int rc)
 {
 	struct pg_kv *kv = kv_of(t->base.kv);
 
-	if (rc || t->rng.n) {
+	pthread_mutex_lock(&kv->shared_mu);
+	if (rc)
 		pg_shared_clear(kv);
-		if (rc)
-			return;
+	if (!rc && pg_shared_ok(kv)) {
+		for (size_t i = 0; i < t->rng.n; i++)
+			cache_del_prefix(&kv->shared, t->rng.v[i]);
+		for (size_t i = 0; i < t->pts.n; i++)
+			pg_shared_put_locked(kv, t->pts.v[i]);
 	}
-	if (!pg_shared_ok(kv))
-		return;
-	for (size_t i = 0; i < t->pts.n; i++)
-		pg_shared_put(kv, t->pts.v[i]);
+	pthread_mutex_unlock(&kv->shared_mu);
+}
+
+/* Read txns of the calling thread that hold commit_rw: a commit on a
+ * thread that holds it would wait for itself. */
+static __thread int pg_rd_held;
+
+/* commit_rw, writer-preferring: a waiting commit turns new readers away
+ * (their tryrdlock fails), so readers cannot starve it. */
+static void pg_commit_rw_init(pthread_rwlock_t *rw)
+{
+	pthread_rwlockattr_t a;
+
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a,
+		PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(rw, &a);
+	pthread_rwlockattr_destroy(&a);
+}
+
+/* Read txn t (a root) begins: may it use the shared cache? Only while the
+ * cache is on and no commit is in flight or waiting (commit_rw). */
+static void pg_shared_rd_begin(struct pg_kv *kv, struct pg_txn *t)
+{
+	int on;
+
+	pthread_mutex_lock(&kv->shared_mu);
+	on = pg_shared_ok(kv);
+	pthread_mutex_unlock(&kv->shared_mu);
+	if (on && pthread_rwlock_tryrdlock(&kv->commit_rw) == 0) {
+		t->shared_rd = 1;
+		pg_rd_held++;
+	}
 }
 
 /* ------------------------------------------------------------------ */
@@ -1353,8 +1436,7 @@ static int read_key(struct pg_txn *t, int tbl, const void *key, size_t klen,
 		*e = fetch_row(t, tbl, key, klen, &rc);
 		if (!*e)
 			return rc;
-		if (!t->root->base.rdonly && pg_shared_ok(kv_of(t->base.kv)))
-			pg_shared_put(kv_of(t->base.kv), *e);
+		pg_shared_put(t, *e);
 	}
 	return (*e)->state == PG_PUT ? 0 : -ENOENT;
 }
@@ -1821,6 +1903,8 @@ static int pg_begin(struct mgr_kv *kv_, struct mgr_kv_txn *parent_,
 		free(t);
 		return rc;
 	}
+	if (rdonly)
+		pg_shared_rd_begin(kv, t);
 	*out = &t->base;
 	return 0;
 }
@@ -1854,6 +1938,10 @@ static void txn_end(struct pg_txn *t)
 	pool_put(kv, t->conn);
 	if (!t->base.rdonly)
 		pthread_mutex_unlock(&kv->write_mu);
+	if (t->shared_rd) {
+		pthread_rwlock_unlock(&kv->commit_rw);
+		pg_rd_held--;
+	}
 	free(t);
 }
 
@@ -2031,6 +2119,35 @@ out_free:
 	return rc;
 }
 
+/*
+ * Commit root write txn t's buffer, holding commit_rw for writing from the
+ * send to the shared cache's update. A thread that also holds a cached
+ * read txn cannot take it (a bug in the caller: mgr_db keeps one top-level
+ * txn per thread): then the cache is emptied and the commit goes without,
+ * with an error line. Cost: commit_send, and the wait for readers already
+ * in (at most a round trip each).
+ */
+static int pg_commit_root(struct pg_txn *t)
+{
+	struct pg_kv *kv = kv_of(t->base.kv);
+	int rc;
+
+	if (pg_rd_held) {
+		log_err("store_uri %s: a write commit on a thread that holds a "
+			"cached read transaction; the shared cache is emptied",
+			kv->show);
+		pthread_mutex_lock(&kv->shared_mu);
+		pg_shared_clear(kv);
+		pthread_mutex_unlock(&kv->shared_mu);
+		return commit_send(t);
+	}
+	pthread_rwlock_wrlock(&kv->commit_rw);
+	rc = commit_send(t);
+	pg_shared_commit(t, rc);
+	pthread_rwlock_unlock(&kv->commit_rw);
+	return rc;
+}
+
 /* See mgr_kv_commit. An active child is committed first (as LMDB does). */
 static int pg_commit(struct mgr_kv_txn *t_)
 {
@@ -2047,8 +2164,7 @@ static int pg_commit(struct mgr_kv_txn *t_)
 	if (t->up) {
 		rc = txn_fold(t);
 	} else if (!t->base.rdonly && (t->pts.n || t->rng.n)) {
-		rc = commit_send(t);
-		pg_shared_commit(t, rc);
+		rc = pg_commit_root(t);
 	}
 	txn_end(t);
 	return rc;
@@ -2082,6 +2198,8 @@ static void pg_close(struct mgr_kv *kv_)
 		conn_free(c);
 	}
 	pg_shared_clear(kv);
+	pthread_rwlock_destroy(&kv->commit_rw);
+	pthread_mutex_destroy(&kv->shared_mu);
 	pthread_mutex_destroy(&kv->write_mu);
 	pthread_mutex_destroy(&kv->pool_mu);
 	free(kv->uri);
@@ -2120,6 +2238,8 @@ int mgr_kv_pg_open(const struct mgr_kv_conf *conf, int create,
 	kv->base.kind = MGR_KV_POSTGRESQL;
 	pthread_mutex_init(&kv->pool_mu, NULL);
 	pthread_mutex_init(&kv->write_mu, NULL);
+	pthread_mutex_init(&kv->shared_mu, NULL);
+	pg_commit_rw_init(&kv->commit_rw);
 	uri_show(conf->uri, kv->show, sizeof(kv->show));
 	o = PQconninfoParse(conf->uri, &err);
 	if (!o) {

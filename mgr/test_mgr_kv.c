@@ -1141,12 +1141,64 @@ static void pg_behind(const char *uri, const char *k, const char *v)
 	CHECK(pg_sql(uri, sql) == 0);
 }
 
+/* A write txn's commit of sc=c on a thread of its own (pg_shared_readers). */
+struct pg_committer {
+	struct mgr_kv *kv;
+	int rc;
+	int done; /* __atomic */
+};
+
+static void *pg_committer_main(void *arg)
+{
+	struct pg_committer *c = arg;
+	struct mgr_kv_txn *t;
+
+	c->rc = k_begin(c->kv, NULL, 0, &t);
+	if (!c->rc) {
+		c->rc = k_put(t, MGR_KV_META, S("sc"), S("c"), 0);
+		c->rc = c->rc ? c->rc : k_commit(t);
+	}
+	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
 /*
- * The shared row cache of write txns (mgr_kv_pg.c "Shared row cache"):
- * while a token is set, write txns take the rows this process committed or
- * read (found or missing) from it, so a change made behind its back (which
- * the fence rules out in a cluster) stays unseen by write txns, never by
- * read txns; a new token, a failed commit and token 0 drop it.
+ * Readers and a commit (the cache holds sa=1, the server sa=2): a commit
+ * waits for a read txn that uses the cache; a read txn begun while that
+ * commit waits reads the server, not the cache; once the first reader
+ * ends, the commit lands, and the cache has its row.
+ */
+static void pg_shared_readers(struct mgr_kv *kv)
+{
+	struct pg_committer c = { .kv = kv };
+	struct mgr_kv_txn *r1, *r2;
+	pthread_t th;
+
+	CHECK_RC(k_begin(kv, NULL, 1, &r1), 0);
+	CHECK_VAL(r1, MGR_KV_META, S("sa"), "1");
+	CHECK(pthread_create(&th, NULL, pg_committer_main, &c) == 0);
+	usleep(300 * 1000);
+	CHECK(!__atomic_load_n(&c.done, __ATOMIC_ACQUIRE));
+	CHECK_RC(k_begin(kv, NULL, 1, &r2), 0);
+	CHECK_VAL(r2, MGR_KV_META, S("sa"), "2");
+	k_abort(r2);
+	CHECK(!__atomic_load_n(&c.done, __ATOMIC_ACQUIRE));
+	k_abort(r1);
+	pthread_join(th, NULL);
+	CHECK_RC(c.rc, 0);
+	CHECK_RC(k_begin(kv, NULL, 1, &r1), 0);
+	CHECK_VAL(r1, MGR_KV_META, S("sc"), "c");
+	CHECK_VAL(r1, MGR_KV_META, S("sa"), "1");
+	k_abort(r1);
+}
+
+/*
+ * The shared row cache (mgr_kv_pg.c "Shared row cache"): while a token is
+ * set, txns take the rows this process committed or read (found or
+ * missing) from it, so a change made behind its back (which the fence
+ * rules out in a cluster) stays unseen, except by a read txn begun while a
+ * commit is in flight or waiting (pg_shared_readers); a new token, a
+ * failed commit and token 0 drop it.
  */
 static void test_pg_shared_cache(void)
 {
@@ -1176,17 +1228,26 @@ static void test_pg_shared_cache(void)
 	CHECK_VAL(t, MGR_KV_META, S("sm"), NULL);
 	CHECK_VAL(t, MGR_KV_META, S("sd"), NULL);
 	k_abort(t);
-	/* read txns: the server's */
+	/* read txns too, and what they fetch goes in (sr: no row, then one) */
 	CHECK_RC(k_begin(kv, NULL, 1, &t), 0);
-	CHECK_VAL(t, MGR_KV_META, S("sa"), "2");
-	CHECK_VAL(t, MGR_KV_META, S("sm"), "y");
+	CHECK_VAL(t, MGR_KV_META, S("sa"), "1");
+	CHECK_VAL(t, MGR_KV_META, S("sm"), NULL);
+	CHECK_VAL(t, MGR_KV_META, S("sr"), NULL);
 	k_abort(t);
+	CHECK(pg_sql(uri, "INSERT INTO rpfs_kv VALUES (5, 'sr'::bytea, 'r'::bytea)") == 0);
+	CHECK_RC(k_begin(kv, NULL, 1, &t), 0);
+	CHECK_VAL(t, MGR_KV_META, S("sr"), NULL);
+	k_abort(t);
+	pg_shared_readers(kv);
 	/* a new token drops it */
 	CHECK(pg_sql(uri, "UPDATE rpfs_lease SET token = 8") == 0);
 	CHECK_RC(mgr_kv_set_token(kv, 8), 0);
 	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
 	CHECK_VAL(t, MGR_KV_META, S("sa"), "2");
 	CHECK_VAL(t, MGR_KV_META, S("sd"), "z");
+	k_abort(t);
+	CHECK_RC(k_begin(kv, NULL, 1, &t), 0);
+	CHECK_VAL(t, MGR_KV_META, S("sr"), "r");
 	k_abort(t);
 	/* a refused commit drops it */
 	CHECK(pg_sql(uri, "UPDATE rpfs_lease SET token = 9") == 0);
