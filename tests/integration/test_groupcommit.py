@@ -135,10 +135,11 @@ def run_workers(d, nworkers, n):
     return outs
 
 
-# Over verbs in the RDMA VM every batch held one op (381 ops, 381
-# batches): why is not known yet (HACKING "Group commit"), so this check
-# runs where batching is shown to work, on tcp; the rest of the module
-# (durability, failing ops) runs in both stages.
+# Over verbs a mount's requests to the mgr are served one at a time (one
+# connection, served in order: HACKING "Group commit"), so one mount's 4
+# writers never share a batch (388 ops, 388 batches in the RDMA VM); this
+# check runs on tcp, whose 4 lanes are served each on its own. The rest of
+# the module (durability, failing ops) runs in both stages.
 @pytest.mark.host_only
 def test_concurrent_writes_share_commits(gc):
     """Under 4 concurrent writers the mgr commits more than one op per
