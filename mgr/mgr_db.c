@@ -136,7 +136,7 @@ static int txn_wrap(struct mgr_db *db, struct mgr_kv_txn *kt,
 static __thread struct mgr_db *batch_db;
 
 /* Begin a top-level transaction on db's store; on the batch's thread a
- * write txn is a child of the batch within an op, and flushes the batch
+ * write txn is a child of the batch within an op, and commits the batch
  * first outside one (see mgr_db.h "Group commit"). */
 int mgr_db_begin(struct mgr_db *db, int rdonly, struct mgr_txn **txn)
 {
@@ -146,10 +146,7 @@ int mgr_db_begin(struct mgr_db *db, int rdonly, struct mgr_txn **txn)
 	if (!rdonly && batch_db == db && db->batch) {
 		if (db->batch_in_op)
 			return mgr_db_begin_child(db->batch, txn);
-		if (db->batch_flush)
-			db->batch_flush(db->batch_flush_arg);
-		if (db->batch) /* no callback, or it did not commit */
-			mgr_db_batch_commit(db, NULL);
+		mgr_db_batch_commit(db, NULL);
 	}
 	rc = mgr_kv_begin(db->kv, NULL, rdonly, &kt);
 	return rc ? rc : txn_wrap(db, kt, NULL, txn);
@@ -231,14 +228,6 @@ void mgr_db_batch_abort(struct mgr_db *db)
 	db->batch_in_op = 0;
 	batch_db = NULL;
 	mgr_db_abort(b);
-}
-
-/* See mgr_db.h. */
-void mgr_db_batch_set_flush(struct mgr_db *db, void (*fn)(void *arg),
-			    void *arg)
-{
-	db->batch_flush = fn;
-	db->batch_flush_arg = arg;
 }
 
 /* See mgr_db.h. */

@@ -135,9 +135,6 @@ struct mgr_db {
 	uint32_t batch_ops;            /* ops run in batch (batch's thread) */
 	int batch_in_op;               /* a batched op is running: its write
 					* txns are children (batch's thread) */
-	void (*batch_flush)(void *arg); /* commits the batch and answers its
-					 * ops (mgr_db_batch_set_flush) */
-	void *batch_flush_arg;
 	int full;                      /* growth refused last time we looked
 					* (for the log); the writer lock:
 					* only write txns touch it */
@@ -314,15 +311,14 @@ int mgr_db_commit(struct mgr_txn *txn);
 void mgr_db_abort(struct mgr_txn *txn);
 /*
  * Group commit (HACKING "Group commit"). One thread (the mgr's writer
- * thread, mgr_batch.c) opens a batch: a top-level write txn. Between mgr_db_batch_enter and _leave,
- * mgr_db_begin(db, 0) on that thread begins a child of the batch, so an op
- * that fails drops only its own writes; committing the batch makes every
- * op in it durable with one sync. A write txn begun on that thread outside
- * an op first has the batch flushed (the flush callback commits it and
- * answers its ops), so the lock mark and the stale service still commit
- * on their own before they answer. Other threads' write txns wait for the
- * batch's commit (the backend's writer lock): never keep a batch open
- * across a blocking wait.
+ * thread, mgr_batch.c) opens a batch: a top-level write txn. Between
+ * mgr_db_batch_enter and _leave, mgr_db_begin(db, 0) on that thread begins
+ * a child of the batch, so an op that fails drops only its own writes;
+ * committing the batch makes every op in it durable with one sync. A write
+ * txn begun on that thread outside an op first commits the batch. Other
+ * threads' write txns (the loop's lock mark and stale service, the poll
+ * and resync threads) wait for the batch's commit (the backend's writer
+ * lock): never keep a batch open across a blocking wait.
  */
 
 /**
@@ -345,11 +341,6 @@ int mgr_db_batch_commit(struct mgr_db *db, uint32_t *nops);
 /** Abort the calling thread's batch: none of its ops is applied (none
  * open: nothing). */
 void mgr_db_batch_abort(struct mgr_db *db);
-/** The callback that commits the batch and answers its ops, called when
- * a write txn is begun outside a batched op while a batch is open (NULL:
- * the batch is just committed). */
-void mgr_db_batch_set_flush(struct mgr_db *db, void (*fn)(void *arg),
-			    void *arg);
 /**
  * Batches committed by the process and the ops in them (relaxed atomics;
  * any thread).
