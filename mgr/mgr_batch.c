@@ -271,7 +271,6 @@ void mgr_batch_free(struct mgr_batch *b)
 	pthread_cond_signal(&b->work);
 	pthread_mutex_unlock(&b->mu);
 	pthread_join(b->thr, NULL);
-	mb_deliver(b); /* nothing was submitted since the drain; to be sure */
 	ev_ref(b->loop);
 	ev_async_stop(b->loop, &b->done_w);
 	pthread_cond_destroy(&b->idle);

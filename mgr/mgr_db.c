@@ -193,21 +193,33 @@ void mgr_db_batch_leave(struct mgr_db *db)
 	db->batch_in_op = 0;
 }
 
-/* See mgr_db.h. Cost: one top-level commit (one sync). */
-int mgr_db_batch_commit(struct mgr_db *db, uint32_t *nops)
+/* Take the calling thread's open batch off db (NULL: none open), leaving
+ * nothing open, for its commit or abort. */
+static struct mgr_txn *batch_detach(struct mgr_db *db)
 {
 	struct mgr_txn *b = db->batch;
-	uint32_t n = db->batch_ops;
-	int rc;
 
-	if (nops)
-		*nops = n;
 	if (!b || batch_db != db)
-		return 0;
+		return NULL;
 	db->batch = NULL;
 	db->batch_ops = 0;
 	db->batch_in_op = 0;
 	batch_db = NULL;
+	return b;
+}
+
+/* See mgr_db.h. Cost: one top-level commit (one sync). */
+int mgr_db_batch_commit(struct mgr_db *db, uint32_t *nops)
+{
+	uint32_t n = db->batch_ops;
+	struct mgr_txn *b;
+	int rc;
+
+	if (nops)
+		*nops = n;
+	b = batch_detach(db);
+	if (!b)
+		return 0;
 	rc = mgr_db_commit(b);
 	if (!rc) {
 		__atomic_add_fetch(&batch_count, 1, __ATOMIC_RELAXED);
@@ -219,15 +231,10 @@ int mgr_db_batch_commit(struct mgr_db *db, uint32_t *nops)
 /* See mgr_db.h. */
 void mgr_db_batch_abort(struct mgr_db *db)
 {
-	struct mgr_txn *b = db->batch;
+	struct mgr_txn *b = batch_detach(db);
 
-	if (!b || batch_db != db)
-		return;
-	db->batch = NULL;
-	db->batch_ops = 0;
-	db->batch_in_op = 0;
-	batch_db = NULL;
-	mgr_db_abort(b);
+	if (b)
+		mgr_db_abort(b);
 }
 
 /* See mgr_db.h. */

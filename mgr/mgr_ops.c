@@ -145,6 +145,28 @@ static int ops_serving_mt(void *arg)
 static int ops_dispatch(struct mgr_ops *ops, uint16_t op, int priv,
 			const struct proto_mreq *m, struct proto_mrep *p);
 
+/* Run op (not MOUNT) and encode its reply into w: 0, or the op's -errno
+ * (anything out of the errno range becomes -EIO). Any thread that may run
+ * op: the loop for reads, the writer thread for writes. */
+static int ops_run(struct mgr_ops *ops, uint16_t op, int priv,
+		   const struct proto_mreq *m, struct wbuf *w)
+{
+	struct proto_mrep p;
+	int rc;
+
+	memset(&p, 0, sizeof(p));
+	rc = ops_dispatch(ops, op, priv, m, &p);
+	if (rc == 0) {
+		rc = proto_mrep_encode(w, op, &p);
+		if (rc) /* a bug: replies are sized to fit */
+			log_err("%s reply does not encode: %d",
+				proto_op_name(op), rc);
+	}
+	if (rc > 0 || rc < -4095)
+		rc = -EIO;
+	return rc;
+}
+
 /* mgr_batch's run (writer thread, in a child of the open batch): run one
  * write op and keep its encoded reply. Without memory for the copy the
  * batch is aborted (its ops are answered -ENOMEM, none applied), as the op
@@ -153,21 +175,11 @@ static int ops_wreq_run(struct mgr_batch_item *it, void *arg)
 {
 	struct mgr_ops *ops = arg;
 	struct ops_wreq *q = container_of(it, struct ops_wreq, it);
-	struct proto_mrep p;
 	struct wbuf w;
 	int rc;
 
-	memset(&p, 0, sizeof(p));
 	wb_init(&w, ops->wrep, PROTO_MAX_BODY);
-	rc = ops_dispatch(ops, q->op, q->priv, &q->m, &p);
-	if (rc == 0) {
-		rc = proto_mrep_encode(&w, q->op, &p);
-		if (rc) /* a bug: replies are sized to fit */
-			log_err("%s reply does not encode: %d",
-				proto_op_name(q->op), rc);
-	}
-	if (rc > 0 || rc < -4095)
-		rc = -EIO;
+	rc = ops_run(ops, q->op, q->priv, &q->m, &w);
 	q->status = rc;
 	q->len = rc ? 0 : (uint32_t)w.len;
 	if (q->len) {
@@ -461,6 +473,31 @@ static int ops_is_write(uint16_t op)
 }
 
 /*
+ * Decode request r's body (body: r->body or a copy of it) into m and apply
+ * root squash. On failure r is answered: -EOPNOTSUPP for a number reserved
+ * for ops built elsewhere, else its connection is closed as malformed.
+ * @return 0, or -1 when r was answered
+ */
+static int ops_decode(struct mgr_ops *ops, struct net_sreq *r,
+		      const uint8_t *body, uint16_t op, struct proto_mreq *m)
+{
+	const char *why = "request";
+	int rc = proto_mreq_decode(body, r->body_len, op, m, &why);
+
+	if (rc == -EOPNOTSUPP) {
+		net_sreq_reply(r, -EOPNOTSUPP, NULL, 0);
+		return -1;
+	}
+	if (rc) {
+		net_sreq_reject(r, why ? why : "malformed request");
+		return -1;
+	}
+	if (ops->root_squash)
+		mgr_perm_squash(&m->cred);
+	return 0;
+}
+
+/*
  * Submit a write op to the writer thread (group commit): copy the body,
  * decode it there, and queue it; it is answered once its batch commits
  * (ops_wreq_done). A malformed request closes its connection, as below.
@@ -469,25 +506,16 @@ static int ops_is_write(uint16_t op)
 static void ops_submit(struct mgr_ops *ops, struct net_sreq *r, uint16_t op)
 {
 	struct ops_wreq *q = malloc(sizeof(*q) + r->body_len);
-	const char *why = "request";
-	int rc;
 
 	if (!q) {
 		net_sreq_reply(r, -ENOMEM, NULL, 0);
 		return;
 	}
 	memcpy(q->body, r->body, r->body_len);
-	rc = proto_mreq_decode(q->body, r->body_len, op, &q->m, &why);
-	if (rc) {
+	if (ops_decode(ops, r, q->body, op, &q->m)) {
 		free(q);
-		if (rc == -EOPNOTSUPP)
-			net_sreq_reply(r, -EOPNOTSUPP, NULL, 0);
-		else
-			net_sreq_reject(r, why ? why : "malformed request");
 		return;
 	}
-	if (ops->root_squash)
-		mgr_perm_squash(&q->m.cred);
 	q->r = r;
 	q->op = op;
 	q->priv = net_sconn_privileged(r->conn);
@@ -505,9 +533,7 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 	struct mgr_ops *ops = arg;
 	uint16_t op = r->hdr.op;
 	struct proto_mreq m;
-	struct proto_mrep p;
 	struct wbuf w;
-	const char *why = "request";
 	int rc;
 
 	if (op < PROTO_OP_MOUNT || op >= PROTO_OP_MGR_LAST) {
@@ -526,34 +552,18 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 		ops_submit(ops, r, op);
 		return;
 	}
-	rc = proto_mreq_decode(r->body, r->body_len, op, &m, &why);
-	if (rc == -EOPNOTSUPP) { /* a number reserved for ops built elsewhere */
-		net_sreq_reply(r, -EOPNOTSUPP, NULL, 0);
+	if (ops_decode(ops, r, r->body, op, &m))
 		return;
-	}
-	if (rc) {
-		net_sreq_reject(r, why ? why : "malformed request");
-		return;
-	}
-	if (ops->root_squash)
-		mgr_perm_squash(&m.cred);
-	memset(&p, 0, sizeof(p));
 	wb_init(&w, ops->rep, PROTO_MAX_BODY);
 	if (op == PROTO_OP_MOUNT) {
 		rc = ops_mount(ops, &w);
 		if (rc)
 			log_err("MOUNT reply does not encode: %d", rc);
+		if (rc > 0 || rc < -4095)
+			rc = -EIO;
 	} else {
-		rc = ops_dispatch(ops, op, net_sconn_privileged(r->conn), &m, &p);
-		if (rc == 0) {
-			rc = proto_mrep_encode(&w, op, &p);
-			if (rc) /* a bug: replies are sized to fit */
-				log_err("%s reply does not encode: %d",
-					proto_op_name(op), rc);
-		}
+		rc = ops_run(ops, op, net_sconn_privileged(r->conn), &m, &w);
 	}
-	if (rc > 0 || rc < -4095)
-		rc = -EIO;
 	if (rc == -ESTALE && ops->serving) {
 		/* only a fenced commit (group commit off) fails so: the lease
 		 * moved on, nothing of the op landed */
