@@ -234,8 +234,27 @@ class Ha:
         self.wait(reached, 180, '%s is %s' % (node, want), p, log)
         pgdata = os.path.join(self.dir, 'pg', node, 'data')
         for k, v in KEEPER_CONF.items():
-            self.pg_run(node, ['pg_autoctl', 'config', 'set', '--pgdata', pgdata, k, v])
+            self.keeper_set(node, pgdata, k, v)
         self.pg_run(node, ['pg_autoctl', 'reload', '--pgdata', pgdata])
+
+    def keeper_set(self, node, pgdata, key, value):
+        """pg_autoctl config set, until config get reads the value back.
+        The running keeper rewrites its config file (truncate, then
+        write) on a reload and on some state changes; a `config set` that
+        reads it in between fails with "Failed to find section", so a
+        failed one is tried again, for up to 30 s."""
+        deadline = time.monotonic() + 30
+        while True:
+            r = self.pg_run(node, ['pg_autoctl', 'config', 'set', '--pgdata', pgdata,
+                                   key, value], check=False)
+            g = self.pg_run(node, ['pg_autoctl', 'config', 'get', '--pgdata', pgdata, key],
+                            check=False)
+            if r.returncode == 0 and g.returncode == 0 and g.stdout.strip() == value:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError('%s: pg_autoctl config set %s %s failed (%d): %s%s' % (
+                    node, key, value, r.returncode, r.stderr, g.stderr))
+            time.sleep(0.5)
 
     @staticmethod
     def lease_supported():

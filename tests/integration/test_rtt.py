@@ -114,15 +114,27 @@ def d(rc, request):
     both mounts."""
     name = request.node.name
     os.mkdir(os.path.join(rc.a, name))
-    create_empty(os.path.join(rc.a, name, 'first'))
+    create_a(rc, os.path.join(rc.a, name, 'first'))
     return name
 
 
-def measure(rc, fn, settle=None):
+def released(before, closes):
+    """settle: the kernel's RELEASE of each of the closes files fn closed
+    has reached A. The kernel sends RELEASE in the background: close(2)
+    returns before it, so without the wait it lands in this window or
+    the next one."""
+    want = before.fuse.get('RELEASE', 0) + closes
+    return lambda c: c.fuse.get('RELEASE', 0) >= want
+
+
+def measure(rc, fn, settle=None, closes=0):
     """Run fn() and return its Delta. settle(counts) -> bool, if given, is
-    waited for after fn (background work such as the reaper's)."""
+    waited for after fn (background work such as the reaper's), and so is
+    the RELEASE of each of the closes files fn opened and closed."""
     before = Counts(rc)
     fn()
+    done = released(before, closes)
+    util.wait_until(lambda: done(Counts(rc)), 30, 0.02, "the kernel's RELEASE")
     if settle:
         util.wait_until(lambda: settle(Counts(rc)), 30, 0.05, 'background requests')
     d = Delta(Counts(rc), before)
@@ -143,6 +155,15 @@ def create_empty(path, flags=os.O_EXCL):
     os.close(os.open(path, os.O_CREAT | os.O_WRONLY | flags, 0o644))
 
 
+def create_a(rc, path):
+    """create_empty through A before a measurement, and wait for its
+    RELEASE, so that it does not land in the measured window."""
+    before = Counts(rc)
+    create_empty(path)
+    done = released(before, 1)
+    util.wait_until(lambda: done(Counts(rc)), 30, 0.02, "the kernel's RELEASE")
+
+
 def assert_mgr(d, want):
     """The mgr answered exactly want, plus one LOOKUP per LOOKUP the kernel
     sent, and nothing for its GETATTRs (of the directory just changed);
@@ -160,7 +181,7 @@ def test_create_empty(rc, d):
     it folded its own last create in), CREATE, FLUSH and RELEASE: at the
     mgr a LOOKUP and a CREATE; nothing for the close of a file never
     written."""
-    dl = measure(rc, lambda: create_empty(os.path.join(rc.a, d, 'f')))
+    dl = measure(rc, lambda: create_empty(os.path.join(rc.a, d, 'f')), closes=1)
     assert dl.fuse['CREATE'] == 1 and dl.fuse['GETATTR'] == 1, dl
     assert dl.fuse['FLUSH'] == 1 and dl.fuse['RELEASE'] == 1, dl
     assert_mgr(dl, {'CREATE': 1})
@@ -171,8 +192,8 @@ def test_create_in_root(rc):
     """The same in the mount's root directory, which the kernel never
     looks up: the mount holds an entry for it from the start."""
     os.stat(rc.a)
-    create_empty(os.path.join(rc.a, 'root1'))
-    dl = measure(rc, lambda: create_empty(os.path.join(rc.a, 'root2')))
+    create_a(rc, os.path.join(rc.a, 'root1'))
+    dl = measure(rc, lambda: create_empty(os.path.join(rc.a, 'root2')), closes=1)
     assert dl.fuse['CREATE'] == 1 and dl.fuse['GETATTR'] == 1, dl
     assert_mgr(dl, {'CREATE': 1})
 
@@ -181,7 +202,7 @@ def test_create_no_excl(rc, d):
     """open(O_CREAT) without O_EXCL, as touch: the mount asks for an
     exclusive create all the same (the kernel sends CREATE only for a name
     it found missing), and it costs what an O_EXCL one does."""
-    dl = measure(rc, lambda: create_empty(os.path.join(rc.a, d, 'f'), 0))
+    dl = measure(rc, lambda: create_empty(os.path.join(rc.a, d, 'f'), 0), closes=1)
     assert dl.fuse['CREATE'] == 1, dl
     assert_mgr(dl, {'CREATE': 1})
 
@@ -193,14 +214,15 @@ def test_create_write(rc, d):
         fd = os.open(os.path.join(rc.a, d, 'f'), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         os.write(fd, b'w' * 4096)
         os.close(fd)
-    dl = measure(rc, op)
+    dl = measure(rc, op, closes=1)
     assert_mgr(dl, {'CREATE': 1, 'SETBLOCKS': 1})
     assert dl.iod == {'IO_WRITE': 1, 'IO_BLOCKS': NIODS}, dl
 
 
 def test_close_unwritten(rc, d):
     """Open for writing and close a file never written: OPEN only."""
-    dl = measure(rc, lambda: os.close(os.open(os.path.join(rc.a, d, 'first'), os.O_RDWR)))
+    dl = measure(rc, lambda: os.close(os.open(os.path.join(rc.a, d, 'first'), os.O_RDWR)),
+                 closes=1)
     assert dl.fuse['OPEN'] == 1 and dl.fuse['FLUSH'] == 1 and dl.fuse['RELEASE'] == 1, dl
     assert_mgr(dl, {'OPEN': 1})
     assert dl.iod == {}, dl
@@ -221,7 +243,7 @@ def test_unlink(rc, d):
     GETATTR of the directory after an unlink still goes to the mgr (the
     UNLINK reply does not carry the directory's new times)."""
     p = os.path.join(rc.a, d, 'f')
-    create_empty(p)
+    create_a(rc, p)
     before = Counts(rc)
     os.unlink(os.path.join(rc.a, d, 'first'))
     util.wait_until(lambda: purged(before)(Counts(rc)), 30, 0.05, 'first purged')
@@ -240,7 +262,7 @@ def test_rename_same_dir(rc, d):
     the new name and RENAME; its GETATTR of the directory is answered by
     the mount."""
     p = os.path.join(rc.a, d, 'r1')
-    create_empty(p)
+    create_a(rc, p)
     dl = measure(rc, lambda: os.rename(p, os.path.join(rc.a, d, 'r2')))
     assert dl.fuse.get('RENAME') == 1 and dl.fuse.get('GETATTR') == 1, dl
     assert_mgr(dl, {'RENAME': 1})
@@ -252,7 +274,7 @@ def test_rename_across(rc, d):
     mount does not follow), its LOOKUP of the new name, RENAME."""
     os.mkdir(os.path.join(rc.a, d, 'to'))
     p = os.path.join(rc.a, d, 'r1')
-    create_empty(p)
+    create_a(rc, p)
     os.rename(p, os.path.join(rc.a, d, 'r2'))
     dl = measure(rc, lambda: os.rename(os.path.join(rc.a, d, 'r2'),
                                        os.path.join(rc.a, d, 'to', 'r3')))
@@ -335,7 +357,7 @@ def test_create_existing_race(rc, d):
             assert os.read(fd, 100) == b'from B'
         finally:
             os.close(fd)
-    dl = measure(rc, op)
+    dl = measure(rc, op, closes=1)
     assert dl.mgr.get('CREATE') == 2, dl
     with open(os.path.join(rc.b, d, 'race'), 'rb') as f:
         assert f.read() == b'from B'
