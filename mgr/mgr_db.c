@@ -55,6 +55,8 @@ struct mgr_txn {
 	struct mgr_kv_txn *kv;
 	struct mgr_db *db;
 	struct mgr_txn *parent; /* NULL: top-level */
+	int rdonly;             /* a read transaction: its commit syncs
+				 * nothing and is not timed */
 	int stale_dirty;        /* it (or a committed child) added or deleted
 				 * stale records: bump the version at commit */
 	uint64_t name_credit;   /* bytes of dirent names it removed that no
@@ -149,7 +151,11 @@ int mgr_db_begin(struct mgr_db *db, int rdonly, struct mgr_txn **txn)
 		mgr_db_batch_commit(db, NULL);
 	}
 	rc = mgr_kv_begin(db->kv, NULL, rdonly, &kt);
-	return rc ? rc : txn_wrap(db, kt, NULL, txn);
+	if (!rc)
+		rc = txn_wrap(db, kt, NULL, txn);
+	if (!rc)
+		(*txn)->rdonly = rdonly;
+	return rc;
 }
 
 /* Batches and their ops (relaxed atomics; mgr_db_batch_stats). */
@@ -271,13 +277,14 @@ const struct metrics_hist *mgr_db_commit_latency(void)
 /* Commit. A child folds into its parent (its stale change with it); a
  * top-level commit syncs, so an acknowledged op survives, and then, if the
  * txn changed stale records, bumps the stale version (after the commit: a
- * reader that sees the new version sees the records too). */
+ * reader that sees the new version sees the records too). Only top-level
+ * write commits go to the commit histogram: its count is the syncs. */
 int mgr_db_commit(struct mgr_txn *txn)
 {
 	struct mgr_db *db = txn->db;
 	struct mgr_txn *parent = txn->parent;
 	struct mgr_kv_txn *kt = txn->kv;
-	int dirty = txn->stale_dirty, rc;
+	int dirty = txn->stale_dirty, rdonly = txn->rdonly, rc;
 	uint64_t t0;
 
 	free(txn);
@@ -289,7 +296,8 @@ int mgr_db_commit(struct mgr_txn *txn)
 	}
 	t0 = metrics_now_ns();
 	rc = mgr_kv_commit(kt);
-	metrics_hist_add(&commit_lat, metrics_now_ns() - t0);
+	if (!rdonly)
+		metrics_hist_add(&commit_lat, metrics_now_ns() - t0);
 	if (!rc && dirty)
 		__atomic_add_fetch(&db->stale_ver, 1, __ATOMIC_RELEASE);
 	return rc;

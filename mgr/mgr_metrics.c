@@ -167,7 +167,7 @@ static void mgr_metrics_write(struct metrics_buf *b, void *arg)
 	snap = m->snap;
 	pthread_mutex_unlock(&m->lock);
 	metrics_family(b, "rpfs_mgr_store_commit_seconds", "histogram",
-		       "Namespace store transaction commits (top-level), with their sync.");
+		       "Namespace store write commits (top-level), each with its sync.");
 	metrics_hist(b, "rpfs_mgr_store_commit_seconds", NULL, NULL, mgr_db_commit_latency());
 	mgr_db_batch_stats(&batches, &batch_ops);
 	metrics_family(b, "rpfs_mgr_group_commit_batches_total", "counter",

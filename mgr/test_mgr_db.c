@@ -62,6 +62,24 @@ static int collect(void *arg, uint64_t cookie, const char *name, size_t len,
 	return 0;
 }
 
+/* The commit histogram counts write commits (one sync each), not the
+ * read transactions of lookups. */
+static void test_commit_count(struct mgr_db *db)
+{
+	const struct metrics_hist *h = mgr_db_commit_latency();
+	struct proto_attr a;
+	uint64_t n0 = h->count;
+
+	for (int i = 0; i < 5; i++)
+		CHECK_RC(mgr_ns_lookup(db, &root_c, 1, S("no-such-name"), &a), -ENOENT);
+	CHECK(h->count == n0);
+	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("cc"), 0755, &a), 0);
+	CHECK(h->count == n0 + 1);
+	CHECK_RC(mgr_ns_lookup(db, &root_c, 1, S("cc"), &a), 0);
+	CHECK_RC(mgr_ns_rmdir(db, &root_c, 1, S("cc")), 0);
+	CHECK(h->count == n0 + 2);
+}
+
 /* Create, lookup, mkdir link counts, times, permissions. */
 static void test_basic(struct mgr_db *db)
 {
@@ -1179,6 +1197,7 @@ int main(void)
 		return 1;
 	}
 	fsid = db->fsid;
+	test_commit_count(db);
 	test_basic(db);
 	test_links(db);
 	test_rename(db);

@@ -140,7 +140,7 @@ def table(path, outmd):
             rows.append([ph, job] + [cell(by.get((job, t)), ph, ref) for t in targets])
     notes = sorted({"%s: %s" % (r["target"], r.get("state", "")) for r in recs if r.get("state")})
     legend = ("ops/s of all clients together; req = mgr requests per op "
-              "(rpfs_server_requests_total); cmt = store commits per op "
+              "(rpfs_server_requests_total); cmt = store write commits (syncs) per op "
               "(rpfs_mgr_store_commit_seconds count; absent: not exported); "
               "(x) = ratio to the passthrough")
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
