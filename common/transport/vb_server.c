@@ -8,6 +8,20 @@
  * request, the extra one covers its control messages (AUTH, ACK), and
  * connections beyond max_clients are refused, so the SRQ cannot run dry.
  *
+ * Credits: a request holds one of the connection's `credits` sreqs from
+ * its arrival until its reply is posted; the reply hands the credit back.
+ * A request that finds no free sreq closes the connection ("more requests
+ * than credits"). The sreq is freed at the post, not at the send's
+ * completion, so a client that reuses a credit the moment its reply
+ * arrives never races our completion. What a reply holds until its send
+ * completes (a send buffer, or a pooled VB_BIG_SIZE buffer once the
+ * VB_SBUFS are busy) is bounded separately: the next request goes to the
+ * handler only while fewer than `credits` replies are unfinished
+ * (replies_out). A client that lets no reply complete (posts no receives,
+ * so our SEND waits in RNR retry) therefore fills its sreqs with queued
+ * requests and is closed; it pins at most `credits` pooled buffers, the
+ * explicit cap of the pool (vb_bbuf_take fails past it).
+ *
  * Requests of one connection are served one at a time, in order, as on
  * TCP. Pull is inline copy, fast-slot copy or RDMA Read of the client's
  * segments; push is a copy into the inline reply or RDMA Write into the
@@ -147,6 +161,12 @@ struct vb_sconn {
 	uint8_t *big;                    /* lazily, VB_BIG_SIZE */
 	struct ibv_mr *big_mr;
 	struct vb_bbuf *bb_free, *bb_all; /* reply buffer pool (loop thread) */
+	int bb_n;                        /* buffers in the pool, at most
+					  * credits (loop thread) */
+	int credits;                     /* granted at accept (immutable) */
+	int replies_out;                 /* reply ops not yet freed: posted or
+					  * queued, send not completed or
+					  * flushed (loop thread) */
 	int sq_free, inflight;           /* SQ slots; posted signaled ops */
 	struct vb_op *sq_head, *sq_tail; /* ops waiting for SQ room / buffers */
 	struct vb_sreq *sreqs, *free_q;
@@ -254,6 +274,29 @@ static void vb_defer(struct vb_server *s)
 	ev_feed_event(s->loop, &s->kick_w, EV_CUSTOM);
 }
 
+/* Whether c has as many unfinished replies as credits: its next request
+ * then waits (see the header comment). */
+static int vb_replies_full(const struct vb_sconn *c)
+{
+	return c->replies_out >= c->credits;
+}
+
+/* Have the loop run c's dispatch once more (never nested in a caller)
+ * when a request waits that vb_dispatch would hand over now: the handler
+ * is free and c's replies are under its bound. */
+static void vb_dispatch_later(struct vb_sconn *c)
+{
+	struct vb_server *s = c->srv;
+
+	if (c->dead || c->need_dispatch || c->active || !c->rq_head ||
+	    vb_replies_full(c))
+		return;
+	c->need_dispatch = 1;
+	c->dnext = s->disp;
+	s->disp = c;
+	vb_defer(s);
+}
+
 /* Complete an op later with rc. */
 static void vb_op_done_later(struct vb_op *op, int rc)
 {
@@ -270,10 +313,22 @@ static void vb_op_done_later(struct vb_op *op, int rc)
 	vb_defer(s);
 }
 
+/* Whether op sends a reply: those count in their connection's
+ * replies_out from vb_op_new to vb_op_free. */
+static int vb_op_is_reply(const struct vb_op *op)
+{
+	return op->kind == VB_OP_REPLY || op->kind == VB_OP_BIGREP;
+}
+
 /* Free an op; a pooled reply buffer it owns goes back to its connection
- * (which outlives its ops). */
+ * (which outlives its ops). A reply op leaving frees a place under the
+ * connection's reply bound, which may let a waiting request in. */
 static void vb_op_free(struct vb_op *op)
 {
+	if (vb_op_is_reply(op)) {
+		op->c->replies_out--;
+		vb_dispatch_later(op->c);
+	}
 	if (op->bb) {
 		op->bb->next = op->c->bb_free;
 		op->c->bb_free = op->bb;
@@ -311,6 +366,7 @@ static void vb_sconn_maybe_free(struct vb_sconn *c)
 		vb_dereg(b->mr, &s->base.st);
 		free(b->p);
 		free(b);
+		c->bb_n--;
 	}
 	if (c->mem)
 		munmap(c->mem, c->memlen);
@@ -555,6 +611,8 @@ static struct vb_op *vb_op_new(struct vb_sconn *c, struct vb_sreq *q,
 	op->cb = cb;
 	op->arg = arg;
 	op->sbuf = -1;
+	if (vb_op_is_reply(op))
+		c->replies_out++; /* until vb_op_free */
 	return op;
 }
 
@@ -695,9 +753,19 @@ static int vb_big_buf(struct vb_sconn *c, uint8_t **buf, struct ibv_mr **mr)
 	return 0;
 }
 
+/* Most pooled reply buffers of c: only reply ops take them, and at most
+ * `credits` replies are unfinished (vb_dispatch's gate); pushes use the
+ * zones or per-op registrations, never the pool. */
+static int vb_bbuf_max(const struct vb_sconn *c)
+{
+	return c->credits;
+}
+
 /* Give op a reply buffer from c's pool, registering a new one when all are
  * taken (at most one per reply in flight; kept until the connection goes).
- * @return 0, -ENOMEM */
+ * The pool never grows past vb_bbuf_max: that would mean more replies in
+ * flight than the gate lets through, so the caller closes the connection.
+ * @return 0, -ENOBUFS (pool at its cap), -ENOMEM */
 static int vb_bbuf_take(struct vb_sconn *c, struct vb_op *op)
 {
 	struct vb_bbuf *b = c->bb_free;
@@ -705,6 +773,8 @@ static int vb_bbuf_take(struct vb_sconn *c, struct vb_op *op)
 	if (b) {
 		c->bb_free = b->next;
 	} else {
+		if (c->bb_n >= vb_bbuf_max(c))
+			return -ENOBUFS;
 		b = calloc(1, sizeof(*b));
 		if (!b)
 			return -ENOMEM;
@@ -714,6 +784,7 @@ static int vb_bbuf_take(struct vb_sconn *c, struct vb_op *op)
 		}
 		b->all = c->bb_all;
 		c->bb_all = b;
+		c->bb_n++;
 	}
 	b->next = NULL;
 	op->bb = b;
@@ -723,19 +794,39 @@ static int vb_bbuf_take(struct vb_sconn *c, struct vb_op *op)
 /* The request is finished: free it and let the next one in (later). */
 static void vb_sreq_finish(struct vb_sconn *c, struct vb_sreq *q)
 {
-	struct vb_server *s = c->srv;
-
 	vb_sreq_free(c, q);
 	if (c->active == q)
 		c->active = NULL;
-	vb_repost_flush(s);
-	if (!c->dead && c->rq_head && !c->need_dispatch) {
-		c->need_dispatch = 1;
-		c->dnext = s->disp;
-		s->disp = c;
-		vb_defer(s);
-	}
+	vb_repost_flush(c->srv);
+	vb_dispatch_later(c);
 	vb_sconn_maybe_free(c);
+}
+
+/*
+ * Point op (one SGE) at the buffer its reply is built in: a pooled one for
+ * a big reply, else a free send buffer, else (all VB_SBUFS in flight) a
+ * pooled one sent as an ordinary (small) reply.
+ * @return 0, -ENOBUFS (the pool is at its cap), -ENOMEM
+ */
+static int vb_reply_buf(struct vb_sconn *c, struct vb_op *op, int big, uint8_t **msg)
+{
+	int i, rc;
+
+	for (i = 0; !big && i < VB_SBUFS && (c->sbuf_busy & (1u << i)); i++)
+		;
+	if (big || i == VB_SBUFS) {
+		rc = vb_bbuf_take(c, op);
+		if (rc)
+			return rc;
+		*msg = op->bb->p;
+		op->sge[0].lkey = op->bb->mr->lkey;
+		return 0;
+	}
+	c->sbuf_busy |= 1u << i;
+	op->sbuf = i;
+	*msg = c->mem + VB_FAST_SLOTS * c->slot_size + (size_t)i * VB_MSG_SIZE;
+	op->sge[0].lkey = c->mr->lkey;
+	return 0;
 }
 
 /*
@@ -771,33 +862,9 @@ static int vb_reply(struct net_sreq *r, int32_t status, const void *body, uint32
 		rc = -ENOMEM;
 		goto out_close;
 	}
-	if (big) {
-		if (vb_bbuf_take(c, op)) {
-			rc = -ENOMEM;
-			goto out_close;
-		}
-		msg = op->bb->p;
-		op->sge[0].lkey = op->bb->mr->lkey;
-	} else {
-		int i;
-		for (i = 0; i < VB_SBUFS && (c->sbuf_busy & (1u << i)); i++)
-			;
-		if (i == VB_SBUFS) {
-			/* All in flight: a pooled buffer of its own, sent as
-			 * an ordinary (small) reply. */
-			if (vb_bbuf_take(c, op)) {
-				rc = -ENOMEM;
-				goto out_close;
-			}
-			msg = op->bb->p;
-			op->sge[0].lkey = op->bb->mr->lkey;
-		} else {
-			c->sbuf_busy |= 1u << i;
-			op->sbuf = i;
-			msg = c->mem + VB_FAST_SLOTS * c->slot_size + (size_t)i * VB_MSG_SIZE;
-			op->sge[0].lkey = c->mr->lkey;
-		}
-	}
+	rc = vb_reply_buf(c, op, big, &msg);
+	if (rc)
+		goto out_close;
 	struct proto_hdr h = { .op = r->hdr.op, .tag = r->hdr.tag, .status = status,
 			       .credits = 1, .flags = PROTO_F_REPLY, .body_len = len,
 			       .aux = (q->m.flags & VB_F_RD_INLINE) ? 0 : q->pushed };
@@ -843,7 +910,9 @@ static int vb_reply(struct net_sreq *r, int32_t status, const void *body, uint32
 out_close:
 	if (op)
 		vb_op_free(op);
-	vb_sconn_close(c, 1, "out of memory replying");
+	vb_sconn_close(c, 1, rc == -ENOBUFS ?
+		       "more replies in flight than credits (reply buffer pool full)" :
+		       "out of memory replying");
 out_finish:
 	vb_sreq_finish(c, q);
 	return rc;
@@ -948,13 +1017,16 @@ static const char *vb_parse_req(struct vb_sconn *c, struct vb_sreq *q,
 	return NULL;
 }
 
-/* Hand the next queued request to the handler (or fetch a big one). */
+/* Hand the next queued request to the handler (or fetch a big one),
+ * unless one is there or c has `credits` replies unfinished: then the
+ * request waits until vb_sreq_finish or a reply's vb_op_free calls
+ * vb_dispatch_later. */
 static void vb_dispatch(struct vb_sconn *c)
 {
 	struct vb_server *s = c->srv;
 	struct vb_sreq *q;
 
-	if (c->dead || c->active || !c->rq_head)
+	if (c->dead || c->active || !c->rq_head || vb_replies_full(c))
 		return;
 	q = c->rq_head;
 	c->rq_head = q->next;
@@ -1439,6 +1511,7 @@ static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		goto out_reject;
+	c->credits = ncred;
 	c->base.srv = &s->base;
 	snprintf(c->base.peer, sizeof(c->base.peer), "%s", peer);
 	c->srv = s;
