@@ -8,7 +8,9 @@
  * pin-down cache, 16 threads x 200 calls on 4 credits, timeout and
  * reconnect, server stop -> EIO, the cluster key and the two keys, repeated
  * wrong-key clients (the server must survive every order of proof and
- * disconnect), and idle connects that never prove their key.
+ * disconnect), idle connects that never prove their key, and a client
+ * that lets no reply complete (the server's reply memory stays within its
+ * credits).
  * RPFS_VB_ONLY=NAME runs one subtest.
  */
 #include "net.h"
@@ -779,16 +781,17 @@ static int test_two_keys(void)
 	return 0;
 }
 
-/* A raw verbs connect to port that names the clients' key and a nonce and
- * then never proves it (synchronous rdma_cm). @return the id or NULL */
-static struct rdma_cm_id *idle_connect(uint16_t port)
+/* A raw verbs connect to port asking for 8 credits, naming key class
+ * has_nonce (0: keyless) with a dummy nonce; it posts no receive buffers
+ * (synchronous rdma_cm, every send signaled). @return the id or NULL */
+static struct rdma_cm_id *raw_connect(uint16_t port, uint8_t has_nonce)
 {
 	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP }, *res;
 	struct ibv_qp_init_attr qa = {
 		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1,
 			 .max_recv_sge = 1 },
 		.qp_type = IBV_QPT_RC, .sq_sig_all = 1 };
-	struct vb_cpriv cp = { .credits = 8, .has_nonce = NET_AUTH_KEY_CLIENTS };
+	struct vb_cpriv cp = { .credits = 8, .has_nonce = has_nonce };
 	uint8_t cpb[VB_CPRIV_LEN];
 	struct rdma_conn_param par = { .private_data = cpb,
 				       .private_data_len = VB_CPRIV_LEN,
@@ -812,6 +815,13 @@ static struct rdma_cm_id *idle_connect(uint16_t port)
 		return NULL;
 	}
 	return id;
+}
+
+/* A raw verbs connect to port that names the clients' key and a nonce and
+ * then never proves it. @return the id or NULL */
+static struct rdma_cm_id *idle_connect(uint16_t port)
+{
+	return raw_connect(port, NET_AUTH_KEY_CLIENTS);
 }
 
 /* Did the server disconnect id within ms (0: has it already)? */
@@ -919,6 +929,115 @@ static int test_key_stress(void)
 	return 0;
 }
 
+/* Send one small ECHO request (tag, body "flood") from buf, registered as
+ * mr, as vb_client.c formats it: proto header, vb header (a request, no
+ * fast slot), body inline; wait up to 2 s for its send to complete.
+ * @return 0, -EIO (send failed: the connection is gone), -ETIMEDOUT */
+static int raw_echo_send(struct rdma_cm_id *id, uint8_t *buf, struct ibv_mr *mr,
+			 uint64_t tag)
+{
+	struct proto_hdr h = { .op = OP_ECHO, .tag = tag, .body_len = 5 };
+	struct vb_mhdr m = { .kind = VB_K_REQ, .fslot = 0xffff };
+	struct ibv_wc wc;
+	int n = 0;
+
+	proto_hdr_encode(buf, &h);
+	vb_mhdr_encode(buf + PROTO_HDR_LEN, &m);
+	memcpy(buf + VB_HDRS, "flood", 5);
+	if (rdma_post_send(id, NULL, buf, VB_HDRS + 5, mr, IBV_SEND_SIGNALED))
+		return -EIO;
+	for (int i = 0; i < 2000 && n == 0; i++) {
+		n = ibv_poll_cq(id->send_cq, 1, &wc);
+		if (n == 0)
+			usleep(1000);
+	}
+	if (n <= 0)
+		return n ? -EIO : -ETIMEDOUT;
+	return wc.status == IBV_WC_SUCCESS ? 0 : -EIO;
+}
+
+/* One ECHO through a real client: 0 when answered. */
+static int echo_ok(struct net_conn *c)
+{
+	char rep[16];
+	struct net_call e = { .op = OP_ECHO, .body = "n", .body_len = 1,
+			      .rep_buf = rep, .rep_cap = sizeof(rep) };
+
+	return net_call_run(c, &e) == 0 && e.status == 7 && e.rep_len == 1 ? 0 : -1;
+}
+
+/*
+ * A client that never lets its replies complete (issue 19): a raw keyless
+ * connection with 8 credits posts no receive buffers, so every reply the
+ * server SENDs waits in RNR retry, and sends 200 small ECHO requests 5 ms
+ * apart (the server answers each before the next: the client never has 8
+ * unanswered). Each reply past the connection's 4 send buffers takes a
+ * pooled VB_BIG_SIZE buffer until its send completes; the server must
+ * keep that within the credits (it stops handing requests over and closes
+ * the connection once they pile up past its credits) while it still
+ * serves a normal client, and free everything when the connection goes.
+ */
+static int test_unacked_replies(void)
+{
+	struct srv sv;
+	struct net_client *cl;
+	struct net_conn *c;
+	struct net_stats st, before, base;
+	struct rdma_cm_id *id;
+	struct ibv_mr *mr;
+	static uint8_t buf[256];
+	uint64_t pin_max = 0, regs = 0, bound = 8ull * VB_BIG_SIZE;
+	int sent = 0, rc = 0, closed = 0;
+
+	CHECK(srv_start(&sv, 8, 0, NULL) == 0);
+	CHECK((cl = mkclient(8, 5000, NULL)) != NULL);
+	CHECK(net_conn_new(cl, addr, sv.port, &c) == 0);
+	CHECK(echo_ok(c) == 0);
+	net_server_stats(sv.s, &before);
+	CHECK((id = raw_connect(sv.port, 0)) != NULL);
+	CHECK((mr = rdma_reg_msgs(id, buf, sizeof(buf))) != NULL);
+	net_server_stats(sv.s, &base);
+	for (sent = 0; sent < 200 && !rc; sent++) {
+		if (raw_echo_send(id, buf, mr, 1000 + (uint64_t)sent)) {
+			closed = 1;
+			break;
+		}
+		usleep(5000);
+		net_server_stats(sv.s, &st);
+		if (st.pinned_bytes > base.pinned_bytes &&
+		    st.pinned_bytes - base.pinned_bytes > pin_max)
+			pin_max = st.pinned_bytes - base.pinned_bytes;
+		regs = st.reg_count - base.reg_count;
+		if (sent % 20 == 0 && echo_ok(c))
+			rc = -1, fprintf(stderr, "normal client not served at %d\n", sent);
+	}
+	closed = closed || idle_closed(id, 500);
+	fprintf(stderr, "unacked_replies: %d requests sent, connection %s; server "
+		"registrations +%llu, pinned +%llu bytes at most (bound %llu = 8 x "
+		"VB_BIG_SIZE)\n", sent, closed ? "closed" : "stalled",
+		(unsigned long long)regs, (unsigned long long)pin_max,
+		(unsigned long long)bound);
+	if (!rc && echo_ok(c))
+		rc = -1, fprintf(stderr, "normal client not served after the flood\n");
+	rdma_dereg_mr(mr);
+	rdma_destroy_ep(id);
+	/* the flooding connection's memory all goes, replies in flight or not */
+	for (int i = 0; i < 500; i++) {
+		net_server_stats(sv.s, &st);
+		if (st.pinned_bytes == before.pinned_bytes)
+			break;
+		usleep(10000);
+	}
+	if (st.pinned_bytes != before.pinned_bytes)
+		rc = -1, fprintf(stderr, "server still pins %llu bytes more after the close\n",
+				 (unsigned long long)(st.pinned_bytes - before.pinned_bytes));
+	net_client_free(cl);
+	srv_stop(&sv);
+	CHECK(rc == 0);
+	CHECK(regs <= 8 && pin_max <= bound);
+	return 0;
+}
+
 int main(void)
 {
 	addr = getenv("RPFS_RDMA_ADDR");
@@ -937,7 +1056,8 @@ int main(void)
 		  { "threads", test_threads }, { "mixed", test_mixed },
 		  { "failures", test_failures }, { "key", test_key },
 		  { "key_stress", test_key_stress }, { "two_keys", test_two_keys },
-		  { "idle_connects", test_idle_connects } };
+		  { "idle_connects", test_idle_connects },
+		  { "unacked_replies", test_unacked_replies } };
 	const char *only = getenv("RPFS_VB_ONLY"); /* run one subtest */
 	int bad = 0;
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
