@@ -1,0 +1,216 @@
+/*
+ * test_vb_gate.c - the verbs server's bound on a connection's unfinished
+ * replies, without RDMA: vb_server.c is included with registration
+ * (vb_stub.h), the post calls and the rdma_cm calls of a close stubbed,
+ * and requests are handed to vb_on_msg as if received; sends complete
+ * when the test calls vb_on_send. Covers: a connection with `credits`
+ * replies posted and not completed gets no further request to its
+ * handler, but its requests queue on their credits (a client that reuses
+ * each credit as its reply arrives is not closed); a completion lets the
+ * next one in; past the credits the connection is closed; the reply
+ * buffer pool stops at the credits (-ENOBUFS); a close with replies in
+ * flight frees everything once they flush.
+ */
+#include <rdma/rdma_cma.h>
+
+#include "vb_stub.h"
+
+static uint64_t stub_ids[256]; /* wr_id of every signaled WR posted */
+static int stub_nids, stub_disconnects;
+static struct ibv_qp stub_qp;
+
+/* Stub: remember the signaled WRs; the SQ always takes them. */
+static int stub_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			  struct ibv_send_wr **bad)
+{
+	(void)qp;
+	(void)bad;
+	for (; wr; wr = wr->next)
+		if ((wr->send_flags & IBV_SEND_SIGNALED) && stub_nids < 256)
+			stub_ids[stub_nids++] = wr->wr_id;
+	return 0;
+}
+
+/* Stub: receives are reposted (nothing to do). */
+static int stub_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+			      struct ibv_recv_wr **bad)
+{
+	(void)srq;
+	(void)wr;
+	(void)bad;
+	return 0;
+}
+
+static int stub_disconnect(struct rdma_cm_id *id)
+{
+	(void)id;
+	stub_disconnects++;
+	return 0;
+}
+
+static void stub_destroy_qp(struct rdma_cm_id *id)
+{
+	id->qp = NULL;
+}
+
+static int stub_destroy_id(struct rdma_cm_id *id)
+{
+	free(id);
+	return 0;
+}
+
+#define ibv_post_send stub_post_send
+#define ibv_post_srq_recv stub_post_srq_recv
+#define rdma_disconnect stub_disconnect
+#define rdma_destroy_qp stub_destroy_qp
+#define rdma_destroy_id stub_destroy_id
+
+#include "../../common/transport/vb_mr.c"
+#include "../../common/transport/vb_wire.c"
+#include "../../common/transport/vb_server.c"
+
+#define CREDITS 8
+#define NRB 64
+
+static struct vb_server srv;
+static struct vb_srbuf rbs[NRB];
+static int handled;
+
+/* The handler: answer every request at once (an empty ECHO). */
+static void handler(struct net_sreq *r, void *arg)
+{
+	(void)arg;
+	handled++;
+	vb_reply(r, 0, NULL, 0);
+}
+
+/* A server with only what intake, dispatch and replies touch. */
+static void srv_init(void)
+{
+	net_opts_default(&srv.base.opts);
+	srv.base.opts.credits = CREDITS;
+	srv.loop = ev_loop_new(EVFLAG_AUTO);
+	ev_idle_init(&srv.kick_w, vb_kick_cb);
+	srv.kick_w.data = &srv;
+	srv.rmr = vb_reg(NULL, rbs, sizeof(rbs), 0, &srv.base.st);
+	srv.fn = handler;
+	for (int i = 0; i < NRB; i++) {
+		rbs[i].tag.kind = VB_ST_RECV;
+		rbs[i].p = calloc(1, VB_MSG_SIZE);
+	}
+}
+
+/* A connection as vb_on_connect_req leaves it, with CREDITS credits. */
+static struct vb_sconn *conn_new(void)
+{
+	struct vb_sconn *c = calloc(1, sizeof(*c));
+
+	c->srv = &srv;
+	c->credits = CREDITS;
+	c->sreqs = calloc(CREDITS + 1, sizeof(*c->sreqs));
+	for (int i = 0; i < CREDITS; i++) {
+		c->sreqs[i].c = c;
+		c->sreqs[i].next = c->free_q;
+		c->free_q = &c->sreqs[i];
+	}
+	c->memlen = vb_conn_bytes(&srv.base.opts, &c->slot_size);
+	c->mem = mmap(NULL, c->memlen, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	c->mr = vb_reg(NULL, c->mem, c->memlen, 0, &srv.base.st);
+	c->id = calloc(1, sizeof(*c->id));
+	c->id->qp = &stub_qp;
+	c->sq_free = (int)VB_SQ_DEPTH;
+	c->up = 1;
+	ev_timer_init(&c->hs_dl, vb_hs_dl_cb, 1., 0.);
+	srv.conns = c;
+	srv.nconns = 1;
+	return c;
+}
+
+/* Request number n arrives (a small ECHO in receive buffer n), then the
+ * loop runs its deferred work. */
+static void request(struct vb_sconn *c, int n)
+{
+	struct proto_hdr h = { .op = 100, .tag = (uint64_t)n, .body_len = 2 };
+	struct vb_mhdr m = { .kind = VB_K_REQ, .fslot = 0xffff };
+	uint8_t *p = rbs[n % NRB].p;
+
+	proto_hdr_encode(p, &h);
+	vb_mhdr_encode(p + PROTO_HDR_LEN, &m);
+	memcpy(p + VB_HDRS, "hi", 2);
+	vb_on_msg(c, &rbs[n % NRB], p, VB_HDRS + 2, NULL);
+	ev_invoke_pending(srv.loop);
+}
+
+/* The i-th signaled WR posted completes with status st; the loop runs. */
+static void complete(int i, enum ibv_wc_status st)
+{
+	struct ibv_wc wc = { .wr_id = stub_ids[i], .status = st };
+
+	vb_on_send(&srv, &wc);
+	ev_invoke_pending(srv.loop);
+}
+
+/* The pool stops at the credits: CREDITS - VB_SBUFS buffers are in use
+ * when this runs; take the rest, then one more fails. */
+static int pool_cap(struct vb_sconn *c)
+{
+	struct vb_op *ops[CREDITS + 1];
+	int n = 0, out = c->replies_out;
+
+	for (; n < VB_SBUFS; n++) {
+		ops[n] = vb_op_new(c, NULL, VB_OP_REPLY, NULL, NULL);
+		CHECK(vb_bbuf_take(c, ops[n]) == 0);
+	}
+	ops[n] = vb_op_new(c, NULL, VB_OP_REPLY, NULL, NULL);
+	CHECK(c->bb_n == CREDITS && vb_bbuf_take(c, ops[n]) == -ENOBUFS);
+	for (int i = 0; i <= n; i++)
+		vb_op_free(ops[i]);
+	CHECK(c->replies_out == out && c->bb_n == CREDITS);
+	return 0;
+}
+
+int main(void)
+{
+	struct vb_sconn *c;
+	int regs;
+
+	srv_init();
+	regs = stub_regs;
+	c = conn_new();
+	/* CREDITS replies posted, none completed: 4 send buffers, then the
+	 * pool */
+	for (int i = 0; i < CREDITS; i++)
+		request(c, i);
+	CHECK(handled == CREDITS && stub_nids == CREDITS && c->replies_out == CREDITS);
+	CHECK(c->bb_n == CREDITS - VB_SBUFS);
+	CHECK(pool_cap(c) == 0);
+	/* the client reuses every credit at once: queued, not closed, not
+	 * handled */
+	for (int i = CREDITS; i < 2 * CREDITS; i++)
+		request(c, i);
+	CHECK(handled == CREDITS && !c->dead && c->free_q == NULL);
+	/* each completion lets one in */
+	complete(0, IBV_WC_SUCCESS);
+	CHECK(handled == CREDITS + 1 && c->replies_out == CREDITS);
+	complete(1, IBV_WC_SUCCESS);
+	CHECK(handled == CREDITS + 2 && c->replies_out == CREDITS && !c->dead);
+	/* two credits came back with those replies; past them: closed */
+	request(c, 2 * CREDITS);
+	request(c, 2 * CREDITS + 1);
+	CHECK(!c->dead && handled == CREDITS + 2);
+	request(c, 2 * CREDITS + 2);
+	CHECK(c->dead && stub_disconnects == 1 && srv.base.st.rejects == 1);
+	CHECK(handled == CREDITS + 2 && c->bb_n <= CREDITS);
+	/* the replies still in flight flush; then everything goes */
+	for (int i = 2; i < stub_nids; i++)
+		complete(i, IBV_WC_WR_FLUSH_ERR);
+	CHECK(srv.conns == NULL && srv.nconns == 0);
+	CHECK(stub_regs - regs == stub_deregs && srv.base.st.pinned_bytes == sizeof(rbs));
+	vb_dereg(srv.rmr, &srv.base.st);
+	ev_loop_destroy(srv.loop);
+	for (int i = 0; i < NRB; i++)
+		free(rbs[i].p);
+	printf("test_vb_gate: ok\n");
+	return 0;
+}
