@@ -24,12 +24,14 @@
  *
  * Requests of one connection are served one at a time, in order, as on
  * TCP. Pull is inline copy, fast-slot copy or RDMA Read of the client's
- * segments; push is a copy into the inline reply or RDMA Write into the
- * client's segments; both are asynchronous (completion from the CQ or from
- * the deferred-work watcher), so the iod's double buffering overlaps the
- * network and the disk. Local memory is looked up in the registered zones
- * (net_server_register_mem); anything else is registered for the one
- * transfer.
+ * segments (a request written into a fast slot is first copied, but for
+ * its write data, into the receive buffer its immediate took: the client
+ * can write the slot at any time); push is a copy into the inline reply
+ * or RDMA Write into the client's segments; both are asynchronous
+ * (completion from the CQ or from the deferred-work watcher), so the
+ * iod's double buffering overlaps the network and the disk. Local memory
+ * is looked up in the registered zones (net_server_register_mem);
+ * anything else is registered for the one transfer.
  *
  * Polling (net_opts.poll_mode): adaptive sleeps on the channel fd (ev_io),
  * and after every event spins in an ev_idle watcher for VB_SPIN_NS before
@@ -1196,6 +1198,50 @@ out_bad_norb:
 	vb_sconn_close(c, 1, why);
 }
 
+/*
+ * A message RDMA Written with Immediate into a fast slot: [message][write
+ * data], imm naming the slot and the length of both. The client can write
+ * the slot again at any time, so the message part (headers, segments,
+ * body: len minus its inline length) is copied into rb, the receive
+ * buffer the immediate consumed, and parsed and served from there, so
+ * nothing checked can change under the handler; the write data stays in
+ * the slot (the client's own bytes, copied out by vb_pull). The copy's
+ * inline length must be the one the slot was split by, or the data would
+ * not end inside the slot. rb goes with the request, as a sent one's.
+ */
+static void vb_on_fast(struct vb_sconn *c, struct vb_srbuf *rb, uint32_t imm)
+{
+	struct vb_server *s = c->srv;
+	struct vb_mhdr m, mc;
+	const uint8_t *base;
+	unsigned slot;
+	uint32_t len, mlen;
+	const char *why = "bad fast write";
+
+	vb_imm_decode(imm, &slot, &len);
+	if (slot >= VB_FAST_SLOTS || len > c->slot_size || len < VB_HDRS)
+		goto out_bad;
+	base = c->mem + (size_t)slot * c->slot_size;
+	why = "bad fast write message";
+	if (vb_mhdr_decode(base + PROTO_HDR_LEN, &m) || m.inl > len - VB_HDRS ||
+	    !(m.flags & VB_F_WR_FAST))
+		goto out_bad;
+	mlen = len - m.inl;
+	if (mlen > VB_MSG_SIZE)
+		goto out_bad; /* a genuine client sends such a message big */
+	memcpy(rb->p, base, mlen);
+	if (vb_mhdr_decode(rb->p + PROTO_HDR_LEN, &mc) || mc.inl != m.inl ||
+	    !(mc.flags & VB_F_WR_FAST))
+		goto out_bad;
+	vb_on_msg(c, rb, rb->p, mlen, base + mlen);
+	return;
+
+out_bad:
+	vb_repost(s, rb);
+	NET_STAT_ADD(&s->base.st, rejects, 1);
+	vb_sconn_close(c, 1, why);
+}
+
 /* One receive completion from the SRQ. */
 static void vb_on_recv(struct vb_server *s, struct ibv_wc *wc)
 {
@@ -1216,27 +1262,7 @@ static void vb_on_recv(struct vb_server *s, struct ibv_wc *wc)
 		return;
 	}
 	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-		unsigned slot;
-		uint32_t len;
-		vb_imm_decode(wc->imm_data, &slot, &len);
-		vb_repost(s, rb); /* the data is in the fast slot */
-		if (slot >= VB_FAST_SLOTS || len > c->slot_size || len < VB_HDRS) {
-			NET_STAT_ADD(&s->base.st, rejects, 1);
-			vb_sconn_close(c, 1, "bad fast write");
-			return;
-		}
-		uint8_t *base = c->mem + (size_t)slot * c->slot_size;
-		/* The message ends where its inline length says; the data follows. */
-		struct proto_hdr h;
-		struct vb_mhdr m;
-		const char *why = NULL;
-		if (proto_hdr_decode(base, &h, &why) || vb_mhdr_decode(base + PROTO_HDR_LEN, &m) ||
-		    m.inl > len || (m.flags & VB_F_WR_FAST) == 0) {
-			NET_STAT_ADD(&s->base.st, rejects, 1);
-			vb_sconn_close(c, 1, "bad fast write message");
-			return;
-		}
-		vb_on_msg(c, NULL, base, len - m.inl, base + (len - m.inl));
+		vb_on_fast(c, rb, wc->imm_data);
 		return;
 	}
 	vb_on_msg(c, rb, rb->p, wc->byte_len, NULL);

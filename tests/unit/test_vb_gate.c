@@ -1,6 +1,6 @@
 /*
  * test_vb_gate.c - the verbs server's bound on a connection's unfinished
- * replies, without RDMA: vb_server.c is included with registration
+ * replies, and its intake of fast-slot requests, without RDMA: vb_server.c is included with registration
  * (vb_stub.h), the post calls and the rdma_cm calls of a close stubbed,
  * and requests are handed to vb_on_msg as if received; sends complete
  * when the test calls vb_on_send. Covers: a connection with `credits`
@@ -9,7 +9,10 @@
  * each credit as its reply arrives is not closed); a completion lets the
  * next one in; past the credits the connection is closed; the reply
  * buffer pool stops at the credits (-ENOBUFS); a close with replies in
- * flight frees everything once they flush.
+ * flight frees everything once they flush. A request RDMA Written into a
+ * fast slot is served from a copy in its receive buffer: the client
+ * writing the slot again while the handler has it changes nothing the
+ * server checked (the write data stays in the slot).
  */
 #include <rdma/rdma_cma.h>
 
@@ -151,6 +154,55 @@ static void complete(int i, enum ibv_wc_status st)
 	ev_invoke_pending(srv.loop);
 }
 
+static int fast_ok;
+
+/* Handler of the fast-slot request: the client writes slot 0 again (its
+ * message part) while we have it; what was parsed must not change. */
+static void fast_handler(struct net_sreq *r, void *arg)
+{
+	struct vb_sreq *q = vb_q_of(r);
+	uint8_t *slot = q->c->mem;
+
+	(void)arg;
+	handled++;
+	memset(slot, 0xee, VB_HDRS + 2);
+	fast_ok = r->body_len == 2 && !memcmp(r->body, "hi", 2) &&
+		  r->hdr.bulk_len == 4 && q->m.inl == 4 &&
+		  (q->m.flags & VB_F_WR_FAST) && q->inl == slot + VB_HDRS + 2 &&
+		  !memcmp(q->inl, "data", 4) && q->rb == &rbs[0] &&
+		  (const uint8_t *)r->body == rbs[0].p + VB_HDRS;
+	vb_reply(r, 0, NULL, 0);
+}
+
+/* A request RDMA Written with Immediate into fast slot 0: [message: ECHO
+ * "hi"][write data "data"], its immediate consuming receive buffer 0. */
+static int fast_request(void)
+{
+	struct vb_sconn *c = conn_new();
+	struct proto_hdr h = { .op = 100, .tag = 1, .body_len = 2, .bulk_len = 4 };
+	struct vb_mhdr m = { .kind = VB_K_REQ, .flags = VB_F_WR_FAST, .fslot = 0,
+			     .inl = 4 };
+	uint32_t len = VB_HDRS + 2 + 4;
+
+	c->qpn = 7;
+	srv.hash[c->qpn % VB_HASH] = c;
+	proto_hdr_encode(c->mem, &h);
+	vb_mhdr_encode(c->mem + PROTO_HDR_LEN, &m);
+	memcpy(c->mem + VB_HDRS, "hidata", 6);
+	srv.fn = fast_handler;
+	handled = 0;
+	struct ibv_wc wc = { .wr_id = (uintptr_t)&rbs[0].tag, .status = IBV_WC_SUCCESS,
+			     .opcode = IBV_WC_RECV_RDMA_WITH_IMM,
+			     .imm_data = vb_imm_encode(0, len), .qp_num = c->qpn };
+	vb_on_recv(&srv, &wc);
+	ev_invoke_pending(srv.loop);
+	CHECK(handled == 1 && fast_ok && !c->dead);
+	vb_sconn_close(c, 0, "test done");
+	complete(stub_nids - 1, IBV_WC_WR_FLUSH_ERR);
+	CHECK(srv.conns == NULL);
+	return 0;
+}
+
 /* The pool stops at the credits: CREDITS - VB_SBUFS buffers are in use
  * when this runs; take the rest, then one more fails. */
 static int pool_cap(struct vb_sconn *c)
@@ -206,6 +258,7 @@ int main(void)
 	for (int i = 2; i < stub_nids; i++)
 		complete(i, IBV_WC_WR_FLUSH_ERR);
 	CHECK(srv.conns == NULL && srv.nconns == 0);
+	CHECK(fast_request() == 0);
 	CHECK(stub_regs - regs == stub_deregs && srv.base.st.pinned_bytes == sizeof(rbs));
 	vb_dereg(srv.rmr, &srv.base.st);
 	ev_loop_destroy(srv.loop);
