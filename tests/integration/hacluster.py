@@ -239,10 +239,10 @@ class Ha:
 
     def keeper_set(self, node, pgdata, key, value):
         """pg_autoctl config set, until config get reads the value back.
-        The running keeper rewrites its config file (truncate, then
-        write) on a reload and on some state changes; a `config set` that
-        reads it in between fails with "Failed to find section", so a
-        failed one is tried again, for up to 30 s."""
+        Each set SIGHUPs the running keeper, which reloads and writes its
+        config file again; a `config set` that reads the file while it is
+        being written fails with "Failed to find section" (seen in CI),
+        so a failed one is tried again, for up to 30 s."""
         deadline = time.monotonic() + 30
         while True:
             r = self.pg_run(node, ['pg_autoctl', 'config', 'set', '--pgdata', pgdata,
