@@ -118,13 +118,14 @@ def d(rc, request):
     return name
 
 
-def released(before, closes):
-    """settle: the kernel's RELEASE of each of the closes files fn closed
-    has reached A. The kernel sends RELEASE in the background: close(2)
-    returns before it, so without the wait it lands in this window or
-    the next one."""
+def wait_released(rc, before, closes):
+    """Wait until the kernel's RELEASE of each of the closes files closed
+    since before has reached A. The kernel sends RELEASE in the
+    background: close(2) returns before it, so without the wait it lands
+    in this window or the next one."""
     want = before.fuse.get('RELEASE', 0) + closes
-    return lambda c: c.fuse.get('RELEASE', 0) >= want
+    util.wait_until(lambda: Counts(rc).fuse.get('RELEASE', 0) >= want, 30, 0.02,
+                    "the kernel's RELEASE")
 
 
 def measure(rc, fn, settle=None, closes=0):
@@ -133,8 +134,7 @@ def measure(rc, fn, settle=None, closes=0):
     the RELEASE of each of the closes files fn opened and closed."""
     before = Counts(rc)
     fn()
-    done = released(before, closes)
-    util.wait_until(lambda: done(Counts(rc)), 30, 0.02, "the kernel's RELEASE")
+    wait_released(rc, before, closes)
     if settle:
         util.wait_until(lambda: settle(Counts(rc)), 30, 0.05, 'background requests')
     d = Delta(Counts(rc), before)
@@ -160,8 +160,7 @@ def create_a(rc, path):
     RELEASE, so that it does not land in the measured window."""
     before = Counts(rc)
     create_empty(path)
-    done = released(before, 1)
-    util.wait_until(lambda: done(Counts(rc)), 30, 0.02, "the kernel's RELEASE")
+    wait_released(rc, before, 1)
 
 
 def assert_mgr(d, want):
