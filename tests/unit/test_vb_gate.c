@@ -2,9 +2,8 @@
  * test_vb_gate.c - the verbs server's bound on a connection's unfinished
  * replies, and its intake of fast-slot requests, without RDMA: vb_server.c
  * is included with registration (vb_stub.h), the post calls and the
- * rdma_cm calls of a close stubbed,
- * and requests are handed to vb_on_msg as if received; sends complete
- * when the test calls vb_on_send. Covers: a connection with `credits`
+ * rdma_cm calls of a close stubbed, and requests are handed to vb_on_msg
+ * as if received; sends complete when the test calls vb_on_send. Covers: a connection with `credits`
  * replies posted and not completed gets no further request to its
  * handler, but its requests queue on their credits (a client that reuses
  * each credit as its reply arrives is not closed); a completion lets the
