@@ -32,8 +32,12 @@
  * the channel itself and completes every call it meets, its own included,
  * so a lone call costs one wake-up, not two through a thread hand-off), or
  * else the progress thread, which also takes rdma_cm events and tears
- * connections down. Send completions are polled by submitters before they
- * post. Locks, in order: connect_lock -> lock -> vc->rc_lock; vc->ch_lock
+ * connections down. A leader keeps taking the channel's events wherever
+ * it blocks in here (a credit wait, a connect, another thread's connect),
+ * so a connect to a hung server does not hold up the replies of the calls
+ * it sent before; and at a call's deadline it takes what is already
+ * queued before it gives up. Send completions are polled by submitters
+ * before they post. Locks, in order: connect_lock -> lock -> vc->rc_lock; vc->ch_lock
  * is taken alone.
  */
 #include "vb_int.h"
@@ -301,21 +305,34 @@ static void vb_call_abort(struct net_call *call, int err)
 
 /* ------------------------------------------------------------------- connect */
 
-/* Wait for the next cm event on ch until deadline.
+static int vb_leads(const struct vb_client *vc);
+static int vb_lead_poll(struct vb_client *vc, int xfd, uint64_t deadline, int cap_ms);
+
+/* Wait for the next cm event on ch until deadline. A thread that leads
+ * vc's completion channel keeps taking its events meanwhile (the replies
+ * of the calls it sent before this connect, and other threads', would
+ * wait for the whole connect otherwise, and time out behind it).
  * @return 0 with *ev set (ack it), -ETIMEDOUT, -errno */
-static int vb_cm_wait(struct rdma_event_channel *ch, uint64_t deadline,
-		      struct rdma_cm_event **ev)
+static int vb_cm_wait(struct vb_client *vc, struct rdma_event_channel *ch,
+		      uint64_t deadline, struct rdma_cm_event **ev)
 {
 	for (;;) {
 		struct pollfd p = { .fd = ch->fd, .events = POLLIN };
-		int ms = net_ms_left(deadline);
+		int n, ms = net_ms_left(deadline);
+
 		if (ms == 0)
 			return -ETIMEDOUT;
-		int n = poll(&p, 1, ms);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
+		if (vb_leads(vc)) {
+			n = vb_lead_poll(vc, ch->fd, deadline, INT_MAX);
+			if (n < 0)
+				return n;
+		} else {
+			n = poll(&p, 1, ms);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				return -errno;
+		}
 		if (n == 0)
 			continue;
 		if (rdma_get_cm_event(ch, ev) == 0)
@@ -328,11 +345,12 @@ static int vb_cm_wait(struct rdma_event_channel *ch, uint64_t deadline,
 /* Wait for one expected cm event. @return 0, -ECONNREFUSED (rejected),
  * -EACCES (rejected because we have no cluster key), -EHOSTUNREACH
  * (address/route), -ETIMEDOUT, -ENOTCONN */
-static int vb_cm_expect(struct rdma_event_channel *ch, uint64_t deadline,
-			enum rdma_cm_event_type want, struct rdma_cm_event **out)
+static int vb_cm_expect(struct vb_client *vc, struct rdma_event_channel *ch,
+			uint64_t deadline, enum rdma_cm_event_type want,
+			struct rdma_cm_event **out)
 {
 	struct rdma_cm_event *ev;
-	int rc = vb_cm_wait(ch, deadline, &ev);
+	int rc = vb_cm_wait(vc, ch, deadline, &ev);
 
 	if (rc)
 		return rc;
@@ -573,7 +591,7 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 		rc = -EHOSTUNREACH;
 		goto out_destroy_id;
 	}
-	rc = vb_cm_expect(ch, deadline, RDMA_CM_EVENT_ADDR_RESOLVED, &ev);
+	rc = vb_cm_expect(vc, ch, deadline, RDMA_CM_EVENT_ADDR_RESOLVED, &ev);
 	if (rc)
 		goto out_destroy_id;
 	rdma_ack_cm_event(ev);
@@ -585,7 +603,7 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 		rc = -EHOSTUNREACH;
 		goto out_destroy_id;
 	}
-	rc = vb_cm_expect(ch, deadline, RDMA_CM_EVENT_ROUTE_RESOLVED, &ev);
+	rc = vb_cm_expect(vc, ch, deadline, RDMA_CM_EVENT_ROUTE_RESOLVED, &ev);
 	if (rc)
 		goto out_destroy_id;
 	rdma_ack_cm_event(ev);
@@ -653,7 +671,7 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 		rc = -ENOTCONN;
 		goto out_destroy_qp;
 	}
-	rc = vb_cm_expect(ch, deadline, RDMA_CM_EVENT_ESTABLISHED, &ev);
+	rc = vb_cm_expect(vc, ch, deadline, RDMA_CM_EVENT_ESTABLISHED, &ev);
 	if (rc == -EACCES) {
 		if (key)
 			log_err("net: %s:%u does not accept %s", c->host, c->port,
@@ -733,18 +751,36 @@ out_destroy_ch:
 }
 
 /* Make sure c is up; one caller sets up, others wait on connect_lock. */
-static int vb_conn_connect(struct vb_cconn *c, uint64_t deadline)
+/* Take c->connect_lock by deadline. A thread that leads the completion
+ * channel takes its events while another thread connects (see
+ * vb_cm_wait), looking at the lock again every VB_LEAD_SLICE_MS.
+ * @return 0, -ETIMEDOUT, -errno */
+static int vb_connect_lock(struct vb_cconn *c, uint64_t deadline)
 {
 	struct timespec ts;
 	int rc;
 
+	if (vb_leads(c->vc)) {
+		while ((rc = pthread_mutex_trylock(&c->connect_lock)) == EBUSY)
+			if (vb_lead_poll(c->vc, -1, deadline, VB_LEAD_SLICE_MS) < 0)
+				return -ETIMEDOUT;
+		return -rc;
+	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	uint64_t now = net_now_ns(), rt = (uint64_t)ts.tv_sec * 1000000000ull +
 		(uint64_t)ts.tv_nsec + (deadline > now ? deadline - now : 0);
 	ts = net_ns_to_ts(rt);
 	rc = pthread_mutex_timedlock(&c->connect_lock, &ts);
+	return rc == ETIMEDOUT ? -ETIMEDOUT : -rc;
+}
+
+static int vb_conn_connect(struct vb_cconn *c, uint64_t deadline)
+{
+	int rc;
+
+	rc = vb_connect_lock(c, deadline);
 	if (rc)
-		return rc == ETIMEDOUT ? -ETIMEDOUT : -rc;
+		return rc;
 	pthread_mutex_lock(&c->lock);
 	rc = c->up;
 	pthread_mutex_unlock(&c->lock);
@@ -876,50 +912,79 @@ static void vb_lead_put(struct vb_client *vc)
 
 static void vb_chan_event(struct ibv_cq *cq, void *ctx);
 
-/*
- * One step of the leader: sleep in poll() on the channel and on lead_fd
- * (written by teardown when it completes calls) until an event, the
- * deadline or cap_ms, then take one event (re-arm, drain: completes every
- * call of that connection, waking their waiters). One event a step: the
- * call waited for may be done after it, and poll() returns at once while
- * more are queued. Cost: one clock read, poll, one read and one re-arm per
- * event. @return 0, or -ETIMEDOUT when the deadline had passed (no poll)
- */
-static int vb_lead_step(struct vb_client *vc, uint64_t deadline, int cap_ms)
+/* Whether this thread leads vc's completion channel. */
+static int vb_leads(const struct vb_client *vc)
 {
-	struct pollfd p[2] = { { .fd = vc->chan->fd, .events = POLLIN },
-			       { .fd = vc->lead_fd, .events = POLLIN } };
+	return vb_lead_vc == vc;
+}
+
+/* Take one event of the channel if one is there (re-arm, drain: completes
+ * every call of that connection, waking their waiters). Channel owner.
+ * @return 1 taken, 0 none */
+static int vb_lead_take(struct vb_client *vc)
+{
 	struct ibv_cq *cq;
 	void *ctx;
+
+	if (ibv_get_cq_event(vc->chan, &cq, &ctx))
+		return 0;
+	vb_chan_event(cq, ctx);
+	return 1;
+}
+
+/*
+ * One step of the leader: sleep in poll() on the channel, on lead_fd
+ * (written by teardown when it completes calls) and on xfd (unless -1: a
+ * connect's cm channel) until an event, the deadline or cap_ms, then take
+ * one channel event. One event a step: the call waited for may be done
+ * after it, and poll() returns at once while more are queued. Cost: one
+ * clock read, poll, one read and one re-arm per event.
+ * @return 1 xfd is readable, 0 otherwise, -ETIMEDOUT when the deadline had
+ * passed (no poll)
+ */
+static int vb_lead_poll(struct vb_client *vc, int xfd, uint64_t deadline, int cap_ms)
+{
+	struct pollfd p[3] = { { .fd = vc->chan->fd, .events = POLLIN },
+			       { .fd = vc->lead_fd, .events = POLLIN },
+			       { .fd = xfd, .events = POLLIN } };
 	int ms = net_ms_left(deadline);
 
 	if (ms <= 0)
 		return -ETIMEDOUT;
 	if (ms > cap_ms)
 		ms = cap_ms;
-	if (poll(p, 2, ms) <= 0)
+	if (poll(p, xfd >= 0 ? 3 : 2, ms) <= 0)
 		return 0;
 	if (p[1].revents & POLLIN) {
 		eventfd_t v;
 		(void)eventfd_read(vc->lead_fd, &v);
 	}
-	if ((p[0].revents & POLLIN) && ibv_get_cq_event(vc->chan, &cq, &ctx) == 0)
-		vb_chan_event(cq, ctx);
-	return 0;
+	if (p[0].revents & POLLIN)
+		(void)vb_lead_take(vc);
+	return xfd >= 0 && (p[2].revents & (POLLIN | POLLERR | POLLHUP));
 }
 
 /*
  * Lead until call is done or its deadline passes: take the channel's
  * events ourselves, completing every call met on the way (other waiters
  * are woken as the progress thread would). Saves the progress thread's
- * wake-up and the futex hand-off of each reply.
+ * wake-up and the futex hand-off of each reply. At the deadline, the
+ * events already queued (at most VB_POLL_BATCH, without sleeping) are
+ * taken first: a reply that came in time counts even when this thread
+ * looks late (it was descheduled, or busy elsewhere), as on TCP, where
+ * the leader reads its socket before it checks the clock.
  * @return 0 done, -ETIMEDOUT the deadline passed first
  */
 static int vb_lead(struct vb_client *vc, struct net_call *call)
 {
-	while (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE)
-		if (vb_lead_step(vc, call->deadline_ns, INT_MAX))
-			return -ETIMEDOUT;
+	while (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE) {
+		if (vb_lead_poll(vc, -1, call->deadline_ns, INT_MAX) == 0)
+			continue;
+		for (int i = 0; i < VB_POLL_BATCH && vb_lead_take(vc); i++)
+			if (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) == NET_CALL_DONE)
+				return 0;
+		return -ETIMEDOUT;
+	}
 	return 0;
 }
 
@@ -932,9 +997,9 @@ static int vb_lead(struct vb_client *vc, struct net_call *call)
  */
 static int vb_cv_wait(struct vb_cconn *c, uint64_t deadline)
 {
-	if (vb_lead_vc == c->vc) {
+	if (vb_leads(c->vc)) {
 		pthread_mutex_unlock(&c->lock);
-		int rc = vb_lead_step(c->vc, deadline, VB_LEAD_SLICE_MS);
+		int rc = vb_lead_poll(c->vc, -1, deadline, VB_LEAD_SLICE_MS);
 		pthread_mutex_lock(&c->lock);
 		return rc ? ETIMEDOUT : 0;
 	}

@@ -11,7 +11,10 @@
  * per thread and never spans two clients; a leader is woken by lead_fd
  * when another thread completes its call, and takes channel events itself
  * (re-arm and ack per event); a leading thread's credit wait returns after
- * its slice, not at the deadline.
+ * its slice, not at the deadline; at a deadline that passed, the leader
+ * still takes the events already queued (a reply that came in time
+ * counts); and a leader that blocks in a connect (its cm wait, or another
+ * thread's connect_lock) keeps taking the channel's events meanwhile.
  */
 #include <pthread.h>
 #include <sys/epoll.h>
@@ -19,13 +22,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <rdma/rdma_cma.h>
+
 #include "vb_stub.h"
+#include "net_int.h"
 
 static int stub_events, stub_notifies, stub_acks;
 static struct ibv_cq stub_cq;
 static void *stub_ctx; /* a connection that is down: its drain does nothing */
+static struct net_call *stub_done; /* completed by the next event, if set */
 
-/* Stub: read the eventfd as one CQ event of stub_cq, for stub_ctx. */
+/* Stub: read the eventfd as one CQ event of stub_cq, for stub_ctx; the
+ * event completes stub_done, as a drain completes the call it replies. */
 static int stub_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **ctx)
 {
 	uint64_t v;
@@ -35,6 +43,23 @@ static int stub_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, vo
 	stub_events++;
 	*cq = &stub_cq;
 	*ctx = stub_ctx;
+	if (stub_done) {
+		net_call_done(stub_done);
+		stub_done = NULL;
+	}
+	return 0;
+}
+
+static struct rdma_cm_event stub_cm_ev;
+
+/* Stub: an rdma_cm channel whose fd is an eventfd; a read is one event. */
+static int stub_get_cm_event(struct rdma_event_channel *ch, struct rdma_cm_event **ev)
+{
+	uint64_t v;
+
+	if (read(ch->fd, &v, sizeof(v)) != sizeof(v))
+		return -1;
+	*ev = &stub_cm_ev;
 	return 0;
 }
 
@@ -55,6 +80,7 @@ static void stub_ack_cq_events(struct ibv_cq *cq, unsigned n)
 #define ibv_get_cq_event stub_get_cq_event
 #define ibv_req_notify_cq stub_req_notify_cq
 #define ibv_ack_cq_events stub_ack_cq_events
+#define rdma_get_cm_event stub_get_cm_event
 
 #include "../../common/transport/vb_mr.c"
 #include "../../common/transport/vb_wire.c"
@@ -221,7 +247,7 @@ static int test_lead(void)
 	CHECK(vb_lead_get(&vc) == 1);
 	chan_post();
 	stub_events = stub_notifies = stub_acks = 0;
-	vb_lead_step(&vc, net_now_ns() + 1000000000ull, 1000);
+	CHECK(vb_lead_poll(&vc, -1, net_now_ns() + 1000000000ull, 1000) == 0);
 	CHECK(stub_events == 1 && stub_notifies == 1 && stub_acks == 1);
 
 	/* woken by lead_fd when another thread completes the call: long
@@ -240,7 +266,100 @@ static int test_lead(void)
 	call.deadline_ns = net_now_ns();
 	CHECK(vb_lead(&vc, &call) == -ETIMEDOUT);
 	CHECK(call.state == NET_CALL_SENT);
+	/* ... but first takes what is queued: the reply came in time, the
+	 * leader looks late (it was busy elsewhere) */
+	chan_post();
+	stub_done = &call;
+	stub_events = 0;
+	CHECK(vb_lead(&vc, &call) == 0);
+	CHECK(call.state == NET_CALL_DONE && stub_events == 1);
 	vb_lead_put(&vc);
+	client_fini(&vc);
+	return 0;
+}
+
+/* Make fd readable after 50 ms (a cm event arriving, a lock let go). */
+static void *post_later(void *arg)
+{
+	int fd = *(int *)arg;
+	struct timespec ts = { 0, 50 * 1000000 };
+	uint64_t one = 1;
+
+	nanosleep(&ts, NULL);
+	if (write(fd, &one, sizeof(one)) != sizeof(one))
+		abort();
+	return NULL;
+}
+
+/* Hold connect_lock for 50 ms, as another thread's connect does. */
+static void *connect_elsewhere(void *arg)
+{
+	struct vb_cconn *c = arg;
+	struct timespec ts = { 0, 50 * 1000000 };
+
+	pthread_mutex_lock(&c->connect_lock);
+	nanosleep(&ts, NULL);
+	pthread_mutex_unlock(&c->connect_lock);
+	return NULL;
+}
+
+/* A leader in a connect's cm wait, or waiting for another thread's
+ * connect (connect_lock), takes the channel's events meanwhile: the reply
+ * of a call it sent before is not held up until the connect ends (a hung
+ * server's connect lasts the whole timeout). A thread that does not lead
+ * leaves them to the owner. */
+static int test_connect_leads(void)
+{
+	struct vb_client vc;
+	struct vb_cconn c = { 0 };
+	struct rdma_event_channel cm = { 0 };
+	struct rdma_cm_event *ev = NULL;
+	struct net_call call = { 0 };
+	pthread_t thr;
+
+	CHECK(client_init(&vc) == 0);
+	cm.fd = eventfd(0, EFD_NONBLOCK);
+	CHECK(cm.fd >= 0);
+	CHECK(vb_lead_get(&vc) == 1);
+	call.state = NET_CALL_SENT;
+	chan_post();
+	stub_done = &call;
+	stub_events = 0;
+	CHECK(pthread_create(&thr, NULL, post_later, &cm.fd) == 0);
+	CHECK(vb_cm_wait(&vc, &cm, net_now_ns() + 5000000000ull, &ev) == 0);
+	pthread_join(thr, NULL);
+	CHECK(ev == &stub_cm_ev);
+	CHECK(call.state == NET_CALL_DONE && stub_events == 1);
+	/* the deadline ends a cm wait that gets no event */
+	CHECK(vb_cm_wait(&vc, &cm, net_now_ns() + 20000000ull, &ev) == -ETIMEDOUT);
+
+	/* another thread connects: the leader takes events until the lock */
+	c.vc = &vc;
+	pthread_mutex_init(&c.connect_lock, NULL);
+	call.state = NET_CALL_SENT;
+	chan_post();
+	stub_done = &call;
+	stub_events = 0;
+	CHECK(pthread_create(&thr, NULL, connect_elsewhere, &c) == 0);
+	while (pthread_mutex_trylock(&c.connect_lock) == 0) /* until it holds it */
+		pthread_mutex_unlock(&c.connect_lock);
+	CHECK(vb_connect_lock(&c, net_now_ns() + 5000000000ull) == 0);
+	pthread_join(thr, NULL);
+	CHECK(call.state == NET_CALL_DONE && stub_events == 1);
+	pthread_mutex_unlock(&c.connect_lock);
+	vb_lead_put(&vc);
+
+	/* not leading: the cm wait leaves the channel's event alone */
+	chan_post();
+	stub_done = NULL;
+	stub_events = 0;
+	CHECK(pthread_create(&thr, NULL, post_later, &cm.fd) == 0);
+	CHECK(vb_cm_wait(&vc, &cm, net_now_ns() + 5000000000ull, &ev) == 0);
+	pthread_join(thr, NULL);
+	CHECK(stub_events == 0);
+	chan_clear();
+	pthread_mutex_destroy(&c.connect_lock);
+	close(cm.fd);
 	client_fini(&vc);
 	return 0;
 }
@@ -288,7 +407,10 @@ int main(void)
 	stub_ctx = &down_conn;
 	fails += test_owners();
 	fails += test_lead();
+	stub_done = NULL; /* a failed check may leave it set */
 	fails += test_cv_wait();
+	stub_done = NULL;
+	fails += test_connect_leads();
 	close(chan.fd);
 	printf("%s\n", fails ? "FAIL" : "ok");
 	return fails != 0;

@@ -8,17 +8,20 @@
  * pin-down cache, 16 threads x 200 calls on 4 credits, timeout and
  * reconnect, server stop -> EIO, the cluster key and the two keys, repeated
  * wrong-key clients (the server must survive every order of proof and
- * disconnect), idle connects that never prove their key, and a client
+ * disconnect), idle connects that never prove their key, a client
  * that lets no reply complete (the server's reply memory stays within its
- * credits).
+ * credits), and a leader whose connect to a hung server blocks (the
+ * replies of calls already sent still complete).
  * RPFS_VB_ONLY=NAME runs one subtest.
  */
 #include "net.h"
 #include "net_auth.h"
 #include "vb_int.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <ev.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
@@ -1038,6 +1041,124 @@ static int test_unacked_replies(void)
 	return 0;
 }
 
+/* A verbs listener on addr that never accepts: a connect to it waits for
+ * the whole timeout, as one to a hung (SIGSTOPped) server does. Its
+ * channel is non-blocking. @return 0, -1 */
+static int silent_listen(struct rdma_event_channel **ch, struct rdma_cm_id **id,
+			 uint16_t *port)
+{
+	struct rdma_addrinfo hints = { .ai_flags = RAI_PASSIVE,
+				       .ai_port_space = RDMA_PS_TCP }, *res;
+
+	*ch = rdma_create_event_channel();
+	if (!*ch)
+		return -1;
+	fcntl((*ch)->fd, F_SETFL, fcntl((*ch)->fd, F_GETFL) | O_NONBLOCK);
+	if (rdma_getaddrinfo(addr, "0", &hints, &res))
+		goto out_destroy_ch;
+	if (rdma_create_id(*ch, id, NULL, RDMA_PS_TCP))
+		goto out_free_res;
+	if (rdma_bind_addr(*id, res->ai_src_addr) || rdma_listen(*id, 8))
+		goto out_destroy_id;
+	rdma_freeaddrinfo(res);
+	*port = ntohs(rdma_get_src_port(*id));
+	return 0;
+
+out_destroy_id:
+	rdma_destroy_id(*id);
+out_free_res:
+	rdma_freeaddrinfo(res);
+out_destroy_ch:
+	rdma_destroy_event_channel(*ch);
+	return -1;
+}
+
+/* Reject the connect requests that waited and close the listener. */
+static void silent_close(struct rdma_event_channel *ch, struct rdma_cm_id *id)
+{
+	struct rdma_cm_event *ev;
+
+	while (rdma_get_cm_event(ch, &ev) == 0) {
+		struct rdma_cm_id *req = ev->event == RDMA_CM_EVENT_CONNECT_REQUEST ?
+			ev->id : NULL;
+		if (req)
+			rdma_reject(req, NULL, 0);
+		rdma_ack_cm_event(ev);
+		if (req)
+			rdma_destroy_id(req);
+	}
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+struct late_call {
+	struct net_conn *c;
+	int rc;
+};
+
+/* 100 ms in, an echo with a 400 ms timeout from a thread that cannot lead
+ * (the main thread does): its reply must be taken by the leader. */
+static void *late_echo(void *arg)
+{
+	struct late_call *l = arg;
+	char rep[16];
+	struct net_call e = { .op = OP_ECHO, .body = "y", .body_len = 1, .rep_buf = rep,
+			      .rep_cap = sizeof(rep), .timeout_ms = 400 };
+
+	usleep(100000);
+	l->rc = net_call_run(l->c, &e);
+	if (!l->rc && (e.status != 7 || e.rep_len != 1 || rep[0] != 'y'))
+		l->rc = -EBADMSG;
+	return NULL;
+}
+
+/* A thread that leads the completion channel (it sent a call and has not
+ * waited for it yet) and then connects to a hung server blocks for the
+ * client timeout (1 s): meanwhile it must take the channel's events, or
+ * the reply of its own call, already in, counts as a timeout, and so does
+ * another thread's call (400 ms) to the live server. The mirrored fsync of
+ * test_mirror's test_fence_stopped_iod_lease failed that way. */
+static int test_connect_hung(void)
+{
+	struct srv sv;
+	struct net_client *cl;
+	struct net_conn *c1, *c2;
+	struct rdma_event_channel *lch;
+	struct rdma_cm_id *lid;
+	struct late_call late = { 0 };
+	pthread_t thr;
+	uint16_t port;
+	char rep[16];
+
+	CHECK(srv_start(&sv, 8, 0, NULL) == 0);
+	CHECK(silent_listen(&lch, &lid, &port) == 0);
+	CHECK((cl = mkclient(8, 1000, NULL)) != NULL);
+	CHECK(net_conn_new(cl, addr, sv.port, &c1) == 0);
+	CHECK(net_conn_new(cl, addr, port, &c2) == 0);
+	struct net_call a = { .op = OP_ECHO, .body = "a", .body_len = 1, .rep_buf = rep,
+			      .rep_cap = sizeof(rep) };
+	CHECK(net_call_run(c1, &a) == 0); /* c1 is up */
+	a.wait_now = 1;
+	CHECK(net_call_submit(c1, &a) == 0);
+	late.c = c1;
+	CHECK(pthread_create(&thr, NULL, late_echo, &late) == 0);
+	struct net_call x = { .op = OP_ECHO, .body = "x", .body_len = 1 };
+	x.wait_now = 1;
+	int rc = net_call_submit(c2, &x);
+	CHECK(rc == -ETIMEDOUT);
+	CHECK(net_call_wait(&a) == 0);
+	CHECK(a.status == 7 && a.rep_len == 1 && rep[0] == 'a');
+	pthread_join(thr, NULL);
+	if (late.rc)
+		fprintf(stderr, "connect_hung: the other thread's call: %s\n",
+			strerror(-late.rc));
+	CHECK(late.rc == 0);
+	net_client_free(cl);
+	silent_close(lch, lid);
+	srv_stop(&sv);
+	return 0;
+}
+
 int main(void)
 {
 	addr = getenv("RPFS_RDMA_ADDR");
@@ -1057,7 +1178,8 @@ int main(void)
 		  { "failures", test_failures }, { "key", test_key },
 		  { "key_stress", test_key_stress }, { "two_keys", test_two_keys },
 		  { "idle_connects", test_idle_connects },
-		  { "unacked_replies", test_unacked_replies } };
+		  { "unacked_replies", test_unacked_replies },
+		  { "connect_hung", test_connect_hung } };
 	const char *only = getenv("RPFS_VB_ONLY"); /* run one subtest */
 	int bad = 0;
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
