@@ -550,6 +550,77 @@ static int vb_send_auth(struct vb_cconn *c, const uint8_t *key,
 }
 
 /*
+ * The server's answer to our proof: its fast slots (VB_K_GRANT) in the
+ * receive completion wc, checked, into g; the receive buffer is posted
+ * again. @return 0, -ENOTCONN (the receive failed: the server refused our
+ * proof or went; or the message is not a grant, logged)
+ */
+static int vb_on_grant(struct vb_cconn *c, const struct ibv_wc *wc, struct vb_grant *g)
+{
+	struct vb_ctag *t = (struct vb_ctag *)(uintptr_t)wc->wr_id;
+	struct vb_crbuf *rb = NET_CONTAINER_OF(t, struct vb_crbuf, tag);
+	const char *why = NULL;
+	struct proto_hdr h;
+	struct vb_mhdr m;
+
+	if (wc->status != IBV_WC_SUCCESS)
+		return -ENOTCONN;
+	if (wc->opcode != IBV_WC_RECV || wc->byte_len < VB_HDRS + VB_GRANT_LEN ||
+	    proto_hdr_decode(rb->p, &h, &why) || vb_mhdr_decode(rb->p + PROTO_HDR_LEN, &m) ||
+	    h.op != PROTO_OP_NET_HELLO || h.flags != (PROTO_F_REPLY | PROTO_F_CTRL) ||
+	    h.body_len != VB_GRANT_LEN || m.kind != VB_K_GRANT ||
+	    vb_grant_decode(rb->p + VB_HDRS, VB_GRANT_LEN, g)) {
+		log_warn("net: verbs: %s:%u: the answer to our key proof is not a grant "
+			 "of fast slots; closing", c->host, c->port);
+		return -ENOTCONN;
+	}
+	NET_STAT_ADD(&c->vc->base.st, msgs_rx, 1);
+	return vb_post_recvs(c, &rb, 1) ? -ENOTCONN : 0;
+}
+
+/*
+ * The key exchange of a connect to a server that requires a key: check
+ * its proof (the accept data), send ours (AUTH), and wait until deadline
+ * for its grant of the fast slots, which it registers for remote write
+ * only once our proof is verified. The grant is taken straight from the
+ * receive CQ: the connection is not up, so no drain reads it. A thread
+ * that leads the completion channel keeps taking its events meanwhile.
+ * @return 0 with g set, -EACCES (the server failed its proof), -ETIMEDOUT,
+ * -ENOTCONN
+ */
+static int vb_conn_auth(struct vb_cconn *c, const uint8_t *key, uint8_t cls,
+			const uint8_t *cn, const struct vb_spriv *sp, uint64_t deadline,
+			struct vb_grant *g)
+{
+	struct vb_client *vc = c->vc;
+	struct ibv_wc wc;
+	int n, rc;
+
+	if (!sp->has_mac || net_auth_check(key, NET_AUTH_ROLE_SERVER, cn, sp->sn, sp->mac)) {
+		log_err("net: %s:%u: the server failed to prove %s (%s); refusing it",
+			c->host, c->port, net_auth_class_name(cls),
+			sp->has_mac ? "its key differs from ours" : "it has no key");
+		NET_STAT_ADD(&vc->base.st, auth_fail, 1);
+		return -EACCES;
+	}
+	NET_STAT_ADD(&vc->base.st, auth_ok, 1);
+	pthread_mutex_lock(&c->lock);
+	rc = vb_send_auth(c, key, cn, sp->sn);
+	pthread_mutex_unlock(&c->lock);
+	if (rc)
+		return -ENOTCONN;
+	while ((n = ibv_poll_cq(c->rcq, 1, &wc)) == 0) {
+		if (net_ms_left(deadline) == 0)
+			return -ETIMEDOUT;
+		if (vb_leads(vc))
+			(void)vb_lead_poll(vc, -1, deadline, 1);
+		else
+			usleep(100);
+	}
+	return n < 0 ? -ENOTCONN : vb_on_grant(c, &wc, g);
+}
+
+/*
  * Set up one connection: resolve, create the QP on our CQs, connect with
  * our private data, check the server's (credits, fast slots, key proof),
  * then hand the cm_id to the client's event channel.
@@ -691,33 +762,21 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 		rc = -ENOTCONN;
 		goto out_disconnect;
 	}
+	struct vb_grant g = { sp.nslots, sp.slot_size, sp.fast_addr, sp.fast_rkey };
 	if (key) {
-		if (!sp.has_mac || net_auth_check(key, NET_AUTH_ROLE_SERVER, cp.cn,
-						  sp.sn, sp.mac)) {
-			log_err("net: %s:%u: the server failed to prove %s (%s); "
-				"refusing it", c->host, c->port,
-				net_auth_class_name(cls),
-				sp.has_mac ? "its key differs from ours" : "it has no key");
-			NET_STAT_ADD(&vc->base.st, auth_fail, 1);
-			rc = -EACCES;
+		rc = vb_conn_auth(c, key, cls, cp.cn, &sp, deadline, &g);
+		if (rc)
 			goto out_disconnect;
-		}
-		NET_STAT_ADD(&vc->base.st, auth_ok, 1);
 	}
-	c->s_fast_addr = sp.fast_addr;
-	c->s_fast_rkey = sp.fast_rkey;
-	c->s_slot_size = sp.slot_size;
-	c->s_nslots = sp.nslots;
+	c->s_fast_addr = g.fast_addr;
+	c->s_fast_rkey = g.fast_rkey;
+	c->s_slot_size = g.slot_size;
+	c->s_nslots = g.nslots;
 	if (rdma_migrate_id(id, vc->cm_ch)) {
 		rc = -ENOTCONN;
 		goto out_disconnect;
 	}
 	pthread_mutex_lock(&c->lock);
-	if (key && vb_send_auth(c, key, cp.cn, sp.sn)) {
-		pthread_mutex_unlock(&c->lock);
-		rc = -ENOTCONN;
-		goto out_disconnect;
-	}
 	c->up = 1;
 	c->gen++;
 	c->cr.max = c->cr.avail = sp.credits < c->ncs ? sp.credits : c->ncs;

@@ -40,6 +40,7 @@ struct ibv_mr;
 #define VB_PRIV_VERSION 1
 #define VB_CPRIV_LEN 52u       /* fits the 56 bytes of a connect request */
 #define VB_SPRIV_LEN 96u
+#define VB_GRANT_LEN 20u
 #define VB_IMM_BIG 0xffu       /* immediate slot value: the landing buffer */
 #define VB_DEFAULT_PIN_MAX (256ull << 20)
 
@@ -50,6 +51,8 @@ enum vb_kind {
 	VB_K_AUTH = 3,  /* client's HMAC proof (CTRL); body = MAC */
 	VB_K_ACK = 4,   /* client consumed its landing buffer (CTRL) */
 	VB_K_BIGREQ = 5,/* a big request: one segment names it for RDMA Read */
+	VB_K_GRANT = 6, /* server's answer to a verified AUTH (CTRL|REPLY):
+			 * body = vb_grant, the fast slots */
 };
 
 /* vb header flags. */
@@ -89,12 +92,24 @@ struct vb_cpriv {
 struct vb_spriv {
 	uint16_t credits;      /* granted */
 	uint8_t has_mac;
-	uint16_t nslots;       /* fast slots */
+	uint16_t nslots;       /* fast slots: 0 when a key is required (they
+				* come in the VB_K_GRANT after the proof) */
 	uint32_t slot_size;
 	uint64_t fast_addr;    /* slot i at fast_addr + i * slot_size */
 	uint32_t fast_rkey;
 	uint8_t sn[32];
 	uint8_t mac[32];
+};
+
+/* The fast slots, the one server memory a client may RDMA Write: in the
+ * accept data of a keyless server (vb_spriv), or, with a key, granted
+ * only once the client's proof is verified (VB_K_GRANT), so nothing is
+ * remotely writable before authentication. */
+struct vb_grant {
+	uint16_t nslots;
+	uint32_t slot_size;
+	uint64_t fast_addr;    /* slot i at fast_addr + i * slot_size */
+	uint32_t fast_rkey;
 };
 
 /* ---------------------------------------------------------------- vb_wire.c */
@@ -109,6 +124,9 @@ void vb_cpriv_encode(uint8_t out[VB_CPRIV_LEN], const struct vb_cpriv *p);
 int vb_cpriv_decode(const void *in, size_t len, struct vb_cpriv *p);
 void vb_spriv_encode(uint8_t out[VB_SPRIV_LEN], const struct vb_spriv *p);
 int vb_spriv_decode(const void *in, size_t len, struct vb_spriv *p);
+void vb_grant_encode(uint8_t out[VB_GRANT_LEN], const struct vb_grant *g);
+/* @return 0, -EPROTO (short, or more slots than VB_FAST_SLOTS) */
+int vb_grant_decode(const void *in, size_t len, struct vb_grant *g);
 /* Immediate data: slot index and message length, in wire order. */
 uint32_t vb_imm_encode(unsigned slot, uint32_t len);
 void vb_imm_decode(uint32_t imm, unsigned *slot, uint32_t *len);

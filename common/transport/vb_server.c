@@ -158,7 +158,9 @@ struct vb_sconn {
 	int land_busy;                   /* big reply written, no ACK yet */
 	uint8_t *mem;                    /* fast slots + send buffers */
 	size_t memlen, slot_size;
-	struct ibv_mr *mr;
+	struct ibv_mr *fmr;              /* the fast slots, the one region
+					  * the client may RDMA Write */
+	struct ibv_mr *mr;               /* the send buffers: local only */
 	unsigned sbuf_busy;
 	uint8_t *big;                    /* lazily, VB_BIG_SIZE */
 	struct ibv_mr *big_mr;
@@ -360,6 +362,8 @@ static void vb_sconn_maybe_free(struct vb_sconn *c)
 		ibv_destroy_cq(c->scq);
 	if (c->mr)
 		vb_dereg(c->mr, &s->base.st);
+	if (c->fmr)
+		vb_dereg(c->fmr, &s->base.st);
 	if (c->big_mr)
 		vb_dereg(c->big_mr, &s->base.st);
 	while (c->bb_all) {
@@ -1097,6 +1101,81 @@ static void vb_fetched(struct vb_sconn *c, struct vb_sreq *q, int rc)
 	vb_dispatch(c);
 }
 
+/*
+ * Register c's fast slots, the one server memory a client may RDMA Write
+ * (its fast requests land there), and describe them in g: at accept for a
+ * keyless server, else once the client's proof is verified (vb_send_grant),
+ * so nothing is remotely writable before authentication.
+ * @return 0, -ENOMEM (logged)
+ */
+static int vb_conn_reg_fast(struct vb_sconn *c, struct vb_grant *g)
+{
+	struct vb_server *s = c->srv;
+	size_t flen = VB_FAST_SLOTS * c->slot_size;
+
+	c->fmr = vb_reg(s->pd, c->mem, flen,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &s->base.st);
+	if (!c->fmr) {
+		log_err("net: %s: cannot register %zu bytes of fast slots: %s "
+			"(RLIMIT_MEMLOCK?)", c->base.peer, flen, strerror(errno));
+		return -ENOMEM;
+	}
+	g->nslots = VB_FAST_SLOTS;
+	g->slot_size = (uint32_t)c->slot_size;
+	g->fast_addr = (uintptr_t)c->mem;
+	g->fast_rkey = c->fmr->rkey;
+	return 0;
+}
+
+/*
+ * The client's proof is verified: register the fast slots and send them
+ * (VB_K_GRANT, in a send buffer; the client waits for it before it marks
+ * the connection up, so it comes before any reply).
+ * @return 0, -ENOMEM, -ENOBUFS (the caller closes the connection)
+ */
+static int vb_send_grant(struct vb_sconn *c)
+{
+	struct vb_grant g;
+	struct vb_op *op;
+	uint8_t *msg;
+	int rc;
+
+	rc = vb_conn_reg_fast(c, &g);
+	if (rc)
+		return rc;
+	op = vb_op_new(c, NULL, VB_OP_REPLY, NULL, NULL);
+	if (!op || !(op->wr = calloc(1, sizeof(*op->wr))) ||
+	    !(op->sge = calloc(1, sizeof(*op->sge)))) {
+		rc = -ENOMEM;
+		goto out_free_op;
+	}
+	rc = vb_reply_buf(c, op, 0, &msg);
+	if (rc)
+		goto out_free_op;
+	struct proto_hdr h = { .op = PROTO_OP_NET_HELLO, .flags = PROTO_F_REPLY | PROTO_F_CTRL,
+			       .body_len = VB_GRANT_LEN };
+	struct vb_mhdr m = { .kind = VB_K_GRANT, .fslot = 0xffff };
+	proto_hdr_encode(msg, &h);
+	vb_mhdr_encode(msg + PROTO_HDR_LEN, &m);
+	vb_grant_encode(msg + VB_HDRS, &g);
+	op->sge[0].addr = (uintptr_t)msg;
+	op->sge[0].length = VB_HDRS + VB_GRANT_LEN;
+	op->wr->sg_list = op->sge;
+	op->wr->num_sge = 1;
+	op->wr->opcode = IBV_WR_SEND;
+	op->wr->send_flags = IBV_SEND_SIGNALED;
+	op->wr->wr_id = (uintptr_t)&op->tag;
+	op->nwr = 1;
+	NET_STAT_ADD(&c->srv->base.st, msgs_tx, 1);
+	vb_submit_op(c, op);
+	return 0;
+
+out_free_op:
+	if (op)
+		vb_op_free(op);
+	return rc;
+}
+
 /* A message arrived on c: a request, AUTH or ACK. */
 static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *msg,
 		      uint32_t len, const uint8_t *data_after)
@@ -1134,6 +1213,8 @@ static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *ms
 		ev_timer_stop(s->loop, &c->hs_dl);
 		NET_STAT_ADD(&s->base.st, unauth_open, -1);
 		vb_repost(s, rb);
+		if (vb_send_grant(c))
+			vb_sconn_close(c, 1, "cannot grant the fast slots");
 		return;
 	}
 	if (m.kind == VB_K_ACK) {
@@ -1430,6 +1511,26 @@ static size_t vb_conn_bytes(const struct net_opts *o, size_t *slot)
 	return VB_FAST_SLOTS * *slot + VB_SBUFS * VB_MSG_SIZE;
 }
 
+/*
+ * Register c's memory: the reply send buffers behind the fast slots, local
+ * only, so no peer can change a reply after it was built. The fast slots
+ * are registered apart (vb_conn_reg_fast). @return 0, -ENOMEM (logged:
+ * RLIMIT_MEMLOCK?)
+ */
+static int vb_conn_reg(struct vb_sconn *c)
+{
+	struct vb_server *s = c->srv;
+	size_t flen = VB_FAST_SLOTS * c->slot_size;
+
+	c->mr = vb_reg(s->pd, c->mem + flen, c->memlen - flen, IBV_ACCESS_LOCAL_WRITE,
+		       &s->base.st);
+	if (c->mr)
+		return 0;
+	log_err("net: %s: cannot register %zu bytes for a connection: %s "
+		"(RLIMIT_MEMLOCK?)", c->base.peer, c->memlen - flen, strerror(errno));
+	return -ENOMEM;
+}
+
 /* The handshake did not finish in time: an idle or stalled connect. */
 static void vb_hs_dl_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
@@ -1490,6 +1591,7 @@ static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
 	struct rdma_cm_id *id = ev->id;
 	struct vb_cpriv cp;
 	struct vb_spriv sp = { 0 };
+	struct vb_grant g = { 0 };
 	uint8_t spb[VB_SPRIV_LEN];
 	const uint8_t *key = NULL;
 	struct vb_sconn *c;
@@ -1562,13 +1664,8 @@ static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
 		c->mem = NULL;
 		goto out_free_sreqs;
 	}
-	c->mr = vb_reg(s->pd, c->mem, c->memlen,
-		       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &s->base.st);
-	if (!c->mr) {
-		log_err("net: %s: cannot register %zu bytes for a connection: %s "
-			"(RLIMIT_MEMLOCK?)", peer, c->memlen, strerror(errno));
-		goto out_unmap;
-	}
+	if (vb_conn_reg(c) || (!key && vb_conn_reg_fast(c, &g)))
+		goto out_dereg;
 	c->scq = ibv_create_cq(s->ctx, (int)VB_SQ_DEPTH + 8, c, s->chan, 0);
 	if (!c->scq)
 		goto out_dereg;
@@ -1582,10 +1679,10 @@ static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
 	c->qpn = id->qp->qp_num;
 	c->sq_free = (int)VB_SQ_DEPTH;
 	sp.credits = (uint16_t)ncred;
-	sp.nslots = VB_FAST_SLOTS;
-	sp.slot_size = (uint32_t)c->slot_size;
-	sp.fast_addr = (uintptr_t)c->mem;
-	sp.fast_rkey = c->mr->rkey;
+	sp.nslots = g.nslots; /* none yet with a key: see vb_send_grant */
+	sp.slot_size = g.slot_size;
+	sp.fast_addr = g.fast_addr;
+	sp.fast_rkey = g.fast_rkey;
 	if (key) {
 		c->need_auth = 1;
 		c->key = key;
@@ -1642,8 +1739,10 @@ out_destroy_qp:
 out_destroy_cq:
 	ibv_destroy_cq(c->scq);
 out_dereg:
-	vb_dereg(c->mr, &s->base.st);
-out_unmap:
+	if (c->fmr)
+		vb_dereg(c->fmr, &s->base.st);
+	if (c->mr)
+		vb_dereg(c->mr, &s->base.st);
 	munmap(c->mem, c->memlen);
 out_free_sreqs:
 	free(c->sreqs);

@@ -75,7 +75,7 @@ int vb_mhdr_decode(const uint8_t *in, struct vb_mhdr *m)
 	m->fslot = get16(in + 6);
 	m->inl = get32(in + 8);
 	m->bigmsg = get32(in + 12);
-	if (m->kind < VB_K_REQ || m->kind > VB_K_BIGREQ)
+	if (m->kind < VB_K_REQ || m->kind > VB_K_GRANT)
 		return -EPROTO;
 	if (m->nwr > NET_MAX_IOV || m->nrd > NET_MAX_IOV)
 		return -EPROTO;
@@ -160,6 +160,29 @@ int vb_spriv_decode(const void *in, size_t len, struct vb_spriv *p)
 	if (p->nslots > VB_FAST_SLOTS)
 		return -EPROTO;
 	return 0;
+}
+
+/* Layout: nslots 2, pad 2, slot_size 4, fast_addr 8, fast_rkey 4 = 20. */
+void vb_grant_encode(uint8_t out[VB_GRANT_LEN], const struct vb_grant *g)
+{
+	memset(out, 0, VB_GRANT_LEN);
+	put16(out, g->nslots);
+	put32(out + 4, g->slot_size);
+	put64(out + 8, g->fast_addr);
+	put32(out + 16, g->fast_rkey);
+}
+
+int vb_grant_decode(const void *in, size_t len, struct vb_grant *g)
+{
+	const uint8_t *b = in;
+
+	if (!in || len < VB_GRANT_LEN)
+		return -EPROTO;
+	g->nslots = get16(b);
+	g->slot_size = get32(b + 4);
+	g->fast_addr = get64(b + 8);
+	g->fast_rkey = get32(b + 16);
+	return g->nslots > VB_FAST_SLOTS ? -EPROTO : 0;
 }
 
 /* Slot in the top 8 bits, length in the low 24, network order as verbs

@@ -11,8 +11,9 @@
  *    inside the message (or, for fast data, right after it), the segments
  *    must add up to the header's byte counts, and an inline read buffer
  *    must be no larger than inline_max.
- *  - 2..4: vb_cpriv_decode, vb_spriv_decode, vb_mhdr_decode; a decoded
- *    value must encode and decode back to itself.
+ *  - 2..4: vb_cpriv_decode, vb_spriv_decode (and vb_grant_decode, the
+ *    client's intake of a grant), vb_mhdr_decode; a decoded value must
+ *    encode and decode back to itself.
  * Any violation aborts; memory errors are caught by ASan/UBSan.
  */
 #include "vb_stub.h"
@@ -98,7 +99,16 @@ static void fuzz_wire(int sel, const uint8_t *b, size_t len)
 			abort();
 	} else if (sel == 3) {
 		struct vb_spriv p, p2;
+		struct vb_grant g, g2;
 
+		memset(&g, 0, sizeof(g));
+		memset(&g2, 0, sizeof(g2));
+		if (!vb_grant_decode(b, len, &g)) {
+			vb_grant_encode(out, &g);
+			if (vb_grant_decode(out, VB_GRANT_LEN, &g2) ||
+			    memcmp(&g, &g2, sizeof(g)))
+				abort();
+		}
 		memset(&p, 0, sizeof(p));
 		memset(&p2, 0, sizeof(p2));
 		if (vb_spriv_decode(b, len, &p))

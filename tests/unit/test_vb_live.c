@@ -10,8 +10,9 @@
  * wrong-key clients (the server must survive every order of proof and
  * disconnect), idle connects that never prove their key, a client
  * that lets no reply complete (the server's reply memory stays within its
- * credits), and a leader whose connect to a hung server blocks (the
- * replies of calls already sent still complete).
+ * credits), a leader whose connect to a hung server blocks (the
+ * replies of calls already sent still complete), and remote write
+ * outside the fast slots.
  * RPFS_VB_ONLY=NAME runs one subtest.
  */
 #include "net.h"
@@ -715,6 +716,15 @@ static int test_key(void)
 	struct net_call e = { .op = OP_ECHO, .body = "k", .body_len = 1, .rep_buf = rep,
 			      .rep_cap = sizeof(rep) };
 	CHECK(net_call_run(c, &e) == 0 && e.status == 7);
+	/* a fast write: the slots came in the grant after the proof */
+	struct net_stats a, b;
+	uint8_t *mem = malloc(32768);
+	CHECK(mem != NULL);
+	net_client_stats(cl, &a);
+	CHECK(do_write(c, 32768, 3, 4, mem) == 0);
+	net_client_stats(cl, &b);
+	free(mem);
+	CHECK(D(fast_msgs) == 1 && D(inline_msgs) == 0 && D(rdma_read_ops) == 0);
 	net_client_free(cl);
 	/* keyless client refused; wrong key fails */
 	CHECK((cl = mkclient(8, 2000, NULL)) != NULL);
@@ -1041,6 +1051,86 @@ static int test_unacked_replies(void)
 	return 0;
 }
 
+/* RDMA Write 8 bytes of buf to (raddr, rkey) over raw id; wait up to 2 s
+ * for the completion. @return its status (-1 none came) */
+static int raw_write(struct rdma_cm_id *id, uint8_t *buf, struct ibv_mr *mr,
+		     uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_wc wc;
+	int n = 0;
+
+	if (rdma_post_write(id, NULL, buf, 8, mr, IBV_SEND_SIGNALED, raddr, rkey))
+		return -1;
+	for (int i = 0; i < 2000 && n == 0; i++) {
+		n = ibv_poll_cq(id->send_cq, 1, &wc);
+		if (n == 0)
+			usleep(1000);
+	}
+	return n == 1 ? (int)wc.status : -1;
+}
+
+/* The accept data of raw connect id. @return 0, -1 */
+static int raw_spriv(struct rdma_cm_id *id, struct vb_spriv *sp)
+{
+	if (!id->event)
+		return -1;
+	return vb_spriv_decode(id->event->param.conn.private_data,
+			       id->event->param.conn.private_data_len, sp) ? -1 : 0;
+}
+
+/*
+ * Remote write is granted on the fast slots only (issue 19): the rkey of
+ * the accept data writes a fast slot, but not the reply send buffers that
+ * follow the slots in the same mapping (a peer could change a reply after
+ * the server built it), which fails with a remote access error. A server
+ * with a key names no fast slots (nothing remotely writable) before the
+ * client's proof; test_key's fast write uses the grant that follows it.
+ */
+static int test_fast_only(void)
+{
+	struct srv sv;
+	struct net_client *cl;
+	struct net_conn *c;
+	struct rdma_cm_id *id;
+	struct ibv_mr *mr;
+	struct vb_spriv sp;
+	static uint8_t buf[64];
+	uint8_t k1[NET_KEY_LEN];
+	int in, out;
+
+	memset(k1, 1, sizeof(k1));
+	CHECK(srv_start(&sv, 8, 0, k1) == 0);
+	CHECK((id = idle_connect(sv.port)) != NULL);
+	in = raw_spriv(id, &sp);
+	rdma_destroy_ep(id);
+	srv_stop(&sv);
+	fprintf(stderr, "fast_only: a keyed server's accept data: %u fast slots, "
+		"rkey %#x\n", sp.nslots, sp.fast_rkey);
+	CHECK(in == 0 && sp.nslots == 0 && sp.fast_addr == 0 && sp.fast_rkey == 0);
+
+	CHECK(srv_start(&sv, 8, 0, NULL) == 0);
+	CHECK((id = raw_connect(sv.port, 0)) != NULL);
+	CHECK(raw_spriv(id, &sp) == 0 && sp.nslots == VB_FAST_SLOTS);
+	CHECK((mr = rdma_reg_msgs(id, buf, sizeof(buf))) != NULL);
+	in = raw_write(id, buf, mr, sp.fast_addr + sp.slot_size, sp.fast_rkey);
+	out = raw_write(id, buf, mr, sp.fast_addr + (uint64_t)sp.nslots * sp.slot_size,
+			sp.fast_rkey);
+	fprintf(stderr, "fast_only: a write to slot 1: %s; to the first send "
+		"buffer: %s\n", in >= 0 ? ibv_wc_status_str(in) : "no completion",
+		out >= 0 ? ibv_wc_status_str(out) : "no completion");
+	rdma_dereg_mr(mr);
+	rdma_destroy_ep(id);
+	CHECK(in == IBV_WC_SUCCESS);
+	CHECK(out == IBV_WC_REM_ACCESS_ERR);
+	/* the server goes on serving */
+	CHECK((cl = mkclient(8, 5000, NULL)) != NULL);
+	CHECK(net_conn_new(cl, addr, sv.port, &c) == 0);
+	CHECK(echo_ok(c) == 0);
+	net_client_free(cl);
+	srv_stop(&sv);
+	return 0;
+}
+
 /* A verbs listener on addr that never accepts: a connect to it waits for
  * the whole timeout, as one to a hung (SIGSTOPped) server does. Its
  * channel is non-blocking. @return 0, -1 */
@@ -1179,7 +1269,8 @@ int main(void)
 		  { "key_stress", test_key_stress }, { "two_keys", test_two_keys },
 		  { "idle_connects", test_idle_connects },
 		  { "unacked_replies", test_unacked_replies },
-		  { "connect_hung", test_connect_hung } };
+		  { "connect_hung", test_connect_hung },
+		  { "fast_only", test_fast_only } };
 	const char *only = getenv("RPFS_VB_ONLY"); /* run one subtest */
 	int bad = 0;
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
