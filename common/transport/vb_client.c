@@ -620,128 +620,135 @@ static int vb_conn_auth(struct vb_cconn *c, const uint8_t *key, uint8_t cls,
 	return n < 0 ? -ENOTCONN : vb_on_grant(c, &wc, g);
 }
 
-/*
- * Set up one connection: resolve, create the QP on our CQs, connect with
- * our private data, check the server's (credits, fast slots, key proof),
- * then hand the cm_id to the client's event channel.
- * Caller holds connect_lock. @return 0, -errno
- */
-static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
+/* Resolve c's address and route on id (events on ch) until deadline.
+ * @return 0, -EHOSTUNREACH, -ETIMEDOUT, -ENOTCONN */
+static int vb_conn_resolve(struct vb_cconn *c, struct rdma_event_channel *ch,
+			   struct rdma_cm_id *id, uint64_t deadline)
 {
 	struct vb_client *vc = c->vc;
-	const struct net_opts *o = &vc->base.opts;
-	struct rdma_event_channel *ch;
-	struct rdma_cm_event *ev = NULL;
-	struct rdma_cm_id *id;
 	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM };
 	struct addrinfo *res;
-	struct ibv_device_attr da;
-	struct vb_cpriv cp = { .credits = (uint16_t)c->ncs };
-	const uint8_t *key;
-	uint8_t cls;
-	struct vb_spriv sp;
-	uint8_t cpb[VB_CPRIV_LEN];
+	struct rdma_cm_event *ev;
 	char ps[8];
 	int rc;
 
-	ch = rdma_create_event_channel();
-	if (!ch)
-		return -ENOMEM;
-	if (rdma_create_id(ch, &id, c, RDMA_PS_TCP)) {
-		rc = -ENOMEM;
-		goto out_destroy_ch;
-	}
 	snprintf(ps, sizeof(ps), "%u", c->port);
-	if (getaddrinfo(c->host, ps, &hints, &res) != 0) {
-		rc = -EHOSTUNREACH;
-		goto out_destroy_id;
-	}
+	if (getaddrinfo(c->host, ps, &hints, &res) != 0)
+		return -EHOSTUNREACH;
 	rc = rdma_resolve_addr(id, NULL, res->ai_addr, net_ms_left(deadline) ?: 1);
 	freeaddrinfo(res);
-	if (rc) {
-		rc = -EHOSTUNREACH;
-		goto out_destroy_id;
-	}
+	if (rc)
+		return -EHOSTUNREACH;
 	rc = vb_cm_expect(vc, ch, deadline, RDMA_CM_EVENT_ADDR_RESOLVED, &ev);
 	if (rc)
-		goto out_destroy_id;
+		return rc;
 	rdma_ack_cm_event(ev);
 	/* The QP's service level: on RoCE it follows the IP TOS. */
-	uint8_t tos = (uint8_t)(o->sl[NET_CLASS_REQUEST] << 5);
+	uint8_t tos = (uint8_t)(vc->base.opts.sl[NET_CLASS_REQUEST] << 5);
 	if (tos)
 		rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos));
-	if (rdma_resolve_route(id, net_ms_left(deadline) ?: 1)) {
-		rc = -EHOSTUNREACH;
-		goto out_destroy_id;
-	}
+	if (rdma_resolve_route(id, net_ms_left(deadline) ?: 1))
+		return -EHOSTUNREACH;
 	rc = vb_cm_expect(vc, ch, deadline, RDMA_CM_EVENT_ROUTE_RESOLVED, &ev);
 	if (rc)
-		goto out_destroy_id;
+		return rc;
 	rdma_ack_cm_event(ev);
+	return 0;
+}
+
+/* Destroy what vb_conn_qp made: the QP of id and c's CQs. */
+static void vb_conn_qp_destroy(struct vb_cconn *c, struct rdma_cm_id *id)
+{
+	if (id->qp)
+		rdma_destroy_qp(id);
+	c->id = NULL;
+	if (c->scq)
+		ibv_destroy_cq(c->scq);
+	c->scq = NULL;
+	if (c->rcq)
+		ibv_destroy_cq(c->rcq);
+	c->rcq = NULL;
+}
+
+/*
+ * Make the verbs objects of one connection on id's device (the client's
+ * PD and channel at the first connection, c's registered memory at its
+ * first connect): the receive CQ on the completion channel, the send CQ
+ * (polled), the RC QP, and every receive buffer posted.
+ * @return 0, -ENOMEM, -EIO (nothing of this call's is left on failure)
+ */
+static int vb_conn_qp(struct vb_cconn *c, struct rdma_cm_id *id)
+{
+	struct vb_client *vc = c->vc;
+	struct ibv_device_attr da;
+	struct vb_crbuf *bufs[VB_POLL_BATCH + 1];
+	int k = 0, rc;
+
 	rc = vb_client_dev(vc, id->verbs);
+	if (!rc)
+		rc = vb_conn_mem(c);
 	if (rc)
-		goto out_destroy_id;
-	rc = vb_conn_mem(c);
-	if (rc)
-		goto out_destroy_id;
-	if (ibv_query_device(id->verbs, &da)) {
-		rc = -EIO;
-		goto out_destroy_id;
-	}
+		return rc;
+	if (ibv_query_device(id->verbs, &da))
+		return -EIO;
 	c->max_sge = da.max_sge < 32 ? (uint32_t)da.max_sge : 32;
 	c->rcq = ibv_create_cq(id->verbs, c->ncs + 2, c, vc->chan, 0);
-	if (!c->rcq) {
-		rc = -ENOMEM;
-		goto out_destroy_id;
-	}
-	c->scq = ibv_create_cq(id->verbs, c->ncs + 4, c, NULL, 0);
-	if (!c->scq) {
-		rc = -ENOMEM;
-		goto out_destroy_rcq;
-	}
+	c->scq = c->rcq ? ibv_create_cq(id->verbs, c->ncs + 4, c, NULL, 0) : NULL;
 	struct ibv_qp_init_attr qa = {
 		.send_cq = c->scq, .recv_cq = c->rcq, .qp_type = IBV_QPT_RC,
 		.cap = { .max_send_wr = (uint32_t)c->ncs + 4,
 			 .max_recv_wr = (uint32_t)c->ncs + 2,
 			 .max_send_sge = c->max_sge, .max_recv_sge = 1 },
 	};
-	if (rdma_create_qp(id, vc->pd, &qa)) {
-		rc = -ENOMEM;
-		goto out_destroy_scq;
+	if (!c->scq || rdma_create_qp(id, vc->pd, &qa)) {
+		vb_conn_qp_destroy(c, id);
+		return -ENOMEM;
 	}
 	c->id = id;
 	ibv_req_notify_cq(c->rcq, 0);
-	{
-		struct vb_crbuf *bufs[VB_POLL_BATCH + 1];
-		int k = 0;
-		for (int i = 0; i <= c->ncs; i++) {
-			bufs[k++] = &c->rb[i];
-			if (k == VB_POLL_BATCH + 1 || i == c->ncs) {
-				if (vb_post_recvs(c, bufs, k)) {
-					rc = -EIO;
-					goto out_destroy_qp;
-				}
-				k = 0;
-			}
+	for (int i = 0; i <= c->ncs; i++) {
+		bufs[k++] = &c->rb[i];
+		if (k < VB_POLL_BATCH + 1 && i < c->ncs)
+			continue;
+		if (vb_post_recvs(c, bufs, k)) {
+			vb_conn_qp_destroy(c, id);
+			return -EIO;
 		}
+		k = 0;
 	}
-	cp.land_addr = (uintptr_t)c->land;
-	cp.land_rkey = c->mr->rkey;
-	key = net_auth_client_key(o, &cls);
+	return 0;
+}
+
+/*
+ * Connect id with our connect data (credits, landing buffer, the class and
+ * nonce of key, if any: cp) and take the server's accept data into sp.
+ * @return 0, -EACCES (refused for our key, or for having none; logged),
+ * -ECONNREFUSED, -EHOSTUNREACH, -ETIMEDOUT, -ENOTCONN (bad accept data:
+ * disconnected again)
+ */
+static int vb_conn_establish(struct vb_cconn *c, struct rdma_event_channel *ch,
+			     struct rdma_cm_id *id, const uint8_t *key, uint8_t cls,
+			     struct vb_cpriv *cp, struct vb_spriv *sp, uint64_t deadline)
+{
+	struct vb_client *vc = c->vc;
+	struct rdma_cm_event *ev;
+	uint8_t cpb[VB_CPRIV_LEN];
+	int rc;
+
+	cp->land_addr = (uintptr_t)c->land;
+	cp->land_rkey = c->mr->rkey;
 	if (key) {
-		cp.has_nonce = cls;
-		net_auth_nonce(cp.cn);
+		cp->has_nonce = cls;
+		net_auth_nonce(cp->cn);
 	}
-	vb_cpriv_encode(cpb, &cp);
+	vb_cpriv_encode(cpb, cp);
 	struct rdma_conn_param par = {
 		.private_data = cpb, .private_data_len = VB_CPRIV_LEN,
 		.responder_resources = 1, .initiator_depth = 1,
 		.retry_count = 7, .rnr_retry_count = 7,
 	};
-	if (rdma_connect(id, &par)) {
-		rc = -ENOTCONN;
-		goto out_destroy_qp;
-	}
+	if (rdma_connect(id, &par))
+		return -ENOTCONN;
 	rc = vb_cm_expect(vc, ch, deadline, RDMA_CM_EVENT_ESTABLISHED, &ev);
 	if (rc == -EACCES) {
 		if (key)
@@ -753,15 +760,52 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 		NET_STAT_ADD(&vc->base.st, auth_fail, 1);
 	}
 	if (rc)
-		goto out_destroy_qp;
+		return rc;
 	rc = vb_spriv_decode(ev->param.conn.private_data,
-			     ev->param.conn.private_data_len, &sp);
+			     ev->param.conn.private_data_len, sp);
 	rdma_ack_cm_event(ev);
-	if (rc || sp.credits == 0) {
+	if (rc || sp->credits == 0) {
 		log_warn("net: verbs: %s:%u: bad accept data; closing", c->host, c->port);
-		rc = -ENOTCONN;
-		goto out_disconnect;
+		rdma_disconnect(id);
+		return -ENOTCONN;
 	}
+	return 0;
+}
+
+/*
+ * Set up one connection: resolve, create the QP on our CQs, connect with
+ * our private data, check the server's (credits, fast slots), prove the
+ * key both ways and take the fast slots' grant (vb_conn_auth), then hand
+ * the cm_id to the client's event channel.
+ * Caller holds connect_lock. @return 0, -errno
+ */
+static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
+{
+	struct vb_client *vc = c->vc;
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct vb_cpriv cp = { .credits = (uint16_t)c->ncs };
+	struct vb_spriv sp;
+	const uint8_t *key;
+	uint8_t cls;
+	int rc;
+
+	ch = rdma_create_event_channel();
+	if (!ch)
+		return -ENOMEM;
+	if (rdma_create_id(ch, &id, c, RDMA_PS_TCP)) {
+		rc = -ENOMEM;
+		goto out_destroy_ch;
+	}
+	rc = vb_conn_resolve(c, ch, id, deadline);
+	if (!rc)
+		rc = vb_conn_qp(c, id);
+	if (rc)
+		goto out_destroy_id;
+	key = net_auth_client_key(&vc->base.opts, &cls);
+	rc = vb_conn_establish(c, ch, id, key, cls, &cp, &sp, deadline);
+	if (rc)
+		goto out_destroy_qp;
 	struct vb_grant g = { sp.nslots, sp.slot_size, sp.fast_addr, sp.fast_rkey };
 	if (key) {
 		rc = vb_conn_auth(c, key, cls, cp.cn, &sp, deadline, &g);
@@ -794,14 +838,7 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 out_disconnect:
 	rdma_disconnect(id);
 out_destroy_qp:
-	rdma_destroy_qp(id);
-	c->id = NULL;
-out_destroy_scq:
-	ibv_destroy_cq(c->scq);
-	c->scq = NULL;
-out_destroy_rcq:
-	ibv_destroy_cq(c->rcq);
-	c->rcq = NULL;
+	vb_conn_qp_destroy(c, id);
 out_destroy_id:
 	rdma_destroy_id(id);
 out_destroy_ch:
@@ -809,7 +846,6 @@ out_destroy_ch:
 	return rc;
 }
 
-/* Make sure c is up; one caller sets up, others wait on connect_lock. */
 /* Take c->connect_lock by deadline. A thread that leads the completion
  * channel takes its events while another thread connects (see
  * vb_cm_wait), looking at the lock again every VB_LEAD_SLICE_MS.
@@ -833,6 +869,8 @@ static int vb_connect_lock(struct vb_cconn *c, uint64_t deadline)
 	return rc == ETIMEDOUT ? -ETIMEDOUT : -rc;
 }
 
+/* Make sure c is up; one caller sets up, others wait on connect_lock.
+ * @return 0, -errno (see vb_conn_setup) */
 static int vb_conn_connect(struct vb_cconn *c, uint64_t deadline)
 {
 	int rc;

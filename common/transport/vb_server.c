@@ -1176,6 +1176,36 @@ out_free_op:
 	return rc;
 }
 
+/*
+ * The client's proof (AUTH) in msg: a good one authenticates c and has
+ * the fast slots granted, a wrong one closes c.
+ * @return NULL (handled, rb posted again), or why the message is bad
+ */
+static const char *vb_on_auth(struct vb_sconn *c, struct vb_srbuf *rb,
+			      const struct proto_hdr *h, const uint8_t *msg, uint32_t len)
+{
+	struct vb_server *s = c->srv;
+
+	if (!c->need_auth || c->authed || h->body_len != NET_AUTH_MAC_LEN ||
+	    len < VB_HDRS + NET_AUTH_MAC_LEN)
+		return "unexpected auth message";
+	vb_repost(s, rb);
+	if (net_auth_check(c->key, NET_AUTH_ROLE_CLIENT, c->cn, c->sn, msg + VB_HDRS)) {
+		NET_STAT_ADD(&s->base.st, auth_fail, 1);
+		log_warn("net: %s: wrong cluster key; refusing the client", c->base.peer);
+		vb_sconn_close(c, 0, "cluster key refused");
+		return NULL;
+	}
+	NET_STAT_ADD(&s->base.st, auth_ok, 1);
+	c->authed = 1;
+	c->base.privileged = c->key_priv;
+	ev_timer_stop(s->loop, &c->hs_dl);
+	NET_STAT_ADD(&s->base.st, unauth_open, -1);
+	if (vb_send_grant(c))
+		vb_sconn_close(c, 1, "cannot grant the fast slots");
+	return NULL;
+}
+
 /* A message arrived on c: a request, AUTH or ACK. */
 static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *msg,
 		      uint32_t len, const uint8_t *data_after)
@@ -1193,28 +1223,9 @@ static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *ms
 		goto out_bad;
 	}
 	if (m.kind == VB_K_AUTH) {
-		if (!c->need_auth || c->authed || h.body_len != NET_AUTH_MAC_LEN ||
-		    len < VB_HDRS + NET_AUTH_MAC_LEN) {
-			why = "unexpected auth message";
+		why = vb_on_auth(c, rb, &h, msg, len);
+		if (why)
 			goto out_bad;
-		}
-		if (net_auth_check(c->key, NET_AUTH_ROLE_CLIENT, c->cn, c->sn,
-				   msg + VB_HDRS)) {
-			NET_STAT_ADD(&s->base.st, auth_fail, 1);
-			log_warn("net: %s: wrong cluster key; refusing the client",
-				 c->base.peer);
-			vb_repost(s, rb);
-			vb_sconn_close(c, 0, "cluster key refused");
-			return;
-		}
-		NET_STAT_ADD(&s->base.st, auth_ok, 1);
-		c->authed = 1;
-		c->base.privileged = c->key_priv;
-		ev_timer_stop(s->loop, &c->hs_dl);
-		NET_STAT_ADD(&s->base.st, unauth_open, -1);
-		vb_repost(s, rb);
-		if (vb_send_grant(c))
-			vb_sconn_close(c, 1, "cannot grant the fast slots");
 		return;
 	}
 	if (m.kind == VB_K_ACK) {
@@ -1577,79 +1588,106 @@ static int vb_unauth_admit(struct vb_server *s, const struct sockaddr *src)
 }
 
 /*
- * A client asks to connect: check its private data, the client limit and
- * its key nonce, then build the connection (QP on the SRQ, send CQ, fast
- * slots) and accept with our credits, slots and key proof.
- * @return NULL when accepted; on refusal the rejected id, which the caller
- *	destroys only after acking the event (rdma_destroy_id waits for the
- *	id's unacked events, so destroying it first deadlocks the loop).
+ * Whether a connect request may be served: its private data (into cp),
+ * the client limit (evicting an idle handshake if need be) and its key
+ * class (the key it names into *key, and whether that is privileged
+ * here). A refused request is rejected here, with its log line.
+ * @return 0 admitted, -1 rejected
  */
-static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
-					       struct rdma_cm_event *ev)
+static int vb_conn_admit(struct vb_server *s, struct rdma_cm_event *ev, const char *peer,
+			 struct vb_cpriv *cp, const uint8_t **key, int *key_priv)
 {
 	const struct net_opts *o = &s->base.opts;
 	struct rdma_cm_id *id = ev->id;
-	struct vb_cpriv cp;
-	struct vb_spriv sp = { 0 };
-	struct vb_grant g = { 0 };
-	uint8_t spb[VB_SPRIV_LEN];
-	const uint8_t *key = NULL;
-	struct vb_sconn *c;
-	int ncred, live, key_priv = 1;
-	char peer[64];
+	int live;
 
-	net_addr_format(rdma_get_peer_addr(id), peer, sizeof(peer));
 	if (vb_cpriv_decode(ev->param.conn.private_data, ev->param.conn.private_data_len,
-			    &cp) || cp.credits == 0) {
+			    cp) || cp->credits == 0) {
 		log_warn("net: %s: verbs connect without valid private data; refusing", peer);
 		NET_STAT_ADD(&s->base.st, rejects, 1);
 		rdma_reject(id, NULL, 0);
-		return id;
+		return -1;
 	}
 	live = s->nconns;
-	if (net_auth_keyed(o) && cp.has_nonce)
+	if (net_auth_keyed(o) && cp->has_nonce)
 		live = vb_unauth_admit(s, rdma_get_peer_addr(id));
 	if (live >= o->max_clients) {
 		log_warn("net: %s: refusing verbs connection: already %d clients "
 			 "(max_clients, sizes the SRQ)", peer, live);
 		NET_STAT_ADD(&s->base.st, rejects, 1);
 		rdma_reject(id, NULL, 0);
-		return id;
+		return -1;
 	}
-	if (net_auth_keyed(o) && cp.has_nonce &&
-	    net_auth_server_key(o, cp.has_nonce, &key, &key_priv)) {
+	if (net_auth_keyed(o) && cp->has_nonce &&
+	    net_auth_server_key(o, cp->has_nonce, key, key_priv)) {
 		log_warn("net: %s: client offers %s, which this server does not "
-			 "hold; refusing it", peer, net_auth_class_name(cp.has_nonce));
+			 "hold; refusing it", peer, net_auth_class_name(cp->has_nonce));
 		NET_STAT_ADD(&s->base.st, auth_fail, 1);
 		rdma_reject(id, VB_REJ_NOKEY, VB_REJ_NOKEY_LEN);
-		return id;
+		return -1;
 	}
-	if (net_auth_keyed(o) && !cp.has_nonce) {
+	if (net_auth_keyed(o) && !cp->has_nonce) {
 		log_warn("net: %s: client has no cluster key; refusing it", peer);
 		NET_STAT_ADD(&s->base.st, auth_fail, 1);
 		rdma_reject(id, VB_REJ_NOKEY, VB_REJ_NOKEY_LEN);
-		return id;
+		return -1;
 	}
 	if (id->verbs != s->ctx) {
 		log_warn("net: %s: connection on another RDMA device; refusing", peer);
 		rdma_reject(id, NULL, 0);
-		return id;
+		return -1;
 	}
-	ncred = cp.credits < o->credits ? cp.credits : o->credits;
-	c = calloc(1, sizeof(*c));
+	return 0;
+}
+
+/* Free what vb_sconn_build made of c (not yet linked into s). */
+static void vb_sconn_unbuild(struct vb_sconn *c)
+{
+	struct vb_server *s = c->srv;
+
+	if (c->id->qp)
+		rdma_destroy_qp(c->id);
+	if (c->scq)
+		ibv_destroy_cq(c->scq);
+	if (c->fmr)
+		vb_dereg(c->fmr, &s->base.st);
+	if (c->mr)
+		vb_dereg(c->mr, &s->base.st);
+	if (c->mem)
+		munmap(c->mem, c->memlen);
+	free(c->sreqs);
+	free(c);
+}
+
+/*
+ * Build the connection of an admitted request on id: `credits` sreqs, its
+ * memory (send buffers; fast slots too when keyless, else at the grant),
+ * send CQ and QP on the SRQ; and fill sp, the accept data: credits, fast
+ * slots, and with a key our nonce and proof.
+ * @return the connection, or NULL (out of memory or verbs resources)
+ */
+static struct vb_sconn *vb_sconn_build(struct vb_server *s, struct rdma_cm_id *id,
+				       const char *peer, const struct vb_cpriv *cp,
+				       const uint8_t *key, int key_priv,
+				       struct vb_spriv *sp)
+{
+	const struct net_opts *o = &s->base.opts;
+	int ncred = cp->credits < o->credits ? cp->credits : o->credits;
+	struct vb_grant g = { 0 };
+	struct vb_sconn *c = calloc(1, sizeof(*c));
+
 	if (!c)
-		goto out_reject;
+		return NULL;
 	c->credits = ncred;
 	c->base.srv = &s->base;
 	snprintf(c->base.peer, sizeof(c->base.peer), "%s", peer);
 	c->srv = s;
 	c->id = id;
-	id->context = c;
-	c->land_addr = cp.land_addr;
-	c->land_rkey = cp.land_rkey;
+	c->land_addr = cp->land_addr;
+	c->land_rkey = cp->land_rkey;
 	c->sreqs = calloc((size_t)o->credits + 1, sizeof(*c->sreqs));
 	if (!c->sreqs)
-		goto out_free_c;
+		goto out_unbuild;
 	for (int i = 0; i <= o->credits; i++) {
 		c->sreqs[i].c = c;
 		if (i < ncred) {
@@ -1662,57 +1700,78 @@ static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
 		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (c->mem == MAP_FAILED) {
 		c->mem = NULL;
-		goto out_free_sreqs;
+		goto out_unbuild;
 	}
 	if (vb_conn_reg(c) || (!key && vb_conn_reg_fast(c, &g)))
-		goto out_dereg;
+		goto out_unbuild;
 	c->scq = ibv_create_cq(s->ctx, (int)VB_SQ_DEPTH + 8, c, s->chan, 0);
 	if (!c->scq)
-		goto out_dereg;
+		goto out_unbuild;
 	ibv_req_notify_cq(c->scq, 0);
 	struct ibv_qp_init_attr qa = {
 		.send_cq = c->scq, .recv_cq = s->rcq, .srq = s->srq, .qp_type = IBV_QPT_RC,
 		.cap = { .max_send_wr = VB_SQ_DEPTH, .max_send_sge = s->max_sge },
 	};
 	if (rdma_create_qp(id, s->pd, &qa))
-		goto out_destroy_cq;
+		goto out_unbuild;
 	c->qpn = id->qp->qp_num;
 	c->sq_free = (int)VB_SQ_DEPTH;
-	sp.credits = (uint16_t)ncred;
-	sp.nslots = g.nslots; /* none yet with a key: see vb_send_grant */
-	sp.slot_size = g.slot_size;
-	sp.fast_addr = g.fast_addr;
-	sp.fast_rkey = g.fast_rkey;
+	sp->credits = (uint16_t)ncred;
+	sp->nslots = g.nslots; /* none yet with a key: see vb_send_grant */
+	sp->slot_size = g.slot_size;
+	sp->fast_addr = g.fast_addr;
+	sp->fast_rkey = g.fast_rkey;
 	if (key) {
 		c->need_auth = 1;
 		c->key = key;
 		c->key_priv = key_priv;
-		memcpy(c->cn, cp.cn, 32);
+		memcpy(c->cn, cp->cn, 32);
 		net_auth_nonce(c->sn);
-		memcpy(sp.sn, c->sn, 32);
-		net_auth_mac(key, NET_AUTH_ROLE_SERVER, c->cn, c->sn, sp.mac);
-		sp.has_mac = 1;
+		memcpy(sp->sn, c->sn, 32);
+		net_auth_mac(key, NET_AUTH_ROLE_SERVER, c->cn, c->sn, sp->mac);
+		sp->has_mac = 1;
 	} else {
 		c->base.privileged = 1; /* no key here: anyone is */
 	}
-	vb_spriv_encode(spb, &sp);
-	uint8_t tos = (uint8_t)(o->sl[NET_CLASS_REPLY] << 5);
+	return c;
+
+out_unbuild:
+	vb_sconn_unbuild(c);
+	return NULL;
+}
+
+/* Accept c's request (ev) with the accept data sp: the reply class's
+ * service level, and RDMA Read depths within the device's and what the
+ * client offers. @return 0, -1 */
+static int vb_sconn_accept(struct vb_sconn *c, struct rdma_cm_event *ev,
+			   const struct vb_spriv *sp)
+{
+	struct vb_server *s = c->srv;
+	uint8_t spb[VB_SPRIV_LEN];
+	struct ibv_device_attr da;
+
+	vb_spriv_encode(spb, sp);
+	uint8_t tos = (uint8_t)(s->base.opts.sl[NET_CLASS_REPLY] << 5);
 	if (tos)
-		rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos));
+		rdma_set_option(c->id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos));
 	struct rdma_conn_param par = {
 		.private_data = spb, .private_data_len = VB_SPRIV_LEN,
 		.responder_resources = 16, .initiator_depth = 16,
 		.retry_count = 7, .rnr_retry_count = 7,
 	};
-	struct ibv_device_attr da;
-	if (ibv_query_device(s->ctx, &da) == 0) {
-		if (da.max_qp_rd_atom < 16)
-			par.initiator_depth = par.responder_resources = (uint8_t)da.max_qp_rd_atom;
-	}
+	if (ibv_query_device(s->ctx, &da) == 0 && da.max_qp_rd_atom < 16)
+		par.initiator_depth = par.responder_resources = (uint8_t)da.max_qp_rd_atom;
 	if (par.initiator_depth > ev->param.conn.responder_resources)
 		par.initiator_depth = ev->param.conn.responder_resources;
-	if (rdma_accept(id, &par))
-		goto out_destroy_qp;
+	return rdma_accept(c->id, &par) ? -1 : 0;
+}
+
+/* An accepted connection joins s: the qp_num hash, the list, and (with a
+ * key) the handshake deadline and the count of unauthenticated ones. */
+static void vb_sconn_link(struct vb_server *s, struct vb_sconn *c)
+{
+	struct sockaddr *peer = rdma_get_peer_addr(c->id);
+
 	c->hnext = s->hash[c->qpn % VB_HASH];
 	s->hash[c->qpn % VB_HASH] = c;
 	c->next = s->conns;
@@ -1720,8 +1779,7 @@ static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
 		s->conns->prev = c;
 	s->conns = c;
 	s->nconns++;
-	memcpy(&c->src, rdma_get_peer_addr(id),
-	       rdma_get_peer_addr(id)->sa_family == AF_INET6 ?
+	memcpy(&c->src, peer, peer->sa_family == AF_INET6 ?
 	       sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
 	c->born = ev_now(s->loop);
 	ev_timer_init(&c->hs_dl, vb_hs_dl_cb,
@@ -1731,23 +1789,42 @@ static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
 		NET_STAT_ADD(&s->base.st, unauth_open, 1);
 		ev_timer_start(s->loop, &c->hs_dl);
 	}
-	log_debug("net: verbs connection from %s (%d credits)", peer, ncred);
+}
+
+/*
+ * A client asks to connect: admit it (private data, client limit, key
+ * class), build the connection (QP on the SRQ, send CQ, memory) and
+ * accept with our credits, slots and key proof.
+ * @return NULL when accepted; on refusal the rejected id, which the caller
+ *	destroys only after acking the event (rdma_destroy_id waits for the
+ *	id's unacked events, so destroying it first deadlocks the loop).
+ */
+static struct rdma_cm_id *vb_on_connect_req(struct vb_server *s,
+					       struct rdma_cm_event *ev)
+{
+	struct rdma_cm_id *id = ev->id;
+	struct vb_cpriv cp;
+	struct vb_spriv sp = { 0 };
+	const uint8_t *key = NULL;
+	struct vb_sconn *c;
+	int key_priv = 1;
+	char peer[64];
+
+	net_addr_format(rdma_get_peer_addr(id), peer, sizeof(peer));
+	if (vb_conn_admit(s, ev, peer, &cp, &key, &key_priv))
+		return id;
+	c = vb_sconn_build(s, id, peer, &cp, key, key_priv, &sp);
+	if (!c)
+		goto out_reject;
+	if (vb_sconn_accept(c, ev, &sp))
+		goto out_unbuild;
+	id->context = c;
+	vb_sconn_link(s, c);
+	log_debug("net: verbs connection from %s (%d credits)", peer, c->credits);
 	return NULL;
 
-out_destroy_qp:
-	rdma_destroy_qp(id);
-out_destroy_cq:
-	ibv_destroy_cq(c->scq);
-out_dereg:
-	if (c->fmr)
-		vb_dereg(c->fmr, &s->base.st);
-	if (c->mr)
-		vb_dereg(c->mr, &s->base.st);
-	munmap(c->mem, c->memlen);
-out_free_sreqs:
-	free(c->sreqs);
-out_free_c:
-	free(c);
+out_unbuild:
+	vb_sconn_unbuild(c);
 out_reject:
 	log_warn("net: %s: cannot set up a verbs connection; refusing", peer);
 	rdma_reject(id, NULL, 0);
