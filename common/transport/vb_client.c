@@ -1290,224 +1290,301 @@ static int vb_fast_take(struct vb_cconn *c)
 	return -1;
 }
 
+/* How a request's write data travels (see the file comment). */
+enum vb_wmode {
+	VB_WM_NONE,    /* no write data */
+	VB_WM_INLINE,  /* copied into the message */
+	VB_WM_FAST,    /* after the message, RDMA Written into a server slot */
+	VB_WM_RDMA,    /* named by segments; the server RDMA Reads it */
+};
+
+/* One request being built (vb_build_and_post's steps), on the stack of
+ * its submitter. */
+struct vb_build {
+	struct net_call *call;
+	uint64_t wr, rd;           /* write and read bytes */
+	enum vb_wmode wm;
+	struct vb_mhdr m;
+	int big;                   /* the message goes big (RDMA Read) */
+	int wr_user, rd_user;      /* declared memory: never copied */
+	int max_sge;
+	int nwr, nrd;              /* segments in segbuf, write then read */
+	uint8_t *segbuf;           /* 2 * NET_MAX_IOV segments */
+	uint8_t *msg;              /* the message: a slot send buffer or bigs */
+	uint64_t len;              /* its length */
+	struct ibv_sge sge[32];
+	struct ibv_send_wr swr;
+};
+
 /*
- * Build the request of slot s into its buffers and post it. Chooses the
- * mechanism for write and read data (see the file comment: by size, and
- * never a copy for declared memory), registers what the server will
- * access, and falls back to a big message (RDMA Read by the server) when
- * the message outgrows an internal buffer.
+ * Choose the mechanisms of b: write data by size (never a copy for
+ * declared memory), read data inline or by RDMA (into our fast buffer
+ * when small and not declared); take the fast slots they need (none
+ * free: server-based), and make the message big when it would outgrow an
+ * internal buffer (its write data then goes server-based with it).
+ */
+static void vb_build_choose(struct vb_cconn *c, struct vb_cslot *s, struct vb_build *b)
+{
+	const struct net_opts *o = &c->vc->base.opts;
+	const struct net_call *call = b->call;
+	uint64_t wr = b->wr, rd = b->rd;
+
+	if (wr == 0)
+		b->wm = VB_WM_NONE;
+	else if (wr <= o->inline_max && !b->wr_user)
+		b->wm = VB_WM_INLINE;
+	else if (wr <= o->fast_max && wr + VB_MSG_SIZE <= c->s_slot_size &&
+		 (!b->wr_user || call->wr_cnt + 1 <= b->max_sge))
+		b->wm = VB_WM_FAST;
+	else
+		b->wm = VB_WM_RDMA;
+	if (rd && rd <= o->inline_max && !b->rd_user)
+		b->m.flags |= VB_F_RD_INLINE;
+	else if (rd)
+		b->m.flags |= VB_F_RD_RDMA;
+	s->rd_total = rd;
+
+	pthread_mutex_lock(&c->lock);
+	if (b->wm == VB_WM_FAST && (s->wr_fast = vb_fast_take(c)) < 0)
+		b->wm = VB_WM_RDMA; /* all fast slots busy: server-based */
+	if ((b->m.flags & VB_F_RD_RDMA) && rd <= o->fast_max && !b->rd_user &&
+	    (s->rd_fast = vb_fast_take(c)) >= 0)
+		s->rd_in_fast = 1;
+	pthread_mutex_unlock(&c->lock);
+
+	int nz_rd = vb_iov_nonzero(call->rd_iov, call->rd_cnt);
+	if (!(b->m.flags & VB_F_RD_RDMA))
+		nz_rd = 0;
+	else if (s->rd_in_fast)
+		nz_rd = 1;
+	uint64_t len = VB_HDRS + (uint64_t)nz_rd * VB_SEG_LEN + call->body_len +
+		(b->wm == VB_WM_INLINE ? wr : 0) +
+		(b->wm == VB_WM_RDMA ?
+		 (uint64_t)vb_iov_nonzero(call->wr_iov, call->wr_cnt) * VB_SEG_LEN : 0);
+	if (len <= VB_MSG_SIZE)
+		return;
+	b->big = 1;
+	if (b->wm == VB_WM_FAST) {
+		pthread_mutex_lock(&c->lock);
+		c->fast_busy &= ~(1u << s->wr_fast);
+		s->wr_fast = -1;
+		pthread_mutex_unlock(&c->lock);
+	}
+	if (b->wm == VB_WM_INLINE || b->wm == VB_WM_FAST)
+		b->wm = VB_WM_RDMA;
+}
+
+/*
+ * Name the memory the server will RDMA into b->segbuf: the write data
+ * when server-based, then the read destination (our fast buffer, or the
+ * caller's memory), registering what needs it (held by s).
+ * @return 0, -errno of the registration
+ */
+static int vb_build_segs(struct vb_cconn *c, struct vb_cslot *s, struct vb_build *b)
+{
+	struct net_call *call = b->call;
+	int rc;
+
+	if (b->wm == VB_WM_RDMA) {
+		rc = vb_iov_segs(c, s, call->wr_iov, call->wr_cnt, VB_CALL_WR_ALLOC(call),
+				 IBV_ACCESS_REMOTE_READ, b->segbuf);
+		if (rc < 0)
+			return rc;
+		b->nwr = rc;
+		b->m.flags |= VB_F_WR_RDMA;
+	}
+	if ((b->m.flags & VB_F_RD_RDMA) && s->rd_in_fast) {
+		struct vb_seg sg = { (uintptr_t)(c->fast + (size_t)s->rd_fast * c->fast_sz),
+				     (uint32_t)b->rd, c->mr->rkey };
+		vb_seg_encode(b->segbuf + (size_t)b->nwr * VB_SEG_LEN, &sg);
+		b->nrd = 1;
+	} else if (b->m.flags & VB_F_RD_RDMA) {
+		rc = vb_iov_segs(c, s, call->rd_iov, call->rd_cnt, VB_CALL_RD_ALLOC(call),
+				 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+				 b->segbuf + (size_t)b->nwr * VB_SEG_LEN);
+		if (rc < 0)
+			return rc;
+		b->nrd = rc;
+	}
+	return 0;
+}
+
+/* Wait until deadline for c's big send buffer and take it for s.
+ * @return 0, -ETIMEDOUT, -EIO (the connection went) */
+static int vb_build_take_big(struct vb_cconn *c, struct vb_cslot *s, uint64_t deadline)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&c->lock);
+	while (c->big_busy && c->up && c->gen == s->gen)
+		if (vb_cv_wait(c, deadline) == ETIMEDOUT)
+			break;
+	if (c->big_busy || !c->up || c->gen != s->gen) {
+		rc = c->big_busy ? -ETIMEDOUT : -EIO;
+	} else {
+		c->big_busy = 1;
+		s->big = 1;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* Write the message into b->msg: headers, segments, body, inline write
+ * data; sets b->len. */
+static void vb_build_msg(struct vb_cconn *c, struct vb_cslot *s, struct vb_build *b)
+{
+	struct net_call *call = b->call;
+	struct proto_hdr h = { .op = call->op, .tag = call->tag,
+			       .body_len = call->body_len, .bulk_len = b->wr, .aux = b->rd };
+	uint8_t *p = b->msg + VB_HDRS;
+
+	b->m.nwr = (uint16_t)b->nwr;
+	b->m.nrd = (uint16_t)b->nrd;
+	memcpy(p, b->segbuf, (size_t)(b->nwr + b->nrd) * VB_SEG_LEN);
+	p += (size_t)(b->nwr + b->nrd) * VB_SEG_LEN;
+	if (call->body_len)
+		memcpy(p, call->body, call->body_len);
+	p += call->body_len;
+	if (b->wm == VB_WM_INLINE) {
+		b->m.flags |= VB_F_WR_INLINE;
+		b->m.inl = (uint32_t)b->wr;
+		vb_gather(&c->vc->base.st, call->wr_iov, call->wr_cnt, p);
+		p += b->wr;
+	}
+	if (b->wm == VB_WM_FAST) {
+		b->m.flags |= VB_F_WR_FAST;
+		b->m.fslot = (uint16_t)s->wr_fast;
+		b->m.inl = (uint32_t)b->wr;
+	}
+	proto_hdr_encode(b->msg, &h);
+	vb_mhdr_encode(b->msg + PROTO_HDR_LEN, &b->m);
+	b->len = (uint64_t)(p - b->msg);
+}
+
+/*
+ * Make b->swr, the one WR that sends the message: for a big one a small
+ * BIGREQ in slot si's send buffer naming it; for fast write data an RDMA
+ * Write with Immediate of [message][data] into the server slot (the data
+ * gathered through our fast buffer, or straight from declared memory);
+ * else a SEND. @return 0, -errno of a registration
+ */
+static int vb_build_wr(struct vb_cconn *c, struct vb_cslot *s, int si, struct vb_build *b)
+{
+	struct net_call *call = b->call;
+	struct ibv_send_wr *swr = &b->swr;
+	int nsge = 0, rc;
+
+	swr->sg_list = b->sge;
+	swr->opcode = IBV_WR_SEND;
+	if (b->big) {
+		uint8_t *sm = c->sbuf + (size_t)si * VB_MSG_SIZE;
+		struct vb_mhdr bm = { .kind = VB_K_BIGREQ, .fslot = 0xffff,
+				      .bigmsg = (uint32_t)b->len };
+		struct proto_hdr bh = { .op = call->op, .tag = call->tag };
+		struct vb_seg sg = { (uintptr_t)c->bigs, (uint32_t)b->len, c->mr->rkey };
+		proto_hdr_encode(sm, &bh);
+		vb_mhdr_encode(sm + PROTO_HDR_LEN, &bm);
+		vb_seg_encode(sm + VB_HDRS, &sg);
+		b->sge[nsge++] = (struct ibv_sge){ (uintptr_t)sm, VB_HDRS + VB_SEG_LEN,
+						   c->mr->lkey };
+	} else if (b->wm == VB_WM_FAST) {
+		b->sge[nsge++] = (struct ibv_sge){ (uintptr_t)b->msg, (uint32_t)b->len,
+						   c->mr->lkey };
+		if (b->wr_user) {
+			rc = vb_iov_sges(c, s, call->wr_iov, call->wr_cnt, b->sge + 1,
+					 b->max_sge - 1);
+			if (rc < 0)
+				return rc;
+			nsge += rc;
+		} else {
+			uint8_t *fb = c->fast + (size_t)s->wr_fast * c->fast_sz;
+			vb_gather(&c->vc->base.st, call->wr_iov, call->wr_cnt, fb);
+			b->sge[nsge++] = (struct ibv_sge){ (uintptr_t)fb, (uint32_t)b->wr,
+							   c->mr->lkey };
+		}
+		swr->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		swr->imm_data = vb_imm_encode((unsigned)s->wr_fast, (uint32_t)(b->len + b->wr));
+		swr->wr.rdma.remote_addr = c->s_fast_addr + (uint64_t)s->wr_fast * c->s_slot_size;
+		swr->wr.rdma.rkey = c->s_fast_rkey;
+	} else {
+		b->sge[nsge++] = (struct ibv_sge){ (uintptr_t)b->msg, (uint32_t)b->len,
+						   c->mr->lkey };
+	}
+	swr->num_sge = nsge;
+	vb_stat_max(&c->vc->base.st, (uint64_t)nsge);
+	return 0;
+}
+
+/* Count a posted request by its write mechanism. */
+static void vb_build_count(struct net_stats *st, const struct vb_build *b)
+{
+	NET_STAT_ADD(st, msgs_tx, 1);
+	NET_STAT_ADD(st, bytes_tx, b->len + (b->wm == VB_WM_FAST ? b->wr : 0));
+	if (b->wm == VB_WM_INLINE) {
+		NET_STAT_ADD(st, inline_msgs, 1);
+		NET_STAT_ADD(st, inline_bytes, b->wr);
+	} else if (b->wm == VB_WM_FAST) {
+		NET_STAT_ADD(st, fast_msgs, 1);
+		NET_STAT_ADD(st, fast_bytes, b->wr);
+	} else if (b->wm == VB_WM_RDMA) {
+		NET_STAT_ADD(st, rdma_read_ops, 1);
+		NET_STAT_ADD(st, rdma_read_bytes, b->wr);
+	}
+	NET_STAT_ADD(st, bulk_pull_bytes, b->wr);
+}
+
+/*
+ * Build the request of slot s into its buffers and post it: choose the
+ * mechanisms (vb_build_choose), name the memory the server will access
+ * (vb_build_segs), take the big send buffer if the message outgrew an
+ * internal one, write the message and its WR, and post it unless the
+ * connection went meanwhile.
  * @return 0 posted, -errno (slot still BUILDING; caller releases it)
  */
 static int vb_build_and_post(struct vb_cconn *c, struct vb_cslot *s, int si,
 			     struct net_call *call, uint64_t wr, uint64_t rd,
 			     uint64_t deadline)
 {
-	struct vb_client *vc = c->vc;
-	const struct net_opts *o = &vc->base.opts;
-	struct net_stats *st = &vc->base.st;
-	uint8_t *msg = c->sbuf + (size_t)si * VB_MSG_SIZE;
-	uint8_t *segbuf = NULL;
-	struct vb_mhdr m = { .kind = VB_K_REQ, .fslot = 0xffff };
-	enum { WM_NONE, WM_INLINE, WM_FAST, WM_RDMA } wm = WM_NONE;
-	int rc, big = 0, nwr = 0, nrd = 0;
-	uint64_t len;
-	struct ibv_sge sge[32];
-	int nsge = 0;
-	int max_sge = c->max_sge < 32 ? (int)c->max_sge : 32;
-	/* Declared (long-lived) memory is never copied: reads of any size are
-	 * RDMA Written into it, writes leave from it in place. */
-	int wr_user = wr && vb_iov_declared(c, call->wr_iov, call->wr_cnt);
-	int rd_user = rd && vb_iov_declared(c, call->rd_iov, call->rd_cnt);
-	int nz_wr = vb_iov_nonzero(call->wr_iov, call->wr_cnt);
+	struct vb_build b = {
+		.call = call, .wr = wr, .rd = rd,
+		.m = { .kind = VB_K_REQ, .fslot = 0xffff },
+		.max_sge = c->max_sge < 32 ? (int)c->max_sge : 32,
+		.wr_user = wr && vb_iov_declared(c, call->wr_iov, call->wr_cnt),
+		.rd_user = rd && vb_iov_declared(c, call->rd_iov, call->rd_cnt),
+		.msg = c->sbuf + (size_t)si * VB_MSG_SIZE,
+	};
+	int rc;
 
-	/* Write data. */
-	if (wr == 0)
-		wm = WM_NONE;
-	else if (wr <= o->inline_max && !wr_user)
-		wm = WM_INLINE;
-	else if (wr <= o->fast_max && wr + VB_MSG_SIZE <= c->s_slot_size &&
-		 (!wr_user || call->wr_cnt + 1 <= max_sge))
-		wm = WM_FAST;
-	else
-		wm = WM_RDMA;
-	/* Read memory. */
-	if (rd && rd <= o->inline_max && !rd_user)
-		m.flags |= VB_F_RD_INLINE;
-	else if (rd)
-		m.flags |= VB_F_RD_RDMA;
-	s->rd_total = rd;
-
-	pthread_mutex_lock(&c->lock);
-	if (wm == WM_FAST && (s->wr_fast = vb_fast_take(c)) < 0)
-		wm = WM_RDMA; /* all fast slots busy: server-based */
-	if ((m.flags & VB_F_RD_RDMA) && rd <= o->fast_max && !rd_user &&
-	    (s->rd_fast = vb_fast_take(c)) >= 0)
-		s->rd_in_fast = 1;
-	pthread_mutex_unlock(&c->lock);
-
-	/* Will the message outgrow an internal buffer? Then it goes big (the
-	 * server RDMA Reads it) and write data goes server-based with it. */
-	{
-		int nz_rd = vb_iov_nonzero(call->rd_iov, call->rd_cnt);
-		if (!(m.flags & VB_F_RD_RDMA))
-			nz_rd = 0;
-		else if (s->rd_in_fast)
-			nz_rd = 1;
-		len = VB_HDRS + (uint64_t)nz_rd * VB_SEG_LEN + call->body_len +
-		      (wm == WM_INLINE ? wr : 0) +
-		      (wm == WM_RDMA ? (uint64_t)nz_wr * VB_SEG_LEN : 0);
-		if (len > VB_MSG_SIZE) {
-			big = 1;
-			if (wm == WM_FAST) {
-				pthread_mutex_lock(&c->lock);
-				c->fast_busy &= ~(1u << s->wr_fast);
-				s->wr_fast = -1;
-				pthread_mutex_unlock(&c->lock);
-			}
-			if (wm == WM_INLINE || wm == WM_FAST)
-				wm = WM_RDMA;
-		}
-	}
-	segbuf = malloc(2u * NET_MAX_IOV * VB_SEG_LEN);
-	if (!segbuf)
+	vb_build_choose(c, s, &b);
+	b.segbuf = malloc(2u * NET_MAX_IOV * VB_SEG_LEN);
+	if (!b.segbuf)
 		return -ENOMEM;
-	if (wm == WM_RDMA) {
-		rc = vb_iov_segs(c, s, call->wr_iov, call->wr_cnt, VB_CALL_WR_ALLOC(call),
-				 IBV_ACCESS_REMOTE_READ, segbuf);
-		if (rc < 0)
-			goto out_free_segbuf;
-		nwr = rc;
-		m.flags |= VB_F_WR_RDMA;
+	rc = vb_build_segs(c, s, &b);
+	if (!rc && b.big) {
+		rc = vb_build_take_big(c, s, deadline);
+		b.msg = c->bigs;
 	}
-	if ((m.flags & VB_F_RD_RDMA) && s->rd_in_fast) {
-		struct vb_seg sg = { (uintptr_t)(c->fast + (size_t)s->rd_fast * c->fast_sz),
-				     (uint32_t)rd, c->mr->rkey };
-		vb_seg_encode(segbuf + (size_t)nwr * VB_SEG_LEN, &sg);
-		nrd = 1;
-	} else if (m.flags & VB_F_RD_RDMA) {
-		rc = vb_iov_segs(c, s, call->rd_iov, call->rd_cnt, VB_CALL_RD_ALLOC(call),
-				 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-				 segbuf + (size_t)nwr * VB_SEG_LEN);
-		if (rc < 0)
-			goto out_free_segbuf;
-		nrd = rc;
-	}
-	if (big) {
-		/* Wait for the connection's big send buffer. */
-		pthread_mutex_lock(&c->lock);
-		while (c->big_busy && c->up && c->gen == s->gen)
-			if (vb_cv_wait(c, deadline) == ETIMEDOUT)
-				break;
-		if (c->big_busy || !c->up || c->gen != s->gen) {
-			pthread_mutex_unlock(&c->lock);
-			rc = c->big_busy ? -ETIMEDOUT : -EIO;
-			goto out_free_segbuf;
-		}
-		c->big_busy = 1;
-		s->big = 1;
-		pthread_mutex_unlock(&c->lock);
-		msg = c->bigs;
-	}
-
-	struct proto_hdr h = { .op = call->op, .tag = call->tag,
-			       .body_len = call->body_len, .bulk_len = wr, .aux = rd };
-	m.nwr = (uint16_t)nwr;
-	m.nrd = (uint16_t)nrd;
-	uint8_t *p = msg + VB_HDRS;
-	memcpy(p, segbuf, (size_t)(nwr + nrd) * VB_SEG_LEN);
-	p += (size_t)(nwr + nrd) * VB_SEG_LEN;
-	if (call->body_len)
-		memcpy(p, call->body, call->body_len);
-	p += call->body_len;
-	if (wm == WM_INLINE) {
-		m.flags |= VB_F_WR_INLINE;
-		m.inl = (uint32_t)wr;
-		vb_gather(st, call->wr_iov, call->wr_cnt, p);
-		p += wr;
-	}
-	if (wm == WM_FAST) {
-		m.flags |= VB_F_WR_FAST;
-		m.fslot = (uint16_t)s->wr_fast;
-		m.inl = (uint32_t)wr;
-	}
-	proto_hdr_encode(msg, &h);
-	vb_mhdr_encode(msg + PROTO_HDR_LEN, &m);
-	len = (uint64_t)(p - msg);
-
-	struct ibv_send_wr swr = { 0 };
-	swr.sg_list = sge;
-	if (big) {
-		/* A small BIGREQ message names the big one for RDMA Read. */
-		uint8_t *sm = c->sbuf + (size_t)si * VB_MSG_SIZE;
-		struct vb_mhdr bm = { .kind = VB_K_BIGREQ, .fslot = 0xffff,
-				      .bigmsg = (uint32_t)len };
-		struct proto_hdr bh = { .op = call->op, .tag = call->tag };
-		struct vb_seg sg = { (uintptr_t)c->bigs, (uint32_t)len, c->mr->rkey };
-		proto_hdr_encode(sm, &bh);
-		vb_mhdr_encode(sm + PROTO_HDR_LEN, &bm);
-		vb_seg_encode(sm + VB_HDRS, &sg);
-		sge[0] = (struct ibv_sge){ (uintptr_t)sm, VB_HDRS + VB_SEG_LEN, c->mr->lkey };
-		nsge = 1;
-		swr.opcode = IBV_WR_SEND;
-	} else if (wm == WM_FAST) {
-		/* RDMA Write with Immediate: [message][data] into the slot. */
-		sge[nsge++] = (struct ibv_sge){ (uintptr_t)msg, (uint32_t)len, c->mr->lkey };
-		if (wr_user) {
-			/* straight from the caller's registered memory */
-			rc = vb_iov_sges(c, s, call->wr_iov, call->wr_cnt, sge + 1,
-					 max_sge - 1);
-			if (rc < 0)
-				goto out_free_segbuf;
-			nsge += rc;
-		} else {
-			uint8_t *fb = c->fast + (size_t)s->wr_fast * c->fast_sz;
-			vb_gather(st, call->wr_iov, call->wr_cnt, fb);
-			sge[nsge++] = (struct ibv_sge){ (uintptr_t)fb, (uint32_t)wr, c->mr->lkey };
-		}
-		swr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-		swr.imm_data = vb_imm_encode((unsigned)s->wr_fast, (uint32_t)(len + wr));
-		swr.wr.rdma.remote_addr = c->s_fast_addr + (uint64_t)s->wr_fast * c->s_slot_size;
-		swr.wr.rdma.rkey = c->s_fast_rkey;
-	} else {
-		sge[0] = (struct ibv_sge){ (uintptr_t)msg, (uint32_t)len, c->mr->lkey };
-		nsge = 1;
-		swr.opcode = IBV_WR_SEND;
-	}
-	swr.num_sge = nsge;
-	vb_stat_max(st, (uint64_t)nsge);
-
-	pthread_mutex_lock(&c->lock);
-	if (!c->up || c->gen != s->gen || call->err) {
-		pthread_mutex_unlock(&c->lock);
-		rc = -EIO;
+	if (rc)
 		goto out_free_segbuf;
-	}
-	rc = vb_post(c, &swr);
+	vb_build_msg(c, s, &b);
+	rc = vb_build_wr(c, s, si, &b);
+	if (rc)
+		goto out_free_segbuf;
+	pthread_mutex_lock(&c->lock);
+	if (!c->up || c->gen != s->gen || call->err)
+		rc = -EIO;
+	else
+		rc = vb_post(c, &b.swr);
 	if (rc == 0) {
 		s->state = VB_CS_SENT;
 		__atomic_store_n(&call->state, NET_CALL_SENT, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&c->lock);
-	if (rc)
-		goto out_free_segbuf;
-	free(segbuf);
-	NET_STAT_ADD(st, msgs_tx, 1);
-	NET_STAT_ADD(st, bytes_tx, len + (wm == WM_FAST ? wr : 0));
-	if (wm == WM_INLINE) {
-		NET_STAT_ADD(st, inline_msgs, 1);
-		NET_STAT_ADD(st, inline_bytes, wr);
-	} else if (wm == WM_FAST) {
-		NET_STAT_ADD(st, fast_msgs, 1);
-		NET_STAT_ADD(st, fast_bytes, wr);
-	} else if (wm == WM_RDMA) {
-		NET_STAT_ADD(st, rdma_read_ops, 1);
-		NET_STAT_ADD(st, rdma_read_bytes, wr);
-	}
-	NET_STAT_ADD(st, bulk_pull_bytes, wr);
-	return 0;
+	if (rc == 0)
+		vb_build_count(&c->vc->base.st, &b);
 
 out_free_segbuf:
-	free(segbuf);
+	free(b.segbuf);
 	return rc;
 }
 
