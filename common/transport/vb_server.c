@@ -1897,45 +1897,24 @@ static struct ibv_context *vb_open_dev(struct vb_server *s, const char *name)
 	return ctx;
 }
 
-static int vb_server_new(struct net_server **out, struct ev_loop *loop,
-			 const char *host, uint16_t port, net_req_fn fn, void *arg,
-			 const struct net_opts *o)
+/* Listen on host:port (an empty host: every address) with s's cm
+ * channel, non-blocking. @return 0, -EINVAL (address), -EADDRINUSE,
+ * -ENODEV (no rdma_cm), -errno of rdma_listen */
+static int vb_server_listen(struct vb_server *s, const char *host, uint16_t port)
 {
 	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_PASSIVE };
 	struct addrinfo *res;
-	struct ibv_device_attr da;
-	struct vb_server *s;
-	const char *devname = o->rdma_dev ? o->rdma_dev : getenv("RPFS_RDMA_DEV");
-	size_t slot;
 	char ps[8];
-	int rc, nsrq;
+	int rc;
 
-	nsrq = (o->credits + 1) * o->max_clients;
-	rc = vb_memlock_check((uint64_t)nsrq * VB_MSG_SIZE +
-			      (uint64_t)o->max_clients * vb_conn_bytes(o, &slot),
-			      "server (SRQ buffers and per-client fast buffers)");
-	if (rc)
-		return rc;
 	snprintf(ps, sizeof(ps), "%u", port);
 	if (getaddrinfo(host[0] ? host : NULL, ps, &hints, &res) != 0)
 		return -EINVAL;
-	s = calloc(1, sizeof(*s));
-	if (!s) {
-		rc = -ENOMEM;
-		goto out_free_res;
-	}
-	s->base.ops = &vb_server_ops;
-	s->base.opts = *o;
-	s->loop = loop;
-	s->fn = fn;
-	s->fn_arg = arg;
-	s->pinned_need = (uint64_t)nsrq * VB_MSG_SIZE +
-			 (uint64_t)o->max_clients * vb_conn_bytes(o, &slot);
 	s->cm_ch = rdma_create_event_channel();
 	if (!s->cm_ch) {
 		rc = -ENODEV;
-		goto out_free_s;
+		goto out_free_res;
 	}
 	fcntl(s->cm_ch->fd, F_SETFL, fcntl(s->cm_ch->fd, F_GETFL) | O_NONBLOCK);
 	if (rdma_create_id(s->cm_ch, &s->lid, s, RDMA_PS_TCP)) {
@@ -1951,61 +1930,91 @@ static int vb_server_new(struct net_server **out, struct ev_loop *loop,
 		goto out_destroy_lid;
 	}
 	s->port = ntohs(rdma_get_src_port(s->lid));
+	freeaddrinfo(res);
+	return 0;
+
+out_destroy_lid:
+	rdma_destroy_id(s->lid);
+out_destroy_ch:
+	rdma_destroy_event_channel(s->cm_ch);
+out_free_res:
+	freeaddrinfo(res);
+	return rc;
+}
+
+/*
+ * Open the device (devname, or the first) and make the objects every
+ * connection shares: PD, completion channel (non-blocking), the receive
+ * CQ and the SRQ of nsrq receives.
+ * @return 0, -ENODEV, -EINVAL (the SRQ exceeds the device; logged), -ENOMEM
+ */
+static int vb_server_dev(struct vb_server *s, const char *devname, int nsrq)
+{
+	const struct net_opts *o = &s->base.opts;
+	struct ibv_device_attr da;
+	const char *lm = getenv("RPFS_LIST_MODE");
+
 	s->ctx = vb_open_dev(s, devname);
-	if (!s->ctx || ibv_query_device(s->ctx, &da)) {
-		rc = -ENODEV;
-		goto out_destroy_lid;
-	}
+	if (!s->ctx || ibv_query_device(s->ctx, &da))
+		return -ENODEV;
 	if (nsrq > da.max_srq_wr) {
 		log_err("net: verbs: SRQ of %d receives ((credits + 1) x max_clients) "
 			"exceeds the device's %d", nsrq, da.max_srq_wr);
-		rc = -EINVAL;
-		goto out_destroy_lid;
+		return -EINVAL;
 	}
 	s->max_sge = da.max_sge < 32 ? (uint32_t)da.max_sge : 32;
 	s->max_sge_rd = s->max_sge;
-	{
-		const char *lm = getenv("RPFS_LIST_MODE");
-		s->list_mode = o->list_mode == 1 || (lm && !strcmp(lm, "multi"));
-	}
+	s->list_mode = o->list_mode == 1 || (lm && !strcmp(lm, "multi"));
 	s->pd = ibv_alloc_pd(s->ctx);
-	if (!s->pd) {
-		rc = -ENOMEM;
-		goto out_destroy_lid;
-	}
+	if (!s->pd)
+		return -ENOMEM;
 	s->chan = ibv_create_comp_channel(s->ctx);
-	if (!s->chan) {
-		rc = -ENOMEM;
+	if (!s->chan)
 		goto out_dealloc_pd;
-	}
 	fcntl(s->chan->fd, F_SETFL, fcntl(s->chan->fd, F_GETFL) | O_NONBLOCK);
 	s->rcq = ibv_create_cq(s->ctx, nsrq + 8, NULL, s->chan, 0);
-	if (!s->rcq) {
-		rc = -ENOMEM;
+	if (!s->rcq)
 		goto out_destroy_chan;
-	}
 	ibv_req_notify_cq(s->rcq, 0);
 	struct ibv_srq_init_attr sa = { .attr = { .max_wr = (uint32_t)nsrq, .max_sge = 1 } };
 	s->srq = ibv_create_srq(s->pd, &sa);
-	if (!s->srq) {
-		rc = -ENOMEM;
+	if (!s->srq)
 		goto out_destroy_rcq;
-	}
+	return 0;
+
+out_destroy_rcq:
+	ibv_destroy_cq(s->rcq);
+out_destroy_chan:
+	ibv_destroy_comp_channel(s->chan);
+out_dealloc_pd:
+	ibv_dealloc_pd(s->pd);
+	return -ENOMEM;
+}
+
+/* Undo vb_server_dev. */
+static void vb_server_dev_close(struct vb_server *s)
+{
+	ibv_destroy_srq(s->srq);
+	ibv_destroy_cq(s->rcq);
+	ibv_destroy_comp_channel(s->chan);
+	ibv_dealloc_pd(s->pd);
+}
+
+/* The nsrq receive buffers of the SRQ: one registered mapping, every
+ * buffer posted. @return 0, -ENOMEM (logged when the registration fails:
+ * RLIMIT_MEMLOCK) */
+static int vb_server_rbufs(struct vb_server *s, int nsrq)
+{
 	s->rmemlen = (size_t)nsrq * VB_MSG_SIZE;
 	s->rmem = mmap(NULL, s->rmemlen, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (s->rmem == MAP_FAILED) {
-		rc = -ENOMEM;
-		goto out_destroy_srq;
-	}
+	if (s->rmem == MAP_FAILED)
+		return -ENOMEM;
 	s->rbs = calloc((size_t)nsrq, sizeof(*s->rbs));
-	if (!s->rbs) {
-		rc = -ENOMEM;
+	if (!s->rbs)
 		goto out_unmap_rmem;
-	}
 	s->rmr = vb_reg(s->pd, s->rmem, s->rmemlen, IBV_ACCESS_LOCAL_WRITE, &s->base.st);
 	if (!s->rmr) {
-		rc = -ENOMEM;
 		log_err("net: verbs: cannot register the SRQ buffers (%zu bytes): %s; "
 			"check RLIMIT_MEMLOCK", s->rmemlen, strerror(errno));
 		goto out_free_rbs;
@@ -2017,39 +2026,80 @@ static int vb_server_new(struct net_server **out, struct ev_loop *loop,
 		vb_repost(s, &s->rbs[i]);
 	}
 	vb_repost_flush(s);
-	ev_io_init(&s->cm_w, vb_cm_cb, s->cm_ch->fd, EV_READ);
-	ev_io_init(&s->chan_w, vb_chan_cb, s->chan->fd, EV_READ);
-	ev_idle_init(&s->spin_w, vb_spin_cb);
-	ev_idle_init(&s->kick_w, vb_kick_cb);
-	s->cm_w.data = s->chan_w.data = s->spin_w.data = s->kick_w.data = s;
-	ev_io_start(loop, &s->cm_w);
-	ev_io_start(loop, &s->chan_w);
-	if (o->poll_mode == NET_POLL_BUSY)
-		ev_idle_start(loop, &s->spin_w);
-	freeaddrinfo(res);
-	*out = &s->base;
 	return 0;
 
 out_free_rbs:
 	free(s->rbs);
 out_unmap_rmem:
 	munmap(s->rmem, s->rmemlen);
-out_destroy_srq:
-	ibv_destroy_srq(s->srq);
-out_destroy_rcq:
-	ibv_destroy_cq(s->rcq);
-out_destroy_chan:
-	ibv_destroy_comp_channel(s->chan);
-out_dealloc_pd:
-	ibv_dealloc_pd(s->pd);
-out_destroy_lid:
+	return -ENOMEM;
+}
+
+/* Start s's watchers: cm events, the completion channel, and (busy
+ * polling) the spin watcher. */
+static void vb_server_watch(struct vb_server *s)
+{
+	ev_io_init(&s->cm_w, vb_cm_cb, s->cm_ch->fd, EV_READ);
+	ev_io_init(&s->chan_w, vb_chan_cb, s->chan->fd, EV_READ);
+	ev_idle_init(&s->spin_w, vb_spin_cb);
+	ev_idle_init(&s->kick_w, vb_kick_cb);
+	s->cm_w.data = s->chan_w.data = s->spin_w.data = s->kick_w.data = s;
+	ev_io_start(s->loop, &s->cm_w);
+	ev_io_start(s->loop, &s->chan_w);
+	if (s->base.opts.poll_mode == NET_POLL_BUSY)
+		ev_idle_start(s->loop, &s->spin_w);
+}
+
+/*
+ * A verbs server on host:port in loop: the SRQ holds (credits + 1)
+ * receives per client for max_clients clients (checked against
+ * RLIMIT_MEMLOCK with every client's connection memory first).
+ * @return 0, -errno (see the steps)
+ */
+static int vb_server_new(struct net_server **out, struct ev_loop *loop,
+			 const char *host, uint16_t port, net_req_fn fn, void *arg,
+			 const struct net_opts *o)
+{
+	struct vb_server *s;
+	const char *devname = o->rdma_dev ? o->rdma_dev : getenv("RPFS_RDMA_DEV");
+	int nsrq = (o->credits + 1) * o->max_clients;
+	size_t slot;
+	uint64_t need = (uint64_t)nsrq * VB_MSG_SIZE +
+			(uint64_t)o->max_clients * vb_conn_bytes(o, &slot);
+	int rc;
+
+	rc = vb_memlock_check(need, "server (SRQ buffers and per-client fast buffers)");
+	if (rc)
+		return rc;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->base.ops = &vb_server_ops;
+	s->base.opts = *o;
+	s->loop = loop;
+	s->fn = fn;
+	s->fn_arg = arg;
+	s->pinned_need = need;
+	rc = vb_server_listen(s, host, port);
+	if (rc)
+		goto out_free_s;
+	rc = vb_server_dev(s, devname, nsrq);
+	if (rc)
+		goto out_close_listen;
+	rc = vb_server_rbufs(s, nsrq);
+	if (rc)
+		goto out_close_dev;
+	vb_server_watch(s);
+	*out = &s->base;
+	return 0;
+
+out_close_dev:
+	vb_server_dev_close(s);
+out_close_listen:
 	rdma_destroy_id(s->lid);
-out_destroy_ch:
 	rdma_destroy_event_channel(s->cm_ch);
 out_free_s:
 	free(s);
-out_free_res:
-	freeaddrinfo(res);
 	return rc;
 }
 
