@@ -636,118 +636,16 @@ static void tsrv_pull_done(struct tsrv_conn *c)
 	cb(&c->req, 0, arg);
 }
 
-/*
- * One input step: consume staged bytes for the current state, or read
- * from the socket (straight into the pull iov when a large pull is active).
- * @return 1 progress, 0 nothing to do / would block, <0 connection closed
- */
-static int tsrv_in_step(struct tsrv_conn *c)
+/* An input step's answer that it needs more staged bytes. */
+#define TSRV_REFILL 2
+
+/* A read of c's socket returned n <= 0: the peer closed (clean only
+ * between requests), would block, or failed.
+ * @return 0 (would block), -ECONNRESET or -EIO (c closed) */
+static int tsrv_rx_fail(struct tsrv_conn *c, ssize_t n)
 {
 	struct tsrv_server *s = c->srv;
-	uint32_t avail = c->stg_len - c->stg_off;
-	ssize_t n;
 
-	switch (c->in) {
-	case IN_HDR:
-		if (c->out_bytes > TSRV_OUT_MAX) {
-			tsrv_want_read(c); /* stops reading until replies drain */
-			return 0;
-		}
-		if (avail >= PROTO_HDR_LEN) {
-			const char *why = "?";
-			int rc = proto_hdr_decode(c->stg + c->stg_off, &c->h, &why);
-			c->stg_off += PROTO_HDR_LEN;
-			if (rc) {
-				char msg[96];
-				snprintf(msg, sizeof(msg), "bad header: %s", why);
-				NET_STAT_ADD(&s->base.st, rejects, 1);
-				tsrv_conn_close(c, 1, msg);
-				return -EPROTO;
-			}
-			return tsrv_on_hdr(c) ? -EPROTO : 1;
-		}
-		break;
-	case IN_BODY:
-		if (avail > 0) {
-			uint32_t k = c->h.body_len - c->body_got;
-			if (k > avail)
-				k = avail;
-			memcpy(c->body + c->body_got, c->stg + c->stg_off, k);
-			c->stg_off += k;
-			c->body_got += k;
-			if (c->body_got == c->h.body_len)
-				tsrv_body_done(c);
-			return 1;
-		}
-		if (c->h.body_len - c->body_got >= TSRV_DIRECT_MIN) {
-			n = recv(c->fd, c->body + c->body_got,
-				 c->h.body_len - c->body_got, 0);
-			if (n > 0) {
-				NET_STAT_ADD(&s->base.st, bytes_rx, n);
-				c->body_got += (uint32_t)n;
-				if (c->body_got == c->h.body_len)
-					tsrv_body_done(c);
-				return 1;
-			}
-			goto out_err;
-		}
-		break;
-	case IN_BULKWAIT:
-		if (avail >= TSRV_BULK_GATE) {
-			tsrv_dispatch(c);
-			return 1;
-		}
-		break;
-	case IN_REQ:
-		if (!c->pull_active)
-			return 0;
-		if (avail > 0) {
-			size_t k = avail < c->pull_left ? avail : (size_t)c->pull_left;
-			tsrv_pull_take(c, c->stg + c->stg_off, k);
-			c->stg_off += (uint32_t)k;
-			if (c->pull_left == 0)
-				tsrv_pull_done(c);
-			return 1;
-		}
-		if (c->pull_left >= TSRV_DIRECT_MIN) {
-			int cnt = c->pull_cnt - c->pull_cur;
-			n = readv(c->fd, c->pull_iov + c->pull_cur,
-				  cnt > IOV_MAX ? IOV_MAX : cnt);
-			if (n > 0) {
-				NET_STAT_ADD(&s->base.st, bytes_rx, n);
-				tsrv_pull_advance(c, (size_t)n);
-				if (c->pull_left == 0)
-					tsrv_pull_done(c);
-				return 1;
-			}
-			goto out_err;
-		}
-		break;
-	case IN_DISCARD:
-		if (avail > 0) {
-			uint32_t k = avail < c->discard_left ? avail : (uint32_t)c->discard_left;
-			c->stg_off += k;
-			c->discard_left -= k;
-			if (c->discard_left == 0)
-				c->in = IN_HDR;
-			return 1;
-		}
-		break;
-	}
-
-	/* Refill the staging buffer (compact first). */
-	if (c->stg_off > 0) {
-		memmove(c->stg, c->stg + c->stg_off, avail);
-		c->stg_off = 0;
-		c->stg_len = avail;
-	}
-	n = recv(c->fd, c->stg + c->stg_len, TSRV_STG_SIZE - c->stg_len, 0);
-	if (n > 0) {
-		NET_STAT_ADD(&s->base.st, bytes_rx, n);
-		c->stg_len += (uint32_t)n;
-		return 1;
-	}
-out_err:
 	if (n == 0) {
 		int clean = c->in == IN_HDR && c->stg_len == c->stg_off;
 		if (!clean)
@@ -760,6 +658,145 @@ out_err:
 	NET_STAT_ADD(&s->base.st, conn_errors, 1);
 	tsrv_conn_close(c, 0, strerror(errno));
 	return -EIO;
+}
+
+/* IN_HDR: decode a staged header; none is read while c's queued replies
+ * pass TSRV_OUT_MAX. @return 1, 0, TSRV_REFILL, -EPROTO (c closed) */
+static int tsrv_in_hdr(struct tsrv_conn *c, uint32_t avail)
+{
+	const char *why = "?";
+	char msg[96];
+	int rc;
+
+	if (c->out_bytes > TSRV_OUT_MAX) {
+		tsrv_want_read(c); /* stops reading until replies drain */
+		return 0;
+	}
+	if (avail < PROTO_HDR_LEN)
+		return TSRV_REFILL;
+	rc = proto_hdr_decode(c->stg + c->stg_off, &c->h, &why);
+	c->stg_off += PROTO_HDR_LEN;
+	if (rc) {
+		snprintf(msg, sizeof(msg), "bad header: %s", why);
+		NET_STAT_ADD(&c->srv->base.st, rejects, 1);
+		tsrv_conn_close(c, 1, msg);
+		return -EPROTO;
+	}
+	return tsrv_on_hdr(c) ? -EPROTO : 1;
+}
+
+/* IN_BODY: staged bytes into the body, or a large rest read straight
+ * into it. @return 1, 0, TSRV_REFILL, <0 (c closed) */
+static int tsrv_in_body(struct tsrv_conn *c, uint32_t avail)
+{
+	uint32_t k = c->h.body_len - c->body_got;
+	ssize_t n;
+
+	if (avail > 0) {
+		if (k > avail)
+			k = avail;
+		memcpy(c->body + c->body_got, c->stg + c->stg_off, k);
+		c->stg_off += k;
+		c->body_got += k;
+	} else if (k >= TSRV_DIRECT_MIN) {
+		n = recv(c->fd, c->body + c->body_got, k, 0);
+		if (n <= 0)
+			return tsrv_rx_fail(c, n);
+		NET_STAT_ADD(&c->srv->base.st, bytes_rx, n);
+		c->body_got += (uint32_t)n;
+	} else {
+		return TSRV_REFILL;
+	}
+	if (c->body_got == c->h.body_len)
+		tsrv_body_done(c);
+	return 1;
+}
+
+/* IN_REQ: the handler's active pull takes staged bytes, or a large rest
+ * is read straight into its iovecs. @return 1, 0 (no pull), TSRV_REFILL,
+ * <0 (c closed) */
+static int tsrv_in_pull(struct tsrv_conn *c, uint32_t avail)
+{
+	ssize_t n;
+
+	if (!c->pull_active)
+		return 0;
+	if (avail > 0) {
+		size_t k = avail < c->pull_left ? avail : (size_t)c->pull_left;
+		tsrv_pull_take(c, c->stg + c->stg_off, k);
+		c->stg_off += (uint32_t)k;
+	} else if (c->pull_left >= TSRV_DIRECT_MIN) {
+		int cnt = c->pull_cnt - c->pull_cur;
+		n = readv(c->fd, c->pull_iov + c->pull_cur, cnt > IOV_MAX ? IOV_MAX : cnt);
+		if (n <= 0)
+			return tsrv_rx_fail(c, n);
+		NET_STAT_ADD(&c->srv->base.st, bytes_rx, n);
+		tsrv_pull_advance(c, (size_t)n);
+	} else {
+		return TSRV_REFILL;
+	}
+	if (c->pull_left == 0)
+		tsrv_pull_done(c);
+	return 1;
+}
+
+/* Compact c's staging buffer and read into it. @return 1, 0, <0 */
+static int tsrv_in_refill(struct tsrv_conn *c, uint32_t avail)
+{
+	ssize_t n;
+
+	if (c->stg_off > 0) {
+		memmove(c->stg, c->stg + c->stg_off, avail);
+		c->stg_off = 0;
+		c->stg_len = avail;
+	}
+	n = recv(c->fd, c->stg + c->stg_len, TSRV_STG_SIZE - c->stg_len, 0);
+	if (n <= 0)
+		return tsrv_rx_fail(c, n);
+	NET_STAT_ADD(&c->srv->base.st, bytes_rx, n);
+	c->stg_len += (uint32_t)n;
+	return 1;
+}
+
+/*
+ * One input step: consume staged bytes for the current state, or read
+ * from the socket (straight into the body or the pull iov when what is
+ * left is large).
+ * @return 1 progress, 0 nothing to do / would block, <0 connection closed
+ */
+static int tsrv_in_step(struct tsrv_conn *c)
+{
+	uint32_t avail = c->stg_len - c->stg_off;
+	int rc = TSRV_REFILL;
+
+	switch (c->in) {
+	case IN_HDR:
+		rc = tsrv_in_hdr(c, avail);
+		break;
+	case IN_BODY:
+		rc = tsrv_in_body(c, avail);
+		break;
+	case IN_BULKWAIT:
+		if (avail >= TSRV_BULK_GATE) {
+			tsrv_dispatch(c);
+			return 1;
+		}
+		break;
+	case IN_REQ:
+		rc = tsrv_in_pull(c, avail);
+		break;
+	case IN_DISCARD:
+		if (avail > 0) {
+			uint32_t k = avail < c->discard_left ? avail : (uint32_t)c->discard_left;
+			c->stg_off += k;
+			c->discard_left -= k;
+			if (c->discard_left == 0)
+				c->in = IN_HDR;
+			return 1;
+		}
+		break;
+	}
+	return rc == TSRV_REFILL ? tsrv_in_refill(c, avail) : rc;
 }
 
 /* Whether the current input state can progress from staged bytes alone. */
