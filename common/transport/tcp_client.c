@@ -718,41 +718,29 @@ static void tcp_lane_put(struct tcp_conn *c)
 }
 
 /*
- * Send a call on the least busy lane: connect if needed, take a credit
- * (waiting up to the deadline), register the call by tag, then write
- * header + body + write data under the send lock. Cost: one sendmsg for
- * small calls.
+ * Take a credit of c once it is up (connecting it, and waiting up to
+ * deadline for a credit, as needed). Caller holds c->lock; it is let go
+ * while connecting or waiting, and held again on return.
+ * @return 0, -ETIMEDOUT, -errno of the connect
  */
-static int tcp_submit(struct net_conn *nc, struct net_call *call)
+static int tcp_credit_take(struct tcp_conn *c, uint64_t deadline)
 {
-	struct tcp_conn *c = tcp_lane_pick(NET_CONTAINER_OF(nc, struct tcp_conn, base));
 	struct tcp_client *tc = c->tc;
-	struct iovec iov_stack[8], *iov = iov_stack;
-	uint8_t hb[PROTO_HDR_LEN];
-	uint64_t wr, rd, deadline, mygen, sent = 0;
-	int rc, waited = 0, ok, fd, cnt;
+	int rc, waited = 0;
 
-	rc = tcp_call_check(call, &wr, &rd);
-	if (rc) {
-		tcp_lane_put(c);
-		return rc;
-	}
-	deadline = net_now_ns() + net_call_timeout_ns(call, &tc->base.opts);
-
-	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		if (!c->up) {
 			pthread_mutex_unlock(&c->lock);
 			rc = tcp_conn_connect(c, deadline);
-			if (rc) {
-				tcp_lane_put(c);
-				return rc;
-			}
 			pthread_mutex_lock(&c->lock);
+			if (rc)
+				return rc;
 			continue;
 		}
-		if (c->credits > 0)
-			break;
+		if (c->credits > 0) {
+			c->credits--;
+			return 0;
+		}
 		if (!waited) {
 			waited = 1;
 			NET_STAT_ADD(&tc->base.st, credit_waits, 1);
@@ -765,13 +753,79 @@ static int tcp_submit(struct net_conn *nc, struct net_call *call)
 		rc = pthread_cond_timedwait(&c->credit_cv, &c->lock, &ts);
 		c->credit_waiters--;
 		if (rc == ETIMEDOUT && !(c->up && c->credits > 0)) {
-			pthread_mutex_unlock(&c->lock);
 			NET_STAT_ADD(&tc->base.st, timeouts, 1);
-			tcp_lane_put(c);
 			return -ETIMEDOUT;
 		}
 	}
-	c->credits--;
+}
+
+/*
+ * Write call's frame (header, body, write data: wr bytes; rd bytes asked
+ * back) on c under its send lock, unless c went down since generation
+ * gen. Cost: one sendmsg for small calls.
+ * @return 0, -ETIMEDOUT, -EIO (the stream may hold part of the frame)
+ */
+static int tcp_send_frame(struct tcp_conn *c, struct net_call *call, uint64_t wr,
+			  uint64_t rd, uint64_t gen, uint64_t deadline)
+{
+	struct iovec iov_stack[8], *iov = iov_stack;
+	uint8_t hb[PROTO_HDR_LEN];
+	struct proto_hdr h = { .op = call->op, .tag = call->tag,
+			       .body_len = call->body_len, .bulk_len = wr, .aux = rd };
+	uint64_t sent = 0;
+	int rc, ok, fd, cnt = 2 + call->wr_cnt;
+
+	proto_hdr_encode(hb, &h);
+	if (cnt > (int)(sizeof(iov_stack) / sizeof(iov_stack[0]))) {
+		iov = malloc((size_t)cnt * sizeof(*iov)); /* small: <= 16 KiB */
+		if (!iov)
+			return -EIO;
+	}
+	iov[0] = (struct iovec){ hb, sizeof(hb) };
+	iov[1] = (struct iovec){ (void *)call->body, call->body_len };
+	for (int i = 0; i < call->wr_cnt; i++)
+		iov[2 + i] = call->wr_iov[i];
+
+	pthread_mutex_lock(&c->send_lock);
+	pthread_mutex_lock(&c->lock);
+	ok = c->up && c->gen == gen;
+	fd = c->fd;
+	pthread_mutex_unlock(&c->lock);
+	rc = ok ? tcp_send_all(fd, iov, cnt, deadline, &sent) : -EIO;
+	pthread_mutex_unlock(&c->send_lock);
+	if (iov != iov_stack)
+		free(iov);
+	NET_STAT_ADD(&c->tc->base.st, bytes_tx, sent);
+	return rc;
+}
+
+/*
+ * Send a call on the least busy lane: connect if needed, take a credit
+ * (waiting up to the deadline), register the call by tag, then write
+ * header + body + write data under the send lock. Cost: one sendmsg for
+ * small calls.
+ */
+static int tcp_submit(struct net_conn *nc, struct net_call *call)
+{
+	struct tcp_conn *c = tcp_lane_pick(NET_CONTAINER_OF(nc, struct tcp_conn, base));
+	struct tcp_client *tc = c->tc;
+	uint64_t wr, rd, deadline, mygen;
+	int rc;
+
+	rc = tcp_call_check(call, &wr, &rd);
+	if (rc) {
+		tcp_lane_put(c);
+		return rc;
+	}
+	deadline = net_now_ns() + net_call_timeout_ns(call, &tc->base.opts);
+
+	pthread_mutex_lock(&c->lock);
+	rc = tcp_credit_take(c, deadline);
+	if (rc) {
+		pthread_mutex_unlock(&c->lock);
+		tcp_lane_put(c);
+		return rc;
+	}
 	call->tag = ++c->next_tag;
 	call->conn = &c->base; /* the lane: tcp_wait reads it */
 	call->err = 0;
@@ -789,34 +843,7 @@ static int tcp_submit(struct net_conn *nc, struct net_call *call)
 	mygen = c->gen;
 	pthread_mutex_unlock(&c->lock);
 
-	struct proto_hdr h = { .op = call->op, .tag = call->tag,
-			       .body_len = call->body_len, .bulk_len = wr, .aux = rd };
-	proto_hdr_encode(hb, &h);
-	cnt = 2 + call->wr_cnt;
-	if (cnt > (int)(sizeof(iov_stack) / sizeof(iov_stack[0]))) {
-		iov = malloc((size_t)cnt * sizeof(*iov)); /* small: <= 16 KiB */
-		if (!iov) {
-			tcp_call_abort(call, -EIO);
-			__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
-			tcp_lane_put(c);
-			return -EIO;
-		}
-	}
-	iov[0] = (struct iovec){ hb, sizeof(hb) };
-	iov[1] = (struct iovec){ (void *)call->body, call->body_len };
-	for (int i = 0; i < call->wr_cnt; i++)
-		iov[2 + i] = call->wr_iov[i];
-
-	pthread_mutex_lock(&c->send_lock);
-	pthread_mutex_lock(&c->lock);
-	ok = c->up && c->gen == mygen;
-	fd = c->fd;
-	pthread_mutex_unlock(&c->lock);
-	rc = ok ? tcp_send_all(fd, iov, cnt, deadline, &sent) : -EIO;
-	pthread_mutex_unlock(&c->send_lock);
-	if (iov != iov_stack)
-		free(iov);
-	NET_STAT_ADD(&tc->base.st, bytes_tx, sent);
+	rc = tcp_send_frame(c, call, wr, rd, mygen, deadline);
 	if (rc) {
 		/* Part of a frame may be on the wire: the stream is lost. */
 		tcp_call_abort(call, rc);
