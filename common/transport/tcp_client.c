@@ -1082,101 +1082,131 @@ static ssize_t tcp_rx_splice(struct tcp_conn *c, int fd)
 	return -1;
 }
 
+/* A staged header: decode it and start its frame.
+ * @return 1, <0 error (teardown; culprit set) */
+static int tcp_rx_hdr_step(struct tcp_conn *c, struct net_call **culprit, int *cerr)
+{
+	const char *why = "?";
+	int rc = proto_hdr_decode(c->stg + c->stg_off, &c->h, &why);
+
+	c->stg_off += PROTO_HDR_LEN;
+	if (rc) {
+		log_warn("net: %s:%u: bad frame header: %s; closing", c->host, c->port, why);
+		return -EPROTO;
+	}
+	rc = tcp_rx_hdr(c, culprit, cerr);
+	if (rc)
+		return rc;
+	if (c->rx_left == 0)
+		tcp_rx_finish(c);
+	return 1;
+}
+
+/* Staged payload (avail bytes) to where the frame's bytes go.
+ * @return 1, -ENOBUFS (the read pipe is full; culprit set) */
+static int tcp_rx_staged_data(struct tcp_conn *c, uint32_t avail,
+			      struct net_call **culprit, int *cerr)
+{
+	size_t k = avail < c->rx_left ? avail : (size_t)c->rx_left;
+
+	if (tcp_rx_deliver(c, c->stg + c->stg_off, k)) {
+		log_warn("net: %s:%u: read pipe full (op %u tag %llu)", c->host, c->port,
+			 c->h.op, (unsigned long long)c->h.tag);
+		*culprit = c->rx_call;
+		*cerr = -ENOBUFS;
+		return -ENOBUFS;
+	}
+	c->stg_off += (uint32_t)k;
+	if (c->rx_left == 0)
+		tcp_rx_finish(c);
+	return 1;
+}
+
+/* n > 0 payload bytes went straight to their destination: count them. */
+static void tcp_rx_advance(struct tcp_conn *c, ssize_t n)
+{
+	NET_STAT_ADD(&c->tc->base.st, bytes_rx, n);
+	c->rx_pos += (uint64_t)n;
+	c->rx_left -= (uint64_t)n;
+	if (c->rx_left == 0)
+		tcp_rx_finish(c);
+}
+
+/* Read the rest of a body or of read data straight into the caller's
+ * memory: no copy. @return readv's */
+static ssize_t tcp_rx_direct(struct tcp_conn *c, int fd)
+{
+	struct iovec one, *v = &one;
+	int cnt = 1;
+
+	if (c->phase == RX_BODY) {
+		one.iov_base = (uint8_t *)c->rx_call->rep_buf + c->rx_pos;
+		one.iov_len = c->rx_left;
+	} else {
+		v = c->scratch;
+		cnt = net_iov_slice(c->rx_call->rd_iov, c->rx_call->rd_cnt, c->rx_pos,
+				    c->rx_left, v, IOV_MAX);
+	}
+	return readv(fd, v, cnt);
+}
+
+/* Compact the staging buffer (avail bytes left in it) and read into it.
+ * @return recv's */
+static ssize_t tcp_rx_refill(struct tcp_conn *c, int fd, uint32_t avail)
+{
+	ssize_t n;
+
+	if (c->stg_off > 0) {
+		memmove(c->stg, c->stg + c->stg_off, avail);
+		c->stg_off = 0;
+		c->stg_len = avail;
+	}
+	n = recv(fd, c->stg + c->stg_len, TCP_STG_SIZE - c->stg_len, 0);
+	if (n > 0) {
+		NET_STAT_ADD(&c->tc->base.st, bytes_rx, n);
+		c->stg_len += (uint32_t)n;
+	}
+	return n;
+}
+
 /*
  * One receive step on c: parse a header or move payload, from the staging
- * buffer or straight from the socket into the caller's memory.
+ * buffer or straight from the socket into the caller's memory or pipe.
  * @return 1 progress, 0 would block, <0 error (teardown; culprit set)
  */
 static int tcp_rx_step(struct tcp_conn *c, int fd, struct net_call **culprit,
 		       int *cerr)
 {
-	struct tcp_client *tc = c->tc;
 	uint32_t avail = c->stg_len - c->stg_off;
 	int to_pipe = c->phase == RX_DATA && c->rx_call && c->rx_call->rd_pipe;
 	ssize_t n;
 
-	if (c->phase == RX_HDR && avail >= PROTO_HDR_LEN) {
-		const char *why = "?";
-		int rc = proto_hdr_decode(c->stg + c->stg_off, &c->h, &why);
-		c->stg_off += PROTO_HDR_LEN;
-		if (rc) {
-			log_warn("net: %s:%u: bad frame header: %s; closing",
-				 c->host, c->port, why);
-			return -EPROTO;
-		}
-		rc = tcp_rx_hdr(c, culprit, cerr);
-		if (rc)
-			return rc;
-		if (c->rx_left == 0)
-			tcp_rx_finish(c);
-		return 1;
-	}
-	if (c->phase != RX_HDR && avail > 0) {
-		size_t k = avail < c->rx_left ? avail : (size_t)c->rx_left;
-		if (tcp_rx_deliver(c, c->stg + c->stg_off, k)) {
-			log_warn("net: %s:%u: read pipe full (op %u tag %llu)",
-				 c->host, c->port, c->h.op,
-				 (unsigned long long)c->h.tag);
-			*culprit = c->rx_call;
-			*cerr = -ENOBUFS;
-			return -ENOBUFS;
-		}
-		c->stg_off += (uint32_t)k;
-		if (c->rx_left == 0)
-			tcp_rx_finish(c);
-		return 1;
-	}
+	if (c->phase == RX_HDR && avail >= PROTO_HDR_LEN)
+		return tcp_rx_hdr_step(c, culprit, cerr);
+	if (c->phase != RX_HDR && avail > 0)
+		return tcp_rx_staged_data(c, avail, culprit, cerr);
 	if (to_pipe && (n = tcp_rx_splice(c, fd), n >= 0 || errno != EINPROGRESS)) {
 		/* Socket to the caller's pipe: no copy at all. */
 		if (n > 0) {
-			NET_STAT_ADD(&tc->base.st, bytes_rx, n);
-			NET_STAT_ADD(&tc->base.st, pipe_bytes, n);
-			c->rx_pos += (uint64_t)n;
-			c->rx_left -= (uint64_t)n;
-			if (c->rx_left == 0)
-				tcp_rx_finish(c);
+			NET_STAT_ADD(&c->tc->base.st, pipe_bytes, n);
+			tcp_rx_advance(c, n);
 			return 1;
 		}
 	} else if (!to_pipe && c->phase != RX_HDR && c->phase != RX_SKIP &&
 		   c->rx_left >= TCP_DIRECT_MIN) {
-		/* Straight into the caller's memory: no copy. */
-		struct iovec one, *v = &one;
-		int cnt = 1;
-		if (c->phase == RX_BODY) {
-			one.iov_base = (uint8_t *)c->rx_call->rep_buf + c->rx_pos;
-			one.iov_len = c->rx_left;
-		} else {
-			v = c->scratch;
-			cnt = net_iov_slice(c->rx_call->rd_iov, c->rx_call->rd_cnt,
-					    c->rx_pos, c->rx_left, v, IOV_MAX);
-		}
-		n = readv(fd, v, cnt);
+		n = tcp_rx_direct(c, fd);
 		if (n > 0) {
-			NET_STAT_ADD(&tc->base.st, bytes_rx, n);
-			c->rx_pos += (uint64_t)n;
-			c->rx_left -= (uint64_t)n;
-			if (c->rx_left == 0)
-				tcp_rx_finish(c);
+			tcp_rx_advance(c, n);
 			return 1;
 		}
 	} else {
-		/* Refill staging (compact first). */
-		if (c->stg_off > 0) {
-			memmove(c->stg, c->stg + c->stg_off, avail);
-			c->stg_off = 0;
-			c->stg_len = avail;
-		}
-		n = recv(fd, c->stg + c->stg_len, TCP_STG_SIZE - c->stg_len, 0);
-		if (n > 0) {
-			NET_STAT_ADD(&tc->base.st, bytes_rx, n);
-			c->stg_len += (uint32_t)n;
+		n = tcp_rx_refill(c, fd, avail);
+		if (n > 0)
 			return 1;
-		}
 	}
 	if (n == 0) {
 		if (c->phase != RX_HDR || avail)
-			log_info("net: %s:%u: connection closed mid-frame",
-				 c->host, c->port);
+			log_info("net: %s:%u: connection closed mid-frame", c->host, c->port);
 		return -ECONNRESET;
 	}
 	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
