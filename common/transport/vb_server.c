@@ -345,25 +345,17 @@ static void vb_op_free(struct vb_op *op)
 	free(op);
 }
 
+static void vb_sconn_unbuild(struct vb_sconn *c);
+
 /* Free a closed connection once nothing refers to it any more. */
 static void vb_sconn_maybe_free(struct vb_sconn *c)
 {
 	struct vb_server *s = c->srv;
+	struct rdma_cm_id *id;
 
 	if (!c->dead || c->holds || c->inflight || c->active || c->need_dispatch)
 		return;
 	ev_timer_stop(s->loop, &c->hs_dl);
-	if (c->id) {
-		if (c->id->qp)
-			rdma_destroy_qp(c->id);
-		rdma_destroy_id(c->id);
-	}
-	if (c->scq)
-		ibv_destroy_cq(c->scq);
-	if (c->mr)
-		vb_dereg(c->mr, &s->base.st);
-	if (c->fmr)
-		vb_dereg(c->fmr, &s->base.st);
 	if (c->big_mr)
 		vb_dereg(c->big_mr, &s->base.st);
 	while (c->bb_all) {
@@ -374,12 +366,9 @@ static void vb_sconn_maybe_free(struct vb_sconn *c)
 		free(b);
 		c->bb_n--;
 	}
-	if (c->mem)
-		munmap(c->mem, c->memlen);
 	free(c->big);
 	for (int i = 0; i <= s->base.opts.credits; i++)
 		free(c->sreqs[i].rdinl);
-	free(c->sreqs);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -387,7 +376,10 @@ static void vb_sconn_maybe_free(struct vb_sconn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	s->nconns--;
-	free(c);
+	id = c->id;
+	vb_sconn_unbuild(c);
+	if (id)
+		rdma_destroy_id(id);
 }
 
 /* Return a request to the free list, reposting its receive buffer. */
@@ -1640,12 +1632,13 @@ static int vb_conn_admit(struct vb_server *s, struct rdma_cm_event *ev, const ch
 	return 0;
 }
 
-/* Free what vb_sconn_build made of c (not yet linked into s). */
+/* Free what vb_sconn_build made of c, and c: its QP, send CQ, memory
+ * and sreqs (not its cm id, which the caller destroys or rejects). */
 static void vb_sconn_unbuild(struct vb_sconn *c)
 {
 	struct vb_server *s = c->srv;
 
-	if (c->id->qp)
+	if (c->id && c->id->qp)
 		rdma_destroy_qp(c->id);
 	if (c->scq)
 		ibv_destroy_cq(c->scq);
