@@ -37,8 +37,8 @@
  * so a connect to a hung server does not hold up the replies of the calls
  * it sent before; and at a call's deadline it takes what is already
  * queued before it gives up. Send completions are polled by submitters
- * before they post. Locks, in order: connect_lock -> lock -> vc->rc_lock; vc->ch_lock
- * is taken alone.
+ * before they post. Locks, in order: connect_lock -> lock -> vc->rc_lock;
+ * vc->ch_lock is taken alone.
  */
 #include "vb_int.h"
 #include "net_auth.h"
