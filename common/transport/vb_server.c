@@ -828,6 +828,35 @@ static int vb_reply_buf(struct vb_sconn *c, struct vb_op *op, int big, uint8_t *
 }
 
 /*
+ * A reply op of c (for request q; NULL for the grant): one signaled WR of
+ * one SGE at the buffer vb_reply_buf gives it, a SEND (the big reply's
+ * caller makes it an RDMA Write). The caller sets the SGE's length.
+ * @return the op, *msg its buffer; or NULL, *rc -ENOMEM or -ENOBUFS
+ */
+static struct vb_op *vb_reply_op(struct vb_sconn *c, struct vb_sreq *q, int big,
+				 uint8_t **msg, int *rc)
+{
+	struct vb_op *op = vb_op_new(c, q, big ? VB_OP_BIGREP : VB_OP_REPLY, NULL, NULL);
+
+	*rc = -ENOMEM;
+	if (!op || !(op->wr = calloc(1, sizeof(*op->wr))) ||
+	    !(op->sge = calloc(1, sizeof(*op->sge))) ||
+	    (*rc = vb_reply_buf(c, op, big, msg))) {
+		if (op)
+			vb_op_free(op);
+		return NULL;
+	}
+	op->sge[0].addr = (uintptr_t)*msg;
+	op->wr->sg_list = op->sge;
+	op->wr->num_sge = 1;
+	op->wr->opcode = IBV_WR_SEND;
+	op->wr->send_flags = IBV_SEND_SIGNALED;
+	op->wr->wr_id = (uintptr_t)&op->tag;
+	op->nwr = 1;
+	return op;
+}
+
+/*
  * Send the reply of r (with inline read data) and free r. A reply that
  * outgrows an internal buffer is RDMA Written with Immediate into the
  * client's landing buffer, after the client acknowledged the previous one.
@@ -854,14 +883,8 @@ static int vb_reply(struct net_sreq *r, int32_t status, const void *body, uint32
 		rc = -EMSGSIZE;
 		goto out_finish;
 	}
-	op = vb_op_new(c, q, big ? VB_OP_BIGREP : VB_OP_REPLY, NULL, NULL);
-	if (!op || !(op->wr = calloc(1, sizeof(*op->wr))) ||
-	    !(op->sge = calloc(1, sizeof(*op->sge)))) {
-		rc = -ENOMEM;
-		goto out_close;
-	}
-	rc = vb_reply_buf(c, op, big, &msg);
-	if (rc)
+	op = vb_reply_op(c, q, big, &msg, &rc);
+	if (!op)
 		goto out_close;
 	struct proto_hdr h = { .op = r->hdr.op, .tag = r->hdr.tag, .status = status,
 			       .credits = 1, .flags = PROTO_F_REPLY, .body_len = len,
@@ -878,21 +901,13 @@ static int vb_reply(struct net_sreq *r, int32_t status, const void *body, uint32
 		memcpy(msg + VB_HDRS + len, q->rdinl, inl);
 	proto_hdr_encode(msg, &h);
 	vb_mhdr_encode(msg + PROTO_HDR_LEN, &m);
-	op->sge[0].addr = (uintptr_t)msg;
 	op->sge[0].length = (uint32_t)total;
-	op->wr->sg_list = op->sge;
-	op->wr->num_sge = 1;
-	op->wr->send_flags = IBV_SEND_SIGNALED;
-	op->wr->wr_id = (uintptr_t)&op->tag;
 	if (big) {
 		op->wr->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
 		op->wr->imm_data = vb_imm_encode(VB_IMM_BIG, (uint32_t)total);
 		op->wr->wr.rdma.remote_addr = c->land_addr;
 		op->wr->wr.rdma.rkey = c->land_rkey;
-	} else {
-		op->wr->opcode = IBV_WR_SEND;
 	}
-	op->nwr = 1;
 	op->q = NULL;
 	NET_STAT_ADD(st, msgs_tx, 1);
 	NET_STAT_ADD(st, bytes_tx, total);
@@ -906,8 +921,6 @@ static int vb_reply(struct net_sreq *r, int32_t status, const void *body, uint32
 	return 0;
 
 out_close:
-	if (op)
-		vb_op_free(op);
 	vb_sconn_close(c, 1, rc == -ENOBUFS ?
 		       "more replies in flight than credits (reply buffer pool full)" :
 		       "out of memory replying");
@@ -1135,37 +1148,19 @@ static int vb_send_grant(struct vb_sconn *c)
 	rc = vb_conn_reg_fast(c, &g);
 	if (rc)
 		return rc;
-	op = vb_op_new(c, NULL, VB_OP_REPLY, NULL, NULL);
-	if (!op || !(op->wr = calloc(1, sizeof(*op->wr))) ||
-	    !(op->sge = calloc(1, sizeof(*op->sge)))) {
-		rc = -ENOMEM;
-		goto out_free_op;
-	}
-	rc = vb_reply_buf(c, op, 0, &msg);
-	if (rc)
-		goto out_free_op;
+	op = vb_reply_op(c, NULL, 0, &msg, &rc);
+	if (!op)
+		return rc;
 	struct proto_hdr h = { .op = PROTO_OP_NET_HELLO, .flags = PROTO_F_REPLY | PROTO_F_CTRL,
 			       .body_len = VB_GRANT_LEN };
 	struct vb_mhdr m = { .kind = VB_K_GRANT, .fslot = 0xffff };
 	proto_hdr_encode(msg, &h);
 	vb_mhdr_encode(msg + PROTO_HDR_LEN, &m);
 	vb_grant_encode(msg + VB_HDRS, &g);
-	op->sge[0].addr = (uintptr_t)msg;
 	op->sge[0].length = VB_HDRS + VB_GRANT_LEN;
-	op->wr->sg_list = op->sge;
-	op->wr->num_sge = 1;
-	op->wr->opcode = IBV_WR_SEND;
-	op->wr->send_flags = IBV_SEND_SIGNALED;
-	op->wr->wr_id = (uintptr_t)&op->tag;
-	op->nwr = 1;
 	NET_STAT_ADD(&c->srv->base.st, msgs_tx, 1);
 	vb_submit_op(c, op);
 	return 0;
-
-out_free_op:
-	if (op)
-		vb_op_free(op);
-	return rc;
 }
 
 /*
