@@ -1016,9 +1016,9 @@ static int vb_leads(const struct vb_client *vc)
 }
 
 /* Take one event of the channel if one is there (re-arm, drain: completes
- * every call of that connection, waking their waiters). Channel owner.
- * @return 1 taken, 0 none */
-static int vb_lead_take(struct vb_client *vc)
+ * every call of that connection, waking their waiters). The channel's
+ * owner: a leader, or the progress thread. @return 1 taken, 0 none */
+static int vb_chan_one(struct vb_client *vc)
 {
 	struct ibv_cq *cq;
 	void *ctx;
@@ -1057,7 +1057,7 @@ static int vb_lead_poll(struct vb_client *vc, int xfd, uint64_t deadline, int ca
 		(void)eventfd_read(vc->lead_fd, &v);
 	}
 	if (p[0].revents & POLLIN)
-		(void)vb_lead_take(vc);
+		(void)vb_chan_one(vc);
 	return xfd >= 0 && (p[2].revents & (POLLIN | POLLERR | POLLHUP));
 }
 
@@ -1077,7 +1077,7 @@ static int vb_lead(struct vb_client *vc, struct net_call *call)
 	while (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE) {
 		if (vb_lead_poll(vc, -1, call->deadline_ns, INT_MAX) == 0)
 			continue;
-		for (int i = 0; i < VB_POLL_BATCH && vb_lead_take(vc); i++)
+		for (int i = 0; i < VB_POLL_BATCH && vb_chan_one(vc); i++)
 			if (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) == NET_CALL_DONE)
 				return 0;
 		return -ETIMEDOUT;
@@ -1878,13 +1878,10 @@ static void vb_chan_event(struct ibv_cq *cq, void *ctx)
  * take every CQ event, re-arm, drain. */
 static void vb_on_chan(struct vb_client *vc)
 {
-	struct ibv_cq *cq;
-	void *ctx;
-
 	if (!vb_chan_take(vc, VB_CH_PROGRESS))
 		return;
-	while (ibv_get_cq_event(vc->chan, &cq, &ctx) == 0)
-		vb_chan_event(cq, ctx);
+	while (vb_chan_one(vc))
+		;
 	vb_chan_release(vc);
 }
 
