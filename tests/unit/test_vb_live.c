@@ -942,6 +942,20 @@ static int test_key_stress(void)
 	return 0;
 }
 
+/* Wait up to 2 s for raw id's next send completion, into wc.
+ * @return 1, 0 (none came), <0 (the poll failed) */
+static int raw_send_done(struct rdma_cm_id *id, struct ibv_wc *wc)
+{
+	int n = 0;
+
+	for (int i = 0; i < 2000 && n == 0; i++) {
+		n = ibv_poll_cq(id->send_cq, 1, wc);
+		if (n == 0)
+			usleep(1000);
+	}
+	return n;
+}
+
 /* Send one small ECHO request (tag, body "flood") from buf, registered as
  * mr, as vb_client.c formats it: proto header, vb header (a request, no
  * fast slot), body inline; wait up to 2 s for its send to complete.
@@ -952,18 +966,14 @@ static int raw_echo_send(struct rdma_cm_id *id, uint8_t *buf, struct ibv_mr *mr,
 	struct proto_hdr h = { .op = OP_ECHO, .tag = tag, .body_len = 5 };
 	struct vb_mhdr m = { .kind = VB_K_REQ, .fslot = 0xffff };
 	struct ibv_wc wc;
-	int n = 0;
+	int n;
 
 	proto_hdr_encode(buf, &h);
 	vb_mhdr_encode(buf + PROTO_HDR_LEN, &m);
 	memcpy(buf + VB_HDRS, "flood", 5);
 	if (rdma_post_send(id, NULL, buf, VB_HDRS + 5, mr, IBV_SEND_SIGNALED))
 		return -EIO;
-	for (int i = 0; i < 2000 && n == 0; i++) {
-		n = ibv_poll_cq(id->send_cq, 1, &wc);
-		if (n == 0)
-			usleep(1000);
-	}
+	n = raw_send_done(id, &wc);
 	if (n <= 0)
 		return n ? -EIO : -ETIMEDOUT;
 	return wc.status == IBV_WC_SUCCESS ? 0 : -EIO;
@@ -1057,16 +1067,10 @@ static int raw_write(struct rdma_cm_id *id, uint8_t *buf, struct ibv_mr *mr,
 		     uint64_t raddr, uint32_t rkey)
 {
 	struct ibv_wc wc;
-	int n = 0;
 
 	if (rdma_post_write(id, NULL, buf, 8, mr, IBV_SEND_SIGNALED, raddr, rkey))
 		return -1;
-	for (int i = 0; i < 2000 && n == 0; i++) {
-		n = ibv_poll_cq(id->send_cq, 1, &wc);
-		if (n == 0)
-			usleep(1000);
-	}
-	return n == 1 ? (int)wc.status : -1;
+	return raw_send_done(id, &wc) == 1 ? (int)wc.status : -1;
 }
 
 /* The accept data of raw connect id. @return 0, -1 */
