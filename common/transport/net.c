@@ -500,14 +500,14 @@ int net_sreq_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 /* Whether push_fd is there: see net.h. */
 int net_sreq_can_push_fd(const struct net_sreq *r)
 {
-	return r->conn->srv->ops->push_fd != NULL;
+	return r->conn->srv->ops->push_fd != NULL && !r->conn->sealed;
 }
 
 /* Push from a file: see net.h. */
 int net_sreq_push_fd(struct net_sreq *r, uint64_t off, int fd,
 		     uint64_t file_off, size_t len, net_xfer_fn cb, void *arg)
 {
-	if (!r->conn->srv->ops->push_fd)
+	if (!r->conn->srv->ops->push_fd || r->conn->sealed)
 		return -EOPNOTSUPP;
 	return r->conn->srv->ops->push_fd(r, off, fd, file_off, len, cb, arg);
 }

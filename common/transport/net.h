@@ -456,7 +456,8 @@ int net_sreq_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 
 /**
  * Whether the transport of r can push straight from a file descriptor
- * (net_sreq_push_fd): TCP can (sendfile), verbs cannot.
+ * (net_sreq_push_fd): TCP can (sendfile) unless the connection is
+ * sealed (a keyed one: the bytes must be read to be tagged), verbs cannot.
  * @return 1 yes, 0 no
  */
 int net_sreq_can_push_fd(const struct net_sreq *r);

@@ -124,6 +124,7 @@ struct net_sconn {
 	struct net_server *srv;
 	char peer[64]; /* "host:port" for log lines */
 	int privileged; /* set when the handshake ends (net_auth_server_key) */
+	int sealed;     /* its stream is sealed (net_seal.h): no push_fd */
 };
 
 extern const struct net_client_ops tcp_client_ops;

@@ -40,6 +40,7 @@
 #include "net_int.h"
 #include "log.h"
 #include "net_auth.h"
+#include "net_seal.h"
 
 #include <ev.h>
 #include <errno.h>
@@ -60,6 +61,10 @@
 #define TSRV_ZERO_LEN 65536     /* zeros sent in place of a vanished file tail */
 #define TSRV_OUT_MAX (256u << 10) /* queued reply bytes above which input stops */
 
+/* A refill starts with less than a header left, and must fit a record. */
+_Static_assert(TSRV_STG_SIZE >= PROTO_HDR_LEN + NET_SEAL_MAX + NET_SEAL_OVER,
+	       "the staging buffer holds a whole sealed record");
+
 static const uint8_t tsrv_zeros[TSRV_ZERO_LEN];
 
 /* IN_BULKWAIT: body in, waiting for the first write data before dispatch */
@@ -78,6 +83,8 @@ struct tsrv_frame {
 	size_t qbytes;            /* reply bytes counted in out_bytes */
 	off_t sf_off;             /* next file offset */
 	size_t sf_left;           /* file bytes still to send */
+	struct iovec *sealed;     /* when sealed, what is sent instead of iov:
+				   * the records (tsrv_seal_frame), cnt long */
 	uint8_t hdr[PROTO_HDR_LEN];
 	struct iovec iov[];       /* [0] = hdr; then body copy or handler iov */
 };
@@ -100,6 +107,10 @@ struct tsrv_conn {
 	int key_priv;                   /* that class is privileged here */
 	uint8_t cn[NET_AUTH_NONCE_LEN]; /* client nonce of the handshake */
 	uint8_t sn[NET_AUTH_NONCE_LEN]; /* our nonce of the handshake */
+	/* After AUTH with a key, both directions are sealed (net_seal.h):
+	 * input is opened in stg, output sealed as it is queued. */
+	int rx_sealed, tx_sealed;
+	struct net_seal rx_seal, tx_seal;
 	ev_io rw, ww;
 	ev_idle kick;                   /* never started; fed to run deferred cbs */
 	ev_timer dl;                    /* request deadline, runs while we wait
@@ -112,7 +123,9 @@ struct tsrv_conn {
 	uint8_t *body;                  /* grows up to PROTO_MAX_BODY */
 	uint32_t body_cap, body_got;
 	uint64_t discard_left;
-	uint32_t stg_off, stg_len;
+	uint32_t stg_off, stg_len;      /* stg_len: end of opened bytes */
+	uint32_t raw_len;               /* sealed bytes after stg_len, not
+					 * yet a whole record */
 	uint8_t *stg;                   /* TSRV_STG_SIZE */
 
 	/* the request with the handler (one at a time) */
@@ -150,9 +163,24 @@ static void tsrv_want_read(struct tsrv_conn *c);
 static int tsrv_staged(const struct tsrv_conn *c);
 static void tsrv_flush(struct tsrv_conn *c);
 static void tsrv_ctrl(struct tsrv_conn *c);
+static int tsrv_open(struct tsrv_conn *c);
+static void tsrv_queue(struct tsrv_conn *c, struct tsrv_frame *f);
 static void tsrv_dispatch(struct tsrv_conn *c);
 
 /* ---------------------------------------------------------------- lifetime */
+
+/* Free an output frame and its sealed records. */
+static void tsrv_frame_free(struct tsrv_frame *f)
+{
+	free(f->sealed);
+	free(f);
+}
+
+/* The iovecs a frame sends: its own, or its sealed records. */
+static struct iovec *tsrv_fv(struct tsrv_frame *f)
+{
+	return f->sealed ? f->sealed : f->iov;
+}
 
 /* Free a connection's memory (fd already closed). */
 static void tsrv_conn_destroy(struct tsrv_conn *c)
@@ -172,11 +200,11 @@ static void tsrv_conn_destroy(struct tsrv_conn *c)
 		c->next->prev = c->prev;
 	for (f = c->out_head; f; f = nx) {
 		nx = f->next;
-		free(f);
+		tsrv_frame_free(f);
 	}
 	for (f = c->done_head; f; f = nx) {
 		nx = f->next;
-		free(f);
+		tsrv_frame_free(f);
 	}
 	free(c->pull_iov);
 	free(c->body);
@@ -223,7 +251,7 @@ static void tsrv_kick_cb(struct ev_loop *loop, ev_idle *w, int revents)
 		net_xfer_fn cb = f->cb;
 		void *arg = f->arg;
 		int rc = f->rc;
-		free(f);
+		tsrv_frame_free(f);
 		if (cb)
 			cb(&c->req, rc, arg);
 	}
@@ -260,7 +288,7 @@ static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why)
 		if (f->cb)
 			tsrv_defer(c, f, -EIO);
 		else
-			free(f);
+			tsrv_frame_free(f);
 	}
 	c->out_head = c->out_tail = NULL;
 	c->out_bytes = 0;
@@ -498,6 +526,24 @@ static void tsrv_hello(struct tsrv_conn *c)
 }
 
 /*
+ * The key is proved: what follows AUTH in either direction is sealed
+ * (net_seal.h). Bytes the client sent after AUTH that are staged already
+ * were not opened: they become raw record bytes. The AUTH reply is queued
+ * before this, unsealed. Sealed output cannot go by sendfile (its bytes
+ * must be read to be tagged), so push_fd is off from here.
+ */
+static void tsrv_seal_start(struct tsrv_conn *c)
+{
+	net_seal_init(&c->rx_seal, c->key, NET_AUTH_ROLE_CLIENT, c->cn, c->sn);
+	net_seal_init(&c->tx_seal, c->key, NET_AUTH_ROLE_SERVER, c->cn, c->sn);
+	c->raw_len = c->stg_len - c->stg_off;
+	c->stg_len = c->stg_off;
+	c->rx_sealed = c->tx_sealed = 1;
+	c->base.sealed = 1;
+	tsrv_open(c);
+}
+
+/*
  * Handle a handshake frame (HELLO or AUTH, body in c->body), the challenge
  * and response of net_auth.h. A client that fails AUTH is told -EACCES and
  * closed with a warning; nothing else is served before AUTH verified.
@@ -526,6 +572,7 @@ static void tsrv_ctrl(struct tsrv_conn *c)
 		  c->key == s->base.opts.srv_key ? "the servers' key"
 						 : "the clients' key");
 	tsrv_ctrl_reply(c, 0, NULL, 0, 0);
+	tsrv_seal_start(c);
 }
 
 /* A whole header is in c->h: validate it and pick the next state.
@@ -636,6 +683,18 @@ static void tsrv_pull_done(struct tsrv_conn *c)
 	cb(&c->req, 0, arg);
 }
 
+/* Open the whole sealed records in c's staging buffer (net_seal_open).
+ * @return 0, -EBADMSG (c closed: the records are not the peer's) */
+static int tsrv_open(struct tsrv_conn *c)
+{
+	if (!net_seal_open(&c->rx_seal, c->stg, &c->stg_len, &c->raw_len))
+		return 0;
+	NET_STAT_ADD(&c->srv->base.st, rejects, 1);
+	tsrv_conn_close(c, 1, "a sealed record failed its check (not from the "
+			"peer that proved the key)");
+	return -EBADMSG;
+}
+
 /* An input step's answer that it needs more staged bytes. */
 #define TSRV_REFILL 2
 
@@ -647,7 +706,8 @@ static int tsrv_rx_fail(struct tsrv_conn *c, ssize_t n)
 	struct tsrv_server *s = c->srv;
 
 	if (n == 0) {
-		int clean = c->in == IN_HDR && c->stg_len == c->stg_off;
+		int clean = c->in == IN_HDR && c->stg_len == c->stg_off &&
+			    c->raw_len == 0;
 		if (!clean)
 			NET_STAT_ADD(&s->base.st, conn_errors, 1);
 		tsrv_conn_close(c, 0, clean ? "peer closed" : "peer closed mid-request");
@@ -698,7 +758,7 @@ static int tsrv_in_body(struct tsrv_conn *c, uint32_t avail)
 		memcpy(c->body + c->body_got, c->stg + c->stg_off, k);
 		c->stg_off += k;
 		c->body_got += k;
-	} else if (k >= TSRV_DIRECT_MIN) {
+	} else if (k >= TSRV_DIRECT_MIN && !c->rx_sealed) {
 		n = recv(c->fd, c->body + c->body_got, k, 0);
 		if (n <= 0)
 			return tsrv_rx_fail(c, n);
@@ -725,7 +785,7 @@ static int tsrv_in_pull(struct tsrv_conn *c, uint32_t avail)
 		size_t k = avail < c->pull_left ? avail : (size_t)c->pull_left;
 		tsrv_pull_take(c, c->stg + c->stg_off, k);
 		c->stg_off += (uint32_t)k;
-	} else if (c->pull_left >= TSRV_DIRECT_MIN) {
+	} else if (c->pull_left >= TSRV_DIRECT_MIN && !c->rx_sealed) {
 		int cnt = c->pull_cnt - c->pull_cur;
 		n = readv(c->fd, c->pull_iov + c->pull_cur, cnt > IOV_MAX ? IOV_MAX : cnt);
 		if (n <= 0)
@@ -740,22 +800,29 @@ static int tsrv_in_pull(struct tsrv_conn *c, uint32_t avail)
 	return 1;
 }
 
-/* Compact c's staging buffer and read into it. @return 1, 0, <0 */
+/* Compact c's staging buffer (the avail unread bytes, then raw sealed
+ * ones) and read into it; when sealed, open the whole records that came.
+ * @return 1, 0, <0 (c closed) */
 static int tsrv_in_refill(struct tsrv_conn *c, uint32_t avail)
 {
 	ssize_t n;
 
 	if (c->stg_off > 0) {
-		memmove(c->stg, c->stg + c->stg_off, avail);
+		memmove(c->stg, c->stg + c->stg_off, avail + c->raw_len);
 		c->stg_off = 0;
 		c->stg_len = avail;
 	}
-	n = recv(c->fd, c->stg + c->stg_len, TSRV_STG_SIZE - c->stg_len, 0);
+	n = recv(c->fd, c->stg + c->stg_len + c->raw_len,
+		 TSRV_STG_SIZE - c->stg_len - c->raw_len, 0);
 	if (n <= 0)
 		return tsrv_rx_fail(c, n);
 	NET_STAT_ADD(&c->srv->base.st, bytes_rx, n);
-	c->stg_len += (uint32_t)n;
-	return 1;
+	if (!c->rx_sealed) {
+		c->stg_len += (uint32_t)n;
+		return 1;
+	}
+	c->raw_len += (uint32_t)n;
+	return tsrv_open(c) ? -EBADMSG : 1;
 }
 
 /*
@@ -931,7 +998,7 @@ static void tsrv_flush(struct tsrv_conn *c)
 		}
 		for (; g && cnt < IOV_MAX && !file; g = g->next) {
 			for (int i = g->cur; i < g->cnt && cnt < IOV_MAX; i++)
-				v[cnt++] = g->iov[i];
+				v[cnt++] = tsrv_fv(g)[i];
 			file = g->sf_left > 0;
 		}
 		if (file || (!g && c->req_busy && c->out_tail->cb))
@@ -950,13 +1017,14 @@ static void tsrv_flush(struct tsrv_conn *c)
 		NET_STAT_ADD(&s->base.st, bytes_tx, n);
 		while (n >= 0 && c->out_head) {
 			struct tsrv_frame *f = c->out_head;
-			while (f->cur < f->cnt && (size_t)n >= f->iov[f->cur].iov_len) {
-				n -= (ssize_t)f->iov[f->cur].iov_len;
+			struct iovec *fv = tsrv_fv(f);
+			while (f->cur < f->cnt && (size_t)n >= fv[f->cur].iov_len) {
+				n -= (ssize_t)fv[f->cur].iov_len;
 				f->cur++;
 			}
 			if (f->cur < f->cnt) {
-				f->iov[f->cur].iov_base = (uint8_t *)f->iov[f->cur].iov_base + n;
-				f->iov[f->cur].iov_len -= (size_t)n;
+				fv[f->cur].iov_base = (uint8_t *)fv[f->cur].iov_base + n;
+				fv[f->cur].iov_len -= (size_t)n;
 				break;
 			}
 			if (f->sf_left)
@@ -968,7 +1036,7 @@ static void tsrv_flush(struct tsrv_conn *c)
 				tsrv_defer(c, f, 0);
 			} else {
 				c->out_bytes -= f->qbytes;
-				free(f);
+				tsrv_frame_free(f);
 			}
 		}
 	}
@@ -991,9 +1059,44 @@ static void tsrv_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 	tsrv_release(c);
 }
 
-/* Append a frame to the output queue and try to write. */
+/*
+ * Seal f's bytes as records (net_seal_iov): f then sends f->sealed, which
+ * points at its payload where it lies (no copy) between each record's
+ * length and tag. Cost: one BLAKE2b pass over the frame.
+ * @return 0, -ENOMEM
+ */
+static int tsrv_seal_frame(struct tsrv_conn *c, struct tsrv_frame *f)
+{
+	size_t nrec = net_seal_records(net_iov_total(f->iov, f->cnt));
+	/* each record: length, tag, and at most one piece more than the
+	 * iovecs it covers (its first one may begin mid-entry) */
+	size_t cap = (size_t)f->cnt + 3 * nrec;
+	struct net_seal_cur cur;
+	struct iovec *v;
+
+	v = malloc(cap * sizeof(*v) + nrec * NET_SEAL_OVER);
+	if (!v)
+		return -ENOMEM;
+	net_seal_cur_init(&cur, f->iov, f->cnt);
+	f->cnt = net_seal_iov(&c->tx_seal, &cur, v, (int)cap,
+			      (uint8_t *)(v + cap), (int)nrec);
+	f->cur = 0;
+	f->sealed = v;
+	return 0;
+}
+
+/* Append a frame to the output queue (sealed, once the key is proved) and
+ * try to write. A frame that cannot be sealed closes the connection. */
 static void tsrv_queue(struct tsrv_conn *c, struct tsrv_frame *f)
 {
+	if (c->tx_sealed && !c->dead && tsrv_seal_frame(c, f)) {
+		tsrv_conn_close(c, 1, "out of memory sealing a reply");
+		if (f->cb)
+			tsrv_defer(c, f, -EIO);
+		else
+			tsrv_frame_free(f);
+		return;
+	}
 	f->next = NULL;
 	if (c->out_tail)
 		c->out_tail->next = f;
@@ -1182,7 +1285,7 @@ static int tsrv_reply(struct net_sreq *r, int32_t status, const void *body,
 			       .credits = 1, .flags = PROTO_F_REPLY, .body_len = len };
 	proto_hdr_encode(hb, &h);
 	NET_STAT_ADD(&s->base.st, msgs_tx, 1);
-	if (!c->out_head) {
+	if (!c->out_head && !c->tx_sealed) {
 		struct iovec v[2] = { { hb, PROTO_HDR_LEN }, { (void *)body, len } };
 		struct msghdr m = { .msg_iov = v, .msg_iovlen = len ? 2 : 1 };
 		ssize_t n;

@@ -10,14 +10,17 @@
  * frames, output bound, close) is reachable.
  * Input: byte 0 picks the server (bit 0) and whether the harness first does
  * a genuine handshake (bit 1; with the key server, bit 2 picks the key
- * class), byte 1 the size of the writes the rest is sent in (1..256),
- * with the loop run between writes. Then the connection is reset, and the
+ * class; bit 3 seals the rest as the C client would, net_seal.h, so the
+ * frames reach the parser behind the seal - without it, the rest tests
+ * the seal's own checks), byte 1 the size of the writes the rest is sent
+ * in (1..256), with the loop run between writes. Then the connection is reset, and the
  * server must let go of it (conns_open back to 0) within FZ_DRAIN_MS.
  * Memory errors and leaks are caught by ASan/UBSan.
  */
 #include "log.h"
 #include "net.h"
 #include "net_auth.h"
+#include "net_seal.h"
 #include "proto.h"
 
 #include <errno.h>
@@ -140,8 +143,9 @@ static void fz_ctrl(int fd, uint16_t op, const uint8_t *body, uint32_t len)
 }
 
 /* A genuine handshake on fd: HELLO (with a key of class cls: nonce and
- * class, then our proof). @return 0 when the server let us in */
-static int fz_handshake(int fd, int keyed, uint8_t cls)
+ * class, then our proof); tx gets the sealed stream out when keyed.
+ * @return 0 when the server let us in */
+static int fz_handshake(int fd, int keyed, uint8_t cls, struct net_seal *tx)
 {
 	uint8_t hello[NET_AUTH_HELLO_LEN], rep[64], mac[NET_AUTH_MAC_LEN];
 	const uint8_t *key = cls == NET_AUTH_KEY_SERVERS ? skey : ckey;
@@ -157,8 +161,35 @@ static int fz_handshake(int fd, int keyed, uint8_t cls)
 	if (h.body_len != NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN)
 		return -1;
 	net_auth_mac(key, NET_AUTH_ROLE_CLIENT, hello, rep, mac);
+	net_seal_init(tx, key, NET_AUTH_ROLE_CLIENT, hello, rep);
 	fz_ctrl(fd, PROTO_OP_NET_AUTH, mac, sizeof(mac));
 	return fz_frame(fd, &h, rep, sizeof(rep)) ? -1 : h.status;
+}
+
+/* The len bytes at b as sealed records (net_seal_iov), in a new buffer.
+ * @return it (*out_len bytes) */
+static uint8_t *fz_seal(struct net_seal *tx, const uint8_t *b, size_t len,
+			size_t *out_len)
+{
+	size_t nrec = net_seal_records(len), cap = 3 * nrec + 1, n = 0;
+	struct iovec in = { (void *)b, len }, *v = malloc(cap * sizeof(*v));
+	uint8_t *meta = malloc(nrec * NET_SEAL_OVER + 1), *out;
+	struct net_seal_cur cur;
+	int cnt;
+
+	out = malloc(len + nrec * NET_SEAL_OVER + 1);
+	if (!v || !meta || !out)
+		abort();
+	net_seal_cur_init(&cur, &in, 1);
+	cnt = net_seal_iov(tx, &cur, v, (int)cap, meta, (int)nrec);
+	for (int i = 0; i < cnt; i++) {
+		memcpy(out + n, v[i].iov_base, v[i].iov_len);
+		n += v[i].iov_len;
+	}
+	free(meta);
+	free(v);
+	*out_len = n;
+	return out;
 }
 
 /* A connection to server k, reset on close (no TIME_WAIT anywhere). */
@@ -255,16 +286,24 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	struct net_seal tx;
+	uint8_t *sealed;
+	size_t len;
 	int k, fd;
 
 	if (size < 2)
 		return 0;
 	k = data[0] & 1;
 	fd = fz_connect(k);
-	if (data[0] & 2)
-		(void)fz_handshake(fd, k, (data[0] & 4) ? NET_AUTH_KEY_SERVERS
-							: NET_AUTH_KEY_CLIENTS);
-	fz_send(fd, data + 2, size - 2, (size_t)data[1] + 1);
+	if ((data[0] & 2) &&
+	    fz_handshake(fd, k, (data[0] & 4) ? NET_AUTH_KEY_SERVERS : NET_AUTH_KEY_CLIENTS,
+			 &tx) == 0 && k && (data[0] & 8)) {
+		sealed = fz_seal(&tx, data + 2, size - 2, &len);
+		fz_send(fd, sealed, len, (size_t)data[1] + 1);
+		free(sealed);
+	} else {
+		fz_send(fd, data + 2, size - 2, (size_t)data[1] + 1);
+	}
 	fz_close(fd, k);
 	return 0;
 }

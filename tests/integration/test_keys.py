@@ -58,10 +58,10 @@ def two_tcp(two, tmp_path_factory):
 
 
 def connect(port, key, cls):
-    """A raw TCP connection to port, in with key of class cls."""
+    """A raw TCP connection to port, in with key of class cls: the sealed
+    stream (wire.Sealed)."""
     s = socket.create_connection((util.HOST, port), timeout=20)
-    assert wire.keyed_handshake(s, wire.read_key(key), cls) == 0
-    return s
+    return wire.sealed(s, wire.read_key(key), cls)
 
 
 def test_clients_key_mounts_and_moves_data(two):

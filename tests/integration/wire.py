@@ -71,10 +71,11 @@ def auth_mac(key, role, cn, sn):
     return hmac.new(key, b'rpfs-auth-v1' + role + cn + sn, hashlib.sha256).digest()
 
 
-def keyed_handshake(s, key, cls=KEY_CLIENTS):
+def keyed_handshake(s, key, cls=KEY_CLIENTS, nonces=None):
     """The handshake with a key of class cls: HELLO with our nonce and the
     class, check the server's proof, send ours. Returns the status of the
-    server's answer to our proof (0 = in)."""
+    server's answer to our proof (0 = in); appends (cn, sn) to nonces when
+    given. After it, the stream is sealed both ways (Sealed)."""
     cn = os.urandom(32)
     s.sendall(hdr(OP_NET_HELLO, 33, tag=0, flags=F_CTRL) + cn + bytes([cls]))
     op, status, _f, body = recv_frame(s)
@@ -84,7 +85,75 @@ def keyed_handshake(s, key, cls=KEY_CLIENTS):
     s.sendall(hdr(OP_NET_AUTH, 32, tag=0, flags=F_CTRL) + auth_mac(key, b'C', cn, sn))
     op, status, _f, _b = recv_frame(s)
     assert op == OP_NET_AUTH, op
+    if nonces is not None:
+        nonces.append((cn, sn))
     return status
+
+
+SEAL_MAX = 8192  # common/transport/net_seal.h
+
+
+def seal_key(key, role, cn, sn):
+    """One direction's key: BLAKE2b-256 keyed with the cluster key over
+    "rpfs-seal-v1" || role || cn || sn (net_seal.h)."""
+    return hashlib.blake2b(b'rpfs-seal-v1' + role + cn + sn, key=key,
+                           digest_size=32).digest()
+
+
+def seal_record(k, seq, payload):
+    """One sealed record: u32 length, payload, BLAKE2b-128 tag keyed with k
+    over seq (u64) || length || payload."""
+    ln = struct.pack('<I', len(payload))
+    tag = hashlib.blake2b(struct.pack('<Q', seq) + ln + payload, key=k,
+                          digest_size=16).digest()
+    return ln + payload + tag
+
+
+class Sealed:
+    """A keyed connection after AUTH, as the C client speaks it: sendall
+    and recv take and give plain bytes, the socket carries records."""
+
+    def __init__(self, s, key, cn, sn):
+        self.s = s
+        self.tx, self.rx = seal_key(key, b'C', cn, sn), seal_key(key, b'S', cn, sn)
+        self.tx_seq = self.rx_seq = 0
+        self.raw = self.plain = b''
+
+    def sendall(self, data):
+        out = b''
+        for i in range(0, len(data), SEAL_MAX):
+            out += seal_record(self.tx, self.tx_seq, data[i:i + SEAL_MAX])
+            self.tx_seq += 1
+        self.s.sendall(out)
+
+    def recv(self, n):
+        """Up to n opened bytes; b'' once the peer closed. A record whose
+        tag is wrong fails the test."""
+        while not self.plain:
+            while len(self.raw) < 4 or \
+                    len(self.raw) < 4 + struct.unpack_from('<I', self.raw)[0] + 16:
+                b = self.s.recv(65536)
+                if not b:
+                    return b''
+                self.raw += b
+            ln = struct.unpack_from('<I', self.raw)[0]
+            rec, self.raw = self.raw[:4 + ln + 16], self.raw[4 + ln + 16:]
+            assert rec == seal_record(self.rx, self.rx_seq, rec[4:4 + ln]), \
+                'a record from the server failed its tag'
+            self.rx_seq += 1
+            self.plain = rec[4:4 + ln]
+        out, self.plain = self.plain[:n], self.plain[n:]
+        return out
+
+    def close(self):
+        self.s.close()
+
+
+def sealed(s, key, cls=KEY_CLIENTS):
+    """Handshake on socket s with key of class cls; the sealed stream."""
+    nonces = []
+    assert keyed_handshake(s, key, cls, nonces) == 0
+    return Sealed(s, key, *nonces[0])
 
 
 def request(s, op, body=b'', tag=7):
