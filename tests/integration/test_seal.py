@@ -22,6 +22,10 @@ SERVER_BAD = r'^<4>rpfs-iod: net: \S+: a sealed record failed its check \(not fr
              r'peer that proved the key\); closing connection$'
 CLIENT_BAD = 'a sealed record failed its check (not from the server that proved the key)'
 
+# TCP only, like the raw peers of test_keys: the VM stage has nothing more
+# to run here than the host stage
+pytestmark = pytest.mark.host_only
+
 
 @pytest.fixture(scope='module')
 def kc(tmp_path_factory):
