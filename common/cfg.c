@@ -258,15 +258,23 @@ static int cfg_layout_client(struct cfg_parse *p, const char *sec,
 			"connections)", key);
 }
 
-/* [net]: request_timeout = SECONDS (0.1 .. 86400) */
+/* [net]: request_timeout = SECONDS (0.1 .. 86400), encrypt = BOOL */
 static int cfg_net(struct cfg_parse *p, const char *key, const char *v)
 {
 	char *end;
 	double d;
+	int b;
 
+	if (!strcmp(key, "encrypt")) {
+		b = cfg_bool(v);
+		if (b < 0)
+			return cfg_fail(p, "[net] encrypt: expected on or off, got \"%s\"", v);
+		p->c->encrypt = b;
+		return 1;
+	}
 	if (strcmp(key, "request_timeout"))
-		return cfg_fail(p, "[net]: unknown key \"%s\" (expected request_timeout)",
-				key);
+		return cfg_fail(p, "[net]: unknown key \"%s\" (expected request_timeout, "
+				"encrypt)", key);
 	errno = 0;
 	d = strtod(v, &end);
 	if (errno || end == v || *end || !(d >= 0.1) || d > 86400)
@@ -698,6 +706,8 @@ int cfg_net_opts(const struct cfg *c, struct net_opts *o, char *err,
 		o->tcp_lanes = c->tcp_lanes;
 	if (c->request_timeout_ms)
 		o->request_timeout_ms = c->request_timeout_ms;
+	if (c->encrypt)
+		o->encrypt = 1;
 	if (c->has_poll_mode)
 		o->poll_mode = c->poll_mode;
 	if (c->inline_max)

@@ -11,7 +11,9 @@
  *              mirror = 1|2 (replicas of new files; default 1)
  *   [client]   timeout = SECONDS
  *   [net]      request_timeout = SECONDS (servers: how long a request's
- *              data may take to arrive; also keepalive; default 10)
+ *              data may take to arrive; also keepalive; default 10),
+ *              encrypt = BOOL (keyed TCP: encrypt the sealed streams too;
+ *              a connection is encrypted when either side says on)
  *   [mgr]      db = DIR, listen = HOST:PORT, root_squash = BOOL,
  *              resync_rate = MB/s (0..100000, 0 = resync off),
  *              db_size = SIZE (4M..1024G, the namespace map),
@@ -89,6 +91,7 @@ struct cfg {
 	int timeout_ms;                  /* [client] timeout; 0 = unset */
 	int tcp_lanes;                   /* [client] connections; 0 = unset */
 	int request_timeout_ms;          /* [net] request_timeout; 0 = unset */
+	int encrypt;                     /* [net] encrypt */
 	char *db;                        /* [mgr] db; NULL = unset */
 	char listen_host[PROTO_MAX_HOST + 1]; /* [mgr] listen; "" = unset */
 	uint16_t listen_port;

@@ -105,6 +105,9 @@ struct net_opts {
 	int list_mode; /* 0 gather/scatter (default), 1 multiple message: one
 			* RDMA operation per segment (verbs; also
 			* $RPFS_LIST_MODE=gather|multi) */
+	int encrypt;   /* keyed TCP: encrypt the sealed stream (net_seal.h
+			* NET_SEAL_AEAD), not only authenticate it. A
+			* connection is encrypted when either side asks */
 };
 
 /* Transport counters, readable at any time (relaxed atomics). */

@@ -29,8 +29,11 @@
 /* Which key a client proves, named in its first handshake message. */
 #define NET_AUTH_KEY_CLIENTS 1 /* the clients' key (mounts, librpfs) */
 #define NET_AUTH_KEY_SERVERS 2 /* the servers' key (mgr, iods, admin) */
-/* A keyed client's first message: its nonce, then the class byte. */
+/* A keyed client's first message: its nonce, then the class byte, then
+ * (TCP, optional) a flags byte. */
 #define NET_AUTH_HELLO_LEN (NET_AUTH_NONCE_LEN + 1)
+#define NET_AUTH_HELLO_FLAGS_LEN (NET_AUTH_HELLO_LEN + 1)
+#define NET_AUTH_F_ENCRYPT 0x1 /* the client asks for NET_SEAL_AEAD */
 
 /**
  * Initialise libsodium; call once from main() (idempotent, thread-safe).

@@ -12,21 +12,39 @@ static const char net_seal_label[] = "rpfs-seal-v1";
 
 /* See net_seal.h. */
 void net_seal_init(struct net_seal *s, const uint8_t key[NET_KEY_LEN], char role,
-		   const uint8_t cn[NET_AUTH_NONCE_LEN],
+		   int mode, const uint8_t cn[NET_AUTH_NONCE_LEN],
 		   const uint8_t sn[NET_AUTH_NONCE_LEN])
 {
 	crypto_generichash_state st;
-	uint8_t r = (uint8_t)role;
+	uint8_t r = (uint8_t)role, m = (uint8_t)mode;
 
 	crypto_generichash_init(&st, key, NET_KEY_LEN, sizeof(s->key));
 	crypto_generichash_update(&st, (const uint8_t *)net_seal_label,
 				  sizeof(net_seal_label) - 1);
 	crypto_generichash_update(&st, &r, 1);
+	crypto_generichash_update(&st, &m, 1);
 	crypto_generichash_update(&st, cn, NET_AUTH_NONCE_LEN);
 	crypto_generichash_update(&st, sn, NET_AUTH_NONCE_LEN);
 	crypto_generichash_final(&st, s->key, sizeof(s->key));
 	sodium_memzero(&st, sizeof(st));
 	s->seq = 0;
+	s->mode = mode;
+}
+
+/* The AEAD nonce of record seq: 4 zero bytes, then seq (u64 LE). */
+static void net_seal_nonce(const struct net_seal *s,
+			   uint8_t n[crypto_aead_chacha20poly1305_IETF_NPUBBYTES])
+{
+	memset(n, 0, crypto_aead_chacha20poly1305_IETF_NPUBBYTES);
+	for (int i = 0; i < 8; i++)
+		n[4 + i] = (uint8_t)(s->seq >> (8 * i));
+}
+
+/* The length field of a record of len payload bytes. */
+static void net_seal_len(uint8_t hdr[NET_SEAL_HDR], uint32_t len)
+{
+	for (int i = 0; i < NET_SEAL_HDR; i++)
+		hdr[i] = (uint8_t)(len >> (8 * i));
 }
 
 /* Start the tag of record seq of len payload bytes: the state gets
@@ -38,8 +56,7 @@ static void net_seal_start(const struct net_seal *s, crypto_generichash_state *s
 
 	for (int i = 0; i < 8; i++)
 		q[i] = (uint8_t)(s->seq >> (8 * i));
-	for (int i = 0; i < NET_SEAL_HDR; i++)
-		hdr[i] = (uint8_t)(len >> (8 * i));
+	net_seal_len(hdr, len);
 	crypto_generichash_init(st, s->key, sizeof(s->key), NET_SEAL_TAG);
 	crypto_generichash_update(st, q, sizeof(q));
 	crypto_generichash_update(st, hdr, NET_SEAL_HDR);
@@ -93,11 +110,54 @@ static uint32_t net_seal_gather(struct net_seal_cur *cur, struct iovec *out,
 	return len;
 }
 
+/* AEAD mode of net_seal_iov: each record whole in meta, its payload
+ * copied from cur and encrypted in place. @return the iovecs used */
+static int net_seal_iov_aead(struct net_seal *s, struct net_seal_cur *cur,
+			     struct iovec *out, int out_cap, uint8_t *meta, int max_rec)
+{
+	uint8_t nonce[crypto_aead_chacha20poly1305_IETF_NPUBBYTES];
+	int n = 0;
+
+	for (; n < max_rec && n < out_cap && !net_seal_cur_done(cur); n++) {
+		uint8_t *rec = meta + (size_t)n * NET_SEAL_META(NET_SEAL_AEAD);
+		uint8_t *pay = rec + NET_SEAL_HDR;
+		uint32_t len = 0;
+
+		while (!net_seal_cur_done(cur) && len < NET_SEAL_MAX) {
+			const struct iovec *v = &cur->iov[cur->i];
+			size_t k = v->iov_len - cur->off;
+
+			if (k > NET_SEAL_MAX - len)
+				k = NET_SEAL_MAX - len;
+			memcpy(pay + len, (const uint8_t *)v->iov_base + cur->off, k);
+			len += (uint32_t)k;
+			cur->off += k;
+			if (cur->off == v->iov_len) {
+				cur->off = 0;
+				cur->i++;
+				while (cur->i < cur->cnt && cur->iov[cur->i].iov_len == 0)
+					cur->i++;
+			}
+		}
+		net_seal_len(rec, len);
+		net_seal_nonce(s, nonce);
+		crypto_aead_chacha20poly1305_ietf_encrypt_detached(
+			pay, pay + len, NULL, pay, len, rec, NET_SEAL_HDR, NULL, nonce,
+			s->key);
+		out[n] = (struct iovec){ rec, len + NET_SEAL_OVER };
+		s->seq++;
+	}
+	return n;
+}
+
 /* See net_seal.h. */
 int net_seal_iov(struct net_seal *s, struct net_seal_cur *cur, struct iovec *out,
 		 int out_cap, uint8_t *meta, int max_rec)
 {
 	int n = 0;
+
+	if (s->mode == NET_SEAL_AEAD)
+		return net_seal_iov_aead(s, cur, out, out_cap, meta, max_rec);
 
 	for (int r = 0; r < max_rec && !net_seal_cur_done(cur) && out_cap - n >= 3; r++) {
 		crypto_generichash_state st;
@@ -119,7 +179,8 @@ int net_seal_iov(struct net_seal *s, struct net_seal_cur *cur, struct iovec *out
 	return n;
 }
 
-/* See net_seal.h. Cost: one BLAKE2b pass and two memmoves per record. */
+/* See net_seal.h. Cost: one BLAKE2b (or ChaCha20-Poly1305) pass and two
+ * memmoves per record. */
 int net_seal_open(struct net_seal *s, uint8_t *buf, uint32_t *vlen, uint32_t *rlen)
 {
 	while (*rlen >= NET_SEAL_HDR) {
@@ -134,11 +195,21 @@ int net_seal_open(struct net_seal *s, uint8_t *buf, uint32_t *vlen, uint32_t *rl
 		whole = len + NET_SEAL_OVER;
 		if (*rlen < whole)
 			break;
-		net_seal_start(s, &st, hdr, len);
-		crypto_generichash_update(&st, rec + NET_SEAL_HDR, len);
-		crypto_generichash_final(&st, tag, NET_SEAL_TAG);
-		if (crypto_verify_16(tag, rec + NET_SEAL_HDR + len))
-			return -EBADMSG;
+		if (s->mode == NET_SEAL_AEAD) {
+			uint8_t nonce[crypto_aead_chacha20poly1305_IETF_NPUBBYTES];
+
+			net_seal_nonce(s, nonce);
+			if (crypto_aead_chacha20poly1305_ietf_decrypt_detached(
+				    rec + NET_SEAL_HDR, NULL, rec + NET_SEAL_HDR, len,
+				    rec + NET_SEAL_HDR + len, rec, NET_SEAL_HDR, nonce, s->key))
+				return -EBADMSG;
+		} else {
+			net_seal_start(s, &st, hdr, len);
+			crypto_generichash_update(&st, rec + NET_SEAL_HDR, len);
+			crypto_generichash_final(&st, tag, NET_SEAL_TAG);
+			if (crypto_verify_16(tag, rec + NET_SEAL_HDR + len))
+				return -EBADMSG;
+		}
 		s->seq++;
 		memmove(rec, rec + NET_SEAL_HDR, len);
 		memmove(rec + len, rec + whole, *rlen - whole);

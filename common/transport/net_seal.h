@@ -5,16 +5,23 @@
  * alter, drop, reorder or replay a frame on the connection it kept.
  *
  *   record = len (u32 LE, 1..NET_SEAL_MAX) || payload || tag (16 bytes)
- *   tag    = BLAKE2b-128 keyed with the direction's key, over
- *            seq (u64 LE) || len || payload
+ *
+ * In NET_SEAL_MAC mode the payload is plain and
+ *   tag = BLAKE2b-128 keyed with the direction's key, over
+ *         seq (u64 LE) || len || payload
+ * In NET_SEAL_AEAD mode ([net] encrypt = on) the payload is encrypted:
+ * ChaCha20-Poly1305 (IETF) with the direction's key, nonce 4 zero bytes ||
+ * seq (u64 LE), the len bytes as additional data, and its 16-byte tag.
  *
  * Each direction has its own key, derived from the cluster key proved in
- * the handshake and both nonces:
+ * the handshake, the mode and both nonces:
  *   key(role) = BLAKE2b-256 keyed with the cluster key, over
- *               "rpfs-seal-v1" || role || cn || sn
- * role 'C' seals what the client sends, 'S' what the server sends. seq
- * counts the records of one direction from 0 and is never sent: a record
- * out of its place fails its tag. Records are cut without regard to frame
+ *               "rpfs-seal-v1" || role || mode || cn || sn
+ * role 'C' seals what the client sends, 'S' what the server sends; mode is
+ * the byte NET_SEAL_MAC or NET_SEAL_AEAD, so peers that disagree on it (a
+ * relay that rewrote the handshake) fail the first record. seq counts the
+ * records of one direction from 0 and is never sent: a record out of its
+ * place fails its tag. Records are cut without regard to frame
  * boundaries; a receiver passes on only payload whose tag it checked.
  */
 #ifndef RPFS_NET_SEAL_H
@@ -32,11 +39,21 @@
 #define NET_SEAL_TAG 16
 #define NET_SEAL_OVER (NET_SEAL_HDR + NET_SEAL_TAG) /* bytes a record adds */
 
+/* What a record protects (the mode byte of the handshake). */
+#define NET_SEAL_MAC 0   /* integrity: a MAC over plain payload */
+#define NET_SEAL_AEAD 1  /* integrity and secrecy: encrypted payload */
+
+/* Bytes of net_seal_iov's meta per record: the length and tag, and in
+ * AEAD mode the encrypted copy of the payload between them. */
+#define NET_SEAL_META(mode) \
+	((mode) == NET_SEAL_AEAD ? NET_SEAL_OVER + NET_SEAL_MAX : NET_SEAL_OVER)
+
 /* One direction of a sealed stream. Owned by that direction's writer (or
  * reader); no lock of its own. */
 struct net_seal {
 	uint8_t key[32];
 	uint64_t seq;  /* records sealed (or opened) so far */
+	int mode;      /* NET_SEAL_MAC or NET_SEAL_AEAD */
 };
 
 /* A position in the bytes being sealed: an iovec array and how far in. */
@@ -52,9 +69,10 @@ struct net_seal_cur {
  * @param[in] key the cluster key both sides proved
  * @param[in] role NET_AUTH_ROLE_CLIENT (client to server) or
  *	NET_AUTH_ROLE_SERVER (server to client)
+ * @param[in] mode NET_SEAL_MAC or NET_SEAL_AEAD
  */
 void net_seal_init(struct net_seal *s, const uint8_t key[NET_KEY_LEN], char role,
-		   const uint8_t cn[NET_AUTH_NONCE_LEN],
+		   int mode, const uint8_t cn[NET_AUTH_NONCE_LEN],
 		   const uint8_t sn[NET_AUTH_NONCE_LEN]);
 
 /** Start a cursor at the first byte of iov[0..cnt). */
@@ -65,12 +83,14 @@ int net_seal_cur_done(const struct net_seal_cur *cur);
 
 /**
  * Seal the bytes at cur into at most max_rec records, as iovecs to send in
- * order: each record's length and tag are written to meta (NET_SEAL_OVER
- * bytes per record), its payload stays where it is (no copy). A record is
- * cut short when out has no room for another piece. Cost: one BLAKE2b pass
- * over the payload.
+ * order. MAC mode: each record's length and tag are written to meta, its
+ * payload stays where it is (no copy); a record is cut short when out has
+ * no room for another piece. Cost: one BLAKE2b pass over the payload.
+ * AEAD mode: the whole record is written to meta, the payload copied and
+ * encrypted there; one iovec per record. Cost: a copy and a ChaCha20-
+ * Poly1305 pass.
  * @param[out] out iovecs to send; out_cap >= 3
- * @param[out] meta NET_SEAL_OVER * max_rec bytes, alive until sent
+ * @param[out] meta NET_SEAL_META(mode) * max_rec bytes, alive until sent
  * @return the iovecs used in out (0: nothing left at cur)
  */
 int net_seal_iov(struct net_seal *s, struct net_seal_cur *cur, struct iovec *out,
@@ -82,8 +102,9 @@ size_t net_seal_records(uint64_t len);
 /**
  * Open the whole records among received bytes, in place: buf[0..*vlen)
  * holds opened payload, the *rlen bytes after it are raw records as
- * received. Each record whose tag checks has its payload moved down to
- * the end of the opened bytes; a partial record stays raw.
+ * received. Each record whose tag checks has its payload (decrypted, in
+ * AEAD mode) moved down to the end of the opened bytes; a partial record
+ * stays raw.
  * @return 0, -EBADMSG a record's length or tag is wrong (the stream is
  *	not the peer's: close it)
  */

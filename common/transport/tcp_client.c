@@ -76,6 +76,7 @@
 #define TCP_RX_BUDGET 64      /* reads per connection per wakeup (fairness) */
 #define TCP_LEAD_SLICE_MS 10  /* a reading caller checks for kill requests */
 #define TCP_SEAL_BATCH 32     /* sealed records per sendmsg (256 KiB) */
+#define TCP_AEAD_BATCH 8      /* encrypted ones: copied, so fewer (64 KiB) */
 
 /* A refill starts with less than a header left, and must fit a record. */
 _Static_assert(TCP_STG_SIZE >= PROTO_HDR_LEN + NET_SEAL_MAX + NET_SEAL_OVER,
@@ -127,6 +128,8 @@ struct tcp_conn {
 	int inflight;                    /* lock; calls in tab */
 	int credit_waiters;              /* lock; submitters waiting for a credit */
 	struct net_seal tx_seal;         /* send_lock; the sealed stream out */
+	uint8_t *seal_buf;               /* send_lock; encrypted records being
+					  * sent (NET_SEAL_AEAD), made at first use */
 	struct net_seal rx_seal0;        /* lock; rx_seal as of the connect */
 
 	/* receive side owner only (rx_owner, handed over under lock) */
@@ -524,15 +527,17 @@ static int tcp_hs_exchange(struct tcp_client *tc, int fd, uint64_t deadline,
 static int tcp_client_handshake(struct tcp_client *tc, int fd, uint64_t deadline,
 				int *credits, const char *peer, struct net_seal seal[2])
 {
-	uint8_t cls, hello[NET_AUTH_HELLO_LEN], mac[NET_AUTH_MAC_LEN];
+	uint8_t cls, hello[NET_AUTH_HELLO_FLAGS_LEN], mac[NET_AUTH_MAC_LEN];
 	const uint8_t *key = net_auth_client_key(&tc->base.opts, &cls);
-	uint8_t rep[NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN];
+	uint8_t rep[NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN + 1];
+	const size_t proof = NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN;
 	struct proto_hdr h;
-	int rc;
+	int rc, mode;
 
 	if (key) {
 		net_auth_nonce(hello);
 		hello[NET_AUTH_NONCE_LEN] = cls;
+		hello[NET_AUTH_HELLO_LEN] = tc->base.opts.encrypt ? NET_AUTH_F_ENCRYPT : 0;
 	}
 	rc = tcp_hs_exchange(tc, fd, deadline, PROTO_OP_NET_HELLO,
 			     key ? hello : NULL, key ? sizeof(hello) : 0,
@@ -562,13 +567,23 @@ static int tcp_client_handshake(struct tcp_client *tc, int fd, uint64_t deadline
 		}
 		return 0;
 	}
-	if (h.body_len != sizeof(rep) ||
+	if ((h.body_len != proof && h.body_len != proof + 1) ||
 	    net_auth_check(key, NET_AUTH_ROLE_SERVER, hello, rep,
 			   rep + NET_AUTH_NONCE_LEN)) {
 		log_err("net: %s: the server failed to prove %s (%s); refusing it",
 			peer, net_auth_class_name(cls),
 			h.body_len ? "its key differs from ours" : "it has no key");
 		NET_STAT_ADD(&tc->base.st, auth_fail, 1);
+		return -EACCES;
+	}
+	mode = h.body_len > proof ? rep[proof] : NET_SEAL_MAC;
+	if (mode != NET_SEAL_MAC && mode != NET_SEAL_AEAD) {
+		log_warn("net: %s: handshake failed: unknown seal mode %d", peer, mode);
+		return -ENOTCONN;
+	}
+	if (tc->base.opts.encrypt && mode != NET_SEAL_AEAD) {
+		log_err("net: %s: the server did not agree to encrypt ([net] encrypt); "
+			"refusing it", peer);
 		return -EACCES;
 	}
 	net_auth_mac(key, NET_AUTH_ROLE_CLIENT, hello, rep, mac);
@@ -582,8 +597,8 @@ static int tcp_client_handshake(struct tcp_client *tc, int fd, uint64_t deadline
 		return -EACCES;
 	}
 	NET_STAT_ADD(&tc->base.st, auth_ok, 1);
-	net_seal_init(&seal[0], key, NET_AUTH_ROLE_CLIENT, hello, rep);
-	net_seal_init(&seal[1], key, NET_AUTH_ROLE_SERVER, hello, rep);
+	net_seal_init(&seal[0], key, NET_AUTH_ROLE_CLIENT, mode, hello, rep);
+	net_seal_init(&seal[1], key, NET_AUTH_ROLE_SERVER, mode, hello, rep);
 	return 0;
 }
 
@@ -792,21 +807,30 @@ static int tcp_credit_take(struct tcp_conn *c, uint64_t deadline)
 
 /*
  * Write iov as sealed records on c's stream (send_lock held), a batch of
- * records per sendmsg. Cost: one BLAKE2b pass over the bytes, no copy.
- * @return tcp_send_all's
+ * records per sendmsg. Cost: one BLAKE2b pass over the bytes, no copy;
+ * encrypted, a copy into c->seal_buf and a ChaCha20-Poly1305 pass.
+ * @return tcp_send_all's, or -EIO (no memory for the encrypted records)
  */
 static int tcp_send_sealed(struct tcp_conn *c, int fd, const struct iovec *iov,
 			   int cnt, uint64_t deadline, uint64_t *sent)
 {
 	struct iovec out[8 * TCP_SEAL_BATCH];
-	uint8_t meta[NET_SEAL_OVER * TCP_SEAL_BATCH];
+	uint8_t meta_mac[NET_SEAL_OVER * TCP_SEAL_BATCH], *meta = meta_mac;
+	int n, rc = 0, batch = TCP_SEAL_BATCH;
 	struct net_seal_cur cur;
-	int n, rc = 0;
 
+	if (c->tx_seal.mode == NET_SEAL_AEAD) {
+		if (!c->seal_buf)
+			c->seal_buf = malloc(NET_SEAL_META(NET_SEAL_AEAD) * TCP_AEAD_BATCH);
+		if (!c->seal_buf)
+			return -EIO;
+		meta = c->seal_buf;
+		batch = TCP_AEAD_BATCH;
+	}
 	net_seal_cur_init(&cur, iov, cnt);
 	while (rc == 0 && (n = net_seal_iov(&c->tx_seal, &cur, out,
 					    (int)(sizeof(out) / sizeof(out[0])),
-					    meta, TCP_SEAL_BATCH)) > 0)
+					    meta, batch)) > 0)
 		rc = tcp_send_all(fd, out, n, deadline, sent);
 	return rc;
 }
@@ -1513,6 +1537,7 @@ static void tcp_client_free(struct net_client *cl)
 		if (c->fd >= 0)
 			close(c->fd);
 		free(c->tab);
+		free(c->seal_buf);
 		pthread_cond_destroy(&c->credit_cv);
 		pthread_mutex_destroy(&c->lock);
 		pthread_mutex_destroy(&c->send_lock);

@@ -110,6 +110,8 @@ struct tsrv_conn {
 	/* After AUTH with a key, both directions are sealed (net_seal.h):
 	 * input is opened in stg, output sealed as it is queued. */
 	int rx_sealed, tx_sealed;
+	int seal_mode;                  /* NET_SEAL_MAC, or _AEAD when either
+					 * side asked to encrypt */
 	struct net_seal rx_seal, tx_seal;
 	ev_io rw, ww;
 	ev_idle kick;                   /* never started; fed to run deferred cbs */
@@ -493,8 +495,9 @@ static void tsrv_hello(struct tsrv_conn *c)
 {
 	struct tsrv_server *s = c->srv;
 	const struct net_opts *o = &s->base.opts;
-	uint8_t rep[NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN];
-	uint8_t cls;
+	uint8_t rep[NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN + 1];
+	int keyed = c->h.body_len >= NET_AUTH_HELLO_LEN;
+	uint8_t cls, flags;
 
 	c->hello_done = 1;
 	if (!net_auth_keyed(o)) {
@@ -502,11 +505,18 @@ static void tsrv_hello(struct tsrv_conn *c)
 		tsrv_ctrl_reply(c, 0, NULL, 0, 0);
 		return;
 	}
-	cls = c->h.body_len == NET_AUTH_HELLO_LEN ? c->body[NET_AUTH_NONCE_LEN] : 0;
-	if (c->h.body_len != NET_AUTH_HELLO_LEN ||
-	    net_auth_server_key(o, cls, &c->key, &c->key_priv)) {
+	cls = keyed ? c->body[NET_AUTH_NONCE_LEN] : 0;
+	flags = c->h.body_len == NET_AUTH_HELLO_FLAGS_LEN ? c->body[NET_AUTH_HELLO_LEN] : 0;
+	if (flags & ~NET_AUTH_F_ENCRYPT) {
+		NET_STAT_ADD(&s->base.st, rejects, 1);
+		log_warn("net: %s: unknown handshake flags 0x%x; refusing the client",
+			 c->base.peer, flags);
+		tsrv_ctrl_reply(c, -EPROTO, NULL, 0, 1);
+		return;
+	}
+	if (!keyed || net_auth_server_key(o, cls, &c->key, &c->key_priv)) {
 		NET_STAT_ADD(&s->base.st, auth_fail, 1);
-		if (c->h.body_len != NET_AUTH_HELLO_LEN)
+		if (!keyed)
 			log_warn("net: %s: client has no cluster key; refusing it",
 				 c->base.peer);
 		else
@@ -521,8 +531,13 @@ static void tsrv_hello(struct tsrv_conn *c)
 	memcpy(rep, c->sn, NET_AUTH_NONCE_LEN);
 	net_auth_mac(c->key, NET_AUTH_ROLE_SERVER, c->cn, c->sn,
 		     rep + NET_AUTH_NONCE_LEN);
+	/* encrypted when either side asks; the mode byte goes back only then
+	 * (and is bound into the stream keys, net_seal.h) */
+	c->seal_mode = (flags & NET_AUTH_F_ENCRYPT) || o->encrypt ? NET_SEAL_AEAD
+								  : NET_SEAL_MAC;
+	rep[NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN] = (uint8_t)c->seal_mode;
 	c->auth_wait = 1;
-	tsrv_ctrl_reply(c, 0, rep, sizeof(rep), 0);
+	tsrv_ctrl_reply(c, 0, rep, sizeof(rep) - (c->seal_mode == NET_SEAL_MAC), 0);
 }
 
 /*
@@ -534,8 +549,10 @@ static void tsrv_hello(struct tsrv_conn *c)
  */
 static void tsrv_seal_start(struct tsrv_conn *c)
 {
-	net_seal_init(&c->rx_seal, c->key, NET_AUTH_ROLE_CLIENT, c->cn, c->sn);
-	net_seal_init(&c->tx_seal, c->key, NET_AUTH_ROLE_SERVER, c->cn, c->sn);
+	net_seal_init(&c->rx_seal, c->key, NET_AUTH_ROLE_CLIENT, c->seal_mode, c->cn,
+		      c->sn);
+	net_seal_init(&c->tx_seal, c->key, NET_AUTH_ROLE_SERVER, c->seal_mode, c->cn,
+		      c->sn);
 	c->raw_len = c->stg_len - c->stg_off;
 	c->stg_len = c->stg_off;
 	c->rx_sealed = c->tx_sealed = 1;
@@ -590,7 +607,8 @@ static int tsrv_on_hdr(struct tsrv_conn *c)
 		if (h->bulk_len || h->aux)
 			why = "unexpected control frame";
 		else if (h->op == PROTO_OP_NET_HELLO && !c->hello_done &&
-			 (h->body_len == 0 || h->body_len == NET_AUTH_HELLO_LEN))
+			 (h->body_len == 0 || h->body_len == NET_AUTH_HELLO_LEN ||
+			  h->body_len == NET_AUTH_HELLO_FLAGS_LEN))
 			;
 		else if (h->op == PROTO_OP_NET_AUTH && c->auth_wait &&
 			 h->body_len == NET_AUTH_MAC_LEN)
@@ -1062,7 +1080,9 @@ static void tsrv_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 /*
  * Seal f's bytes as records (net_seal_iov): f then sends f->sealed, which
  * points at its payload where it lies (no copy) between each record's
- * length and tag. Cost: one BLAKE2b pass over the frame.
+ * length and tag. Cost: one BLAKE2b pass over the frame; encrypted
+ * (NET_SEAL_AEAD), a copy of it into the records and a ChaCha20-Poly1305
+ * pass.
  * @return 0, -ENOMEM
  */
 static int tsrv_seal_frame(struct tsrv_conn *c, struct tsrv_frame *f)
@@ -1074,7 +1094,7 @@ static int tsrv_seal_frame(struct tsrv_conn *c, struct tsrv_frame *f)
 	struct net_seal_cur cur;
 	struct iovec *v;
 
-	v = malloc(cap * sizeof(*v) + nrec * NET_SEAL_OVER);
+	v = malloc(cap * sizeof(*v) + nrec * NET_SEAL_META(c->seal_mode));
 	if (!v)
 		return -ENOMEM;
 	net_seal_cur_init(&cur, f->iov, f->cnt);

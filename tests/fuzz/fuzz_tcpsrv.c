@@ -12,7 +12,7 @@
  * a genuine handshake (bit 1; with the key server, bit 2 picks the key
  * class; bit 3 seals the rest as the C client would, net_seal.h, so the
  * frames reach the parser behind the seal - without it, the rest tests
- * the seal's own checks), byte 1 the size of the writes the rest is sent
+ * the seal's own checks; bit 4 asks to encrypt), byte 1 the size of the writes the rest is sent
  * in (1..256), with the loop run between writes. Then the connection is reset, and the
  * server must let go of it (conns_open back to 0) within FZ_DRAIN_MS.
  * Memory errors and leaks are caught by ASan/UBSan.
@@ -142,26 +142,31 @@ static void fz_ctrl(int fd, uint16_t op, const uint8_t *body, uint32_t len)
 	(void)!send(fd, b, PROTO_HDR_LEN + len, MSG_NOSIGNAL);
 }
 
-/* A genuine handshake on fd: HELLO (with a key of class cls: nonce and
- * class, then our proof); tx gets the sealed stream out when keyed.
- * @return 0 when the server let us in */
-static int fz_handshake(int fd, int keyed, uint8_t cls, struct net_seal *tx)
+/* A genuine handshake on fd: HELLO (with a key of class cls: nonce,
+ * class and, when enc, the flag asking to encrypt; then our proof); tx
+ * gets the sealed stream out when keyed. @return 0 when the server let us
+ * in */
+static int fz_handshake(int fd, int keyed, uint8_t cls, int enc, struct net_seal *tx)
 {
-	uint8_t hello[NET_AUTH_HELLO_LEN], rep[64], mac[NET_AUTH_MAC_LEN];
+	uint8_t hello[NET_AUTH_HELLO_FLAGS_LEN], rep[65], mac[NET_AUTH_MAC_LEN];
 	const uint8_t *key = cls == NET_AUTH_KEY_SERVERS ? skey : ckey;
 	struct proto_hdr h;
 
 	memset(hello, 7, NET_AUTH_NONCE_LEN);
 	hello[NET_AUTH_NONCE_LEN] = cls;
-	fz_ctrl(fd, PROTO_OP_NET_HELLO, hello, keyed ? sizeof(hello) : 0);
+	hello[NET_AUTH_HELLO_LEN] = enc ? NET_AUTH_F_ENCRYPT : 0;
+	fz_ctrl(fd, PROTO_OP_NET_HELLO, hello,
+		!keyed ? 0 : enc ? NET_AUTH_HELLO_FLAGS_LEN : NET_AUTH_HELLO_LEN);
 	if (fz_frame(fd, &h, rep, sizeof(rep)))
 		return -1;
 	if (h.status || !keyed)
 		return h.status;
-	if (h.body_len != NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN)
+	if (h.body_len != NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN + !!enc)
 		return -1;
 	net_auth_mac(key, NET_AUTH_ROLE_CLIENT, hello, rep, mac);
-	net_seal_init(tx, key, NET_AUTH_ROLE_CLIENT, hello, rep);
+	net_seal_init(tx, key, NET_AUTH_ROLE_CLIENT,
+		      h.body_len > NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN ?
+		      rep[NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN] : NET_SEAL_MAC, hello, rep);
 	fz_ctrl(fd, PROTO_OP_NET_AUTH, mac, sizeof(mac));
 	return fz_frame(fd, &h, rep, sizeof(rep)) ? -1 : h.status;
 }
@@ -173,11 +178,12 @@ static uint8_t *fz_seal(struct net_seal *tx, const uint8_t *b, size_t len,
 {
 	size_t nrec = net_seal_records(len), cap = 3 * nrec + 1, n = 0;
 	struct iovec in = { (void *)b, len }, *v = malloc(cap * sizeof(*v));
-	uint8_t *meta = malloc(nrec * NET_SEAL_OVER + 1), *out;
+	uint8_t *meta = malloc(nrec * NET_SEAL_META(tx->mode) + 1), *out;
 	struct net_seal_cur cur;
 	int cnt;
 
 	out = malloc(len + nrec * NET_SEAL_OVER + 1);
+	/* encrypted: one piece per record, each within meta */
 	if (!v || !meta || !out)
 		abort();
 	net_seal_cur_init(&cur, &in, 1);
@@ -297,7 +303,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fd = fz_connect(k);
 	if ((data[0] & 2) &&
 	    fz_handshake(fd, k, (data[0] & 4) ? NET_AUTH_KEY_SERVERS : NET_AUTH_KEY_CLIENTS,
-			 &tx) == 0 && k && (data[0] & 8)) {
+			 data[0] & 16, &tx) == 0 && k && (data[0] & 8)) {
 		sealed = fz_seal(&tx, data + 2, size - 2, &len);
 		fz_send(fd, sealed, len, (size_t)data[1] + 1);
 		free(sealed);

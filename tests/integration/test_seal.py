@@ -1,10 +1,15 @@
 """Sealed streams (common/transport/net_seal.h): after the key handshake
 every byte of a keyed TCP connection travels in records tagged with a key
-derived from the cluster key and both nonces. A relay that forwarded the
-handshake keeps a connection it cannot use: a frame it injects, alters or
-replays, either way, ends the connection before anything is served. One
-keyed TCP cluster (one iod) serves every check here."""
+derived from the cluster key, the mode and both nonces. A relay that
+forwarded the handshake keeps a connection it cannot use: a frame it
+injects, alters or replays, either way, ends the connection before
+anything is served. With [net] encrypt = on on either side the records
+are encrypted too, and a relay that strips that from the handshake gets
+the connection closed. Two keyed TCP clusters of one iod serve every
+check here: one that only authenticates (kc), one whose servers encrypt
+(ec, with a mount)."""
 import json
+import os
 import re
 import socket
 import struct
@@ -15,9 +20,6 @@ import pytest
 import util
 import wire
 
-HS_CLIENT = wire.HDR_LEN + 33 + wire.HDR_LEN + 32  # HELLO, then AUTH
-HS_SERVER = wire.HDR_LEN + 64 + wire.HDR_LEN       # their two replies
-REC_OVER = 4 + 16
 SERVER_BAD = r'^<4>rpfs-iod: net: \S+: a sealed record failed its check \(not from the ' \
              r'peer that proved the key\); closing connection$'
 CLIENT_BAD = 'a sealed record failed its check (not from the server that proved the key)'
@@ -47,14 +49,20 @@ def logged(c, pattern, since):
 
 
 class Relay:
-    """A man in the middle on a local port: forwards a client's connection
-    to port, the handshake untouched; then, by mode, 'pass' forwards all,
-    'tamper' flips a bit in the client's first record, 'replay' sends that
-    record twice, 'tamper_reply' flips a bit in the server's first
-    record."""
+    """A man in the middle on a local port, forwarding one client connection
+    to port. Each direction's two handshake frames (HELLO and AUTH, and
+    their replies) go through hs(direction, index, frame), then its first
+    record through rec(direction, record), then the rest as it comes.
+    By mode: 'pass' changes nothing; 'tamper' flips a bit in the client's
+    first record; 'replay' sends that record twice; 'tamper_reply' flips
+    a bit in the server's first record; 'strip' drops the mode byte from
+    the server's HELLO reply (a downgrade from encryption to a MAC).
+    got[direction] keeps the bytes forwarded ('up' to the server, 'down'
+    to the client)."""
 
     def __init__(self, port, mode):
         self.port, self.mode = port, mode
+        self.got = {'up': bytearray(), 'down': bytearray()}
         self.ls = socket.socket()
         self.ls.bind((util.HOST, 0))
         self.ls.listen(1)
@@ -65,35 +73,52 @@ class Relay:
     def lport(self):
         return self.ls.getsockname()[1]
 
-    def pump(self, src, dst, hs, change):
-        """Forward src to dst: the first hs bytes (the handshake) as they
-        come, then the first record through change once it is whole, then
-        the rest as it comes."""
-        seen, rec, done = 0, b'', False
+    def hs(self, way, i, frame):
+        if self.mode == 'strip' and way == 'down' and i == 0 and len(frame) == 48 + 65:
+            return frame[:24] + struct.pack('<I', 64) + frame[28:-1]
+        return frame
+
+    def rec(self, way, r):
+        flip = r[:4] + bytes([r[4] ^ 1]) + r[5:]
+        if way == 'up':
+            return {'tamper': flip, 'replay': r + r}.get(self.mode, r)
+        return flip if self.mode == 'tamper_reply' else r
+
+    @staticmethod
+    def whole(buf, seal):
+        """Bytes of the first whole frame (or record when seal) in buf, or 0."""
+        if seal:
+            if len(buf) < 4:
+                return 0
+            n = 4 + struct.unpack_from('<I', buf)[0] + 16
+        else:
+            if len(buf) < wire.HDR_LEN:
+                return 0
+            n = wire.HDR_LEN + struct.unpack_from('<I', buf, 24)[0]
+        return n if len(buf) >= n else 0
+
+    def pump(self, src, dst, way):
+        buf, step = b'', 0  # step: 0 and 1 handshake frames, 2 record, 3 rest
         try:
             while True:
                 b = src.recv(65536)
                 if not b:
                     break
-                if seen < hs:
-                    k = min(hs - seen, len(b))
-                    dst.sendall(b[:k])
-                    seen, b = seen + k, b[k:]
-                if done or not b:
-                    if b:
-                        dst.sendall(b)
-                    continue
-                rec += b
-                if len(rec) < 4:
-                    continue
-                ln = struct.unpack_from('<I', rec)[0]
-                if ln > wire.SEAL_MAX:  # not a record: the stream is plain
-                    dst.sendall(rec)
-                    done = True
-                elif len(rec) >= 4 + ln + 16:
-                    end = 4 + ln + 16
-                    dst.sendall(change(rec[:end]) + rec[end:])
-                    done = True
+                buf += b
+                out = b''
+                while buf:
+                    if step == 3:
+                        out, buf = out + buf, b''
+                        break
+                    n = self.whole(buf, step == 2)
+                    if not n:
+                        break
+                    one, buf = buf[:n], buf[n:]
+                    out += self.hs(way, step, one) if step < 2 else self.rec(way, one)
+                    step += 1
+                if out:
+                    self.got[way] += out
+                    dst.sendall(out)
         except OSError:
             pass
         finally:
@@ -109,13 +134,9 @@ class Relay:
         except OSError:
             return
         ss = socket.create_connection((util.HOST, self.port), timeout=30)
-        same = lambda r: r
-        flip = lambda r: r[:4] + bytes([r[4] ^ 1]) + r[5:]
-        up = {'tamper': flip, 'replay': lambda r: r + r}.get(self.mode, same)
-        down = flip if self.mode == 'tamper_reply' else same
-        t = threading.Thread(target=self.pump, args=(ss, cs, HS_SERVER, down), daemon=True)
+        t = threading.Thread(target=self.pump, args=(ss, cs, 'down'), daemon=True)
         t.start()
-        self.pump(cs, ss, HS_CLIENT, up)
+        self.pump(cs, ss, 'up')
         t.join(30)
         cs.close()
         ss.close()
@@ -197,3 +218,89 @@ def test_relay_altering_replies_refused(kc):
     assert p.returncode != 0, p.stdout
     assert CLIENT_BAD in p.stderr, p.stderr
 
+
+
+# ------------------------------------------------------------ encryption
+
+@pytest.fixture(scope='module')
+def ec(tmp_path_factory):
+    """A keyed cluster of one iod on TCP whose servers encrypt ([net]
+    encrypt = on), and a mount of it."""
+    tmp = tmp_path_factory.mktemp('sealenc')
+    c = util.conf_cluster(tmp, niods=1, name='sealenc', transport='tcp',
+                          extra='[net]\nencrypt = on\n')
+    path = str(tmp_path_factory.mktemp('sealencm'))
+    m = c.mount(path, 'key=%s' % c.key)
+    yield c, m
+    util.cleanup(m, c)
+
+
+def relayed_stats(c, port, mode='pass', conf=None):
+    """rpfs stats of the server at port through a Relay; (result, relay)."""
+    r = Relay(port, mode)
+    try:
+        args = ['--conf', conf] if conf else ['--key', c.key]
+        p = util.run([util.binary('admin/rpfs'), 'stats', '--server',
+                      util.hostport(r.lport())] + args, check=False, timeout=60)
+    finally:
+        r.close()
+    return p, r
+
+
+def test_encrypting_server_hides_replies(kc, ec):
+    """Through a relay, the iod's counters (JSON naming msgs_rx) are in
+    plain sight on a MAC-only connection and nowhere on an encrypted one;
+    both are served."""
+    p, r = relayed_stats(kc, kc.iod_ports[0])
+    assert p.returncode == 0 and 'msgs_rx' in json.loads(p.stdout), p.stderr
+    assert b'msgs_rx' in r.got['down']
+    c, _m = ec
+    p, r = relayed_stats(c, c.iod_ports[0])
+    assert p.returncode == 0 and 'msgs_rx' in json.loads(p.stdout), p.stderr
+    assert b'msgs_rx' not in r.got['down']
+    assert len(r.got['down']) > len(p.stdout)  # it did pass through
+
+
+def test_client_asks_to_encrypt(kc, tmp_path):
+    """A client whose config says [net] encrypt = on gets an encrypted
+    connection from a server that would not have encrypted."""
+    conf = util.write_conf(kc, str(tmp_path / 'enc.conf'), key=kc.key,
+                           transport='tcp', extra='[net]\nencrypt = on\n')
+    p, r = relayed_stats(kc, kc.iod_ports[0], conf=conf)
+    assert p.returncode == 0 and 'msgs_rx' in json.loads(p.stdout), p.stderr
+    assert b'msgs_rx' not in r.got['down']
+
+
+@pytest.mark.expect_log(SERVER_BAD)
+def test_downgrade_refused(ec):
+    """A relay that drops the mode byte from the server's HELLO reply (so
+    the client would seal with a MAC only) gets the connection closed: the
+    mode is bound into the stream keys."""
+    c, _m = ec
+    since = c.iods[0].log.size()
+    p, _r = relayed_stats(c, c.iod_ports[0], 'strip')
+    assert p.returncode != 0, p.stdout
+    util.wait_until(lambda: logged(c, SERVER_BAD, since), 10, what='the refusal logged')
+
+
+def test_encrypted_mount_moves_data(ec):
+    """Files written and read back through the encrypting cluster's mount:
+    frames of many records both ways (pulled write data, pushed reads)."""
+    _c, m = ec
+    data = os.urandom((3 << 20) + 12345)
+    p = os.path.join(m.path, 'enc')
+    with open(p, 'wb') as f:
+        f.write(data)
+    assert util.read_direct(p) == data
+    with open(p, 'rb') as f:
+        assert f.read() == data
+
+
+def test_encrypt_value_checked(kc, tmp_path):
+    """[net] encrypt takes on or off; anything else is refused, named."""
+    conf = util.write_conf(kc, str(tmp_path / 'bad.conf'), key=kc.key,
+                           extra='[net]\nencrypt = maybe\n')
+    p = util.run([util.binary('iod/rpfs-iod'), '--conf', conf, '--id', '0'],
+                 check=False, timeout=30)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert '[net] encrypt: expected on or off, got "maybe"' in p.stderr, p.stderr

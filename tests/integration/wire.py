@@ -93,10 +93,12 @@ def keyed_handshake(s, key, cls=KEY_CLIENTS, nonces=None):
 SEAL_MAX = 8192  # common/transport/net_seal.h
 
 
-def seal_key(key, role, cn, sn):
+def seal_key(key, role, cn, sn, mode=0):
     """One direction's key: BLAKE2b-256 keyed with the cluster key over
-    "rpfs-seal-v1" || role || cn || sn (net_seal.h)."""
-    return hashlib.blake2b(b'rpfs-seal-v1' + role + cn + sn, key=key,
+    "rpfs-seal-v1" || role || mode || cn || sn (net_seal.h; mode 0 is
+    NET_SEAL_MAC, the only one spoken here: Python's standard library
+    has no ChaCha20-Poly1305)."""
+    return hashlib.blake2b(b'rpfs-seal-v1' + role + bytes([mode]) + cn + sn, key=key,
                            digest_size=32).digest()
 
 

@@ -3,7 +3,9 @@
  * scattered iovecs (payload pieces left in place, records cut at
  * NET_SEAL_MAX) opens to the same bytes however it arrives; a flipped bit
  * anywhere, a record replayed, dropped or swapped, the other direction's
- * key, or a bad length field fails it; a partial record waits.
+ * key, or a bad length field fails it; a partial record waits. Each in
+ * both modes: NET_SEAL_MAC, and NET_SEAL_AEAD, whose stream holds none of
+ * the plain bytes and whose keys differ from the MAC mode's.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include "net_seal.h"
 
 static uint8_t key[NET_KEY_LEN], cn[NET_AUTH_NONCE_LEN], sn[NET_AUTH_NONCE_LEN];
+static int mode; /* NET_SEAL_MAC or NET_SEAL_AEAD: the mode under test */
 
 /* Seal the len bytes of src, given as pieces of the sizes in cuts (0
  * ended), into a new buffer: the stream as sent. */
@@ -22,7 +25,8 @@ static uint8_t *seal_stream(struct net_seal *tx, const uint8_t *src, size_t len,
 			    const size_t *cuts, size_t *out_len)
 {
 	struct iovec in[64], out[64];
-	uint8_t meta[NET_SEAL_OVER * 4], *buf = malloc(len + 64 * NET_SEAL_OVER);
+	static uint8_t meta[NET_SEAL_META(NET_SEAL_AEAD) * 4];
+	uint8_t *buf = malloc(len + 64 * NET_SEAL_OVER);
 	struct net_seal_cur cur;
 	size_t off = 0, n = 0;
 	int cnt = 0;
@@ -76,8 +80,8 @@ static int open_stream(struct net_seal *rx, const uint8_t *s, size_t len, size_t
 
 static void pair(struct net_seal *tx, struct net_seal *rx)
 {
-	net_seal_init(tx, key, NET_AUTH_ROLE_CLIENT, cn, sn);
-	net_seal_init(rx, key, NET_AUTH_ROLE_CLIENT, cn, sn);
+	net_seal_init(tx, key, NET_AUTH_ROLE_CLIENT, mode, cn, sn);
+	net_seal_init(rx, key, NET_AUTH_ROLE_CLIENT, mode, cn, sn);
 }
 
 /* Round trips of several sizes, piece layouts and arrival steps. */
@@ -108,6 +112,13 @@ static void test_round_trip(const uint8_t *data)
 				      b, steps[c], g);
 				CHECK(tx.seq == rx.seq, "sequence %llu vs %llu",
 				      (unsigned long long)tx.seq, (unsigned long long)rx.seq);
+				/* the middle 32 bytes: plain in a MAC stream only */
+				CHECK(sizes[a] < 32 ||
+				      !memmem(s, n, data + sizes[a] / 2 - 16, 32) ==
+				      (mode == NET_SEAL_AEAD),
+				      "size %zu: plain bytes %s", sizes[a],
+				      mode == NET_SEAL_AEAD ? "in an encrypted stream"
+							    : "missing from a MAC stream");
 				free(s);
 			}
 }
@@ -165,10 +176,12 @@ static void test_order_and_keys(const uint8_t *data)
 	memcpy(two + r, s, r);
 	pair(&tx, &rx);
 	CHECK(open_stream(&rx, two, 2 * r, 2 * r, got, &g) == -EBADMSG, "swapped opened");
-	net_seal_init(&rx, key, NET_AUTH_ROLE_SERVER, cn, sn);
+	net_seal_init(&rx, key, NET_AUTH_ROLE_SERVER, mode, cn, sn);
 	CHECK(open_stream(&rx, s, n, n, got, &g) == -EBADMSG, "the other direction's key");
+	net_seal_init(&rx, key, NET_AUTH_ROLE_CLIENT, !mode, cn, sn);
+	CHECK(open_stream(&rx, s, n, n, got, &g) == -EBADMSG, "the other mode");
 	cn[0] ^= 1;
-	net_seal_init(&rx, key, NET_AUTH_ROLE_CLIENT, cn, sn);
+	net_seal_init(&rx, key, NET_AUTH_ROLE_CLIENT, mode, cn, sn);
 	cn[0] ^= 1;
 	CHECK(open_stream(&rx, s, n, n, got, &g) == -EBADMSG, "another handshake's key");
 	pair(&tx, &rx);
@@ -198,8 +211,10 @@ int main(void)
 	randombytes_buf(cn, sizeof(cn));
 	randombytes_buf(sn, sizeof(sn));
 	randombytes_buf(data, sizeof(data));
-	test_round_trip(data);
-	test_tamper(data);
-	test_order_and_keys(data);
+	for (mode = NET_SEAL_MAC; mode <= NET_SEAL_AEAD; mode++) {
+		test_round_trip(data);
+		test_tamper(data);
+		test_order_and_keys(data);
+	}
 	return check_summary("test_seal");
 }
