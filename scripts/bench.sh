@@ -4,6 +4,7 @@
 #   scripts/bench.sh [--quick] [--scrape] [--out DIR] [--state-dir DIR]
 #                    [--meta-matrix] [--stores lmdb[,postgresql]]
 #                    [--only meta-matrix] [--md-files N] [--scrape-cost PAIRS]
+#                    [--seal-cost PAIRS]
 #
 # Starts a local rpfs cluster (and two small ones for the iod sweep), a
 # minimal passthrough FUSE file system (tests/bench/), the same passthrough
@@ -56,6 +57,15 @@
 # and prints per job the medians, their ratio and the spread of the runs
 # without scraping (the noise).
 #
+# --seal-cost ROUNDS runs instead the main jobs on three rpfs clusters of
+# 4 iods: one without a cluster key ("off"), one with a key, whose TCP
+# streams are sealed after the handshake ("mac": a BLAKE2b tag on every
+# record, no sendfile or splice), and one whose mount also asks to
+# encrypt ("enc": [net] encrypt = on, ChaCha20-Poly1305), each job ROUNDS
+# times on each, the order rotating per round, and prints per job the
+# medians of throughput and of the CPU seconds of all their processes
+# (iods, mgr and mount), the ratios to "off" and the noise.
+#
 # Needs root (mounts, drop_caches, pipe-max-size, glusterd). Everything it
 # starts is stopped and everything it mounts is unmounted at exit;
 # /proc/sys/fs/pipe-max-size is restored.
@@ -84,6 +94,9 @@ ONLY=
 STORES=lmdb
 MD_FILES_ARG=
 SCRAPE_COST=0
+SEAL_COST=0
+KEYFILE=
+FUSE_CONF=
 T_START=$(date +%s)
 
 say() { printf 'bench: %s\n' "$*" >&2; }
@@ -110,6 +123,8 @@ while [ $# -gt 0 ]; do
 	--md-files=*) MD_FILES_ARG=${1#--md-files=} ;;
 	--scrape-cost) [ $# -ge 2 ] || die "--scrape-cost: expected PAIRS"; SCRAPE_COST=$2; shift ;;
 	--scrape-cost=*) SCRAPE_COST=${1#--scrape-cost=} ;;
+	--seal-cost) [ $# -ge 2 ] || die "--seal-cost: expected ROUNDS"; SEAL_COST=$2; shift ;;
+	--seal-cost=*) SEAL_COST=${1#--seal-cost=} ;;
 	-h|--help) usage 0 ;;
 	*) printf 'bench: unknown argument "%s"\n' "$1" >&2; usage 2 ;;
 	esac
@@ -136,6 +151,12 @@ esac
 [ "$SCRAPE_COST" -eq 0 ] || [ -z "$ONLY" ] || die "--scrape-cost and --only exclude each other"
 [ "$SCRAPE_COST" -eq 0 ] || [ "$SCRAPE" -eq 0 ] ||
 	die "--scrape-cost turns scraping on and off itself; leave --scrape out"
+case "$SEAL_COST" in
+[1-9]|[1-9][0-9]|0) ;;
+*) die "--seal-cost: expected 1..99 rounds, got \"$SEAL_COST\"" ;;
+esac
+[ "$SEAL_COST" -eq 0 ] || { [ -z "$ONLY" ] && [ "$SCRAPE_COST" -eq 0 ]; } ||
+	die "--seal-cost excludes --only and --scrape-cost"
 # STORE_LIST: the stores of the matrix, each named once, lmdb first.
 STORE_LIST=()
 IFS=, read -r -a _stores <<<"$STORES"
@@ -344,7 +365,8 @@ start_rpfs() {
 	for ((i = 0; i < n; i++)); do
 		metrics_opt --metrics $((base + 31 + i))
 		"$BUILD/iod/rpfs-iod" --listen "127.0.0.1:$((base + 1 + i))" --data "$st/iod$i" \
-			"${MO[@]}" </dev/null >"$WORK/logs/$name-iod$i.log" 2>&1 &
+			"${MO[@]}" ${KEYFILE:+--key "$KEYFILE"} </dev/null \
+			>"$WORK/logs/$name-iod$i.log" 2>&1 &
 		PIDS+=($!) pids+=($!)
 		wait_log "$WORK/logs/$name-iod$i.log" $! || die "$name: rpfs-iod $i did not start"
 		iods+=(--iod "127.0.0.1:$((base + 1 + i))")
@@ -358,13 +380,14 @@ start_rpfs() {
 	metrics_opt --metrics $((base + 30))
 	[ -z "$mport" ] || MO=(--metrics "127.0.0.1:$mport")
 	"$BUILD/mgr/rpfs-mgr" --listen "127.0.0.1:$base" "${mgr_store[@]}" "${iods[@]}" \
-		"${MO[@]}" </dev/null >"$WORK/logs/$name-mgr.log" 2>&1 &
+		"${MO[@]}" ${KEYFILE:+--key "$KEYFILE"} </dev/null >"$WORK/logs/$name-mgr.log" 2>&1 &
 	PIDS+=($!) pids+=($!)
 	wait_log "$WORK/logs/$name-mgr.log" $! || die "$name: rpfs-mgr did not start"
 	metrics_opt -o $((base + 36))
 	[ ${#MO[@]} -eq 0 ] || MO=(-o "metrics=${MO[1]}")
 	"$BUILD/fuse-client/rpfs-fuse" "127.0.0.1:$base" "$mnt" -f "${MO[@]}" \
-		</dev/null >"$WORK/logs/$name-fuse.log" 2>&1 &
+		${KEYFILE:+-o "key=$KEYFILE"} ${FUSE_CONF:+-o "conf=$FUSE_CONF"} </dev/null \
+		>"$WORK/logs/$name-fuse.log" 2>&1 &
 	PIDS+=($!) pids+=($!)
 	MOUNTS+=("$mnt")
 	wait_mount "$mnt" || { tail -n 20 "$WORK/logs/$name-fuse.log" >&2; die "$name: mount failed"; }
@@ -876,6 +899,55 @@ run_scrape_cost() {
 		die "cannot write the scrape cost table"
 }
 
+# ---- the cost of sealing (--seal-cost ROUNDS) -----------------------------
+# run_seal_cost: three clusters of 4 iods, "main" without a key, "seal"
+# with one (every TCP stream sealed after the handshake: common/transport/
+# net_seal.h) and "enc" whose mount asks to encrypt too (-o conf= a file
+# with [net] encrypt = on; the mount's connections to the mgr and the
+# iods are encrypted, the mgr's to the iods only sealed); each main job on
+# the three mounts, ROUNDS times, the order rotating per round; the CPU
+# seconds are those of each cluster's processes (iods, mgr and mount).
+# Prints the table and writes OUT/seal-cost.md.
+run_seal_cost() {
+	local spec job file nj pre p mode order d pids orders
+	say "starting three rpfs clusters (4 iods): no key, a key, a key and encryption"
+	start_rpfs main 4 "$PORT"
+	KEYFILE=$WORK/cluster.key
+	"$BUILD/admin/rpfs" keygen "$KEYFILE" >/dev/null || die "rpfs keygen failed"
+	start_rpfs seal 4 $((PORT + 10))
+	FUSE_CONF=$WORK/encrypt.conf
+	printf '[net]\nencrypt = on\n' >"$FUSE_CONF"
+	start_rpfs enc 4 $((PORT + 20))
+	KEYFILE= FUSE_CONF=
+	mkdir -p "$WORK/mnt/main/bench" "$WORK/mnt/seal/bench" "$WORK/mnt/enc/bench" \
+		"$WORK/fio-cwd/bench-fio"
+	say "seal cost: $SEAL_COST rounds per job ($MODE mode)"
+	orders=("off mac enc" "mac enc off" "enc off mac")
+	for spec in "${MAIN_JOBS[@]}"; do
+		read -r job file nj pre <<<"$spec"
+		for ((p = 0; p < SEAL_COST; p++)); do
+			order=${orders[p % 3]}
+			for mode in $order; do
+				case "$mode" in
+				off) d=$WORK/mnt/main/bench pids=$RPFS_PIDS_main ;;
+				mac) d=$WORK/mnt/seal/bench pids=$RPFS_PIDS_seal ;;
+				enc) d=$WORK/mnt/enc/bench pids=$RPFS_PIDS_enc ;;
+				esac
+				case "$pre" in
+				prewrite) prewrite_fio rpfs "$file" "$nj" "$d" ;;
+				drop) drop_caches ;;
+				esac
+				settle
+				run_fio main "$mode" rpfs "$job" "$file" "$nj" "$d" "$pids"
+			done
+		done
+	done
+	mkdir -p "$OUT"
+	cp "$RECORDS" "$OUT/seal-cost.jsonl"
+	$PY "$REPO/tests/bench/mdmatrix.py" seal-table "$RECORDS" "$OUT/seal-cost.md" ||
+		die "cannot write the seal cost table"
+}
+
 # ---- set up ---------------------------------------------------------------
 install_packages
 build_rpfs
@@ -916,6 +988,11 @@ fi
 if [ "$SCRAPE_COST" -gt 0 ]; then
 	run_scrape_cost
 	say "done in $(($(date +%s) - T_START)) s; $OUT/scrape-cost.md"
+	exit 0
+fi
+if [ "$SEAL_COST" -gt 0 ]; then
+	run_seal_cost
+	say "done in $(($(date +%s) - T_START)) s; $OUT/seal-cost.md"
 	exit 0
 fi
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""mdmatrix.py - the metadata matrix and scrape-cost tables of scripts/bench.sh.
+"""mdmatrix.py - the metadata matrix, scrape-cost and seal-cost tables of
+scripts/bench.sh.
 
     mdmatrix.py snap URL PREFIX WHAT PHASE
         fetch the mgr's /metrics at URL and write its per-op request
@@ -15,6 +16,8 @@
     mdmatrix.py scrape-table RECORDS OUT.md
         per job, the median of the runs without scraping and with it,
         their ratio and the spread of the runs without it (the noise)
+    mdmatrix.py seal-table RECORDS OUT.md
+        the same for --seal-cost: no key, sealed, sealed and encrypted
 
 Nothing here asserts a timing.
 """
@@ -180,38 +183,55 @@ def scrape_values(r):
     return out
 
 
-def scrape_table(path, outmd):
-    """Per job and metric: median off, median on, on/off, and the noise:
-    the largest ratio between two runs without scraping, minus 1 (and the
-    same among the runs with it)."""
+def cost_table(path, outmd, title, base, others):
+    """Per job and metric: the median of the runs with param base, and of
+    each param in others with its ratio to base; then the noise: the
+    largest ratio between two runs of one param, minus 1."""
+    params = [base] + others
     vals, keys = {}, []
     for r in load(path):
-        if r.get("param") not in ("off", "on") or "error" in r:
+        if r.get("param") not in params or "error" in r:
             continue
         for met, v in scrape_values(r):
             if (r["job"], met) not in keys:
                 keys.append((r["job"], met))
             vals.setdefault((r["job"], met, r["param"]), []).append(float(v))
-    head = ["job", "metric", "runs", "off (median)", "on (median)", "on/off",
-            "off spread (noise)", "on spread"]
+    head = ["job", "metric", "runs", "%s (median)" % base]
+    for o in others:
+        head += ["%s (median)" % o, "%s/%s" % (o, base)]
+    head += ["%s spread (noise)" % base] + ["%s spread" % o for o in others]
     rows = []
     for job, met in keys:
-        off, on = vals.get((job, met, "off"), []), vals.get((job, met, "on"), [])
-        if not off or not on or min(off) <= 0 or min(on) <= 0:
-            rows.append([job, met, "%d+%d" % (len(off), len(on))] + ["-"] * 5)
+        got = [vals.get((job, met, p), []) for p in params]
+        runs = "+".join(str(len(g)) for g in got)
+        if any(not g or min(g) <= 0 for g in got):
+            rows.append([job, met, runs] + ["-"] * (len(head) - 3))
             continue
-        mo, mn = statistics.median(off), statistics.median(on)
-        rows.append([job, met, "%d+%d" % (len(off), len(on)), "%.2f" % mo, "%.2f" % mn,
-                     "%.3f" % (mn / mo), "%.1f %%" % (100 * (max(off) / min(off) - 1)),
-                     "%.1f %%" % (100 * (max(on) / min(on) - 1))])
+        med = [statistics.median(g) for g in got]
+        row = [job, met, runs, "%.2f" % med[0]]
+        for m in med[1:]:
+            row += ["%.2f" % m, "%.3f" % (m / med[0])]
+        row += ["%.1f %%" % (100 * (max(g) / min(g) - 1)) for g in got]
+        rows.append(row)
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     fmt = "  ".join("%%-%ds" % w for w in widths)
     print("\n".join([fmt % tuple(head)] + [fmt % tuple(r) for r in rows]))
     with open(outmd, "w") as f:
-        f.write("# What scraping costs\n\n| %s |\n|%s|\n" %
-                (" | ".join(head), "|".join("---" for _ in head)))
+        f.write("# %s\n\n| %s |\n|%s|\n" %
+                (title, " | ".join(head), "|".join("---" for _ in head)))
         for r in rows:
             f.write("| %s |\n" % " | ".join(r))
+
+
+def scrape_table(path, outmd):
+    """--scrape-cost: runs without scraping (off) and with it (on)."""
+    cost_table(path, outmd, "What scraping costs", "off", ["on"])
+
+
+def seal_table(path, outmd):
+    """--seal-cost: no key (off), sealed (mac), sealed and encrypted (enc)."""
+    cost_table(path, outmd, "What sealing costs (off: no key; mac: a key, TCP streams "
+               "sealed; enc: encrypted too)", "off", ["mac", "enc"])
 
 
 def main(argv):
@@ -223,6 +243,8 @@ def main(argv):
         table(argv[2], argv[3])
     elif len(argv) == 4 and argv[1] == "scrape-table":
         scrape_table(argv[2], argv[3])
+    elif len(argv) == 4 and argv[1] == "seal-table":
+        seal_table(argv[2], argv[3])
     else:
         sys.exit(__doc__)
 

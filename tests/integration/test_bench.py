@@ -55,6 +55,10 @@ def bench(*args, timeout=900):
     (['--scrape-cost', '3x'], 'bench: error: --scrape-cost: expected 1..99 pairs, got "3x"'),
     (['--scrape-cost', '3', '--scrape'],
      'bench: error: --scrape-cost turns scraping on and off itself; leave --scrape out'),
+    (['--seal-cost', '100'], 'bench: error: --seal-cost: expected 1..99 rounds, got "100"'),
+    (['--seal-cost'], 'bench: error: --seal-cost: expected ROUNDS'),
+    (['--seal-cost', '2', '--scrape-cost', '2'],
+     'bench: error: --seal-cost excludes --only and --scrape-cost'),
 ])
 def test_bad_arguments(args, msg):
     """A bad argument gets one line naming it and exit status 1, before
