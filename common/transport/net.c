@@ -6,6 +6,8 @@
  */
 #include "net_int.h"
 #include "metrics_op.h"
+#include "log.h"
+#include "net_auth.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -215,6 +217,18 @@ void net_call_wait_done(struct net_call *call)
 	}
 }
 
+/* With [net] encrypt on, say once per client or server that its backend
+ * does not encrypt: verbs streams are neither sealed nor encrypted (only
+ * TCP's are, net_seal.h), and the setting must not be silently void. */
+static void net_encrypt_check(const struct net_opts *o,
+			      const struct net_client_ops *co, const char *what)
+{
+	if (o->encrypt && net_auth_keyed(o) && co != &tcp_client_ops)
+		log_warn("net: [net] encrypt is on, but this %s runs on %s, which "
+			 "does not encrypt: its connections are authenticated at "
+			 "connect only", what, co->name);
+}
+
 /* ------------------------------------------------------------------ client */
 
 /* Create a client through its backend (which starts the progress thread). */
@@ -231,6 +245,7 @@ int net_client_new(struct net_client **out, const struct net_opts *o)
 	rc = net_backend(opts.transport, &co, &so);
 	if (rc)
 		return rc;
+	net_encrypt_check(&opts, co, "client");
 	return co->client_new(out, &opts);
 }
 
@@ -435,6 +450,7 @@ int net_server_new(struct net_server **out, struct ev_loop *loop,
 	rc = net_backend(opts.transport, &co, &so);
 	if (rc)
 		return rc;
+	net_encrypt_check(&opts, co, "server");
 	rc = so->server_new(out, loop, host, port, net_srv_dispatch, NULL, &opts);
 	if (rc)
 		return rc;
