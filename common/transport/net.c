@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -592,6 +593,35 @@ int net_ms_left(uint64_t deadline_ns)
 		return 0;
 	ms = (deadline_ns - now + 999999) / 1000000;
 	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+/* See net_int.h. Cost: a pass over the iovecs; with rd_pipe, two fcntl. */
+int net_call_check(const struct net_call *call, int pipe_ok, uint64_t *wr,
+		   uint64_t *rd)
+{
+	if (call->wr_cnt < 0 || call->wr_cnt > NET_MAX_IOV || call->rd_cnt < 0 ||
+	    call->rd_cnt > NET_MAX_IOV || call->body_len > PROTO_MAX_BODY ||
+	    (call->body_len && !call->body) || (call->wr_cnt && !call->wr_iov) ||
+	    (call->rd_cnt && !call->rd_iov) || (call->rep_cap && !call->rep_buf) ||
+	    call->op == PROTO_OP_NET_HELLO || call->op == PROTO_OP_NET_CREDIT ||
+	    call->op == PROTO_OP_NET_AUTH)
+		return -EINVAL;
+	*wr = net_iov_total(call->wr_iov, call->wr_cnt);
+	*rd = net_iov_total(call->rd_iov, call->rd_cnt);
+	if (*wr > PROTO_MAX_BULK || *rd > PROTO_MAX_BULK)
+		return -EINVAL;
+	if (call->rd_pipe) {
+		/* room for twice the data (pipe buffers are pages; socket
+		 * pieces may not fill them), and a full pipe must not block
+		 * the receive side */
+		int psz = fcntl(call->rd_pipe_fd, F_GETPIPE_SZ);
+		int fl = fcntl(call->rd_pipe_fd, F_GETFL);
+
+		if (!pipe_ok || call->rd_pipe != 1 || psz < 0 || (uint64_t)psz < 2 * *rd ||
+		    fl < 0 || !(fl & O_NONBLOCK))
+			return -EINVAL;
+	}
+	return 0;
 }
 
 uint64_t net_call_timeout_ns(const struct net_call *call, const struct net_opts *o)

@@ -140,6 +140,13 @@ uint64_t net_now_ns(void);
 struct timespec net_ns_to_ts(uint64_t ns);
 /* Milliseconds from now until deadline, 0 if past, capped at INT_MAX. */
 int net_ms_left(uint64_t deadline_ns);
+/* Check a call's "in" fields for a backend, the same for all: counts,
+ * pointers, sizes, no transport control op; rd_pipe only where the
+ * backend reads into pipes (pipe_ok), non-blocking and twice the read
+ * length. Sets *wr and *rd to the write and read byte totals.
+ * @return 0 or -EINVAL */
+int net_call_check(const struct net_call *call, int pipe_ok, uint64_t *wr,
+		   uint64_t *rd);
 /* How long call may take, in ns: its own timeout_ms, else the client's. */
 uint64_t net_call_timeout_ns(const struct net_call *call, const struct net_opts *o);
 /* Sum of iovec lengths; UINT64_MAX if it overflows. */

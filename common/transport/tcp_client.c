@@ -54,7 +54,7 @@
 #include "net_seal.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <fcntl.h> /* splice */
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -701,34 +701,6 @@ out_unlock:
 
 /* ------------------------------------------------------------ submit/wait */
 
-/* Check a call's "in" fields. @return 0 or -EINVAL */
-static int tcp_call_check(const struct net_call *call, uint64_t *wr, uint64_t *rd)
-{
-	if (call->wr_cnt < 0 || call->wr_cnt > NET_MAX_IOV || call->rd_cnt < 0 ||
-	    call->rd_cnt > NET_MAX_IOV || call->body_len > PROTO_MAX_BODY ||
-	    (call->body_len && !call->body) || (call->wr_cnt && !call->wr_iov) ||
-	    (call->rd_cnt && !call->rd_iov) || (call->rep_cap && !call->rep_buf) ||
-	    call->op == PROTO_OP_NET_HELLO || call->op == PROTO_OP_NET_CREDIT ||
-	    call->op == PROTO_OP_NET_AUTH)
-		return -EINVAL;
-	*wr = net_iov_total(call->wr_iov, call->wr_cnt);
-	*rd = net_iov_total(call->rd_iov, call->rd_cnt);
-	if (*wr > PROTO_MAX_BULK || *rd > PROTO_MAX_BULK)
-		return -EINVAL;
-	if (call->rd_pipe) {
-		/* room for twice the data (pipe buffers are pages; socket
-		 * pieces may not fill them), and a full pipe must not block
-		 * the receive side. Cost: two fcntl per call. */
-		int psz = fcntl(call->rd_pipe_fd, F_GETPIPE_SZ);
-		int fl = fcntl(call->rd_pipe_fd, F_GETFL);
-
-		if (call->rd_pipe != 1 || psz < 0 || (uint64_t)psz < 2 * *rd ||
-		    fl < 0 || !(fl & O_NONBLOCK))
-			return -EINVAL;
-	}
-	return 0;
-}
-
 /*
  * The lane for a new call: the first idle one from a per-thread starting
  * point (so a thread keeps reusing a warm socket), else the least busy.
@@ -893,7 +865,7 @@ static int tcp_submit(struct net_conn *nc, struct net_call *call)
 	uint64_t wr, rd, deadline, mygen;
 	int rc;
 
-	rc = tcp_call_check(call, &wr, &rd);
+	rc = net_call_check(call, 1, &wr, &rd);
 	if (rc) {
 		tcp_lane_put(c);
 		return rc;

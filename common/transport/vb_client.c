@@ -1106,18 +1106,14 @@ static int vb_cv_wait(struct vb_cconn *c, uint64_t deadline)
 
 /* ------------------------------------------------------------------- submit */
 
+/* Check a call (net_call_check: no read pipes here), and that each
+ * segment fits a 32-bit scatter/gather length. @return 0 or -EINVAL */
 static int vb_call_check(const struct net_call *call, uint64_t *wr, uint64_t *rd)
 {
-	if (call->wr_cnt < 0 || call->wr_cnt > NET_MAX_IOV || call->rd_cnt < 0 ||
-	    call->rd_cnt > NET_MAX_IOV || call->body_len > PROTO_MAX_BODY ||
-	    (call->body_len && !call->body) || (call->wr_cnt && !call->wr_iov) ||
-	    (call->rd_cnt && !call->rd_iov) || (call->rep_cap && !call->rep_buf) ||
-	    call->op == PROTO_OP_NET_HELLO || call->op == PROTO_OP_NET_CREDIT)
-		return -EINVAL;
-	*wr = net_iov_total(call->wr_iov, call->wr_cnt);
-	*rd = net_iov_total(call->rd_iov, call->rd_cnt);
-	if (*wr > PROTO_MAX_BULK || *rd > PROTO_MAX_BULK)
-		return -EINVAL;
+	int rc = net_call_check(call, 0, wr, rd);
+
+	if (rc)
+		return rc;
 	for (int i = 0; i < call->wr_cnt; i++)
 		if (call->wr_iov[i].iov_len > UINT32_MAX)
 			return -EINVAL;

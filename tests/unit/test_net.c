@@ -374,6 +374,8 @@ static int t_invalid(struct net_conn *c)
 	CHECK(net_call_submit(c, &call) == -EINVAL);
 	call = (struct net_call){ .op = PROTO_OP_NET_HELLO };
 	CHECK(net_call_submit(c, &call) == -EINVAL);
+	call = (struct net_call){ .op = PROTO_OP_NET_AUTH };
+	CHECK(net_call_submit(c, &call) == -EINVAL);
 	return 0;
 }
 

@@ -689,6 +689,17 @@ static int test_failures(void)
 	CHECK(net_call_run(c, &e) == 0 && e.rep_len == 1);
 	net_client_stats(cl, &st);
 	CHECK(st.reconnects == 1 && st.timeouts >= 1);
+	/* the shared call check (net_call_check): no transport control op, no
+	 * read pipe on verbs (it cannot fill one) */
+	struct net_call bad = { .op = PROTO_OP_NET_AUTH };
+	CHECK(net_call_submit(c, &bad) == -EINVAL);
+	int pfd[2];
+	CHECK(pipe2(pfd, O_NONBLOCK) == 0);
+	bad = (struct net_call){ .op = OP_ECHO, .rd_iov = &(struct iovec){ rep, 4 },
+				 .rd_cnt = 1, .rd_pipe = 1, .rd_pipe_fd = pfd[1] };
+	CHECK(net_call_submit(c, &bad) == -EINVAL);
+	close(pfd[0]);
+	close(pfd[1]);
 	/* server stops with a call in flight: EIO */
 	struct net_call slow2 = { .op = OP_SLOW };
 	CHECK(net_call_submit(c, &slow2) == 0);
