@@ -82,6 +82,25 @@ size_t net_seal_records(uint64_t len)
 	return (size_t)((len + NET_SEAL_MAX - 1) / NET_SEAL_MAX);
 }
 
+/* The next piece at cur, at most max bytes, and advance past it (cur
+ * must not be done). */
+static struct iovec net_seal_take(struct net_seal_cur *cur, size_t max)
+{
+	const struct iovec *v = &cur->iov[cur->i];
+	struct iovec p = { (uint8_t *)v->iov_base + cur->off, v->iov_len - cur->off };
+
+	if (p.iov_len > max)
+		p.iov_len = max;
+	cur->off += p.iov_len;
+	if (cur->off == v->iov_len) {
+		cur->off = 0;
+		cur->i++;
+		while (cur->i < cur->cnt && cur->iov[cur->i].iov_len == 0)
+			cur->i++;
+	}
+	return p;
+}
+
 /* Take the pieces of one record from cur into out[1..], leaving out[0]
  * for its length and room for its tag. @return the payload bytes */
 static uint32_t net_seal_gather(struct net_seal_cur *cur, struct iovec *out,
@@ -90,21 +109,9 @@ static uint32_t net_seal_gather(struct net_seal_cur *cur, struct iovec *out,
 	uint32_t len = 0;
 	int n = 1;
 
-	while (cur->i < cur->cnt && len < NET_SEAL_MAX && n < room) {
-		const struct iovec *v = &cur->iov[cur->i];
-		size_t k = v->iov_len - cur->off;
-
-		if (k > NET_SEAL_MAX - len)
-			k = NET_SEAL_MAX - len;
-		out[n++] = (struct iovec){ (uint8_t *)v->iov_base + cur->off, k };
-		len += (uint32_t)k;
-		cur->off += k;
-		if (cur->off == v->iov_len) {
-			cur->off = 0;
-			cur->i++;
-			while (cur->i < cur->cnt && cur->iov[cur->i].iov_len == 0)
-				cur->i++;
-		}
+	while (!net_seal_cur_done(cur) && len < NET_SEAL_MAX && n < room) {
+		out[n] = net_seal_take(cur, NET_SEAL_MAX - len);
+		len += (uint32_t)out[n++].iov_len;
 	}
 	*used = n;
 	return len;
@@ -124,20 +131,10 @@ static int net_seal_iov_aead(struct net_seal *s, struct net_seal_cur *cur,
 		uint32_t len = 0;
 
 		while (!net_seal_cur_done(cur) && len < NET_SEAL_MAX) {
-			const struct iovec *v = &cur->iov[cur->i];
-			size_t k = v->iov_len - cur->off;
+			struct iovec p = net_seal_take(cur, NET_SEAL_MAX - len);
 
-			if (k > NET_SEAL_MAX - len)
-				k = NET_SEAL_MAX - len;
-			memcpy(pay + len, (const uint8_t *)v->iov_base + cur->off, k);
-			len += (uint32_t)k;
-			cur->off += k;
-			if (cur->off == v->iov_len) {
-				cur->off = 0;
-				cur->i++;
-				while (cur->i < cur->cnt && cur->iov[cur->i].iov_len == 0)
-					cur->i++;
-			}
+			memcpy(pay + len, p.iov_base, p.iov_len);
+			len += (uint32_t)p.iov_len;
 		}
 		net_seal_len(rec, len);
 		net_seal_nonce(s, nonce);
