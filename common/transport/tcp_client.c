@@ -603,6 +603,62 @@ static int tcp_client_handshake(struct tcp_client *tc, int fd, uint64_t deadline
 }
 
 /*
+ * Install fd, through the handshake, as c's socket: the pending table
+ * sized to the credit limit, the credits, the seal states, and the socket
+ * in the progress thread's epoll (calls arm it for replies). Takes
+ * send_lock (no frame is mid-send while tx_seal changes) and lock.
+ * @return 0, -ENOMEM, -errno of epoll_ctl (c stays down; fd is the
+ *	caller's to close)
+ */
+static int tcp_conn_install(struct tcp_conn *c, int fd, int credits,
+			    const struct net_seal seal[2])
+{
+	struct tcp_client *tc = c->tc;
+	struct epoll_event ev = { .events = EPOLLRDHUP | EPOLLONESHOT, .data.ptr = c };
+	int rc = 0;
+	unsigned nb;
+
+	/* Pending table: a power of two around the credit limit. */
+	for (nb = 16; nb < (unsigned)credits && nb < 4096; nb <<= 1)
+		;
+	pthread_mutex_lock(&c->send_lock);
+	pthread_mutex_lock(&c->lock);
+	if (nb - 1 > c->tab_mask) {
+		struct net_call **t = calloc(nb, sizeof(*t));
+		if (!t) {
+			rc = -ENOMEM;
+			goto out_unlock;
+		}
+		free(c->tab); /* empty: the last teardown drained it */
+		c->tab = t;
+		c->tab_mask = nb - 1;
+	}
+	/* No call is in flight yet: submit arms ARM_IN if it must. */
+	if (epoll_ctl(tc->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		rc = -errno;
+		goto out_unlock;
+	}
+	c->arm = ARM_HUP;
+	c->fd = fd;
+	c->up = 1;
+	c->gen++;
+	c->credits = c->credit_max = credits;
+	c->kill = 0;
+	if (tc->sealed) {
+		c->tx_seal = seal[0];
+		c->rx_seal0 = seal[1];
+	}
+	if (c->ever_up)
+		net_conn_reconnected(&c->base);
+	c->ever_up = 1;
+	pthread_cond_broadcast(&c->credit_cv);
+out_unlock:
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->send_lock);
+	return rc;
+}
+
+/*
  * Make sure c is connected: one caller at a time dials, handshakes and
  * installs the socket; the others wait on connect_lock and then find it up.
  * @return 0, or the dial/handshake error
@@ -610,10 +666,10 @@ static int tcp_client_handshake(struct tcp_client *tc, int fd, uint64_t deadline
 static int tcp_conn_connect(struct tcp_conn *c, uint64_t deadline)
 {
 	struct tcp_client *tc = c->tc;
+	char peer[PROTO_MAX_HOST + 16];
 	struct net_seal seal[2];
 	struct timespec ts;
 	int fd, rc, credits = 0;
-	unsigned nb;
 
 	/* timedlock wants CLOCK_REALTIME (clocklock is not known to tsan). */
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -635,58 +691,12 @@ static int tcp_conn_connect(struct tcp_conn *c, uint64_t deadline)
 		rc = fd;
 		goto out_unlock;
 	}
-	{
-		char peer[PROTO_MAX_HOST + 16];
-
-		snprintf(peer, sizeof(peer), "%s:%u", c->host, c->port);
-		rc = tcp_client_handshake(tc, fd, deadline, &credits, peer, seal);
-	}
+	snprintf(peer, sizeof(peer), "%s:%u", c->host, c->port);
+	rc = tcp_client_handshake(tc, fd, deadline, &credits, peer, seal);
+	if (rc == 0)
+		rc = tcp_conn_install(c, fd, credits, seal);
 	if (rc)
 		goto out_close_fd;
-
-	/* Pending table: a power of two around the credit limit. */
-	for (nb = 16; nb < (unsigned)credits && nb < 4096; nb <<= 1)
-		;
-	pthread_mutex_lock(&c->send_lock); /* tx_seal: no frame is mid-send */
-	pthread_mutex_lock(&c->lock);
-	if (nb - 1 > c->tab_mask) {
-		struct net_call **t = calloc(nb, sizeof(*t));
-		if (!t) {
-			pthread_mutex_unlock(&c->lock);
-			pthread_mutex_unlock(&c->send_lock);
-			rc = -ENOMEM;
-			goto out_close_fd;
-		}
-		free(c->tab); /* empty: the last teardown drained it */
-		c->tab = t;
-		c->tab_mask = nb - 1;
-	}
-	c->fd = fd;
-	c->up = 1;
-	c->gen++;
-	c->credits = c->credit_max = credits;
-	c->kill = 0;
-	if (tc->sealed) {
-		c->tx_seal = seal[0];
-		c->rx_seal0 = seal[1];
-	}
-	/* No call is in flight yet: submit arms ARM_IN if it must. */
-	struct epoll_event ev = { .events = EPOLLRDHUP | EPOLLONESHOT, .data.ptr = c };
-	c->arm = ARM_HUP;
-	if (epoll_ctl(tc->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		rc = -errno;
-		c->up = 0;
-		c->fd = -1;
-		pthread_mutex_unlock(&c->lock);
-		pthread_mutex_unlock(&c->send_lock);
-		goto out_close_fd;
-	}
-	if (c->ever_up)
-		net_conn_reconnected(&c->base);
-	c->ever_up = 1;
-	pthread_cond_broadcast(&c->credit_cv);
-	pthread_mutex_unlock(&c->lock);
-	pthread_mutex_unlock(&c->send_lock);
 	pthread_mutex_unlock(&c->connect_lock);
 	return 0;
 
