@@ -107,9 +107,9 @@ struct tsrv_conn {
 	int key_priv;                   /* that class is privileged here */
 	uint8_t cn[NET_AUTH_NONCE_LEN]; /* client nonce of the handshake */
 	uint8_t sn[NET_AUTH_NONCE_LEN]; /* our nonce of the handshake */
-	/* After AUTH with a key, both directions are sealed (net_seal.h):
-	 * input is opened in stg, output sealed as it is queued. */
-	int rx_sealed, tx_sealed;
+	/* After AUTH with a key, both directions are sealed (net_seal.h,
+	 * base.sealed): input is opened in stg, output sealed as it is
+	 * queued. */
 	int seal_mode;                  /* NET_SEAL_MAC, or _AEAD when either
 					 * side asked to encrypt */
 	struct net_seal rx_seal, tx_seal;
@@ -555,7 +555,6 @@ static void tsrv_seal_start(struct tsrv_conn *c)
 		      c->sn);
 	c->raw_len = c->stg_len - c->stg_off;
 	c->stg_len = c->stg_off;
-	c->rx_sealed = c->tx_sealed = 1;
 	c->base.sealed = 1;
 	tsrv_open(c);
 }
@@ -776,7 +775,7 @@ static int tsrv_in_body(struct tsrv_conn *c, uint32_t avail)
 		memcpy(c->body + c->body_got, c->stg + c->stg_off, k);
 		c->stg_off += k;
 		c->body_got += k;
-	} else if (k >= TSRV_DIRECT_MIN && !c->rx_sealed) {
+	} else if (k >= TSRV_DIRECT_MIN && !c->base.sealed) {
 		n = recv(c->fd, c->body + c->body_got, k, 0);
 		if (n <= 0)
 			return tsrv_rx_fail(c, n);
@@ -803,7 +802,7 @@ static int tsrv_in_pull(struct tsrv_conn *c, uint32_t avail)
 		size_t k = avail < c->pull_left ? avail : (size_t)c->pull_left;
 		tsrv_pull_take(c, c->stg + c->stg_off, k);
 		c->stg_off += (uint32_t)k;
-	} else if (c->pull_left >= TSRV_DIRECT_MIN && !c->rx_sealed) {
+	} else if (c->pull_left >= TSRV_DIRECT_MIN && !c->base.sealed) {
 		int cnt = c->pull_cnt - c->pull_cur;
 		n = readv(c->fd, c->pull_iov + c->pull_cur, cnt > IOV_MAX ? IOV_MAX : cnt);
 		if (n <= 0)
@@ -835,7 +834,7 @@ static int tsrv_in_refill(struct tsrv_conn *c, uint32_t avail)
 	if (n <= 0)
 		return tsrv_rx_fail(c, n);
 	NET_STAT_ADD(&c->srv->base.st, bytes_rx, n);
-	if (!c->rx_sealed) {
+	if (!c->base.sealed) {
 		c->stg_len += (uint32_t)n;
 		return 1;
 	}
@@ -1109,7 +1108,7 @@ static int tsrv_seal_frame(struct tsrv_conn *c, struct tsrv_frame *f)
  * try to write. A frame that cannot be sealed closes the connection. */
 static void tsrv_queue(struct tsrv_conn *c, struct tsrv_frame *f)
 {
-	if (c->tx_sealed && !c->dead && tsrv_seal_frame(c, f)) {
+	if (c->base.sealed && !c->dead && tsrv_seal_frame(c, f)) {
 		tsrv_conn_close(c, 1, "out of memory sealing a reply");
 		if (f->cb)
 			tsrv_defer(c, f, -EIO);
@@ -1305,7 +1304,7 @@ static int tsrv_reply(struct net_sreq *r, int32_t status, const void *body,
 			       .credits = 1, .flags = PROTO_F_REPLY, .body_len = len };
 	proto_hdr_encode(hb, &h);
 	NET_STAT_ADD(&s->base.st, msgs_tx, 1);
-	if (!c->out_head && !c->tx_sealed) {
+	if (!c->out_head && !c->base.sealed) {
 		struct iovec v[2] = { { hb, PROTO_HDR_LEN }, { (void *)body, len } };
 		struct msghdr m = { .msg_iov = v, .msg_iovlen = len ? 2 : 1 };
 		ssize_t n;

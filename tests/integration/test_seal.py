@@ -38,11 +38,6 @@ def kc(tmp_path_factory):
     util.cleanup(c)
 
 
-def rpfs_stats(c, port):
-    return util.run([util.binary('admin/rpfs'), 'stats', '--server', util.hostport(port),
-                     '--key', c.key], check=False, timeout=60)
-
-
 def logged(c, pattern, since):
     """Whether the iod logged a line matching pattern after offset since."""
     return re.search(pattern, c.iods[0].log.read_from(since), re.M) is not None
@@ -146,6 +141,18 @@ class Relay:
         self.t.join(30)
 
 
+def relayed_stats(c, port, mode='pass', conf=None):
+    """rpfs stats of the server at port through a Relay; (result, relay)."""
+    r = Relay(port, mode)
+    try:
+        args = ['--conf', conf] if conf else ['--key', c.key]
+        p = util.run([util.binary('admin/rpfs'), 'stats', '--server',
+                      util.hostport(r.lport())] + args, check=False, timeout=60)
+    finally:
+        r.close()
+    return p, r
+
+
 def test_sealed_requests_served(kc):
     """A peer that seals as net_seal.h says (wire.Sealed, written apart from
     the C code) is served, and the server's records check out."""
@@ -182,11 +189,7 @@ def test_relay_passing_through_works(kc):
     """The relay itself is transparent: forwarding every byte, the admin
     tool's request through it is served (so the failures below are the
     seal's)."""
-    r = Relay(kc.iod_ports[0], 'pass')
-    try:
-        p = rpfs_stats(kc, r.lport())
-    finally:
-        r.close()
+    p, _r = relayed_stats(kc, kc.iod_ports[0], 'pass')
     assert p.returncode == 0, p.stderr
     assert 'msgs_rx' in json.loads(p.stdout)
 
@@ -197,11 +200,7 @@ def test_relay_altering_requests_refused(kc, mode):
     """A bit flipped in the client's first record, or that record sent
     twice: the iod finds the record is not the key holder's and closes."""
     since = kc.iods[0].log.size()
-    r = Relay(kc.iod_ports[0], mode)
-    try:
-        p = rpfs_stats(kc, r.lport())
-    finally:
-        r.close()
+    p, _r = relayed_stats(kc, kc.iod_ports[0], mode)
     if mode == 'tamper':
         assert p.returncode != 0, p.stdout
     util.wait_until(lambda: logged(kc, SERVER_BAD, since), 10, what='the refusal logged')
@@ -210,11 +209,7 @@ def test_relay_altering_requests_refused(kc, mode):
 def test_relay_altering_replies_refused(kc):
     """A bit flipped in the iod's first record: the client refuses the
     reply, says why, and the command fails."""
-    r = Relay(kc.iod_ports[0], 'tamper_reply')
-    try:
-        p = rpfs_stats(kc, r.lport())
-    finally:
-        r.close()
+    p, _r = relayed_stats(kc, kc.iod_ports[0], 'tamper_reply')
     assert p.returncode != 0, p.stdout
     assert CLIENT_BAD in p.stderr, p.stderr
 
@@ -233,18 +228,6 @@ def ec(tmp_path_factory):
     m = c.mount(path, 'key=%s' % c.key)
     yield c, m
     util.cleanup(m, c)
-
-
-def relayed_stats(c, port, mode='pass', conf=None):
-    """rpfs stats of the server at port through a Relay; (result, relay)."""
-    r = Relay(port, mode)
-    try:
-        args = ['--conf', conf] if conf else ['--key', c.key]
-        p = util.run([util.binary('admin/rpfs'), 'stats', '--server',
-                      util.hostport(r.lport())] + args, check=False, timeout=60)
-    finally:
-        r.close()
-    return p, r
 
 
 def test_encrypting_server_hides_replies(kc, ec):
