@@ -6,12 +6,15 @@
  *
  *   record = len (u32 LE, 1..NET_SEAL_MAX) || payload || tag (16 bytes)
  *
- * In NET_SEAL_MAC mode the payload is plain and
- *   tag = BLAKE2b-128 keyed with the direction's key, over
- *         seq (u64 LE) || len || payload
- * In NET_SEAL_AEAD mode ([net] encrypt = on) the payload is encrypted:
- * ChaCha20-Poly1305 (IETF) with the direction's key, nonce 4 zero bytes ||
- * seq (u64 LE), the len bytes as additional data, and its 16-byte tag.
+ Both modes use the record's nonce, 4 zero bytes || seq (u64 LE), under
+ * the direction's key. In NET_SEAL_MAC mode the payload is plain and
+ *   tag = Poly1305 over len || payload, with the one-time key of the
+ *         first 32 bytes of the ChaCha20 (IETF) keystream of that nonce
+ * (the one-time key of RFC 8439's AEAD, without its padding; it never
+ * repeats, since a direction's key and seq never do). In NET_SEAL_AEAD
+ * mode ([net] encrypt = on) the payload is encrypted: ChaCha20-Poly1305
+ * (IETF) with that nonce, the len bytes as additional data, and its
+ * 16-byte tag.
  *
  * Each direction has its own key, derived from the cluster key proved in
  * the handshake, the mode and both nonces:
@@ -85,7 +88,8 @@ int net_seal_cur_done(const struct net_seal_cur *cur);
  * Seal the bytes at cur into at most max_rec records, as iovecs to send in
  * order. MAC mode: each record's length and tag are written to meta, its
  * payload stays where it is (no copy); a record is cut short when out has
- * no room for another piece. Cost: one BLAKE2b pass over the payload.
+ * no room for another piece. Cost: one ChaCha20 block per record and a
+ * Poly1305 pass over the payload.
  * AEAD mode: the whole record is written to meta, the payload copied and
  * encrypted there; one iovec per record. Cost: a copy and a ChaCha20-
  * Poly1305 pass.

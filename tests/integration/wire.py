@@ -96,19 +96,57 @@ SEAL_MAX = 8192  # common/transport/net_seal.h
 def seal_key(key, role, cn, sn, mode=0):
     """One direction's key: BLAKE2b-256 keyed with the cluster key over
     "rpfs-seal-v1" || role || mode || cn || sn (net_seal.h; mode 0 is
-    NET_SEAL_MAC, the only one spoken here: Python's standard library
-    has no ChaCha20-Poly1305)."""
+    NET_SEAL_MAC, the only one spoken here: the records of NET_SEAL_AEAD
+    would need ChaCha20 over every byte, too slow in Python)."""
     return hashlib.blake2b(b'rpfs-seal-v1' + role + bytes([mode]) + cn + sn, key=key,
                            digest_size=32).digest()
 
 
+def _rotl32(v, n):
+    return ((v << n) & 0xffffffff) | (v >> (32 - n))
+
+
+def chacha20_block(key, counter, nonce):
+    """The 64-byte ChaCha20 block (RFC 8439 section 2.3) of a 32-byte key,
+    a 32-bit block counter and a 12-byte nonce."""
+    st = [0x61707865, 0x3320646e, 0x79622d32, 0x6b206574] + \
+        list(struct.unpack('<8I', key)) + [counter] + list(struct.unpack('<3I', nonce))
+    x = list(st)
+
+    def qr(a, b, c, d):
+        x[a] = (x[a] + x[b]) & 0xffffffff
+        x[d] = _rotl32(x[d] ^ x[a], 16)
+        x[c] = (x[c] + x[d]) & 0xffffffff
+        x[b] = _rotl32(x[b] ^ x[c], 12)
+        x[a] = (x[a] + x[b]) & 0xffffffff
+        x[d] = _rotl32(x[d] ^ x[a], 8)
+        x[c] = (x[c] + x[d]) & 0xffffffff
+        x[b] = _rotl32(x[b] ^ x[c], 7)
+    for _ in range(10):
+        qr(0, 4, 8, 12), qr(1, 5, 9, 13), qr(2, 6, 10, 14), qr(3, 7, 11, 15)
+        qr(0, 5, 10, 15), qr(1, 6, 11, 12), qr(2, 7, 8, 13), qr(3, 4, 9, 14)
+    return struct.pack('<16I', *((a + b) & 0xffffffff for a, b in zip(x, st)))
+
+
+def poly1305(otk, msg):
+    """The 16-byte Poly1305 tag (RFC 8439 section 2.5) of msg under the
+    32-byte one-time key otk."""
+    r = int.from_bytes(otk[:16], 'little') & 0x0ffffffc0ffffffc0ffffffc0fffffff
+    s = int.from_bytes(otk[16:], 'little')
+    p, acc = (1 << 130) - 5, 0
+    for i in range(0, len(msg), 16):
+        block = msg[i:i + 16] + b'\x01'
+        acc = (acc + int.from_bytes(block, 'little')) * r % p
+    return ((acc + s) & ((1 << 128) - 1)).to_bytes(16, 'little')
+
+
 def seal_record(k, seq, payload):
-    """One sealed record: u32 length, payload, BLAKE2b-128 tag keyed with k
-    over seq (u64) || length || payload."""
+    """One sealed record in NET_SEAL_MAC mode: u32 length, payload, and
+    the Poly1305 tag of length || payload whose one-time key is the first
+    32 bytes of the ChaCha20 block of k, counter 0, nonce 0^4 || seq."""
     ln = struct.pack('<I', len(payload))
-    tag = hashlib.blake2b(struct.pack('<Q', seq) + ln + payload, key=k,
-                          digest_size=16).digest()
-    return ln + payload + tag
+    otk = chacha20_block(k, 0, b'\0' * 4 + struct.pack('<Q', seq))[:32]
+    return ln + payload + poly1305(otk, ln + payload)
 
 
 class Sealed:
