@@ -94,6 +94,165 @@ uint64_t net_call_timeout_ns(const struct net_call *call, const struct net_opts 
 	return ms * 1000000ull;
 }
 
+/* --------------------------------------------------------- connection */
+
+/* See net_int.h. The cv runs on CLOCK_MONOTONIC, the clock of every
+ * deadline here. */
+void net_conn_init(struct net_conn *c, struct net_client *cl)
+{
+	pthread_condattr_t ca;
+
+	c->cl = cl;
+	c->up = 0;
+	c->kill = 0;
+	c->gen = 0;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+/* See net_int.h. */
+void net_conn_fini(struct net_conn *c)
+{
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->lock);
+}
+
+/*
+ * Submit's admission (see net_int.h): connect while down (lock let go,
+ * the connect may take until the deadline), take a credit once up, wait
+ * for one otherwise. Why one loop: a connection may go down while we
+ * wait, and a connect may find it up already. Cost: nothing beyond the
+ * lock when a credit is free.
+ */
+int net_conn_admit(struct net_conn *c, uint64_t deadline)
+{
+	const struct net_client_ops *o = c->cl->ops;
+	int rc, waited = 0;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		if (!c->up) {
+			pthread_mutex_unlock(&c->lock);
+			rc = o->connect(c, deadline);
+			if (rc)
+				return rc;
+			pthread_mutex_lock(&c->lock);
+			continue;
+		}
+		rc = o->credit_take(c);
+		if (rc >= 0)
+			return rc;
+		if (!waited) {
+			waited = 1;
+			NET_STAT_ADD(&c->cl->st, credit_waits, 1);
+		}
+		if (o->credit_wait(c, deadline)) {
+			pthread_mutex_unlock(&c->lock);
+			NET_STAT_ADD(&c->cl->st, timeouts, 1);
+			return -ETIMEDOUT;
+		}
+	}
+}
+
+/* The fields every backend sets as a call is admitted; see net_int.h. */
+void net_call_start(struct net_call *call, struct net_conn *c, uint64_t tag,
+		    uint64_t deadline, enum net_call_state state)
+{
+	call->tag = tag;
+	call->conn = c;
+	call->err = 0;
+	call->status = 0;
+	call->rep_len = 0;
+	call->rd_bytes = 0;
+	call->deadline_ns = deadline;
+	__atomic_store_n(&call->state, state, __ATOMIC_RELAXED);
+}
+
+/* Mark, ask for the teardown, wait for it; see net_int.h. Only the
+ * thread that tears down may complete the call, so the caller's memory
+ * is safe once it is done. */
+void net_call_abort(struct net_call *call, int err)
+{
+	struct net_conn *c = call->conn;
+	int need_kick = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE) {
+		if (!call->err)
+			call->err = err;
+		c->kill = 1;
+		need_kick = 1;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (need_kick)
+		c->cl->ops->kick(c);
+	net_call_wait_done(call);
+}
+
+/* One call of a connection going down; see net_int.h. */
+void net_call_fail(struct net_call *p, struct net_call *culprit, int cerr)
+{
+	if (p == culprit)
+		p->err = cerr;
+	else if (!p->err)
+		p->err = -EIO;
+	net_call_done(p);
+}
+
+/* Undo the call's side of an admitted submit; see net_int.h. */
+int net_call_unsent(struct net_call *call, int rc)
+{
+	if (rc == -ETIMEDOUT)
+		NET_STAT_ADD(&call->conn->cl->st, timeouts, 1);
+	__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
+	return rc;
+}
+
+/*
+ * The wait loop (see net_int.h): done -> collect; else lead through the
+ * backend when it lets us (its reply then wakes nobody: we read it);
+ * else, past the deadline, abort the call, which tears the connection
+ * down before we return, so no late reply lands in the caller's memory;
+ * else sleep on the call's futex until its completer wakes us. Cost:
+ * one atomic load when the call is done already.
+ */
+int net_call_await(struct net_call *call)
+{
+	const struct net_client_ops *o = call->conn->cl->ops;
+	struct timespec ts = net_ns_to_ts(call->deadline_ns);
+	struct net_wait w = { .lead = call->lead, .held = call->lead };
+	int rc, s;
+
+	call->lead = 0;
+	for (;;) {
+		s = __atomic_load_n(&call->state, __ATOMIC_ACQUIRE);
+		if (s == NET_CALL_DONE)
+			break;
+		if (s != NET_CALL_SENT && s != NET_CALL_SLEEPING) {
+			w.bad = 1;
+			o->wait_end(call, &w);
+			return -EINVAL;
+		}
+		rc = o->lead(call, &w);
+		if (rc > 0)
+			continue;
+		if (rc < 0 || net_now_ns() >= call->deadline_ns) {
+			net_call_abort(call, -ETIMEDOUT);
+			break;
+		}
+		net_call_sleep(call, &ts);
+	}
+	rc = call->err;
+	if (rc == -ETIMEDOUT)
+		NET_STAT_ADD(&call->conn->cl->st, timeouts, 1);
+	__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
+	o->wait_end(call, &w);
+	return rc;
+}
+
 /* --------------------------------------------------------- public wrappers */
 
 /* Send a call through the connection's backend; count it in data_ops when
