@@ -120,6 +120,24 @@ void net_conn_fini(struct net_conn *c)
 	pthread_mutex_destroy(&c->lock);
 }
 
+/* See net_int.h. pthread_mutex_timedlock wants CLOCK_REALTIME
+ * (clocklock is not known to tsan), so the monotonic deadline is moved
+ * onto it; a clock step meanwhile stretches or shortens the wait. */
+int net_conn_connect_lock(pthread_mutex_t *m, uint64_t deadline)
+{
+	struct timespec ts;
+	uint64_t now, rt;
+	int rc;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = net_now_ns();
+	rt = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
+	     (deadline > now ? deadline - now : 0);
+	ts = net_ns_to_ts(rt);
+	rc = pthread_mutex_timedlock(m, &ts);
+	return rc == ETIMEDOUT ? -ETIMEDOUT : -rc;
+}
+
 /*
  * Submit's admission (see net_int.h): connect while down (lock let go,
  * the connect may take until the deadline), take a credit once up, wait

@@ -157,6 +157,12 @@ void net_conn_reconnected(struct net_conn *c);
 void net_conn_init(struct net_conn *c, struct net_client *cl);
 /** Free what net_conn_init set up. */
 void net_conn_fini(struct net_conn *c);
+/** Take a backend's connect lock (the one that serialises connection
+ * setup) by deadline.
+ * @param m the mutex
+ * @param deadline absolute CLOCK_MONOTONIC ns
+ * @return 0 (held), -ETIMEDOUT, -errno of pthread_mutex_timedlock */
+int net_conn_connect_lock(pthread_mutex_t *m, uint64_t deadline);
 /** Admit a call on c by deadline: connect while c is down, take a credit
  * when it is up, else wait for one (counted in credit_waits once).
  * @param c the connection (lock not held)

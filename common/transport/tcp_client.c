@@ -644,17 +644,11 @@ static int tcp_conn_connect(struct net_conn *nc, uint64_t deadline)
 	struct tcp_client *tc = c->tc;
 	char peer[PROTO_MAX_HOST + 16];
 	struct net_seal seal[2];
-	struct timespec ts;
 	int fd, rc, credits = 0;
 
-	/* timedlock wants CLOCK_REALTIME (clocklock is not known to tsan). */
-	clock_gettime(CLOCK_REALTIME, &ts);
-	uint64_t now = net_now_ns(), rt = (uint64_t)ts.tv_sec * 1000000000ull +
-		(uint64_t)ts.tv_nsec + (deadline > now ? deadline - now : 0);
-	ts = net_ns_to_ts(rt);
-	rc = pthread_mutex_timedlock(&c->connect_lock, &ts);
+	rc = net_conn_connect_lock(&c->connect_lock, deadline);
 	if (rc)
-		return rc == ETIMEDOUT ? -ETIMEDOUT : -rc;
+		return rc;
 	pthread_mutex_lock(&c->base.lock);
 	rc = c->base.up;
 	pthread_mutex_unlock(&c->base.lock);

@@ -835,7 +835,6 @@ out_destroy_ch:
  * @return 0, -ETIMEDOUT, -errno */
 static int vb_connect_lock(struct vb_cconn *c, uint64_t deadline)
 {
-	struct timespec ts;
 	int rc;
 
 	if (vb_leads(c->vc)) {
@@ -844,12 +843,7 @@ static int vb_connect_lock(struct vb_cconn *c, uint64_t deadline)
 				return -ETIMEDOUT;
 		return -rc;
 	}
-	clock_gettime(CLOCK_REALTIME, &ts);
-	uint64_t now = net_now_ns(), rt = (uint64_t)ts.tv_sec * 1000000000ull +
-		(uint64_t)ts.tv_nsec + (deadline > now ? deadline - now : 0);
-	ts = net_ns_to_ts(rt);
-	rc = pthread_mutex_timedlock(&c->connect_lock, &ts);
-	return rc == ETIMEDOUT ? -ETIMEDOUT : -rc;
+	return net_conn_connect_lock(&c->connect_lock, deadline);
 }
 
 /* Make sure c is up; one caller sets up, others wait on connect_lock.
