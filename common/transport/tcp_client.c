@@ -715,7 +715,7 @@ static void tcp_lane_put(struct tcp_conn *c)
 	__atomic_sub_fetch(&c->busy, 1, __ATOMIC_RELAXED);
 }
 
-/* The core's credit_take hook: one credit of c (c->lock held).
+/* The core's credit_take hook: one credit of c (c->base.lock held).
  * @return 0 taken, -1 none left */
 static int tcp_credit_take(struct net_conn *nc)
 {
@@ -728,7 +728,7 @@ static int tcp_credit_take(struct net_conn *nc)
 }
 
 /*
- * The core's credit_wait hook: wait on c->base.cv (c->lock held) until
+ * The core's credit_wait hook: wait on c->base.cv (c->base.lock held) until
  * deadline. Credits come back in frames someone has to read: with
  * nobody on the receive side, the socket is armed for input first, and
  * credit_waiters keeps it so (tcp_arm_wanted).

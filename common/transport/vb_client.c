@@ -1064,9 +1064,9 @@ static int vb_lead(struct vb_client *vc, struct net_call *call)
 }
 
 /*
- * Wait on c->base.cv (caller holds c->base.lock) for a credit, a slot or a buffer,
- * until deadline. A thread that leads the channel takes its events
- * instead, nobody else would bring the completion that frees one; it
+ * Wait on c->base.cv (caller holds c->base.lock) for a credit, a slot
+ * or a buffer, until deadline. A thread that leads the channel takes its
+ * events instead, nobody else would bring the completion that frees one; it
  * looks again every VB_LEAD_SLICE_MS (a failed submit frees without an
  * event). @return ETIMEDOUT once the deadline passed, else 0
  */
@@ -1094,7 +1094,7 @@ static int vb_credit_wait(struct net_conn *nc, uint64_t deadline)
 }
 
 /* The core's credit_take hook: a credit and a free call slot of c, taken
- * together (c->lock held). Cost: a scan of the slots.
+ * together (c->base.lock held). Cost: a scan of the slots.
  * @return the slot's index, -1 none (no credit or no free slot) */
 static int vb_slot_take(struct net_conn *nc)
 {
