@@ -10,6 +10,7 @@
 #ifndef RPFS_NET_INT_H
 #define RPFS_NET_INT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -23,6 +24,8 @@
 /* Counter update: relaxed atomics, readable at any time from any thread. */
 #define NET_STAT_ADD(st, field, n) \
 	__atomic_fetch_add(&(st)->field, (uint64_t)(n), __ATOMIC_RELAXED)
+
+struct net_wait;
 
 struct net_client_ops {
 	const char *name;
@@ -41,6 +44,25 @@ struct net_client_ops {
 	/* optional: long-lived client memory for the pin-down cache */
 	int (*register_mem)(struct net_client *cl, void *addr, size_t len);
 	int (*unregister_mem)(struct net_client *cl, void *addr);
+
+	/* Hooks of the call core (net_call.c), which runs submit's admission
+	 * and the wait loop the same way for every backend. */
+	/* Bring c up by deadline (c->lock not held). @return 0 or -errno */
+	int (*connect)(struct net_conn *c, uint64_t deadline);
+	/* Take a credit of c, which is up (c->lock held). @return the index
+	 * of what was taken (verbs: the call slot; tcp: 0), -1 none free */
+	int (*credit_take)(struct net_conn *c);
+	/* Wait for a credit or a state change of c up to deadline (c->lock
+	 * held, released while waiting). @return 0 look again, -ETIMEDOUT */
+	int (*credit_wait)(struct net_conn *c, uint64_t deadline);
+	/* Wake the progress thread: c->kill was set. Any thread. */
+	void (*kick)(struct net_conn *c);
+	/* One step of a wait: read replies ourselves if we may (lead).
+	 * @return 1 led (look at the call again), 0 did not (the core sleeps),
+	 * -ETIMEDOUT the deadline passed while leading */
+	int (*lead)(struct net_call *call, struct net_wait *w);
+	/* The wait of call is over (w->bad: it was not in flight). */
+	void (*wait_end)(struct net_call *call, struct net_wait *w);
 };
 
 struct net_server_ops {
@@ -92,8 +114,8 @@ struct net_client {
 			       * not yet waited for */
 };
 
-/* Head of every backend's client connection. Immutable after creation
- * except the atomics. */
+/* Head of every backend's client connection (tcp: of every lane). cl and
+ * head are immutable after creation; the rest as marked. */
 struct net_conn {
 	struct net_client *cl;
 	struct net_conn *head; /* the connection the caller holds: NULL for
@@ -101,11 +123,77 @@ struct net_conn {
 	uint64_t calls_open;   /* atomic (net.c): calls submitted, not waited */
 	uint64_t reconnects;   /* atomic: set up again after the first time,
 				* any lane (net_conn_reconnected) */
+	/* the call core's state (net_call.c); the backend's own fields
+	 * say which of them lock protects too */
+	pthread_mutex_t lock;  /* the fields below */
+	pthread_cond_t cv;     /* lock; credits returned / connection state
+				* changed (CLOCK_MONOTONIC) */
+	int up;                /* lock; connected */
+	int kill;              /* lock; teardown requested (progress thread,
+				* or the receive side's owner, serves it) */
+	uint64_t gen;          /* lock; ++ on every (re)connect */
+};
+
+/* What one wait keeps between the core's steps and the backend's hooks
+ * (on the waiter's stack). */
+struct net_wait {
+	int lead;  /* net_call.lead as submit left it (cleared in the call) */
+	int held;  /* verbs: this wait holds a lead of the channel; starts
+		    * as lead */
+	int bad;   /* the call was not in flight: the wait returns -EINVAL */
 };
 
 /** Count a reconnection of c (a lane) in the connection the caller holds
  * and in the client's net_stats. Any thread. */
 void net_conn_reconnected(struct net_conn *c);
+
+/*
+ * The call core (net_call.c). A backend's submit checks the call, takes
+ * admission (net_conn_admit), sets the call up (net_call_start) and posts
+ * it; its wait is net_call_await. Both follow the hooks in c->cl->ops.
+ */
+/** Set up c's call-core state (lock, cv on CLOCK_MONOTONIC, down) and
+ * its client. */
+void net_conn_init(struct net_conn *c, struct net_client *cl);
+/** Free what net_conn_init set up. */
+void net_conn_fini(struct net_conn *c);
+/** Take a backend's connect lock (the one that serialises connection
+ * setup) by deadline.
+ * @param m the mutex
+ * @param deadline absolute CLOCK_MONOTONIC ns
+ * @return 0 (held), -ETIMEDOUT, -errno of pthread_mutex_timedlock */
+int net_conn_connect_lock(pthread_mutex_t *m, uint64_t deadline);
+/** Admit a call on c by deadline: connect while c is down, take a credit
+ * when it is up, else wait for one (counted in credit_waits once).
+ * @param c the connection (lock not held)
+ * @param deadline absolute CLOCK_MONOTONIC ns
+ * @return what ops->credit_take returned (>= 0) with c->lock held; or,
+ *	with it released: -ETIMEDOUT (counted in timeouts), -errno of
+ *	ops->connect */
+int net_conn_admit(struct net_conn *c, uint64_t deadline);
+/** Set a call's shared fields as it is admitted on c: tag, conn, no
+ * error, status, reply or read bytes yet; its deadline and state.
+ * Caller holds c->lock. */
+void net_call_start(struct net_call *call, struct net_conn *c, uint64_t tag,
+		    uint64_t deadline, enum net_call_state state);
+/** Fail a call its waiter gives up on: mark it err (unless it has an
+ * error or is done), ask for its connection's teardown (kill and
+ * ops->kick), and wait until it is done: no byte lands in its memory
+ * after. Cost: a round trip through whoever tears down. */
+void net_call_abort(struct net_call *call, int err);
+/** A connection going down fails call p: culprit gets cerr, a call its
+ * waiter marked keeps its error, the rest -EIO; then completes it. The
+ * tearing thread, c->lock held. */
+void net_call_fail(struct net_call *p, struct net_call *culprit, int cerr);
+/** A submit that admitted call failed after: count a timeout, set it idle.
+ * @param rc the failure (-errno)
+ * @return rc */
+int net_call_unsent(struct net_call *call, int rc);
+/** Wait for a submitted call until its deadline, leading through
+ * ops->lead; at the deadline, net_call_abort(-ETIMEDOUT).
+ * @return the call's error: 0, -ETIMEDOUT (counted in timeouts), -EIO,
+ *	-EPROTO, ...; -EINVAL when it was not in flight */
+int net_call_await(struct net_call *call);
 
 /* Head of every backend's server. Loop thread only, except st (atomics). */
 struct net_server {

@@ -112,17 +112,14 @@ struct tcp_conn {
 
 	pthread_mutex_t connect_lock;    /* serialises connection setup */
 	pthread_mutex_t send_lock;       /* one frame at a time; close(fd) */
-	pthread_mutex_t lock;            /* fields below, and calls' private parts */
-	pthread_cond_t credit_cv;        /* credits returned / conn state changed */
+	/* "lock" below is base.lock: it also covers calls' private parts;
+	 * base.up, base.gen, base.kill and base.cv are the core's */
 	int fd;                          /* lock; -1 when down */
-	int up;                          /* lock */
 	int ever_up;                     /* lock */
-	uint64_t gen;                    /* lock; ++ on every (re)connect */
 	int credits, credit_max;         /* lock */
 	uint64_t next_tag;               /* lock */
 	struct net_call **tab;           /* lock; pending calls by tag */
 	unsigned tab_mask;               /* lock */
-	int kill;                        /* lock; teardown requested */
 	int rx_owner;                    /* lock; enum tcp_rx_owner */
 	int arm;                         /* lock; enum tcp_arm */
 	int inflight;                    /* lock; calls in tab */
@@ -167,6 +164,12 @@ static void tcp_kick(struct tcp_client *tc)
 	(void)eventfd_write(tc->evfd, 1);
 }
 
+/* The core's kick hook: the progress thread serves c's kill request. */
+static void tcp_conn_kick(struct net_conn *nc)
+{
+	tcp_kick(NET_CONTAINER_OF(nc, struct tcp_conn, base)->tc);
+}
+
 /* ----------------------------------------------------------- pending table */
 
 /* Calls this thread submitted with wait_now and has not begun to wait for
@@ -175,7 +178,7 @@ static void tcp_kick(struct tcp_client *tc)
  * thread, which reads them meanwhile. */
 static __thread int tcp_tls_unwaited;
 
-/* Register call in c's pending table. Caller holds c->lock. */
+/* Register call in c's pending table. Caller holds c->base.lock. */
 static void tcp_tab_insert(struct tcp_conn *c, struct net_call *call)
 {
 	struct net_call **b = &c->tab[call->tag & c->tab_mask];
@@ -185,7 +188,7 @@ static void tcp_tab_insert(struct tcp_conn *c, struct net_call *call)
 	c->inflight++;
 }
 
-/* Find a pending call by tag. Caller holds c->lock. O(chain). */
+/* Find a pending call by tag. Caller holds c->base.lock. O(chain). */
 static struct net_call *tcp_tab_find(struct tcp_conn *c, uint64_t tag)
 {
 	for (struct net_call *p = c->tab[tag & c->tab_mask]; p; p = p->next)
@@ -209,7 +212,7 @@ static void tcp_tab_remove(struct tcp_conn *c, struct net_call *call)
 
 /*
  * Set the epoll mode of c's socket to mode (enum tcp_arm) unless it is
- * there already. Caller holds c->lock; c is up. Cost: one epoll_ctl when
+ * there already. Caller holds c->base.lock; c is up. Cost: one epoll_ctl when
  * the mode changes, nothing otherwise.
  */
 static void tcp_arm_set(struct tcp_conn *c, int mode)
@@ -229,7 +232,7 @@ static void tcp_arm_set(struct tcp_conn *c, int mode)
 
 /* The mode c's socket needs while nobody owns its receive side: replies
  * due (calls in flight, or credits awaited) need a reader. Caller holds
- * c->lock. */
+ * c->base.lock. */
 static int tcp_arm_wanted(const struct tcp_conn *c)
 {
 	return c->inflight > 0 || c->credit_waiters > 0 ? ARM_IN : ARM_HUP;
@@ -250,14 +253,14 @@ static void tcp_conn_down(struct tcp_conn *c, struct net_call *culprit,
 	struct tcp_client *tc = c->tc;
 	int fd;
 
-	pthread_mutex_lock(&c->lock);
-	c->kill = 0;
-	if (!c->up) {
-		pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&c->base.lock);
+	c->base.kill = 0;
+	if (!c->base.up) {
+		pthread_mutex_unlock(&c->base.lock);
 		return;
 	}
 	fd = c->fd;
-	c->up = 0;
+	c->base.up = 0;
 	c->fd = -1;
 	c->credits = 0;
 	epoll_ctl(tc->epfd, EPOLL_CTL_DEL, fd, NULL);
@@ -275,46 +278,18 @@ static void tcp_conn_down(struct tcp_conn *c, struct net_call *culprit,
 			struct net_call *nx = p->next;
 			p->next = NULL;
 			c->inflight--;
-			if (p == culprit)
-				p->err = culprit_err;
-			else if (!p->err)
-				p->err = -EIO;
-			net_call_done(p);
+			net_call_fail(p, culprit, culprit_err);
 			p = nx;
 		}
 	}
-	pthread_cond_broadcast(&c->credit_cv);
-	pthread_mutex_unlock(&c->lock);
+	pthread_cond_broadcast(&c->base.cv);
+	pthread_mutex_unlock(&c->base.lock);
 
 	pthread_mutex_lock(&c->send_lock);
 	close(fd);
 	pthread_mutex_unlock(&c->send_lock);
 	NET_STAT_ADD(&tc->base.st, conn_errors, 1);
 	log_debug("net: connection to %s:%u closed", c->host, c->port);
-}
-
-/*
- * Fail a call the caller gave up on: mark it with err, ask the progress
- * thread to tear its connection down, and wait until it has (after which
- * no byte will land in the call's memory). Cost: one round trip through
- * the progress thread.
- */
-static void tcp_call_abort(struct net_call *call, int err)
-{
-	struct tcp_conn *c = NET_CONTAINER_OF(call->conn, struct tcp_conn, base);
-	int need_kick = 0;
-
-	pthread_mutex_lock(&c->lock);
-	if (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE) {
-		if (!call->err)
-			call->err = err;
-		c->kill = 1;
-		need_kick = 1;
-	}
-	pthread_mutex_unlock(&c->lock);
-	if (need_kick)
-		tcp_kick(c->tc);
-	net_call_wait_done(call);
 }
 
 /* ----------------------------------------------------------- connect side */
@@ -622,7 +597,7 @@ static int tcp_conn_install(struct tcp_conn *c, int fd, int credits,
 	for (nb = 16; nb < (unsigned)credits && nb < 4096; nb <<= 1)
 		;
 	pthread_mutex_lock(&c->send_lock);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&c->base.lock);
 	if (nb - 1 > c->tab_mask) {
 		struct net_call **t = calloc(nb, sizeof(*t));
 		if (!t) {
@@ -640,10 +615,10 @@ static int tcp_conn_install(struct tcp_conn *c, int fd, int credits,
 	}
 	c->arm = ARM_HUP;
 	c->fd = fd;
-	c->up = 1;
-	c->gen++;
+	c->base.up = 1;
+	c->base.gen++;
 	c->credits = c->credit_max = credits;
-	c->kill = 0;
+	c->base.kill = 0;
 	if (tc->sealed) {
 		c->tx_seal = seal[0];
 		c->rx_seal0 = seal[1];
@@ -651,9 +626,9 @@ static int tcp_conn_install(struct tcp_conn *c, int fd, int credits,
 	if (c->ever_up)
 		net_conn_reconnected(&c->base);
 	c->ever_up = 1;
-	pthread_cond_broadcast(&c->credit_cv);
+	pthread_cond_broadcast(&c->base.cv);
 out_unlock:
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->base.lock);
 	pthread_mutex_unlock(&c->send_lock);
 	return rc;
 }
@@ -663,25 +638,20 @@ out_unlock:
  * installs the socket; the others wait on connect_lock and then find it up.
  * @return 0, or the dial/handshake error
  */
-static int tcp_conn_connect(struct tcp_conn *c, uint64_t deadline)
+static int tcp_conn_connect(struct net_conn *nc, uint64_t deadline)
 {
+	struct tcp_conn *c = NET_CONTAINER_OF(nc, struct tcp_conn, base);
 	struct tcp_client *tc = c->tc;
 	char peer[PROTO_MAX_HOST + 16];
 	struct net_seal seal[2];
-	struct timespec ts;
 	int fd, rc, credits = 0;
 
-	/* timedlock wants CLOCK_REALTIME (clocklock is not known to tsan). */
-	clock_gettime(CLOCK_REALTIME, &ts);
-	uint64_t now = net_now_ns(), rt = (uint64_t)ts.tv_sec * 1000000000ull +
-		(uint64_t)ts.tv_nsec + (deadline > now ? deadline - now : 0);
-	ts = net_ns_to_ts(rt);
-	rc = pthread_mutex_timedlock(&c->connect_lock, &ts);
+	rc = net_conn_connect_lock(&c->connect_lock, deadline);
 	if (rc)
-		return rc == ETIMEDOUT ? -ETIMEDOUT : -rc;
-	pthread_mutex_lock(&c->lock);
-	rc = c->up;
-	pthread_mutex_unlock(&c->lock);
+		return rc;
+	pthread_mutex_lock(&c->base.lock);
+	rc = c->base.up;
+	pthread_mutex_unlock(&c->base.lock);
 	if (rc) {
 		rc = 0;
 		goto out_unlock;
@@ -745,46 +715,39 @@ static void tcp_lane_put(struct tcp_conn *c)
 	__atomic_sub_fetch(&c->busy, 1, __ATOMIC_RELAXED);
 }
 
-/*
- * Take a credit of c once it is up (connecting it, and waiting up to
- * deadline for a credit, as needed). Caller holds c->lock; it is let go
- * while connecting or waiting, and held again on return.
- * @return 0, -ETIMEDOUT, -errno of the connect
- */
-static int tcp_credit_take(struct tcp_conn *c, uint64_t deadline)
+/* The core's credit_take hook: one credit of c (c->base.lock held).
+ * @return 0 taken, -1 none left */
+static int tcp_credit_take(struct net_conn *nc)
 {
-	struct tcp_client *tc = c->tc;
-	int rc, waited = 0;
+	struct tcp_conn *c = NET_CONTAINER_OF(nc, struct tcp_conn, base);
 
-	for (;;) {
-		if (!c->up) {
-			pthread_mutex_unlock(&c->lock);
-			rc = tcp_conn_connect(c, deadline);
-			pthread_mutex_lock(&c->lock);
-			if (rc)
-				return rc;
-			continue;
-		}
-		if (c->credits > 0) {
-			c->credits--;
-			return 0;
-		}
-		if (!waited) {
-			waited = 1;
-			NET_STAT_ADD(&tc->base.st, credit_waits, 1);
-		}
-		/* Credits come back in frames someone has to read. */
-		if (c->rx_owner == RXO_NONE)
-			tcp_arm_set(c, ARM_IN);
-		struct timespec ts = net_ns_to_ts(deadline);
-		c->credit_waiters++;
-		rc = pthread_cond_timedwait(&c->credit_cv, &c->lock, &ts);
-		c->credit_waiters--;
-		if (rc == ETIMEDOUT && !(c->up && c->credits > 0)) {
-			NET_STAT_ADD(&tc->base.st, timeouts, 1);
-			return -ETIMEDOUT;
-		}
-	}
+	if (c->credits <= 0)
+		return -1;
+	c->credits--;
+	return 0;
+}
+
+/*
+ * The core's credit_wait hook: wait on c->base.cv (c->base.lock held) until
+ * deadline. Credits come back in frames someone has to read: with
+ * nobody on the receive side, the socket is armed for input first, and
+ * credit_waiters keeps it so (tcp_arm_wanted).
+ * @return 0 look again, -ETIMEDOUT (no credit came)
+ */
+static int tcp_credit_wait(struct net_conn *nc, uint64_t deadline)
+{
+	struct tcp_conn *c = NET_CONTAINER_OF(nc, struct tcp_conn, base);
+	struct timespec ts = net_ns_to_ts(deadline);
+	int rc;
+
+	if (c->rx_owner == RXO_NONE)
+		tcp_arm_set(c, ARM_IN);
+	c->credit_waiters++;
+	rc = pthread_cond_timedwait(&c->base.cv, &c->base.lock, &ts);
+	c->credit_waiters--;
+	if (rc == ETIMEDOUT && !(c->base.up && c->credits > 0))
+		return -ETIMEDOUT;
+	return 0;
 }
 
 /*
@@ -845,10 +808,10 @@ static int tcp_send_frame(struct tcp_conn *c, struct net_call *call, uint64_t wr
 		iov[2 + i] = call->wr_iov[i];
 
 	pthread_mutex_lock(&c->send_lock);
-	pthread_mutex_lock(&c->lock);
-	ok = c->up && c->gen == gen;
+	pthread_mutex_lock(&c->base.lock);
+	ok = c->base.up && c->base.gen == gen;
 	fd = c->fd;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->base.lock);
 	if (!ok)
 		rc = -EIO;
 	else if (c->tc->sealed)
@@ -863,10 +826,14 @@ static int tcp_send_frame(struct tcp_conn *c, struct net_call *call, uint64_t wr
 }
 
 /*
- * Send a call on the least busy lane: connect if needed, take a credit
- * (waiting up to the deadline), register the call by tag, then write
- * header + body + write data under the send lock. Cost: one sendmsg for
- * small calls.
+ * Send a call on the least busy lane: admission through the core
+ * (connect if needed, take a credit, waiting up to the deadline),
+ * register the call by tag, then write header + body + write data under
+ * the send lock. A failed send aborts the call (its connection is torn
+ * down: part of the frame may be out). The lane's busy count is held
+ * until the wait ends, or given back here on failure. Cost: one sendmsg
+ * for small calls.
+ * @return 0, -EINVAL (the call), -ETIMEDOUT, -errno of the connect, -EIO
  */
 static int tcp_submit(struct net_conn *nc, struct net_call *call)
 {
@@ -876,52 +843,40 @@ static int tcp_submit(struct net_conn *nc, struct net_call *call)
 	int rc;
 
 	rc = net_call_check(call, 1, &wr, &rd);
-	if (rc) {
-		tcp_lane_put(c);
-		return rc;
-	}
+	if (rc)
+		goto out_lane_put;
 	deadline = net_now_ns() + net_call_timeout_ns(call, &tc->base.opts);
-
-	pthread_mutex_lock(&c->lock);
-	rc = tcp_credit_take(c, deadline);
-	if (rc) {
-		pthread_mutex_unlock(&c->lock);
-		tcp_lane_put(c);
-		return rc;
-	}
-	call->tag = ++c->next_tag;
-	call->conn = &c->base; /* the lane: tcp_wait reads it */
-	call->err = 0;
-	call->status = 0;
-	call->rep_len = 0;
-	call->rd_bytes = 0;
-	call->deadline_ns = deadline;
-	__atomic_store_n(&call->state, NET_CALL_SENT, __ATOMIC_RELAXED);
+	rc = net_conn_admit(&c->base, deadline);
+	if (rc < 0)
+		goto out_lane_put;
+	/* conn is the lane: the wait reads it */
+	net_call_start(call, &c->base, ++c->next_tag, deadline, NET_CALL_SENT);
 	tcp_tab_insert(c, call);
 	/* The reply of this thread's first wait_now call is read by this
 	 * thread; any other needs the progress thread (see tcp_tls_unwaited)
 	 * unless a caller owns the socket (it sets the mode when it lets go). */
 	if ((!call->wait_now || tcp_tls_unwaited > 0) && c->rx_owner == RXO_NONE)
 		tcp_arm_set(c, ARM_IN);
-	mygen = c->gen;
-	pthread_mutex_unlock(&c->lock);
+	mygen = c->base.gen;
+	pthread_mutex_unlock(&c->base.lock);
 
 	rc = tcp_send_frame(c, call, wr, rd, mygen, deadline);
 	if (rc) {
 		/* Part of a frame may be on the wire: the stream is lost. */
-		tcp_call_abort(call, rc);
-		rc = call->err ? call->err : rc;
-		if (rc == -ETIMEDOUT)
-			NET_STAT_ADD(&tc->base.st, timeouts, 1);
-		__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
-		tcp_lane_put(c);
-		return rc == -ETIMEDOUT ? rc : -EIO;
+		net_call_abort(call, rc);
+		rc = net_call_unsent(call, call->err ? call->err : rc);
+		rc = rc == -ETIMEDOUT ? rc : -EIO;
+		goto out_lane_put;
 	}
 	NET_STAT_ADD(&tc->base.st, msgs_tx, 1);
 	NET_STAT_ADD(&tc->base.st, bulk_pull_bytes, wr);
 	call->lead = call->wait_now;
 	tcp_tls_unwaited += call->wait_now;
 	return 0;
+
+out_lane_put:
+	tcp_lane_put(c);
+	return rc;
 }
 
 /*
@@ -946,15 +901,15 @@ static void tcp_lead(struct tcp_conn *c, struct net_call *call)
 			return; /* torn down: the call is done */
 		if (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) == NET_CALL_DONE)
 			return;
-		pthread_mutex_lock(&c->lock);
-		fd = c->up ? c->fd : -1;
+		pthread_mutex_lock(&c->base.lock);
+		fd = c->base.up ? c->fd : -1;
 		if (fd >= 0 && net_now_ns() >= call->deadline_ns &&
 		    __atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE) {
 			if (!call->err)
 				call->err = -ETIMEDOUT;
-			c->kill = 1;
+			c->base.kill = 1;
 		}
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&c->base.lock);
 		if (fd < 0)
 			return;
 		ms = net_ms_left(call->deadline_ns);
@@ -966,44 +921,33 @@ static void tcp_lead(struct tcp_conn *c, struct net_call *call)
 }
 
 /*
- * Wait for the reply until the call's deadline; on timeout have the
- * connection torn down so nothing lands in the call's memory later. When
- * nobody reads the connection, read it ourselves (tcp_lead); otherwise
- * sleep until the reader completes the call.
+ * The core's lead hook (net_call_await): when nobody reads the call's
+ * lane, read it ourselves (tcp_lead) until the call is done or its
+ * deadline passed (tcp_lead then asked for the teardown and served it).
+ * @return 1 led, 0 somebody else reads it (the core sleeps)
  */
-static int tcp_wait(struct net_call *call)
+static int tcp_wait_lead(struct net_call *call, struct net_wait *w)
 {
 	struct tcp_conn *c = NET_CONTAINER_OF(call->conn, struct tcp_conn, base);
-	struct timespec ts = net_ns_to_ts(call->deadline_ns);
-	int rc, s;
 
-	if (call->lead) {
-		call->lead = 0;
+	(void)w;
+	if (!tcp_rx_take(c, RXO_CALLER))
+		return 0;
+	tcp_lead(c, call);
+	tcp_rx_release(c);
+	return 1;
+}
+
+/* The core's wait_end hook: the call no longer counts among this
+ * thread's unwaited ones (tcp_tls_unwaited), and gives back the busy
+ * count it held on its lane since submit (a call that was not in
+ * flight holds none). */
+static void tcp_wait_end(struct net_call *call, struct net_wait *w)
+{
+	if (w->lead)
 		tcp_tls_unwaited--;
-	}
-	for (;;) {
-		s = __atomic_load_n(&call->state, __ATOMIC_ACQUIRE);
-		if (s == NET_CALL_DONE)
-			break;
-		if (s != NET_CALL_SENT && s != NET_CALL_SLEEPING)
-			return -EINVAL;
-		if (tcp_rx_take(c, RXO_CALLER)) {
-			tcp_lead(c, call);
-			tcp_rx_release(c);
-			continue;
-		}
-		if (net_now_ns() >= call->deadline_ns) {
-			tcp_call_abort(call, -ETIMEDOUT);
-			break;
-		}
-		net_call_sleep(call, &ts);
-	}
-	rc = call->err;
-	if (rc == -ETIMEDOUT)
-		NET_STAT_ADD(&c->tc->base.st, timeouts, 1);
-	__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
-	tcp_lane_put(c);
-	return rc;
+	if (!w->bad)
+		tcp_lane_put(NET_CONTAINER_OF(call->conn, struct tcp_conn, base));
 }
 
 /* -------------------------------------------------------- progress thread */
@@ -1017,12 +961,12 @@ static int tcp_rx_hdr(struct tcp_conn *c, struct net_call **culprit, int *cerr)
 	struct net_call *call = NULL;
 	const char *why = NULL;
 
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&c->base.lock);
 	if (h->flags == PROTO_F_CTRL && h->op == PROTO_OP_NET_CREDIT && !h->bulk_len) {
 		c->credits += h->credits;
 		if (c->credits > c->credit_max)
 			c->credits = c->credit_max;
-		pthread_cond_broadcast(&c->credit_cv);
+		pthread_cond_broadcast(&c->base.cv);
 		NET_STAT_ADD(&tc->base.st, msgs_rx, 1);
 		c->phase = RX_SKIP;
 		c->rx_left = h->body_len;
@@ -1053,7 +997,7 @@ static int tcp_rx_hdr(struct tcp_conn *c, struct net_call **culprit, int *cerr)
 	} else {
 		why = "unexpected frame flags";
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->base.lock);
 	if (why) {
 		log_warn("net: %s:%u: %s (op %u tag %llu); closing", c->host,
 			 c->port, why, h->op, (unsigned long long)h->tag);
@@ -1078,7 +1022,7 @@ static void tcp_rx_finish(struct tcp_conn *c)
 		call->rd_bytes += c->h.bulk_len;
 		return;
 	}
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&c->base.lock);
 	tcp_tab_remove(c, call);
 	call->status = c->h.status;
 	call->rep_len = c->h.body_len;
@@ -1087,9 +1031,9 @@ static void tcp_rx_finish(struct tcp_conn *c)
 	if (c->credits > c->credit_max)
 		c->credits = c->credit_max;
 	if (c->h.credits)
-		pthread_cond_signal(&c->credit_cv);
+		pthread_cond_signal(&c->base.cv);
 	net_call_done(call);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->base.lock);
 	NET_STAT_ADD(&c->tc->base.st, msgs_rx, 1);
 }
 
@@ -1299,11 +1243,11 @@ static int tcp_rx_staged(const struct tcp_conn *c)
 	return c->phase == RX_HDR ? avail >= PROTO_HDR_LEN : avail > 0;
 }
 
-/* Reset the parser after a reconnect. Receive side owner, c->lock held. */
+/* Reset the parser after a reconnect. Receive side owner, c->base.lock held. */
 static void tcp_rx_reset_gen(struct tcp_conn *c)
 {
-	if (c->up && c->rx_gen != c->gen) {
-		c->rx_gen = c->gen;
+	if (c->base.up && c->rx_gen != c->base.gen) {
+		c->rx_gen = c->base.gen;
 		c->phase = RX_HDR;
 		c->rx_call = NULL;
 		c->stg_off = c->stg_len = c->raw_len = 0;
@@ -1322,15 +1266,15 @@ static int tcp_rx_owned(struct tcp_conn *c, struct net_call *stop_call)
 	struct net_call *culprit = NULL;
 	int fd, rc = 0, kill, cerr = 0;
 
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&c->base.lock);
 	fd = c->fd;
-	kill = c->kill;
+	kill = c->base.kill;
 	tcp_rx_reset_gen(c);
-	if (!c->up) {
-		pthread_mutex_unlock(&c->lock);
+	if (!c->base.up) {
+		pthread_mutex_unlock(&c->base.lock);
 		return -1;
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->base.lock);
 	if (kill) {
 		tcp_conn_down(c, NULL, 0);
 		return -1;
@@ -1362,17 +1306,17 @@ static int tcp_rx_owned(struct tcp_conn *c, struct net_call *stop_call)
 static void tcp_rx_release(struct tcp_conn *c)
 {
 	for (;;) {
-		pthread_mutex_lock(&c->lock);
-		if (c->kill && c->up) {
-			pthread_mutex_unlock(&c->lock);
+		pthread_mutex_lock(&c->base.lock);
+		if (c->base.kill && c->base.up) {
+			pthread_mutex_unlock(&c->base.lock);
 			tcp_conn_down(c, NULL, 0);
 			continue;
 		}
-		c->kill = 0;
+		c->base.kill = 0;
 		c->rx_owner = RXO_NONE;
-		if (c->up)
+		if (c->base.up)
 			tcp_arm_set(c, tcp_arm_wanted(c));
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&c->base.lock);
 		return;
 	}
 }
@@ -1388,8 +1332,8 @@ static int tcp_rx_take(struct tcp_conn *c, int who)
 {
 	int got = 0;
 
-	pthread_mutex_lock(&c->lock);
-	if (c->up && c->rx_owner == RXO_NONE) {
+	pthread_mutex_lock(&c->base.lock);
+	if (c->base.up && c->rx_owner == RXO_NONE) {
 		c->rx_owner = who;
 		got = 1;
 		if (who == RXO_PROGRESS)
@@ -1399,7 +1343,7 @@ static int tcp_rx_take(struct tcp_conn *c, int who)
 	} else if (who == RXO_PROGRESS) {
 		c->arm = ARM_OFF; /* the owner re-arms when it lets go */
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->base.lock);
 	return got;
 }
 
@@ -1420,13 +1364,13 @@ static void tcp_do_kills(struct tcp_client *tc)
 {
 	pthread_mutex_lock(&tc->lock);
 	for (struct tcp_conn *c = tc->conns; c; c = c->next_conn) {
-		pthread_mutex_lock(&c->lock);
-		int k = c->kill && c->up && c->rx_owner == RXO_NONE;
+		pthread_mutex_lock(&c->base.lock);
+		int k = c->base.kill && c->base.up && c->rx_owner == RXO_NONE;
 		if (k)
 			c->rx_owner = RXO_PROGRESS;
-		else if (c->kill && !c->up)
-			c->kill = 0;
-		pthread_mutex_unlock(&c->lock);
+		else if (c->base.kill && !c->base.up)
+			c->base.kill = 0;
+		pthread_mutex_unlock(&c->base.lock);
 		if (k) {
 			tcp_conn_down(c, NULL, 0);
 			tcp_rx_release(c);
@@ -1520,8 +1464,7 @@ static void tcp_client_free(struct net_client *cl)
 			close(c->fd);
 		free(c->tab);
 		free(c->seal_buf);
-		pthread_cond_destroy(&c->credit_cv);
-		pthread_mutex_destroy(&c->lock);
+		net_conn_fini(&c->base);
 		pthread_mutex_destroy(&c->send_lock);
 		pthread_mutex_destroy(&c->connect_lock);
 		free(c);
@@ -1537,7 +1480,6 @@ static struct tcp_conn *tcp_lane_new(struct tcp_client *tc, const char *host,
 				     uint16_t port)
 {
 	struct tcp_conn *c;
-	pthread_condattr_t ca;
 
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -1548,18 +1490,13 @@ static struct tcp_conn *tcp_lane_new(struct tcp_client *tc, const char *host,
 		return NULL;
 	}
 	c->tab_mask = 15;
-	c->base.cl = &tc->base;
+	net_conn_init(&c->base, &tc->base);
 	c->tc = tc;
 	snprintf(c->host, sizeof(c->host), "%s", host);
 	c->port = port;
 	c->fd = -1;
 	pthread_mutex_init(&c->connect_lock, NULL);
 	pthread_mutex_init(&c->send_lock, NULL);
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->credit_cv, &ca);
-	pthread_condattr_destroy(&ca);
 	pthread_mutex_lock(&tc->lock);
 	c->next_conn = tc->conns;
 	tc->conns = c;
@@ -1600,5 +1537,11 @@ const struct net_client_ops tcp_client_ops = {
 	.client_free = tcp_client_free,
 	.conn_new = tcp_conn_new,
 	.submit = tcp_submit,
-	.wait = tcp_wait,
+	.wait = net_call_await,
+	.connect = tcp_conn_connect,
+	.credit_take = tcp_credit_take,
+	.credit_wait = tcp_credit_wait,
+	.kick = tcp_conn_kick,
+	.lead = tcp_wait_lead,
+	.wait_end = tcp_wait_end,
 };

@@ -93,7 +93,7 @@ enum vb_cs_state {
 };
 
 struct vb_cslot {
-	enum vb_cs_state state;   /* c->lock */
+	enum vb_cs_state state;   /* c->base.lock */
 	struct net_call *call;
 	uint64_t gen;             /* connection generation it was built for */
 	int wr_fast, rd_fast;     /* fast slot index or -1 */
@@ -114,10 +114,10 @@ struct vb_cconn {
 	struct vb_cconn *next_conn;      /* vc->lock */
 
 	pthread_mutex_t connect_lock;    /* serialises connection setup */
-	pthread_mutex_t lock;            /* everything below */
-	pthread_cond_t cv;               /* credit, slot, buffer or state change */
-	int up, ever_up, kill;
-	uint64_t gen;
+	/* base.lock covers everything below; base.cv is signalled on a
+	 * credit, slot, buffer or state change; base.up, base.kill and
+	 * base.gen are the core's (net_int.h) */
+	int ever_up;
 	struct vb_credits cr;
 	uint64_t next_seq;
 	struct vb_cslot *cs;             /* ncs slots */
@@ -175,9 +175,16 @@ struct vb_client {
 	struct vb_rcache rc;
 };
 
+/* Nudge the progress thread (kill requests, stop). */
 static void vb_kick(struct vb_client *vc)
 {
 	(void)eventfd_write(vc->evfd, 1);
+}
+
+/* The core's kick hook: the progress thread serves c's kill request. */
+static void vb_conn_kick(struct net_conn *nc)
+{
+	vb_kick(NET_CONTAINER_OF(nc, struct vb_cconn, base)->vc);
 }
 
 /* Wake the caller that leads the completion channel, if one does: a call
@@ -194,7 +201,7 @@ static void vb_lead_kick(struct vb_client *vc)
 		(void)eventfd_write(vc->lead_fd, 1);
 }
 
-/* Release everything a slot holds and free it. Caller holds c->lock. */
+/* Release everything a slot holds and free it. Caller holds c->base.lock. */
 static void vb_slot_release(struct vb_cconn *c, struct vb_cslot *s)
 {
 	struct vb_client *vc = c->vc;
@@ -217,12 +224,12 @@ static void vb_slot_release(struct vb_cconn *c, struct vb_cslot *s)
 	s->rd_in_fast = 0;
 	s->call = NULL;
 	s->state = VB_CS_FREE;
-	pthread_cond_broadcast(&c->cv);
+	pthread_cond_broadcast(&c->base.cv);
 }
 
 /* ------------------------------------------------------------------ teardown */
 
-/* Free the verbs objects of the current connection. Caller holds c->lock
+/* Free the verbs objects of the current connection. Caller holds c->base.lock
  * and the QP is in the error state (no more incoming RDMA). */
 static void vb_conn_destroy_res(struct vb_cconn *c)
 {
@@ -253,13 +260,13 @@ static void vb_conn_down(struct vb_cconn *c, struct net_call *culprit, int cerr)
 {
 	struct vb_client *vc = c->vc;
 
-	pthread_mutex_lock(&c->lock);
-	c->kill = 0;
-	if (!c->up) {
-		pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&c->base.lock);
+	c->base.kill = 0;
+	if (!c->base.up) {
+		pthread_mutex_unlock(&c->base.lock);
 		return;
 	}
-	c->up = 0;
+	c->base.up = 0;
 	c->cr.avail = 0;
 	if (c->id)
 		rdma_disconnect(c->id); /* QP -> error */
@@ -268,39 +275,15 @@ static void vb_conn_down(struct vb_cconn *c, struct net_call *culprit, int cerr)
 		if (s->state != VB_CS_SENT)
 			continue; /* BUILDING: its submitter notices the new gen */
 		struct net_call *p = s->call;
-		if (p == culprit)
-			p->err = cerr;
-		else if (!p->err)
-			p->err = -EIO;
 		vb_slot_release(c, s);
-		net_call_done(p);
+		net_call_fail(p, culprit, cerr);
 	}
 	vb_conn_destroy_res(c);
-	pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->lock);
+	pthread_cond_broadcast(&c->base.cv);
+	pthread_mutex_unlock(&c->base.lock);
 	NET_STAT_ADD(&vc->base.st, conn_errors, 1);
 	log_debug("net: verbs connection to %s:%u closed", c->host, c->port);
 	vb_lead_kick(vc);
-}
-
-/* Fail a call its waiter gave up on; wait until the progress thread has
- * torn the connection down (after that nothing lands in its memory). */
-static void vb_call_abort(struct net_call *call, int err)
-{
-	struct vb_cconn *c = NET_CONTAINER_OF(call->conn, struct vb_cconn, base);
-	int need = 0;
-
-	pthread_mutex_lock(&c->lock);
-	if (__atomic_load_n(&call->state, __ATOMIC_ACQUIRE) != NET_CALL_DONE) {
-		if (!call->err)
-			call->err = err;
-		c->kill = 1;
-		need = 1;
-	}
-	pthread_mutex_unlock(&c->lock);
-	if (need)
-		vb_kick(c->vc);
-	net_call_wait_done(call);
 }
 
 /* ------------------------------------------------------------------- connect */
@@ -479,7 +462,7 @@ out_unmap:
 	return -ENOMEM;
 }
 
-/* Post receive buffers [from, to) in one batch. Caller holds c->lock. */
+/* Post receive buffers [from, to) in one batch. Caller holds c->base.lock. */
 static int vb_post_recvs(struct vb_cconn *c, struct vb_crbuf **bufs, int n)
 {
 	struct ibv_recv_wr wr[VB_POLL_BATCH + 1], *bad;
@@ -498,7 +481,7 @@ static int vb_post_recvs(struct vb_cconn *c, struct vb_crbuf **bufs, int n)
 
 /* Reap send completions (polled, never by interrupt). An error means the
  * connection is gone: ask the progress thread to tear it down. Caller
- * holds c->lock. */
+ * holds c->base.lock. */
 static void vb_poll_sends(struct vb_cconn *c)
 {
 	struct ibv_wc wc[VB_POLL_BATCH];
@@ -508,10 +491,10 @@ static void vb_poll_sends(struct vb_cconn *c)
 		return;
 	while ((n = ibv_poll_cq(c->scq, VB_POLL_BATCH, wc)) > 0) {
 		for (int i = 0; i < n; i++)
-			if (wc[i].status != IBV_WC_SUCCESS && c->up && !c->kill) {
+			if (wc[i].status != IBV_WC_SUCCESS && c->base.up && !c->base.kill) {
 				log_debug("net: verbs send to %s:%u failed: %s", c->host,
 					  c->port, ibv_wc_status_str(wc[i].status));
-				c->kill = 1;
+				c->base.kill = 1;
 				vb_kick(c->vc);
 			}
 		if (n < VB_POLL_BATCH)
@@ -519,7 +502,7 @@ static void vb_poll_sends(struct vb_cconn *c)
 	}
 }
 
-/* Post one send WR; caller holds c->lock and has checked c->up. */
+/* Post one send WR; caller holds c->base.lock and has checked c->base.up. */
 static int vb_post(struct vb_cconn *c, struct ibv_send_wr *wr)
 {
 	struct ibv_send_wr *bad;
@@ -531,7 +514,7 @@ static int vb_post(struct vb_cconn *c, struct ibv_send_wr *wr)
 }
 
 /* Prove the key: the AUTH control message right after the connection is
- * established, before any request. Caller holds c->lock. */
+ * established, before any request. Caller holds c->base.lock. */
 static int vb_send_auth(struct vb_cconn *c, const uint8_t *key,
 			const uint8_t *cn, const uint8_t *sn)
 {
@@ -604,9 +587,9 @@ static int vb_conn_auth(struct vb_cconn *c, const uint8_t *key, uint8_t cls,
 		return -EACCES;
 	}
 	NET_STAT_ADD(&vc->base.st, auth_ok, 1);
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&c->base.lock);
 	rc = vb_send_auth(c, key, cn, sp->sn);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->base.lock);
 	if (rc)
 		return -ENOTCONN;
 	while ((n = ibv_poll_cq(c->rcq, 1, &wc)) == 0) {
@@ -820,18 +803,18 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 		rc = -ENOTCONN;
 		goto out_disconnect;
 	}
-	pthread_mutex_lock(&c->lock);
-	c->up = 1;
-	c->gen++;
+	pthread_mutex_lock(&c->base.lock);
+	c->base.up = 1;
+	c->base.gen++;
 	c->cr.max = c->cr.avail = sp.credits < c->ncs ? sp.credits : c->ncs;
-	c->kill = 0;
+	c->base.kill = 0;
 	c->fast_busy = 0;
 	c->big_busy = 0;
 	if (c->ever_up)
 		net_conn_reconnected(&c->base);
 	c->ever_up = 1;
-	pthread_cond_broadcast(&c->cv);
-	pthread_mutex_unlock(&c->lock);
+	pthread_cond_broadcast(&c->base.cv);
+	pthread_mutex_unlock(&c->base.lock);
 	rdma_destroy_event_channel(ch);
 	return 0;
 
@@ -852,7 +835,6 @@ out_destroy_ch:
  * @return 0, -ETIMEDOUT, -errno */
 static int vb_connect_lock(struct vb_cconn *c, uint64_t deadline)
 {
-	struct timespec ts;
 	int rc;
 
 	if (vb_leads(c->vc)) {
@@ -861,26 +843,22 @@ static int vb_connect_lock(struct vb_cconn *c, uint64_t deadline)
 				return -ETIMEDOUT;
 		return -rc;
 	}
-	clock_gettime(CLOCK_REALTIME, &ts);
-	uint64_t now = net_now_ns(), rt = (uint64_t)ts.tv_sec * 1000000000ull +
-		(uint64_t)ts.tv_nsec + (deadline > now ? deadline - now : 0);
-	ts = net_ns_to_ts(rt);
-	rc = pthread_mutex_timedlock(&c->connect_lock, &ts);
-	return rc == ETIMEDOUT ? -ETIMEDOUT : -rc;
+	return net_conn_connect_lock(&c->connect_lock, deadline);
 }
 
 /* Make sure c is up; one caller sets up, others wait on connect_lock.
  * @return 0, -errno (see vb_conn_setup) */
-static int vb_conn_connect(struct vb_cconn *c, uint64_t deadline)
+static int vb_conn_connect(struct net_conn *nc, uint64_t deadline)
 {
+	struct vb_cconn *c = NET_CONTAINER_OF(nc, struct vb_cconn, base);
 	int rc;
 
 	rc = vb_connect_lock(c, deadline);
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&c->lock);
-	rc = c->up;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&c->base.lock);
+	rc = c->base.up;
+	pthread_mutex_unlock(&c->base.lock);
 	if (!rc) {
 		rc = vb_conn_setup(c, deadline);
 		if (rc) {
@@ -1086,22 +1064,50 @@ static int vb_lead(struct vb_client *vc, struct net_call *call)
 }
 
 /*
- * Wait on c->cv (caller holds c->lock) for a credit, a slot or a buffer,
- * until deadline. A thread that leads the channel takes its events
- * instead, nobody else would bring the completion that frees one; it
+ * Wait on c->base.cv (caller holds c->base.lock) for a credit, a slot
+ * or a buffer, until deadline. A thread that leads the channel takes its
+ * events instead, nobody else would bring the completion that frees one; it
  * looks again every VB_LEAD_SLICE_MS (a failed submit frees without an
  * event). @return ETIMEDOUT once the deadline passed, else 0
  */
 static int vb_cv_wait(struct vb_cconn *c, uint64_t deadline)
 {
 	if (vb_leads(c->vc)) {
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&c->base.lock);
 		int rc = vb_lead_poll(c->vc, -1, deadline, VB_LEAD_SLICE_MS);
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&c->base.lock);
 		return rc ? ETIMEDOUT : 0;
 	}
 	struct timespec ts = net_ns_to_ts(deadline);
-	return pthread_cond_timedwait(&c->cv, &c->lock, &ts);
+	return pthread_cond_timedwait(&c->base.cv, &c->base.lock, &ts);
+}
+
+/* The core's credit_wait hook: vb_cv_wait, which leads the channel while
+ * it waits if this thread leads it. @return 0 look again, -ETIMEDOUT */
+static int vb_credit_wait(struct net_conn *nc, uint64_t deadline)
+{
+	struct vb_cconn *c = NET_CONTAINER_OF(nc, struct vb_cconn, base);
+
+	if (vb_cv_wait(c, deadline) == ETIMEDOUT && net_now_ns() >= deadline)
+		return -ETIMEDOUT;
+	return 0;
+}
+
+/* The core's credit_take hook: a credit and a free call slot of c, taken
+ * together (c->base.lock held). Cost: a scan of the slots.
+ * @return the slot's index, -1 none (no credit or no free slot) */
+static int vb_slot_take(struct net_conn *nc)
+{
+	struct vb_cconn *c = NET_CONTAINER_OF(nc, struct vb_cconn, base);
+
+	if (c->cr.avail <= 0)
+		return -1;
+	for (int i = 0; i < c->ncs; i++)
+		if (c->cs[i].state == VB_CS_FREE) {
+			vb_credit_take(&c->cr);
+			return i;
+		}
+	return -1;
 }
 
 /* ------------------------------------------------------------------- submit */
@@ -1275,7 +1281,7 @@ static void vb_gather(struct net_stats *st, const struct iovec *iov, int cnt,
 }
 
 /* Take a free fast slot bit (ours and the server's share the index).
- * Caller holds c->lock. @return index or -1 */
+ * Caller holds c->base.lock. @return index or -1 */
 static int vb_fast_take(struct vb_cconn *c)
 {
 	for (int i = 0; i < c->s_nslots && i < VB_FAST_SLOTS; i++)
@@ -1340,13 +1346,13 @@ static void vb_build_choose(struct vb_cconn *c, struct vb_cslot *s, struct vb_bu
 		b->m.flags |= VB_F_RD_RDMA;
 	s->rd_total = rd;
 
-	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&c->base.lock);
 	if (b->wm == VB_WM_FAST && (s->wr_fast = vb_fast_take(c)) < 0)
 		b->wm = VB_WM_RDMA; /* all fast slots busy: server-based */
 	if ((b->m.flags & VB_F_RD_RDMA) && rd <= o->fast_max && !b->rd_user &&
 	    (s->rd_fast = vb_fast_take(c)) >= 0)
 		s->rd_in_fast = 1;
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->base.lock);
 
 	int nz_rd = vb_iov_nonzero(call->rd_iov, call->rd_cnt);
 	if (!(b->m.flags & VB_F_RD_RDMA))
@@ -1361,10 +1367,10 @@ static void vb_build_choose(struct vb_cconn *c, struct vb_cslot *s, struct vb_bu
 		return;
 	b->big = 1;
 	if (b->wm == VB_WM_FAST) {
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&c->base.lock);
 		c->fast_busy &= ~(1u << s->wr_fast);
 		s->wr_fast = -1;
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&c->base.lock);
 	}
 	if (b->wm == VB_WM_INLINE || b->wm == VB_WM_FAST)
 		b->wm = VB_WM_RDMA;
@@ -1411,17 +1417,17 @@ static int vb_build_take_big(struct vb_cconn *c, struct vb_cslot *s, uint64_t de
 {
 	int rc = 0;
 
-	pthread_mutex_lock(&c->lock);
-	while (c->big_busy && c->up && c->gen == s->gen)
+	pthread_mutex_lock(&c->base.lock);
+	while (c->big_busy && c->base.up && c->base.gen == s->gen)
 		if (vb_cv_wait(c, deadline) == ETIMEDOUT)
 			break;
-	if (c->big_busy || !c->up || c->gen != s->gen) {
+	if (c->big_busy || !c->base.up || c->base.gen != s->gen) {
 		rc = c->big_busy ? -ETIMEDOUT : -EIO;
 	} else {
 		c->big_busy = 1;
 		s->big = 1;
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->base.lock);
 	return rc;
 }
 
@@ -1566,8 +1572,8 @@ static int vb_build_and_post(struct vb_cconn *c, struct vb_cslot *s, int si,
 	rc = vb_build_wr(c, s, si, &b);
 	if (rc)
 		goto out_free_segbuf;
-	pthread_mutex_lock(&c->lock);
-	if (!c->up || c->gen != s->gen || call->err)
+	pthread_mutex_lock(&c->base.lock);
+	if (!c->base.up || c->base.gen != s->gen || call->err)
 		rc = -EIO;
 	else
 		rc = vb_post(c, &b.swr);
@@ -1575,7 +1581,7 @@ static int vb_build_and_post(struct vb_cconn *c, struct vb_cslot *s, int si,
 		s->state = VB_CS_SENT;
 		__atomic_store_n(&call->state, NET_CALL_SENT, __ATOMIC_RELAXED);
 	}
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->base.lock);
 	if (rc == 0)
 		vb_build_count(&c->vc->base.st, &b);
 
@@ -1585,69 +1591,60 @@ out_free_segbuf:
 }
 
 /*
- * Send a call: connect if needed, take a credit and a slot (waiting up to
- * the deadline), then build and post the request. Cost: one post_send, plus
- * ibv_reg_mr per group of memory not declared long-lived (server-based
- * transfers only), or once per declared region (its first use).
+ * Give back what a failed submit held after admission: its lead, the
+ * credit (only to the connection it was taken from: c->base.gen ==
+ * s->gen and still up; a teardown zeroed the credits), the slot.
+ * @return the submit's error: -ETIMEDOUT, -EINVAL, else -EIO
+ */
+static int vb_submit_undo(struct vb_cconn *c, struct vb_cslot *s,
+			  struct net_call *call, int rc)
+{
+	if (call->lead)
+		vb_lead_put(c->vc);
+	call->lead = 0;
+	pthread_mutex_lock(&c->base.lock);
+	if (c->base.gen == s->gen && c->base.up)
+		vb_credit_give(&c->cr, 1);
+	vb_slot_release(c, s);
+	pthread_mutex_unlock(&c->base.lock);
+	rc = net_call_unsent(call, rc);
+	return rc == -ETIMEDOUT || rc == -EINVAL ? rc : -EIO;
+}
+
+/*
+ * Send a call: admission through the core (connect if needed, take a
+ * credit and a slot, waiting up to the deadline), take the lead of a
+ * wait_now call, then build and post the request. Cost: one
+ * post_send, plus ibv_reg_mr per group of memory not declared long-lived
+ * (server-based transfers only), or once per declared region (its first
+ * use).
+ * @return 0, -EINVAL (the call), -ETIMEDOUT, -errno of the connect
+ *	(vb_conn_connect), -EIO
  */
 static int vb_submit(struct net_conn *nc, struct net_call *call)
 {
 	struct vb_cconn *c = NET_CONTAINER_OF(nc, struct vb_cconn, base);
 	struct vb_client *vc = c->vc;
-	struct vb_cslot *s = NULL;
+	struct vb_cslot *s;
 	uint64_t wr, rd, deadline;
-	int rc, waited = 0, si = -1;
+	int rc, si;
 
 	rc = vb_call_check(call, &wr, &rd);
 	if (rc)
 		return rc;
 	deadline = net_now_ns() + net_call_timeout_ns(call, &vc->base.opts);
-
-	pthread_mutex_lock(&c->lock);
-	for (;;) {
-		if (!c->up) {
-			pthread_mutex_unlock(&c->lock);
-			rc = vb_conn_connect(c, deadline);
-			if (rc)
-				return rc;
-			pthread_mutex_lock(&c->lock);
-			continue;
-		}
-		si = -1;
-		if (c->cr.avail > 0)
-			for (int i = 0; i < c->ncs; i++)
-				if (c->cs[i].state == VB_CS_FREE) {
-					si = i;
-					break;
-				}
-		if (si >= 0)
-			break;
-		if (!waited) {
-			waited = 1;
-			NET_STAT_ADD(&vc->base.st, credit_waits, 1);
-		}
-		if (vb_cv_wait(c, deadline) == ETIMEDOUT && net_now_ns() >= deadline) {
-			pthread_mutex_unlock(&c->lock);
-			NET_STAT_ADD(&vc->base.st, timeouts, 1);
-			return -ETIMEDOUT;
-		}
-	}
-	vb_credit_take(&c->cr);
+	si = net_conn_admit(nc, deadline);
+	if (si < 0)
+		return si;
 	s = &c->cs[si];
 	s->state = VB_CS_BUILDING;
 	__atomic_add_fetch(&vc->ch_inflight, 1, __ATOMIC_SEQ_CST);
 	s->call = call;
-	s->gen = c->gen;
+	s->gen = c->base.gen;
 	s->wr_fast = s->rd_fast = -1;
-	call->tag = (++c->next_seq << 16) | (uint64_t)si;
-	call->conn = nc;
-	call->err = 0;
-	call->status = 0;
-	call->rep_len = 0;
-	call->rd_bytes = 0;
-	call->deadline_ns = deadline;
-	__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&c->lock);
+	net_call_start(call, nc, (++c->next_seq << 16) | (uint64_t)si, deadline,
+		       NET_CALL_IDLE);
+	pthread_mutex_unlock(&c->base.lock);
 
 	/* Lead before the post: a fast reply then reaches us, not the
 	 * progress thread and a hand-off. */
@@ -1655,72 +1652,45 @@ static int vb_submit(struct net_conn *nc, struct net_call *call)
 	if (!call->lead)
 		vb_chan_need(vc);
 	rc = vb_build_and_post(c, s, si, call, wr, rd, deadline);
-	if (rc) {
-		if (call->lead)
-			vb_lead_put(vc);
-		call->lead = 0;
-		pthread_mutex_lock(&c->lock);
-		if (c->gen == s->gen && c->up)
-			vb_credit_give(&c->cr, 1);
-		vb_slot_release(c, s);
-		pthread_mutex_unlock(&c->lock);
-		__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
-		if (rc == -ETIMEDOUT)
-			NET_STAT_ADD(&vc->base.st, timeouts, 1);
-		return rc == -ETIMEDOUT || rc == -EINVAL ? rc : -EIO;
-	}
+	if (rc)
+		return vb_submit_undo(c, s, call, rc);
 	return 0;
 }
 
 /*
- * Wait for the reply until the deadline; on timeout have the connection
- * torn down so nothing lands in the call's memory later. A call counted
- * in this thread's lead (submitted with wait_now), or one whose wait finds
- * the channel free, is waited for by leading (vb_lead); otherwise sleep
- * until the channel's owner completes it.
+ * The core's lead hook (net_call_await): a call counted in this thread's
+ * lead (submitted with wait_now, w->held from the start), or one whose
+ * wait finds the channel free, is waited for by leading (vb_lead), which
+ * reads the clock once per step, nothing more. At the deadline the lead
+ * is given back before the core aborts the call.
+ * @return 1 led until done, 0 another owner has the channel (the core
+ *	sleeps), -ETIMEDOUT the deadline passed while leading
  */
-static int vb_wait(struct net_call *call)
+static int vb_wait_lead(struct net_call *call, struct net_wait *w)
 {
-	struct vb_cconn *c = NET_CONTAINER_OF(call->conn, struct vb_cconn, base);
-	struct vb_client *vc = c->vc;
-	struct timespec ts = net_ns_to_ts(call->deadline_ns);
-	int rc, s, held = call->lead;
+	struct vb_client *vc = NET_CONTAINER_OF(call->conn, struct vb_cconn, base)->vc;
 
-	call->lead = 0;
-	for (;;) {
-		s = __atomic_load_n(&call->state, __ATOMIC_ACQUIRE);
-		if (s == NET_CALL_DONE)
-			break;
-		if (s != NET_CALL_SENT && s != NET_CALL_SLEEPING) {
-			if (held)
-				vb_lead_put(vc);
-			return -EINVAL;
-		}
-		if (!held)
-			held = vb_lead_get(vc);
-		/* a leader reads the clock once per step, nothing more */
-		if (held ? vb_lead(vc, call) != 0 : net_now_ns() >= call->deadline_ns) {
-			if (held)
-				vb_lead_put(vc);
-			held = 0;
-			vb_call_abort(call, -ETIMEDOUT);
-			break;
-		}
-		if (!held)
-			net_call_sleep(call, &ts);
-	}
-	if (held)
-		vb_lead_put(vc);
-	rc = call->err;
-	if (rc == -ETIMEDOUT)
-		NET_STAT_ADD(&vc->base.st, timeouts, 1);
-	__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
-	return rc;
+	if (!w->held)
+		w->held = vb_lead_get(vc);
+	if (!w->held)
+		return 0;
+	if (vb_lead(vc, call) == 0)
+		return 1;
+	vb_lead_put(vc);
+	w->held = 0;
+	return -ETIMEDOUT;
+}
+
+/* The core's wait_end hook: give back the lead the wait held. */
+static void vb_wait_end(struct net_call *call, struct net_wait *w)
+{
+	if (w->held)
+		vb_lead_put(NET_CONTAINER_OF(call->conn, struct vb_cconn, base)->vc);
 }
 
 /* ---------------------------------------------------------- progress thread */
 
-/* Tell the server our landing buffer is free again. Caller holds c->lock. */
+/* Tell the server our landing buffer is free again. Caller holds c->base.lock. */
 static void vb_send_ack(struct vb_cconn *c)
 {
 	struct proto_hdr h = { .op = PROTO_OP_NET_CREDIT, .flags = PROTO_F_CTRL };
@@ -1738,7 +1708,7 @@ static void vb_send_ack(struct vb_cconn *c)
 
 /*
  * A reply arrived in msg (len bytes): complete its call. Caller holds
- * c->lock. @return 0, or -EPROTO with *culprit set (connection to close)
+ * c->base.lock. @return 0, or -EPROTO with *culprit set (connection to close)
  */
 static int vb_on_reply(struct vb_cconn *c, const uint8_t *msg, uint32_t len,
 		       struct net_call **culprit)
@@ -1820,9 +1790,9 @@ static void vb_drain(struct vb_cconn *c)
 	struct net_call *culprit = NULL;
 	int n, nre, bad = 0;
 
-	pthread_mutex_lock(&c->lock);
-	if (!c->up || !c->rcq) {
-		pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&c->base.lock);
+	if (!c->base.up || !c->rcq) {
+		pthread_mutex_unlock(&c->base.lock);
 		return;
 	}
 	do {
@@ -1852,7 +1822,7 @@ static void vb_drain(struct vb_cconn *c)
 		if (!bad && vb_post_recvs(c, re, nre))
 			bad = 1;
 	} while (n == VB_POLL_BATCH && !bad);
-	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&c->base.lock);
 	if (bad)
 		vb_conn_down(c, culprit, culprit ? -EPROTO : -EIO);
 }
@@ -1864,7 +1834,7 @@ static void vb_chan_event(struct ibv_cq *cq, void *ctx)
 	/* Re-arm, then ack at once: ibv_destroy_cq waits until every event
 	 * taken is acked, so the CQ outlives the re-arm, and a destroyer (a
 	 * failed connect, a teardown) never waits on us. vb_drain re-checks
-	 * c->rcq under c->lock. */
+	 * c->rcq under c->base.lock. */
 	ibv_req_notify_cq(cq, 0);
 	ibv_ack_cq_events(cq, 1);
 	vb_drain(ctx);
@@ -1903,9 +1873,9 @@ static void vb_do_kills(struct vb_client *vc)
 {
 	pthread_mutex_lock(&vc->lock);
 	for (struct vb_cconn *c = vc->conns; c; c = c->next_conn) {
-		pthread_mutex_lock(&c->lock);
-		int k = c->kill;
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_lock(&c->base.lock);
+		int k = c->base.kill;
+		pthread_mutex_unlock(&c->base.lock);
 		if (k)
 			vb_conn_down(c, NULL, 0);
 	}
@@ -2017,7 +1987,7 @@ static void vb_client_free(struct net_client *cl)
 	pthread_join(vc->thr, NULL);
 	for (c = vc->conns; c; c = nx) {
 		nx = c->next_conn;
-		pthread_mutex_lock(&c->lock);
+		pthread_mutex_lock(&c->base.lock);
 		if (c->id)
 			rdma_disconnect(c->id);
 		vb_conn_destroy_res(c);
@@ -2025,13 +1995,12 @@ static void vb_client_free(struct net_client *cl)
 			free(c->cs[i].refs);
 		if (c->mr)
 			vb_dereg(c->mr, &vc->base.st);
-		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&c->base.lock);
 		if (c->mem)
 			munmap(c->mem, c->memlen);
 		free(c->rb);
 		free(c->cs);
-		pthread_cond_destroy(&c->cv);
-		pthread_mutex_destroy(&c->lock);
+		net_conn_fini(&c->base);
 		pthread_mutex_destroy(&c->connect_lock);
 		free(c);
 	}
@@ -2055,7 +2024,6 @@ static int vb_conn_new(struct net_client *cl, const char *host, uint16_t port,
 {
 	struct vb_client *vc = NET_CONTAINER_OF(cl, struct vb_client, base);
 	struct vb_cconn *c;
-	pthread_condattr_t ca;
 
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -2066,17 +2034,12 @@ static int vb_conn_new(struct net_client *cl, const char *host, uint16_t port,
 		free(c);
 		return -ENOMEM;
 	}
-	c->base.cl = cl;
+	net_conn_init(&c->base, cl);
 	c->vc = vc;
 	c->stag.kind = VB_CT_SEND;
 	snprintf(c->host, sizeof(c->host), "%s", host);
 	c->port = port;
 	pthread_mutex_init(&c->connect_lock, NULL);
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->cv, &ca);
-	pthread_condattr_destroy(&ca);
 	pthread_mutex_lock(&vc->lock);
 	c->next_conn = vc->conns;
 	vc->conns = c;
@@ -2114,7 +2077,13 @@ const struct net_client_ops vb_client_ops = {
 	.client_free = vb_client_free,
 	.conn_new = vb_conn_new,
 	.submit = vb_submit,
-	.wait = vb_wait,
+	.wait = net_call_await,
+	.connect = vb_conn_connect,
+	.credit_take = vb_slot_take,
+	.credit_wait = vb_credit_wait,
+	.kick = vb_conn_kick,
+	.lead = vb_wait_lead,
+	.wait_end = vb_wait_end,
 	.register_mem = vb_register_mem,
 	.unregister_mem = vb_unregister_mem,
 };

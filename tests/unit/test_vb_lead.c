@@ -371,15 +371,9 @@ static int test_cv_wait(void)
 	uint64_t t0;
 
 	CHECK(client_init(&vc) == 0);
-	pthread_condattr_t ca;
-
 	c.vc = &vc;
-	pthread_mutex_init(&c.lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c.cv, &ca);
-	pthread_condattr_destroy(&ca);
-	pthread_mutex_lock(&c.lock);
+	net_conn_init(&c.base, &vc.base);
+	pthread_mutex_lock(&c.base.lock);
 	/* leading: back after one slice (nobody would signal the cond) */
 	CHECK(vb_lead_get(&vc) == 1);
 	t0 = net_now_ns();
@@ -390,9 +384,8 @@ static int test_cv_wait(void)
 	/* not leading: the cond, up to the deadline */
 	t0 = net_now_ns();
 	CHECK(vb_cv_wait(&c, t0 + 20000000ull) == ETIMEDOUT);
-	pthread_mutex_unlock(&c.lock);
-	pthread_cond_destroy(&c.cv);
-	pthread_mutex_destroy(&c.lock);
+	pthread_mutex_unlock(&c.base.lock);
+	net_conn_fini(&c.base);
 	client_fini(&vc);
 	return 0;
 }
