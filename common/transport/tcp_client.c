@@ -752,7 +752,7 @@ static int tcp_credit_wait(struct net_conn *nc, uint64_t deadline)
 
 /*
  * Write iov as sealed records on c's stream (send_lock held), a batch of
- * records per sendmsg. Cost: one BLAKE2b pass over the bytes, no copy;
+ * records per sendmsg. Cost: one Poly1305 pass over the bytes, no copy;
  * encrypted, a copy into c->seal_buf and a ChaCha20-Poly1305 pass.
  * @return tcp_send_all's, or -EIO (no memory for the encrypted records)
  */
