@@ -127,6 +127,24 @@ struct net_sconn {
 	int sealed;     /* its stream is sealed (net_seal.h): no push_fd */
 };
 
+/*
+ * Shared by net.c and the server core (net_srv.c): option checks, the
+ * backend choice, the encryption warning and counter snapshots.
+ */
+/** Copy o (the defaults when NULL) into out and check its ranges.
+ * @return 0, -EINVAL */
+int net_opts_check(const struct net_opts *o, struct net_opts *out);
+/** The client and server ops of transport t (auto: verbs when an RDMA
+ * device is there). @return 0, -EPROTONOSUPPORT (verbs not built in) */
+int net_backend(enum net_transport t, const struct net_client_ops **c,
+		const struct net_server_ops **s);
+/** Warn once that [net] encrypt is void on a backend that does not seal
+ * (what: "client" or "server"). */
+void net_encrypt_check(const struct net_opts *o,
+		       const struct net_client_ops *co, const char *what);
+/** Snapshot a counter block field by field (relaxed loads). */
+void net_stats_snapshot(const struct net_stats *in, struct net_stats *out);
+
 extern const struct net_client_ops tcp_client_ops;
 extern const struct net_server_ops tcp_server_ops;
 #if RPFS_HAVE_VERBS
