@@ -119,6 +119,37 @@ struct net_server {
 	struct metrics_ops *opstats; /* per-op metrics or NULL (loop thread) */
 };
 
+/* What happens to a server request; net_sreq_advance moves its state. */
+enum net_sreq_event {
+	NET_SREQ_EV_NONE = 0, /* nothing (a deferred completion of no transfer) */
+	NET_SREQ_EV_ARRIVE,   /* FREE/DONE -> QUEUED: received whole */
+	NET_SREQ_EV_PARTIAL,  /* FREE/DONE -> ARRIVING: received, more to come */
+	NET_SREQ_EV_DATA,     /* ARRIVING -> QUEUED: the rest is in */
+	NET_SREQ_EV_DISPATCH, /* QUEUED -> HANDLER: its turn came */
+	NET_SREQ_EV_PULL,     /* with the handler -> PULLING */
+	NET_SREQ_EV_PULLED,   /* a pull completed (or was undone) */
+	NET_SREQ_EV_PUSH,     /* with the handler -> PUSHING unless pulling */
+	NET_SREQ_EV_PUSHED,   /* a push completed (or was undone) */
+	NET_SREQ_EV_REPLY,    /* with the handler -> DONE */
+	NET_SREQ_EV_REJECT,   /* with the handler -> DONE */
+	NET_SREQ_EV_DROP,     /* any -> FREE: finished, or its connection went */
+};
+
+/**
+ * Advance r's state by ev, checking the transition is legal (the table in
+ * net_srv.c). A completion (PULLED, PUSHED) with none of its kind in
+ * flight is one of an earlier request that has since been answered: it
+ * changes nothing. Loop thread.
+ * @param r the request
+ * @param ev what happened
+ * @return 0, or -EINVAL (illegal in r's state; logged, nothing changed)
+ */
+int net_sreq_advance(struct net_sreq *r, enum net_sreq_event ev);
+
+/** Whether r is with the handler (HANDLER, PULLING or PUSHING).
+ * @return 1 or 0 */
+int net_sreq_with_handler(const struct net_sreq *r);
+
 /* Head of every backend's server connection. Loop thread only. */
 struct net_sconn {
 	struct net_server *srv;

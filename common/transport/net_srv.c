@@ -13,6 +13,118 @@
 #include <errno.h>
 #include <string.h>
 
+/* ------------------------------------------------------- request states */
+
+#define NET_SREQ_B(st) (1u << (st))
+/* the states in which the handler has the request */
+#define NET_SREQ_HANDLERS \
+	(NET_SREQ_B(NET_SREQ_HANDLER) | NET_SREQ_B(NET_SREQ_PULLING) | \
+	 NET_SREQ_B(NET_SREQ_PUSHING))
+#define NET_SREQ_ANY 0xffffffffu
+
+/* The legal transitions: from which states each event may come, and the
+ * state it leads to (NET_SREQ_FREE for the transfer events, whose state
+ * follows from what is in flight: net_sreq_xfer_state). */
+static const struct {
+	unsigned from;
+	enum net_sreq_state to;
+	const char *name;
+} net_sreq_tr[] = {
+	[NET_SREQ_EV_NONE] = { NET_SREQ_ANY, NET_SREQ_FREE, "nothing" },
+	[NET_SREQ_EV_ARRIVE] = { NET_SREQ_B(NET_SREQ_FREE) | NET_SREQ_B(NET_SREQ_DONE),
+				 NET_SREQ_QUEUED, "arrival" },
+	[NET_SREQ_EV_PARTIAL] = { NET_SREQ_B(NET_SREQ_FREE) | NET_SREQ_B(NET_SREQ_DONE),
+				  NET_SREQ_ARRIVING, "partial arrival" },
+	[NET_SREQ_EV_DATA] = { NET_SREQ_B(NET_SREQ_ARRIVING), NET_SREQ_QUEUED,
+			       "the rest of it" },
+	[NET_SREQ_EV_DISPATCH] = { NET_SREQ_B(NET_SREQ_QUEUED), NET_SREQ_HANDLER,
+				   "dispatch" },
+	[NET_SREQ_EV_PULL] = { NET_SREQ_HANDLERS, NET_SREQ_FREE, "pull" },
+	[NET_SREQ_EV_PULLED] = { NET_SREQ_ANY, NET_SREQ_FREE, "pull done" },
+	[NET_SREQ_EV_PUSH] = { NET_SREQ_HANDLERS, NET_SREQ_FREE, "push" },
+	[NET_SREQ_EV_PUSHED] = { NET_SREQ_ANY, NET_SREQ_FREE, "push done" },
+	[NET_SREQ_EV_REPLY] = { NET_SREQ_HANDLERS, NET_SREQ_DONE, "reply" },
+	[NET_SREQ_EV_REJECT] = { NET_SREQ_HANDLERS, NET_SREQ_DONE, "reject" },
+	[NET_SREQ_EV_DROP] = { NET_SREQ_ANY, NET_SREQ_FREE, "drop" },
+};
+
+static const char *const net_sreq_names[] = {
+	[NET_SREQ_FREE] = "free", [NET_SREQ_ARRIVING] = "arriving",
+	[NET_SREQ_QUEUED] = "queued", [NET_SREQ_HANDLER] = "with the handler",
+	[NET_SREQ_PULLING] = "pulling", [NET_SREQ_PUSHING] = "pushing",
+	[NET_SREQ_DONE] = "done",
+};
+
+/* See net_int.h. */
+int net_sreq_with_handler(const struct net_sreq *r)
+{
+	return (NET_SREQ_HANDLERS & NET_SREQ_B(r->state)) != 0;
+}
+
+/* Whether ev may happen to r now; an illegal event is logged with the
+ * request and its state. @return 0, -EINVAL */
+static int net_sreq_check(const struct net_sreq *r, enum net_sreq_event ev)
+{
+	if ((unsigned)ev < sizeof(net_sreq_tr) / sizeof(net_sreq_tr[0]) &&
+	    (net_sreq_tr[ev].from & NET_SREQ_B(r->state)))
+		return 0;
+	log_err("net: %s: op %u tag %llu: %s of a request that is %s; refused",
+		r->conn ? r->conn->peer : "?", (unsigned)r->hdr.op,
+		(unsigned long long)r->hdr.tag,
+		(unsigned)ev < sizeof(net_sreq_tr) / sizeof(net_sreq_tr[0]) ?
+			net_sreq_tr[ev].name : "an unknown event",
+		(unsigned)r->state < sizeof(net_sreq_names) / sizeof(net_sreq_names[0]) ?
+			net_sreq_names[r->state] : "in no known state");
+	return -EINVAL;
+}
+
+/* A transfer started or ended: count it, and while the handler has r its
+ * state says what is in flight (pulls first). A completion with none of
+ * its kind counted belongs to an earlier, answered request: ignored. */
+static void net_sreq_xfer(struct net_sreq *r, enum net_sreq_event ev)
+{
+	if (ev == NET_SREQ_EV_PULL)
+		r->npull++;
+	else if (ev == NET_SREQ_EV_PUSH)
+		r->npush++;
+	else if (ev == NET_SREQ_EV_PULLED && r->npull)
+		r->npull--;
+	else if (ev == NET_SREQ_EV_PUSHED && r->npush)
+		r->npush--;
+	if (!net_sreq_with_handler(r))
+		return;
+	r->state = r->npull ? NET_SREQ_PULLING :
+		   r->npush ? NET_SREQ_PUSHING : NET_SREQ_HANDLER;
+}
+
+/* See net_int.h. Cost: a table look-up. */
+int net_sreq_advance(struct net_sreq *r, enum net_sreq_event ev)
+{
+	int rc = net_sreq_check(r, ev);
+
+	if (rc)
+		return rc;
+	switch (ev) {
+	case NET_SREQ_EV_NONE:
+		return 0;
+	case NET_SREQ_EV_PULL:
+	case NET_SREQ_EV_PULLED:
+	case NET_SREQ_EV_PUSH:
+	case NET_SREQ_EV_PUSHED:
+		net_sreq_xfer(r, ev);
+		return 0;
+	case NET_SREQ_EV_ARRIVE:
+	case NET_SREQ_EV_PARTIAL:
+	case NET_SREQ_EV_DROP:
+		r->npull = r->npush = 0;
+		break;
+	default:
+		break;
+	}
+	r->state = net_sreq_tr[ev].to;
+	return 0;
+}
+
 /* net_req_fn given to every backend: note when the request starts (for
  * opstats), count it active until its reply or reject, and hand it to the
  * program's handler. Loop thread. */
@@ -95,15 +207,23 @@ int net_server_register_mem(struct net_server *s, void *addr, size_t len)
 	return s->ops->register_mem(s, addr, len);
 }
 
+/* Pull through the backend, which advances r to PULLING; refused (logged)
+ * when the handler does not have r. */
 int net_sreq_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 		  net_xfer_fn cb, void *arg)
 {
+	if (net_sreq_check(r, NET_SREQ_EV_PULL))
+		return -EINVAL;
 	return r->conn->srv->ops->pull(r, iov, cnt, cb, arg);
 }
 
+/* Push through the backend, which advances r to PUSHING (unless it
+ * pulls); refused (logged) when the handler does not have r. */
 int net_sreq_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 		  int cnt, net_xfer_fn cb, void *arg)
 {
+	if (net_sreq_check(r, NET_SREQ_EV_PUSH))
+		return -EINVAL;
 	return r->conn->srv->ops->push(r, off, iov, cnt, cb, arg);
 }
 
@@ -119,29 +239,37 @@ int net_sreq_push_fd(struct net_sreq *r, uint64_t off, int fd,
 {
 	if (!r->conn->srv->ops->push_fd || r->conn->sealed)
 		return -EOPNOTSUPP;
+	if (net_sreq_check(r, NET_SREQ_EV_PUSH))
+		return -EINVAL;
 	return r->conn->srv->ops->push_fd(r, off, fd, file_off, len, cb, arg);
 }
 
-/* Reply through the backend; a timed request's latency and status go to
- * the server's opstats first (the reply may free r), and it stops
- * counting as active. */
+/* Reply through the backend (which advances r to DONE); a timed request's
+ * latency and status go to the server's opstats first (the reply may free
+ * r), and it stops counting as active. A second reply, or one the handler
+ * does not have, is refused (logged) and counts nothing. */
 int net_sreq_reply(struct net_sreq *r, int32_t status, const void *body,
 		   uint32_t len)
 {
 	struct net_server *s = r->conn->srv;
 
+	if (net_sreq_check(r, NET_SREQ_EV_REPLY))
+		return -EINVAL;
 	if (s->opstats && r->t0_ns)
 		metrics_op_record(s->opstats, r->hdr.op, status, net_now_ns() - r->t0_ns);
 	NET_STAT_ADD(&s->st, reqs_active, -1);
 	return s->ops->reply(r, status, body, len);
 }
 
-/* Reject through the backend; counted as an -EPROTO answer of its op,
- * and no longer active. */
+/* Reject through the backend (which advances r to DONE); counted as an
+ * -EPROTO answer of its op, and no longer active. Refused (logged) when
+ * the handler does not have r. */
 void net_sreq_reject(struct net_sreq *r, const char *why)
 {
 	struct net_server *s = r->conn->srv;
 
+	if (net_sreq_check(r, NET_SREQ_EV_REJECT))
+		return;
 	if (s->opstats && r->t0_ns)
 		metrics_op_record(s->opstats, r->hdr.op, -EPROTO, net_now_ns() - r->t0_ns);
 	NET_STAT_ADD(&s->st, reqs_active, -1);

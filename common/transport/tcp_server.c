@@ -76,6 +76,8 @@ struct tsrv_frame {
 	net_xfer_fn cb;           /* push completion, NULL for replies */
 	void *arg;
 	int rc;                   /* for deferred completions */
+	enum net_sreq_event ev;   /* what its completion does to the request
+				   * (PUSHED, PULLED), before cb runs */
 	int cnt, cur;             /* iov entries, first unwritten */
 	/* file tail sent by sendfile once the iovs are out (push_fd) */
 	int sf_fd;                /* the file; only used while sf_left > 0 */
@@ -130,12 +132,11 @@ struct tsrv_conn {
 					 * yet a whole record */
 	uint8_t *stg;                   /* TSRV_STG_SIZE */
 
-	/* the request with the handler (one at a time) */
+	/* the request (one at a time); req.state says whether the handler
+	 * has it and whether it pulls */
 	struct net_sreq req;
-	int req_busy;
 
-	/* pull in progress */
-	int pull_active;
+	/* the pull reading the socket (tsrv_pulling) */
 	struct iovec *pull_iov;         /* NET_MAX_IOV, allocated at first pull */
 	int pull_cnt, pull_cur;
 	uint64_t pull_total, pull_left;
@@ -214,6 +215,13 @@ static void tsrv_conn_destroy(struct tsrv_conn *c)
 	free(c);
 }
 
+/* Whether the handler's pull is reading c's socket: the request is
+ * PULLING with bytes left to read (a deferred pull reads nothing). */
+static int tsrv_pulling(const struct tsrv_conn *c)
+{
+	return c->req.state == NET_SREQ_PULLING && c->pull_left > 0;
+}
+
 static void tsrv_hold(struct tsrv_conn *c)
 {
 	c->holds++;
@@ -222,7 +230,8 @@ static void tsrv_hold(struct tsrv_conn *c)
 /* Drop a hold; free a dead connection nobody uses any more. */
 static void tsrv_release(struct tsrv_conn *c)
 {
-	if (--c->holds == 0 && c->dead && !c->req_busy && !c->done_head)
+	if (--c->holds == 0 && c->dead && !net_sreq_with_handler(&c->req) &&
+	    !c->done_head)
 		tsrv_conn_destroy(c);
 }
 
@@ -253,7 +262,9 @@ static void tsrv_kick_cb(struct ev_loop *loop, ev_idle *w, int revents)
 		net_xfer_fn cb = f->cb;
 		void *arg = f->arg;
 		int rc = f->rc;
+		enum net_sreq_event ev = f->ev;
 		tsrv_frame_free(f);
+		(void)net_sreq_advance(&c->req, ev);
 		if (cb)
 			cb(&c->req, rc, arg);
 	}
@@ -294,15 +305,17 @@ static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why)
 	}
 	c->out_head = c->out_tail = NULL;
 	c->out_bytes = 0;
-	if (c->pull_active) {
-		c->pull_active = 0;
+	if (tsrv_pulling(c)) {
+		c->pull_left = 0;
 		f = calloc(1, sizeof(*f));
 		if (f) {
 			f->cb = c->pull_cb;
 			f->arg = c->pull_arg;
+			f->ev = NET_SREQ_EV_PULLED;
 			tsrv_defer(c, f, -EIO);
 		} else {
 			log_err("net: %s: out of memory failing a pull", c->base.peer);
+			(void)net_sreq_advance(&c->req, NET_SREQ_EV_PULLED);
 		}
 	}
 	tsrv_hold(c);
@@ -325,7 +338,7 @@ static int tsrv_waits_peer(const struct tsrv_conn *c)
 	case IN_DISCARD:
 		return 1;
 	case IN_REQ:
-		return c->pull_active;
+		return tsrv_pulling(c);
 	default:
 		return 0;
 	}
@@ -390,20 +403,11 @@ static void tsrv_dl_cb(struct ev_loop *loop, ev_timer *w, int revents)
  * handler, and takes no pool buffer (its deadline closes it). */
 #define TSRV_BULK_GATE 1
 
-/* The body of the request in c->h is in: dispatch it, or first wait for
- * its write data to start (IN_BULKWAIT). */
+/* The body of the frame in c->h is in: a handshake frame is handled; a
+ * request becomes c->req, dispatched at once or, with write data, once
+ * that starts (IN_BULKWAIT: ARRIVING). */
 static void tsrv_body_done(struct tsrv_conn *c)
 {
-	if (!(c->h.flags & PROTO_F_CTRL) && c->h.bulk_len > 0)
-		c->in = IN_BULKWAIT;
-	else
-		tsrv_dispatch(c);
-}
-
-/* Make the request in c->h/c->body the handler's. */
-static void tsrv_dispatch(struct tsrv_conn *c)
-{
-	struct tsrv_server *s = c->srv;
 	struct net_sreq *r = &c->req;
 
 	if (c->h.flags & PROTO_F_CTRL) { /* handshake frame with a body */
@@ -415,7 +419,22 @@ static void tsrv_dispatch(struct tsrv_conn *c)
 	r->hdr = c->h;
 	r->body = c->body;
 	r->body_len = c->h.body_len;
-	c->req_busy = 1;
+	if (c->h.bulk_len > 0) {
+		(void)net_sreq_advance(r, NET_SREQ_EV_PARTIAL);
+		c->in = IN_BULKWAIT;
+		return;
+	}
+	(void)net_sreq_advance(r, NET_SREQ_EV_ARRIVE);
+	tsrv_dispatch(c);
+}
+
+/* Make c->req (QUEUED) the handler's. */
+static void tsrv_dispatch(struct tsrv_conn *c)
+{
+	struct tsrv_server *s = c->srv;
+	struct net_sreq *r = &c->req;
+
+	(void)net_sreq_advance(r, NET_SREQ_EV_DISPATCH);
 	c->in = IN_REQ;
 	NET_STAT_ADD(&s->base.st, msgs_rx, 1);
 	tsrv_want_read(c);
@@ -693,7 +712,7 @@ static void tsrv_pull_done(struct tsrv_conn *c)
 	net_xfer_fn cb = c->pull_cb;
 	void *arg = c->pull_arg;
 
-	c->pull_active = 0;
+	(void)net_sreq_advance(&c->req, NET_SREQ_EV_PULLED);
 	c->req.pulled += c->pull_total;
 	NET_STAT_ADD(&c->srv->base.st, bulk_pull_bytes, c->pull_total);
 	tsrv_want_read(c);
@@ -796,7 +815,7 @@ static int tsrv_in_pull(struct tsrv_conn *c, uint32_t avail)
 {
 	ssize_t n;
 
-	if (!c->pull_active)
+	if (!tsrv_pulling(c))
 		return 0;
 	if (avail > 0) {
 		size_t k = avail < c->pull_left ? avail : (size_t)c->pull_left;
@@ -862,6 +881,7 @@ static int tsrv_in_step(struct tsrv_conn *c)
 		break;
 	case IN_BULKWAIT:
 		if (avail >= TSRV_BULK_GATE) {
+			(void)net_sreq_advance(&c->req, NET_SREQ_EV_DATA);
 			tsrv_dispatch(c);
 			return 1;
 		}
@@ -894,7 +914,7 @@ static int tsrv_staged(const struct tsrv_conn *c)
 	case IN_BULKWAIT:
 		return avail >= TSRV_BULK_GATE;
 	case IN_REQ:
-		return c->pull_active && avail > 0;
+		return tsrv_pulling(c) && avail > 0;
 	default:
 		return avail > 0;
 	}
@@ -922,7 +942,7 @@ static void tsrv_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void tsrv_want_read(struct tsrv_conn *c)
 {
 	struct ev_loop *loop = c->srv->loop;
-	int want = !c->dead && (c->in != IN_REQ || c->pull_active) &&
+	int want = !c->dead && (c->in != IN_REQ || tsrv_pulling(c)) &&
 		   !(c->in == IN_HDR && c->out_bytes > TSRV_OUT_MAX);
 
 	tsrv_dl_update(c);
@@ -1018,7 +1038,7 @@ static void tsrv_flush(struct tsrv_conn *c)
 				v[cnt++] = tsrv_fv(g)[i];
 			file = g->sf_left > 0;
 		}
-		if (file || (!g && c->req_busy && c->out_tail->cb))
+		if (file || (!g && net_sreq_with_handler(&c->req) && c->out_tail->cb))
 			more = MSG_MORE;
 		struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)cnt };
 		ssize_t n = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT | more);
@@ -1141,7 +1161,7 @@ static int tsrv_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 	uint64_t total;
 
 	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb ||
-	    c->pull_active || !c->req_busy)
+	    tsrv_pulling(c) || !net_sreq_with_handler(r))
 		return -EINVAL;
 	total = net_iov_total(iov, cnt);
 	if (total > r->hdr.bulk_len - r->pulled)
@@ -1152,6 +1172,8 @@ static int tsrv_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 			return -ENOMEM;
 		f->cb = cb;
 		f->arg = arg;
+		f->ev = NET_SREQ_EV_PULLED;
+		(void)net_sreq_advance(r, NET_SREQ_EV_PULL);
 		tsrv_defer(c, f, c->dead ? -EIO : 0);
 		return 0;
 	}
@@ -1168,7 +1190,7 @@ static int tsrv_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 	c->pull_total = c->pull_left = total;
 	c->pull_cb = cb;
 	c->pull_arg = arg;
-	c->pull_active = 1;
+	(void)net_sreq_advance(r, NET_SREQ_EV_PULL);
 	tsrv_want_read(c);
 	return 0;
 }
@@ -1191,6 +1213,8 @@ static int tsrv_data_frame(struct tsrv_conn *c, const struct net_sreq *r,
 		return -ENOMEM;
 	f->cb = cb;
 	f->arg = arg;
+	f->ev = NET_SREQ_EV_PUSHED;
+	(void)net_sreq_advance(&c->req, NET_SREQ_EV_PUSH);
 	if (c->dead) {
 		tsrv_defer(c, f, -EIO);
 		return 0;
@@ -1224,7 +1248,8 @@ static int tsrv_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 	uint64_t total;
 	int rc;
 
-	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb || !c->req_busy)
+	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb ||
+	    !net_sreq_with_handler(r))
 		return -EINVAL;
 	total = net_iov_total(iov, cnt);
 	if (off > r->hdr.aux || total > r->hdr.aux - off)
@@ -1251,7 +1276,7 @@ static int tsrv_push_fd(struct net_sreq *r, uint64_t off, int fd,
 	struct tsrv_frame *f;
 	int rc;
 
-	if (fd < 0 || !cb || !c->req_busy || off > r->hdr.aux ||
+	if (fd < 0 || !cb || !net_sreq_with_handler(r) || off > r->hdr.aux ||
 	    len > r->hdr.aux - off || file_off > (uint64_t)INT64_MAX - len)
 		return -EINVAL;
 	rc = tsrv_data_frame(c, r, off, len, 0, cb, arg, &f);
@@ -1269,7 +1294,7 @@ static void tsrv_resume_input(struct tsrv_conn *c)
 {
 	uint64_t left = c->req.hdr.bulk_len - c->req.pulled;
 
-	c->pull_active = 0;
+	c->pull_left = 0; /* an unfinished pull ends without its callback */
 	c->discard_left = left;
 	c->in = left ? IN_DISCARD : IN_HDR;
 	tsrv_want_read(c);
@@ -1288,10 +1313,9 @@ static int tsrv_reply(struct net_sreq *r, int32_t status, const void *body,
 	size_t sent = 0, total = PROTO_HDR_LEN + (size_t)len;
 	int rc = 0;
 
-	if (!c->req_busy)
+	if (net_sreq_advance(r, NET_SREQ_EV_REPLY))
 		return -EINVAL;
 	tsrv_hold(c);
-	c->req_busy = 0;
 	if (c->dead)
 		goto out_release;
 	if (len > PROTO_MAX_BODY || (len && !body)) {
@@ -1355,7 +1379,7 @@ static void tsrv_reject(struct net_sreq *r, const char *why)
 	struct tsrv_conn *c = tsrv_of(r);
 
 	tsrv_hold(c);
-	c->req_busy = 0;
+	(void)net_sreq_advance(r, NET_SREQ_EV_REJECT);
 	NET_STAT_ADD(&c->srv->base.st, rejects, 1);
 	if (!c->dead)
 		tsrv_conn_close(c, 1, why ? why : "rejected");

@@ -78,18 +78,12 @@ struct vb_srbuf {
 
 struct vb_sconn;
 
-/* Life of a server request. */
-enum vb_sr_state {
-	VB_SR_FREE = 0,  /* on the connection's free list */
-	VB_SR_QUEUED,    /* received; waits for the requests before it */
-	VB_SR_FETCHING,  /* big request: its message is being RDMA Read */
-	VB_SR_HANDLER,   /* with the handler until it replies or rejects */
-};
-
+/* A server request; its life is r.state (net_sreq_advance): FREE on the
+ * connection's free list, ARRIVING a big one whose message is RDMA Read
+ * at its turn, QUEUED, with the handler, DONE. Loop thread. */
 struct vb_sreq {
 	struct net_sreq r;               /* what the handler sees */
 	struct vb_sconn *c;
-	enum vb_sr_state state;
 	struct vb_srbuf *rb;             /* held receive buffer, or NULL */
 	const uint8_t *msg;              /* the message (rb, fast slot or big) */
 	uint32_t len;
@@ -324,6 +318,15 @@ static int vb_op_is_reply(const struct vb_op *op)
 	return op->kind == VB_OP_REPLY || op->kind == VB_OP_BIGREP;
 }
 
+/* Run a pull's or push's callback with rc, its request advanced first
+ * (PULLED, PUSHED). */
+static void vb_op_callback(struct vb_op *op, int rc)
+{
+	(void)net_sreq_advance(&op->q->r, op->kind == VB_OP_PULL ? NET_SREQ_EV_PULLED
+								 : NET_SREQ_EV_PUSHED);
+	op->cb(&op->q->r, rc, op->arg);
+}
+
 /* Free an op; a pooled reply buffer it owns goes back to its connection
  * (which outlives its ops). A reply op leaving frees a place under the
  * connection's reply bound, which may let a waiting request in. */
@@ -388,7 +391,7 @@ static void vb_sreq_free(struct vb_sconn *c, struct vb_sreq *q)
 	if (q->rb)
 		vb_repost(c->srv, q->rb);
 	q->rb = NULL;
-	q->state = VB_SR_FREE;
+	(void)net_sreq_advance(&q->r, NET_SREQ_EV_DROP);
 	q->next = c->free_q;
 	c->free_q = q;
 }
@@ -424,9 +427,8 @@ static void vb_sconn_close(struct vb_sconn *c, int warn, const char *why)
 		vb_sreq_free(c, q);
 	}
 	c->rq_tail = NULL;
-	if (c->active && c->active->state == VB_SR_FETCHING) {
-		/* the fetch op completes with a flush error and frees it */
-	}
+	/* an active request being fetched (ARRIVING): the fetch op completes
+	 * with a flush error, and vb_fetched frees it */
 	c->holds++;
 	c->holds--;
 	vb_sconn_maybe_free(c);
@@ -626,7 +628,7 @@ static int vb_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 	int rc;
 
 	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb ||
-	    q->state != VB_SR_HANDLER)
+	    !net_sreq_with_handler(r))
 		return -EINVAL;
 	total = net_iov_total(iov, cnt);
 	if (total > r->hdr.bulk_len - r->pulled)
@@ -634,6 +636,7 @@ static int vb_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 	op = vb_op_new(c, q, VB_OP_PULL, cb, arg);
 	if (!op)
 		return -ENOMEM;
+	(void)net_sreq_advance(r, NET_SREQ_EV_PULL);
 	if (c->dead || total == 0) {
 		vb_op_done_later(op, c->dead ? -EIO : 0);
 		return 0;
@@ -658,6 +661,7 @@ static int vb_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 	rc = vb_build_rdma(c, op, q->segs, q->m.nwr, r->pulled, iov, cnt, 1);
 	if (rc) {
 		vb_op_free(op);
+		(void)net_sreq_advance(r, NET_SREQ_EV_PULLED);
 		return rc == -EINVAL ? rc : -ENOMEM;
 	}
 	r->pulled += total;
@@ -683,7 +687,7 @@ static int vb_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 	int rc;
 
 	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb ||
-	    q->state != VB_SR_HANDLER)
+	    !net_sreq_with_handler(r))
 		return -EINVAL;
 	total = net_iov_total(iov, cnt);
 	if (off > r->hdr.aux || total > r->hdr.aux - off)
@@ -691,6 +695,7 @@ static int vb_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 	op = vb_op_new(c, q, VB_OP_PUSH, cb, arg);
 	if (!op)
 		return -ENOMEM;
+	(void)net_sreq_advance(r, NET_SREQ_EV_PUSH);
 	if (c->dead || total == 0) {
 		vb_op_done_later(op, c->dead ? -EIO : 0);
 		return 0;
@@ -713,6 +718,7 @@ static int vb_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 			   iov, cnt, 0);
 	if (rc) {
 		vb_op_free(op);
+		(void)net_sreq_advance(r, NET_SREQ_EV_PUSHED);
 		return rc == -EINVAL ? rc : -ENOMEM;
 	}
 	if (off + total > q->pushed)
@@ -873,7 +879,7 @@ static int vb_reply(struct net_sreq *r, int32_t status, const void *body, uint32
 	uint8_t *msg;
 	int rc = 0, big = total > VB_MSG_SIZE;
 
-	if (q->state != VB_SR_HANDLER)
+	if (net_sreq_advance(r, NET_SREQ_EV_REPLY))
 		return -EINVAL;
 	if (c->dead)
 		goto out_finish;
@@ -912,7 +918,6 @@ static int vb_reply(struct net_sreq *r, int32_t status, const void *body, uint32
 	NET_STAT_ADD(st, msgs_tx, 1);
 	NET_STAT_ADD(st, bytes_tx, total);
 	/* Repost the request's buffer before the credit goes back. */
-	q->state = VB_SR_FREE;
 	vb_sreq_finish(c, q);
 	if (!c->dead)
 		vb_submit_op(c, op);
@@ -935,6 +940,7 @@ static void vb_reject(struct net_sreq *r, const char *why)
 	struct vb_sreq *q = vb_q_of(r);
 	struct vb_sconn *c = q->c;
 
+	(void)net_sreq_advance(r, NET_SREQ_EV_REJECT);
 	NET_STAT_ADD(&c->srv->base.st, rejects, 1);
 	if (!c->dead)
 		vb_sconn_close(c, 1, why ? why : "rejected");
@@ -1044,7 +1050,7 @@ static void vb_dispatch(struct vb_sconn *c)
 	if (!c->rq_head)
 		c->rq_tail = NULL;
 	c->active = q;
-	if (q->state == VB_SR_FETCHING) {
+	if (q->r.state == NET_SREQ_ARRIVING) {
 		/* RDMA Read the big message into our big buffer. */
 		struct vb_op *op = vb_op_new(c, q, VB_OP_FETCH, NULL, NULL);
 		struct vb_seg sg;
@@ -1071,7 +1077,7 @@ static void vb_dispatch(struct vb_sconn *c)
 		vb_submit_op(c, op);
 		return;
 	}
-	q->state = VB_SR_HANDLER;
+	(void)net_sreq_advance(&q->r, NET_SREQ_EV_DISPATCH);
 	NET_STAT_ADD(&s->base.st, msgs_rx, 1);
 	c->holds++;
 	s->fn(&q->r, s->fn_arg);
@@ -1098,7 +1104,7 @@ static void vb_fetched(struct vb_sconn *c, struct vb_sreq *q, int rc)
 		vb_sconn_close(c, 1, why);
 		return;
 	}
-	q->state = VB_SR_QUEUED;
+	(void)net_sreq_advance(&q->r, NET_SREQ_EV_DATA);
 	q->next = c->rq_head;
 	c->rq_head = q;
 	if (!c->rq_tail)
@@ -1233,6 +1239,7 @@ static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *ms
 	c->free_q = q->next;
 	q->next = NULL;
 	q->rb = rb;
+	q->r.conn = &c->base;
 	if (m.kind == VB_K_BIGREQ) {
 		struct vb_seg sg;
 		if (len < VB_HDRS + VB_SEG_LEN || m.bigmsg > VB_BIG_SIZE) {
@@ -1248,14 +1255,14 @@ static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *ms
 		}
 		q->m = m;
 		q->segs = msg + VB_HDRS;
-		q->state = VB_SR_FETCHING;
+		(void)net_sreq_advance(&q->r, NET_SREQ_EV_PARTIAL);
 	} else {
 		why = vb_parse_req(c, q, msg, len, data_after);
 		if (why) {
 			vb_sreq_free(c, q);
 			goto out_bad_norb;
 		}
-		q->state = VB_SR_QUEUED;
+		(void)net_sreq_advance(&q->r, NET_SREQ_EV_ARRIVE);
 		if (m.flags & VB_F_WR_INLINE) {
 			NET_STAT_ADD(&s->base.st, inline_msgs, 1);
 		} else if (m.flags & VB_F_WR_FAST) {
@@ -1386,7 +1393,7 @@ static void vb_on_send(struct vb_server *s, struct ibv_wc *wc)
 	case VB_OP_PULL:
 	case VB_OP_PUSH:
 		c->holds++;
-		op->cb(&op->q->r, rc, op->arg);
+		vb_op_callback(op, rc);
 		c->holds--;
 		break;
 	case VB_OP_FETCH:
@@ -1484,7 +1491,7 @@ static void vb_kick_cb(struct ev_loop *loop, ev_idle *w, int revents)
 		if (!s->done_head)
 			s->done_tail = NULL;
 		if (op->cb && op->q)
-			op->cb(&op->q->r, op->rc, op->arg);
+			vb_op_callback(op, op->rc);
 		c->holds--;
 		if (op->sbuf >= 0)
 			c->sbuf_busy &= ~(1u << op->sbuf);
