@@ -13,7 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+#include <sys/queue.h>
 #include <sys/uio.h>
+#include <ev.h>
 
 #include "net.h"
 
@@ -107,6 +109,21 @@ struct net_conn {
  * and in the client's net_stats. Any thread. */
 void net_conn_reconnected(struct net_conn *c);
 
+/* A deferred completion: a backend's item (embedded in its op or frame)
+ * run later from the server's kick watcher, never from inside the call
+ * that queued it. Loop thread. */
+struct net_srv_done {
+	STAILQ_ENTRY(net_srv_done) link; /* the server's queue */
+	int rc;                          /* the result to deliver */
+};
+STAILQ_HEAD(net_srv_done_q, net_srv_done);
+
+struct net_server;
+/* The backend's delivery of one deferred completion, and its other
+ * deferred work run after the queue is empty (optional). */
+typedef void (*net_srv_run_fn)(struct net_srv_done *d);
+typedef void (*net_srv_more_fn)(struct net_server *s);
+
 /* Head of every backend's server. Loop thread only, except st (atomics). */
 struct net_server {
 	const struct net_server_ops *ops;
@@ -117,7 +134,29 @@ struct net_server {
 	net_req_fn user_fn;
 	void *user_arg;
 	struct metrics_ops *opstats; /* per-op metrics or NULL (loop thread) */
+	/* deferred work (net_srv_defer), loop thread: */
+	struct ev_loop *kick_loop;
+	ev_idle kick;                /* never started; fed to run the queue */
+	struct net_srv_done_q done;  /* completions, in the order queued */
+	net_srv_run_fn done_run;
+	net_srv_more_fn kick_more;   /* or NULL */
 };
+
+/**
+ * Set up s's deferred work: its queue and its kick watcher on loop.
+ * @param run delivers one completion (the backend frees its item there)
+ * @param more runs the backend's other deferred work after the queue, or
+ *	NULL
+ */
+void net_srv_kick_init(struct net_server *s, struct ev_loop *loop,
+		       net_srv_run_fn run, net_srv_more_fn more);
+/** Queue completion d with result rc and have the loop run it. */
+void net_srv_defer(struct net_server *s, struct net_srv_done *d, int rc);
+/** Have the loop run s's deferred work (its queue, then more). */
+void net_srv_kick(struct net_server *s);
+/** Server teardown: forget a fed kick and hand every queued completion,
+ * undelivered, to drop (which frees it). */
+void net_srv_kick_drop(struct net_server *s, void (*drop)(struct net_srv_done *d));
 
 /* What happens to a server request; net_sreq_advance moves its state. */
 enum net_sreq_event {

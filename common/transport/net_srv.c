@@ -125,6 +125,64 @@ int net_sreq_advance(struct net_sreq *r, enum net_sreq_event ev)
 	return 0;
 }
 
+/* ------------------------------------------------------- deferred work */
+
+/* The kick watcher: deliver the queued completions in order (those queued
+ * meanwhile too), then the backend's other deferred work. Runs from the
+ * loop, never nested in a caller. Cost: one call per completion. */
+static void net_srv_kick_cb(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	struct net_server *s = w->data;
+	struct net_srv_done *d;
+
+	(void)loop;
+	(void)revents;
+	while ((d = STAILQ_FIRST(&s->done)) != NULL) {
+		STAILQ_REMOVE_HEAD(&s->done, link);
+		s->done_run(d);
+	}
+	if (s->kick_more)
+		s->kick_more(s);
+}
+
+/* See net_int.h. */
+void net_srv_kick_init(struct net_server *s, struct ev_loop *loop,
+		       net_srv_run_fn run, net_srv_more_fn more)
+{
+	s->kick_loop = loop;
+	STAILQ_INIT(&s->done);
+	s->done_run = run;
+	s->kick_more = more;
+	ev_idle_init(&s->kick, net_srv_kick_cb);
+	s->kick.data = s;
+}
+
+/* See net_int.h. */
+void net_srv_kick(struct net_server *s)
+{
+	ev_feed_event(s->kick_loop, &s->kick, EV_CUSTOM);
+}
+
+/* See net_int.h. */
+void net_srv_defer(struct net_server *s, struct net_srv_done *d, int rc)
+{
+	d->rc = rc;
+	STAILQ_INSERT_TAIL(&s->done, d, link);
+	net_srv_kick(s);
+}
+
+/* See net_int.h. */
+void net_srv_kick_drop(struct net_server *s, void (*drop)(struct net_srv_done *d))
+{
+	struct net_srv_done *d;
+
+	ev_clear_pending(s->kick_loop, &s->kick);
+	while ((d = STAILQ_FIRST(&s->done)) != NULL) {
+		STAILQ_REMOVE_HEAD(&s->done, link);
+		drop(d);
+	}
+}
+
 /* net_req_fn given to every backend: note when the request starts (for
  * opstats), count it active until its reply or reject, and hand it to the
  * program's handler. Loop thread. */

@@ -75,7 +75,8 @@ struct tsrv_frame {
 	struct tsrv_frame *next;
 	net_xfer_fn cb;           /* push completion, NULL for replies */
 	void *arg;
-	int rc;                   /* for deferred completions */
+	struct net_srv_done done; /* deferred completion (tsrv_defer) */
+	struct tsrv_conn *conn;   /* whose, while deferred */
 	enum net_sreq_event ev;   /* what its completion does to the request
 				   * (PUSHED, PULLED), before cb runs */
 	int cnt, cur;             /* iov entries, first unwritten */
@@ -116,7 +117,6 @@ struct tsrv_conn {
 					 * side asked to encrypt */
 	struct net_seal rx_seal, tx_seal;
 	ev_io rw, ww;
-	ev_idle kick;                   /* never started; fed to run deferred cbs */
 	ev_timer dl;                    /* request deadline, runs while we wait
 					 * on the peer for a request's bytes */
 	ev_tstamp dl_left;              /* seconds of the deadline left */
@@ -143,9 +143,10 @@ struct tsrv_conn {
 	net_xfer_fn pull_cb;
 	void *pull_arg;
 
-	/* output queue, and completions to deliver from the kick watcher */
+	/* output queue, and completions queued in the server's deferred
+	 * work (tsrv_defer) */
 	struct tsrv_frame *out_head, *out_tail;
-	struct tsrv_frame *done_head, *done_tail;
+	int ndone;
 	size_t out_bytes;               /* bytes of queued reply frames */
 };
 
@@ -192,7 +193,6 @@ static void tsrv_conn_destroy(struct tsrv_conn *c)
 	struct tsrv_frame *f, *nx;
 
 	ev_timer_stop(s->loop, &c->dl);
-	ev_clear_pending(s->loop, &c->kick);
 	ev_clear_pending(s->loop, &c->rw);
 	ev_clear_pending(s->loop, &c->ww);
 	if (c->prev)
@@ -202,10 +202,6 @@ static void tsrv_conn_destroy(struct tsrv_conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	for (f = c->out_head; f; f = nx) {
-		nx = f->next;
-		tsrv_frame_free(f);
-	}
-	for (f = c->done_head; f; f = nx) {
 		nx = f->next;
 		tsrv_frame_free(f);
 	}
@@ -231,44 +227,46 @@ static void tsrv_hold(struct tsrv_conn *c)
 static void tsrv_release(struct tsrv_conn *c)
 {
 	if (--c->holds == 0 && c->dead && !net_sreq_with_handler(&c->req) &&
-	    !c->done_head)
+	    !c->ndone)
 		tsrv_conn_destroy(c);
 }
 
-/* Queue a transfer completion to run from the kick watcher. */
+/* Queue a transfer completion in the server's deferred work; c lives on
+ * until it is delivered. */
 static void tsrv_defer(struct tsrv_conn *c, struct tsrv_frame *f, int rc)
 {
-	f->rc = rc;
-	f->next = NULL;
-	if (c->done_tail)
-		c->done_tail->next = f;
-	else
-		c->done_head = f;
-	c->done_tail = f;
-	ev_feed_event(c->srv->loop, &c->kick, EV_CUSTOM);
+	f->conn = c;
+	c->ndone++;
+	net_srv_defer(&c->srv->base, &f->done, rc);
 }
 
-/* Deliver queued transfer completions. Runs from the loop, never nested. */
-static void tsrv_kick_cb(struct ev_loop *loop, ev_idle *w, int revents)
+/* Deliver one deferred transfer completion (the server's kick watcher):
+ * advance the request, free the frame, run the callback. */
+static void tsrv_done_run(struct net_srv_done *d)
 {
-	struct tsrv_conn *c = w->data;
+	struct tsrv_frame *f = NET_CONTAINER_OF(d, struct tsrv_frame, done);
+	struct tsrv_conn *c = f->conn;
+	net_xfer_fn cb = f->cb;
+	void *arg = f->arg;
+	enum net_sreq_event ev = f->ev;
+	int rc = d->rc;
 
 	tsrv_hold(c);
-	while (c->done_head) {
-		struct tsrv_frame *f = c->done_head;
-		c->done_head = f->next;
-		if (!c->done_head)
-			c->done_tail = NULL;
-		net_xfer_fn cb = f->cb;
-		void *arg = f->arg;
-		int rc = f->rc;
-		enum net_sreq_event ev = f->ev;
-		tsrv_frame_free(f);
-		(void)net_sreq_advance(&c->req, ev);
-		if (cb)
-			cb(&c->req, rc, arg);
-	}
+	c->ndone--;
+	tsrv_frame_free(f);
+	(void)net_sreq_advance(&c->req, ev);
+	if (cb)
+		cb(&c->req, rc, arg);
 	tsrv_release(c);
+}
+
+/* Server teardown: free an undelivered completion. */
+static void tsrv_done_drop(struct net_srv_done *d)
+{
+	struct tsrv_frame *f = NET_CONTAINER_OF(d, struct tsrv_frame, done);
+
+	f->conn->ndone--;
+	tsrv_frame_free(f);
 }
 
 /*
@@ -1492,8 +1490,7 @@ static void tsrv_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		NET_STAT_ADD(&s->base.st, unauth_open, 1);
 		ev_io_init(&c->rw, tsrv_read_cb, fd, EV_READ);
 		ev_io_init(&c->ww, tsrv_write_cb, fd, EV_WRITE);
-		ev_idle_init(&c->kick, tsrv_kick_cb);
-		c->rw.data = c->ww.data = c->kick.data = c;
+		c->rw.data = c->ww.data = c;
 		c->next = s->conns;
 		if (s->conns)
 			s->conns->prev = c;
@@ -1560,6 +1557,7 @@ static int tsrv_server_new(struct net_server **out, struct ev_loop *loop,
 	ev_timer_init(&s->accept_retry, tsrv_accept_retry_cb, 0.1, 0.);
 	s->accept_retry.data = s;
 	ev_io_start(loop, &s->accept_w);
+	net_srv_kick_init(&s->base, loop, tsrv_done_run, NULL);
 	freeaddrinfo(res);
 	*out = &s->base;
 	return 0;
@@ -1582,6 +1580,7 @@ static void tsrv_server_free(struct net_server *ns)
 	ev_io_stop(s->loop, &s->accept_w);
 	ev_timer_stop(s->loop, &s->accept_retry);
 	close(s->lfd);
+	net_srv_kick_drop(&s->base, tsrv_done_drop);
 	while (s->conns) {
 		struct tsrv_conn *c = s->conns;
 		if (!c->dead) {

@@ -125,7 +125,8 @@ struct vb_op {
 	int pending;                     /* signaled WRs still to complete */
 	struct ibv_mr *tmp[8];           /* per-op registrations */
 	int ntmp;
-	struct vb_op *next;
+	struct vb_op *next;              /* the connection's SQ queue */
+	struct net_srv_done done;        /* completed later (vb_op_done_later) */
 };
 
 struct vb_server;
@@ -181,7 +182,6 @@ struct vb_server {
 	struct rdma_cm_id *lid;
 	ev_io cm_w, chan_w;
 	ev_idle spin_w;
-	ev_idle kick_w;                  /* fed to run deferred work */
 	uint64_t spin_until;
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
@@ -202,8 +202,7 @@ struct vb_server {
 	struct vb_sconn *hash[VB_HASH];
 	struct vb_sconn *conns;
 	int nconns;
-	struct vb_op *done_head, *done_tail;
-	struct vb_sconn *disp;
+	struct vb_sconn *disp;           /* deferred dispatches (base.kick) */
 	uint16_t port;
 	net_req_fn fn;
 	void *fn_arg;
@@ -269,7 +268,7 @@ static void vb_repost_flush(struct vb_server *s)
 /* Run deferred work from the loop (never nested in a caller). */
 static void vb_defer(struct vb_server *s)
 {
-	ev_feed_event(s->loop, &s->kick_w, EV_CUSTOM);
+	net_srv_kick(&s->base);
 }
 
 /* Whether c has as many unfinished replies as credits: its next request
@@ -301,14 +300,8 @@ static void vb_op_done_later(struct vb_op *op, int rc)
 	struct vb_server *s = op->c->srv;
 
 	op->rc = rc;
-	op->next = NULL;
-	if (s->done_tail)
-		s->done_tail->next = op;
-	else
-		s->done_head = op;
-	s->done_tail = op;
 	op->c->holds++;
-	vb_defer(s);
+	net_srv_defer(&s->base, &op->done, rc);
 }
 
 /* Whether op sends a reply: those count in their connection's
@@ -1477,27 +1470,33 @@ static void vb_spin_cb(struct ev_loop *loop, ev_idle *w, int revents)
 	}
 }
 
-/* Deferred work: copy-op completions, then dispatches. */
-static void vb_kick_cb(struct ev_loop *loop, ev_idle *w, int revents)
+/* A deferred op completion (the server's kick watcher): its callback,
+ * then the op goes. */
+static void vb_done_run(struct net_srv_done *d)
 {
-	struct vb_server *s = w->data;
+	struct vb_op *op = NET_CONTAINER_OF(d, struct vb_op, done);
+	struct vb_sconn *c = op->c;
 
-	(void)loop;
-	(void)revents;
-	while (s->done_head) {
-		struct vb_op *op = s->done_head;
-		struct vb_sconn *c = op->c;
-		s->done_head = op->next;
-		if (!s->done_head)
-			s->done_tail = NULL;
-		if (op->cb && op->q)
-			vb_op_callback(op, op->rc);
-		c->holds--;
-		if (op->sbuf >= 0)
-			c->sbuf_busy &= ~(1u << op->sbuf);
-		vb_op_free(op);
-		vb_sconn_maybe_free(c);
-	}
+	if (op->cb && op->q)
+		vb_op_callback(op, op->rc);
+	c->holds--;
+	if (op->sbuf >= 0)
+		c->sbuf_busy &= ~(1u << op->sbuf);
+	vb_op_free(op);
+	vb_sconn_maybe_free(c);
+}
+
+/* Server teardown: free an undelivered op. */
+static void vb_done_drop(struct net_srv_done *d)
+{
+	vb_op_free(NET_CONTAINER_OF(d, struct vb_op, done));
+}
+
+/* Deferred work after the completions: the dispatches. */
+static void vb_kick_more(struct net_server *ns)
+{
+	struct vb_server *s = NET_CONTAINER_OF(ns, struct vb_server, base);
+
 	while (s->disp) {
 		struct vb_sconn *c = s->disp;
 		s->disp = c->dnext;
@@ -2037,8 +2036,8 @@ static void vb_server_watch(struct vb_server *s)
 	ev_io_init(&s->cm_w, vb_cm_cb, s->cm_ch->fd, EV_READ);
 	ev_io_init(&s->chan_w, vb_chan_cb, s->chan->fd, EV_READ);
 	ev_idle_init(&s->spin_w, vb_spin_cb);
-	ev_idle_init(&s->kick_w, vb_kick_cb);
-	s->cm_w.data = s->chan_w.data = s->spin_w.data = s->kick_w.data = s;
+	net_srv_kick_init(&s->base, s->loop, vb_done_run, vb_kick_more);
+	s->cm_w.data = s->chan_w.data = s->spin_w.data = s;
 	ev_io_start(s->loop, &s->cm_w);
 	ev_io_start(s->loop, &s->chan_w);
 	if (s->base.opts.poll_mode == NET_POLL_BUSY)
@@ -2106,19 +2105,13 @@ static void vb_server_free(struct net_server *ns)
 	ev_io_stop(s->loop, &s->cm_w);
 	ev_io_stop(s->loop, &s->chan_w);
 	ev_idle_stop(s->loop, &s->spin_w);
-	ev_clear_pending(s->loop, &s->kick_w);
 	rdma_destroy_id(s->lid);
 	while (s->conns) {
 		struct vb_sconn *c = s->conns;
 		if (!c->dead)
 			vb_sconn_close(c, 0, "server stopping");
 		/* Force: drop ops and handler requests. */
-		while (s->done_head) {
-			struct vb_op *op = s->done_head;
-			s->done_head = op->next;
-			vb_op_free(op);
-		}
-		s->done_tail = NULL;
+		net_srv_kick_drop(&s->base, vb_done_drop);
 		if (s->conns == c) {
 			c->holds = c->inflight = 0;
 			c->active = NULL;

@@ -93,8 +93,7 @@ static void srv_init(void)
 	net_opts_default(&srv.base.opts);
 	srv.base.opts.credits = CREDITS;
 	srv.loop = ev_loop_new(EVFLAG_AUTO);
-	ev_idle_init(&srv.kick_w, vb_kick_cb);
-	srv.kick_w.data = &srv;
+	net_srv_kick_init(&srv.base, srv.loop, vb_done_run, vb_kick_more);
 	srv.rmr = vb_reg(NULL, rbs, sizeof(rbs), 0, &srv.base.st);
 	srv.fn = handler;
 	for (int i = 0; i < NRB; i++) {
