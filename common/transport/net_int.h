@@ -189,13 +189,52 @@ int net_sreq_advance(struct net_sreq *r, enum net_sreq_event ev);
  * @return 1 or 0 */
 int net_sreq_with_handler(const struct net_sreq *r);
 
+/* Where a server connection's handshake is. */
+enum net_sconn_hs {
+	NET_HS_HELLO = 0, /* HELLO expected (tcp; verbs says it at connect) */
+	NET_HS_AUTH,      /* AUTH expected: the client's proof of its key */
+	NET_HS_OPEN,      /* through (or no key here): requests are served */
+};
+
 /* Head of every backend's server connection. Loop thread only. */
 struct net_sconn {
 	struct net_server *srv;
 	char peer[64]; /* "host:port" for log lines */
 	int privileged; /* set when the handshake ends (net_auth_server_key) */
 	int sealed;     /* its stream is sealed (net_seal.h): no push_fd */
+	enum net_sconn_hs hs; /* net_sconn_open, net_sconn_authed; the
+			       * backend moves HELLO to AUTH */
+	int holds;      /* users on the stack or queued (net_sconn_hold) */
+	int dead;       /* closed (net_sconn_close); the backend frees it
+			 * once nothing holds it (net_sconn_release) */
+	void (*reap)(struct net_sconn *c); /* the backend: free c if dead
+					    * and nothing of its own holds
+					    * it either */
 };
+
+/**
+ * A connection is accepted: count it open (conns_open) and, until its
+ * handshake is through, unauthenticated (unauth_open).
+ * @param c the connection, its srv and peer set
+ * @param hs where its handshake starts (NET_HS_OPEN: nothing to prove)
+ * @param reap the backend's free-when-unused (net_sconn_release)
+ */
+void net_sconn_open(struct net_sconn *c, enum net_sconn_hs hs,
+		    void (*reap)(struct net_sconn *c));
+/** The handshake is through: serve requests, with the privilege of the key
+ * proved (1 when the server has no key). */
+void net_sconn_authed(struct net_sconn *c, int privileged);
+/**
+ * Close c for why: one log line naming the peer (a warning when warn, else
+ * debug), and the counters of an open connection come down. The backend
+ * then tears its transport down and lets go (net_sconn_release).
+ * @return 0, or -EALREADY (closed before: nothing done)
+ */
+int net_sconn_close(struct net_sconn *c, int warn, const char *why);
+/** Keep c from being freed while the caller uses it. */
+void net_sconn_hold(struct net_sconn *c);
+/** Let go of c; a dead one nothing holds goes to its backend's reap. */
+void net_sconn_release(struct net_sconn *c);
 
 /*
  * Shared by net.c and the server core (net_srv.c): option checks, the

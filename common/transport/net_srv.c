@@ -334,6 +334,57 @@ void net_sreq_reject(struct net_sreq *r, const char *why)
 	s->ops->reject(r, why);
 }
 
+/* ------------------------------------------------------------- connections */
+
+/* See net_int.h. */
+void net_sconn_open(struct net_sconn *c, enum net_sconn_hs hs,
+		    void (*reap)(struct net_sconn *c))
+{
+	c->hs = hs;
+	c->reap = reap;
+	NET_STAT_ADD(&c->srv->st, conns_open, 1);
+	if (hs != NET_HS_OPEN)
+		NET_STAT_ADD(&c->srv->st, unauth_open, 1);
+}
+
+/* See net_int.h. */
+void net_sconn_authed(struct net_sconn *c, int privileged)
+{
+	if (c->hs != NET_HS_OPEN)
+		NET_STAT_ADD(&c->srv->st, unauth_open, -1);
+	c->hs = NET_HS_OPEN;
+	c->privileged = privileged;
+}
+
+/* See net_int.h. The log line's text is matched by tests. */
+int net_sconn_close(struct net_sconn *c, int warn, const char *why)
+{
+	if (c->dead)
+		return -EALREADY;
+	if (warn)
+		log_warn("net: %s: %s; closing connection", c->peer, why);
+	else
+		log_debug("net: %s: %s; closing connection", c->peer, why);
+	c->dead = 1;
+	NET_STAT_ADD(&c->srv->st, conns_open, -1);
+	if (c->hs != NET_HS_OPEN)
+		NET_STAT_ADD(&c->srv->st, unauth_open, -1);
+	return 0;
+}
+
+/* See net_int.h. */
+void net_sconn_hold(struct net_sconn *c)
+{
+	c->holds++;
+}
+
+/* See net_int.h. */
+void net_sconn_release(struct net_sconn *c)
+{
+	if (--c->holds == 0 && c->dead && c->reap)
+		c->reap(c);
+}
+
 /* The peer string kept by the backend at accept time. */
 const char *net_sconn_peer(const struct net_sconn *c)
 {

@@ -98,14 +98,9 @@ struct tsrv_conn {
 	struct net_sconn base;
 	struct tsrv_server *srv;
 	struct tsrv_conn *prev, *next;  /* server list */
-	int fd;                         /* -1 once closed */
-	int dead;                       /* closed; waiting for handler to let go */
-	int holds;                      /* callbacks on the stack using us */
-	int hello_done;
-	int authed;                     /* key proved, or the server has none */
+	int fd;                         /* -1 once closed (base.dead) */
 	struct sockaddr_storage src;    /* the peer's address (per-source cap) */
 	ev_tstamp born;                 /* accept time (oldest unauth evicted) */
-	int auth_wait;                  /* HELLO answered, AUTH expected */
 	const uint8_t *key;             /* the key of the class HELLO named */
 	int key_priv;                   /* that class is privileged here */
 	uint8_t cn[NET_AUTH_NONCE_LEN]; /* client nonce of the handshake */
@@ -218,16 +213,13 @@ static int tsrv_pulling(const struct tsrv_conn *c)
 	return c->req.state == NET_SREQ_PULLING && c->pull_left > 0;
 }
 
-static void tsrv_hold(struct tsrv_conn *c)
+/* The reap hook of net_sconn_release: free a dead connection that no
+ * handler and no deferred completion uses any more. */
+static void tsrv_reap(struct net_sconn *b)
 {
-	c->holds++;
-}
+	struct tsrv_conn *c = NET_CONTAINER_OF(b, struct tsrv_conn, base);
 
-/* Drop a hold; free a dead connection nobody uses any more. */
-static void tsrv_release(struct tsrv_conn *c)
-{
-	if (--c->holds == 0 && c->dead && !net_sreq_with_handler(&c->req) &&
-	    !c->ndone)
+	if (!net_sreq_with_handler(&c->req) && !c->ndone)
 		tsrv_conn_destroy(c);
 }
 
@@ -251,13 +243,13 @@ static void tsrv_done_run(struct net_srv_done *d)
 	enum net_sreq_event ev = f->ev;
 	int rc = d->rc;
 
-	tsrv_hold(c);
+	net_sconn_hold(&c->base);
 	c->ndone--;
 	tsrv_frame_free(f);
 	(void)net_sreq_advance(&c->req, ev);
 	if (cb)
 		cb(&c->req, rc, arg);
-	tsrv_release(c);
+	net_sconn_release(&c->base);
 }
 
 /* Server teardown: free an undelivered completion. */
@@ -279,16 +271,8 @@ static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why)
 	struct tsrv_server *s = c->srv;
 	struct tsrv_frame *f, *nx;
 
-	if (c->dead)
+	if (net_sconn_close(&c->base, warn, why))
 		return;
-	if (warn)
-		log_warn("net: %s: %s; closing connection", c->base.peer, why);
-	else
-		log_debug("net: %s: %s; closing connection", c->base.peer, why);
-	c->dead = 1;
-	NET_STAT_ADD(&s->base.st, conns_open, -1);
-	if (!c->authed)
-		NET_STAT_ADD(&s->base.st, unauth_open, -1);
 	ev_io_stop(s->loop, &c->rw);
 	ev_io_stop(s->loop, &c->ww);
 	ev_timer_stop(s->loop, &c->dl);
@@ -316,8 +300,8 @@ static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why)
 			(void)net_sreq_advance(&c->req, NET_SREQ_EV_PULLED);
 		}
 	}
-	tsrv_hold(c);
-	tsrv_release(c);
+	net_sconn_hold(&c->base);
+	net_sconn_release(&c->base);
 }
 
 /* ---------------------------------------------------------------- deadline */
@@ -326,9 +310,9 @@ static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why)
  * the first write data, data a pull asked for, or data to discard. */
 static int tsrv_waits_peer(const struct tsrv_conn *c)
 {
-	if (c->dead)
+	if (c->base.dead)
 		return 0;
-	if (!c->authed)
+	if (c->base.hs != NET_HS_OPEN)
 		return 1; /* the whole handshake runs on the deadline */
 	switch (c->in) {
 	case IN_BODY:
@@ -362,7 +346,7 @@ static void tsrv_dl_update(struct tsrv_conn *c)
  * handshake, which has one deadline for all of it). */
 static void tsrv_dl_reset(struct tsrv_conn *c)
 {
-	if (!c->authed)
+	if (c->base.hs != NET_HS_OPEN)
 		return;
 	ev_timer_stop(c->srv->loop, &c->dl);
 	c->dl_left = c->srv->base.opts.request_timeout_ms / 1000.;
@@ -375,15 +359,15 @@ static void tsrv_dl_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct tsrv_conn *c = w->data;
 	char why[96];
 
-	tsrv_hold(c);
-	if (!c->authed) {
+	net_sconn_hold(&c->base);
+	if (c->base.hs != NET_HS_OPEN) {
 		/* a port scan or an idle connect: worth a notice, not more */
 		snprintf(why, sizeof(why), "handshake not done within %d ms",
 			 c->srv->base.opts.request_timeout_ms);
 		NET_STAT_ADD(&c->srv->base.st, unauth_closes, 1);
 		log_notice("net: %s: %s; closing connection", c->base.peer, why);
 		tsrv_conn_close(c, 0, why);
-		tsrv_release(c);
+		net_sconn_release(&c->base);
 		return;
 	}
 	snprintf(why, sizeof(why), "request data did not arrive within %d ms",
@@ -391,7 +375,7 @@ static void tsrv_dl_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	NET_STAT_ADD(&c->srv->base.st, conn_errors, 1);
 	NET_STAT_ADD(&c->srv->base.st, deadline_closes, 1);
 	tsrv_conn_close(c, 1, why);
-	tsrv_release(c);
+	net_sconn_release(&c->base);
 }
 
 /* ------------------------------------------------------------------- input */
@@ -495,9 +479,7 @@ static void tsrv_authed(struct tsrv_conn *c, int privileged)
 {
 	struct tsrv_server *s = c->srv;
 
-	c->authed = 1;
-	c->base.privileged = privileged;
-	NET_STAT_ADD(&s->base.st, unauth_open, -1);
+	net_sconn_authed(&c->base, privileged);
 	ev_timer_stop(s->loop, &c->dl);
 	c->dl_left = s->base.opts.request_timeout_ms / 1000.;
 }
@@ -516,7 +498,6 @@ static void tsrv_hello(struct tsrv_conn *c)
 	int keyed = c->h.body_len >= NET_AUTH_HELLO_LEN;
 	uint8_t cls, flags;
 
-	c->hello_done = 1;
 	if (!net_auth_keyed(o)) {
 		tsrv_authed(c, 1);
 		tsrv_ctrl_reply(c, 0, NULL, 0, 0);
@@ -553,7 +534,7 @@ static void tsrv_hello(struct tsrv_conn *c)
 	c->seal_mode = (flags & NET_AUTH_F_ENCRYPT) || o->encrypt ? NET_SEAL_AEAD
 								  : NET_SEAL_MAC;
 	rep[NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN] = (uint8_t)c->seal_mode;
-	c->auth_wait = 1;
+	c->base.hs = NET_HS_AUTH;
 	tsrv_ctrl_reply(c, 0, rep, sizeof(rep) - (c->seal_mode == NET_SEAL_MAC), 0);
 }
 
@@ -590,8 +571,8 @@ static void tsrv_ctrl(struct tsrv_conn *c)
 		tsrv_hello(c);
 		return;
 	}
-	/* PROTO_OP_NET_AUTH (tsrv_on_hdr let nothing else through) */
-	c->auth_wait = 0;
+	/* PROTO_OP_NET_AUTH (tsrv_on_hdr let nothing else through); a wrong
+	 * proof closes c */
 	if (net_auth_check(c->key, NET_AUTH_ROLE_CLIENT, c->cn, c->sn, c->body)) {
 		NET_STAT_ADD(&s->base.st, auth_fail, 1);
 		log_warn("net: %s: wrong cluster key; refusing the client",
@@ -622,18 +603,18 @@ static int tsrv_on_hdr(struct tsrv_conn *c)
 	else if (h->flags & PROTO_F_CTRL) {
 		if (h->bulk_len || h->aux)
 			why = "unexpected control frame";
-		else if (h->op == PROTO_OP_NET_HELLO && !c->hello_done &&
+		else if (h->op == PROTO_OP_NET_HELLO && c->base.hs == NET_HS_HELLO &&
 			 (h->body_len == 0 || h->body_len == NET_AUTH_HELLO_LEN ||
 			  h->body_len == NET_AUTH_HELLO_FLAGS_LEN))
 			;
-		else if (h->op == PROTO_OP_NET_AUTH && c->auth_wait &&
+		else if (h->op == PROTO_OP_NET_AUTH && c->base.hs == NET_HS_AUTH &&
 			 h->body_len == NET_AUTH_MAC_LEN)
 			;
 		else
 			why = "unexpected control frame";
-	} else if (!c->hello_done)
+	} else if (c->base.hs == NET_HS_HELLO)
 		why = "request before handshake";
-	else if (!c->authed) {
+	else if (c->base.hs != NET_HS_OPEN) {
 		NET_STAT_ADD(&c->srv->base.st, auth_fail, 1);
 		why = "request before the cluster key was proved";
 	} else if (h->op == PROTO_OP_NET_HELLO || h->op == PROTO_OP_NET_CREDIT ||
@@ -647,7 +628,7 @@ static int tsrv_on_hdr(struct tsrv_conn *c)
 	tsrv_dl_reset(c);
 	if ((h->flags & PROTO_F_CTRL) && h->body_len == 0) {
 		tsrv_ctrl(c);
-		return c->dead ? -EIO : 0;
+		return c->base.dead ? -EIO : 0;
 	}
 	if (h->body_len > c->body_cap) {
 		uint32_t cap = c->body_cap ? c->body_cap : 4096;
@@ -923,14 +904,14 @@ static void tsrv_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct tsrv_conn *c = w->data;
 
-	tsrv_hold(c);
+	net_sconn_hold(&c->base);
 	/* After the budget, still drain what is staged: level-triggered
 	 * watchers would not fire again for bytes already read. */
-	for (int i = 0; !c->dead && (i < TSRV_BUDGET || tsrv_staged(c)); i++)
+	for (int i = 0; !c->base.dead && (i < TSRV_BUDGET || tsrv_staged(c)); i++)
 		if (tsrv_in_step(c) <= 0)
 			break;
 	tsrv_dl_update(c);
-	tsrv_release(c);
+	net_sconn_release(&c->base);
 }
 
 /* Whether input should be read now: not while a request is with the
@@ -940,7 +921,7 @@ static void tsrv_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void tsrv_want_read(struct tsrv_conn *c)
 {
 	struct ev_loop *loop = c->srv->loop;
-	int want = !c->dead && (c->in != IN_REQ || tsrv_pulling(c)) &&
+	int want = !c->base.dead && (c->in != IN_REQ || tsrv_pulling(c)) &&
 		   !(c->in == IN_HDR && c->out_bytes > TSRV_OUT_MAX);
 
 	tsrv_dl_update(c);
@@ -1015,7 +996,7 @@ static void tsrv_flush(struct tsrv_conn *c)
 	struct iovec v[IOV_MAX];
 	int over = c->out_bytes > TSRV_OUT_MAX;
 
-	while (c->out_head && !c->dead) {
+	while (c->out_head && !c->base.dead) {
 		int cnt = 0, more = 0, file = 0;
 		struct tsrv_frame *g = c->out_head;
 		if (g->cur == g->cnt && g->sf_left) {
@@ -1075,7 +1056,7 @@ static void tsrv_flush(struct tsrv_conn *c)
 			}
 		}
 	}
-	if (c->dead)
+	if (c->base.dead)
 		return;
 	if (over && c->out_bytes <= TSRV_OUT_MAX)
 		tsrv_want_read(c); /* replies drained: read requests again */
@@ -1089,9 +1070,9 @@ static void tsrv_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct tsrv_conn *c = w->data;
 
-	tsrv_hold(c);
+	net_sconn_hold(&c->base);
 	tsrv_flush(c);
-	tsrv_release(c);
+	net_sconn_release(&c->base);
 }
 
 /*
@@ -1126,7 +1107,7 @@ static int tsrv_seal_frame(struct tsrv_conn *c, struct tsrv_frame *f)
  * try to write. A frame that cannot be sealed closes the connection. */
 static void tsrv_queue(struct tsrv_conn *c, struct tsrv_frame *f)
 {
-	if (c->base.sealed && !c->dead && tsrv_seal_frame(c, f)) {
+	if (c->base.sealed && !c->base.dead && tsrv_seal_frame(c, f)) {
 		tsrv_conn_close(c, 1, "out of memory sealing a reply");
 		if (f->cb)
 			tsrv_defer(c, f, -EIO);
@@ -1164,7 +1145,7 @@ static int tsrv_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 	total = net_iov_total(iov, cnt);
 	if (total > r->hdr.bulk_len - r->pulled)
 		return -EINVAL;
-	if (c->dead || total == 0) {
+	if (c->base.dead || total == 0) {
 		struct tsrv_frame *f = calloc(1, sizeof(*f));
 		if (!f)
 			return -ENOMEM;
@@ -1172,7 +1153,7 @@ static int tsrv_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 		f->arg = arg;
 		f->ev = NET_SREQ_EV_PULLED;
 		(void)net_sreq_advance(r, NET_SREQ_EV_PULL);
-		tsrv_defer(c, f, c->dead ? -EIO : 0);
+		tsrv_defer(c, f, c->base.dead ? -EIO : 0);
 		return 0;
 	}
 	if (!c->pull_iov) {
@@ -1213,7 +1194,7 @@ static int tsrv_data_frame(struct tsrv_conn *c, const struct net_sreq *r,
 	f->arg = arg;
 	f->ev = NET_SREQ_EV_PUSHED;
 	(void)net_sreq_advance(&c->req, NET_SREQ_EV_PUSH);
-	if (c->dead) {
+	if (c->base.dead) {
 		tsrv_defer(c, f, -EIO);
 		return 0;
 	}
@@ -1232,9 +1213,9 @@ static void tsrv_data_queue(struct tsrv_conn *c, struct tsrv_frame *f,
 {
 	NET_STAT_ADD(&c->srv->base.st, data_frames, 1);
 	NET_STAT_ADD(&c->srv->base.st, bulk_push_bytes, len);
-	tsrv_hold(c);
+	net_sconn_hold(&c->base);
 	tsrv_queue(c, f);
-	tsrv_release(c);
+	net_sconn_release(&c->base);
 }
 
 /* Queue a data frame carrying iov for client offset off. */
@@ -1313,8 +1294,8 @@ static int tsrv_reply(struct net_sreq *r, int32_t status, const void *body,
 
 	if (net_sreq_advance(r, NET_SREQ_EV_REPLY))
 		return -EINVAL;
-	tsrv_hold(c);
-	if (c->dead)
+	net_sconn_hold(&c->base);
+	if (c->base.dead)
 		goto out_release;
 	if (len > PROTO_MAX_BODY || (len && !body)) {
 		log_err("net: %s: reply body of %u bytes too large", c->base.peer, len);
@@ -1364,10 +1345,10 @@ static int tsrv_reply(struct net_sreq *r, int32_t status, const void *body,
 		f->qbytes = rest;
 		tsrv_queue(c, f);
 	}
-	if (!c->dead)
+	if (!c->base.dead)
 		tsrv_resume_input(c);
 out_release:
-	tsrv_release(c);
+	net_sconn_release(&c->base);
 	return rc;
 }
 
@@ -1376,12 +1357,12 @@ static void tsrv_reject(struct net_sreq *r, const char *why)
 {
 	struct tsrv_conn *c = tsrv_of(r);
 
-	tsrv_hold(c);
+	net_sconn_hold(&c->base);
 	(void)net_sreq_advance(r, NET_SREQ_EV_REJECT);
 	NET_STAT_ADD(&c->srv->base.st, rejects, 1);
-	if (!c->dead)
+	if (!c->base.dead)
 		tsrv_conn_close(c, 1, why ? why : "rejected");
-	tsrv_release(c);
+	net_sconn_release(&c->base);
 }
 
 /* ----------------------------------------------------------------- accept */
@@ -1425,7 +1406,7 @@ static void tsrv_unauth_admit(struct tsrv_server *s,
 	int n;
 
 	for (c = s->conns; c; c = c->next)
-		if (!c->dead && !c->authed)
+		if (!c->base.dead && c->base.hs != NET_HS_OPEN)
 			net_evict_see(&e, c, c->born, &c->src);
 	c = net_evict_pick(&e, 0, &n);
 	if (!c)
@@ -1433,9 +1414,9 @@ static void tsrv_unauth_admit(struct tsrv_server *s,
 	NET_STAT_ADD(&s->base.st, unauth_closes, 1);
 	log_notice("net: %s: evicted: %d connections in the handshake%s",
 		   c->base.peer, n, c == e.oldest_same ? " from its host" : "");
-	tsrv_hold(c);
+	net_sconn_hold(&c->base);
 	tsrv_conn_close(c, 0, "evicted before its handshake");
-	tsrv_release(c);
+	net_sconn_release(&c->base);
 }
 
 /* Accept every pending connection. */
@@ -1487,7 +1468,7 @@ static void tsrv_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		c->in = IN_HDR;
 		c->src = ss;
 		c->born = ev_now(loop);
-		NET_STAT_ADD(&s->base.st, unauth_open, 1);
+		net_sconn_open(&c->base, NET_HS_HELLO, tsrv_reap);
 		ev_io_init(&c->rw, tsrv_read_cb, fd, EV_READ);
 		ev_io_init(&c->ww, tsrv_write_cb, fd, EV_WRITE);
 		c->rw.data = c->ww.data = c;
@@ -1497,7 +1478,6 @@ static void tsrv_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		s->conns = c;
 		ev_io_start(loop, &c->rw);
 		tsrv_dl_update(c); /* the handshake deadline starts now */
-		NET_STAT_ADD(&s->base.st, conns_open, 1);
 		log_debug("net: connection from %s", c->base.peer);
 	}
 }
@@ -1583,7 +1563,7 @@ static void tsrv_server_free(struct net_server *ns)
 	net_srv_kick_drop(&s->base, tsrv_done_drop);
 	while (s->conns) {
 		struct tsrv_conn *c = s->conns;
-		if (!c->dead) {
+		if (!c->base.dead) {
 			ev_io_stop(s->loop, &c->rw);
 			ev_io_stop(s->loop, &c->ww);
 			close(c->fd);

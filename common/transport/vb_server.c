@@ -139,13 +139,12 @@ struct vb_sconn {
 	struct vb_sconn *hnext;          /* qp_num hash chain */
 	struct vb_sconn *prev, *next;    /* all connections */
 	struct ibv_cq *scq;
-	int up, dead, authed, need_auth;
-	int holds;
+	int up;                          /* established (CM event) */
 	uint8_t cn[32], sn[32];
 	const uint8_t *key;              /* the key of the class it named */
 	int key_priv;                    /* that class is privileged here */
 	ev_timer hs_dl;                  /* handshake deadline, while
-					  * need_auth && !authed */
+					  * base.hs == NET_HS_AUTH */
 	struct sockaddr_storage src;     /* peer address (per-source cap) */
 	ev_tstamp born;                  /* accept time (oldest evicted) */
 	uint64_t land_addr;              /* client landing buffer */
@@ -285,7 +284,7 @@ static void vb_dispatch_later(struct vb_sconn *c)
 {
 	struct vb_server *s = c->srv;
 
-	if (c->dead || c->need_dispatch || c->active || !c->rq_head ||
+	if (c->base.dead || c->need_dispatch || c->active || !c->rq_head ||
 	    vb_replies_full(c))
 		return;
 	c->need_dispatch = 1;
@@ -300,7 +299,7 @@ static void vb_op_done_later(struct vb_op *op, int rc)
 	struct vb_server *s = op->c->srv;
 
 	op->rc = rc;
-	op->c->holds++;
+	net_sconn_hold(&op->c->base);
 	net_srv_defer(&s->base, &op->done, rc);
 }
 
@@ -349,7 +348,7 @@ static void vb_sconn_maybe_free(struct vb_sconn *c)
 	struct vb_server *s = c->srv;
 	struct rdma_cm_id *id;
 
-	if (!c->dead || c->holds || c->inflight || c->active || c->need_dispatch)
+	if (!c->base.dead || c->base.holds || c->inflight || c->active || c->need_dispatch)
 		return;
 	ev_timer_stop(s->loop, &c->hs_dl);
 	if (c->big_mr)
@@ -379,6 +378,12 @@ static void vb_sconn_maybe_free(struct vb_sconn *c)
 }
 
 /* Return a request to the free list, reposting its receive buffer. */
+/* The reap hook of net_sconn_release. */
+static void vb_sconn_reap(struct net_sconn *b)
+{
+	vb_sconn_maybe_free(NET_CONTAINER_OF(b, struct vb_sconn, base));
+}
+
 static void vb_sreq_free(struct vb_sconn *c, struct vb_sreq *q)
 {
 	if (q->rb)
@@ -395,16 +400,9 @@ static void vb_sconn_close(struct vb_sconn *c, int warn, const char *why)
 {
 	struct vb_server *s = c->srv;
 
-	if (c->dead)
+	if (net_sconn_close(&c->base, warn, why))
 		return;
-	if (warn)
-		log_warn("net: %s: %s; closing connection", c->base.peer, why);
-	else
-		log_debug("net: %s: %s; closing connection", c->base.peer, why);
-	c->dead = 1;
 	ev_timer_stop(s->loop, &c->hs_dl);
-	if (c->need_auth && !c->authed)
-		NET_STAT_ADD(&s->base.st, unauth_open, -1);
 	vb_hash_del(s, c);
 	if (c->id)
 		rdma_disconnect(c->id);
@@ -422,9 +420,8 @@ static void vb_sconn_close(struct vb_sconn *c, int warn, const char *why)
 	c->rq_tail = NULL;
 	/* an active request being fetched (ARRIVING): the fetch op completes
 	 * with a flush error, and vb_fetched frees it */
-	c->holds++;
-	c->holds--;
-	vb_sconn_maybe_free(c);
+	net_sconn_hold(&c->base);
+	net_sconn_release(&c->base);
 }
 
 /* ------------------------------------------------------------------ posting */
@@ -432,7 +429,7 @@ static void vb_sconn_close(struct vb_sconn *c, int warn, const char *why)
 /* Post queued ops while the SQ has room, in order. */
 static void vb_flush_sq(struct vb_sconn *c)
 {
-	while (c->sq_head && !c->dead) {
+	while (c->sq_head && !c->base.dead) {
 		struct vb_op *op = c->sq_head;
 		struct ibv_send_wr *bad;
 		if (op->kind == VB_OP_REPLY && op->sbuf < 0 && !op->bb)
@@ -630,8 +627,8 @@ static int vb_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 	if (!op)
 		return -ENOMEM;
 	(void)net_sreq_advance(r, NET_SREQ_EV_PULL);
-	if (c->dead || total == 0) {
-		vb_op_done_later(op, c->dead ? -EIO : 0);
+	if (c->base.dead || total == 0) {
+		vb_op_done_later(op, c->base.dead ? -EIO : 0);
 		return 0;
 	}
 	if (q->m.flags & (VB_F_WR_INLINE | VB_F_WR_FAST)) {
@@ -689,8 +686,8 @@ static int vb_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 	if (!op)
 		return -ENOMEM;
 	(void)net_sreq_advance(r, NET_SREQ_EV_PUSH);
-	if (c->dead || total == 0) {
-		vb_op_done_later(op, c->dead ? -EIO : 0);
+	if (c->base.dead || total == 0) {
+		vb_op_done_later(op, c->base.dead ? -EIO : 0);
 		return 0;
 	}
 	if (q->m.flags & VB_F_RD_INLINE) {
@@ -874,7 +871,7 @@ static int vb_reply(struct net_sreq *r, int32_t status, const void *body, uint32
 
 	if (net_sreq_advance(r, NET_SREQ_EV_REPLY))
 		return -EINVAL;
-	if (c->dead)
+	if (c->base.dead)
 		goto out_finish;
 	if (len > PROTO_MAX_BODY || (len && !body)) {
 		log_err("net: %s: reply body of %u bytes too large", c->base.peer, len);
@@ -912,7 +909,7 @@ static int vb_reply(struct net_sreq *r, int32_t status, const void *body, uint32
 	NET_STAT_ADD(st, bytes_tx, total);
 	/* Repost the request's buffer before the credit goes back. */
 	vb_sreq_finish(c, q);
-	if (!c->dead)
+	if (!c->base.dead)
 		vb_submit_op(c, op);
 	else
 		vb_op_done_later(op, -EIO);
@@ -935,7 +932,7 @@ static void vb_reject(struct net_sreq *r, const char *why)
 
 	(void)net_sreq_advance(r, NET_SREQ_EV_REJECT);
 	NET_STAT_ADD(&c->srv->base.st, rejects, 1);
-	if (!c->dead)
+	if (!c->base.dead)
 		vb_sconn_close(c, 1, why ? why : "rejected");
 	vb_sreq_finish(c, q);
 }
@@ -1036,7 +1033,7 @@ static void vb_dispatch(struct vb_sconn *c)
 	struct vb_server *s = c->srv;
 	struct vb_sreq *q;
 
-	if (c->dead || c->active || !c->rq_head || vb_replies_full(c))
+	if (c->base.dead || c->active || !c->rq_head || vb_replies_full(c))
 		return;
 	q = c->rq_head;
 	c->rq_head = q->next;
@@ -1072,10 +1069,9 @@ static void vb_dispatch(struct vb_sconn *c)
 	}
 	(void)net_sreq_advance(&q->r, NET_SREQ_EV_DISPATCH);
 	NET_STAT_ADD(&s->base.st, msgs_rx, 1);
-	c->holds++;
+	net_sconn_hold(&c->base);
 	s->fn(&q->r, s->fn_arg);
-	c->holds--;
-	vb_sconn_maybe_free(c);
+	net_sconn_release(&c->base);
 }
 
 /* A big request's message is in c->big: parse it and dispatch. */
@@ -1085,7 +1081,7 @@ static void vb_fetched(struct vb_sconn *c, struct vb_sreq *q, int rc)
 	const char *why;
 
 	c->active = NULL;
-	if (rc || c->dead) {
+	if (rc || c->base.dead) {
 		vb_sreq_free(c, q);
 		vb_sconn_close(c, 0, "big request fetch failed");
 		return;
@@ -1172,7 +1168,7 @@ static const char *vb_on_auth(struct vb_sconn *c, struct vb_srbuf *rb,
 {
 	struct vb_server *s = c->srv;
 
-	if (!c->need_auth || c->authed || h->body_len != NET_AUTH_MAC_LEN ||
+	if (c->base.hs != NET_HS_AUTH || h->body_len != NET_AUTH_MAC_LEN ||
 	    len < VB_HDRS + NET_AUTH_MAC_LEN)
 		return "unexpected auth message";
 	vb_repost(s, rb);
@@ -1183,10 +1179,8 @@ static const char *vb_on_auth(struct vb_sconn *c, struct vb_srbuf *rb,
 		return NULL;
 	}
 	NET_STAT_ADD(&s->base.st, auth_ok, 1);
-	c->authed = 1;
-	c->base.privileged = c->key_priv;
+	net_sconn_authed(&c->base, c->key_priv);
 	ev_timer_stop(s->loop, &c->hs_dl);
-	NET_STAT_ADD(&s->base.st, unauth_open, -1);
 	if (vb_send_grant(c))
 		vb_sconn_close(c, 1, "cannot grant the fast slots");
 	return NULL;
@@ -1220,7 +1214,7 @@ static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *ms
 		vb_flush_sq(c);
 		return;
 	}
-	if (c->need_auth && !c->authed) {
+	if (c->base.hs != NET_HS_OPEN) {
 		why = "request before authentication";
 		goto out_bad;
 	}
@@ -1336,7 +1330,7 @@ static void vb_on_recv(struct vb_server *s, struct ibv_wc *wc)
 		return;
 	}
 	c = vb_hash_find(s, wc->qp_num);
-	if (!c || c->dead) {
+	if (!c || c->base.dead) {
 		vb_repost(s, rb);
 		return;
 	}
@@ -1368,7 +1362,7 @@ static void vb_on_send(struct vb_server *s, struct ibv_wc *wc)
 		op->pending--;
 		if (wc->status != IBV_WC_SUCCESS) {
 			op->rc = -EIO;
-			if (!c->dead)
+			if (!c->base.dead)
 				vb_sconn_close(c, wc->status != IBV_WC_WR_FLUSH_ERR,
 					       ibv_wc_status_str(wc->status));
 		}
@@ -1378,16 +1372,16 @@ static void vb_on_send(struct vb_server *s, struct ibv_wc *wc)
 	c->sq_free += op->nwr;
 	if (op->sbuf >= 0)
 		c->sbuf_busy &= ~(1u << op->sbuf);
-	if (wc->status != IBV_WC_SUCCESS && !c->dead)
+	if (wc->status != IBV_WC_SUCCESS && !c->base.dead)
 		vb_sconn_close(c, wc->status != IBV_WC_WR_FLUSH_ERR,
 			       ibv_wc_status_str(wc->status));
 	int rc = wc->status == IBV_WC_SUCCESS && !op->rc ? 0 : -EIO;
 	switch (op->kind) {
 	case VB_OP_PULL:
 	case VB_OP_PUSH:
-		c->holds++;
+		net_sconn_hold(&c->base);
 		vb_op_callback(op, rc);
-		c->holds--;
+		net_sconn_release(&c->base);
 		break;
 	case VB_OP_FETCH:
 		vb_fetched(c, op->q, rc);
@@ -1396,7 +1390,7 @@ static void vb_on_send(struct vb_server *s, struct ibv_wc *wc)
 		break;
 	}
 	vb_op_free(op);
-	if (!c->dead)
+	if (!c->base.dead)
 		vb_flush_sq(c);
 	vb_sconn_maybe_free(c);
 }
@@ -1429,10 +1423,9 @@ static int vb_poll_all(struct vb_server *s)
 	for (struct vb_sconn *c = s->conns, *nx; c; c = nx) {
 		nx = c->next;
 		if (c->scq) {
-			c->holds++;
+			net_sconn_hold(&c->base);
 			n += vb_poll_cq(s, c->scq, 0);
-			c->holds--;
-			vb_sconn_maybe_free(c);
+			net_sconn_release(&c->base);
 		}
 	}
 	return n;
@@ -1479,11 +1472,10 @@ static void vb_done_run(struct net_srv_done *d)
 
 	if (op->cb && op->q)
 		vb_op_callback(op, op->rc);
-	c->holds--;
 	if (op->sbuf >= 0)
 		c->sbuf_busy &= ~(1u << op->sbuf);
 	vb_op_free(op);
-	vb_sconn_maybe_free(c);
+	net_sconn_release(&c->base); /* vb_op_done_later's hold */
 }
 
 /* Server teardown: free an undelivered op. */
@@ -1564,10 +1556,10 @@ static int vb_unauth_admit(struct vb_server *s, const struct sockaddr *src)
 	int live = 0, n;
 
 	for (c = s->conns; c; c = c->next) {
-		if (c->dead)
+		if (c->base.dead)
 			continue;
 		live++;
-		if (c->need_auth && !c->authed)
+		if (c->base.hs != NET_HS_OPEN)
 			net_evict_see(&e, c, c->born, &c->src);
 	}
 	c = net_evict_pick(&e, live >= s->base.opts.max_clients, &n);
@@ -1716,7 +1708,6 @@ static struct vb_sconn *vb_sconn_build(struct vb_server *s, struct rdma_cm_id *i
 	sp->fast_addr = g.fast_addr;
 	sp->fast_rkey = g.fast_rkey;
 	if (key) {
-		c->need_auth = 1;
 		c->key = key;
 		c->key_priv = key_priv;
 		memcpy(c->cn, cp->cn, 32);
@@ -1779,10 +1770,9 @@ static void vb_sconn_link(struct vb_server *s, struct vb_sconn *c)
 	ev_timer_init(&c->hs_dl, vb_hs_dl_cb,
 		      s->base.opts.request_timeout_ms / 1000., 0.);
 	c->hs_dl.data = c;
-	if (c->need_auth) {
-		NET_STAT_ADD(&s->base.st, unauth_open, 1);
+	net_sconn_open(&c->base, c->key ? NET_HS_AUTH : NET_HS_OPEN, vb_sconn_reap);
+	if (c->base.hs == NET_HS_AUTH)
 		ev_timer_start(s->loop, &c->hs_dl);
-	}
 }
 
 /*
@@ -1858,11 +1848,10 @@ static void vb_cm_cb(struct ev_loop *loop, ev_io *w, int revents)
 			if (c && c != (void *)s) {
 				/* Hold c across the poll: what arrived before the
 				 * disconnect may close it (a failed key proof). */
-				c->holds++;
+				net_sconn_hold(&c->base);
 				vb_poll_all(s);
 				vb_sconn_close(c, 0, "peer disconnected");
-				c->holds--;
-				vb_sconn_maybe_free(c);
+				net_sconn_release(&c->base);
 			}
 			continue;
 		default:
@@ -2108,12 +2097,12 @@ static void vb_server_free(struct net_server *ns)
 	rdma_destroy_id(s->lid);
 	while (s->conns) {
 		struct vb_sconn *c = s->conns;
-		if (!c->dead)
+		if (!c->base.dead)
 			vb_sconn_close(c, 0, "server stopping");
 		/* Force: drop ops and handler requests. */
 		net_srv_kick_drop(&s->base, vb_done_drop);
 		if (s->conns == c) {
-			c->holds = c->inflight = 0;
+			c->base.holds = c->inflight = 0;
 			c->active = NULL;
 			c->need_dispatch = 0;
 			vb_sconn_maybe_free(c);

@@ -108,6 +108,8 @@ static struct vb_sconn *conn_new(void)
 	struct vb_sconn *c = calloc(1, sizeof(*c));
 
 	c->srv = &srv;
+	c->base.srv = &srv.base;
+	net_sconn_open(&c->base, NET_HS_OPEN, vb_sconn_reap);
 	c->credits = CREDITS;
 	c->sreqs = calloc(CREDITS + 1, sizeof(*c->sreqs));
 	for (int i = 0; i < CREDITS; i++) {
@@ -195,7 +197,7 @@ static int fast_request(void)
 			     .imm_data = vb_imm_encode(0, len), .qp_num = c->qpn };
 	vb_on_recv(&srv, &wc);
 	ev_invoke_pending(srv.loop);
-	CHECK(handled == 1 && fast_ok && !c->dead);
+	CHECK(handled == 1 && fast_ok && !c->base.dead);
 	vb_sconn_close(c, 0, "test done");
 	complete(stub_nids - 1, IBV_WC_WR_FLUSH_ERR);
 	CHECK(srv.conns == NULL);
@@ -240,18 +242,18 @@ int main(void)
 	 * handled */
 	for (int i = CREDITS; i < 2 * CREDITS; i++)
 		request(c, i);
-	CHECK(handled == CREDITS && !c->dead && c->free_q == NULL);
+	CHECK(handled == CREDITS && !c->base.dead && c->free_q == NULL);
 	/* each completion lets one in */
 	complete(0, IBV_WC_SUCCESS);
 	CHECK(handled == CREDITS + 1 && c->replies_out == CREDITS);
 	complete(1, IBV_WC_SUCCESS);
-	CHECK(handled == CREDITS + 2 && c->replies_out == CREDITS && !c->dead);
+	CHECK(handled == CREDITS + 2 && c->replies_out == CREDITS && !c->base.dead);
 	/* two credits came back with those replies; past them: closed */
 	request(c, 2 * CREDITS);
 	request(c, 2 * CREDITS + 1);
-	CHECK(!c->dead && handled == CREDITS + 2);
+	CHECK(!c->base.dead && handled == CREDITS + 2);
 	request(c, 2 * CREDITS + 2);
-	CHECK(c->dead && stub_disconnects == 1 && srv.base.st.rejects == 1);
+	CHECK(c->base.dead && stub_disconnects == 1 && srv.base.st.rejects == 1);
 	CHECK(handled == CREDITS + 2 && c->bb_n <= CREDITS);
 	/* the replies still in flight flush; then everything goes */
 	for (int i = 2; i < stub_nids; i++)
