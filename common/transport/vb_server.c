@@ -63,10 +63,12 @@
 #define VB_REJ_NOKEY "rpfsNKEY"
 #define VB_REJ_NOKEY_LEN 8
 
+/* What a work request's wr_id points at: the tag at the head of an SRQ
+ * buffer or of an op. vb_on_wc routes every completion on it. */
 enum vb_stag_kind { VB_ST_RECV = 1, VB_ST_OP };
 
 struct vb_stag {
-	enum vb_stag_kind kind;
+	enum vb_stag_kind kind; /* set once, when the buffer or op is made */
 };
 
 /* An SRQ buffer; wr_id = &tag. */
@@ -1395,20 +1397,33 @@ static void vb_on_send(struct vb_server *s, struct ibv_wc *wc)
 	vb_sconn_maybe_free(c);
 }
 
+/* Route one completion on the tag its wr_id points at: an SRQ buffer's
+ * (a receive), an op's (a send-side completion); no tag is an unsignaled
+ * WR failing, which only a send queue has. */
+static void vb_on_wc(struct vb_server *s, struct ibv_wc *wc)
+{
+	const struct vb_stag *t = (const struct vb_stag *)(uintptr_t)wc->wr_id;
+
+	if (!t || t->kind == VB_ST_OP) {
+		vb_on_send(s, wc);
+	} else if (t->kind == VB_ST_RECV) {
+		vb_on_recv(s, wc);
+	} else {
+		log_err("net: verbs: completion with an unknown tag kind %d (qp %u); "
+			"ignored", (int)t->kind, wc->qp_num);
+	}
+}
+
 /* Drain one CQ, 32 completions per pass. @return completions seen */
-static int vb_poll_cq(struct vb_server *s, struct ibv_cq *cq, int recv)
+static int vb_poll_cq(struct vb_server *s, struct ibv_cq *cq)
 {
 	struct ibv_wc wc[VB_POLL_BATCH];
 	int n, total = 0;
 
 	do {
 		n = ibv_poll_cq(cq, VB_POLL_BATCH, wc);
-		for (int i = 0; i < n; i++) {
-			if (recv)
-				vb_on_recv(s, &wc[i]);
-			else
-				vb_on_send(s, &wc[i]);
-		}
+		for (int i = 0; i < n; i++)
+			vb_on_wc(s, &wc[i]);
 		total += n > 0 ? n : 0;
 		vb_repost_flush(s);
 	} while (n == VB_POLL_BATCH);
@@ -1418,13 +1433,13 @@ static int vb_poll_cq(struct vb_server *s, struct ibv_cq *cq, int recv)
 /* Poll every CQ once. @return completions seen */
 static int vb_poll_all(struct vb_server *s)
 {
-	int n = vb_poll_cq(s, s->rcq, 1);
+	int n = vb_poll_cq(s, s->rcq);
 
 	for (struct vb_sconn *c = s->conns, *nx; c; c = nx) {
 		nx = c->next;
 		if (c->scq) {
 			net_sconn_hold(&c->base);
-			n += vb_poll_cq(s, c->scq, 0);
+			n += vb_poll_cq(s, c->scq);
 			net_sconn_release(&c->base);
 		}
 	}

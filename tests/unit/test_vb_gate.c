@@ -3,8 +3,9 @@
  * replies, and its intake of fast-slot requests, without RDMA: vb_server.c
  * is included with registration (vb_stub.h), the post calls and the
  * rdma_cm calls of a close stubbed, and requests are handed to vb_on_msg
- * as if received; sends complete when the test calls vb_on_send. Covers: a connection with `credits`
- * replies posted and not completed gets no further request to its
+ * as if received; sends complete when the test calls vb_on_wc (which
+ * routes on the wr_id tag). Covers: a connection with `credits` replies
+ * posted and not completed gets no further request to its
  * handler, but its requests queue on their credits (a client that reuses
  * each credit as its reply arrives is not closed); a completion lets the
  * next one in; past the credits the connection is closed; the reply
@@ -151,7 +152,7 @@ static void complete(int i, enum ibv_wc_status st)
 {
 	struct ibv_wc wc = { .wr_id = stub_ids[i], .status = st };
 
-	vb_on_send(&srv, &wc);
+	vb_on_wc(&srv, &wc); /* routed on the op's tag */
 	ev_invoke_pending(srv.loop);
 }
 
@@ -195,7 +196,7 @@ static int fast_request(void)
 	struct ibv_wc wc = { .wr_id = (uintptr_t)&rbs[0].tag, .status = IBV_WC_SUCCESS,
 			     .opcode = IBV_WC_RECV_RDMA_WITH_IMM,
 			     .imm_data = vb_imm_encode(0, len), .qp_num = c->qpn };
-	vb_on_recv(&srv, &wc);
+	vb_on_wc(&srv, &wc); /* routed on the buffer's tag */
 	ev_invoke_pending(srv.loop);
 	CHECK(handled == 1 && fast_ok && !c->base.dead);
 	vb_sconn_close(c, 0, "test done");
