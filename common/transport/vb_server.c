@@ -486,6 +486,75 @@ static int vb_local_key(struct vb_sconn *c, struct vb_op *op, void *p, size_t le
 	return 0;
 }
 
+/* Where vb_build_rdma is in the local iovecs: entry li, offset loff in
+ * it, total bytes still to place, and each entry's lkey. */
+struct vb_rdma_cur {
+	const struct iovec *iov;
+	const uint32_t *lkeys;
+	int cnt, li;
+	uint64_t loff, total;
+};
+
+/* The segment holding remote offset *roff: its index (nseg when past the
+ * end), its decoded self in *sg, *roff made relative to it. */
+static int vb_seg_find(const uint8_t *segs, int nseg, uint64_t *roff,
+		       struct vb_seg *sg)
+{
+	int si;
+
+	for (si = 0; si < nseg; si++) {
+		vb_seg_decode(segs + (size_t)si * VB_SEG_LEN, sg);
+		if (*roff < sg->len)
+			break;
+		*roff -= sg->len;
+	}
+	return si;
+}
+
+/* Fill WR w with SGEs from the cursor: at most room bytes (what is left
+ * of its remote piece), msge entries, and the op's SGE array (*ns used of
+ * scap). Every SGE ends at a local or remote boundary or fills the WR.
+ * @return the bytes w moves */
+static uint64_t vb_rdma_sges(struct vb_op *op, struct ibv_send_wr *w,
+			     struct vb_rdma_cur *cu, uint64_t room, uint32_t msge,
+			     int *ns, int scap)
+{
+	uint64_t wlen = 0;
+
+	while (room > 0 && cu->total > 0 && (uint32_t)w->num_sge < msge && *ns < scap) {
+		while (cu->li < cu->cnt && cu->iov[cu->li].iov_len == cu->loff) {
+			cu->li++;
+			cu->loff = 0;
+		}
+		uint64_t k = cu->iov[cu->li].iov_len - cu->loff;
+		if (k > room)
+			k = room;
+		op->sge[(*ns)++] = (struct ibv_sge){
+			(uintptr_t)cu->iov[cu->li].iov_base + cu->loff, (uint32_t)k,
+			cu->lkeys[cu->li] };
+		w->num_sge++;
+		cu->loff += k;
+		room -= k;
+		cu->total -= k;
+		wlen += k;
+	}
+	return wlen;
+}
+
+/* Signal op's nw WRs: the last (gather/scatter), or each (multiple
+ * message: every piece its own transfer), all tagged with op.
+ * @return 0, -ENOMEM (more WRs than the SQ holds) */
+static int vb_rdma_signal(struct vb_op *op, int nw, int list_mode)
+{
+	for (int i = list_mode || !nw ? 0 : nw - 1; i < nw; i++) {
+		op->wr[i].send_flags = IBV_SEND_SIGNALED;
+		op->wr[i].wr_id = (uintptr_t)&op->tag;
+	}
+	op->pending = list_mode ? nw : 1;
+	op->nwr = nw;
+	return nw > (int)VB_SQ_DEPTH ? -ENOMEM : 0;
+}
+
 /*
  * Build the RDMA Read (pull) or Write (push) WRs moving local iov to/from
  * remote bytes [roff, roff + total) of the segments. Gather/scatter (the
@@ -501,31 +570,23 @@ static int vb_build_rdma(struct vb_sconn *c, struct vb_op *op, const uint8_t *se
 {
 	struct vb_server *s = c->srv;
 	uint32_t msge = s->list_mode ? 1 : is_read ? s->max_sge_rd : s->max_sge;
-	int cap, nw = 0, ns = 0, li = 0, si = 0;
-	uint64_t loff = 0, soff = 0, total = net_iov_total(iov, cnt);
 	uint32_t lkeys[NET_MAX_IOV];
+	struct vb_rdma_cur cu = { .iov = iov, .lkeys = lkeys, .cnt = cnt,
+				  .total = net_iov_total(iov, cnt) };
+	/* every sge ends at a local or remote boundary or fills its WR */
+	int scap = 2 * (nseg + cnt) + 4, cap = nseg + scap, nw = 0, ns = 0, si;
 	struct vb_seg sg = { 0 };
 
 	for (int i = 0; i < cnt; i++)
 		if (iov[i].iov_len && vb_local_key(c, op, iov[i].iov_base, iov[i].iov_len,
 						   &lkeys[i]))
 			return -ENOMEM;
-	/* Find the segment holding roff. */
-	for (si = 0; si < nseg; si++) {
-		vb_seg_decode(segs + (size_t)si * VB_SEG_LEN, &sg);
-		if (roff < sg.len)
-			break;
-		roff -= sg.len;
-	}
-	soff = roff;
-	/* Every sge ends at a local or remote boundary or fills its WR. */
-	int scap = 2 * (nseg + cnt) + 4;
-	cap = nseg + scap;
+	si = vb_seg_find(segs, nseg, &roff, &sg);
 	op->wr = calloc((size_t)cap, sizeof(*op->wr));
 	op->sge = calloc((size_t)scap, sizeof(*op->sge));
 	if (!op->wr || !op->sge)
 		return -ENOMEM;
-	while (total > 0) {
+	while (cu.total > 0) {
 		if (si >= nseg)
 			return -EINVAL;
 		vb_seg_decode(segs + (size_t)si * VB_SEG_LEN, &sg);
@@ -533,53 +594,22 @@ static int vb_build_rdma(struct vb_sconn *c, struct vb_op *op, const uint8_t *se
 			return -ENOMEM;
 		struct ibv_send_wr *w = &op->wr[nw];
 		w->opcode = is_read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
-		w->wr.rdma.remote_addr = sg.addr + soff;
+		w->wr.rdma.remote_addr = sg.addr + roff;
 		w->wr.rdma.rkey = sg.rkey;
 		w->sg_list = &op->sge[ns];
-		uint64_t room = sg.len - soff;
-		uint64_t wlen = 0;
-		while (room > 0 && total > 0 && (uint32_t)w->num_sge < msge && ns < scap) {
-			while (li < cnt && iov[li].iov_len == loff) {
-				li++;
-				loff = 0;
-			}
-			uint64_t k = iov[li].iov_len - loff;
-			if (k > room)
-				k = room;
-			op->sge[ns++] = (struct ibv_sge){ (uintptr_t)iov[li].iov_base + loff,
-							(uint32_t)k, lkeys[li] };
-			w->num_sge++;
-			loff += k;
-			room -= k;
-			total -= k;
-			wlen += k;
-		}
+		roff += vb_rdma_sges(op, w, &cu, sg.len - roff, msge, &ns, scap);
 		vb_stat_max(&s->base.st, (uint64_t)w->num_sge);
-		soff += wlen;
-		if (soff == sg.len) {
+		if (roff == sg.len) {
 			si++;
-			soff = 0;
+			roff = 0;
 		}
 		if (nw)
 			op->wr[nw - 1].next = w;
 		nw++;
-		if (ns == scap && total > 0)
+		if (ns == scap && cu.total > 0)
 			return -ENOMEM;
 	}
-	op->wr[nw - 1].send_flags = IBV_SEND_SIGNALED;
-	op->wr[nw - 1].wr_id = (uintptr_t)&op->tag;
-	op->pending = 1;
-	if (s->list_mode) {
-		for (int i = 0; i < nw - 1; i++) {
-			op->wr[i].send_flags = IBV_SEND_SIGNALED;
-			op->wr[i].wr_id = (uintptr_t)&op->tag;
-		}
-		op->pending = nw;
-	}
-	op->nwr = nw;
-	if (nw > (int)VB_SQ_DEPTH)
-		return -ENOMEM;
-	return 0;
+	return vb_rdma_signal(op, nw, s->list_mode);
 }
 
 /* ------------------------------------------------------------------ pull/push */
@@ -941,6 +971,65 @@ static void vb_reject(struct net_sreq *r, const char *why)
 
 /* ------------------------------------------------------------------- intake */
 
+/* Sum of the lengths of n encoded segments. */
+static uint64_t vb_segs_sum(const uint8_t *segs, int n)
+{
+	uint64_t sum = 0;
+	struct vb_seg sg;
+
+	for (int i = 0; i < n; i++) {
+		vb_seg_decode(segs + (size_t)i * VB_SEG_LEN, &sg);
+		sum += sg.len;
+	}
+	return sum;
+}
+
+/* Check q's write mechanism (none, inline, fast slot, RDMA segments)
+ * against its write length. @return NULL, or why it is bad */
+static const char *vb_parse_wr(const struct vb_sreq *q, const uint8_t *data_after)
+{
+	const struct proto_hdr *h = &q->r.hdr;
+	const struct vb_mhdr *m = &q->m;
+
+	switch (m->flags & (VB_F_WR_INLINE | VB_F_WR_FAST | VB_F_WR_RDMA)) {
+	case 0:
+		return h->bulk_len ? "write data without a mechanism" : NULL;
+	case VB_F_WR_INLINE:
+	case VB_F_WR_FAST:
+		if (m->inl != h->bulk_len || m->nwr)
+			return "inline/fast length mismatch";
+		if ((m->flags & VB_F_WR_FAST) && !data_after)
+			return "fast write outside a fast slot";
+		return NULL;
+	case VB_F_WR_RDMA:
+		return vb_segs_sum(q->segs, m->nwr) != h->bulk_len ?
+			"write segments do not add up" : NULL;
+	default:
+		return "several write mechanisms";
+	}
+}
+
+/* Check q's read mechanism (none, inline, RDMA segments) against its read
+ * length; an inline read gets its buffer (inline_max, kept with q).
+ * @return NULL, or why it is bad */
+static const char *vb_parse_rd(const struct net_opts *o, struct vb_sreq *q)
+{
+	const struct proto_hdr *h = &q->r.hdr;
+	const struct vb_mhdr *m = &q->m;
+
+	if (m->flags & VB_F_RD_INLINE) {
+		if (h->aux > o->inline_max || m->nrd)
+			return "inline read too large";
+		if (!q->rdinl && h->aux && !(q->rdinl = malloc(o->inline_max)))
+			return "out of memory";
+		return NULL;
+	}
+	if (m->flags & VB_F_RD_RDMA)
+		return vb_segs_sum(q->segs + (size_t)m->nwr * VB_SEG_LEN, m->nrd) != h->aux ?
+			"read segments do not add up" : NULL;
+	return h->aux ? "read memory without a mechanism" : NULL;
+}
+
 /*
  * Check a request message and point q at its parts.
  * @return 0, or a reason for the log line
@@ -948,12 +1037,10 @@ static void vb_reject(struct net_sreq *r, const char *why)
 static const char *vb_parse_req(struct vb_sconn *c, struct vb_sreq *q,
 				const uint8_t *msg, uint32_t len, const uint8_t *data_after)
 {
-	const struct net_opts *o = &c->srv->base.opts;
 	const char *why = NULL;
 	struct proto_hdr *h = &q->r.hdr;
 	struct vb_mhdr *m = &q->m;
-	uint64_t need, sum;
-	struct vb_seg sg;
+	uint64_t need;
 
 	if (len < VB_HDRS || proto_hdr_decode(msg, h, &why) ||
 	    vb_mhdr_decode(msg + PROTO_HDR_LEN, m))
@@ -976,49 +1063,9 @@ static const char *vb_parse_req(struct vb_sconn *c, struct vb_sreq *q,
 	q->segs = msg + VB_HDRS;
 	q->r.body = q->segs + (size_t)(m->nwr + m->nrd) * VB_SEG_LEN;
 	q->r.body_len = h->body_len;
-	q->inl = q->r.body + h->body_len;
-	if (m->flags & VB_F_WR_FAST)
-		q->inl = data_after;
-	switch (m->flags & (VB_F_WR_INLINE | VB_F_WR_FAST | VB_F_WR_RDMA)) {
-	case 0:
-		if (h->bulk_len)
-			return "write data without a mechanism";
-		break;
-	case VB_F_WR_INLINE:
-	case VB_F_WR_FAST:
-		if (m->inl != h->bulk_len || m->nwr)
-			return "inline/fast length mismatch";
-		if ((m->flags & VB_F_WR_FAST) && !data_after)
-			return "fast write outside a fast slot";
-		break;
-	case VB_F_WR_RDMA:
-		sum = 0;
-		for (int i = 0; i < m->nwr; i++) {
-			vb_seg_decode(q->segs + (size_t)i * VB_SEG_LEN, &sg);
-			sum += sg.len;
-		}
-		if (sum != h->bulk_len)
-			return "write segments do not add up";
-		break;
-	default:
-		return "several write mechanisms";
-	}
-	if (m->flags & VB_F_RD_INLINE) {
-		if (h->aux > o->inline_max || m->nrd)
-			return "inline read too large";
-		if (!q->rdinl && h->aux && !(q->rdinl = malloc(o->inline_max)))
-			return "out of memory";
-	} else if (m->flags & VB_F_RD_RDMA) {
-		sum = 0;
-		for (int i = 0; i < m->nrd; i++) {
-			vb_seg_decode(q->segs + (size_t)(m->nwr + i) * VB_SEG_LEN, &sg);
-			sum += sg.len;
-		}
-		if (sum != h->aux)
-			return "read segments do not add up";
-	} else if (h->aux) {
-		return "read memory without a mechanism";
-	}
+	q->inl = (m->flags & VB_F_WR_FAST) ? data_after : q->r.body + h->body_len;
+	if ((why = vb_parse_wr(q, data_after)) || (why = vb_parse_rd(&c->srv->base.opts, q)))
+		return why;
 	q->r.conn = &c->base;
 	q->r.pulled = 0;
 	q->r.ctx = NULL;
@@ -1188,6 +1235,44 @@ static const char *vb_on_auth(struct vb_sconn *c, struct vb_srbuf *rb,
 	return NULL;
 }
 
+/* A big request's first message (q's receive buffer): the segment its
+ * whole message is fetched from at its turn (ARRIVING until then).
+ * @return NULL, or why it is bad */
+static const char *vb_intake_big(struct vb_sreq *q, const struct vb_mhdr *m,
+				 const uint8_t *msg, uint32_t len)
+{
+	struct vb_seg sg;
+
+	if (len < VB_HDRS + VB_SEG_LEN || m->bigmsg > VB_BIG_SIZE)
+		return "bad big request";
+	vb_seg_decode(msg + VB_HDRS, &sg);
+	if (sg.len != m->bigmsg)
+		return "bad big request";
+	q->m = *m;
+	q->segs = msg + VB_HDRS;
+	(void)net_sreq_advance(&q->r, NET_SREQ_EV_PARTIAL);
+	return NULL;
+}
+
+/* A whole request message: parsed into q (QUEUED), counted by how its
+ * write data came. @return NULL, or why it is bad */
+static const char *vb_intake_req(struct vb_sconn *c, struct vb_sreq *q,
+				 const uint8_t *msg, uint32_t len,
+				 const uint8_t *data_after)
+{
+	struct net_stats *st = &c->srv->base.st;
+	const char *why = vb_parse_req(c, q, msg, len, data_after);
+
+	if (why)
+		return why;
+	(void)net_sreq_advance(&q->r, NET_SREQ_EV_ARRIVE);
+	if (q->m.flags & VB_F_WR_INLINE)
+		NET_STAT_ADD(st, inline_msgs, 1);
+	else if (q->m.flags & VB_F_WR_FAST)
+		NET_STAT_ADD(st, fast_msgs, 1);
+	return NULL;
+}
+
 /* A message arrived on c: a request, AUTH or ACK. */
 static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *msg,
 		      uint32_t len, const uint8_t *data_after)
@@ -1229,34 +1314,11 @@ static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *ms
 	q->next = NULL;
 	q->rb = rb;
 	q->r.conn = &c->base;
-	if (m.kind == VB_K_BIGREQ) {
-		struct vb_seg sg;
-		if (len < VB_HDRS + VB_SEG_LEN || m.bigmsg > VB_BIG_SIZE) {
-			vb_sreq_free(c, q);
-			why = "bad big request";
-			goto out_bad_norb;
-		}
-		vb_seg_decode(msg + VB_HDRS, &sg);
-		if (sg.len != m.bigmsg) {
-			vb_sreq_free(c, q);
-			why = "bad big request";
-			goto out_bad_norb;
-		}
-		q->m = m;
-		q->segs = msg + VB_HDRS;
-		(void)net_sreq_advance(&q->r, NET_SREQ_EV_PARTIAL);
-	} else {
-		why = vb_parse_req(c, q, msg, len, data_after);
-		if (why) {
-			vb_sreq_free(c, q);
-			goto out_bad_norb;
-		}
-		(void)net_sreq_advance(&q->r, NET_SREQ_EV_ARRIVE);
-		if (m.flags & VB_F_WR_INLINE) {
-			NET_STAT_ADD(&s->base.st, inline_msgs, 1);
-		} else if (m.flags & VB_F_WR_FAST) {
-			NET_STAT_ADD(&s->base.st, fast_msgs, 1);
-		}
+	why = m.kind == VB_K_BIGREQ ? vb_intake_big(q, &m, msg, len) :
+				      vb_intake_req(c, q, msg, len, data_after);
+	if (why) {
+		vb_sreq_free(c, q);
+		goto out_bad_norb;
 	}
 	if (c->rq_tail)
 		c->rq_tail->next = q;
