@@ -231,6 +231,9 @@ void net_sconn_authed(struct net_sconn *c, int privileged);
  * @return 0, or -EALREADY (closed before: nothing done)
  */
 int net_sconn_close(struct net_sconn *c, int warn, const char *why);
+/** c's handshake deadline passed: count it (unauth_closes) and say so (a
+ * notice naming the peer); why gets the reason the caller closes c with. */
+void net_sconn_hs_late(struct net_sconn *c, char *why, size_t cap);
 /** Keep c from being freed while the caller uses it. */
 void net_sconn_hold(struct net_sconn *c);
 /** Let go of c; a dead one nothing holds goes to its backend's reap. */

@@ -11,6 +11,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ------------------------------------------------------- request states */
@@ -370,6 +371,16 @@ int net_sconn_close(struct net_sconn *c, int warn, const char *why)
 	if (c->hs != NET_HS_OPEN)
 		NET_STAT_ADD(&c->srv->st, unauth_open, -1);
 	return 0;
+}
+
+/* See net_int.h. A port scan or an idle connect: worth a notice, not
+ * more. The text is matched by tests. */
+void net_sconn_hs_late(struct net_sconn *c, char *why, size_t cap)
+{
+	snprintf(why, cap, "handshake not done within %d ms",
+		 c->srv->opts.request_timeout_ms);
+	NET_STAT_ADD(&c->srv->st, unauth_closes, 1);
+	log_notice("net: %s: %s; closing connection", c->peer, why);
 }
 
 /* See net_int.h. */

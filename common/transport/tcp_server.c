@@ -361,11 +361,7 @@ static void tsrv_dl_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 	net_sconn_hold(&c->base);
 	if (c->base.hs != NET_HS_OPEN) {
-		/* a port scan or an idle connect: worth a notice, not more */
-		snprintf(why, sizeof(why), "handshake not done within %d ms",
-			 c->srv->base.opts.request_timeout_ms);
-		NET_STAT_ADD(&c->srv->base.st, unauth_closes, 1);
-		log_notice("net: %s: %s; closing connection", c->base.peer, why);
+		net_sconn_hs_late(&c->base, why, sizeof(why));
 		tsrv_conn_close(c, 0, why);
 		net_sconn_release(&c->base);
 		return;

@@ -1610,10 +1610,7 @@ static void vb_hs_dl_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct vb_sconn *c = w->data;
 	char why[96];
 
-	snprintf(why, sizeof(why), "handshake not done within %d ms",
-		 c->srv->base.opts.request_timeout_ms);
-	NET_STAT_ADD(&c->srv->base.st, unauth_closes, 1);
-	log_notice("net: %s: %s; closing connection", c->base.peer, why);
+	net_sconn_hs_late(&c->base, why, sizeof(why));
 	vb_sconn_close(c, 0, why);
 }
 
