@@ -185,6 +185,24 @@ enum net_sreq_event {
  */
 int net_sreq_advance(struct net_sreq *r, enum net_sreq_event ev);
 
+/**
+ * Check a pull's arguments for any backend: at most NET_MAX_IOV iovecs, a
+ * callback, r with the handler, no more than the write bytes not pulled
+ * yet.
+ * @param total set to the bytes iov describes
+ * @return 0, -EINVAL
+ */
+int net_sreq_pull_check(const struct net_sreq *r, const struct iovec *iov,
+			int cnt, net_xfer_fn cb, uint64_t *total);
+/**
+ * Check a push's arguments for any backend: as net_sreq_pull_check, with
+ * [off, off + total) inside the client's read memory (aux).
+ * @return 0, -EINVAL
+ */
+int net_sreq_push_check(const struct net_sreq *r, uint64_t off,
+			const struct iovec *iov, int cnt, net_xfer_fn cb,
+			uint64_t *total);
+
 /** Whether r is with the handler (HANDLER, PULLING or PUSHING).
  * @return 1 or 0 */
 int net_sreq_with_handler(const struct net_sreq *r);
@@ -231,6 +249,13 @@ void net_sconn_authed(struct net_sconn *c, int privileged);
  * @return 0, or -EALREADY (closed before: nothing done)
  */
 int net_sconn_close(struct net_sconn *c, int warn, const char *why);
+/**
+ * Check the client's proof of key (AUTH, net_auth.h) on c, counting it
+ * (auth_ok, auth_fail); a wrong one gets a warning naming the peer.
+ * @return 0 proved, -EACCES (the caller refuses and closes c)
+ */
+int net_sconn_auth_check(struct net_sconn *c, const uint8_t *key,
+			 const uint8_t *cn, const uint8_t *sn, const uint8_t *mac);
 /** c's handshake deadline passed: count it (unauth_closes) and say so (a
  * notice naming the peer); why gets the reason the caller closes c with. */
 void net_sconn_hs_late(struct net_sconn *c, char *why, size_t cap);

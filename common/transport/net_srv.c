@@ -9,6 +9,7 @@
 #include "net_int.h"
 #include "metrics_op.h"
 #include "log.h"
+#include "net_auth.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -96,6 +97,38 @@ static void net_sreq_xfer(struct net_sreq *r, enum net_sreq_event ev)
 		return;
 	r->state = r->npull ? NET_SREQ_PULLING :
 		   r->npush ? NET_SREQ_PUSHING : NET_SREQ_HANDLER;
+}
+
+/* Arguments every transfer checks alike. */
+static int net_sreq_xfer_args(const struct net_sreq *r, const struct iovec *iov,
+			      int cnt, net_xfer_fn cb, uint64_t *total)
+{
+	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb ||
+	    !net_sreq_with_handler(r))
+		return -EINVAL;
+	*total = net_iov_total(iov, cnt);
+	return 0;
+}
+
+/* See net_int.h. */
+int net_sreq_pull_check(const struct net_sreq *r, const struct iovec *iov,
+			int cnt, net_xfer_fn cb, uint64_t *total)
+{
+	if (net_sreq_xfer_args(r, iov, cnt, cb, total) ||
+	    *total > r->hdr.bulk_len - r->pulled)
+		return -EINVAL;
+	return 0;
+}
+
+/* See net_int.h. */
+int net_sreq_push_check(const struct net_sreq *r, uint64_t off,
+			const struct iovec *iov, int cnt, net_xfer_fn cb,
+			uint64_t *total)
+{
+	if (net_sreq_xfer_args(r, iov, cnt, cb, total) || off > r->hdr.aux ||
+	    *total > r->hdr.aux - off)
+		return -EINVAL;
+	return 0;
 }
 
 /* See net_int.h. Cost: a table look-up. */
@@ -370,6 +403,19 @@ int net_sconn_close(struct net_sconn *c, int warn, const char *why)
 	NET_STAT_ADD(&c->srv->st, conns_open, -1);
 	if (c->hs != NET_HS_OPEN)
 		NET_STAT_ADD(&c->srv->st, unauth_open, -1);
+	return 0;
+}
+
+/* See net_int.h. The warning's text is matched by tests. */
+int net_sconn_auth_check(struct net_sconn *c, const uint8_t *key,
+			 const uint8_t *cn, const uint8_t *sn, const uint8_t *mac)
+{
+	if (net_auth_check(key, NET_AUTH_ROLE_CLIENT, cn, sn, mac)) {
+		NET_STAT_ADD(&c->srv->st, auth_fail, 1);
+		log_warn("net: %s: wrong cluster key; refusing the client", c->peer);
+		return -EACCES;
+	}
+	NET_STAT_ADD(&c->srv->st, auth_ok, 1);
 	return 0;
 }
 

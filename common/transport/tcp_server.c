@@ -569,14 +569,10 @@ static void tsrv_ctrl(struct tsrv_conn *c)
 	}
 	/* PROTO_OP_NET_AUTH (tsrv_on_hdr let nothing else through); a wrong
 	 * proof closes c */
-	if (net_auth_check(c->key, NET_AUTH_ROLE_CLIENT, c->cn, c->sn, c->body)) {
-		NET_STAT_ADD(&s->base.st, auth_fail, 1);
-		log_warn("net: %s: wrong cluster key; refusing the client",
-			 c->base.peer);
+	if (net_sconn_auth_check(&c->base, c->key, c->cn, c->sn, c->body)) {
 		tsrv_ctrl_reply(c, -EACCES, NULL, 0, 1);
 		return;
 	}
-	NET_STAT_ADD(&s->base.st, auth_ok, 1);
 	tsrv_authed(c, c->key_priv);
 	log_debug("net: %s: %s proved", c->base.peer,
 		  c->key == s->base.opts.srv_key ? "the servers' key"
@@ -1135,11 +1131,7 @@ static int tsrv_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 	struct tsrv_conn *c = tsrv_of(r);
 	uint64_t total;
 
-	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb ||
-	    tsrv_pulling(c) || !net_sreq_with_handler(r))
-		return -EINVAL;
-	total = net_iov_total(iov, cnt);
-	if (total > r->hdr.bulk_len - r->pulled)
+	if (tsrv_pulling(c) || net_sreq_pull_check(r, iov, cnt, cb, &total))
 		return -EINVAL;
 	if (c->base.dead || total == 0) {
 		struct tsrv_frame *f = calloc(1, sizeof(*f));
@@ -1223,11 +1215,7 @@ static int tsrv_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 	uint64_t total;
 	int rc;
 
-	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb ||
-	    !net_sreq_with_handler(r))
-		return -EINVAL;
-	total = net_iov_total(iov, cnt);
-	if (off > r->hdr.aux || total > r->hdr.aux - off)
+	if (net_sreq_push_check(r, off, iov, cnt, cb, &total))
 		return -EINVAL;
 	rc = tsrv_data_frame(c, r, off, total, cnt, cb, arg, &f);
 	if (rc || !f)

@@ -649,11 +649,7 @@ static int vb_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 	uint64_t total;
 	int rc;
 
-	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb ||
-	    !net_sreq_with_handler(r))
-		return -EINVAL;
-	total = net_iov_total(iov, cnt);
-	if (total > r->hdr.bulk_len - r->pulled)
+	if (net_sreq_pull_check(r, iov, cnt, cb, &total))
 		return -EINVAL;
 	op = vb_op_new(c, q, VB_OP_PULL, cb, arg);
 	if (!op)
@@ -708,11 +704,7 @@ static int vb_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 	uint64_t total;
 	int rc;
 
-	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb ||
-	    !net_sreq_with_handler(r))
-		return -EINVAL;
-	total = net_iov_total(iov, cnt);
-	if (off > r->hdr.aux || total > r->hdr.aux - off)
+	if (net_sreq_push_check(r, off, iov, cnt, cb, &total))
 		return -EINVAL;
 	op = vb_op_new(c, q, VB_OP_PUSH, cb, arg);
 	if (!op)
@@ -1221,13 +1213,10 @@ static const char *vb_on_auth(struct vb_sconn *c, struct vb_srbuf *rb,
 	    len < VB_HDRS + NET_AUTH_MAC_LEN)
 		return "unexpected auth message";
 	vb_repost(s, rb);
-	if (net_auth_check(c->key, NET_AUTH_ROLE_CLIENT, c->cn, c->sn, msg + VB_HDRS)) {
-		NET_STAT_ADD(&s->base.st, auth_fail, 1);
-		log_warn("net: %s: wrong cluster key; refusing the client", c->base.peer);
+	if (net_sconn_auth_check(&c->base, c->key, c->cn, c->sn, msg + VB_HDRS)) {
 		vb_sconn_close(c, 0, "cluster key refused");
 		return NULL;
 	}
-	NET_STAT_ADD(&s->base.st, auth_ok, 1);
 	net_sconn_authed(&c->base, c->key_priv);
 	ev_timer_stop(s->loop, &c->hs_dl);
 	if (vb_send_grant(c))
