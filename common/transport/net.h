@@ -21,6 +21,7 @@
 #define RPFS_NET_H
 
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/uio.h>
 
 #include "proto.h"
@@ -403,6 +404,8 @@ struct net_sreq {
 				    * net_server_set_opstats) */
 	enum net_sreq_state state; /* net_sreq_advance only (loop thread) */
 	uint32_t npull, npush;     /* transfers in flight (net_sreq_advance) */
+	STAILQ_ENTRY(net_sreq) qlink; /* its connection's queue (net_srv.c,
+				       * loop thread) */
 };
 
 /* Handler for a new request; must eventually reply or reject it. */

@@ -228,6 +228,10 @@ struct net_sconn {
 	void (*reap)(struct net_sconn *c); /* the backend: free c if dead
 					    * and nothing of its own holds
 					    * it either */
+	/* ordered dispatch (net_sconn_next): requests received and not yet
+	 * served, in arrival order, and the one being served */
+	STAILQ_HEAD(net_sreq_q, net_sreq) rq;
+	struct net_sreq *active;
 };
 
 /**
@@ -259,6 +263,21 @@ int net_sconn_auth_check(struct net_sconn *c, const uint8_t *key,
 /** c's handshake deadline passed: count it (unauth_closes) and say so (a
  * notice naming the peer); why gets the reason the caller closes c with. */
 void net_sconn_hs_late(struct net_sconn *c, char *why, size_t cap);
+/** Queue r, just received, behind c's earlier requests. */
+void net_sconn_enqueue(struct net_sconn *c, struct net_sreq *r);
+/** Put r, taken by net_sconn_next, back at the head of c's queue (verbs:
+ * its message had to be fetched first; net_sconn_finished before). */
+void net_sconn_requeue(struct net_sconn *c, struct net_sreq *r);
+/** Whether c has a request waiting and none being served. @return 1, 0 */
+int net_sconn_ready(const struct net_sconn *c);
+/** c's next request in arrival order, now the one being served; NULL
+ * while one is served or none waits. One at a time, in order. */
+struct net_sreq *net_sconn_next(struct net_sconn *c);
+/** r is no longer served (answered, dropped, or requeued next): the next
+ * request may go. */
+void net_sconn_finished(struct net_sconn *c, struct net_sreq *r);
+/** Hand c's waiting requests to drop, oldest first (a close). */
+void net_sconn_drain(struct net_sconn *c, void (*drop)(struct net_sreq *r));
 /** Keep c from being freed while the caller uses it. */
 void net_sconn_hold(struct net_sconn *c);
 /** Let go of c; a dead one nothing holds goes to its backend's reap. */

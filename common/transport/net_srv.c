@@ -376,6 +376,8 @@ void net_sconn_open(struct net_sconn *c, enum net_sconn_hs hs,
 {
 	c->hs = hs;
 	c->reap = reap;
+	STAILQ_INIT(&c->rq);
+	c->active = NULL;
 	NET_STAT_ADD(&c->srv->st, conns_open, 1);
 	if (hs != NET_HS_OPEN)
 		NET_STAT_ADD(&c->srv->st, unauth_open, 1);
@@ -427,6 +429,55 @@ void net_sconn_hs_late(struct net_sconn *c, char *why, size_t cap)
 		 c->srv->opts.request_timeout_ms);
 	NET_STAT_ADD(&c->srv->st, unauth_closes, 1);
 	log_notice("net: %s: %s; closing connection", c->peer, why);
+}
+
+/* See net_int.h. */
+void net_sconn_enqueue(struct net_sconn *c, struct net_sreq *r)
+{
+	STAILQ_INSERT_TAIL(&c->rq, r, qlink);
+}
+
+/* See net_int.h. */
+void net_sconn_requeue(struct net_sconn *c, struct net_sreq *r)
+{
+	STAILQ_INSERT_HEAD(&c->rq, r, qlink);
+}
+
+/* See net_int.h. */
+int net_sconn_ready(const struct net_sconn *c)
+{
+	return !c->active && !STAILQ_EMPTY(&c->rq);
+}
+
+/* See net_int.h. */
+struct net_sreq *net_sconn_next(struct net_sconn *c)
+{
+	struct net_sreq *r;
+
+	if (!net_sconn_ready(c))
+		return NULL;
+	r = STAILQ_FIRST(&c->rq);
+	STAILQ_REMOVE_HEAD(&c->rq, qlink);
+	c->active = r;
+	return r;
+}
+
+/* See net_int.h. */
+void net_sconn_finished(struct net_sconn *c, struct net_sreq *r)
+{
+	if (c->active == r)
+		c->active = NULL;
+}
+
+/* See net_int.h. */
+void net_sconn_drain(struct net_sconn *c, void (*drop)(struct net_sreq *r))
+{
+	struct net_sreq *r;
+
+	while ((r = STAILQ_FIRST(&c->rq)) != NULL) {
+		STAILQ_REMOVE_HEAD(&c->rq, qlink);
+		drop(r);
+	}
 }
 
 /* See net_int.h. */

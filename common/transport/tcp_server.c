@@ -397,6 +397,7 @@ static void tsrv_body_done(struct tsrv_conn *c)
 	r->hdr = c->h;
 	r->body = c->body;
 	r->body_len = c->h.body_len;
+	net_sconn_enqueue(&c->base, r);
 	if (c->h.bulk_len > 0) {
 		(void)net_sreq_advance(r, NET_SREQ_EV_PARTIAL);
 		c->in = IN_BULKWAIT;
@@ -406,12 +407,19 @@ static void tsrv_body_done(struct tsrv_conn *c)
 	tsrv_dispatch(c);
 }
 
-/* Make c->req (QUEUED) the handler's. */
+/* Make c->req (QUEUED) the handler's: c's next request in order, the
+ * only one (nothing more is read until it is answered). */
 static void tsrv_dispatch(struct tsrv_conn *c)
 {
 	struct tsrv_server *s = c->srv;
-	struct net_sreq *r = &c->req;
+	struct net_sreq *r = net_sconn_next(&c->base);
 
+	if (r != &c->req) { /* a request still served: a bug, not the peer's */
+		log_err("net: %s: a request arrived while another is served",
+			c->base.peer);
+		tsrv_conn_close(c, 1, "request out of order");
+		return;
+	}
 	(void)net_sreq_advance(r, NET_SREQ_EV_DISPATCH);
 	c->in = IN_REQ;
 	NET_STAT_ADD(&s->base.st, msgs_rx, 1);
@@ -1278,6 +1286,7 @@ static int tsrv_reply(struct net_sreq *r, int32_t status, const void *body,
 
 	if (net_sreq_advance(r, NET_SREQ_EV_REPLY))
 		return -EINVAL;
+	net_sconn_finished(&c->base, r);
 	net_sconn_hold(&c->base);
 	if (c->base.dead)
 		goto out_release;
@@ -1343,6 +1352,7 @@ static void tsrv_reject(struct net_sreq *r, const char *why)
 
 	net_sconn_hold(&c->base);
 	(void)net_sreq_advance(r, NET_SREQ_EV_REJECT);
+	net_sconn_finished(&c->base, r);
 	NET_STAT_ADD(&c->srv->base.st, rejects, 1);
 	if (!c->base.dead)
 		tsrv_conn_close(c, 1, why ? why : "rejected");

@@ -170,8 +170,8 @@ struct vb_sconn {
 	int sq_free, inflight;           /* SQ slots; posted signaled ops */
 	struct vb_op *sq_head, *sq_tail; /* ops waiting for SQ room / buffers */
 	struct vb_sreq *sreqs, *free_q;
-	struct vb_sreq *rq_head, *rq_tail; /* received, not yet dispatched */
-	struct vb_sreq *active;
+	/* received requests wait their turn in base.rq (net_sconn_next);
+	 * base.active is the one fetched or with the handler */
 	int need_dispatch;
 	struct vb_sconn *dnext;          /* deferred dispatch list */
 };
@@ -286,7 +286,7 @@ static void vb_dispatch_later(struct vb_sconn *c)
 {
 	struct vb_server *s = c->srv;
 
-	if (c->base.dead || c->need_dispatch || c->active || !c->rq_head ||
+	if (c->base.dead || c->need_dispatch || !net_sconn_ready(&c->base) ||
 	    vb_replies_full(c))
 		return;
 	c->need_dispatch = 1;
@@ -350,7 +350,8 @@ static void vb_sconn_maybe_free(struct vb_sconn *c)
 	struct vb_server *s = c->srv;
 	struct rdma_cm_id *id;
 
-	if (!c->base.dead || c->base.holds || c->inflight || c->active || c->need_dispatch)
+	if (!c->base.dead || c->base.holds || c->inflight || c->base.active ||
+	    c->need_dispatch)
 		return;
 	ev_timer_stop(s->loop, &c->hs_dl);
 	if (c->big_mr)
@@ -396,6 +397,14 @@ static void vb_sreq_free(struct vb_sconn *c, struct vb_sreq *q)
 	c->free_q = q;
 }
 
+/* A queued request of a closing connection: freed unserved. */
+static void vb_sreq_drop(struct net_sreq *r)
+{
+	struct vb_sreq *q = NET_CONTAINER_OF(r, struct vb_sreq, r);
+
+	vb_sreq_free(q->c, q);
+}
+
 /* Close a connection: QP to error (posted ops flush back with errors),
  * queued ops fail with -EIO later, queued requests are dropped. */
 static void vb_sconn_close(struct vb_sconn *c, int warn, const char *why)
@@ -414,12 +423,7 @@ static void vb_sconn_close(struct vb_sconn *c, int warn, const char *why)
 		vb_op_done_later(op, -EIO);
 	}
 	c->sq_tail = NULL;
-	while (c->rq_head) {
-		struct vb_sreq *q = c->rq_head;
-		c->rq_head = q->next;
-		vb_sreq_free(c, q);
-	}
-	c->rq_tail = NULL;
+	net_sconn_drain(&c->base, vb_sreq_drop);
 	/* an active request being fetched (ARRIVING): the fetch op completes
 	 * with a flush error, and vb_fetched frees it */
 	net_sconn_hold(&c->base);
@@ -813,8 +817,7 @@ static int vb_bbuf_take(struct vb_sconn *c, struct vb_op *op)
 static void vb_sreq_finish(struct vb_sconn *c, struct vb_sreq *q)
 {
 	vb_sreq_free(c, q);
-	if (c->active == q)
-		c->active = NULL;
+	net_sconn_finished(&c->base, &q->r);
 	vb_repost_flush(c->srv);
 	vb_dispatch_later(c);
 	vb_sconn_maybe_free(c);
@@ -1065,6 +1068,36 @@ static const char *vb_parse_req(struct vb_sconn *c, struct vb_sreq *q,
 	return NULL;
 }
 
+/* q's turn came, but it is big: RDMA Read its message into c's big buffer
+ * (vb_fetched follows). Out of memory closes c. */
+static void vb_fetch_start(struct vb_sconn *c, struct vb_sreq *q)
+{
+	struct vb_op *op = vb_op_new(c, q, VB_OP_FETCH, NULL, NULL);
+	struct vb_seg sg;
+
+	vb_seg_decode(q->segs, &sg);
+	if (!op || vb_big_buf(c, &c->big, &c->big_mr) ||
+	    !(op->wr = calloc(1, sizeof(*op->wr))) ||
+	    !(op->sge = calloc(1, sizeof(*op->sge)))) {
+		if (op)
+			vb_op_free(op);
+		vb_sconn_close(c, 1, "out of memory fetching a big request");
+		net_sconn_finished(&c->base, &q->r);
+		vb_sreq_free(c, q);
+		return;
+	}
+	op->sge[0] = (struct ibv_sge){ (uintptr_t)c->big, sg.len, c->big_mr->lkey };
+	op->wr->opcode = IBV_WR_RDMA_READ;
+	op->wr->sg_list = op->sge;
+	op->wr->num_sge = 1;
+	op->wr->send_flags = IBV_SEND_SIGNALED;
+	op->wr->wr_id = (uintptr_t)&op->tag;
+	op->wr->wr.rdma.remote_addr = sg.addr;
+	op->wr->wr.rdma.rkey = sg.rkey;
+	op->nwr = 1;
+	vb_submit_op(c, op);
+}
+
 /* Hand the next queued request to the handler (or fetch a big one),
  * unless one is there or c has `credits` replies unfinished: then the
  * request waits until vb_sreq_finish or a reply's vb_op_free calls
@@ -1072,40 +1105,14 @@ static const char *vb_parse_req(struct vb_sconn *c, struct vb_sreq *q,
 static void vb_dispatch(struct vb_sconn *c)
 {
 	struct vb_server *s = c->srv;
+	struct net_sreq *r;
 	struct vb_sreq *q;
 
-	if (c->base.dead || c->active || !c->rq_head || vb_replies_full(c))
+	if (c->base.dead || vb_replies_full(c) || !(r = net_sconn_next(&c->base)))
 		return;
-	q = c->rq_head;
-	c->rq_head = q->next;
-	if (!c->rq_head)
-		c->rq_tail = NULL;
-	c->active = q;
+	q = vb_q_of(r);
 	if (q->r.state == NET_SREQ_ARRIVING) {
-		/* RDMA Read the big message into our big buffer. */
-		struct vb_op *op = vb_op_new(c, q, VB_OP_FETCH, NULL, NULL);
-		struct vb_seg sg;
-		vb_seg_decode(q->segs, &sg);
-		if (!op || vb_big_buf(c, &c->big, &c->big_mr) ||
-		    !(op->wr = calloc(1, sizeof(*op->wr))) ||
-		    !(op->sge = calloc(1, sizeof(*op->sge)))) {
-			if (op)
-				vb_op_free(op);
-			vb_sconn_close(c, 1, "out of memory fetching a big request");
-			c->active = NULL;
-			vb_sreq_free(c, q);
-			return;
-		}
-		op->sge[0] = (struct ibv_sge){ (uintptr_t)c->big, sg.len, c->big_mr->lkey };
-		op->wr->opcode = IBV_WR_RDMA_READ;
-		op->wr->sg_list = op->sge;
-		op->wr->num_sge = 1;
-		op->wr->send_flags = IBV_SEND_SIGNALED;
-		op->wr->wr_id = (uintptr_t)&op->tag;
-		op->wr->wr.rdma.remote_addr = sg.addr;
-		op->wr->wr.rdma.rkey = sg.rkey;
-		op->nwr = 1;
-		vb_submit_op(c, op);
+		vb_fetch_start(c, q);
 		return;
 	}
 	(void)net_sreq_advance(&q->r, NET_SREQ_EV_DISPATCH);
@@ -1121,7 +1128,7 @@ static void vb_fetched(struct vb_sconn *c, struct vb_sreq *q, int rc)
 	struct vb_server *s = c->srv;
 	const char *why;
 
-	c->active = NULL;
+	net_sconn_finished(&c->base, &q->r);
 	if (rc || c->base.dead) {
 		vb_sreq_free(c, q);
 		vb_sconn_close(c, 0, "big request fetch failed");
@@ -1135,10 +1142,7 @@ static void vb_fetched(struct vb_sconn *c, struct vb_sreq *q, int rc)
 		return;
 	}
 	(void)net_sreq_advance(&q->r, NET_SREQ_EV_DATA);
-	q->next = c->rq_head;
-	c->rq_head = q;
-	if (!c->rq_tail)
-		c->rq_tail = q;
+	net_sconn_requeue(&c->base, &q->r); /* still the next in order */
 	vb_dispatch(c);
 }
 
@@ -1309,11 +1313,7 @@ static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *ms
 		vb_sreq_free(c, q);
 		goto out_bad_norb;
 	}
-	if (c->rq_tail)
-		c->rq_tail->next = q;
-	else
-		c->rq_head = q;
-	c->rq_tail = q;
+	net_sconn_enqueue(&c->base, &q->r);
 	vb_dispatch(c);
 	return;
 
@@ -2166,7 +2166,7 @@ static void vb_server_free(struct net_server *ns)
 		net_srv_kick_drop(&s->base, vb_done_drop);
 		if (s->conns == c) {
 			c->base.holds = c->inflight = 0;
-			c->active = NULL;
+			c->base.active = NULL;
 			c->need_dispatch = 0;
 			vb_sconn_maybe_free(c);
 		}

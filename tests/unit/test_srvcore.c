@@ -4,9 +4,9 @@
  * illegal event refused with -EINVAL and nothing changed, a completion of
  * an earlier request ignored), the public wrappers refusing what the state
  * forbids before they reach a backend, the deferred-completion queue
- * (order, work queued while it runs, the backend's more, teardown), and a
+ * (order, work queued while it runs, the backend's more, teardown), a
  * connection's lifetime (open and close counters, close once, reap only
- * when dead and unheld).
+ * when dead and unheld), and ordered dispatch (net_sconn_next).
  */
 #include "net_int.h"
 
@@ -159,12 +159,48 @@ static int lifetime(void)
 	return 0;
 }
 
+static int dropped;
+
+static void drop_req(struct net_sreq *r)
+{
+	(void)r;
+	dropped++;
+}
+
+/* Ordered dispatch: one at a time, in arrival order; a requeued one is
+ * next again; a close drains what waits. */
+static int ordered(void)
+{
+	struct net_sconn c = { .srv = &srv, .peer = "test:4" };
+	struct net_sreq a = { .conn = &c }, b = { .conn = &c }, d = { .conn = &c };
+
+	net_sconn_open(&c, NET_HS_OPEN, reap);
+	CHECK(!net_sconn_ready(&c) && net_sconn_next(&c) == NULL);
+	net_sconn_enqueue(&c, &a);
+	net_sconn_enqueue(&c, &b);
+	net_sconn_enqueue(&c, &d);
+	CHECK(net_sconn_next(&c) == &a && net_sconn_next(&c) == NULL);
+	net_sconn_finished(&c, &b); /* not the one served: nothing */
+	CHECK(!net_sconn_ready(&c));
+	net_sconn_finished(&c, &a);
+	CHECK(net_sconn_next(&c) == &b);
+	net_sconn_finished(&c, &b);
+	net_sconn_requeue(&c, &b); /* fetched: its turn again */
+	CHECK(net_sconn_next(&c) == &b);
+	net_sconn_finished(&c, &b);
+	net_sconn_drain(&c, drop_req);
+	CHECK(dropped == 1 && !net_sconn_ready(&c));
+	CHECK(net_sconn_close(&c, 0, "test") == 0);
+	return 0;
+}
+
 int main(void)
 {
 	net_opts_default(&srv.opts);
 	CHECK(states() == 0);
 	CHECK(deferred() == 0);
 	CHECK(lifetime() == 0);
+	CHECK(ordered() == 0);
 	printf("srvcore: ok\n");
 	return 0;
 }
