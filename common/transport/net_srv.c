@@ -2,7 +2,13 @@
  * net_srv.c - the backend-independent server core of the transport: the
  * server calls of net.h (net_server_*, net_sreq_*, net_sconn_*) dispatched
  * to the backend chosen at creation, with the counters and per-op timing
- * they keep.
+ * they keep; and what both server backends (tcp_server.c, vb_server.c)
+ * drive alike: a request's state (net_sreq_advance, one transition table),
+ * ordered dispatch (one request served at a time per connection, in
+ * arrival order), the deferred-completion queue and its kick watcher, a
+ * connection's lifetime (holds, close with its reason and counters, a
+ * backend reap hook) and its handshake state. The backends keep their
+ * wire, their memory and their limits.
  *
  * Loop thread only, like the servers themselves; counters are atomics.
  */
@@ -26,7 +32,7 @@
 
 /* The legal transitions: from which states each event may come, and the
  * state it leads to (NET_SREQ_FREE for the transfer events, whose state
- * follows from what is in flight: net_sreq_xfer_state). */
+ * follows from what is in flight: net_sreq_xfer). */
 static const struct {
 	unsigned from;
 	enum net_sreq_state to;
@@ -392,7 +398,8 @@ void net_sconn_authed(struct net_sconn *c, int privileged)
 	c->privileged = privileged;
 }
 
-/* See net_int.h. The log line's text is matched by tests. */
+/* See net_int.h. The log line's text is matched by tests (test_seal,
+ * test_netfault). */
 int net_sconn_close(struct net_sconn *c, int warn, const char *why)
 {
 	if (c->dead)
@@ -408,7 +415,7 @@ int net_sconn_close(struct net_sconn *c, int warn, const char *why)
 	return 0;
 }
 
-/* See net_int.h. The warning's text is matched by tests. */
+/* See net_int.h. The warning's text is the one both backends had. */
 int net_sconn_auth_check(struct net_sconn *c, const uint8_t *key,
 			 const uint8_t *cn, const uint8_t *sn, const uint8_t *mac)
 {
@@ -422,7 +429,7 @@ int net_sconn_auth_check(struct net_sconn *c, const uint8_t *key,
 }
 
 /* See net_int.h. A port scan or an idle connect: worth a notice, not
- * more. The text is matched by tests. */
+ * more. The text is the one both backends had (test_srvcore checks it). */
 void net_sconn_hs_late(struct net_sconn *c, char *why, size_t cap)
 {
 	snprintf(why, cap, "handshake not done within %d ms",
