@@ -21,6 +21,7 @@
 #define RPFS_NET_H
 
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/uio.h>
 
 #include "proto.h"
@@ -371,6 +372,25 @@ int net_call_run(struct net_conn *c, struct net_call *call);
 struct net_server;
 struct net_sconn;
 
+/*
+ * Life of a server request, advanced only by net_sreq_advance (net_srv.c,
+ * the transition table there). The handler sees HANDLER, PULLING or
+ * PUSHING; the others belong to the backend.
+ */
+enum net_sreq_state {
+	NET_SREQ_FREE = 0, /* unused: on a free list, or not yet received */
+	NET_SREQ_ARRIVING, /* received, its message (verbs: a big one, to
+			    * fetch) or its first write data (tcp) still
+			    * arriving; queued behind earlier requests */
+	NET_SREQ_QUEUED,   /* whole, waits its turn behind earlier requests */
+	NET_SREQ_HANDLER,  /* with the handler, no transfer in flight */
+	NET_SREQ_PULLING,  /* with the handler, pulling write data (npull) */
+	NET_SREQ_PUSHING,  /* with the handler, pushing read data (npush),
+			    * no pull in flight */
+	NET_SREQ_DONE,     /* replied or rejected; the backend lets go of it
+			    * (and its reply goes out) */
+};
+
 /* A request received by a server. Owned by the backend; valid until reply. */
 struct net_sreq {
 	struct net_sconn *conn;
@@ -379,8 +399,13 @@ struct net_sreq {
 	uint32_t body_len;
 	uint64_t pulled;           /* write bytes pulled so far */
 	void *ctx;                 /* free for the handler */
-	uint64_t t0_ns;            /* net.c: when it was handed to the handler
-				    * (0: not timed; net_server_set_opstats) */
+	uint64_t t0_ns;            /* net_srv.c: when it was handed to the
+				    * handler (0: not timed;
+				    * net_server_set_opstats) */
+	enum net_sreq_state state; /* net_sreq_advance only (loop thread) */
+	uint32_t npull, npush;     /* transfers in flight (net_sreq_advance) */
+	STAILQ_ENTRY(net_sreq) qlink; /* its connection's queue (net_srv.c,
+				       * loop thread) */
 };
 
 /* Handler for a new request; must eventually reply or reject it. */

@@ -14,7 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+#include <sys/queue.h>
 #include <sys/uio.h>
+#include <ev.h>
 
 #include "net.h"
 
@@ -195,6 +197,21 @@ int net_call_unsent(struct net_call *call, int rc);
  *	-EPROTO, ...; -EINVAL when it was not in flight */
 int net_call_await(struct net_call *call);
 
+/* A deferred completion: a backend's item (embedded in its op or frame)
+ * run later from the server's kick watcher, never from inside the call
+ * that queued it. Loop thread. */
+struct net_srv_done {
+	STAILQ_ENTRY(net_srv_done) link; /* the server's queue */
+	int rc;                          /* the result to deliver */
+};
+STAILQ_HEAD(net_srv_done_q, net_srv_done);
+
+struct net_server;
+/* The backend's delivery of one deferred completion, and its other
+ * deferred work run after the queue is empty (optional). */
+typedef void (*net_srv_run_fn)(struct net_srv_done *d);
+typedef void (*net_srv_more_fn)(struct net_server *s);
+
 /* Head of every backend's server. Loop thread only, except st (atomics). */
 struct net_server {
 	const struct net_server_ops *ops;
@@ -205,6 +222,84 @@ struct net_server {
 	net_req_fn user_fn;
 	void *user_arg;
 	struct metrics_ops *opstats; /* per-op metrics or NULL (loop thread) */
+	/* deferred work (net_srv_defer), loop thread: */
+	struct ev_loop *kick_loop;
+	ev_idle kick;                /* never started; fed to run the queue */
+	struct net_srv_done_q done;  /* completions, in the order queued */
+	net_srv_run_fn done_run;
+	net_srv_more_fn kick_more;   /* or NULL */
+};
+
+/**
+ * Set up s's deferred work: its queue and its kick watcher on loop.
+ * @param run delivers one completion (the backend frees its item there)
+ * @param more runs the backend's other deferred work after the queue, or
+ *	NULL
+ */
+void net_srv_kick_init(struct net_server *s, struct ev_loop *loop,
+		       net_srv_run_fn run, net_srv_more_fn more);
+/** Queue completion d with result rc and have the loop run it. */
+void net_srv_defer(struct net_server *s, struct net_srv_done *d, int rc);
+/** Have the loop run s's deferred work (its queue, then more). */
+void net_srv_kick(struct net_server *s);
+/** Server teardown: forget a fed kick and hand every queued completion,
+ * undelivered, to drop (which frees it). */
+void net_srv_kick_drop(struct net_server *s, void (*drop)(struct net_srv_done *d));
+
+/* What happens to a server request; net_sreq_advance moves its state. */
+enum net_sreq_event {
+	NET_SREQ_EV_NONE = 0, /* nothing (a deferred completion of no transfer) */
+	NET_SREQ_EV_ARRIVE,   /* FREE/DONE -> QUEUED: received whole */
+	NET_SREQ_EV_PARTIAL,  /* FREE/DONE -> ARRIVING: received, more to come */
+	NET_SREQ_EV_DATA,     /* ARRIVING -> QUEUED: the rest is in */
+	NET_SREQ_EV_DISPATCH, /* QUEUED -> HANDLER: its turn came */
+	NET_SREQ_EV_PULL,     /* with the handler -> PULLING */
+	NET_SREQ_EV_PULLED,   /* a pull completed (or was undone) */
+	NET_SREQ_EV_PUSH,     /* with the handler -> PUSHING unless pulling */
+	NET_SREQ_EV_PUSHED,   /* a push completed (or was undone) */
+	NET_SREQ_EV_REPLY,    /* with the handler -> DONE */
+	NET_SREQ_EV_REJECT,   /* with the handler -> DONE */
+	NET_SREQ_EV_DROP,     /* any -> FREE: finished, or its connection went */
+};
+
+/**
+ * Advance r's state by ev, checking the transition is legal (the table in
+ * net_srv.c). A completion (PULLED, PUSHED) with none of its kind in
+ * flight is one of an earlier request that has since been answered: it
+ * changes nothing. Loop thread.
+ * @param r the request
+ * @param ev what happened
+ * @return 0, or -EINVAL (illegal in r's state; logged, nothing changed)
+ */
+int net_sreq_advance(struct net_sreq *r, enum net_sreq_event ev);
+
+/**
+ * Check a pull's arguments for any backend: at most NET_MAX_IOV iovecs, a
+ * callback, r with the handler, no more than the write bytes not pulled
+ * yet.
+ * @param total set to the bytes iov describes
+ * @return 0, -EINVAL
+ */
+int net_sreq_pull_check(const struct net_sreq *r, const struct iovec *iov,
+			int cnt, net_xfer_fn cb, uint64_t *total);
+/**
+ * Check a push's arguments for any backend: as net_sreq_pull_check, with
+ * [off, off + total) inside the client's read memory (aux).
+ * @return 0, -EINVAL
+ */
+int net_sreq_push_check(const struct net_sreq *r, uint64_t off,
+			const struct iovec *iov, int cnt, net_xfer_fn cb,
+			uint64_t *total);
+
+/** Whether r is with the handler (HANDLER, PULLING or PUSHING).
+ * @return 1 or 0 */
+int net_sreq_with_handler(const struct net_sreq *r);
+
+/* Where a server connection's handshake is. */
+enum net_sconn_hs {
+	NET_HS_HELLO = 0, /* HELLO expected (tcp; verbs says it at connect) */
+	NET_HS_AUTH,      /* AUTH expected: the client's proof of its key */
+	NET_HS_OPEN,      /* through (or no key here): requests are served */
 };
 
 /* Head of every backend's server connection. Loop thread only. */
@@ -213,7 +308,86 @@ struct net_sconn {
 	char peer[64]; /* "host:port" for log lines */
 	int privileged; /* set when the handshake ends (net_auth_server_key) */
 	int sealed;     /* its stream is sealed (net_seal.h): no push_fd */
+	enum net_sconn_hs hs; /* net_sconn_open, net_sconn_authed; the
+			       * backend moves HELLO to AUTH */
+	int holds;      /* users on the stack or queued (net_sconn_hold) */
+	int dead;       /* closed (net_sconn_close); the backend frees it
+			 * once nothing holds it (net_sconn_release) */
+	void (*reap)(struct net_sconn *c); /* the backend: free c if dead
+					    * and nothing of its own holds
+					    * it either */
+	/* ordered dispatch (net_sconn_next): requests received and not yet
+	 * served, in arrival order, and the one being served */
+	STAILQ_HEAD(net_sreq_q, net_sreq) rq;
+	struct net_sreq *active;
 };
+
+/**
+ * A connection is accepted: count it open (conns_open) and, until its
+ * handshake is through, unauthenticated (unauth_open).
+ * @param c the connection, its srv and peer set
+ * @param hs where its handshake starts (NET_HS_OPEN: nothing to prove)
+ * @param reap the backend's free-when-unused (net_sconn_release)
+ */
+void net_sconn_open(struct net_sconn *c, enum net_sconn_hs hs,
+		    void (*reap)(struct net_sconn *c));
+/** The handshake is through: serve requests, with the privilege of the key
+ * proved (1 when the server has no key). */
+void net_sconn_authed(struct net_sconn *c, int privileged);
+/**
+ * Close c for why: one log line naming the peer (a warning when warn, else
+ * debug), and the counters of an open connection come down. The backend
+ * then tears its transport down and lets go (net_sconn_release).
+ * @return 0, or -EALREADY (closed before: nothing done)
+ */
+int net_sconn_close(struct net_sconn *c, int warn, const char *why);
+/**
+ * Check the client's proof of key (AUTH, net_auth.h) on c, counting it
+ * (auth_ok, auth_fail); a wrong one gets a warning naming the peer.
+ * @return 0 proved, -EACCES (the caller refuses and closes c)
+ */
+int net_sconn_auth_check(struct net_sconn *c, const uint8_t *key,
+			 const uint8_t *cn, const uint8_t *sn, const uint8_t *mac);
+/** c's handshake deadline passed: count it (unauth_closes) and say so (a
+ * notice naming the peer); why gets the reason the caller closes c with. */
+void net_sconn_hs_late(struct net_sconn *c, char *why, size_t cap);
+/** Queue r, just received, behind c's earlier requests. */
+void net_sconn_enqueue(struct net_sconn *c, struct net_sreq *r);
+/** Put r, taken by net_sconn_next, back at the head of c's queue (verbs:
+ * its message had to be fetched first; net_sconn_finished before). */
+void net_sconn_requeue(struct net_sconn *c, struct net_sreq *r);
+/** Whether c has a request waiting and none being served. @return 1, 0 */
+int net_sconn_ready(const struct net_sconn *c);
+/** c's next request in arrival order, now the one being served; NULL
+ * while one is served or none waits. One at a time, in order. */
+struct net_sreq *net_sconn_next(struct net_sconn *c);
+/** r is no longer served (answered, dropped, or requeued next): the next
+ * request may go. */
+void net_sconn_finished(struct net_sconn *c, struct net_sreq *r);
+/** Hand c's waiting requests to drop, oldest first (a close). */
+void net_sconn_drain(struct net_sconn *c, void (*drop)(struct net_sreq *r));
+/** Keep c from being freed while the caller uses it. */
+void net_sconn_hold(struct net_sconn *c);
+/** Let go of c; a dead one nothing holds goes to its backend's reap. */
+void net_sconn_release(struct net_sconn *c);
+
+/*
+ * Shared by net.c and the server core (net_srv.c): option checks, the
+ * backend choice, the encryption warning and counter snapshots.
+ */
+/** Copy o (the defaults when NULL) into out and check its ranges.
+ * @return 0, -EINVAL */
+int net_opts_check(const struct net_opts *o, struct net_opts *out);
+/** The client and server ops of transport t (auto: verbs when an RDMA
+ * device is there). @return 0, -EPROTONOSUPPORT (verbs not built in) */
+int net_backend(enum net_transport t, const struct net_client_ops **c,
+		const struct net_server_ops **s);
+/** Warn once that [net] encrypt is void on a backend that does not seal
+ * (what: "client" or "server"). */
+void net_encrypt_check(const struct net_opts *o,
+		       const struct net_client_ops *co, const char *what);
+/** Snapshot a counter block field by field (relaxed loads). */
+void net_stats_snapshot(const struct net_stats *in, struct net_stats *out);
 
 extern const struct net_client_ops tcp_client_ops;
 extern const struct net_server_ops tcp_server_ops;

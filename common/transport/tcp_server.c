@@ -75,7 +75,10 @@ struct tsrv_frame {
 	struct tsrv_frame *next;
 	net_xfer_fn cb;           /* push completion, NULL for replies */
 	void *arg;
-	int rc;                   /* for deferred completions */
+	struct net_srv_done done; /* deferred completion (tsrv_defer) */
+	struct tsrv_conn *conn;   /* whose, while deferred */
+	enum net_sreq_event ev;   /* what its completion does to the request
+				   * (PUSHED, PULLED), before cb runs */
 	int cnt, cur;             /* iov entries, first unwritten */
 	/* file tail sent by sendfile once the iovs are out (push_fd) */
 	int sf_fd;                /* the file; only used while sf_left > 0 */
@@ -95,14 +98,9 @@ struct tsrv_conn {
 	struct net_sconn base;
 	struct tsrv_server *srv;
 	struct tsrv_conn *prev, *next;  /* server list */
-	int fd;                         /* -1 once closed */
-	int dead;                       /* closed; waiting for handler to let go */
-	int holds;                      /* callbacks on the stack using us */
-	int hello_done;
-	int authed;                     /* key proved, or the server has none */
+	int fd;                         /* -1 once closed (base.dead) */
 	struct sockaddr_storage src;    /* the peer's address (per-source cap) */
 	ev_tstamp born;                 /* accept time (oldest unauth evicted) */
-	int auth_wait;                  /* HELLO answered, AUTH expected */
 	const uint8_t *key;             /* the key of the class HELLO named */
 	int key_priv;                   /* that class is privileged here */
 	uint8_t cn[NET_AUTH_NONCE_LEN]; /* client nonce of the handshake */
@@ -114,7 +112,6 @@ struct tsrv_conn {
 					 * side asked to encrypt */
 	struct net_seal rx_seal, tx_seal;
 	ev_io rw, ww;
-	ev_idle kick;                   /* never started; fed to run deferred cbs */
 	ev_timer dl;                    /* request deadline, runs while we wait
 					 * on the peer for a request's bytes */
 	ev_tstamp dl_left;              /* seconds of the deadline left */
@@ -130,21 +127,21 @@ struct tsrv_conn {
 					 * yet a whole record */
 	uint8_t *stg;                   /* TSRV_STG_SIZE */
 
-	/* the request with the handler (one at a time) */
+	/* the request (one at a time); req.state says whether the handler
+	 * has it and whether it pulls */
 	struct net_sreq req;
-	int req_busy;
 
-	/* pull in progress */
-	int pull_active;
+	/* the pull reading the socket (tsrv_pulling) */
 	struct iovec *pull_iov;         /* NET_MAX_IOV, allocated at first pull */
 	int pull_cnt, pull_cur;
 	uint64_t pull_total, pull_left;
 	net_xfer_fn pull_cb;
 	void *pull_arg;
 
-	/* output queue, and completions to deliver from the kick watcher */
+	/* output queue, and completions queued in the server's deferred
+	 * work (tsrv_defer) */
 	struct tsrv_frame *out_head, *out_tail;
-	struct tsrv_frame *done_head, *done_tail;
+	int ndone;
 	size_t out_bytes;               /* bytes of queued reply frames */
 };
 
@@ -191,7 +188,6 @@ static void tsrv_conn_destroy(struct tsrv_conn *c)
 	struct tsrv_frame *f, *nx;
 
 	ev_timer_stop(s->loop, &c->dl);
-	ev_clear_pending(s->loop, &c->kick);
 	ev_clear_pending(s->loop, &c->rw);
 	ev_clear_pending(s->loop, &c->ww);
 	if (c->prev)
@@ -204,60 +200,65 @@ static void tsrv_conn_destroy(struct tsrv_conn *c)
 		nx = f->next;
 		tsrv_frame_free(f);
 	}
-	for (f = c->done_head; f; f = nx) {
-		nx = f->next;
-		tsrv_frame_free(f);
-	}
 	free(c->pull_iov);
 	free(c->body);
 	free(c->stg);
 	free(c);
 }
 
-static void tsrv_hold(struct tsrv_conn *c)
+/* Whether the handler's pull is reading c's socket: the request is
+ * PULLING with bytes left to read (a deferred pull reads nothing). */
+static int tsrv_pulling(const struct tsrv_conn *c)
 {
-	c->holds++;
+	return c->req.state == NET_SREQ_PULLING && c->pull_left > 0;
 }
 
-/* Drop a hold; free a dead connection nobody uses any more. */
-static void tsrv_release(struct tsrv_conn *c)
+/* The reap hook of net_sconn_release: free a dead connection that no
+ * handler and no deferred completion uses any more. */
+static void tsrv_reap(struct net_sconn *b)
 {
-	if (--c->holds == 0 && c->dead && !c->req_busy && !c->done_head)
+	struct tsrv_conn *c = NET_CONTAINER_OF(b, struct tsrv_conn, base);
+
+	if (!net_sreq_with_handler(&c->req) && !c->ndone)
 		tsrv_conn_destroy(c);
 }
 
-/* Queue a transfer completion to run from the kick watcher. */
+/* Queue a transfer completion in the server's deferred work; c lives on
+ * until it is delivered. */
 static void tsrv_defer(struct tsrv_conn *c, struct tsrv_frame *f, int rc)
 {
-	f->rc = rc;
-	f->next = NULL;
-	if (c->done_tail)
-		c->done_tail->next = f;
-	else
-		c->done_head = f;
-	c->done_tail = f;
-	ev_feed_event(c->srv->loop, &c->kick, EV_CUSTOM);
+	f->conn = c;
+	c->ndone++;
+	net_srv_defer(&c->srv->base, &f->done, rc);
 }
 
-/* Deliver queued transfer completions. Runs from the loop, never nested. */
-static void tsrv_kick_cb(struct ev_loop *loop, ev_idle *w, int revents)
+/* Deliver one deferred transfer completion (the server's kick watcher):
+ * advance the request, free the frame, run the callback. */
+static void tsrv_done_run(struct net_srv_done *d)
 {
-	struct tsrv_conn *c = w->data;
+	struct tsrv_frame *f = NET_CONTAINER_OF(d, struct tsrv_frame, done);
+	struct tsrv_conn *c = f->conn;
+	net_xfer_fn cb = f->cb;
+	void *arg = f->arg;
+	enum net_sreq_event ev = f->ev;
+	int rc = d->rc;
 
-	tsrv_hold(c);
-	while (c->done_head) {
-		struct tsrv_frame *f = c->done_head;
-		c->done_head = f->next;
-		if (!c->done_head)
-			c->done_tail = NULL;
-		net_xfer_fn cb = f->cb;
-		void *arg = f->arg;
-		int rc = f->rc;
-		tsrv_frame_free(f);
-		if (cb)
-			cb(&c->req, rc, arg);
-	}
-	tsrv_release(c);
+	net_sconn_hold(&c->base);
+	c->ndone--;
+	tsrv_frame_free(f);
+	(void)net_sreq_advance(&c->req, ev);
+	if (cb)
+		cb(&c->req, rc, arg);
+	net_sconn_release(&c->base);
+}
+
+/* Server teardown: free an undelivered completion. */
+static void tsrv_done_drop(struct net_srv_done *d)
+{
+	struct tsrv_frame *f = NET_CONTAINER_OF(d, struct tsrv_frame, done);
+
+	f->conn->ndone--;
+	tsrv_frame_free(f);
 }
 
 /*
@@ -270,16 +271,8 @@ static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why)
 	struct tsrv_server *s = c->srv;
 	struct tsrv_frame *f, *nx;
 
-	if (c->dead)
+	if (net_sconn_close(&c->base, warn, why))
 		return;
-	if (warn)
-		log_warn("net: %s: %s; closing connection", c->base.peer, why);
-	else
-		log_debug("net: %s: %s; closing connection", c->base.peer, why);
-	c->dead = 1;
-	NET_STAT_ADD(&s->base.st, conns_open, -1);
-	if (!c->authed)
-		NET_STAT_ADD(&s->base.st, unauth_open, -1);
 	ev_io_stop(s->loop, &c->rw);
 	ev_io_stop(s->loop, &c->ww);
 	ev_timer_stop(s->loop, &c->dl);
@@ -294,19 +287,21 @@ static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why)
 	}
 	c->out_head = c->out_tail = NULL;
 	c->out_bytes = 0;
-	if (c->pull_active) {
-		c->pull_active = 0;
+	if (tsrv_pulling(c)) {
+		c->pull_left = 0;
 		f = calloc(1, sizeof(*f));
 		if (f) {
 			f->cb = c->pull_cb;
 			f->arg = c->pull_arg;
+			f->ev = NET_SREQ_EV_PULLED;
 			tsrv_defer(c, f, -EIO);
 		} else {
 			log_err("net: %s: out of memory failing a pull", c->base.peer);
+			(void)net_sreq_advance(&c->req, NET_SREQ_EV_PULLED);
 		}
 	}
-	tsrv_hold(c);
-	tsrv_release(c);
+	net_sconn_hold(&c->base);
+	net_sconn_release(&c->base);
 }
 
 /* ---------------------------------------------------------------- deadline */
@@ -315,9 +310,9 @@ static void tsrv_conn_close(struct tsrv_conn *c, int warn, const char *why)
  * the first write data, data a pull asked for, or data to discard. */
 static int tsrv_waits_peer(const struct tsrv_conn *c)
 {
-	if (c->dead)
+	if (c->base.dead)
 		return 0;
-	if (!c->authed)
+	if (c->base.hs != NET_HS_OPEN)
 		return 1; /* the whole handshake runs on the deadline */
 	switch (c->in) {
 	case IN_BODY:
@@ -325,7 +320,7 @@ static int tsrv_waits_peer(const struct tsrv_conn *c)
 	case IN_DISCARD:
 		return 1;
 	case IN_REQ:
-		return c->pull_active;
+		return tsrv_pulling(c);
 	default:
 		return 0;
 	}
@@ -351,7 +346,7 @@ static void tsrv_dl_update(struct tsrv_conn *c)
  * handshake, which has one deadline for all of it). */
 static void tsrv_dl_reset(struct tsrv_conn *c)
 {
-	if (!c->authed)
+	if (c->base.hs != NET_HS_OPEN)
 		return;
 	ev_timer_stop(c->srv->loop, &c->dl);
 	c->dl_left = c->srv->base.opts.request_timeout_ms / 1000.;
@@ -364,15 +359,11 @@ static void tsrv_dl_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct tsrv_conn *c = w->data;
 	char why[96];
 
-	tsrv_hold(c);
-	if (!c->authed) {
-		/* a port scan or an idle connect: worth a notice, not more */
-		snprintf(why, sizeof(why), "handshake not done within %d ms",
-			 c->srv->base.opts.request_timeout_ms);
-		NET_STAT_ADD(&c->srv->base.st, unauth_closes, 1);
-		log_notice("net: %s: %s; closing connection", c->base.peer, why);
+	net_sconn_hold(&c->base);
+	if (c->base.hs != NET_HS_OPEN) {
+		net_sconn_hs_late(&c->base, why, sizeof(why));
 		tsrv_conn_close(c, 0, why);
-		tsrv_release(c);
+		net_sconn_release(&c->base);
 		return;
 	}
 	snprintf(why, sizeof(why), "request data did not arrive within %d ms",
@@ -380,7 +371,7 @@ static void tsrv_dl_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	NET_STAT_ADD(&c->srv->base.st, conn_errors, 1);
 	NET_STAT_ADD(&c->srv->base.st, deadline_closes, 1);
 	tsrv_conn_close(c, 1, why);
-	tsrv_release(c);
+	net_sconn_release(&c->base);
 }
 
 /* ------------------------------------------------------------------- input */
@@ -390,20 +381,11 @@ static void tsrv_dl_cb(struct ev_loop *loop, ev_timer *w, int revents)
  * handler, and takes no pool buffer (its deadline closes it). */
 #define TSRV_BULK_GATE 1
 
-/* The body of the request in c->h is in: dispatch it, or first wait for
- * its write data to start (IN_BULKWAIT). */
+/* The body of the frame in c->h is in: a handshake frame is handled; a
+ * request becomes c->req, dispatched at once or, with write data, once
+ * that starts (IN_BULKWAIT: ARRIVING). */
 static void tsrv_body_done(struct tsrv_conn *c)
 {
-	if (!(c->h.flags & PROTO_F_CTRL) && c->h.bulk_len > 0)
-		c->in = IN_BULKWAIT;
-	else
-		tsrv_dispatch(c);
-}
-
-/* Make the request in c->h/c->body the handler's. */
-static void tsrv_dispatch(struct tsrv_conn *c)
-{
-	struct tsrv_server *s = c->srv;
 	struct net_sreq *r = &c->req;
 
 	if (c->h.flags & PROTO_F_CTRL) { /* handshake frame with a body */
@@ -415,7 +397,30 @@ static void tsrv_dispatch(struct tsrv_conn *c)
 	r->hdr = c->h;
 	r->body = c->body;
 	r->body_len = c->h.body_len;
-	c->req_busy = 1;
+	net_sconn_enqueue(&c->base, r);
+	if (c->h.bulk_len > 0) {
+		(void)net_sreq_advance(r, NET_SREQ_EV_PARTIAL);
+		c->in = IN_BULKWAIT;
+		return;
+	}
+	(void)net_sreq_advance(r, NET_SREQ_EV_ARRIVE);
+	tsrv_dispatch(c);
+}
+
+/* Make c->req (QUEUED) the handler's: c's next request in order, the
+ * only one (nothing more is read until it is answered). */
+static void tsrv_dispatch(struct tsrv_conn *c)
+{
+	struct tsrv_server *s = c->srv;
+	struct net_sreq *r = net_sconn_next(&c->base);
+
+	if (r != &c->req) { /* a request still served: a bug, not the peer's */
+		log_err("net: %s: a request arrived while another is served",
+			c->base.peer);
+		tsrv_conn_close(c, 1, "request out of order");
+		return;
+	}
+	(void)net_sreq_advance(r, NET_SREQ_EV_DISPATCH);
 	c->in = IN_REQ;
 	NET_STAT_ADD(&s->base.st, msgs_rx, 1);
 	tsrv_want_read(c);
@@ -478,9 +483,7 @@ static void tsrv_authed(struct tsrv_conn *c, int privileged)
 {
 	struct tsrv_server *s = c->srv;
 
-	c->authed = 1;
-	c->base.privileged = privileged;
-	NET_STAT_ADD(&s->base.st, unauth_open, -1);
+	net_sconn_authed(&c->base, privileged);
 	ev_timer_stop(s->loop, &c->dl);
 	c->dl_left = s->base.opts.request_timeout_ms / 1000.;
 }
@@ -499,7 +502,6 @@ static void tsrv_hello(struct tsrv_conn *c)
 	int keyed = c->h.body_len >= NET_AUTH_HELLO_LEN;
 	uint8_t cls, flags;
 
-	c->hello_done = 1;
 	if (!net_auth_keyed(o)) {
 		tsrv_authed(c, 1);
 		tsrv_ctrl_reply(c, 0, NULL, 0, 0);
@@ -536,7 +538,7 @@ static void tsrv_hello(struct tsrv_conn *c)
 	c->seal_mode = (flags & NET_AUTH_F_ENCRYPT) || o->encrypt ? NET_SEAL_AEAD
 								  : NET_SEAL_MAC;
 	rep[NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN] = (uint8_t)c->seal_mode;
-	c->auth_wait = 1;
+	c->base.hs = NET_HS_AUTH;
 	tsrv_ctrl_reply(c, 0, rep, sizeof(rep) - (c->seal_mode == NET_SEAL_MAC), 0);
 }
 
@@ -573,16 +575,12 @@ static void tsrv_ctrl(struct tsrv_conn *c)
 		tsrv_hello(c);
 		return;
 	}
-	/* PROTO_OP_NET_AUTH (tsrv_on_hdr let nothing else through) */
-	c->auth_wait = 0;
-	if (net_auth_check(c->key, NET_AUTH_ROLE_CLIENT, c->cn, c->sn, c->body)) {
-		NET_STAT_ADD(&s->base.st, auth_fail, 1);
-		log_warn("net: %s: wrong cluster key; refusing the client",
-			 c->base.peer);
+	/* PROTO_OP_NET_AUTH (tsrv_on_hdr let nothing else through); a wrong
+	 * proof closes c */
+	if (net_sconn_auth_check(&c->base, c->key, c->cn, c->sn, c->body)) {
 		tsrv_ctrl_reply(c, -EACCES, NULL, 0, 1);
 		return;
 	}
-	NET_STAT_ADD(&s->base.st, auth_ok, 1);
 	tsrv_authed(c, c->key_priv);
 	log_debug("net: %s: %s proved", c->base.peer,
 		  c->key == s->base.opts.srv_key ? "the servers' key"
@@ -605,18 +603,18 @@ static int tsrv_on_hdr(struct tsrv_conn *c)
 	else if (h->flags & PROTO_F_CTRL) {
 		if (h->bulk_len || h->aux)
 			why = "unexpected control frame";
-		else if (h->op == PROTO_OP_NET_HELLO && !c->hello_done &&
+		else if (h->op == PROTO_OP_NET_HELLO && c->base.hs == NET_HS_HELLO &&
 			 (h->body_len == 0 || h->body_len == NET_AUTH_HELLO_LEN ||
 			  h->body_len == NET_AUTH_HELLO_FLAGS_LEN))
 			;
-		else if (h->op == PROTO_OP_NET_AUTH && c->auth_wait &&
+		else if (h->op == PROTO_OP_NET_AUTH && c->base.hs == NET_HS_AUTH &&
 			 h->body_len == NET_AUTH_MAC_LEN)
 			;
 		else
 			why = "unexpected control frame";
-	} else if (!c->hello_done)
+	} else if (c->base.hs == NET_HS_HELLO)
 		why = "request before handshake";
-	else if (!c->authed) {
+	else if (c->base.hs != NET_HS_OPEN) {
 		NET_STAT_ADD(&c->srv->base.st, auth_fail, 1);
 		why = "request before the cluster key was proved";
 	} else if (h->op == PROTO_OP_NET_HELLO || h->op == PROTO_OP_NET_CREDIT ||
@@ -630,7 +628,7 @@ static int tsrv_on_hdr(struct tsrv_conn *c)
 	tsrv_dl_reset(c);
 	if ((h->flags & PROTO_F_CTRL) && h->body_len == 0) {
 		tsrv_ctrl(c);
-		return c->dead ? -EIO : 0;
+		return c->base.dead ? -EIO : 0;
 	}
 	if (h->body_len > c->body_cap) {
 		uint32_t cap = c->body_cap ? c->body_cap : 4096;
@@ -693,7 +691,7 @@ static void tsrv_pull_done(struct tsrv_conn *c)
 	net_xfer_fn cb = c->pull_cb;
 	void *arg = c->pull_arg;
 
-	c->pull_active = 0;
+	(void)net_sreq_advance(&c->req, NET_SREQ_EV_PULLED);
 	c->req.pulled += c->pull_total;
 	NET_STAT_ADD(&c->srv->base.st, bulk_pull_bytes, c->pull_total);
 	tsrv_want_read(c);
@@ -796,7 +794,7 @@ static int tsrv_in_pull(struct tsrv_conn *c, uint32_t avail)
 {
 	ssize_t n;
 
-	if (!c->pull_active)
+	if (!tsrv_pulling(c))
 		return 0;
 	if (avail > 0) {
 		size_t k = avail < c->pull_left ? avail : (size_t)c->pull_left;
@@ -862,6 +860,7 @@ static int tsrv_in_step(struct tsrv_conn *c)
 		break;
 	case IN_BULKWAIT:
 		if (avail >= TSRV_BULK_GATE) {
+			(void)net_sreq_advance(&c->req, NET_SREQ_EV_DATA);
 			tsrv_dispatch(c);
 			return 1;
 		}
@@ -894,7 +893,7 @@ static int tsrv_staged(const struct tsrv_conn *c)
 	case IN_BULKWAIT:
 		return avail >= TSRV_BULK_GATE;
 	case IN_REQ:
-		return c->pull_active && avail > 0;
+		return tsrv_pulling(c) && avail > 0;
 	default:
 		return avail > 0;
 	}
@@ -905,14 +904,14 @@ static void tsrv_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct tsrv_conn *c = w->data;
 
-	tsrv_hold(c);
+	net_sconn_hold(&c->base);
 	/* After the budget, still drain what is staged: level-triggered
 	 * watchers would not fire again for bytes already read. */
-	for (int i = 0; !c->dead && (i < TSRV_BUDGET || tsrv_staged(c)); i++)
+	for (int i = 0; !c->base.dead && (i < TSRV_BUDGET || tsrv_staged(c)); i++)
 		if (tsrv_in_step(c) <= 0)
 			break;
 	tsrv_dl_update(c);
-	tsrv_release(c);
+	net_sconn_release(&c->base);
 }
 
 /* Whether input should be read now: not while a request is with the
@@ -922,7 +921,7 @@ static void tsrv_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void tsrv_want_read(struct tsrv_conn *c)
 {
 	struct ev_loop *loop = c->srv->loop;
-	int want = !c->dead && (c->in != IN_REQ || c->pull_active) &&
+	int want = !c->base.dead && (c->in != IN_REQ || tsrv_pulling(c)) &&
 		   !(c->in == IN_HDR && c->out_bytes > TSRV_OUT_MAX);
 
 	tsrv_dl_update(c);
@@ -997,7 +996,7 @@ static void tsrv_flush(struct tsrv_conn *c)
 	struct iovec v[IOV_MAX];
 	int over = c->out_bytes > TSRV_OUT_MAX;
 
-	while (c->out_head && !c->dead) {
+	while (c->out_head && !c->base.dead) {
 		int cnt = 0, more = 0, file = 0;
 		struct tsrv_frame *g = c->out_head;
 		if (g->cur == g->cnt && g->sf_left) {
@@ -1018,7 +1017,7 @@ static void tsrv_flush(struct tsrv_conn *c)
 				v[cnt++] = tsrv_fv(g)[i];
 			file = g->sf_left > 0;
 		}
-		if (file || (!g && c->req_busy && c->out_tail->cb))
+		if (file || (!g && net_sreq_with_handler(&c->req) && c->out_tail->cb))
 			more = MSG_MORE;
 		struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)cnt };
 		ssize_t n = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT | more);
@@ -1057,7 +1056,7 @@ static void tsrv_flush(struct tsrv_conn *c)
 			}
 		}
 	}
-	if (c->dead)
+	if (c->base.dead)
 		return;
 	if (over && c->out_bytes <= TSRV_OUT_MAX)
 		tsrv_want_read(c); /* replies drained: read requests again */
@@ -1071,15 +1070,15 @@ static void tsrv_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct tsrv_conn *c = w->data;
 
-	tsrv_hold(c);
+	net_sconn_hold(&c->base);
 	tsrv_flush(c);
-	tsrv_release(c);
+	net_sconn_release(&c->base);
 }
 
 /*
  * Seal f's bytes as records (net_seal_iov): f then sends f->sealed, which
  * points at its payload where it lies (no copy) between each record's
- * length and tag. Cost: one BLAKE2b pass over the frame; encrypted
+ * length and tag. Cost: one Poly1305 pass over the frame; encrypted
  * (NET_SEAL_AEAD), a copy of it into the records and a ChaCha20-Poly1305
  * pass.
  * @return 0, -ENOMEM
@@ -1108,7 +1107,7 @@ static int tsrv_seal_frame(struct tsrv_conn *c, struct tsrv_frame *f)
  * try to write. A frame that cannot be sealed closes the connection. */
 static void tsrv_queue(struct tsrv_conn *c, struct tsrv_frame *f)
 {
-	if (c->base.sealed && !c->dead && tsrv_seal_frame(c, f)) {
+	if (c->base.sealed && !c->base.dead && tsrv_seal_frame(c, f)) {
 		tsrv_conn_close(c, 1, "out of memory sealing a reply");
 		if (f->cb)
 			tsrv_defer(c, f, -EIO);
@@ -1140,19 +1139,17 @@ static int tsrv_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 	struct tsrv_conn *c = tsrv_of(r);
 	uint64_t total;
 
-	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb ||
-	    c->pull_active || !c->req_busy)
+	if (tsrv_pulling(c) || net_sreq_pull_check(r, iov, cnt, cb, &total))
 		return -EINVAL;
-	total = net_iov_total(iov, cnt);
-	if (total > r->hdr.bulk_len - r->pulled)
-		return -EINVAL;
-	if (c->dead || total == 0) {
+	if (c->base.dead || total == 0) {
 		struct tsrv_frame *f = calloc(1, sizeof(*f));
 		if (!f)
 			return -ENOMEM;
 		f->cb = cb;
 		f->arg = arg;
-		tsrv_defer(c, f, c->dead ? -EIO : 0);
+		f->ev = NET_SREQ_EV_PULLED;
+		(void)net_sreq_advance(r, NET_SREQ_EV_PULL);
+		tsrv_defer(c, f, c->base.dead ? -EIO : 0);
 		return 0;
 	}
 	if (!c->pull_iov) {
@@ -1168,7 +1165,7 @@ static int tsrv_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 	c->pull_total = c->pull_left = total;
 	c->pull_cb = cb;
 	c->pull_arg = arg;
-	c->pull_active = 1;
+	(void)net_sreq_advance(r, NET_SREQ_EV_PULL);
 	tsrv_want_read(c);
 	return 0;
 }
@@ -1191,7 +1188,9 @@ static int tsrv_data_frame(struct tsrv_conn *c, const struct net_sreq *r,
 		return -ENOMEM;
 	f->cb = cb;
 	f->arg = arg;
-	if (c->dead) {
+	f->ev = NET_SREQ_EV_PUSHED;
+	(void)net_sreq_advance(&c->req, NET_SREQ_EV_PUSH);
+	if (c->base.dead) {
 		tsrv_defer(c, f, -EIO);
 		return 0;
 	}
@@ -1210,9 +1209,9 @@ static void tsrv_data_queue(struct tsrv_conn *c, struct tsrv_frame *f,
 {
 	NET_STAT_ADD(&c->srv->base.st, data_frames, 1);
 	NET_STAT_ADD(&c->srv->base.st, bulk_push_bytes, len);
-	tsrv_hold(c);
+	net_sconn_hold(&c->base);
 	tsrv_queue(c, f);
-	tsrv_release(c);
+	net_sconn_release(&c->base);
 }
 
 /* Queue a data frame carrying iov for client offset off. */
@@ -1224,10 +1223,7 @@ static int tsrv_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 	uint64_t total;
 	int rc;
 
-	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb || !c->req_busy)
-		return -EINVAL;
-	total = net_iov_total(iov, cnt);
-	if (off > r->hdr.aux || total > r->hdr.aux - off)
+	if (net_sreq_push_check(r, off, iov, cnt, cb, &total))
 		return -EINVAL;
 	rc = tsrv_data_frame(c, r, off, total, cnt, cb, arg, &f);
 	if (rc || !f)
@@ -1251,7 +1247,7 @@ static int tsrv_push_fd(struct net_sreq *r, uint64_t off, int fd,
 	struct tsrv_frame *f;
 	int rc;
 
-	if (fd < 0 || !cb || !c->req_busy || off > r->hdr.aux ||
+	if (fd < 0 || !cb || !net_sreq_with_handler(r) || off > r->hdr.aux ||
 	    len > r->hdr.aux - off || file_off > (uint64_t)INT64_MAX - len)
 		return -EINVAL;
 	rc = tsrv_data_frame(c, r, off, len, 0, cb, arg, &f);
@@ -1269,7 +1265,7 @@ static void tsrv_resume_input(struct tsrv_conn *c)
 {
 	uint64_t left = c->req.hdr.bulk_len - c->req.pulled;
 
-	c->pull_active = 0;
+	c->pull_left = 0; /* an unfinished pull ends without its callback */
 	c->discard_left = left;
 	c->in = left ? IN_DISCARD : IN_HDR;
 	tsrv_want_read(c);
@@ -1288,11 +1284,11 @@ static int tsrv_reply(struct net_sreq *r, int32_t status, const void *body,
 	size_t sent = 0, total = PROTO_HDR_LEN + (size_t)len;
 	int rc = 0;
 
-	if (!c->req_busy)
+	if (net_sreq_advance(r, NET_SREQ_EV_REPLY))
 		return -EINVAL;
-	tsrv_hold(c);
-	c->req_busy = 0;
-	if (c->dead)
+	net_sconn_finished(&c->base, r);
+	net_sconn_hold(&c->base);
+	if (c->base.dead)
 		goto out_release;
 	if (len > PROTO_MAX_BODY || (len && !body)) {
 		log_err("net: %s: reply body of %u bytes too large", c->base.peer, len);
@@ -1342,10 +1338,10 @@ static int tsrv_reply(struct net_sreq *r, int32_t status, const void *body,
 		f->qbytes = rest;
 		tsrv_queue(c, f);
 	}
-	if (!c->dead)
+	if (!c->base.dead)
 		tsrv_resume_input(c);
 out_release:
-	tsrv_release(c);
+	net_sconn_release(&c->base);
 	return rc;
 }
 
@@ -1354,12 +1350,13 @@ static void tsrv_reject(struct net_sreq *r, const char *why)
 {
 	struct tsrv_conn *c = tsrv_of(r);
 
-	tsrv_hold(c);
-	c->req_busy = 0;
+	net_sconn_hold(&c->base);
+	(void)net_sreq_advance(r, NET_SREQ_EV_REJECT);
+	net_sconn_finished(&c->base, r);
 	NET_STAT_ADD(&c->srv->base.st, rejects, 1);
-	if (!c->dead)
+	if (!c->base.dead)
 		tsrv_conn_close(c, 1, why ? why : "rejected");
-	tsrv_release(c);
+	net_sconn_release(&c->base);
 }
 
 /* ----------------------------------------------------------------- accept */
@@ -1403,7 +1400,7 @@ static void tsrv_unauth_admit(struct tsrv_server *s,
 	int n;
 
 	for (c = s->conns; c; c = c->next)
-		if (!c->dead && !c->authed)
+		if (!c->base.dead && c->base.hs != NET_HS_OPEN)
 			net_evict_see(&e, c, c->born, &c->src);
 	c = net_evict_pick(&e, 0, &n);
 	if (!c)
@@ -1411,9 +1408,9 @@ static void tsrv_unauth_admit(struct tsrv_server *s,
 	NET_STAT_ADD(&s->base.st, unauth_closes, 1);
 	log_notice("net: %s: evicted: %d connections in the handshake%s",
 		   c->base.peer, n, c == e.oldest_same ? " from its host" : "");
-	tsrv_hold(c);
+	net_sconn_hold(&c->base);
 	tsrv_conn_close(c, 0, "evicted before its handshake");
-	tsrv_release(c);
+	net_sconn_release(&c->base);
 }
 
 /* Accept every pending connection. */
@@ -1465,18 +1462,16 @@ static void tsrv_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		c->in = IN_HDR;
 		c->src = ss;
 		c->born = ev_now(loop);
-		NET_STAT_ADD(&s->base.st, unauth_open, 1);
+		net_sconn_open(&c->base, NET_HS_HELLO, tsrv_reap);
 		ev_io_init(&c->rw, tsrv_read_cb, fd, EV_READ);
 		ev_io_init(&c->ww, tsrv_write_cb, fd, EV_WRITE);
-		ev_idle_init(&c->kick, tsrv_kick_cb);
-		c->rw.data = c->ww.data = c->kick.data = c;
+		c->rw.data = c->ww.data = c;
 		c->next = s->conns;
 		if (s->conns)
 			s->conns->prev = c;
 		s->conns = c;
 		ev_io_start(loop, &c->rw);
 		tsrv_dl_update(c); /* the handshake deadline starts now */
-		NET_STAT_ADD(&s->base.st, conns_open, 1);
 		log_debug("net: connection from %s", c->base.peer);
 	}
 }
@@ -1536,6 +1531,7 @@ static int tsrv_server_new(struct net_server **out, struct ev_loop *loop,
 	ev_timer_init(&s->accept_retry, tsrv_accept_retry_cb, 0.1, 0.);
 	s->accept_retry.data = s;
 	ev_io_start(loop, &s->accept_w);
+	net_srv_kick_init(&s->base, loop, tsrv_done_run, NULL);
 	freeaddrinfo(res);
 	*out = &s->base;
 	return 0;
@@ -1558,9 +1554,10 @@ static void tsrv_server_free(struct net_server *ns)
 	ev_io_stop(s->loop, &s->accept_w);
 	ev_timer_stop(s->loop, &s->accept_retry);
 	close(s->lfd);
+	net_srv_kick_drop(&s->base, tsrv_done_drop);
 	while (s->conns) {
 		struct tsrv_conn *c = s->conns;
-		if (!c->dead) {
+		if (!c->base.dead) {
 			ev_io_stop(s->loop, &c->rw);
 			ev_io_stop(s->loop, &c->ww);
 			close(c->fd);

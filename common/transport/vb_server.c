@@ -63,10 +63,12 @@
 #define VB_REJ_NOKEY "rpfsNKEY"
 #define VB_REJ_NOKEY_LEN 8
 
+/* What a work request's wr_id points at: the tag at the head of an SRQ
+ * buffer or of an op. vb_on_wc routes every completion on it. */
 enum vb_stag_kind { VB_ST_RECV = 1, VB_ST_OP };
 
 struct vb_stag {
-	enum vb_stag_kind kind;
+	enum vb_stag_kind kind; /* set once, when the buffer or op is made */
 };
 
 /* An SRQ buffer; wr_id = &tag. */
@@ -78,18 +80,12 @@ struct vb_srbuf {
 
 struct vb_sconn;
 
-/* Life of a server request. */
-enum vb_sr_state {
-	VB_SR_FREE = 0,  /* on the connection's free list */
-	VB_SR_QUEUED,    /* received; waits for the requests before it */
-	VB_SR_FETCHING,  /* big request: its message is being RDMA Read */
-	VB_SR_HANDLER,   /* with the handler until it replies or rejects */
-};
-
+/* A server request; its life is r.state (net_sreq_advance): FREE on the
+ * connection's free list, ARRIVING a big one whose message is RDMA Read
+ * at its turn, QUEUED, with the handler, DONE. Loop thread. */
 struct vb_sreq {
 	struct net_sreq r;               /* what the handler sees */
 	struct vb_sconn *c;
-	enum vb_sr_state state;
 	struct vb_srbuf *rb;             /* held receive buffer, or NULL */
 	const uint8_t *msg;              /* the message (rb, fast slot or big) */
 	uint32_t len;
@@ -131,7 +127,8 @@ struct vb_op {
 	int pending;                     /* signaled WRs still to complete */
 	struct ibv_mr *tmp[8];           /* per-op registrations */
 	int ntmp;
-	struct vb_op *next;
+	struct vb_op *next;              /* the connection's SQ queue */
+	struct net_srv_done done;        /* completed later (vb_op_done_later) */
 };
 
 struct vb_server;
@@ -144,13 +141,12 @@ struct vb_sconn {
 	struct vb_sconn *hnext;          /* qp_num hash chain */
 	struct vb_sconn *prev, *next;    /* all connections */
 	struct ibv_cq *scq;
-	int up, dead, authed, need_auth;
-	int holds;
+	int up;                          /* established (CM event) */
 	uint8_t cn[32], sn[32];
 	const uint8_t *key;              /* the key of the class it named */
 	int key_priv;                    /* that class is privileged here */
 	ev_timer hs_dl;                  /* handshake deadline, while
-					  * need_auth && !authed */
+					  * base.hs == NET_HS_AUTH */
 	struct sockaddr_storage src;     /* peer address (per-source cap) */
 	ev_tstamp born;                  /* accept time (oldest evicted) */
 	uint64_t land_addr;              /* client landing buffer */
@@ -174,8 +170,8 @@ struct vb_sconn {
 	int sq_free, inflight;           /* SQ slots; posted signaled ops */
 	struct vb_op *sq_head, *sq_tail; /* ops waiting for SQ room / buffers */
 	struct vb_sreq *sreqs, *free_q;
-	struct vb_sreq *rq_head, *rq_tail; /* received, not yet dispatched */
-	struct vb_sreq *active;
+	/* received requests wait their turn in base.rq (net_sconn_next);
+	 * base.active is the one fetched or with the handler */
 	int need_dispatch;
 	struct vb_sconn *dnext;          /* deferred dispatch list */
 };
@@ -187,7 +183,6 @@ struct vb_server {
 	struct rdma_cm_id *lid;
 	ev_io cm_w, chan_w;
 	ev_idle spin_w;
-	ev_idle kick_w;                  /* fed to run deferred work */
 	uint64_t spin_until;
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
@@ -208,8 +203,7 @@ struct vb_server {
 	struct vb_sconn *hash[VB_HASH];
 	struct vb_sconn *conns;
 	int nconns;
-	struct vb_op *done_head, *done_tail;
-	struct vb_sconn *disp;
+	struct vb_sconn *disp;           /* deferred dispatches (base.kick) */
 	uint16_t port;
 	net_req_fn fn;
 	void *fn_arg;
@@ -275,7 +269,7 @@ static void vb_repost_flush(struct vb_server *s)
 /* Run deferred work from the loop (never nested in a caller). */
 static void vb_defer(struct vb_server *s)
 {
-	ev_feed_event(s->loop, &s->kick_w, EV_CUSTOM);
+	net_srv_kick(&s->base);
 }
 
 /* Whether c has as many unfinished replies as credits: its next request
@@ -292,7 +286,7 @@ static void vb_dispatch_later(struct vb_sconn *c)
 {
 	struct vb_server *s = c->srv;
 
-	if (c->dead || c->need_dispatch || c->active || !c->rq_head ||
+	if (c->base.dead || c->need_dispatch || !net_sconn_ready(&c->base) ||
 	    vb_replies_full(c))
 		return;
 	c->need_dispatch = 1;
@@ -307,14 +301,8 @@ static void vb_op_done_later(struct vb_op *op, int rc)
 	struct vb_server *s = op->c->srv;
 
 	op->rc = rc;
-	op->next = NULL;
-	if (s->done_tail)
-		s->done_tail->next = op;
-	else
-		s->done_head = op;
-	s->done_tail = op;
-	op->c->holds++;
-	vb_defer(s);
+	net_sconn_hold(&op->c->base);
+	net_srv_defer(&s->base, &op->done, rc);
 }
 
 /* Whether op sends a reply: those count in their connection's
@@ -322,6 +310,15 @@ static void vb_op_done_later(struct vb_op *op, int rc)
 static int vb_op_is_reply(const struct vb_op *op)
 {
 	return op->kind == VB_OP_REPLY || op->kind == VB_OP_BIGREP;
+}
+
+/* Run a pull's or push's callback with rc, its request advanced first
+ * (PULLED, PUSHED). */
+static void vb_op_callback(struct vb_op *op, int rc)
+{
+	(void)net_sreq_advance(&op->q->r, op->kind == VB_OP_PULL ? NET_SREQ_EV_PULLED
+								 : NET_SREQ_EV_PUSHED);
+	op->cb(&op->q->r, rc, op->arg);
 }
 
 /* Free an op; a pooled reply buffer it owns goes back to its connection
@@ -353,7 +350,8 @@ static void vb_sconn_maybe_free(struct vb_sconn *c)
 	struct vb_server *s = c->srv;
 	struct rdma_cm_id *id;
 
-	if (!c->dead || c->holds || c->inflight || c->active || c->need_dispatch)
+	if (!c->base.dead || c->base.holds || c->inflight || c->base.active ||
+	    c->need_dispatch)
 		return;
 	ev_timer_stop(s->loop, &c->hs_dl);
 	if (c->big_mr)
@@ -383,14 +381,28 @@ static void vb_sconn_maybe_free(struct vb_sconn *c)
 }
 
 /* Return a request to the free list, reposting its receive buffer. */
+/* The reap hook of net_sconn_release. */
+static void vb_sconn_reap(struct net_sconn *b)
+{
+	vb_sconn_maybe_free(NET_CONTAINER_OF(b, struct vb_sconn, base));
+}
+
 static void vb_sreq_free(struct vb_sconn *c, struct vb_sreq *q)
 {
 	if (q->rb)
 		vb_repost(c->srv, q->rb);
 	q->rb = NULL;
-	q->state = VB_SR_FREE;
+	(void)net_sreq_advance(&q->r, NET_SREQ_EV_DROP);
 	q->next = c->free_q;
 	c->free_q = q;
+}
+
+/* A queued request of a closing connection: freed unserved. */
+static void vb_sreq_drop(struct net_sreq *r)
+{
+	struct vb_sreq *q = NET_CONTAINER_OF(r, struct vb_sreq, r);
+
+	vb_sreq_free(q->c, q);
 }
 
 /* Close a connection: QP to error (posted ops flush back with errors),
@@ -399,16 +411,9 @@ static void vb_sconn_close(struct vb_sconn *c, int warn, const char *why)
 {
 	struct vb_server *s = c->srv;
 
-	if (c->dead)
+	if (net_sconn_close(&c->base, warn, why))
 		return;
-	if (warn)
-		log_warn("net: %s: %s; closing connection", c->base.peer, why);
-	else
-		log_debug("net: %s: %s; closing connection", c->base.peer, why);
-	c->dead = 1;
 	ev_timer_stop(s->loop, &c->hs_dl);
-	if (c->need_auth && !c->authed)
-		NET_STAT_ADD(&s->base.st, unauth_open, -1);
 	vb_hash_del(s, c);
 	if (c->id)
 		rdma_disconnect(c->id);
@@ -418,18 +423,11 @@ static void vb_sconn_close(struct vb_sconn *c, int warn, const char *why)
 		vb_op_done_later(op, -EIO);
 	}
 	c->sq_tail = NULL;
-	while (c->rq_head) {
-		struct vb_sreq *q = c->rq_head;
-		c->rq_head = q->next;
-		vb_sreq_free(c, q);
-	}
-	c->rq_tail = NULL;
-	if (c->active && c->active->state == VB_SR_FETCHING) {
-		/* the fetch op completes with a flush error and frees it */
-	}
-	c->holds++;
-	c->holds--;
-	vb_sconn_maybe_free(c);
+	net_sconn_drain(&c->base, vb_sreq_drop);
+	/* an active request being fetched (ARRIVING): the fetch op completes
+	 * with a flush error, and vb_fetched frees it */
+	net_sconn_hold(&c->base);
+	net_sconn_release(&c->base);
 }
 
 /* ------------------------------------------------------------------ posting */
@@ -437,7 +435,7 @@ static void vb_sconn_close(struct vb_sconn *c, int warn, const char *why)
 /* Post queued ops while the SQ has room, in order. */
 static void vb_flush_sq(struct vb_sconn *c)
 {
-	while (c->sq_head && !c->dead) {
+	while (c->sq_head && !c->base.dead) {
 		struct vb_op *op = c->sq_head;
 		struct ibv_send_wr *bad;
 		if (op->kind == VB_OP_REPLY && op->sbuf < 0 && !op->bb)
@@ -492,6 +490,75 @@ static int vb_local_key(struct vb_sconn *c, struct vb_op *op, void *p, size_t le
 	return 0;
 }
 
+/* Where vb_build_rdma is in the local iovecs: entry li, offset loff in
+ * it, total bytes still to place, and each entry's lkey. */
+struct vb_rdma_cur {
+	const struct iovec *iov;
+	const uint32_t *lkeys;
+	int cnt, li;
+	uint64_t loff, total;
+};
+
+/* The segment holding remote offset *roff: its index (nseg when past the
+ * end), its decoded self in *sg, *roff made relative to it. */
+static int vb_seg_find(const uint8_t *segs, int nseg, uint64_t *roff,
+		       struct vb_seg *sg)
+{
+	int si;
+
+	for (si = 0; si < nseg; si++) {
+		vb_seg_decode(segs + (size_t)si * VB_SEG_LEN, sg);
+		if (*roff < sg->len)
+			break;
+		*roff -= sg->len;
+	}
+	return si;
+}
+
+/* Fill WR w with SGEs from the cursor: at most room bytes (what is left
+ * of its remote piece), msge entries, and the op's SGE array (*ns used of
+ * scap). Every SGE ends at a local or remote boundary or fills the WR.
+ * @return the bytes w moves */
+static uint64_t vb_rdma_sges(struct vb_op *op, struct ibv_send_wr *w,
+			     struct vb_rdma_cur *cu, uint64_t room, uint32_t msge,
+			     int *ns, int scap)
+{
+	uint64_t wlen = 0;
+
+	while (room > 0 && cu->total > 0 && (uint32_t)w->num_sge < msge && *ns < scap) {
+		while (cu->li < cu->cnt && cu->iov[cu->li].iov_len == cu->loff) {
+			cu->li++;
+			cu->loff = 0;
+		}
+		uint64_t k = cu->iov[cu->li].iov_len - cu->loff;
+		if (k > room)
+			k = room;
+		op->sge[(*ns)++] = (struct ibv_sge){
+			(uintptr_t)cu->iov[cu->li].iov_base + cu->loff, (uint32_t)k,
+			cu->lkeys[cu->li] };
+		w->num_sge++;
+		cu->loff += k;
+		room -= k;
+		cu->total -= k;
+		wlen += k;
+	}
+	return wlen;
+}
+
+/* Signal op's nw WRs: the last (gather/scatter), or each (multiple
+ * message: every piece its own transfer), all tagged with op.
+ * @return 0, -ENOMEM (more WRs than the SQ holds) */
+static int vb_rdma_signal(struct vb_op *op, int nw, int list_mode)
+{
+	for (int i = list_mode || !nw ? 0 : nw - 1; i < nw; i++) {
+		op->wr[i].send_flags = IBV_SEND_SIGNALED;
+		op->wr[i].wr_id = (uintptr_t)&op->tag;
+	}
+	op->pending = list_mode ? nw : 1;
+	op->nwr = nw;
+	return nw > (int)VB_SQ_DEPTH ? -ENOMEM : 0;
+}
+
 /*
  * Build the RDMA Read (pull) or Write (push) WRs moving local iov to/from
  * remote bytes [roff, roff + total) of the segments. Gather/scatter (the
@@ -507,31 +574,23 @@ static int vb_build_rdma(struct vb_sconn *c, struct vb_op *op, const uint8_t *se
 {
 	struct vb_server *s = c->srv;
 	uint32_t msge = s->list_mode ? 1 : is_read ? s->max_sge_rd : s->max_sge;
-	int cap, nw = 0, ns = 0, li = 0, si = 0;
-	uint64_t loff = 0, soff = 0, total = net_iov_total(iov, cnt);
 	uint32_t lkeys[NET_MAX_IOV];
+	struct vb_rdma_cur cu = { .iov = iov, .lkeys = lkeys, .cnt = cnt,
+				  .total = net_iov_total(iov, cnt) };
+	/* every sge ends at a local or remote boundary or fills its WR */
+	int scap = 2 * (nseg + cnt) + 4, cap = nseg + scap, nw = 0, ns = 0, si;
 	struct vb_seg sg = { 0 };
 
 	for (int i = 0; i < cnt; i++)
 		if (iov[i].iov_len && vb_local_key(c, op, iov[i].iov_base, iov[i].iov_len,
 						   &lkeys[i]))
 			return -ENOMEM;
-	/* Find the segment holding roff. */
-	for (si = 0; si < nseg; si++) {
-		vb_seg_decode(segs + (size_t)si * VB_SEG_LEN, &sg);
-		if (roff < sg.len)
-			break;
-		roff -= sg.len;
-	}
-	soff = roff;
-	/* Every sge ends at a local or remote boundary or fills its WR. */
-	int scap = 2 * (nseg + cnt) + 4;
-	cap = nseg + scap;
+	si = vb_seg_find(segs, nseg, &roff, &sg);
 	op->wr = calloc((size_t)cap, sizeof(*op->wr));
 	op->sge = calloc((size_t)scap, sizeof(*op->sge));
 	if (!op->wr || !op->sge)
 		return -ENOMEM;
-	while (total > 0) {
+	while (cu.total > 0) {
 		if (si >= nseg)
 			return -EINVAL;
 		vb_seg_decode(segs + (size_t)si * VB_SEG_LEN, &sg);
@@ -539,53 +598,22 @@ static int vb_build_rdma(struct vb_sconn *c, struct vb_op *op, const uint8_t *se
 			return -ENOMEM;
 		struct ibv_send_wr *w = &op->wr[nw];
 		w->opcode = is_read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
-		w->wr.rdma.remote_addr = sg.addr + soff;
+		w->wr.rdma.remote_addr = sg.addr + roff;
 		w->wr.rdma.rkey = sg.rkey;
 		w->sg_list = &op->sge[ns];
-		uint64_t room = sg.len - soff;
-		uint64_t wlen = 0;
-		while (room > 0 && total > 0 && (uint32_t)w->num_sge < msge && ns < scap) {
-			while (li < cnt && iov[li].iov_len == loff) {
-				li++;
-				loff = 0;
-			}
-			uint64_t k = iov[li].iov_len - loff;
-			if (k > room)
-				k = room;
-			op->sge[ns++] = (struct ibv_sge){ (uintptr_t)iov[li].iov_base + loff,
-							(uint32_t)k, lkeys[li] };
-			w->num_sge++;
-			loff += k;
-			room -= k;
-			total -= k;
-			wlen += k;
-		}
+		roff += vb_rdma_sges(op, w, &cu, sg.len - roff, msge, &ns, scap);
 		vb_stat_max(&s->base.st, (uint64_t)w->num_sge);
-		soff += wlen;
-		if (soff == sg.len) {
+		if (roff == sg.len) {
 			si++;
-			soff = 0;
+			roff = 0;
 		}
 		if (nw)
 			op->wr[nw - 1].next = w;
 		nw++;
-		if (ns == scap && total > 0)
+		if (ns == scap && cu.total > 0)
 			return -ENOMEM;
 	}
-	op->wr[nw - 1].send_flags = IBV_SEND_SIGNALED;
-	op->wr[nw - 1].wr_id = (uintptr_t)&op->tag;
-	op->pending = 1;
-	if (s->list_mode) {
-		for (int i = 0; i < nw - 1; i++) {
-			op->wr[i].send_flags = IBV_SEND_SIGNALED;
-			op->wr[i].wr_id = (uintptr_t)&op->tag;
-		}
-		op->pending = nw;
-	}
-	op->nwr = nw;
-	if (nw > (int)VB_SQ_DEPTH)
-		return -ENOMEM;
-	return 0;
+	return vb_rdma_signal(op, nw, s->list_mode);
 }
 
 /* ------------------------------------------------------------------ pull/push */
@@ -625,17 +653,14 @@ static int vb_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 	uint64_t total;
 	int rc;
 
-	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb ||
-	    q->state != VB_SR_HANDLER)
-		return -EINVAL;
-	total = net_iov_total(iov, cnt);
-	if (total > r->hdr.bulk_len - r->pulled)
+	if (net_sreq_pull_check(r, iov, cnt, cb, &total))
 		return -EINVAL;
 	op = vb_op_new(c, q, VB_OP_PULL, cb, arg);
 	if (!op)
 		return -ENOMEM;
-	if (c->dead || total == 0) {
-		vb_op_done_later(op, c->dead ? -EIO : 0);
+	(void)net_sreq_advance(r, NET_SREQ_EV_PULL);
+	if (c->base.dead || total == 0) {
+		vb_op_done_later(op, c->base.dead ? -EIO : 0);
 		return 0;
 	}
 	if (q->m.flags & (VB_F_WR_INLINE | VB_F_WR_FAST)) {
@@ -658,6 +683,7 @@ static int vb_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 	rc = vb_build_rdma(c, op, q->segs, q->m.nwr, r->pulled, iov, cnt, 1);
 	if (rc) {
 		vb_op_free(op);
+		(void)net_sreq_advance(r, NET_SREQ_EV_PULLED);
 		return rc == -EINVAL ? rc : -ENOMEM;
 	}
 	r->pulled += total;
@@ -682,17 +708,14 @@ static int vb_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 	uint64_t total;
 	int rc;
 
-	if (cnt < 0 || cnt > NET_MAX_IOV || (cnt && !iov) || !cb ||
-	    q->state != VB_SR_HANDLER)
-		return -EINVAL;
-	total = net_iov_total(iov, cnt);
-	if (off > r->hdr.aux || total > r->hdr.aux - off)
+	if (net_sreq_push_check(r, off, iov, cnt, cb, &total))
 		return -EINVAL;
 	op = vb_op_new(c, q, VB_OP_PUSH, cb, arg);
 	if (!op)
 		return -ENOMEM;
-	if (c->dead || total == 0) {
-		vb_op_done_later(op, c->dead ? -EIO : 0);
+	(void)net_sreq_advance(r, NET_SREQ_EV_PUSH);
+	if (c->base.dead || total == 0) {
+		vb_op_done_later(op, c->base.dead ? -EIO : 0);
 		return 0;
 	}
 	if (q->m.flags & VB_F_RD_INLINE) {
@@ -713,6 +736,7 @@ static int vb_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 			   iov, cnt, 0);
 	if (rc) {
 		vb_op_free(op);
+		(void)net_sreq_advance(r, NET_SREQ_EV_PUSHED);
 		return rc == -EINVAL ? rc : -ENOMEM;
 	}
 	if (off + total > q->pushed)
@@ -793,8 +817,7 @@ static int vb_bbuf_take(struct vb_sconn *c, struct vb_op *op)
 static void vb_sreq_finish(struct vb_sconn *c, struct vb_sreq *q)
 {
 	vb_sreq_free(c, q);
-	if (c->active == q)
-		c->active = NULL;
+	net_sconn_finished(&c->base, &q->r);
 	vb_repost_flush(c->srv);
 	vb_dispatch_later(c);
 	vb_sconn_maybe_free(c);
@@ -873,9 +896,9 @@ static int vb_reply(struct net_sreq *r, int32_t status, const void *body, uint32
 	uint8_t *msg;
 	int rc = 0, big = total > VB_MSG_SIZE;
 
-	if (q->state != VB_SR_HANDLER)
+	if (net_sreq_advance(r, NET_SREQ_EV_REPLY))
 		return -EINVAL;
-	if (c->dead)
+	if (c->base.dead)
 		goto out_finish;
 	if (len > PROTO_MAX_BODY || (len && !body)) {
 		log_err("net: %s: reply body of %u bytes too large", c->base.peer, len);
@@ -912,9 +935,8 @@ static int vb_reply(struct net_sreq *r, int32_t status, const void *body, uint32
 	NET_STAT_ADD(st, msgs_tx, 1);
 	NET_STAT_ADD(st, bytes_tx, total);
 	/* Repost the request's buffer before the credit goes back. */
-	q->state = VB_SR_FREE;
 	vb_sreq_finish(c, q);
-	if (!c->dead)
+	if (!c->base.dead)
 		vb_submit_op(c, op);
 	else
 		vb_op_done_later(op, -EIO);
@@ -935,13 +957,73 @@ static void vb_reject(struct net_sreq *r, const char *why)
 	struct vb_sreq *q = vb_q_of(r);
 	struct vb_sconn *c = q->c;
 
+	(void)net_sreq_advance(r, NET_SREQ_EV_REJECT);
 	NET_STAT_ADD(&c->srv->base.st, rejects, 1);
-	if (!c->dead)
+	if (!c->base.dead)
 		vb_sconn_close(c, 1, why ? why : "rejected");
 	vb_sreq_finish(c, q);
 }
 
 /* ------------------------------------------------------------------- intake */
+
+/* Sum of the lengths of n encoded segments. */
+static uint64_t vb_segs_sum(const uint8_t *segs, int n)
+{
+	uint64_t sum = 0;
+	struct vb_seg sg;
+
+	for (int i = 0; i < n; i++) {
+		vb_seg_decode(segs + (size_t)i * VB_SEG_LEN, &sg);
+		sum += sg.len;
+	}
+	return sum;
+}
+
+/* Check q's write mechanism (none, inline, fast slot, RDMA segments)
+ * against its write length. @return NULL, or why it is bad */
+static const char *vb_parse_wr(const struct vb_sreq *q, const uint8_t *data_after)
+{
+	const struct proto_hdr *h = &q->r.hdr;
+	const struct vb_mhdr *m = &q->m;
+
+	switch (m->flags & (VB_F_WR_INLINE | VB_F_WR_FAST | VB_F_WR_RDMA)) {
+	case 0:
+		return h->bulk_len ? "write data without a mechanism" : NULL;
+	case VB_F_WR_INLINE:
+	case VB_F_WR_FAST:
+		if (m->inl != h->bulk_len || m->nwr)
+			return "inline/fast length mismatch";
+		if ((m->flags & VB_F_WR_FAST) && !data_after)
+			return "fast write outside a fast slot";
+		return NULL;
+	case VB_F_WR_RDMA:
+		return vb_segs_sum(q->segs, m->nwr) != h->bulk_len ?
+			"write segments do not add up" : NULL;
+	default:
+		return "several write mechanisms";
+	}
+}
+
+/* Check q's read mechanism (none, inline, RDMA segments) against its read
+ * length; an inline read gets its buffer (inline_max, kept with q).
+ * @return NULL, or why it is bad */
+static const char *vb_parse_rd(const struct net_opts *o, struct vb_sreq *q)
+{
+	const struct proto_hdr *h = &q->r.hdr;
+	const struct vb_mhdr *m = &q->m;
+
+	if (m->flags & VB_F_RD_INLINE) {
+		if (h->aux > o->inline_max || m->nrd)
+			return "inline read too large";
+		if (!q->rdinl && h->aux && !(q->rdinl = malloc(o->inline_max)))
+			return "out of memory";
+		return NULL;
+	}
+	if (m->flags & VB_F_RD_RDMA)
+		return vb_segs_sum(q->segs + (size_t)m->nwr * VB_SEG_LEN, m->nrd) != h->aux ?
+			"read segments do not add up" : NULL;
+	return h->aux ? "read memory without a mechanism" : NULL;
+}
 
 /*
  * Check a request message and point q at its parts.
@@ -950,12 +1032,10 @@ static void vb_reject(struct net_sreq *r, const char *why)
 static const char *vb_parse_req(struct vb_sconn *c, struct vb_sreq *q,
 				const uint8_t *msg, uint32_t len, const uint8_t *data_after)
 {
-	const struct net_opts *o = &c->srv->base.opts;
 	const char *why = NULL;
 	struct proto_hdr *h = &q->r.hdr;
 	struct vb_mhdr *m = &q->m;
-	uint64_t need, sum;
-	struct vb_seg sg;
+	uint64_t need;
 
 	if (len < VB_HDRS || proto_hdr_decode(msg, h, &why) ||
 	    vb_mhdr_decode(msg + PROTO_HDR_LEN, m))
@@ -978,54 +1058,44 @@ static const char *vb_parse_req(struct vb_sconn *c, struct vb_sreq *q,
 	q->segs = msg + VB_HDRS;
 	q->r.body = q->segs + (size_t)(m->nwr + m->nrd) * VB_SEG_LEN;
 	q->r.body_len = h->body_len;
-	q->inl = q->r.body + h->body_len;
-	if (m->flags & VB_F_WR_FAST)
-		q->inl = data_after;
-	switch (m->flags & (VB_F_WR_INLINE | VB_F_WR_FAST | VB_F_WR_RDMA)) {
-	case 0:
-		if (h->bulk_len)
-			return "write data without a mechanism";
-		break;
-	case VB_F_WR_INLINE:
-	case VB_F_WR_FAST:
-		if (m->inl != h->bulk_len || m->nwr)
-			return "inline/fast length mismatch";
-		if ((m->flags & VB_F_WR_FAST) && !data_after)
-			return "fast write outside a fast slot";
-		break;
-	case VB_F_WR_RDMA:
-		sum = 0;
-		for (int i = 0; i < m->nwr; i++) {
-			vb_seg_decode(q->segs + (size_t)i * VB_SEG_LEN, &sg);
-			sum += sg.len;
-		}
-		if (sum != h->bulk_len)
-			return "write segments do not add up";
-		break;
-	default:
-		return "several write mechanisms";
-	}
-	if (m->flags & VB_F_RD_INLINE) {
-		if (h->aux > o->inline_max || m->nrd)
-			return "inline read too large";
-		if (!q->rdinl && h->aux && !(q->rdinl = malloc(o->inline_max)))
-			return "out of memory";
-	} else if (m->flags & VB_F_RD_RDMA) {
-		sum = 0;
-		for (int i = 0; i < m->nrd; i++) {
-			vb_seg_decode(q->segs + (size_t)(m->nwr + i) * VB_SEG_LEN, &sg);
-			sum += sg.len;
-		}
-		if (sum != h->aux)
-			return "read segments do not add up";
-	} else if (h->aux) {
-		return "read memory without a mechanism";
-	}
+	q->inl = (m->flags & VB_F_WR_FAST) ? data_after : q->r.body + h->body_len;
+	if ((why = vb_parse_wr(q, data_after)) || (why = vb_parse_rd(&c->srv->base.opts, q)))
+		return why;
 	q->r.conn = &c->base;
 	q->r.pulled = 0;
 	q->r.ctx = NULL;
 	q->pushed = 0;
 	return NULL;
+}
+
+/* q's turn came, but it is big: RDMA Read its message into c's big buffer
+ * (vb_fetched follows). Out of memory closes c. */
+static void vb_fetch_start(struct vb_sconn *c, struct vb_sreq *q)
+{
+	struct vb_op *op = vb_op_new(c, q, VB_OP_FETCH, NULL, NULL);
+	struct vb_seg sg;
+
+	vb_seg_decode(q->segs, &sg);
+	if (!op || vb_big_buf(c, &c->big, &c->big_mr) ||
+	    !(op->wr = calloc(1, sizeof(*op->wr))) ||
+	    !(op->sge = calloc(1, sizeof(*op->sge)))) {
+		if (op)
+			vb_op_free(op);
+		vb_sconn_close(c, 1, "out of memory fetching a big request");
+		net_sconn_finished(&c->base, &q->r);
+		vb_sreq_free(c, q);
+		return;
+	}
+	op->sge[0] = (struct ibv_sge){ (uintptr_t)c->big, sg.len, c->big_mr->lkey };
+	op->wr->opcode = IBV_WR_RDMA_READ;
+	op->wr->sg_list = op->sge;
+	op->wr->num_sge = 1;
+	op->wr->send_flags = IBV_SEND_SIGNALED;
+	op->wr->wr_id = (uintptr_t)&op->tag;
+	op->wr->wr.rdma.remote_addr = sg.addr;
+	op->wr->wr.rdma.rkey = sg.rkey;
+	op->nwr = 1;
+	vb_submit_op(c, op);
 }
 
 /* Hand the next queued request to the handler (or fetch a big one),
@@ -1035,48 +1105,21 @@ static const char *vb_parse_req(struct vb_sconn *c, struct vb_sreq *q,
 static void vb_dispatch(struct vb_sconn *c)
 {
 	struct vb_server *s = c->srv;
+	struct net_sreq *r;
 	struct vb_sreq *q;
 
-	if (c->dead || c->active || !c->rq_head || vb_replies_full(c))
+	if (c->base.dead || vb_replies_full(c) || !(r = net_sconn_next(&c->base)))
 		return;
-	q = c->rq_head;
-	c->rq_head = q->next;
-	if (!c->rq_head)
-		c->rq_tail = NULL;
-	c->active = q;
-	if (q->state == VB_SR_FETCHING) {
-		/* RDMA Read the big message into our big buffer. */
-		struct vb_op *op = vb_op_new(c, q, VB_OP_FETCH, NULL, NULL);
-		struct vb_seg sg;
-		vb_seg_decode(q->segs, &sg);
-		if (!op || vb_big_buf(c, &c->big, &c->big_mr) ||
-		    !(op->wr = calloc(1, sizeof(*op->wr))) ||
-		    !(op->sge = calloc(1, sizeof(*op->sge)))) {
-			if (op)
-				vb_op_free(op);
-			vb_sconn_close(c, 1, "out of memory fetching a big request");
-			c->active = NULL;
-			vb_sreq_free(c, q);
-			return;
-		}
-		op->sge[0] = (struct ibv_sge){ (uintptr_t)c->big, sg.len, c->big_mr->lkey };
-		op->wr->opcode = IBV_WR_RDMA_READ;
-		op->wr->sg_list = op->sge;
-		op->wr->num_sge = 1;
-		op->wr->send_flags = IBV_SEND_SIGNALED;
-		op->wr->wr_id = (uintptr_t)&op->tag;
-		op->wr->wr.rdma.remote_addr = sg.addr;
-		op->wr->wr.rdma.rkey = sg.rkey;
-		op->nwr = 1;
-		vb_submit_op(c, op);
+	q = vb_q_of(r);
+	if (q->r.state == NET_SREQ_ARRIVING) {
+		vb_fetch_start(c, q);
 		return;
 	}
-	q->state = VB_SR_HANDLER;
+	(void)net_sreq_advance(&q->r, NET_SREQ_EV_DISPATCH);
 	NET_STAT_ADD(&s->base.st, msgs_rx, 1);
-	c->holds++;
+	net_sconn_hold(&c->base);
 	s->fn(&q->r, s->fn_arg);
-	c->holds--;
-	vb_sconn_maybe_free(c);
+	net_sconn_release(&c->base);
 }
 
 /* A big request's message is in c->big: parse it and dispatch. */
@@ -1085,8 +1128,8 @@ static void vb_fetched(struct vb_sconn *c, struct vb_sreq *q, int rc)
 	struct vb_server *s = c->srv;
 	const char *why;
 
-	c->active = NULL;
-	if (rc || c->dead) {
+	net_sconn_finished(&c->base, &q->r);
+	if (rc || c->base.dead) {
 		vb_sreq_free(c, q);
 		vb_sconn_close(c, 0, "big request fetch failed");
 		return;
@@ -1098,11 +1141,8 @@ static void vb_fetched(struct vb_sconn *c, struct vb_sreq *q, int rc)
 		vb_sconn_close(c, 1, why);
 		return;
 	}
-	q->state = VB_SR_QUEUED;
-	q->next = c->rq_head;
-	c->rq_head = q;
-	if (!c->rq_tail)
-		c->rq_tail = q;
+	(void)net_sreq_advance(&q->r, NET_SREQ_EV_DATA);
+	net_sconn_requeue(&c->base, &q->r); /* still the next in order */
 	vb_dispatch(c);
 }
 
@@ -1173,23 +1213,56 @@ static const char *vb_on_auth(struct vb_sconn *c, struct vb_srbuf *rb,
 {
 	struct vb_server *s = c->srv;
 
-	if (!c->need_auth || c->authed || h->body_len != NET_AUTH_MAC_LEN ||
+	if (c->base.hs != NET_HS_AUTH || h->body_len != NET_AUTH_MAC_LEN ||
 	    len < VB_HDRS + NET_AUTH_MAC_LEN)
 		return "unexpected auth message";
 	vb_repost(s, rb);
-	if (net_auth_check(c->key, NET_AUTH_ROLE_CLIENT, c->cn, c->sn, msg + VB_HDRS)) {
-		NET_STAT_ADD(&s->base.st, auth_fail, 1);
-		log_warn("net: %s: wrong cluster key; refusing the client", c->base.peer);
+	if (net_sconn_auth_check(&c->base, c->key, c->cn, c->sn, msg + VB_HDRS)) {
 		vb_sconn_close(c, 0, "cluster key refused");
 		return NULL;
 	}
-	NET_STAT_ADD(&s->base.st, auth_ok, 1);
-	c->authed = 1;
-	c->base.privileged = c->key_priv;
+	net_sconn_authed(&c->base, c->key_priv);
 	ev_timer_stop(s->loop, &c->hs_dl);
-	NET_STAT_ADD(&s->base.st, unauth_open, -1);
 	if (vb_send_grant(c))
 		vb_sconn_close(c, 1, "cannot grant the fast slots");
+	return NULL;
+}
+
+/* A big request's first message (q's receive buffer): the segment its
+ * whole message is fetched from at its turn (ARRIVING until then).
+ * @return NULL, or why it is bad */
+static const char *vb_intake_big(struct vb_sreq *q, const struct vb_mhdr *m,
+				 const uint8_t *msg, uint32_t len)
+{
+	struct vb_seg sg;
+
+	if (len < VB_HDRS + VB_SEG_LEN || m->bigmsg > VB_BIG_SIZE)
+		return "bad big request";
+	vb_seg_decode(msg + VB_HDRS, &sg);
+	if (sg.len != m->bigmsg)
+		return "bad big request";
+	q->m = *m;
+	q->segs = msg + VB_HDRS;
+	(void)net_sreq_advance(&q->r, NET_SREQ_EV_PARTIAL);
+	return NULL;
+}
+
+/* A whole request message: parsed into q (QUEUED), counted by how its
+ * write data came. @return NULL, or why it is bad */
+static const char *vb_intake_req(struct vb_sconn *c, struct vb_sreq *q,
+				 const uint8_t *msg, uint32_t len,
+				 const uint8_t *data_after)
+{
+	struct net_stats *st = &c->srv->base.st;
+	const char *why = vb_parse_req(c, q, msg, len, data_after);
+
+	if (why)
+		return why;
+	(void)net_sreq_advance(&q->r, NET_SREQ_EV_ARRIVE);
+	if (q->m.flags & VB_F_WR_INLINE)
+		NET_STAT_ADD(st, inline_msgs, 1);
+	else if (q->m.flags & VB_F_WR_FAST)
+		NET_STAT_ADD(st, fast_msgs, 1);
 	return NULL;
 }
 
@@ -1221,7 +1294,7 @@ static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *ms
 		vb_flush_sq(c);
 		return;
 	}
-	if (c->need_auth && !c->authed) {
+	if (c->base.hs != NET_HS_OPEN) {
 		why = "request before authentication";
 		goto out_bad;
 	}
@@ -1233,40 +1306,14 @@ static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *ms
 	c->free_q = q->next;
 	q->next = NULL;
 	q->rb = rb;
-	if (m.kind == VB_K_BIGREQ) {
-		struct vb_seg sg;
-		if (len < VB_HDRS + VB_SEG_LEN || m.bigmsg > VB_BIG_SIZE) {
-			vb_sreq_free(c, q);
-			why = "bad big request";
-			goto out_bad_norb;
-		}
-		vb_seg_decode(msg + VB_HDRS, &sg);
-		if (sg.len != m.bigmsg) {
-			vb_sreq_free(c, q);
-			why = "bad big request";
-			goto out_bad_norb;
-		}
-		q->m = m;
-		q->segs = msg + VB_HDRS;
-		q->state = VB_SR_FETCHING;
-	} else {
-		why = vb_parse_req(c, q, msg, len, data_after);
-		if (why) {
-			vb_sreq_free(c, q);
-			goto out_bad_norb;
-		}
-		q->state = VB_SR_QUEUED;
-		if (m.flags & VB_F_WR_INLINE) {
-			NET_STAT_ADD(&s->base.st, inline_msgs, 1);
-		} else if (m.flags & VB_F_WR_FAST) {
-			NET_STAT_ADD(&s->base.st, fast_msgs, 1);
-		}
+	q->r.conn = &c->base;
+	why = m.kind == VB_K_BIGREQ ? vb_intake_big(q, &m, msg, len) :
+				      vb_intake_req(c, q, msg, len, data_after);
+	if (why) {
+		vb_sreq_free(c, q);
+		goto out_bad_norb;
 	}
-	if (c->rq_tail)
-		c->rq_tail->next = q;
-	else
-		c->rq_head = q;
-	c->rq_tail = q;
+	net_sconn_enqueue(&c->base, &q->r);
 	vb_dispatch(c);
 	return;
 
@@ -1336,7 +1383,7 @@ static void vb_on_recv(struct vb_server *s, struct ibv_wc *wc)
 		return;
 	}
 	c = vb_hash_find(s, wc->qp_num);
-	if (!c || c->dead) {
+	if (!c || c->base.dead) {
 		vb_repost(s, rb);
 		return;
 	}
@@ -1368,7 +1415,7 @@ static void vb_on_send(struct vb_server *s, struct ibv_wc *wc)
 		op->pending--;
 		if (wc->status != IBV_WC_SUCCESS) {
 			op->rc = -EIO;
-			if (!c->dead)
+			if (!c->base.dead)
 				vb_sconn_close(c, wc->status != IBV_WC_WR_FLUSH_ERR,
 					       ibv_wc_status_str(wc->status));
 		}
@@ -1378,16 +1425,16 @@ static void vb_on_send(struct vb_server *s, struct ibv_wc *wc)
 	c->sq_free += op->nwr;
 	if (op->sbuf >= 0)
 		c->sbuf_busy &= ~(1u << op->sbuf);
-	if (wc->status != IBV_WC_SUCCESS && !c->dead)
+	if (wc->status != IBV_WC_SUCCESS && !c->base.dead)
 		vb_sconn_close(c, wc->status != IBV_WC_WR_FLUSH_ERR,
 			       ibv_wc_status_str(wc->status));
 	int rc = wc->status == IBV_WC_SUCCESS && !op->rc ? 0 : -EIO;
 	switch (op->kind) {
 	case VB_OP_PULL:
 	case VB_OP_PUSH:
-		c->holds++;
-		op->cb(&op->q->r, rc, op->arg);
-		c->holds--;
+		net_sconn_hold(&c->base);
+		vb_op_callback(op, rc);
+		net_sconn_release(&c->base);
 		break;
 	case VB_OP_FETCH:
 		vb_fetched(c, op->q, rc);
@@ -1396,25 +1443,38 @@ static void vb_on_send(struct vb_server *s, struct ibv_wc *wc)
 		break;
 	}
 	vb_op_free(op);
-	if (!c->dead)
+	if (!c->base.dead)
 		vb_flush_sq(c);
 	vb_sconn_maybe_free(c);
 }
 
+/* Route one completion on the tag its wr_id points at: an SRQ buffer's
+ * (a receive), an op's (a send-side completion); no tag is an unsignaled
+ * WR failing, which only a send queue has. */
+static void vb_on_wc(struct vb_server *s, struct ibv_wc *wc)
+{
+	const struct vb_stag *t = (const struct vb_stag *)(uintptr_t)wc->wr_id;
+
+	if (!t || t->kind == VB_ST_OP) {
+		vb_on_send(s, wc);
+	} else if (t->kind == VB_ST_RECV) {
+		vb_on_recv(s, wc);
+	} else {
+		log_err("net: verbs: completion with an unknown tag kind %d (qp %u); "
+			"ignored", (int)t->kind, wc->qp_num);
+	}
+}
+
 /* Drain one CQ, 32 completions per pass. @return completions seen */
-static int vb_poll_cq(struct vb_server *s, struct ibv_cq *cq, int recv)
+static int vb_poll_cq(struct vb_server *s, struct ibv_cq *cq)
 {
 	struct ibv_wc wc[VB_POLL_BATCH];
 	int n, total = 0;
 
 	do {
 		n = ibv_poll_cq(cq, VB_POLL_BATCH, wc);
-		for (int i = 0; i < n; i++) {
-			if (recv)
-				vb_on_recv(s, &wc[i]);
-			else
-				vb_on_send(s, &wc[i]);
-		}
+		for (int i = 0; i < n; i++)
+			vb_on_wc(s, &wc[i]);
 		total += n > 0 ? n : 0;
 		vb_repost_flush(s);
 	} while (n == VB_POLL_BATCH);
@@ -1424,15 +1484,14 @@ static int vb_poll_cq(struct vb_server *s, struct ibv_cq *cq, int recv)
 /* Poll every CQ once. @return completions seen */
 static int vb_poll_all(struct vb_server *s)
 {
-	int n = vb_poll_cq(s, s->rcq, 1);
+	int n = vb_poll_cq(s, s->rcq);
 
 	for (struct vb_sconn *c = s->conns, *nx; c; c = nx) {
 		nx = c->next;
 		if (c->scq) {
-			c->holds++;
-			n += vb_poll_cq(s, c->scq, 0);
-			c->holds--;
-			vb_sconn_maybe_free(c);
+			net_sconn_hold(&c->base);
+			n += vb_poll_cq(s, c->scq);
+			net_sconn_release(&c->base);
 		}
 	}
 	return n;
@@ -1470,27 +1529,32 @@ static void vb_spin_cb(struct ev_loop *loop, ev_idle *w, int revents)
 	}
 }
 
-/* Deferred work: copy-op completions, then dispatches. */
-static void vb_kick_cb(struct ev_loop *loop, ev_idle *w, int revents)
+/* A deferred op completion (the server's kick watcher): its callback,
+ * then the op goes. */
+static void vb_done_run(struct net_srv_done *d)
 {
-	struct vb_server *s = w->data;
+	struct vb_op *op = NET_CONTAINER_OF(d, struct vb_op, done);
+	struct vb_sconn *c = op->c;
 
-	(void)loop;
-	(void)revents;
-	while (s->done_head) {
-		struct vb_op *op = s->done_head;
-		struct vb_sconn *c = op->c;
-		s->done_head = op->next;
-		if (!s->done_head)
-			s->done_tail = NULL;
-		if (op->cb && op->q)
-			op->cb(&op->q->r, op->rc, op->arg);
-		c->holds--;
-		if (op->sbuf >= 0)
-			c->sbuf_busy &= ~(1u << op->sbuf);
-		vb_op_free(op);
-		vb_sconn_maybe_free(c);
-	}
+	if (op->cb && op->q)
+		vb_op_callback(op, op->rc);
+	if (op->sbuf >= 0)
+		c->sbuf_busy &= ~(1u << op->sbuf);
+	vb_op_free(op);
+	net_sconn_release(&c->base); /* vb_op_done_later's hold */
+}
+
+/* Server teardown: free an undelivered op. */
+static void vb_done_drop(struct net_srv_done *d)
+{
+	vb_op_free(NET_CONTAINER_OF(d, struct vb_op, done));
+}
+
+/* Deferred work after the completions: the dispatches. */
+static void vb_kick_more(struct net_server *ns)
+{
+	struct vb_server *s = NET_CONTAINER_OF(ns, struct vb_server, base);
+
 	while (s->disp) {
 		struct vb_sconn *c = s->disp;
 		s->disp = c->dnext;
@@ -1535,10 +1599,7 @@ static void vb_hs_dl_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct vb_sconn *c = w->data;
 	char why[96];
 
-	snprintf(why, sizeof(why), "handshake not done within %d ms",
-		 c->srv->base.opts.request_timeout_ms);
-	NET_STAT_ADD(&c->srv->base.st, unauth_closes, 1);
-	log_notice("net: %s: %s; closing connection", c->base.peer, why);
+	net_sconn_hs_late(&c->base, why, sizeof(why));
 	vb_sconn_close(c, 0, why);
 }
 
@@ -1558,10 +1619,10 @@ static int vb_unauth_admit(struct vb_server *s, const struct sockaddr *src)
 	int live = 0, n;
 
 	for (c = s->conns; c; c = c->next) {
-		if (c->dead)
+		if (c->base.dead)
 			continue;
 		live++;
-		if (c->need_auth && !c->authed)
+		if (c->base.hs != NET_HS_OPEN)
 			net_evict_see(&e, c, c->born, &c->src);
 	}
 	c = net_evict_pick(&e, live >= s->base.opts.max_clients, &n);
@@ -1710,7 +1771,6 @@ static struct vb_sconn *vb_sconn_build(struct vb_server *s, struct rdma_cm_id *i
 	sp->fast_addr = g.fast_addr;
 	sp->fast_rkey = g.fast_rkey;
 	if (key) {
-		c->need_auth = 1;
 		c->key = key;
 		c->key_priv = key_priv;
 		memcpy(c->cn, cp->cn, 32);
@@ -1773,10 +1833,9 @@ static void vb_sconn_link(struct vb_server *s, struct vb_sconn *c)
 	ev_timer_init(&c->hs_dl, vb_hs_dl_cb,
 		      s->base.opts.request_timeout_ms / 1000., 0.);
 	c->hs_dl.data = c;
-	if (c->need_auth) {
-		NET_STAT_ADD(&s->base.st, unauth_open, 1);
+	net_sconn_open(&c->base, c->key ? NET_HS_AUTH : NET_HS_OPEN, vb_sconn_reap);
+	if (c->base.hs == NET_HS_AUTH)
 		ev_timer_start(s->loop, &c->hs_dl);
-	}
 }
 
 /*
@@ -1852,11 +1911,10 @@ static void vb_cm_cb(struct ev_loop *loop, ev_io *w, int revents)
 			if (c && c != (void *)s) {
 				/* Hold c across the poll: what arrived before the
 				 * disconnect may close it (a failed key proof). */
-				c->holds++;
+				net_sconn_hold(&c->base);
 				vb_poll_all(s);
 				vb_sconn_close(c, 0, "peer disconnected");
-				c->holds--;
-				vb_sconn_maybe_free(c);
+				net_sconn_release(&c->base);
 			}
 			continue;
 		default:
@@ -2030,8 +2088,8 @@ static void vb_server_watch(struct vb_server *s)
 	ev_io_init(&s->cm_w, vb_cm_cb, s->cm_ch->fd, EV_READ);
 	ev_io_init(&s->chan_w, vb_chan_cb, s->chan->fd, EV_READ);
 	ev_idle_init(&s->spin_w, vb_spin_cb);
-	ev_idle_init(&s->kick_w, vb_kick_cb);
-	s->cm_w.data = s->chan_w.data = s->spin_w.data = s->kick_w.data = s;
+	net_srv_kick_init(&s->base, s->loop, vb_done_run, vb_kick_more);
+	s->cm_w.data = s->chan_w.data = s->spin_w.data = s;
 	ev_io_start(s->loop, &s->cm_w);
 	ev_io_start(s->loop, &s->chan_w);
 	if (s->base.opts.poll_mode == NET_POLL_BUSY)
@@ -2099,22 +2157,16 @@ static void vb_server_free(struct net_server *ns)
 	ev_io_stop(s->loop, &s->cm_w);
 	ev_io_stop(s->loop, &s->chan_w);
 	ev_idle_stop(s->loop, &s->spin_w);
-	ev_clear_pending(s->loop, &s->kick_w);
 	rdma_destroy_id(s->lid);
 	while (s->conns) {
 		struct vb_sconn *c = s->conns;
-		if (!c->dead)
+		if (!c->base.dead)
 			vb_sconn_close(c, 0, "server stopping");
 		/* Force: drop ops and handler requests. */
-		while (s->done_head) {
-			struct vb_op *op = s->done_head;
-			s->done_head = op->next;
-			vb_op_free(op);
-		}
-		s->done_tail = NULL;
+		net_srv_kick_drop(&s->base, vb_done_drop);
 		if (s->conns == c) {
-			c->holds = c->inflight = 0;
-			c->active = NULL;
+			c->base.holds = c->inflight = 0;
+			c->base.active = NULL;
 			c->need_dispatch = 0;
 			vb_sconn_maybe_free(c);
 		}

@@ -3,8 +3,9 @@
  * replies, and its intake of fast-slot requests, without RDMA: vb_server.c
  * is included with registration (vb_stub.h), the post calls and the
  * rdma_cm calls of a close stubbed, and requests are handed to vb_on_msg
- * as if received; sends complete when the test calls vb_on_send. Covers: a connection with `credits`
- * replies posted and not completed gets no further request to its
+ * as if received; sends complete when the test calls vb_on_wc (which
+ * routes on the wr_id tag). Covers: a connection with `credits` replies
+ * posted and not completed gets no further request to its
  * handler, but its requests queue on their credits (a client that reuses
  * each credit as its reply arrives is not closed); a completion lets the
  * next one in; past the credits the connection is closed; the reply
@@ -93,8 +94,7 @@ static void srv_init(void)
 	net_opts_default(&srv.base.opts);
 	srv.base.opts.credits = CREDITS;
 	srv.loop = ev_loop_new(EVFLAG_AUTO);
-	ev_idle_init(&srv.kick_w, vb_kick_cb);
-	srv.kick_w.data = &srv;
+	net_srv_kick_init(&srv.base, srv.loop, vb_done_run, vb_kick_more);
 	srv.rmr = vb_reg(NULL, rbs, sizeof(rbs), 0, &srv.base.st);
 	srv.fn = handler;
 	for (int i = 0; i < NRB; i++) {
@@ -109,6 +109,8 @@ static struct vb_sconn *conn_new(void)
 	struct vb_sconn *c = calloc(1, sizeof(*c));
 
 	c->srv = &srv;
+	c->base.srv = &srv.base;
+	net_sconn_open(&c->base, NET_HS_OPEN, vb_sconn_reap);
 	c->credits = CREDITS;
 	c->sreqs = calloc(CREDITS + 1, sizeof(*c->sreqs));
 	for (int i = 0; i < CREDITS; i++) {
@@ -150,7 +152,7 @@ static void complete(int i, enum ibv_wc_status st)
 {
 	struct ibv_wc wc = { .wr_id = stub_ids[i], .status = st };
 
-	vb_on_send(&srv, &wc);
+	vb_on_wc(&srv, &wc); /* routed on the op's tag */
 	ev_invoke_pending(srv.loop);
 }
 
@@ -194,9 +196,9 @@ static int fast_request(void)
 	struct ibv_wc wc = { .wr_id = (uintptr_t)&rbs[0].tag, .status = IBV_WC_SUCCESS,
 			     .opcode = IBV_WC_RECV_RDMA_WITH_IMM,
 			     .imm_data = vb_imm_encode(0, len), .qp_num = c->qpn };
-	vb_on_recv(&srv, &wc);
+	vb_on_wc(&srv, &wc); /* routed on the buffer's tag */
 	ev_invoke_pending(srv.loop);
-	CHECK(handled == 1 && fast_ok && !c->dead);
+	CHECK(handled == 1 && fast_ok && !c->base.dead);
 	vb_sconn_close(c, 0, "test done");
 	complete(stub_nids - 1, IBV_WC_WR_FLUSH_ERR);
 	CHECK(srv.conns == NULL);
@@ -241,18 +243,18 @@ int main(void)
 	 * handled */
 	for (int i = CREDITS; i < 2 * CREDITS; i++)
 		request(c, i);
-	CHECK(handled == CREDITS && !c->dead && c->free_q == NULL);
+	CHECK(handled == CREDITS && !c->base.dead && c->free_q == NULL);
 	/* each completion lets one in */
 	complete(0, IBV_WC_SUCCESS);
 	CHECK(handled == CREDITS + 1 && c->replies_out == CREDITS);
 	complete(1, IBV_WC_SUCCESS);
-	CHECK(handled == CREDITS + 2 && c->replies_out == CREDITS && !c->dead);
+	CHECK(handled == CREDITS + 2 && c->replies_out == CREDITS && !c->base.dead);
 	/* two credits came back with those replies; past them: closed */
 	request(c, 2 * CREDITS);
 	request(c, 2 * CREDITS + 1);
-	CHECK(!c->dead && handled == CREDITS + 2);
+	CHECK(!c->base.dead && handled == CREDITS + 2);
 	request(c, 2 * CREDITS + 2);
-	CHECK(c->dead && stub_disconnects == 1 && srv.base.st.rejects == 1);
+	CHECK(c->base.dead && stub_disconnects == 1 && srv.base.st.rejects == 1);
 	CHECK(handled == CREDITS + 2 && c->bb_n <= CREDITS);
 	/* the replies still in flight flush; then everything goes */
 	for (int i = 2; i < stub_nids; i++)
