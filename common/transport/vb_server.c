@@ -380,13 +380,13 @@ static void vb_sconn_maybe_free(struct vb_sconn *c)
 		rdma_destroy_id(id);
 }
 
-/* Return a request to the free list, reposting its receive buffer. */
 /* The reap hook of net_sconn_release. */
 static void vb_sconn_reap(struct net_sconn *b)
 {
 	vb_sconn_maybe_free(NET_CONTAINER_OF(b, struct vb_sconn, base));
 }
 
+/* Return a request to the free list, reposting its receive buffer. */
 static void vb_sreq_free(struct vb_sconn *c, struct vb_sreq *q)
 {
 	if (q->rb)
