@@ -6,11 +6,14 @@
  * way, driven by the hooks of struct net_client_ops.
  */
 #include "net_int.h"
+#include "log.h"
 #include "metrics_op.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <string.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -269,6 +272,101 @@ int net_call_await(struct net_call *call)
 	__atomic_store_n(&call->state, NET_CALL_IDLE, __ATOMIC_RELAXED);
 	o->wait_end(call, &w);
 	return rc;
+}
+
+/* ------------------------------------------------------- progress thread */
+
+/* See net_int.h. */
+int net_progress_init(struct net_progress *p)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 0 };
+	int rc;
+
+	*p = (struct net_progress){ .epfd = -1, .evfd = -1 };
+	p->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (p->epfd < 0)
+		return -errno;
+	p->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (p->evfd < 0) {
+		rc = -errno;
+		goto out_close_epfd;
+	}
+	if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->evfd, &ev) < 0) {
+		rc = -errno;
+		goto out_close_evfd;
+	}
+	return 0;
+
+out_close_evfd:
+	close(p->evfd);
+	p->evfd = -1;
+out_close_epfd:
+	close(p->epfd);
+	p->epfd = -1;
+	return rc;
+}
+
+/* See net_int.h. */
+int net_progress_start(struct net_progress *p, void *(*fn)(void *), void *arg)
+{
+	int rc = -pthread_create(&p->thr, NULL, fn, arg);
+
+	p->started = rc == 0;
+	return rc;
+}
+
+/* See net_int.h. */
+void net_progress_kick(struct net_progress *p)
+{
+	(void)eventfd_write(p->evfd, 1);
+}
+
+/* See net_int.h. */
+int net_progress_stopping(struct net_progress *p)
+{
+	return __atomic_load_n(&p->stop, __ATOMIC_ACQUIRE);
+}
+
+/* See net_int.h. Cost: one epoll_wait, and a read of the eventfd when
+ * it fired. */
+int net_progress_wait(struct net_progress *p, struct epoll_event *ev, int max)
+{
+	int n = epoll_wait(p->epfd, ev, max, -1);
+
+	if (n < 0) {
+		if (errno != EINTR)
+			log_err("net: epoll_wait: %s", strerror(errno));
+		return 0;
+	}
+	for (int i = 0; i < n; i++)
+		if (ev[i].data.u64 == 0) {
+			eventfd_t v;
+
+			(void)eventfd_read(p->evfd, &v);
+		}
+	return n;
+}
+
+/* See net_int.h. */
+void net_progress_fini(struct net_progress *p)
+{
+	if (p->started) {
+		__atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
+		net_progress_kick(p);
+		pthread_join(p->thr, NULL);
+		p->started = 0;
+	}
+	if (p->evfd >= 0)
+		close(p->evfd);
+	if (p->epfd >= 0)
+		close(p->epfd);
+	p->evfd = p->epfd = -1;
+}
+
+/* See net_int.h. */
+void net_conn_kick(struct net_conn *c)
+{
+	net_progress_kick(&c->cl->pg);
 }
 
 /* --------------------------------------------------------- public wrappers */

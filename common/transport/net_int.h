@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+#include <sys/epoll.h>
 #include <sys/queue.h>
 #include <sys/uio.h>
 #include <ev.h>
@@ -107,6 +108,20 @@ void net_call_sleep(struct net_call *call, const struct timespec *abs);
 void net_call_wait_done(struct net_call *call);
 
 /* Head of every backend's client. Immutable after creation except st. */
+/*
+ * A client's progress thread and how it is woken (net_call.c): an epoll
+ * set whose key 0 (the epoll data, all zero) is an eventfd that
+ * net_progress_kick writes; the backend adds its own fds under nonzero
+ * keys and runs its thread on net_progress_wait until
+ * net_progress_stopping. Immutable after net_progress_init, except stop.
+ */
+struct net_progress {
+	int epfd, evfd;
+	pthread_t thr;
+	int started;  /* thr runs (net_progress_start succeeded) */
+	int stop;     /* atomic; set by net_progress_fini */
+};
+
 struct net_client {
 	const struct net_client_ops *ops;
 	struct net_opts opts;
@@ -114,7 +129,29 @@ struct net_client {
 	struct metrics_ops *opstats; /* per-op metrics or NULL; atomic pointer */
 	uint64_t calls_timed; /* atomic: calls submitted while opstats was set,
 			       * not yet waited for */
+	struct net_progress pg; /* the backend's progress thread */
 };
+
+/** Make p's epoll set and its eventfd (key 0); no thread yet.
+ * @return 0, -errno of epoll_create1, eventfd or epoll_ctl */
+int net_progress_init(struct net_progress *p);
+/** Start p's thread on fn(arg). @return 0, -errno of pthread_create */
+int net_progress_start(struct net_progress *p, void *(*fn)(void *), void *arg);
+/** Wake p's thread (its next net_progress_wait returns key 0). Any
+ * thread; cost: one write. */
+void net_progress_kick(struct net_progress *p);
+/** Whether p's thread should return. @return 1 or 0 */
+int net_progress_stopping(struct net_progress *p);
+/** Wait for events of p's set, at most max; an event of key 0 is a kick,
+ * already consumed (its data is all zero). Errors other than EINTR are
+ * logged. @return the events in ev (0: none, look again) */
+int net_progress_wait(struct net_progress *p, struct epoll_event *ev, int max);
+/** Stop and join p's thread if it runs, and close its fds. What
+ * net_progress_init set up may be torn down half made (fds -1). */
+void net_progress_fini(struct net_progress *p);
+/** The kick hook both client backends use: wake c's client's progress
+ * thread, which serves c's kill request. */
+void net_conn_kick(struct net_conn *c);
 
 /* Head of every backend's client connection (tcp: of every lane). cl and
  * head are immutable after creation; the rest as marked. */

@@ -144,10 +144,9 @@ struct tcp_conn {
 };
 
 struct tcp_client {
-	struct net_client base;
-	int epfd, evfd;                  /* immutable */
-	pthread_t thr;
-	int stop;                        /* atomic */
+	struct net_client base;          /* base.pg: the progress thread,
+					  * its epoll set keyed by connection
+					  * (NULL: the kick) */
 	int sealed;                      /* immutable; keyed: every stream
 					  * is sealed after AUTH (net_seal.h) */
 	pthread_mutex_t lock;            /* conns list */
@@ -157,18 +156,6 @@ struct tcp_client {
 static int tcp_rx_take(struct tcp_conn *c, int who);
 static int tcp_rx_owned(struct tcp_conn *c, struct net_call *stop_call);
 static void tcp_rx_release(struct tcp_conn *c);
-
-/* Nudge the progress thread (kill requests, stop). */
-static void tcp_kick(struct tcp_client *tc)
-{
-	(void)eventfd_write(tc->evfd, 1);
-}
-
-/* The core's kick hook: the progress thread serves c's kill request. */
-static void tcp_conn_kick(struct net_conn *nc)
-{
-	tcp_kick(NET_CONTAINER_OF(nc, struct tcp_conn, base)->tc);
-}
 
 /* ----------------------------------------------------------- pending table */
 
@@ -224,7 +211,7 @@ static void tcp_arm_set(struct tcp_conn *c, int mode)
 		return;
 	if (mode == ARM_IN)
 		ev.events |= EPOLLIN;
-	if (epoll_ctl(c->tc->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+	if (epoll_ctl(c->tc->base.pg.epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
 		c->arm = mode;
 	else
 		log_err("net: epoll_ctl: %s", strerror(errno));
@@ -263,7 +250,7 @@ static void tcp_conn_down(struct tcp_conn *c, struct net_call *culprit,
 	c->base.up = 0;
 	c->fd = -1;
 	c->credits = 0;
-	epoll_ctl(tc->epfd, EPOLL_CTL_DEL, fd, NULL);
+	epoll_ctl(tc->base.pg.epfd, EPOLL_CTL_DEL, fd, NULL);
 	/* close with a reset: what the kernel still holds to send belongs to
 	 * calls failed here, and must never reach the server later, behind
 	 * newer requests on a new connection (a timed-out write, resent once
@@ -609,7 +596,7 @@ static int tcp_conn_install(struct tcp_conn *c, int fd, int credits,
 		c->tab_mask = nb - 1;
 	}
 	/* No call is in flight yet: submit arms ARM_IN if it must. */
-	if (epoll_ctl(tc->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+	if (epoll_ctl(tc->base.pg.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		rc = -errno;
 		goto out_unlock;
 	}
@@ -1385,21 +1372,14 @@ static void *tcp_progress(void *arg)
 	struct tcp_client *tc = arg;
 	struct epoll_event ev[64];
 
-	while (!__atomic_load_n(&tc->stop, __ATOMIC_ACQUIRE)) {
-		int n = epoll_wait(tc->epfd, ev, 64, -1);
-		if (n < 0) {
-			if (errno != EINTR)
-				log_err("net: epoll_wait: %s", strerror(errno));
-			continue;
-		}
+	while (!net_progress_stopping(&tc->base.pg)) {
+		int n = net_progress_wait(&tc->base.pg, ev, 64);
+
 		for (int i = 0; i < n; i++) {
-			if (ev[i].data.ptr == NULL) {
-				eventfd_t v;
-				(void)eventfd_read(tc->evfd, &v);
+			if (ev[i].data.ptr == NULL)
 				tcp_do_kills(tc);
-			} else {
+			else
 				tcp_rx(ev[i].data.ptr);
-			}
 		}
 	}
 	return NULL;
@@ -1419,31 +1399,17 @@ static int tcp_client_new(struct net_client **out, const struct net_opts *o)
 	tc->base.opts = *o;
 	tc->sealed = net_auth_keyed(o);
 	pthread_mutex_init(&tc->lock, NULL);
-	tc->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (tc->epfd < 0) {
-		rc = -errno;
-		goto out_free;
-	}
-	tc->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (tc->evfd < 0) {
-		rc = -errno;
-		goto out_close_epfd;
-	}
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
-	if (epoll_ctl(tc->epfd, EPOLL_CTL_ADD, tc->evfd, &ev) < 0) {
-		rc = -errno;
-		goto out_close_evfd;
-	}
-	rc = -pthread_create(&tc->thr, NULL, tcp_progress, tc);
+	rc = net_progress_init(&tc->base.pg);
 	if (rc)
-		goto out_close_evfd;
+		goto out_free;
+	rc = net_progress_start(&tc->base.pg, tcp_progress, tc);
+	if (rc)
+		goto out_fini_pg;
 	*out = &tc->base;
 	return 0;
 
-out_close_evfd:
-	close(tc->evfd);
-out_close_epfd:
-	close(tc->epfd);
+out_fini_pg:
+	net_progress_fini(&tc->base.pg);
 out_free:
 	pthread_mutex_destroy(&tc->lock);
 	free(tc);
@@ -1455,9 +1421,7 @@ static void tcp_client_free(struct net_client *cl)
 	struct tcp_client *tc = NET_CONTAINER_OF(cl, struct tcp_client, base);
 	struct tcp_conn *c, *nx;
 
-	__atomic_store_n(&tc->stop, 1, __ATOMIC_RELEASE);
-	tcp_kick(tc);
-	pthread_join(tc->thr, NULL);
+	net_progress_fini(&tc->base.pg);
 	for (c = tc->conns; c; c = nx) {
 		nx = c->next_conn;
 		if (c->fd >= 0)
@@ -1469,8 +1433,6 @@ static void tcp_client_free(struct net_client *cl)
 		pthread_mutex_destroy(&c->connect_lock);
 		free(c);
 	}
-	close(tc->evfd);
-	close(tc->epfd);
 	pthread_mutex_destroy(&tc->lock);
 	free(tc);
 }
@@ -1541,7 +1503,7 @@ const struct net_client_ops tcp_client_ops = {
 	.connect = tcp_conn_connect,
 	.credit_take = tcp_credit_take,
 	.credit_wait = tcp_credit_wait,
-	.kick = tcp_conn_kick,
+	.kick = net_conn_kick,
 	.lead = tcp_wait_lead,
 	.wait_end = tcp_wait_end,
 };

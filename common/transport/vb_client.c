@@ -154,11 +154,10 @@ enum vb_ch_owner {
 };
 
 struct vb_client {
-	struct net_client base;
-	int epfd, evfd;
+	struct net_client base;          /* base.pg: the progress thread,
+					  * its epoll set keyed 0 (the kick),
+					  * 1 (chan), 2 (cm_ch) */
 	int lead_fd;                     /* eventfd: wakes a leading caller */
-	pthread_t thr;
-	int stop;
 	pthread_mutex_t lock;            /* conns list, pd, chan */
 	struct vb_cconn *conns;
 	struct rdma_event_channel *cm_ch;
@@ -167,7 +166,7 @@ struct vb_client {
 	struct ibv_comp_channel *chan;
 	pthread_mutex_t ch_lock;         /* ch_owner, ch_reg, ch_armed */
 	enum vb_ch_owner ch_owner;
-	int ch_reg;                      /* chan->fd is in epfd */
+	int ch_reg;                      /* chan->fd is in base.pg.epfd */
 	int ch_armed;                    /* ... and armed (one-shot, not fired) */
 	int ch_inflight;                 /* atomic: call slots not free, all
 					  * connections (events are awaited) */
@@ -175,16 +174,10 @@ struct vb_client {
 	struct vb_rcache rc;
 };
 
-/* Nudge the progress thread (kill requests, stop). */
+/* Nudge the progress thread (kill requests). */
 static void vb_kick(struct vb_client *vc)
 {
-	(void)eventfd_write(vc->evfd, 1);
-}
-
-/* The core's kick hook: the progress thread serves c's kill request. */
-static void vb_conn_kick(struct net_conn *nc)
-{
-	vb_kick(NET_CONTAINER_OF(nc, struct vb_cconn, base)->vc);
+	net_progress_kick(&vc->base.pg);
 }
 
 /* Wake the caller that leads the completion channel, if one does: a call
@@ -386,7 +379,7 @@ static int vb_client_dev(struct vb_client *vc, struct ibv_context *ctx)
 		}
 		fcntl(vc->chan->fd, F_SETFL, fcntl(vc->chan->fd, F_GETFL) | O_NONBLOCK);
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.u32 = 1 };
-		if (epoll_ctl(vc->epfd, EPOLL_CTL_ADD, vc->chan->fd, &ev) < 0) {
+		if (epoll_ctl(vc->base.pg.epfd, EPOLL_CTL_ADD, vc->chan->fd, &ev) < 0) {
 			rc = -errno;
 			goto out_destroy_chan;
 		}
@@ -896,7 +889,7 @@ static int vb_chan_take(struct vb_client *vc, enum vb_ch_owner who)
 		if (who == VB_CH_PROGRESS) {
 			vc->ch_armed = 0;
 		} else if (vc->ch_reg && vc->ch_armed) {
-			if (epoll_ctl(vc->epfd, EPOLL_CTL_DEL, vc->chan->fd, NULL) == 0)
+			if (epoll_ctl(vc->base.pg.epfd, EPOLL_CTL_DEL, vc->chan->fd, NULL) == 0)
 				vc->ch_reg = vc->ch_armed = 0;
 		}
 	} else if (who == VB_CH_PROGRESS) {
@@ -914,7 +907,7 @@ static void vb_chan_arm(struct vb_client *vc)
 
 	if (vc->ch_armed)
 		return;
-	if (epoll_ctl(vc->epfd, vc->ch_reg ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, vc->chan->fd,
+	if (epoll_ctl(vc->base.pg.epfd, vc->ch_reg ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, vc->chan->fd,
 		      &ev) == 0)
 		vc->ch_reg = vc->ch_armed = 1;
 	else
@@ -1887,12 +1880,11 @@ static void *vb_progress(void *arg)
 	struct vb_client *vc = arg;
 	struct epoll_event ev[8];
 
-	while (!__atomic_load_n(&vc->stop, __ATOMIC_ACQUIRE)) {
-		int n = epoll_wait(vc->epfd, ev, 8, -1);
+	while (!net_progress_stopping(&vc->base.pg)) {
+		int n = net_progress_wait(&vc->base.pg, ev, 8);
+
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.u32 == 0) {
-				eventfd_t v;
-				(void)eventfd_read(vc->evfd, &v);
 				vb_do_kills(vc);
 			} else if (ev[i].data.u32 == 1) {
 				vb_on_chan(vc);
@@ -1933,29 +1925,20 @@ static int vb_client_new(struct net_client **out, const struct net_opts *o)
 		goto out_free;
 	}
 	fcntl(vc->cm_ch->fd, F_SETFL, fcntl(vc->cm_ch->fd, F_GETFL) | O_NONBLOCK);
-	vc->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (vc->epfd < 0) {
-		rc = -errno;
+	rc = net_progress_init(&vc->base.pg);
+	if (rc)
 		goto out_destroy_cm_ch;
-	}
-	vc->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (vc->evfd < 0) {
-		rc = -errno;
-		goto out_close_epfd;
-	}
 	vc->lead_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (vc->lead_fd < 0) {
 		rc = -errno;
-		goto out_close_evfd;
+		goto out_fini_pg;
 	}
-	struct epoll_event e0 = { .events = EPOLLIN, .data.u32 = 0 };
 	struct epoll_event e2 = { .events = EPOLLIN, .data.u32 = 2 };
-	if (epoll_ctl(vc->epfd, EPOLL_CTL_ADD, vc->evfd, &e0) < 0 ||
-	    epoll_ctl(vc->epfd, EPOLL_CTL_ADD, vc->cm_ch->fd, &e2) < 0) {
+	if (epoll_ctl(vc->base.pg.epfd, EPOLL_CTL_ADD, vc->cm_ch->fd, &e2) < 0) {
 		rc = -errno;
 		goto out_close_lead_fd;
 	}
-	rc = -pthread_create(&vc->thr, NULL, vb_progress, vc);
+	rc = net_progress_start(&vc->base.pg, vb_progress, vc);
 	if (rc)
 		goto out_close_lead_fd;
 	*out = &vc->base;
@@ -1963,10 +1946,8 @@ static int vb_client_new(struct net_client **out, const struct net_opts *o)
 
 out_close_lead_fd:
 	close(vc->lead_fd);
-out_close_evfd:
-	close(vc->evfd);
-out_close_epfd:
-	close(vc->epfd);
+out_fini_pg:
+	net_progress_fini(&vc->base.pg);
 out_destroy_cm_ch:
 	rdma_destroy_event_channel(vc->cm_ch);
 out_free:
@@ -1982,9 +1963,7 @@ static void vb_client_free(struct net_client *cl)
 	struct vb_client *vc = NET_CONTAINER_OF(cl, struct vb_client, base);
 	struct vb_cconn *c, *nx;
 
-	__atomic_store_n(&vc->stop, 1, __ATOMIC_RELEASE);
-	vb_kick(vc);
-	pthread_join(vc->thr, NULL);
+	net_progress_fini(&vc->base.pg);
 	for (c = vc->conns; c; c = nx) {
 		nx = c->next_conn;
 		pthread_mutex_lock(&c->base.lock);
@@ -2011,8 +1990,6 @@ static void vb_client_free(struct net_client *cl)
 		ibv_dealloc_pd(vc->pd);
 	rdma_destroy_event_channel(vc->cm_ch);
 	close(vc->lead_fd);
-	close(vc->evfd);
-	close(vc->epfd);
 	pthread_mutex_destroy(&vc->rc_lock);
 	pthread_mutex_destroy(&vc->ch_lock);
 	pthread_mutex_destroy(&vc->lock);
@@ -2081,7 +2058,7 @@ const struct net_client_ops vb_client_ops = {
 	.connect = vb_conn_connect,
 	.credit_take = vb_slot_take,
 	.credit_wait = vb_credit_wait,
-	.kick = vb_conn_kick,
+	.kick = net_conn_kick,
 	.lead = vb_wait_lead,
 	.wait_end = vb_wait_end,
 	.register_mem = vb_register_mem,

@@ -95,13 +95,13 @@ static int client_init(struct vb_client *vc)
 {
 	memset(vc, 0, sizeof(*vc));
 	pthread_mutex_init(&vc->ch_lock, NULL);
-	vc->epfd = epoll_create1(0);
+	vc->base.pg.epfd = epoll_create1(0);
 	vc->lead_fd = eventfd(0, EFD_NONBLOCK);
-	if (vc->epfd < 0 || vc->lead_fd < 0)
+	if (vc->base.pg.epfd < 0 || vc->lead_fd < 0)
 		return -1;
 	vc->chan = &chan;
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT, .data.u32 = 1 };
-	if (epoll_ctl(vc->epfd, EPOLL_CTL_ADD, chan.fd, &ev) < 0)
+	if (epoll_ctl(vc->base.pg.epfd, EPOLL_CTL_ADD, chan.fd, &ev) < 0)
 		return -1;
 	vc->ch_reg = vc->ch_armed = 1;
 	return 0;
@@ -109,7 +109,7 @@ static int client_init(struct vb_client *vc)
 
 static void client_fini(struct vb_client *vc)
 {
-	close(vc->epfd);
+	close(vc->base.pg.epfd);
 	close(vc->lead_fd);
 	pthread_mutex_destroy(&vc->ch_lock);
 }
@@ -119,7 +119,7 @@ static int reported(struct vb_client *vc)
 {
 	struct epoll_event ev[4];
 
-	return epoll_wait(vc->epfd, ev, 4, 0);
+	return epoll_wait(vc->base.pg.epfd, ev, 4, 0);
 }
 
 static void chan_post(void)
