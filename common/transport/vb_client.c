@@ -1882,6 +1882,8 @@ static void vb_do_kills(struct vb_client *vc)
 	pthread_mutex_unlock(&vc->lock);
 }
 
+/* The progress thread: wait on epoll for kill requests (the eventfd),
+ * completions (the channel, armed one-shot) and rdma_cm events. */
 static void *vb_progress(void *arg)
 {
 	struct vb_client *vc = arg;
@@ -1906,6 +1908,10 @@ static void *vb_progress(void *arg)
 
 /* ----------------------------------------------------------------- lifecycle */
 
+/* Create a verbs client: check RLIMIT_MEMLOCK holds one connection's
+ * buffers, set up the pin-down cache, the rdma_cm channel, the epoll set
+ * and its eventfds, and start the progress thread. The pd comes later,
+ * with the first connect. */
 static int vb_client_new(struct net_client **out, const struct net_opts *o)
 {
 	struct vb_client *vc;
@@ -1977,6 +1983,9 @@ out_free:
 	return rc;
 }
 
+/* Stop and join the progress thread, then disconnect and free every
+ * connection and the pin-down cache, deregistering all (calls must be
+ * done). */
 static void vb_client_free(struct net_client *cl)
 {
 	struct vb_client *vc = NET_CONTAINER_OF(cl, struct vb_client, base);
@@ -2019,6 +2028,8 @@ static void vb_client_free(struct net_client *cl)
 	free(vc);
 }
 
+/* A connection to host:port with one call slot per credit, on vc's
+ * list; not connected yet (it connects on first use). */
 static int vb_conn_new(struct net_client *cl, const char *host, uint16_t port,
 		       struct net_conn **out)
 {
@@ -2060,6 +2071,8 @@ static int vb_register_mem(struct net_client *cl, void *addr, size_t len)
 	return rc;
 }
 
+/* Forget a region declared with vb_register_mem; deregisters it when
+ * cached. @return 0, -ENOENT, -EBUSY (a call still uses it) */
 static int vb_unregister_mem(struct net_client *cl, void *addr)
 {
 	struct vb_client *vc = NET_CONTAINER_OF(cl, struct vb_client, base);
