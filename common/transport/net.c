@@ -313,6 +313,7 @@ void net_client_set_opstats(struct net_client *cl, struct metrics_ops *m)
 
 /* ----------------------------------------------------------------- helpers */
 
+/* See net_int.h. Cost: one clock_gettime (usually vDSO, no syscall). */
 uint64_t net_now_ns(void)
 {
 	struct timespec ts;
@@ -321,6 +322,8 @@ uint64_t net_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* See net_int.h. The timespec form of a deadline, for the futex and
+ * pthread timed waits. */
 struct timespec net_ns_to_ts(uint64_t ns)
 {
 	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
@@ -328,6 +331,8 @@ struct timespec net_ns_to_ts(uint64_t ns)
 	return ts;
 }
 
+/* See net_int.h. Rounds up, so a wait of the result does not wake
+ * just before the deadline and spin. Cost: one clock read. */
 int net_ms_left(uint64_t deadline_ns)
 {
 	uint64_t now = net_now_ns();
@@ -339,6 +344,7 @@ int net_ms_left(uint64_t deadline_ns)
 	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
+/* See net_int.h. Cost: O(cnt). */
 uint64_t net_iov_total(const struct iovec *iov, int cnt)
 {
 	uint64_t sum = 0;
@@ -372,6 +378,8 @@ void net_iov_copy_in(const struct iovec *iov, int cnt, uint64_t off,
 	}
 }
 
+/* See net_int.h. No copy: out points into iov's memory. Walks iov
+ * from the start: O(cnt) per call, fine for <= NET_MAX_IOV. */
 int net_iov_slice(const struct iovec *iov, int cnt, uint64_t off, uint64_t len,
 		  struct iovec *out, int max)
 {

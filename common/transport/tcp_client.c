@@ -184,6 +184,8 @@ static struct net_call *tcp_tab_find(struct tcp_conn *c, uint64_t tag)
 	return NULL;
 }
 
+/* Unlink call from c's pending table (a no-op when it is not there) and
+ * count it out of flight. Caller holds c->base.lock. O(chain). */
 static void tcp_tab_remove(struct tcp_conn *c, struct net_call *call)
 {
 	struct net_call **pp = &c->tab[call->tag & c->tab_mask];
@@ -1387,6 +1389,8 @@ static void *tcp_progress(void *arg)
 
 /* ------------------------------------------------------------- lifecycle */
 
+/* Create a tcp client: its epoll set, the eventfd that wakes it, and the
+ * progress thread. Lanes connect later, on first use. */
 static int tcp_client_new(struct net_client **out, const struct net_opts *o)
 {
 	struct tcp_client *tc;
@@ -1416,6 +1420,8 @@ out_free:
 	return rc;
 }
 
+/* Stop and join the progress thread, then close and free every lane
+ * (calls must be done). */
 static void tcp_client_free(struct net_client *cl)
 {
 	struct tcp_client *tc = NET_CONTAINER_OF(cl, struct tcp_client, base);

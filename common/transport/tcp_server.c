@@ -1066,6 +1066,8 @@ static void tsrv_flush(struct tsrv_conn *c)
 		ev_io_stop(s->loop, &c->ww);
 }
 
+/* Writable: send what is queued. The hold keeps c alive should the flush
+ * close it (a send error); the release then frees it. */
 static void tsrv_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct tsrv_conn *c = w->data;
@@ -1127,6 +1129,7 @@ static void tsrv_queue(struct tsrv_conn *c, struct tsrv_frame *f)
 
 /* ---------------------------------------------------------------- requests */
 
+/* The tcp connection a request came in on. */
 static struct tsrv_conn *tsrv_of(struct net_sreq *r)
 {
 	return NET_CONTAINER_OF(r->conn, struct tsrv_conn, base);
@@ -1567,6 +1570,7 @@ static void tsrv_server_free(struct net_server *ns)
 	free(s);
 }
 
+/* The port listened on: the one bound when 0 was asked for. */
 static uint16_t tsrv_server_port(const struct net_server *ns)
 {
 	return NET_CONTAINER_OF(ns, struct tsrv_server, base)->port;

@@ -1875,6 +1875,8 @@ static void vb_do_kills(struct vb_client *vc)
 	pthread_mutex_unlock(&vc->lock);
 }
 
+/* The progress thread: wait on epoll for kill requests (the eventfd),
+ * completions (the channel, armed one-shot) and rdma_cm events. */
 static void *vb_progress(void *arg)
 {
 	struct vb_client *vc = arg;
@@ -1898,6 +1900,10 @@ static void *vb_progress(void *arg)
 
 /* ----------------------------------------------------------------- lifecycle */
 
+/* Create a verbs client: check RLIMIT_MEMLOCK holds one connection's
+ * buffers, set up the pin-down cache, the rdma_cm channel, the epoll set
+ * and its eventfds, and start the progress thread. The pd comes later,
+ * with the first connect. */
 static int vb_client_new(struct net_client **out, const struct net_opts *o)
 {
 	struct vb_client *vc;
@@ -1958,6 +1964,9 @@ out_free:
 	return rc;
 }
 
+/* Stop and join the progress thread, then disconnect and free every
+ * connection and the pin-down cache, deregistering all (calls must be
+ * done). */
 static void vb_client_free(struct net_client *cl)
 {
 	struct vb_client *vc = NET_CONTAINER_OF(cl, struct vb_client, base);
@@ -1996,6 +2005,8 @@ static void vb_client_free(struct net_client *cl)
 	free(vc);
 }
 
+/* A connection to host:port with one call slot per credit, on vc's
+ * list; not connected yet (it connects on first use). */
 static int vb_conn_new(struct net_client *cl, const char *host, uint16_t port,
 		       struct net_conn **out)
 {
@@ -2037,6 +2048,8 @@ static int vb_register_mem(struct net_client *cl, void *addr, size_t len)
 	return rc;
 }
 
+/* Forget a region declared with vb_register_mem; deregisters it when
+ * cached. @return 0, -ENOENT, -EBUSY (a call still uses it) */
 static int vb_unregister_mem(struct net_client *cl, void *addr)
 {
 	struct vb_client *vc = NET_CONTAINER_OF(cl, struct vb_client, base);

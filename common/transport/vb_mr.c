@@ -96,6 +96,9 @@ void vb_dereg(struct ibv_mr *mr, struct net_stats *st)
 #define VB_ACC_ALL (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 		    IBV_ACCESS_REMOTE_READ)
 
+/* An empty cache bounded to max pinned bytes, counting into st. Mode OGR
+ * unless $RPFS_REG_MODE=indiv; the cost model keeps its defaults until
+ * calibrated (first connect, or $RPFS_OGR_COST). */
 void vb_rcache_init(struct vb_rcache *rc, uint64_t max, struct net_stats *st)
 {
 	const char *m = getenv("RPFS_REG_MODE");
@@ -109,6 +112,7 @@ void vb_rcache_init(struct vb_rcache *rc, uint64_t max, struct net_stats *st)
 	rc->now = vb_mr_now;
 }
 
+/* See vb_int.h. Cost: one deregistration per cached entry. */
 void vb_rcache_fini(struct vb_rcache *rc)
 {
 	for (int i = 0; i < rc->n; i++)
@@ -185,6 +189,8 @@ static void vb_rc_unpin(struct vb_rcache *rc, struct vb_rent *e)
 	rc->pinned -= e->len;
 }
 
+/* See vb_int.h. addr must be the start of the region. Cost: a
+ * deregistration when cached, and a memmove of the entries after it. */
 int vb_rcache_undeclare(struct vb_rcache *rc, void *addr)
 {
 	struct vb_rent *e = vb_rc_find(rc, (uintptr_t)addr, 1);
@@ -300,7 +306,9 @@ void vb_rcache_put(struct vb_rcache *rc, struct vb_rref *ref)
 #define VB_PG 4096u
 #define VB_OGR_QUERY_MIN 4 /* failed groups of more segments query the maps */
 
+/* Address a rounded down to a page (VB_PG). */
 static uintptr_t vb_pg_down(uintptr_t a) { return a & ~(uintptr_t)(VB_PG - 1); }
+/* Address a rounded up to a page (VB_PG). */
 static uintptr_t vb_pg_up(uintptr_t a) { return (a + VB_PG - 1) & ~(uintptr_t)(VB_PG - 1); }
 
 /* Sizes timed by the calibration, in pages: the slope comes mostly from
@@ -325,6 +333,7 @@ static double vb_median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* v limited to [lo, hi]: keeps a fitted cost model plausible. */
 static double vb_clamp(double v, double lo, double hi)
 {
 	return v < lo ? lo : v > hi ? hi : v;
@@ -487,6 +496,8 @@ struct vb_ogr_key {
 	int i;
 };
 
+/* Order segment keys by address (qsort); the key keeps the segment's
+ * index for after the sort. */
 static int vb_ogr_cmp(const void *x, const void *y)
 {
 	const struct vb_ogr_key *p = x, *q = y;
@@ -768,6 +779,7 @@ struct ibv_mr *vb_zones_find(const struct vb_zones *zs, const void *addr, size_t
 	return NULL;
 }
 
+/* Deregister and forget every zone. Cost: one deregistration each. */
 void vb_zones_fini(struct vb_zones *zs, struct net_stats *st)
 {
 	for (int i = 0; i < zs->n; i++)

@@ -214,6 +214,8 @@ static void vb_flush_sq(struct vb_sconn *c);
 
 /* ------------------------------------------------------------------ helpers */
 
+/* The connection of a QP number: a completion names only its QP.
+ * O(chain). */
 static struct vb_sconn *vb_hash_find(struct vb_server *s, uint32_t qpn)
 {
 	for (struct vb_sconn *c = s->hash[qpn % VB_HASH]; c; c = c->hnext)
@@ -222,6 +224,8 @@ static struct vb_sconn *vb_hash_find(struct vb_server *s, uint32_t qpn)
 	return NULL;
 }
 
+/* Unlink c from the QP number hash (a no-op when it is not there), so no
+ * later completion finds it. O(chain). */
 static void vb_hash_del(struct vb_server *s, struct vb_sconn *c)
 {
 	for (struct vb_sconn **pp = &s->hash[c->qpn % VB_HASH]; *pp; pp = &(*pp)->hnext)
@@ -618,11 +622,14 @@ static int vb_build_rdma(struct vb_sconn *c, struct vb_op *op, const uint8_t *se
 
 /* ------------------------------------------------------------------ pull/push */
 
+/* The verbs request holding r. */
 static struct vb_sreq *vb_q_of(struct net_sreq *r)
 {
 	return NET_CONTAINER_OF(r, struct vb_sreq, r);
 }
 
+/* A new op of kind k on c for q, calling cb when done; a reply op counts
+ * in c->replies_out until vb_op_free. @return NULL: ENOMEM */
 static struct vb_op *vb_op_new(struct vb_sconn *c, struct vb_sreq *q,
 			       enum vb_op_kind k, net_xfer_fn cb, void *arg)
 {
@@ -2183,6 +2190,7 @@ static void vb_server_free(struct net_server *ns)
 	free(s);
 }
 
+/* The port listened on: the one bound when 0 was asked for. */
 static uint16_t vb_server_port(const struct net_server *ns)
 {
 	return NET_CONTAINER_OF(ns, struct vb_server, base)->port;

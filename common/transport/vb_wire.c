@@ -12,29 +12,35 @@
 #include <string.h>
 #include <sys/resource.h>
 
+/* Store v at p little endian, byte by byte: the wire order whatever the
+ * host's, and p need not be aligned. */
 static void put16(uint8_t *p, uint16_t v)
 {
 	p[0] = (uint8_t)v;
 	p[1] = (uint8_t)(v >> 8);
 }
 
+/* put16 for 32 bits. */
 static void put32(uint8_t *p, uint32_t v)
 {
 	for (int i = 0; i < 4; i++)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* put16 for 64 bits. */
 static void put64(uint8_t *p, uint64_t v)
 {
 	for (int i = 0; i < 8; i++)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* Load a little-endian value from p (any alignment): put16 reversed. */
 static uint16_t get16(const uint8_t *p)
 {
 	return (uint16_t)(p[0] | (p[1] << 8));
 }
 
+/* get16 for 32 bits. */
 static uint32_t get32(const uint8_t *p)
 {
 	uint32_t v = 0;
@@ -44,6 +50,7 @@ static uint32_t get32(const uint8_t *p)
 	return v;
 }
 
+/* get16 for 64 bits. */
 static uint64_t get64(const uint8_t *p)
 {
 	uint64_t v = 0;
@@ -82,6 +89,7 @@ int vb_mhdr_decode(const uint8_t *in, struct vb_mhdr *m)
 	return 0;
 }
 
+/* Layout: addr 8, len 4, rkey 4 = VB_SEG_LEN. */
 void vb_seg_encode(uint8_t *out, const struct vb_seg *s)
 {
 	put64(out, s->addr);
@@ -89,6 +97,7 @@ void vb_seg_encode(uint8_t *out, const struct vb_seg *s)
 	put32(out + 12, s->rkey);
 }
 
+/* Decode a segment (layout at vb_seg_encode). */
 void vb_seg_decode(const uint8_t *in, struct vb_seg *s)
 {
 	s->addr = get64(in);
@@ -110,6 +119,8 @@ void vb_cpriv_encode(uint8_t out[VB_CPRIV_LEN], const struct vb_cpriv *p)
 	memcpy(out + 20, p->cn, 32);
 }
 
+/* See vb_int.h. in may be NULL (no private data came); an unknown key
+ * class in has_nonce is refused too. */
 int vb_cpriv_decode(const void *in, size_t len, struct vb_cpriv *p)
 {
 	const uint8_t *b = in;
@@ -142,6 +153,9 @@ void vb_spriv_encode(uint8_t out[VB_SPRIV_LEN], const struct vb_spriv *p)
 	memcpy(out + 64, p->mac, 32);
 }
 
+/* Decode the server's accept private data. @return 0, -EPROTO (short,
+ * wrong magic or version, has_mac not 0 or 1, or more slots than
+ * VB_FAST_SLOTS) */
 int vb_spriv_decode(const void *in, size_t len, struct vb_spriv *p)
 {
 	const uint8_t *b = in;
@@ -172,6 +186,7 @@ void vb_grant_encode(uint8_t out[VB_GRANT_LEN], const struct vb_grant *g)
 	put32(out + 16, g->fast_rkey);
 }
 
+/* See vb_int.h. */
 int vb_grant_decode(const void *in, size_t len, struct vb_grant *g)
 {
 	const uint8_t *b = in;
@@ -192,6 +207,7 @@ uint32_t vb_imm_encode(unsigned slot, uint32_t len)
 	return htonl(((uint32_t)slot << 24) | (len & 0xffffffu));
 }
 
+/* Split immediate data from vb_imm_encode into slot and length. */
 void vb_imm_decode(uint32_t imm, unsigned *slot, uint32_t *len)
 {
 	uint32_t v = ntohl(imm);
