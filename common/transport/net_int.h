@@ -435,7 +435,7 @@ extern const struct net_server_ops vb_server_ops;
 
 /* CLOCK_MONOTONIC now, in nanoseconds. */
 uint64_t net_now_ns(void);
-/* An absolute CLOCK_MONOTONIC time as a timespec. */
+/* An absolute time in ns as a timespec (of whichever clock it was read on). */
 struct timespec net_ns_to_ts(uint64_t ns);
 /* Milliseconds from now until deadline, 0 if past, capped at INT_MAX. */
 int net_ms_left(uint64_t deadline_ns);
