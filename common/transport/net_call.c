@@ -2,8 +2,9 @@
  * net_call.c - the client call core, shared by the client backends: the
  * public submit/wait wrappers (opstats timing, open-call counters), the
  * call check, call completion and sleeping (a futex on the call's state
- * word), and the machinery every backend's submit and wait run the same
- * way, driven by the hooks of struct net_client_ops.
+ * word), the machinery every backend's submit and wait run the same
+ * way, driven by the hooks of struct net_client_ops, and the progress
+ * thread's epoll set and kick (net_progress) both backends run on.
  */
 #include "net_int.h"
 #include "log.h"
