@@ -129,10 +129,14 @@ static void mb_hand_back(struct mgr_batch *b, struct mb_list *cur, uint32_t n,
 	ev_async_send(b->loop, &b->done_w);
 }
 
-/* Writer thread: one batch, from open to hand-back. */
+/* Writer thread: one batch, from open to hand-back. An -EIO of a batch
+ * during which the store's server was out of reach becomes -EHOSTUNREACH
+ * (mgr_kv_unreachable_since: judged against a mark taken first, as another
+ * thread may end the outage before the batch's failure is looked at). */
 static void mb_one(struct mgr_batch *b)
 {
 	struct mb_list cur = STAILQ_HEAD_INITIALIZER(cur);
+	uint64_t mark = mgr_kv_reach_mark(b->db->kv);
 	int rc = mgr_db_batch_open(b->db), abort = 0;
 	uint32_t n;
 
@@ -147,6 +151,8 @@ static void mb_one(struct mgr_batch *b)
 			rc = mb_commit(b);
 		}
 	}
+	if (rc == -EIO && mgr_kv_unreachable_since(b->db->kv, mark))
+		rc = -EHOSTUNREACH;
 	mb_hand_back(b, &cur, n, rc);
 }
 

@@ -38,7 +38,9 @@ struct mgr_batch_item {
 	size_t bytes;      /* run: reply bytes it holds (the batch's cap) */
 	int commit_rc;     /* the batch's commit: 0 or -errno; -ESTALE also
 			    * when it was not committed because this mgr no
-			    * longer serves (set before done) */
+			    * longer serves; -EHOSTUNREACH for an -EIO while
+			    * the store's server was out of reach (set before
+			    * done) */
 	uint32_t batch_n;  /* first op of a batch: its ops; else 0 */
 };
 

@@ -83,10 +83,25 @@ int mgr_kv_set_token(struct mgr_kv *kv, int64_t token)
 	return kv->ops->set_token(kv, token);
 }
 
+/* The store's reachability mark (mgr_kv.h): bit 0 out of reach now, the
+ * bits above count the outages so far. */
+uint64_t mgr_kv_reach_mark(const struct mgr_kv *kv)
+{
+	return kv && kv->ops->reach_mark ? kv->ops->reach_mark(kv) : 0;
+}
+
 /* Is the store's server out of reach for now (mgr_kv.h)? */
 int mgr_kv_unreachable(const struct mgr_kv *kv)
 {
-	return kv && kv->ops->unreachable ? kv->ops->unreachable(kv) : 0;
+	return (int)(mgr_kv_reach_mark(kv) & 1);
+}
+
+/* Out of reach at the mark, now, or in an outage between (mgr_kv.h)? */
+int mgr_kv_unreachable_since(const struct mgr_kv *kv, uint64_t mark)
+{
+	uint64_t now = mgr_kv_reach_mark(kv);
+
+	return (mark & 1) || (now & 1) || (now >> 1) != (mark >> 1);
 }
 
 /* Is tbl one of the tables? */

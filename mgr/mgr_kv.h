@@ -138,6 +138,26 @@ int mgr_kv_set_token(struct mgr_kv *kv, int64_t token);
 int mgr_kv_unreachable(const struct mgr_kv *kv);
 
 /**
+ * A mark of the store's reachability, taken before a call whose -EIO is
+ * to be judged with mgr_kv_unreachable_since. Another thread may end an
+ * outage between a call's failure and a look at mgr_kv_unreachable, so
+ * judging by the state after the call alone would take a failure the
+ * outage caused for a store error. Cost: one atomic load.
+ * @return an opaque mark (0 for an embedded store)
+ */
+uint64_t mgr_kv_reach_mark(const struct mgr_kv *kv);
+
+/**
+ * Was the store's server out of reach at some moment since mark (at the
+ * mark, now, or in an outage that began and ended between)? The mgr
+ * answers a call that failed with -EIO in such a span "retry later".
+ * Cost: one atomic load.
+ * @param mark what mgr_kv_reach_mark gave before the call
+ * @return 1 yes, 0 no (always 0 for an embedded store)
+ */
+int mgr_kv_unreachable_since(const struct mgr_kv *kv, uint64_t mark);
+
+/**
  * Begin a transaction: top-level (parent NULL) or a child of a write
  * transaction of this thread. A child of a read transaction is -EINVAL.
  * @return 0, -EINVAL, -ENOMEM, -EIO

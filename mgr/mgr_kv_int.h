@@ -55,7 +55,8 @@ struct mgr_kv_ops {
 	int (*usage)(struct mgr_kv_txn *t, uint64_t *used, uint64_t *limit);
 	void (*close)(struct mgr_kv *kv);
 	int (*set_token)(struct mgr_kv *kv, int64_t token); /* NULL: -EOPNOTSUPP */
-	int (*unreachable)(const struct mgr_kv *kv); /* NULL: never */
+	/* bit 0: out of reach now; above: outages so far. NULL: always 0 */
+	uint64_t (*reach_mark)(const struct mgr_kv *kv);
 };
 
 /* The LMDB backend (mgr_kv_lmdb.c). */

@@ -190,8 +190,10 @@ struct pg_kv {
 	pthread_mutex_t write_mu;   /* held by the top-level write txn */
 	_Atomic int64_t token;      /* the leadership token commits are fenced
 				     * with (0: none); set by mgr_kv_set_token */
-	_Atomic int down;           /* the server is out of reach: no
-				     * connection could be kept or made */
+	_Atomic uint64_t reach;     /* bit 0: the server is out of reach (no
+				     * connection could be kept or made);
+				     * above it: outages so far (the mark of
+				     * mgr_kv_reach_mark) */
 	_Atomic uint64_t next_try;  /* while down: no connect before this
 				     * (monotonic ms) */
 	/* The rows as this process's txns committed or read them, while it
@@ -944,7 +946,7 @@ static uint64_t pg_now_ms(void)
  * again? (Each try may wait out a connect timeout, on the mgr's loop.) */
 static int pg_too_soon(struct pg_kv *kv)
 {
-	return kv->down && pg_now_ms() < kv->next_try;
+	return (kv->reach & 1) && pg_now_ms() < kv->next_try;
 }
 
 /* The server could not be reached (why: libpq's words): say so once per
@@ -952,8 +954,13 @@ static int pg_too_soon(struct pg_kv *kv)
  * "retry later" meanwhile), and hold off the next try. */
 static void pg_mark_down(struct pg_kv *kv, const char *why)
 {
+	uint64_t r = kv->reach;
+
 	kv->next_try = pg_now_ms() + PG_DOWN_RETRY_MS;
-	if (atomic_exchange(&kv->down, 1) == 0)
+	/* a new outage: set the bit and count it, in one step */
+	while (!(r & 1) && !atomic_compare_exchange_weak(&kv->reach, &r, r + 3))
+		;
+	if (!(r & 1))
 		log_warn("store_uri %s: the server is out of reach: %s; requests "
 			 "are answered \"retry later\" until it is back",
 			 kv->show, why);
@@ -964,7 +971,7 @@ static void pg_mark_down(struct pg_kv *kv, const char *why)
 /* A connection is good again: say so if the server was out of reach. */
 static void pg_mark_up(struct pg_kv *kv)
 {
-	if (kv->down && atomic_exchange(&kv->down, 0))
+	if ((kv->reach & 1) && (atomic_fetch_and(&kv->reach, ~(uint64_t)1) & 1))
 		log_notice("store_uri %s: the server is back", kv->show);
 }
 
@@ -2270,12 +2277,12 @@ out_close:
 	return rc;
 }
 
-/* Is the server out of reach for now (mgr_kv.h)? */
-static int pg_unreachable(const struct mgr_kv *base)
+/* The server's reachability mark (mgr_kv.h: mgr_kv_reach_mark). */
+static uint64_t pg_reach_mark(const struct mgr_kv *base)
 {
 	const struct pg_kv *kv = (const struct pg_kv *)base;
 
-	return kv->down;
+	return kv->reach;
 }
 
 const struct mgr_kv_ops mgr_kv_pg_ops = {
@@ -2291,5 +2298,5 @@ const struct mgr_kv_ops mgr_kv_pg_ops = {
 	.count = pg_count,
 	.usage = pg_usage,
 	.set_token = pg_set_token,
-	.unreachable = pg_unreachable,
+	.reach_mark = pg_reach_mark,
 };

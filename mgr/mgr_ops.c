@@ -26,7 +26,8 @@ struct ops_wreq {
 	uint16_t op;               /* immutable once submitted */
 	int priv;                  /* the connection holds the servers' key */
 	struct proto_mreq m;       /* decoded from body, root squash applied */
-	int32_t status;            /* writer thread: the op's result */
+	int32_t status;            /* writer thread: the op's answer (its
+				    * result, ops_status applied) */
 	uint32_t len;              /* writer thread: bytes in reply */
 	uint8_t *reply;            /* writer thread: a copy of the encoded
 				    * reply (NULL when len is 0) */
@@ -79,12 +80,13 @@ out_free_ops:
 	return -ENOMEM;
 }
 
-/* The status to answer a failed op with: -EIO while the store's server is
- * out of reach becomes PROTO_RETRY, so the client waits out a database
+/* The status to answer an op with that ended with rc: an -EIO while the
+ * store's server was out of reach at some moment since mark (taken before
+ * the op ran) becomes PROTO_RETRY, so the client waits out a database
  * failover instead of failing the call. */
-static int ops_status(const struct mgr_ops *ops, int rc)
+static int ops_status(const struct mgr_ops *ops, int rc, uint64_t mark)
 {
-	if (rc == -EIO && mgr_kv_unreachable(ops->db->kv))
+	if (rc == -EIO && mgr_kv_unreachable_since(ops->db->kv, mark))
 		return PROTO_RETRY;
 	return rc;
 }
@@ -93,7 +95,8 @@ static int ops_status(const struct mgr_ops *ops, int rc)
  * The status every op of a batch of nops gets when its commit ended with
  * rc (loop thread, once per batch): 0 (each its own answer), PROTO_STANDBY
  * when this mgr may no longer commit as the active one (lost() is called),
- * PROTO_RETRY while the store is out of reach, else the commit's error.
+ * PROTO_RETRY when the store was out of reach (mgr_batch's -EHOSTUNREACH),
+ * else the commit's error.
  */
 static int ops_batch_status(struct mgr_ops *ops, uint32_t nops, int rc)
 {
@@ -104,7 +107,7 @@ static int ops_batch_status(struct mgr_ops *ops, uint32_t nops, int rc)
 		ops->lost(ops->lead_arg);
 		return PROTO_STANDBY;
 	}
-	if (rc && ops_status(ops, rc) == PROTO_RETRY) {
+	if (rc == -EHOSTUNREACH) {
 		log_info("group commit of %u ops failed: the store is out of "
 			 "reach; each is answered \"retry later\"", nops);
 		return PROTO_RETRY;
@@ -126,7 +129,7 @@ static void ops_wreq_done(struct mgr_batch_item *it, void *arg)
 
 	if (it->batch_n)
 		ops->batch_rc = ops_batch_status(ops, it->batch_n, it->commit_rc);
-	rc = ops->batch_rc ? ops->batch_rc : ops_status(ops, q->status);
+	rc = ops->batch_rc ? ops->batch_rc : q->status;
 	log_debug("%s uid %u from %s: %d (batched)", proto_op_name(q->op),
 		  q->m.cred.uid, net_sconn_peer(q->r->conn), rc);
 	net_sreq_reply(q->r, rc, rc ? NULL : q->reply, rc ? 0 : q->len);
@@ -175,12 +178,13 @@ static int ops_wreq_run(struct mgr_batch_item *it, void *arg)
 {
 	struct mgr_ops *ops = arg;
 	struct ops_wreq *q = container_of(it, struct ops_wreq, it);
+	uint64_t mark = mgr_kv_reach_mark(ops->db->kv);
 	struct wbuf w;
 	int rc;
 
 	wb_init(&w, ops->wrep, PROTO_MAX_BODY);
 	rc = ops_run(ops, q->op, q->priv, &q->m, &w);
-	q->status = rc;
+	q->status = ops_status(ops, rc, mark);
 	q->len = rc ? 0 : (uint32_t)w.len;
 	if (q->len) {
 		q->reply = malloc(q->len);
@@ -534,6 +538,7 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 	uint16_t op = r->hdr.op;
 	struct proto_mreq m;
 	struct wbuf w;
+	uint64_t mark;
 	int rc;
 
 	if (op < PROTO_OP_MOUNT || op >= PROTO_OP_MGR_LAST) {
@@ -554,6 +559,7 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 	}
 	if (ops_decode(ops, r, r->body, op, &m))
 		return;
+	mark = mgr_kv_reach_mark(ops->db->kv);
 	wb_init(&w, ops->rep, PROTO_MAX_BODY);
 	if (op == PROTO_OP_MOUNT) {
 		rc = ops_mount(ops, &w);
@@ -572,7 +578,7 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 		ops->lost(ops->lead_arg);
 		rc = PROTO_STANDBY;
 	}
-	rc = ops_status(ops, rc);
+	rc = ops_status(ops, rc, mark);
 	log_debug("%s uid %u from %s: %d", proto_op_name(op), m.cred.uid,
 		  net_sconn_peer(r->conn), rc);
 	net_sreq_reply(r, rc, rc ? NULL : ops->rep, rc ? 0 : (uint32_t)w.len);

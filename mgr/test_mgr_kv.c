@@ -1280,6 +1280,7 @@ static void test_pg_reconnect(void)
 {
 	char name[64], uri[1024], sql[300];
 	struct mgr_kv *kv;
+	uint64_t mark;
 	struct mgr_kv_txn *t;
 
 	fprintf(stderr, "== postgresql: lost connections\n");
@@ -1322,10 +1323,13 @@ static void test_pg_reconnect(void)
 	CHECK(pg_sql(pg_admin, sql) == 0);
 	usleep(200 * 1000);
 	CHECK(mgr_kv_unreachable(kv) == 0);
+	mark = mgr_kv_reach_mark(kv);
+	CHECK(mgr_kv_unreachable_since(kv, mark) == 0);
 	CHECK_RC(k_begin(kv, NULL, 0, &t), 0);
 	CHECK_RC(k_put(t, MGR_KV_META, S("k3"), S("v3"), 0), 0);
 	CHECK_RC(k_commit(t), -EIO);
 	CHECK(mgr_kv_unreachable(kv) == 1); /* the mgr answers "retry later" */
+	CHECK(mgr_kv_unreachable_since(kv, mark) == 1);
 	CHECK_RC(k_begin(kv, NULL, 1, &t), 0);
 	{
 		const void *v;
@@ -1343,6 +1347,10 @@ static void test_pg_reconnect(void)
 	CHECK_VAL(t, MGR_KV_META, S("k"), "v");
 	k_abort(t);
 	CHECK(mgr_kv_unreachable(kv) == 0);
+	/* the outage is over, but the commit above failed during it: judged
+	 * by its mark, it is still "retry later"; a call after is not */
+	CHECK(mgr_kv_unreachable_since(kv, mark) == 1);
+	CHECK(mgr_kv_unreachable_since(kv, mgr_kv_reach_mark(kv)) == 0);
 	mgr_kv_close(kv);
 	pg_drop_db(name);
 }
