@@ -903,6 +903,7 @@ int main(int argc, char **argv)
 	ev_signal sigterm, sigint;
 	char msg[512], addr[ADDR_STRLEN];
 	int rc, status = 1;
+	uint64_t mark;
 
 	signal(SIGPIPE, SIG_IGN);
 	rc = parse_args(argc, argv, &a);
@@ -991,9 +992,23 @@ int main(int argc, char **argv)
 		}
 	}
 	msg[0] = '\0';
+	mark = mgr_kv_reach_mark(db->kv);
 	rc = mgr_db_config(db, a.iods, a.niods, a.unit,
 			   a.count > 0 ? (uint16_t)a.count : 0, a.mirror, msg,
 			   sizeof(msg));
+	if (rc && ms.lead && (rc == -ESTALE ||
+			      (rc == -EIO && mgr_kv_unreachable_since(db->kv, mark)))) {
+		/* the lease moved on, or the store went, between taking the
+		 * lease and recording: as a loss of the lease */
+		log_warn("lease: lost before this mgr recorded the configuration "
+			 "(token %lld: %s): it restarts as a standby",
+			 (long long)mgr_lead_token(ms.lead),
+			 rc == -ESTALE ? "another mgr holds the lease" :
+					 "the store is out of reach");
+		ms.restart = 1;
+		status = 3;
+		goto out_close_db;
+	}
 	if (rc) {
 		if (rc == -EINVAL && msg[0])
 			log_err("cannot start: %s", msg);

@@ -65,6 +65,10 @@ LEASE_LOST = (
     r'serving and restarts as a standby$',
     r'^<4>rpfs-mgr: group commit of \d+ ops refused \(-ESTALE\): this mgr is no longer '
     r'the active one; each is answered as by a standby$',
+    # the lease lost again (or the store gone) between taking the lease and
+    # recording the configuration (seen once: two mgrs flapping after db_link)
+    r'^<4>rpfs-mgr: lease: lost before this mgr recorded the configuration \(token \d+: '
+    r'(another mgr holds the lease|the store is out of reach)\): it restarts as a standby$',
 )
 # A cut-off mgr also loses its iods.
 IOD_LOST = r'^<4>rpfs-mgr: iod \d \(10\.77\.0\.2\d:7401\) went down: Connection timed out$'
