@@ -180,15 +180,16 @@ int net_backend(enum net_transport t, const struct net_client_ops **c,
 }
 
 /* With [net] encrypt on, say once per client or server that its backend
- * does not encrypt: verbs streams are neither sealed nor encrypted (only
- * TCP's are, net_seal.h), and the setting must not be silently void. */
+ * does not encrypt: verbs seals its messages and bulk data with a MAC
+ * (vb_seal.h) but the HCA places the data as it is, so only TCP encrypts
+ * (net_seal.h), and the setting must not be silently void. */
 void net_encrypt_check(const struct net_opts *o,
 			      const struct net_client_ops *co, const char *what)
 {
 	if (o->encrypt && net_auth_keyed(o) && co != &tcp_client_ops)
 		log_warn("net: [net] encrypt is on, but this %s runs on %s, which "
-			 "does not encrypt: its connections are authenticated at "
-			 "connect only", what, co->name);
+			 "does not encrypt: its messages and data carry a MAC but "
+			 "travel in the clear", what, co->name);
 }
 
 /* ------------------------------------------------------------------ client */

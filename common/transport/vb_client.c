@@ -37,10 +37,18 @@
  * so a connect to a hung server does not hold up the replies of the calls
  * it sent before; and at a call's deadline it takes what is already
  * queued before it gives up. Send completions are polled by submitters
- * before they post. Locks, in order: connect_lock -> lock -> vc->rc_lock;
+ * before they post.
+ *
+ * With a key, every message after our AUTH is sealed (vb_seal.h): the
+ * trailer of a request or ACK is written under the lock, just before its
+ * post, so the count it carries follows the order of posts; a reply's is
+ * checked in completion order before anything in it is read, and read
+ * data RDMA Written into our memory is checked against the reply's data
+ * tag before the call completes. Locks, in order: connect_lock -> lock -> vc->rc_lock;
  * vc->ch_lock is taken alone.
  */
 #include "vb_int.h"
+#include "vb_seal.h"
 #include "net_auth.h"
 #include "log.h"
 
@@ -124,6 +132,13 @@ struct vb_cconn {
 	int ncs;
 	unsigned fast_busy;              /* bitmask of our / the server's fast slots */
 	int big_busy;
+	int sealed;                      /* the connection's messages carry a
+					  * trailer (vb_seal.h): set by its
+					  * setup, atomic (a build reads it
+					  * unlocked; a post checks gen) */
+	struct net_seal tx, rx;          /* tx: sealed at post; rx: opened in
+					  * vb_drain (the grant: by the setup,
+					  * before the connection is up) */
 
 	/* resources of the current connection (set up under connect_lock,
 	 * torn down under lock by the progress thread or the channel's
@@ -506,6 +521,23 @@ static int vb_post(struct vb_cconn *c, struct ibv_send_wr *wr)
 	return ibv_post_send(c->id->qp, wr, &bad) ? -EIO : 0;
 }
 
+/* Post wr, whose message at msg (plain length len; NULL: not sealed)
+ * gets its trailer first, with dtag (or none): the next count of our
+ * direction, undone if the post fails. Caller holds c->base.lock and has
+ * checked c->base.up. @return 0, -EIO */
+static int vb_post_sealed(struct vb_cconn *c, struct ibv_send_wr *wr, uint8_t *msg,
+			  uint32_t len, const uint8_t *dtag)
+{
+	int rc;
+
+	if (msg)
+		vb_seal_put(&c->tx, msg, len, dtag, VB_SEAL_MSG, 0);
+	rc = vb_post(c, wr);
+	if (rc && msg)
+		c->tx.seq--;
+	return rc;
+}
+
 /* Prove the key: the AUTH control message right after the connection is
  * established, before any request. Caller holds c->base.lock. */
 static int vb_send_auth(struct vb_cconn *c, const uint8_t *key,
@@ -538,10 +570,17 @@ static int vb_on_grant(struct vb_cconn *c, const struct ibv_wc *wc, struct vb_gr
 	const char *why = NULL;
 	struct proto_hdr h;
 	struct vb_mhdr m;
+	uint32_t len = wc->byte_len;
 
 	if (wc->status != IBV_WC_SUCCESS)
 		return -ENOTCONN;
-	if (wc->opcode != IBV_WC_RECV || wc->byte_len < VB_HDRS + VB_GRANT_LEN ||
+	if (wc->opcode == IBV_WC_RECV &&
+	    vb_seal_open(&c->rx, rb->p, wc->byte_len, NULL, VB_SEAL_MSG, 0, &len)) {
+		log_warn("net: verbs: %s:%u: the grant of fast slots fails its MAC; "
+			 "closing", c->host, c->port);
+		return -ENOTCONN;
+	}
+	if (wc->opcode != IBV_WC_RECV || len < VB_HDRS + VB_GRANT_LEN ||
 	    proto_hdr_decode(rb->p, &h, &why) || vb_mhdr_decode(rb->p + PROTO_HDR_LEN, &m) ||
 	    h.op != PROTO_OP_NET_HELLO || h.flags != (PROTO_F_REPLY | PROTO_F_CTRL) ||
 	    h.body_len != VB_GRANT_LEN || m.kind != VB_K_GRANT ||
@@ -582,6 +621,9 @@ static int vb_conn_auth(struct vb_cconn *c, const uint8_t *key, uint8_t cls,
 	NET_STAT_ADD(&vc->base.st, auth_ok, 1);
 	pthread_mutex_lock(&c->base.lock);
 	rc = vb_send_auth(c, key, cn, sp->sn);
+	net_seal_init(&c->tx, key, NET_AUTH_ROLE_CLIENT, NET_SEAL_MAC, cn, sp->sn);
+	net_seal_init(&c->rx, key, NET_AUTH_ROLE_SERVER, NET_SEAL_MAC, cn, sp->sn);
+	__atomic_store_n(&c->sealed, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&c->base.lock);
 	if (rc)
 		return -ENOTCONN;
@@ -779,6 +821,7 @@ static int vb_conn_setup(struct vb_cconn *c, uint64_t deadline)
 	if (rc)
 		goto out_destroy_id;
 	key = net_auth_client_key(&vc->base.opts, &cls);
+	__atomic_store_n(&c->sealed, 0, __ATOMIC_RELEASE); /* until our AUTH */
 	rc = vb_conn_establish(c, ch, id, key, cls, &cp, &sp, deadline);
 	if (rc)
 		goto out_destroy_qp;
@@ -1306,7 +1349,14 @@ struct vb_build {
 	int nwr, nrd;              /* segments in segbuf, write then read */
 	uint8_t *segbuf;           /* 2 * NET_MAX_IOV segments */
 	uint8_t *msg;              /* the message: a slot send buffer or bigs */
-	uint64_t len;              /* its length */
+	uint64_t len;              /* its length (sealed: with its trailer) */
+	int sealed;                /* the connection seals (c->sealed) */
+	uint8_t dtag[VB_SEAL_TAG]; /* sealed: the tag of the write data going
+				    * outside the message */
+	const uint8_t *seal_dtag;  /* dtag, or NULL (none) */
+	uint8_t *seal_msg;         /* sealed at post: the message that takes a
+				    * receive (msg, or the BIGREQ) */
+	uint32_t seal_len;         /* its length without the trailer */
 	struct ibv_sge sge[32];
 	struct ibv_send_wr swr;
 };
@@ -1353,7 +1403,7 @@ static void vb_build_choose(struct vb_cconn *c, struct vb_cslot *s, struct vb_bu
 	else if (s->rd_in_fast)
 		nz_rd = 1;
 	uint64_t len = VB_HDRS + (uint64_t)nz_rd * VB_SEG_LEN + call->body_len +
-		(b->wm == VB_WM_INLINE ? wr : 0) +
+		(b->sealed ? VB_SEAL_TRAILER : 0) + (b->wm == VB_WM_INLINE ? wr : 0) +
 		(b->wm == VB_WM_RDMA ?
 		 (uint64_t)vb_iov_nonzero(call->wr_iov, call->wr_cnt) * VB_SEG_LEN : 0);
 	if (len <= VB_MSG_SIZE)
@@ -1424,6 +1474,38 @@ static int vb_build_take_big(struct vb_cconn *c, struct vb_cslot *s, uint64_t de
 	return rc;
 }
 
+/*
+ * Seal what can be sealed before the post: the tag of write data going
+ * outside the message (fast slot, RDMA Read), and a big message's
+ * trailer (it takes no receive: sealed under its proto tag). The rest,
+ * the trailer of the message that takes a receive, is written at the post
+ * (vb_build_and_post); b->len counts it already. Cost: a Poly1305 pass
+ * over the write data and the big message.
+ */
+static void vb_build_seal(struct vb_cconn *c, struct vb_build *b)
+{
+	const struct net_call *call = b->call;
+
+	b->seal_dtag = NULL;
+	if (b->wr && (b->wm == VB_WM_FAST || b->wm == VB_WM_RDMA)) {
+		struct vb_mac m;
+
+		vb_mac_start(&c->tx, &m, VB_SEAL_WR, call->tag);
+		vb_mac_iov(&m, call->wr_iov, call->wr_cnt);
+		vb_mac_final(&m, b->dtag);
+		b->seal_dtag = b->dtag;
+	}
+	if (b->big) {
+		b->len = vb_seal_put(&c->tx, b->msg, (uint32_t)b->len, b->seal_dtag,
+				     VB_SEAL_BIG, call->tag);
+		b->seal_dtag = NULL;
+	} else {
+		b->seal_msg = b->msg;
+		b->seal_len = (uint32_t)b->len;
+		b->len += VB_SEAL_TRAILER;
+	}
+}
+
 /* Write the message into b->msg: headers, segments, body, inline write
  * data; sets b->len. */
 static void vb_build_msg(struct vb_cconn *c, struct vb_cslot *s, struct vb_build *b)
@@ -1454,6 +1536,8 @@ static void vb_build_msg(struct vb_cconn *c, struct vb_cslot *s, struct vb_build
 	proto_hdr_encode(b->msg, &h);
 	vb_mhdr_encode(b->msg + PROTO_HDR_LEN, &b->m);
 	b->len = (uint64_t)(p - b->msg);
+	if (b->sealed)
+		vb_build_seal(c, b);
 }
 
 /*
@@ -1480,7 +1564,10 @@ static int vb_build_wr(struct vb_cconn *c, struct vb_cslot *s, int si, struct vb
 		proto_hdr_encode(sm, &bh);
 		vb_mhdr_encode(sm + PROTO_HDR_LEN, &bm);
 		vb_seg_encode(sm + VB_HDRS, &sg);
-		b->sge[nsge++] = (struct ibv_sge){ (uintptr_t)sm, VB_HDRS + VB_SEG_LEN,
+		b->seal_msg = sm;
+		b->seal_len = VB_HDRS + VB_SEG_LEN;
+		b->sge[nsge++] = (struct ibv_sge){ (uintptr_t)sm, VB_HDRS + VB_SEG_LEN +
+						   (b->sealed ? VB_SEAL_TRAILER : 0),
 						   c->mr->lkey };
 	} else if (b->wm == VB_WM_FAST) {
 		b->sge[nsge++] = (struct ibv_sge){ (uintptr_t)b->msg, (uint32_t)b->len,
@@ -1547,6 +1634,7 @@ static int vb_build_and_post(struct vb_cconn *c, struct vb_cslot *s, int si,
 		.wr_user = wr && vb_iov_declared(c, call->wr_iov, call->wr_cnt),
 		.rd_user = rd && vb_iov_declared(c, call->rd_iov, call->rd_cnt),
 		.msg = c->sbuf + (size_t)si * VB_MSG_SIZE,
+		.sealed = __atomic_load_n(&c->sealed, __ATOMIC_ACQUIRE),
 	};
 	int rc;
 
@@ -1569,7 +1657,8 @@ static int vb_build_and_post(struct vb_cconn *c, struct vb_cslot *s, int si,
 	if (!c->base.up || c->base.gen != s->gen || call->err)
 		rc = -EIO;
 	else
-		rc = vb_post(c, &b.swr);
+		rc = vb_post_sealed(c, &b.swr, b.sealed ? b.seal_msg : NULL,
+				    b.seal_len, b.seal_dtag);
 	if (rc == 0) {
 		s->state = VB_CS_SENT;
 		__atomic_store_n(&call->state, NET_CALL_SENT, __ATOMIC_RELAXED);
@@ -1693,20 +1782,78 @@ static void vb_send_ack(struct vb_cconn *c)
 
 	proto_hdr_encode(c->ctrl, &h);
 	vb_mhdr_encode(c->ctrl + PROTO_HDR_LEN, &m);
-	if (vb_post(c, &wr) == 0) {
+	if (c->sealed)
+		sge.length += VB_SEAL_TRAILER;
+	if (vb_post_sealed(c, &wr, c->sealed ? c->ctrl : NULL, VB_HDRS, NULL) == 0) {
 		NET_STAT_ADD(&c->vc->base.st, msgs_tx, 1);
-		NET_STAT_ADD(&c->vc->base.st, bytes_tx, VB_HDRS);
+		NET_STAT_ADD(&c->vc->base.st, bytes_tx, sge.length);
+	}
+}
+
+/* Check the read data the server RDMA Wrote for the call of slot s, aux
+ * bytes (in our fast buffer, or the caller's memory), against the reply's
+ * data tag. Cost: a Poly1305 pass over them. @return 0, -EBADMSG */
+static int vb_rd_check(struct vb_cconn *c, const struct vb_cslot *s, uint64_t aux,
+		       const uint8_t dtag[VB_SEAL_TAG])
+{
+	const struct net_call *call = s->call;
+	struct vb_mac m;
+
+	vb_mac_start(&c->rx, &m, VB_SEAL_RD, call->tag);
+	if (s->rd_in_fast)
+		vb_mac_update(&m, c->fast + (size_t)s->rd_fast * c->fast_sz, aux);
+	else
+		vb_mac_iov_len(&m, call->rd_iov, call->rd_cnt, aux);
+	if (m.off != aux)
+		return -EBADMSG;
+	return vb_mac_check(&m, dtag);
+}
+
+/* Place the read data of the reply (h, m) to the call of slot s: copy
+ * it in from the reply (inline, at inl) or from our fast buffer, or find
+ * it RDMA Written into the caller's memory; count it by mechanism. */
+static void vb_reply_data(struct vb_cconn *c, struct vb_cslot *s,
+			  const struct proto_hdr *h, const struct vb_mhdr *m,
+			  const uint8_t *inl)
+{
+	struct net_stats *st = &c->vc->base.st;
+	struct net_call *call = s->call;
+
+	if (m->flags & VB_F_RD_INLINE) {
+		net_iov_copy_in(call->rd_iov, call->rd_cnt, 0, inl, m->inl);
+		call->rd_bytes = m->inl;
+		NET_STAT_ADD(st, inline_msgs, 1);
+		NET_STAT_ADD(st, inline_bytes, m->inl);
+		NET_STAT_ADD(st, client_copy_bytes, m->inl);
+		return;
+	}
+	if (!h->aux)
+		return;
+	if (s->rd_in_fast) {
+		net_iov_copy_in(call->rd_iov, call->rd_cnt, 0,
+				c->fast + (size_t)s->rd_fast * c->fast_sz, h->aux);
+		NET_STAT_ADD(st, client_copy_bytes, h->aux);
+	}
+	call->rd_bytes = h->aux;
+	if (s->rd_total <= c->vc->base.opts.fast_max) {
+		NET_STAT_ADD(st, fast_msgs, 1);
+		NET_STAT_ADD(st, fast_bytes, h->aux);
+	} else {
+		NET_STAT_ADD(st, rdma_write_ops, 1);
+		NET_STAT_ADD(st, rdma_write_bytes, h->aux);
 	}
 }
 
 /*
- * A reply arrived in msg (len bytes): complete its call. Caller holds
- * c->base.lock. @return 0, or -EPROTO with *culprit set (connection to close)
+ * A reply arrived in msg (len bytes): check its seal (keyed), complete its
+ * call. Caller holds c->base.lock.
+ * @return 0, or -EPROTO with *culprit set (connection to close)
  */
 static int vb_on_reply(struct vb_cconn *c, const uint8_t *msg, uint32_t len,
 		       struct net_call **culprit)
 {
 	struct net_stats *st = &c->vc->base.st;
+	uint8_t dtag[VB_SEAL_TAG];
 	struct proto_hdr h;
 	struct vb_mhdr m;
 	const char *why = NULL;
@@ -1714,6 +1861,10 @@ static int vb_on_reply(struct vb_cconn *c, const uint8_t *msg, uint32_t len,
 	struct net_call *call;
 	unsigned si;
 
+	if (c->sealed && vb_seal_open(&c->rx, msg, len, dtag, VB_SEAL_MSG, 0, &len)) {
+		why = "reply fails its MAC (altered, replayed or out of its place)";
+		goto out_bad;
+	}
 	if (len < VB_HDRS || proto_hdr_decode(msg, &h, &why) ||
 	    vb_mhdr_decode(msg + PROTO_HDR_LEN, &m)) {
 		why = why ? why : "bad message header";
@@ -1733,32 +1884,17 @@ static int vb_on_reply(struct vb_cconn *c, const uint8_t *msg, uint32_t len,
 		why = "reply larger than its buffers";
 		goto out_bad;
 	}
+	if (c->sealed && h.aux && !(m.flags & VB_F_RD_INLINE) &&
+	    vb_rd_check(c, s, h.aux, dtag)) {
+		*culprit = call;
+		why = "read data fails its MAC";
+		goto out_bad;
+	}
 	if (h.body_len)
 		memcpy(call->rep_buf, msg + VB_HDRS, h.body_len);
 	call->status = h.status;
 	call->rep_len = h.body_len;
-	if (m.flags & VB_F_RD_INLINE) {
-		net_iov_copy_in(call->rd_iov, call->rd_cnt, 0, msg + VB_HDRS + h.body_len,
-				m.inl);
-		call->rd_bytes = m.inl;
-		NET_STAT_ADD(st, inline_msgs, 1);
-		NET_STAT_ADD(st, inline_bytes, m.inl);
-		NET_STAT_ADD(st, client_copy_bytes, m.inl);
-	} else if (h.aux) {
-		if (s->rd_in_fast) {
-			net_iov_copy_in(call->rd_iov, call->rd_cnt, 0,
-					c->fast + (size_t)s->rd_fast * c->fast_sz, h.aux);
-			NET_STAT_ADD(st, client_copy_bytes, h.aux);
-		}
-		call->rd_bytes = h.aux;
-		if (s->rd_total <= c->vc->base.opts.fast_max) {
-			NET_STAT_ADD(st, fast_msgs, 1);
-			NET_STAT_ADD(st, fast_bytes, h.aux);
-		} else {
-			NET_STAT_ADD(st, rdma_write_ops, 1);
-			NET_STAT_ADD(st, rdma_write_bytes, h.aux);
-		}
-	}
+	vb_reply_data(c, s, &h, &m, msg + VB_HDRS + h.body_len);
 	NET_STAT_ADD(st, bulk_push_bytes, call->rd_bytes);
 	NET_STAT_ADD(st, msgs_rx, 1);
 	NET_STAT_ADD(st, bytes_rx, len);

@@ -33,6 +33,15 @@
  * is looked up in the registered zones (net_server_register_mem);
  * anything else is registered for the one transfer.
  *
+ * With a key, every message after the client's proof is sealed
+ * (vb_seal.h): a message whose trailer fails closes the connection before
+ * it is parsed; write data a fast slot or an RDMA Read brings is MACed as
+ * it is copied or lands, and its tag checked once the last byte is in
+ * (earlier pipeline units may have reached the handler by then: a failure
+ * fails the last pull and closes the connection, and the request is never
+ * answered); read data is MACed as it is pushed, in order, and the tag
+ * goes in the reply.
+ *
  * Polling (net_opts.poll_mode): adaptive sleeps on the channel fd (ev_io),
  * and after every event spins in an ev_idle watcher for VB_SPIN_NS before
  * sleeping again; busy keeps the ev_idle watcher running.
@@ -40,6 +49,7 @@
  * Loop thread only; counters are atomics.
  */
 #include "vb_int.h"
+#include "vb_seal.h"
 #include "net_auth.h"
 #include "log.h"
 
@@ -94,6 +104,14 @@ struct vb_sreq {
 	const uint8_t *inl;              /* inline/fast write data */
 	uint8_t *rdinl;                  /* inline read data (inline_max) */
 	uint64_t pushed;                 /* read bytes pushed */
+	uint64_t big_tag;                /* BIGREQ: the proto tag its fetched
+					  * message is sealed under */
+	int wsealed;                     /* write data out of the message is
+					  * MACed: wmac, wtag */
+	int rsealed;                     /* pushed read data is MACed: rmac */
+	uint8_t wtag[VB_SEAL_TAG];       /* the request's data tag */
+	struct vb_mac wmac, rmac;        /* write data pulled, read data
+					  * pushed, each in stream order */
 	struct vb_sreq *next;            /* queue / free list */
 };
 
@@ -125,6 +143,8 @@ struct vb_op {
 	struct ibv_sge *sge;
 	int nwr;
 	int pending;                     /* signaled WRs still to complete */
+	uint64_t off;                    /* pull: where its bytes start in
+					  * the write data */
 	struct ibv_mr *tmp[8];           /* per-op registrations */
 	int ntmp;
 	struct vb_op *next;              /* the connection's SQ queue */
@@ -144,6 +164,11 @@ struct vb_sconn {
 	int up;                          /* established (CM event) */
 	uint8_t cn[32], sn[32];
 	const uint8_t *key;              /* the key of the class it named */
+	int sealed;                      /* messages after AUTH carry a
+					  * trailer (vb_seal.h): rx opens
+					  * what arrives, tx seals what is
+					  * posted, in that order */
+	struct net_seal rx, tx;
 	int key_priv;                    /* that class is privileged here */
 	ev_timer hs_dl;                  /* handshake deadline, while
 					  * base.hs == NET_HS_AUTH */
@@ -649,6 +674,45 @@ static struct vb_op *vb_op_new(struct vb_sconn *c, struct vb_sreq *q,
 	return op;
 }
 
+/* On a keyed connection, once every byte of q's write data that came
+ * outside its message is in (q->wmac fed up to bulk_len), check its tag.
+ * @return 0, -EBADMSG (the data is not the client's: c is closed) */
+static int vb_wmac_done(struct vb_sconn *c, struct vb_sreq *q)
+{
+	if (!q->wsealed || q->wmac.off < q->r.hdr.bulk_len)
+		return 0;
+	q->wsealed = 0;
+	if (vb_mac_check(&q->wmac, q->wtag) == 0)
+		return 0;
+	NET_STAT_ADD(&c->srv->base.st, rejects, 1);
+	if (!c->base.dead)
+		vb_sconn_close(c, 1, "write data fails its MAC");
+	return -EBADMSG;
+}
+
+/* A keyed request's RDMA Read op completed: feed the bytes it placed to
+ * q's MAC, in order (its WRs' SGEs walk its iov in order), and check the
+ * tag after the last. Cost: a Poly1305 pass over the bytes.
+ * @return 0, -EBADMSG (c is closed) */
+static int vb_pull_mac(struct vb_op *op)
+{
+	struct vb_sreq *q = op->q;
+
+	if (!q->wsealed)
+		return 0;
+	if (op->off != q->wmac.off) { /* an earlier pull failed */
+		if (!op->c->base.dead)
+			vb_sconn_close(op->c, 1, "write data MACed out of order");
+		return -EBADMSG;
+	}
+	for (int i = 0; i < op->nwr; i++)
+		for (int j = 0; j < op->wr[i].num_sge; j++)
+			vb_mac_update(&q->wmac,
+				      (const void *)(uintptr_t)op->wr[i].sg_list[j].addr,
+				      op->wr[i].sg_list[j].length);
+	return vb_wmac_done(op->c, q);
+}
+
 /* Pull the next write bytes into iov: copy (inline, fast) or RDMA Read. */
 static int vb_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 		   net_xfer_fn cb, void *arg)
@@ -684,9 +748,15 @@ static int vb_pull(struct net_sreq *r, const struct iovec *iov, int cnt,
 		r->pulled += total;
 		NET_STAT_ADD(st, bulk_pull_bytes, total);
 		NET_STAT_ADD(st, pipeline_units, 1);
-		vb_op_done_later(op, 0);
+		rc = 0;
+		if (q->wsealed) { /* MAC the copy: the slot may change after */
+			vb_mac_iov(&q->wmac, iov, cnt);
+			rc = vb_wmac_done(c, q);
+		}
+		vb_op_done_later(op, rc);
 		return 0;
 	}
+	op->off = r->pulled;
 	rc = vb_build_rdma(c, op, q->segs, q->m.nwr, r->pulled, iov, cnt, 1);
 	if (rc) {
 		vb_op_free(op);
@@ -717,6 +787,13 @@ static int vb_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 
 	if (net_sreq_push_check(r, off, iov, cnt, cb, &total))
 		return -EINVAL;
+	if (q->rsealed && off != q->rmac.off) {
+		log_err("net: %s: a push at %llu after %llu bytes: a keyed verbs "
+			"connection MACs read data in order, so pushes must follow "
+			"each other", c->base.peer, (unsigned long long)off,
+			(unsigned long long)q->rmac.off);
+		return -EINVAL;
+	}
 	op = vb_op_new(c, q, VB_OP_PUSH, cb, arg);
 	if (!op)
 		return -ENOMEM;
@@ -746,6 +823,8 @@ static int vb_push(struct net_sreq *r, uint64_t off, const struct iovec *iov,
 		(void)net_sreq_advance(r, NET_SREQ_EV_PUSHED);
 		return rc == -EINVAL ? rc : -ENOMEM;
 	}
+	if (q->rsealed) /* the bytes as they leave: ours until cb */
+		vb_mac_iov(&q->rmac, iov, cnt);
 	if (off + total > q->pushed)
 		q->pushed = off + total;
 	NET_STAT_ADD(st, rdma_signaled, op->pending);
@@ -898,7 +977,9 @@ static int vb_reply(struct net_sreq *r, int32_t status, const void *body, uint32
 	struct vb_server *s = c->srv;
 	struct net_stats *st = &s->base.st;
 	uint32_t inl = (q->m.flags & VB_F_RD_INLINE) ? (uint32_t)q->pushed : 0;
-	uint64_t total = (uint64_t)VB_HDRS + len + inl;
+	uint64_t total = (uint64_t)VB_HDRS + len + inl +
+			 (c->sealed ? VB_SEAL_TRAILER : 0);
+	uint8_t dtag[VB_SEAL_TAG];
 	struct vb_op *op = NULL;
 	uint8_t *msg;
 	int rc = 0, big = total > VB_MSG_SIZE;
@@ -931,6 +1012,12 @@ static int vb_reply(struct net_sreq *r, int32_t status, const void *body, uint32
 		memcpy(msg + VB_HDRS + len, q->rdinl, inl);
 	proto_hdr_encode(msg, &h);
 	vb_mhdr_encode(msg + PROTO_HDR_LEN, &m);
+	if (c->sealed) { /* sealed now: replies are posted in this order */
+		if (q->rsealed && q->pushed)
+			vb_mac_final(&q->rmac, dtag);
+		vb_seal_put(&c->tx, msg, (uint32_t)total - VB_SEAL_TRAILER,
+			    q->rsealed && q->pushed ? dtag : NULL, VB_SEAL_MSG, 0);
+	}
 	op->sge[0].length = (uint32_t)total;
 	if (big) {
 		op->wr->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -1129,11 +1216,31 @@ static void vb_dispatch(struct vb_sconn *c)
 	net_sconn_release(&c->base);
 }
 
-/* A big request's message is in c->big: parse it and dispatch. */
+/* On a keyed connection, start q's data MACs: write data outside its
+ * message (a fast slot, RDMA Read) against dtag, the tag it came with;
+ * read data it wants RDMA Written. Cost: a ChaCha20 block each. */
+static void vb_seal_intake(struct vb_sconn *c, struct vb_sreq *q,
+			   const uint8_t dtag[VB_SEAL_TAG])
+{
+	q->wsealed = c->sealed && q->r.hdr.bulk_len &&
+		     (q->m.flags & (VB_F_WR_FAST | VB_F_WR_RDMA));
+	q->rsealed = c->sealed && (q->m.flags & VB_F_RD_RDMA);
+	if (q->wsealed) {
+		vb_mac_start(&c->rx, &q->wmac, VB_SEAL_WR, q->r.hdr.tag);
+		memcpy(q->wtag, dtag, VB_SEAL_TAG);
+	}
+	if (q->rsealed)
+		vb_mac_start(&c->tx, &q->rmac, VB_SEAL_RD, q->r.hdr.tag);
+}
+
+/* A big request's message is in c->big: check its seal (keyed), parse it
+ * and dispatch. */
 static void vb_fetched(struct vb_sconn *c, struct vb_sreq *q, int rc)
 {
 	struct vb_server *s = c->srv;
-	const char *why;
+	uint8_t dtag[VB_SEAL_TAG];
+	uint32_t len = q->m.bigmsg;
+	const char *why = NULL;
 
 	net_sconn_finished(&c->base, &q->r);
 	if (rc || c->base.dead) {
@@ -1141,13 +1248,20 @@ static void vb_fetched(struct vb_sconn *c, struct vb_sreq *q, int rc)
 		vb_sconn_close(c, 0, "big request fetch failed");
 		return;
 	}
-	why = vb_parse_req(c, q, c->big, q->m.bigmsg, NULL);
+	if (c->sealed && vb_seal_open(&c->rx, c->big, len, dtag, VB_SEAL_BIG,
+				      q->big_tag, &len))
+		why = "big request fails its MAC";
+	if (!why)
+		why = vb_parse_req(c, q, c->big, len, NULL);
+	if (!why && c->sealed && q->r.hdr.tag != q->big_tag)
+		why = "big request under another tag than its announcement";
 	if (why) {
 		NET_STAT_ADD(&s->base.st, rejects, 1);
 		vb_sreq_free(c, q);
 		vb_sconn_close(c, 1, why);
 		return;
 	}
+	vb_seal_intake(c, q, dtag);
 	(void)net_sreq_advance(&q->r, NET_SREQ_EV_DATA);
 	net_sconn_requeue(&c->base, &q->r); /* still the next in order */
 	vb_dispatch(c);
@@ -1204,7 +1318,8 @@ static int vb_send_grant(struct vb_sconn *c)
 	proto_hdr_encode(msg, &h);
 	vb_mhdr_encode(msg + PROTO_HDR_LEN, &m);
 	vb_grant_encode(msg + VB_HDRS, &g);
-	op->sge[0].length = VB_HDRS + VB_GRANT_LEN;
+	op->sge[0].length = vb_seal_put(&c->tx, msg, VB_HDRS + VB_GRANT_LEN, NULL,
+					VB_SEAL_MSG, 0);
 	NET_STAT_ADD(&c->srv->base.st, msgs_tx, 1);
 	vb_submit_op(c, op);
 	return 0;
@@ -1230,6 +1345,9 @@ static const char *vb_on_auth(struct vb_sconn *c, struct vb_srbuf *rb,
 	}
 	net_sconn_authed(&c->base, c->key_priv);
 	ev_timer_stop(s->loop, &c->hs_dl);
+	net_seal_init(&c->rx, c->key, NET_AUTH_ROLE_CLIENT, NET_SEAL_MAC, c->cn, c->sn);
+	net_seal_init(&c->tx, c->key, NET_AUTH_ROLE_SERVER, NET_SEAL_MAC, c->cn, c->sn);
+	c->sealed = 1;
 	if (vb_send_grant(c))
 		vb_sconn_close(c, 1, "cannot grant the fast slots");
 	return NULL;
@@ -1238,8 +1356,8 @@ static const char *vb_on_auth(struct vb_sconn *c, struct vb_srbuf *rb,
 /* A big request's first message (q's receive buffer): the segment its
  * whole message is fetched from at its turn (ARRIVING until then).
  * @return NULL, or why it is bad */
-static const char *vb_intake_big(struct vb_sreq *q, const struct vb_mhdr *m,
-				 const uint8_t *msg, uint32_t len)
+static const char *vb_intake_big(struct vb_sreq *q, const struct proto_hdr *h,
+				 const struct vb_mhdr *m, const uint8_t *msg, uint32_t len)
 {
 	struct vb_seg sg;
 
@@ -1249,6 +1367,7 @@ static const char *vb_intake_big(struct vb_sreq *q, const struct vb_mhdr *m,
 	if (sg.len != m->bigmsg)
 		return "bad big request";
 	q->m = *m;
+	q->big_tag = h->tag;
 	q->segs = msg + VB_HDRS;
 	(void)net_sreq_advance(&q->r, NET_SREQ_EV_PARTIAL);
 	return NULL;
@@ -1258,13 +1377,14 @@ static const char *vb_intake_big(struct vb_sreq *q, const struct vb_mhdr *m,
  * write data came. @return NULL, or why it is bad */
 static const char *vb_intake_req(struct vb_sconn *c, struct vb_sreq *q,
 				 const uint8_t *msg, uint32_t len,
-				 const uint8_t *data_after)
+				 const uint8_t *data_after, const uint8_t *dtag)
 {
 	struct net_stats *st = &c->srv->base.st;
 	const char *why = vb_parse_req(c, q, msg, len, data_after);
 
 	if (why)
 		return why;
+	vb_seal_intake(c, q, dtag);
 	(void)net_sreq_advance(&q->r, NET_SREQ_EV_ARRIVE);
 	if (q->m.flags & VB_F_WR_INLINE)
 		NET_STAT_ADD(st, inline_msgs, 1);
@@ -1273,17 +1393,24 @@ static const char *vb_intake_req(struct vb_sconn *c, struct vb_sreq *q,
 	return NULL;
 }
 
-/* A message arrived on c: a request, AUTH or ACK. */
+/* A message arrived on c: a request, AUTH or ACK. On a keyed connection
+ * after AUTH, its trailer is checked (and stripped) before anything in it
+ * is read. */
 static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *msg,
 		      uint32_t len, const uint8_t *data_after)
 {
 	struct vb_server *s = c->srv;
+	uint8_t dtag[VB_SEAL_TAG] = { 0 };
 	struct proto_hdr h;
 	struct vb_mhdr m;
 	const char *why = NULL;
 	struct vb_sreq *q;
 
 	NET_STAT_ADD(&s->base.st, bytes_rx, len);
+	if (c->sealed && vb_seal_open(&c->rx, msg, len, dtag, VB_SEAL_MSG, 0, &len)) {
+		why = "message fails its MAC (altered, replayed or out of its place)";
+		goto out_bad;
+	}
 	if (len < VB_HDRS || proto_hdr_decode(msg, &h, &why) ||
 	    vb_mhdr_decode(msg + PROTO_HDR_LEN, &m)) {
 		why = why ? why : "bad vb header";
@@ -1314,8 +1441,8 @@ static void vb_on_msg(struct vb_sconn *c, struct vb_srbuf *rb, const uint8_t *ms
 	q->next = NULL;
 	q->rb = rb;
 	q->r.conn = &c->base;
-	why = m.kind == VB_K_BIGREQ ? vb_intake_big(q, &m, msg, len) :
-				      vb_intake_req(c, q, msg, len, data_after);
+	why = m.kind == VB_K_BIGREQ ? vb_intake_big(q, &h, &m, msg, len) :
+				      vb_intake_req(c, q, msg, len, data_after, dtag);
 	if (why) {
 		vb_sreq_free(c, q);
 		goto out_bad_norb;
@@ -1436,6 +1563,8 @@ static void vb_on_send(struct vb_server *s, struct ibv_wc *wc)
 		vb_sconn_close(c, wc->status != IBV_WC_WR_FLUSH_ERR,
 			       ibv_wc_status_str(wc->status));
 	int rc = wc->status == IBV_WC_SUCCESS && !op->rc ? 0 : -EIO;
+	if (op->kind == VB_OP_PULL && rc == 0)
+		rc = vb_pull_mac(op);
 	switch (op->kind) {
 	case VB_OP_PULL:
 	case VB_OP_PUSH:

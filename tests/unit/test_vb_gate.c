@@ -14,6 +14,10 @@
  * fast slot is served from a copy in its receive buffer: the client
  * writing the slot again while the handler has it changes nothing the
  * server checked (the write data stays in the slot).
+ * Keyed (vb_seal.h): a sealed request is served and its reply opens with
+ * the server's direction; a replayed, an altered and a skipped message
+ * each close the connection before the handler sees them; fast-slot write
+ * data altered after its tag was taken fails the pull and closes.
  */
 #include <rdma/rdma_cma.h>
 
@@ -205,6 +209,173 @@ static int fast_request(void)
 	return 0;
 }
 
+/* The client's two directions of a keyed connection (vb_seal.h). */
+static struct net_seal cli_tx, cli_rx;
+
+/* A connection as vb_on_auth leaves a keyed one: sealed both ways, and
+ * the client's ends of its seals in cli_tx, cli_rx. */
+static struct vb_sconn *sealed_conn(void)
+{
+	static uint8_t key[NET_KEY_LEN], cn[32], sn[32];
+	struct vb_sconn *c = conn_new();
+
+	memset(key, 7, sizeof(key));
+	memset(cn, 1, sizeof(cn));
+	memset(sn, 2, sizeof(sn));
+	net_seal_init(&c->rx, key, NET_AUTH_ROLE_CLIENT, NET_SEAL_MAC, cn, sn);
+	net_seal_init(&c->tx, key, NET_AUTH_ROLE_SERVER, NET_SEAL_MAC, cn, sn);
+	net_seal_init(&cli_tx, key, NET_AUTH_ROLE_CLIENT, NET_SEAL_MAC, cn, sn);
+	net_seal_init(&cli_rx, key, NET_AUTH_ROLE_SERVER, NET_SEAL_MAC, cn, sn);
+	c->sealed = 1;
+	return c;
+}
+
+/* Request n (a small ECHO) sealed by the client's next count, byte flip
+ * of it then altered (0: none), handed to vb_on_msg; the loop runs. */
+static void sealed_request(struct vb_sconn *c, int n, int flip)
+{
+	struct proto_hdr h = { .op = 100, .tag = (uint64_t)n, .body_len = 2 };
+	struct vb_mhdr m = { .kind = VB_K_REQ, .fslot = 0xffff };
+	uint8_t *p = rbs[n % NRB].p;
+	uint32_t len;
+
+	proto_hdr_encode(p, &h);
+	vb_mhdr_encode(p + PROTO_HDR_LEN, &m);
+	memcpy(p + VB_HDRS, "hi", 2);
+	len = vb_seal_put(&cli_tx, p, VB_HDRS + 2, NULL, VB_SEAL_MSG, 0);
+	if (flip)
+		p[flip] ^= 0x01;
+	vb_on_msg(c, &rbs[n % NRB], p, len, NULL);
+	ev_invoke_pending(srv.loop);
+}
+
+/* The reply posted as signaled WR i opens with the client's receive
+ * direction. @return 0, -EBADMSG */
+static int reply_opens(int i)
+{
+	struct vb_op *op = NET_CONTAINER_OF((struct vb_stag *)(uintptr_t)stub_ids[i],
+					    struct vb_op, tag);
+	uint32_t plen;
+
+	return vb_seal_open(&cli_rx, (const uint8_t *)(uintptr_t)op->sge[0].addr,
+			    op->sge[0].length, NULL, VB_SEAL_MSG, 0, &plen);
+}
+
+/* Whether c was closed: freed at once (nothing in flight), or dead. */
+#define CLOSED(c) (srv.conns != (c) || (c)->base.dead)
+
+/* Close c (unless closed) and flush the replies it still has in flight
+ * (WRs from..). */
+static int sealed_done(struct vb_sconn *c, int from)
+{
+	if (!CLOSED(c))
+		vb_sconn_close(c, 0, "test done");
+	for (int i = from; i < stub_nids; i++)
+		complete(i, IBV_WC_WR_FLUSH_ERR);
+	CHECK(srv.conns == NULL);
+	return 0;
+}
+
+static int pull_rc;
+static uint8_t pulled[4];
+
+/* pull_handler's pull finished: remember how, answer. */
+static void pull_cb(struct net_sreq *r, int rc, void *arg)
+{
+	(void)arg;
+	pull_rc = rc;
+	vb_reply(r, rc, NULL, 0);
+}
+
+/* Handler of the sealed fast write: pull its 4 bytes. */
+static void pull_handler(struct net_sreq *r, void *arg)
+{
+	struct iovec v = { pulled, sizeof(pulled) };
+
+	(void)arg;
+	handled++;
+	if (vb_pull(r, &v, 1, pull_cb, NULL))
+		abort();
+}
+
+/* A sealed fast write of "data", its tag taken over "data"; the slot's
+ * data is then altered when alter (a relay rewriting it). */
+static int sealed_fast(int alter)
+{
+	struct vb_sconn *c = sealed_conn();
+	struct proto_hdr h = { .op = 100, .tag = 9, .body_len = 2, .bulk_len = 4 };
+	struct vb_mhdr m = { .kind = VB_K_REQ, .flags = VB_F_WR_FAST, .fslot = 0,
+			     .inl = 4 };
+	uint8_t dtag[VB_SEAL_TAG];
+	struct vb_mac mac;
+	uint32_t mlen;
+	int from = stub_nids;
+
+	c->qpn = 8;
+	srv.hash[c->qpn % VB_HASH] = c;
+	vb_mac_start(&cli_tx, &mac, VB_SEAL_WR, 9);
+	vb_mac_update(&mac, "data", 4);
+	vb_mac_final(&mac, dtag);
+	proto_hdr_encode(c->mem, &h);
+	vb_mhdr_encode(c->mem + PROTO_HDR_LEN, &m);
+	memcpy(c->mem + VB_HDRS, "hi", 2);
+	mlen = vb_seal_put(&cli_tx, c->mem, VB_HDRS + 2, dtag, VB_SEAL_MSG, 0);
+	memcpy(c->mem + mlen, alter ? "dada" : "data", 4);
+	srv.fn = pull_handler;
+	handled = 0;
+	pull_rc = 1;
+	/* a receive buffer of its own: a closed connection's stays queued
+	 * for the next repost */
+	struct ibv_wc wc = { .wr_id = (uintptr_t)&rbs[20 + alter].tag,
+			     .status = IBV_WC_SUCCESS,
+			     .opcode = IBV_WC_RECV_RDMA_WITH_IMM,
+			     .imm_data = vb_imm_encode(0, mlen + 4), .qp_num = c->qpn };
+	vb_on_wc(&srv, &wc);
+	ev_invoke_pending(srv.loop);
+	CHECK(handled == 1);
+	if (alter) {
+		CHECK(pull_rc == -EBADMSG && CLOSED(c));
+	} else {
+		CHECK(pull_rc == 0 && !memcmp(pulled, "data", 4) && !c->base.dead);
+		CHECK(reply_opens(stub_nids - 1) == 0);
+	}
+	return sealed_done(c, from);
+}
+
+/* The keyed cases of the header comment. */
+static int sealed(void)
+{
+	struct vb_sconn *c = sealed_conn();
+	uint64_t rejects = srv.base.st.rejects;
+	int from = stub_nids;
+
+	srv.fn = handler;
+	handled = 0;
+	sealed_request(c, 0, 0);
+	sealed_request(c, 1, 0);
+	CHECK(handled == 2 && !c->base.dead && stub_nids == from + 2);
+	CHECK(reply_opens(from) == 0 && reply_opens(from + 1) == 0);
+	CHECK(reply_opens(from + 1) == -EBADMSG); /* a reply replayed */
+	cli_tx.seq--; /* the client's last request again */
+	sealed_request(c, 2, 0);
+	CHECK(CLOSED(c) && handled == 2 && srv.base.st.rejects == rejects + 1);
+	CHECK(sealed_done(c, from) == 0);
+	/* one bit of the body altered */
+	c = sealed_conn();
+	sealed_request(c, 10, VB_HDRS + 1);
+	CHECK(CLOSED(c) && handled == 2);
+	CHECK(sealed_done(c, stub_nids) == 0);
+	/* a message dropped on the way: the next one's count is off */
+	c = sealed_conn();
+	cli_tx.seq++;
+	sealed_request(c, 11, 0);
+	CHECK(CLOSED(c) && handled == 2);
+	CHECK(sealed_done(c, stub_nids) == 0);
+	CHECK(sealed_fast(0) == 0);
+	CHECK(sealed_fast(1) == 0);
+	return 0;
+}
+
 /* The pool stops at the credits: CREDITS - VB_SBUFS buffers are in use
  * when this runs; take the rest, then one more fails. */
 static int pool_cap(struct vb_sconn *c)
@@ -261,6 +432,7 @@ int main(void)
 		complete(i, IBV_WC_WR_FLUSH_ERR);
 	CHECK(srv.conns == NULL && srv.nconns == 0);
 	CHECK(fast_request() == 0);
+	CHECK(sealed() == 0);
 	CHECK(stub_regs - regs == stub_deregs && srv.base.st.pinned_bytes == sizeof(rbs));
 	vb_dereg(srv.rmr, &srv.base.st);
 	ev_loop_destroy(srv.loop);

@@ -15,6 +15,10 @@
  * still takes the events already queued (a reply that came in time
  * counts); and a leader that blocks in a connect (its cm wait, or another
  * thread's connect_lock) keeps taking the channel's events meanwhile.
+ * Keyed replies (vb_seal.h): a sealed reply completes its call with the
+ * read data its data tag covers; read data altered after the server took
+ * its tag fails the call (-EPROTO, the call the culprit), and so does a
+ * reply replayed.
  */
 #include <pthread.h>
 #include <sys/epoll.h>
@@ -390,6 +394,70 @@ static int test_cv_wait(void)
 	return 0;
 }
 
+/* A sealed reply to the call of slot si (tag, aux bytes RDMA Written
+ * into data), its data tag over want, built by the server's direction. */
+static uint32_t sealed_reply(struct net_seal *tx, uint8_t *msg, int si,
+			     const uint8_t *want, uint32_t aux)
+{
+	struct proto_hdr h = { .tag = (1u << 16) | (unsigned)si, .flags = PROTO_F_REPLY,
+			       .credits = 1, .aux = aux };
+	struct vb_mhdr m = { .kind = VB_K_REP, .fslot = 0xffff };
+	uint8_t dtag[VB_SEAL_TAG];
+	struct vb_mac mac;
+
+	vb_mac_start(tx, &mac, VB_SEAL_RD, h.tag);
+	vb_mac_update(&mac, want, aux);
+	vb_mac_final(&mac, dtag);
+	proto_hdr_encode(msg, &h);
+	vb_mhdr_encode(msg + PROTO_HDR_LEN, &m);
+	return vb_seal_put(tx, msg, VB_HDRS, dtag, VB_SEAL_MSG, 0);
+}
+
+static int test_reply_seal(void)
+{
+	static struct vb_client vc;
+	static struct vb_cconn c;
+	static struct vb_cslot cs[2];
+	static uint8_t key[NET_KEY_LEN], cn[32], sn[32];
+	uint8_t want[64], data[2][64], msg[2][256];
+	struct iovec v[2] = { { data[0], 64 }, { data[1], 64 } };
+	struct net_call call[2];
+	struct net_call *culprit = NULL;
+	struct net_seal tx;
+	uint32_t len[2];
+
+	memset(key, 3, sizeof(key));
+	memset(cn, 4, sizeof(cn));
+	memset(sn, 5, sizeof(sn));
+	for (int i = 0; i < 64; i++)
+		want[i] = (uint8_t)(i * 7);
+	c.vc = &vc;
+	c.cs = cs;
+	c.ncs = 2;
+	c.cr.max = 2;
+	net_seal_init(&c.rx, key, NET_AUTH_ROLE_SERVER, NET_SEAL_MAC, cn, sn);
+	net_seal_init(&tx, key, NET_AUTH_ROLE_SERVER, NET_SEAL_MAC, cn, sn);
+	c.sealed = 1;
+	for (int i = 0; i < 2; i++) {
+		call[i] = (struct net_call){ .tag = (1u << 16) | (unsigned)i,
+					     .rd_iov = &v[i], .rd_cnt = 1 };
+		cs[i] = (struct vb_cslot){ .state = VB_CS_SENT, .call = &call[i],
+					   .rd_total = 64, .wr_fast = -1, .rd_fast = -1 };
+		memcpy(data[i], want, 64); /* as the server's RDMA Write left it */
+		len[i] = sealed_reply(&tx, msg[i], i, want, 64);
+	}
+	data[1][33] ^= 0x04; /* altered on the way */
+	CHECK(vb_on_reply(&c, msg[0], len[0], &culprit) == 0);
+	CHECK(call[0].rd_bytes == 64 && cs[0].state == VB_CS_FREE && culprit == NULL);
+	CHECK(vb_on_reply(&c, msg[1], len[1], &culprit) == -EPROTO && culprit == &call[1]);
+	/* the first reply again: its count is spent */
+	cs[0] = (struct vb_cslot){ .state = VB_CS_SENT, .call = &call[0], .rd_total = 64,
+				   .wr_fast = -1, .rd_fast = -1 };
+	culprit = NULL;
+	CHECK(vb_on_reply(&c, msg[0], len[0], &culprit) == -EPROTO && culprit == NULL);
+	return 0;
+}
+
 int main(void)
 {
 	int fails = 0;
@@ -404,6 +472,7 @@ int main(void)
 	fails += test_cv_wait();
 	stub_done = NULL;
 	fails += test_connect_leads();
+	fails += test_reply_seal();
 	close(chan.fd);
 	printf("%s\n", fails ? "FAIL" : "ok");
 	return fails != 0;

@@ -38,6 +38,7 @@
 #define OP_READ 102
 #define OP_SLOW 103
 #define OP_PRIV 104 /* status: net_sconn_privileged() */
+#define OP_LATE 105 /* OP_WRITE whose pulls start at the test's word */
 
 #define CHECK(c)                                                              \
 	do {                                                                  \
@@ -49,6 +50,10 @@
 	} while (0)
 
 static const char *addr;
+/* The key of the servers and clients of mechanisms, listio, threads and
+ * mixed: NULL, or (their "+key" runs) a key, so every mechanism also runs
+ * sealed (vb_seal.h). */
+static const uint8_t *live_key;
 
 static uint8_t pat(uint64_t seed, uint64_t i)
 {
@@ -127,6 +132,30 @@ static void rd_step(struct net_sreq *r, int rc, void *arg)
 	}
 }
 
+/* OP_LATE: the request waits in late_r (server loop) until the test
+ * sends late_w; late_arrived tells the test it is there. */
+static struct net_sreq *late_r;
+static int late_arrived;
+
+/* late_w (server loop): start the pulls of the waiting OP_LATE write. */
+static void late_go_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct net_sreq *r = late_r;
+	struct xfer *x;
+
+	(void)loop;
+	(void)w;
+	(void)revents;
+	late_r = NULL;
+	if (!r)
+		return;
+	x = calloc(1, sizeof(*x));
+	x->len = r->hdr.bulk_len;
+	x->buf = malloc(x->len);
+	memcpy(&x->seed, r->body, sizeof(x->seed));
+	wr_pull_next(r, x);
+}
+
 static void handler(struct net_sreq *r, void *arg)
 {
 	(void)arg;
@@ -159,6 +188,10 @@ static void handler(struct net_sreq *r, void *arg)
 	}
 	case OP_SLOW:
 		break;
+	case OP_LATE:
+		late_r = r;
+		__atomic_store_n(&late_arrived, 1, __ATOMIC_RELEASE);
+		break;
 	default:
 		net_sreq_reject(r, "unknown op");
 	}
@@ -167,7 +200,7 @@ static void handler(struct net_sreq *r, void *arg)
 struct srv {
 	pthread_t t;
 	struct ev_loop *loop;
-	ev_async stop_w;
+	ev_async stop_w, late_w;
 	struct net_server *s;
 	uint16_t port;
 	int credits, has_key, has_srv_key, state;
@@ -188,6 +221,7 @@ static void stop_cb(struct ev_loop *loop, ev_async *w, int revents)
 	net_server_stats(sv->s, &sv->st);
 	net_server_free(sv->s);
 	ev_async_stop(loop, w);
+	ev_async_stop(loop, &sv->late_w);
 	ev_break(loop, EVBREAK_ALL);
 }
 
@@ -214,6 +248,8 @@ static void *srv_main(void *arg)
 		ev_async_init(&sv->stop_w, stop_cb);
 		sv->stop_w.data = sv;
 		ev_async_start(sv->loop, &sv->stop_w);
+		ev_async_init(&sv->late_w, late_go_cb);
+		ev_async_start(sv->loop, &sv->late_w);
 	}
 	pthread_mutex_lock(&sv->m);
 	sv->state = rc ? -1 : 1;
@@ -350,8 +386,8 @@ static int test_mechanisms(void)
 	static uint8_t body[100000], rep[PROTO_MAX_BODY];
 	uint8_t *mem = malloc(8 << 20);
 
-	CHECK(srv_start(&sv, 32, 0, NULL) == 0);
-	CHECK((cl = mkclient(32, 10000, NULL)) != NULL);
+	CHECK(srv_start(&sv, 32, 0, live_key) == 0);
+	CHECK((cl = mkclient(32, 10000, live_key)) != NULL);
 	CHECK(!strcmp(net_client_transport(cl), "verbs"));
 	CHECK(net_conn_new(cl, addr, sv.port, &c) == 0);
 	/* echo, small and big (big request and big reply) */
@@ -514,8 +550,8 @@ static int test_listio(void)
 
 	CHECK(mem != MAP_FAILED);
 	setenv("RPFS_OGR_COST", "1000,8520", 1);
-	CHECK(srv_start(&sv, 32, 0, NULL) == 0);
-	CHECK((cl = mkclient(32, 10000, NULL)) != NULL);
+	CHECK(srv_start(&sv, 32, 0, live_key) == 0);
+	CHECK((cl = mkclient(32, 10000, live_key)) != NULL);
 	CHECK(net_conn_new(cl, addr, sv.port, &c) == 0);
 	for (int i = 0; i < 64; i++) {
 		v[i] = (struct iovec){ mem + (size_t)i * 32768, 16384 };
@@ -543,7 +579,7 @@ static int test_listio(void)
 	net_client_free(cl);
 	/* individual registration */
 	setenv("RPFS_REG_MODE", "indiv", 1);
-	CHECK((cl = mkclient(32, 10000, NULL)) != NULL);
+	CHECK((cl = mkclient(32, 10000, live_key)) != NULL);
 	unsetenv("RPFS_REG_MODE");
 	CHECK(net_conn_new(cl, addr, sv.port, &c) == 0);
 	CHECK(do_list(c, 1, 8, v, 64, NULL) == 0);
@@ -599,8 +635,8 @@ static int test_threads(void)
 	pthread_t t[16];
 	struct net_stats st;
 
-	CHECK(srv_start(&sv, 4, 0, NULL) == 0);
-	CHECK((cl = mkclient(32, 20000, NULL)) != NULL);
+	CHECK(srv_start(&sv, 4, 0, live_key) == 0);
+	CHECK((cl = mkclient(32, 20000, live_key)) != NULL);
 	CHECK(net_conn_new(cl, addr, sv.port, &c) == 0);
 	for (int i = 0; i < 16; i++) {
 		w[i] = (struct worker){ .c = c, .id = i };
@@ -611,7 +647,8 @@ static int test_threads(void)
 		CHECK(w[i].fails == 0);
 	}
 	net_client_stats(cl, &st);
-	CHECK(st.msgs_rx == 3200 && st.credit_waits > 0);
+	/* keyed, the grant of the fast slots is one message more */
+	CHECK(st.msgs_rx == 3200 + (live_key != NULL) && st.credit_waits > 0);
 	net_client_free(cl);
 	srv_stop(&sv);
 	return 0;
@@ -649,8 +686,8 @@ static int test_mixed(void)
 	pthread_t t[32];
 	struct net_stats st;
 
-	CHECK(srv_start(&sv, 32, 0, NULL) == 0);
-	CHECK((cl = mkclient(32, 20000, NULL)) != NULL);
+	CHECK(srv_start(&sv, 32, 0, live_key) == 0);
+	CHECK((cl = mkclient(32, 20000, live_key)) != NULL);
 	CHECK(net_conn_new(cl, addr, sv.port, &c) == 0);
 	for (int i = 0; i < 32; i++) {
 		w[i] = (struct worker){ .c = c, .id = i };
@@ -663,7 +700,7 @@ static int test_mixed(void)
 	}
 	CHECK(fails == 0);
 	net_client_stats(cl, &st);
-	CHECK(st.msgs_rx == 32 * 60 && st.reconnects == 0);
+	CHECK(st.msgs_rx == 32 * 60 + (live_key != NULL) && st.reconnects == 0);
 	net_client_free(cl);
 	srv_stop(&sv);
 	return 0;
@@ -1264,6 +1301,88 @@ static int test_connect_hung(void)
 	return 0;
 }
 
+/* The mechanism tests again, keyed: every message sealed, bulk data
+ * MACed (vb_seal.h), on the same paths and counters. */
+static int with_key(int (*fn)(void))
+{
+	static uint8_t k[NET_KEY_LEN];
+	int rc;
+
+	memset(k, 5, sizeof(k));
+	live_key = k;
+	rc = fn();
+	live_key = NULL;
+	return rc;
+}
+
+static int test_mechanisms_key(void) { return with_key(test_mechanisms); }
+static int test_listio_key(void) { return with_key(test_listio); }
+static int test_threads_key(void) { return with_key(test_threads); }
+static int test_mixed_key(void) { return with_key(test_mixed); }
+
+/*
+ * Write data altered after its tag was taken, as a relay on the wire
+ * would: a 1 MiB write (RDMA Read by the server) waits at the server
+ * until the client has flipped one byte of it, then is pulled. Keyed, the
+ * server finds the data fails its MAC and closes the connection (the call
+ * fails, one reject). Without a key the transport delivers the altered
+ * bytes (the handler's own pattern check answers -EBADMSG), which is what
+ * the keyed run must not do. Unaltered, both succeed.
+ */
+static int late_write(const uint8_t *key, int flip)
+{
+	const uint64_t len = 1 << 20;
+	uint64_t seed = 11 + (uint64_t)flip;
+	struct srv sv;
+	struct net_client *cl;
+	struct net_conn *c;
+	uint8_t *mem = malloc(len);
+	struct iovec v = { mem, len };
+	struct net_call call = { .op = OP_LATE, .body = &seed, .body_len = sizeof(seed),
+				 .wr_iov = &v, .wr_cnt = 1 };
+	int rc;
+
+	CHECK(mem != NULL);
+	for (uint64_t i = 0; i < len; i++)
+		mem[i] = pat(seed, i);
+	CHECK(srv_start(&sv, 8, 0, key) == 0);
+	CHECK((cl = mkclient(8, 5000, key)) != NULL);
+	CHECK(net_conn_new(cl, addr, sv.port, &c) == 0);
+	__atomic_store_n(&late_arrived, 0, __ATOMIC_RELEASE);
+	CHECK(net_call_submit(c, &call) == 0);
+	while (!__atomic_load_n(&late_arrived, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	if (flip)
+		mem[len / 2 + 1] ^= 0x10;
+	ev_async_send(sv.loop, &sv.late_w);
+	rc = net_call_wait(&call);
+	net_client_free(cl);
+	srv_stop(&sv);
+	free(mem);
+	if (!flip) {
+		CHECK(rc == 0 && call.status == 0);
+		CHECK(sv.st.rejects == 0);
+	} else if (key) {
+		CHECK(rc < 0);
+		CHECK(sv.st.rejects == 1);
+	} else {
+		CHECK(rc == 0 && call.status == -EBADMSG);
+	}
+	return 0;
+}
+
+static int test_tamper(void)
+{
+	uint8_t k[NET_KEY_LEN];
+
+	memset(k, 6, sizeof(k));
+	CHECK(late_write(k, 0) == 0);
+	CHECK(late_write(k, 1) == 0);
+	CHECK(late_write(NULL, 0) == 0);
+	CHECK(late_write(NULL, 1) == 0);
+	return 0;
+}
+
 int main(void)
 {
 	addr = getenv("RPFS_RDMA_ADDR");
@@ -1285,7 +1404,10 @@ int main(void)
 		  { "idle_connects", test_idle_connects },
 		  { "unacked_replies", test_unacked_replies },
 		  { "connect_hung", test_connect_hung },
-		  { "fast_only", test_fast_only } };
+		  { "fast_only", test_fast_only },
+		  { "mechanisms+key", test_mechanisms_key },
+		  { "listio+key", test_listio_key }, { "threads+key", test_threads_key },
+		  { "mixed+key", test_mixed_key }, { "tamper", test_tamper } };
 	const char *only = getenv("RPFS_VB_ONLY"); /* run one subtest */
 	int bad = 0;
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
