@@ -18,15 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-#define CHECK(c)                                                              \
-	do {                                                                  \
-		if (!(c)) {                                                   \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,   \
-				__LINE__, #c);                                \
-			return 1;                                             \
-		}                                                             \
-	} while (0)
+#include "check_return.h"
 
 /* What the fake backend does and saw. */
 static struct {

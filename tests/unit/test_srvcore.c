@@ -13,15 +13,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-
-#define CHECK(c)                                                              \
-	do {                                                                  \
-		if (!(c)) {                                                   \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,   \
-				__LINE__, #c);                                \
-			return 1;                                             \
-		}                                                             \
-	} while (0)
+#include "check_return.h"
 
 static struct net_server srv; /* no ops: a wrapper reaching them crashes */
 static struct net_sconn conn = { .srv = &srv, .peer = "test:1" };

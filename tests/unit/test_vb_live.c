@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "check_return.h"
 
 #define OP_ECHO 100
 #define OP_WRITE 101
@@ -39,15 +40,6 @@
 #define OP_SLOW 103
 #define OP_PRIV 104 /* status: net_sconn_privileged() */
 #define OP_LATE 105 /* OP_WRITE whose pulls start at the test's word */
-
-#define CHECK(c)                                                              \
-	do {                                                                  \
-		if (!(c)) {                                                   \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,   \
-				__LINE__, #c);                                \
-			return -1;                                            \
-		}                                                             \
-	} while (0)
 
 static const char *addr;
 /* The key of the servers and clients of mechanisms, listio, threads and

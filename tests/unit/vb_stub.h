@@ -4,8 +4,8 @@
  * then the .c files. ibv_reg_mr returns a fake MR that remembers its range
  * and counts (stub_regs, stub_deregs). With stub_check_mapped set it fails
  * with EFAULT, as the kernel does, when a page of the range is not mapped
- * (checked with mincore; counted in stub_fails). Also the CHECK macro the
- * tests share.
+ * (checked with mincore; counted in stub_fails). It brings the tests'
+ * CHECK (check_return.h).
  */
 #ifndef RPFS_VB_STUB_H
 #define RPFS_VB_STUB_H
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include "check_return.h"
 
 static int stub_regs, stub_deregs, stub_fails;
 static int stub_check_mapped; /* fail on unmapped pages, as the kernel */
@@ -65,14 +66,5 @@ static int stub_dereg_mr(struct ibv_mr *mr)
 #undef ibv_reg_mr
 #define ibv_reg_mr stub_reg_mr
 #define ibv_dereg_mr stub_dereg_mr
-
-#define CHECK(c)                                                              \
-	do {                                                                  \
-		if (!(c)) {                                                   \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,   \
-				__LINE__, #c);                                \
-			return 1;                                             \
-		}                                                             \
-	} while (0)
 
 #endif
