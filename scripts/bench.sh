@@ -59,7 +59,7 @@
 #
 # --seal-cost ROUNDS runs instead the main jobs on three rpfs clusters of
 # 4 iods: one without a cluster key ("off"), one with a key, whose TCP
-# streams are sealed after the handshake ("mac": a BLAKE2b tag on every
+# streams are sealed after the handshake ("mac": a Poly1305 tag on every
 # record, no sendfile or splice), and one whose mount also asks to
 # encrypt ("enc": [net] encrypt = on, ChaCha20-Poly1305), each job ROUNDS
 # times on each, the order rotating per round, and prints per job the

@@ -3,7 +3,7 @@
 # the RDMA VM (scripts/rdma-vm.sh: soft-RoCE under qemu TCG), and the client
 # CPU it took. A benchmark, not a test: it asserts nothing about speed.
 #
-#   scripts/vm-bench.sh [--size MIB] [--runtime S] [--rounds N] [--perf]
+#   scripts/vm-bench.sh [--size MIB] [--runtime S] [--rounds N] [--perf] [--seal]
 #
 # On the host it boots the VM and runs itself inside. Inside, it starts two
 # clusters on $RPFS_RDMA_ADDR (1 mgr + 4 iods each, state on the VM's tmpfs),
@@ -29,6 +29,13 @@
 # row counts only the delta over the job). Numbers under TCG say
 # how the transports compare on one machine, not what hardware would do.
 #
+# --seal adds a third cluster, "sealed": verbs with a cluster key, so every
+# message carries a MAC and the bulk data a data tag (HACKING.md, "Keys and
+# the handshake"), run in the same rounds, and prints per job its
+# throughput, client CPU and iod CPU as ratios to the keyless verbs
+# cluster's (the cost of the seal). Each row also has the CPU seconds per
+# GiB of the cluster's 4 iods over the job.
+#
 # --perf records every job system-wide with perf (cpu-clock, call graphs;
 # the VM has no PMU) and prints, per job and transport, where the CPU went:
 # the share of each command and, for the client (rpfs-fuse, or fio for an
@@ -44,6 +51,7 @@ SIZE=256
 RUNTIME=20
 ROUNDS=1
 PERF=
+SEAL=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--size) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "vm-bench: --size: expected MiB, got \"${2:-}\"" >&2; exit 2; }
@@ -53,6 +61,7 @@ while [ $# -gt 0 ]; do
 	--rounds) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "vm-bench: --rounds: expected N, got \"${2:-}\"" >&2; exit 2; }
 		ROUNDS=$2; shift ;;
 	--perf) PERF=--perf ;;
+	--seal) SEAL=--seal ;;
 	*) echo "vm-bench: unknown argument \"$1\"" >&2; exit 2 ;;
 	esac
 	shift
@@ -79,7 +88,7 @@ if [ "${RPFS_IN_VM:-}" != 1 ]; then
 		ninja -C "$BUILD" >/dev/null
 	fi
 	exec "$REPO/scripts/rdma-vm.sh" run --timeout "${RPFS_VM_BENCH_TIMEOUT:-1800}" -- \
-		"$REPO/scripts/vm-bench.sh" --size "$SIZE" --runtime "$RUNTIME" --rounds "$ROUNDS" $PERF
+		"$REPO/scripts/vm-bench.sh" --size "$SIZE" --runtime "$RUNTIME" --rounds "$ROUNDS" $PERF $SEAL
 fi
 
 # ------------------------------------------------------------- inside the VM
@@ -112,29 +121,44 @@ wait_log() {
 	return 1
 }
 
-# start_cluster T BASEPORT: 4 iods and a mgr on ADDR with transport T,
-# mounted at $TMP/mnt-T; sets FUSE_PID_T. No cluster key, as the measured
-# runs always had: --insecure, since ADDR (the VM's soft-RoCE address) is
-# not loopback.
+# transport_of NAME: the transport of cluster NAME (sealed runs verbs).
+transport_of() {
+	if [ "$1" = sealed ]; then echo verbs; else echo "$1"; fi
+}
+
+# start_cluster NAME BASEPORT: 4 iods and a mgr on ADDR with NAME's
+# transport, mounted at $TMP/mnt-NAME; sets FUSE_PID_NAME and IOD_PIDS_NAME.
+# No cluster key, as the measured runs always had (--insecure, since ADDR,
+# the VM's soft-RoCE address, is not loopback), except for "sealed", which
+# has a fresh one ($TMP/sealed.key).
 start_cluster() {
-	local t=$1 base=$2 i iods=() st=$TMP/$1 mnt=$TMP/mnt-$1
+	local t i iods=() st=$TMP/$1 mnt=$TMP/mnt-$1 base=$2 sec=(--insecure) mopt=()
+	local ipids=""
+	t=$(transport_of "$1")
 	mkdir -p "$st/logs" "$mnt"
+	if [ "$1" = sealed ]; then
+		"$BUILD/admin/rpfs" keygen "$TMP/sealed.key" >/dev/null
+		sec=(--key "$TMP/sealed.key")
+		mopt=(-o "key=$TMP/sealed.key")
+	fi
 	for i in 0 1 2 3; do
 		RPFS_TRANSPORT=$t "$BUILD/iod/rpfs-iod" --listen "$ADDR:$((base + 1 + i))" \
-			--data "$st/iod$i" --log-level notice --insecure \
+			--data "$st/iod$i" --log-level notice "${sec[@]}" \
 			2>"$st/logs/iod$i.log" &
 		PIDS+=($!)
+		ipids+=" $!"
 		iods+=(--iod "$ADDR:$((base + 1 + i))")
 	done
+	eval "IOD_PIDS_$1=\"$ipids\""
 	for i in 0 1 2 3; do wait_log "$st/logs/iod$i.log" 'ready:'; done
 	RPFS_TRANSPORT=$t "$BUILD/mgr/rpfs-mgr" --listen "$ADDR:$base" --db "$st/db" \
-		"${iods[@]}" --log-level notice --insecure 2>"$st/logs/mgr.log" &
+		"${iods[@]}" --log-level notice "${sec[@]}" 2>"$st/logs/mgr.log" &
 	PIDS+=($!)
 	wait_log "$st/logs/mgr.log" 'ready:'
-	RPFS_TRANSPORT=$t "$BUILD/fuse-client/rpfs-fuse" "$ADDR:$base" "$mnt" -f \
+	RPFS_TRANSPORT=$t "$BUILD/fuse-client/rpfs-fuse" "$ADDR:$base" "$mnt" -f "${mopt[@]}" \
 		2>"$st/logs/fuse.log" &
 	PIDS+=($!)
-	eval "FUSE_PID_$t=$!"
+	eval "FUSE_PID_$1=$!"
 	MNTS+=("$mnt")
 	for i in $(seq 300); do
 		mountpoint -q "$mnt" && break
@@ -144,6 +168,15 @@ start_cluster() {
 	local got
 	got=$(getfattr --absolute-names --only-values -n rpfs.stats "$mnt" 2>/dev/null | sed -n 's/.*"transport":"\([a-z]*\)".*/\1/p')
 	[ "$got" = "$t" ] || { echo "vm-bench: $mnt runs transport \"$got\", not $t" >&2; exit 1; }
+}
+
+# iod_ticks NAME: utime + stime of cluster NAME's iods together, in ticks.
+iod_ticks() {
+	local p sum=0
+	for p in $(eval echo "\$IOD_PIDS_$1"); do
+		sum=$((sum + $(cpu_ticks "$p")))
+	done
+	echo "$sum"
 }
 
 # cpu_ticks PID: utime + stime of a process, in clock ticks.
@@ -162,7 +195,8 @@ stats() {
 }
 
 # result OUT T JOB CPU_S NETWORDS...: append one result line to
-# $TMP/results: T JOB bytes seconds iops cpu_s KEY=VALUE... (counters).
+# $TMP/results: T JOB bytes seconds iops cpu_s KEY=VALUE... (counters; the
+# iods' CPU seconds as iod_cpu_s=).
 result() {
 	python3 - "$@" >>"$TMP/results" <<'EOF'
 import json, sys
@@ -227,60 +261,75 @@ job_args() {
 	esac
 }
 
-# run_engine T BASEPORT JOB: one fio job through the engine on T's
+# ticks_s TICKS: clock ticks as seconds.
+ticks_s() {
+	awk -v c="$1" -v hz="$TICK" 'BEGIN { printf "%.3f", c / hz }'
+}
+
+# run_engine NAME BASEPORT JOB: one fio job through the engine on NAME's
 # cluster (its own mount inside fio, registered buffers); CPU and counters
 # from its rpfs_stats line.
 run_engine() {
 	local t=$1 base=$2 job=$3 out=$TMP/fio-$1-e-$3.json st=$TMP/fio-$1-e-$3.stats
+	local key=() i0 i1
+	[ "$t" = sealed ] && key=(--rpfs_key="$TMP/sealed.key")
 	rm -f "$st"
+	i0=$(iod_ticks "$t")
 	# shellcheck disable=SC2046 # job_args: words
 	profiled "$t" "e-$job" fio --name="e-$job" --ioengine="external:$BUILD/fuse-client/librpfs_fio.so" \
-		--rpfs_mgr="$ADDR:$base" --rpfs_transport="$t" --rpfs_stats="$st" \
-		--output-format=json $(job_args "$job" ebench.dat) >"$out"
+		--rpfs_mgr="$ADDR:$base" --rpfs_transport="$(transport_of "$t")" --rpfs_stats="$st" \
+		"${key[@]}" --output-format=json $(job_args "$job" ebench.dat) >"$out"
+	i1=$(iod_ticks "$t")
 	local words cpu
 	words=$(python3 "$REPO/tests/bench/report.py" netdelta - "$st")
 	cpu=$(echo "$words" | sed -n 's/.*engine_cpu_s=\([0-9.]*\).*/\1/p')
 	# shellcheck disable=SC2086 # words: KEY=VALUE
-	result "$out" "$t" "e-$job" "$cpu" $words
+	result "$out" "$t" "e-$job" "$cpu" $words "iod_cpu_s=$(ticks_s $((i1 - i0)))"
 }
 
 # run_job T JOB: one fio job on T's mount; appends a result line (result)
 # with the CPU of its rpfs-fuse and the counters its rpfs.stats moved.
 run_job() {
-	local t=$1 job=$2 mnt=$TMP/mnt-$1 pid args c0 c1 out
+	local t=$1 job=$2 mnt=$TMP/mnt-$1 pid args c0 c1 i0 i1 out
 	pid=$(eval echo "\$FUSE_PID_$t")
 	[ "$job" = seqwrite ] && rm -f "$mnt/bench.dat"
 	read -ra args <<<"$(job_args "$job" "$mnt/bench.dat")"
 	drop_caches
 	stats "$t" "$TMP/net0"
 	c0=$(cpu_ticks "$pid")
+	i0=$(iod_ticks "$t")
 	out=$TMP/fio-$t-$job.json
 	profiled "$t" "$job" fio --name="$job" --ioengine=psync --direct=0 --output-format=json "${args[@]}" >"$out"
 	c1=$(cpu_ticks "$pid")
+	i1=$(iod_ticks "$t")
 	stats "$t" "$TMP/net1"
 	local words
 	words=$(python3 "$REPO/tests/bench/report.py" netdelta "$TMP/net0" "$TMP/net1")
 	# shellcheck disable=SC2086 # words: KEY=VALUE
-	result "$out" "$t" "$job" "$(awk -v c=$((c1 - c0)) -v hz="$TICK" 'BEGIN { printf "%.3f", c / hz }')" \
-		$words
+	result "$out" "$t" "$job" "$(ticks_s $((c1 - c0)))" $words "iod_cpu_s=$(ticks_s $((i1 - i0)))"
 }
 
-echo "vm-bench: $(uname -r), $(nproc) vCPUs, rxe on $ADDR, size ${SIZE} MiB, randread ${RUNTIME} s, rounds $ROUNDS"
-start_cluster verbs 7500
-start_cluster tcp 7600
+echo "vm-bench: $(uname -r), $(nproc) vCPUs, rxe on $ADDR, size ${SIZE} MiB, randread ${RUNTIME} s, rounds $ROUNDS${SEAL:+, with the sealed cluster}"
+NAMES=(verbs tcp)
+[ -n "$SEAL" ] && NAMES=(verbs sealed tcp)
+declare -A BASE=([verbs]=7500 [tcp]=7600 [sealed]=7700)
+for t in "${NAMES[@]}"; do
+	start_cluster "$t" "${BASE[$t]}"
+done
 : >"$TMP/results"
 for r in $(seq "$ROUNDS"); do
 	for job in seqwrite seqread randread; do
-		for t in verbs tcp; do
+		for t in "${NAMES[@]}"; do
 			run_job "$t" "$job"
 		done
 	done
 	for job in seqwrite seqread randread; do
-		run_engine verbs 7500 "$job"
-		run_engine tcp 7600 "$job"
+		for t in "${NAMES[@]}"; do
+			run_engine "$t" "${BASE[$t]}" "$job"
+		done
 	done
 done
-for t in verbs tcp; do
+for t in "${NAMES[@]}"; do
 	echo "--- rpfs.stats of the $t mount"
 	getfattr --absolute-names --only-values -n rpfs.stats "$TMP/mnt-$t"; echo
 done
@@ -289,30 +338,51 @@ import sys
 from collections import defaultdict
 sys.path.insert(0, sys.argv[2])
 import report
-acc = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0, {}])
+acc = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0, {}, 0.0])
 for line in open(sys.argv[1]):
     t, job, b, s, iops, cpu, *words = line.split()
+    iod = [float(w.split('=', 1)[1]) for w in words if w.startswith('iod_cpu_s=')]
+    words = [w for w in words if not w.startswith('iod_cpu_s=')]
     a = acc[(job, t)]
     a[0] += int(b); a[1] += float(s); a[2] += float(iops); a[3] += float(cpu); a[4] += 1
+    a[6] += iod[0] if iod else 0.0
     for k, v in report.record('none', '-', words).items():
         if isinstance(v, (int, float)):
             a[5][k] = a[5].get(k, 0) + v
-print('| job | transport | MB/s | IOPS | client CPU s/GiB | copies/B | regs/op | misses/op |')
-print('|---|---|---|---|---|---|---|---|')
-for job in ('seqwrite', 'seqread', 'randread', 'e-seqwrite', 'e-seqread', 'e-randread'):
-    for t in ('verbs', 'tcp'):
+JOBS = ('seqwrite', 'seqread', 'randread', 'e-seqwrite', 'e-seqread', 'e-randread')
+NAMES = ('verbs', 'sealed', 'tcp')
+def figures(job, t):
+    """MB/s, IOPS, client and iod CPU s/GiB of (job, t), summed over rounds."""
+    b, s, iops, cpu, n, net, iod = acc[(job, t)]
+    gib = b / float(1 << 30)
+    return (b / s / 1e6 if s else 0, iops / n, cpu / gib if gib else 0,
+            iod / gib if gib else 0)
+print('| job | transport | MB/s | IOPS | client CPU s/GiB | iod CPU s/GiB | copies/B | regs/op | misses/op |')
+print('|---|---|---|---|---|---|---|---|---|')
+for job in JOBS:
+    for t in NAMES:
         if (job, t) not in acc:
             continue
-        b, s, iops, cpu, n, net = acc[(job, t)]
-        gib = b / float(1 << 30)
-        cols = report.net_columns(net, b, job.startswith('e-'))
-        print('| %s %s | %s | %.1f | %.0f | %.2f | %s |' % (
-            job, '4k' if job.endswith('randread') else '1M', t, b / s / 1e6 if s else 0,
-            iops / n, cpu / gib if gib else 0, ' | '.join(cols)))
+        mbs, iops, cpu, iod = figures(job, t)
+        cols = report.net_columns(acc[(job, t)][5], acc[(job, t)][0], job.startswith('e-'))
+        print('| %s %s | %s | %.1f | %.0f | %.2f | %.2f | %s |' % (
+            job, '4k' if job.endswith('randread') else '1M', t, mbs, iops, cpu, iod,
+            ' | '.join(cols)))
+if any(t == 'sealed' for _j, t in acc):
+    print()
+    print('sealed / verbs (the cost of the seal; 1.00 = none)')
+    print('| job | throughput | client CPU per GiB | iod CPU per GiB |')
+    print('|---|---|---|---|')
+    r = lambda a, b: '%.2f' % (a / b) if b else '-'
+    for job in JOBS:
+        if (job, 'sealed') not in acc or (job, 'verbs') not in acc:
+            continue
+        s, v = figures(job, 'sealed'), figures(job, 'verbs')
+        print('| %s | %s | %s | %s |' % (job, r(s[0], v[0]), r(s[2], v[2]), r(s[3], v[3])))
 EOF
 if [ -n "$PERF" ]; then
 	for job in seqwrite seqread randread; do
-		for t in verbs tcp; do
+		for t in "${NAMES[@]}"; do
 			perf_summary "$t" "$job" rpfs-fuse
 			perf_summary "$t" "e-$job" fio
 		done
