@@ -2235,7 +2235,8 @@ static void vb_server_watch(struct vb_server *s)
 /*
  * A verbs server on host:port in loop: the SRQ holds (credits + 1)
  * receives per client for max_clients clients (checked against
- * RLIMIT_MEMLOCK with every client's connection memory first).
+ * RLIMIT_MEMLOCK first, with every client's connection memory as it can
+ * grow at most: the reply pool at its cap of `credits` big buffers).
  * @return 0, -errno (see the steps)
  */
 static int vb_server_new(struct net_server **out, struct ev_loop *loop,
@@ -2246,11 +2247,15 @@ static int vb_server_new(struct net_server **out, struct ev_loop *loop,
 	const char *devname = o->rdma_dev ? o->rdma_dev : getenv("RPFS_RDMA_DEV");
 	int nsrq = (o->credits + 1) * o->max_clients;
 	size_t slot;
+	/* per client at most: its fast slots and send buffers, its reply
+	 * pool at the cap (vb_bbuf_max) and the big request buffer */
 	uint64_t need = (uint64_t)nsrq * VB_MSG_SIZE +
-			(uint64_t)o->max_clients * vb_conn_bytes(o, &slot);
+			(uint64_t)o->max_clients * (vb_conn_bytes(o, &slot) +
+			((uint64_t)o->credits + 1) * VB_BIG_SIZE);
 	int rc;
 
-	rc = vb_memlock_check(need, "server (SRQ buffers and per-client fast buffers)");
+	rc = vb_memlock_check(need, "server (SRQ buffers, and per client its fast "
+			      "slots, send buffers and reply buffers at their cap)");
 	if (rc)
 		return rc;
 	s = calloc(1, sizeof(*s));

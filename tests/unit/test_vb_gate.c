@@ -17,8 +17,11 @@
  * Keyed (vb_seal.h): a sealed request is served and its reply opens with
  * the server's direction; a replayed, an altered and a skipped message
  * each close the connection before the handler sees them; fast-slot write
- * data altered after its tag was taken fails the pull and closes.
+ * data altered after its tag was taken fails the pull and closes. The
+ * RLIMIT_MEMLOCK check at start counts every client's reply pool at its
+ * cap: a limit that holds all but those is refused.
  */
+#include <sys/resource.h>
 #include <rdma/rdma_cma.h>
 
 #include "vb_stub.h"
@@ -395,6 +398,33 @@ static int pool_cap(struct vb_sconn *c)
 	return 0;
 }
 
+/* A limit above the SRQ, fast slots and send buffers of every client but
+ * below their reply pools at the cap: vb_server_new refuses it (-ENOMEM,
+ * before any verbs call). */
+static int memlock_counts_pools(void)
+{
+	struct net_opts o;
+	struct net_server *ns = NULL;
+	struct rlimit old, lim;
+	size_t slot;
+	int rc;
+
+	net_opts_default(&o);
+	o.max_clients = 1; /* small enough for the hard limit of a test */
+	o.credits = 4;
+	uint64_t base = (uint64_t)(o.credits + 1) * o.max_clients * VB_MSG_SIZE +
+			(uint64_t)o.max_clients * vb_conn_bytes(&o, &slot);
+	CHECK(getrlimit(RLIMIT_MEMLOCK, &old) == 0);
+	lim = old;
+	lim.rlim_cur = base + 65536;
+	CHECK(old.rlim_max == RLIM_INFINITY || lim.rlim_cur <= old.rlim_max);
+	CHECK(setrlimit(RLIMIT_MEMLOCK, &lim) == 0);
+	rc = vb_server_new(&ns, srv.loop, "127.0.0.1", 0, handler, NULL, &o);
+	CHECK(setrlimit(RLIMIT_MEMLOCK, &old) == 0);
+	CHECK(rc == -ENOMEM && ns == NULL);
+	return 0;
+}
+
 int main(void)
 {
 	struct vb_sconn *c;
@@ -433,6 +463,7 @@ int main(void)
 	CHECK(srv.conns == NULL && srv.nconns == 0);
 	CHECK(fast_request() == 0);
 	CHECK(sealed() == 0);
+	CHECK(memlock_counts_pools() == 0);
 	CHECK(stub_regs - regs == stub_deregs && srv.base.st.pinned_bytes == sizeof(rbs));
 	vb_dereg(srv.rmr, &srv.base.st);
 	ev_loop_destroy(srv.loop);
