@@ -14,6 +14,11 @@
  *  - 2..4: vb_cpriv_decode, vb_spriv_decode (and vb_grant_decode, the
  *    client's intake of a grant), vb_mhdr_decode; a decoded value must
  *    encode and decode back to itself.
+ *  - high bit set: the keyed intake (vb_seal.h). The message as it came
+ *    must be refused by vb_seal_open (it carries no valid tag); sealed by
+ *    the client's direction it must open to itself, and is then parsed as
+ *    in 0 or 1 (the selector's low bit).
+ * The selectors above are the input's first byte modulo 5.
  * Any violation aborts; memory errors are caught by ASan/UBSan.
  */
 #include "vb_stub.h"
@@ -21,6 +26,7 @@
 #include "../../common/transport/vb_mr.c"
 #include "../../common/transport/vb_wire.c"
 #include "../../common/transport/vb_server.c"
+#include "../../common/transport/vb_seal.c"
 
 #define FUZZ_DATA_AFTER 4096 /* bytes a fast slot holds after the message */
 
@@ -130,6 +136,35 @@ static void fuzz_wire(int sel, const uint8_t *b, size_t len)
 	}
 }
 
+/* The keyed intake: a message as it came is refused; sealed, it opens to
+ * itself and is parsed. */
+static void fuzz_sealed(const uint8_t *b, size_t len, int fast)
+{
+	static const uint8_t key[NET_KEY_LEN] = { 9 }, cn[32] = { 1 }, sn[32] = { 2 };
+	struct net_seal tx, rx;
+	uint32_t plen, sl;
+	uint8_t *m;
+
+	if (len > VB_MSG_SIZE)
+		return;
+	net_seal_init(&tx, key, NET_AUTH_ROLE_CLIENT, NET_SEAL_MAC, cn, sn);
+	net_seal_init(&rx, key, NET_AUTH_ROLE_CLIENT, NET_SEAL_MAC, cn, sn);
+	if (vb_seal_open(&rx, b, (uint32_t)len, NULL, VB_SEAL_MSG, 0, &plen) == 0 ||
+	    rx.seq != 0)
+		abort();
+	m = malloc(len + VB_SEAL_TRAILER);
+	if (!m)
+		return;
+	memcpy(m, b, len);
+	sl = vb_seal_put(&tx, m, (uint32_t)len, NULL, VB_SEAL_MSG, 0);
+	if (sl != len + VB_SEAL_TRAILER ||
+	    vb_seal_open(&rx, m, sl, NULL, VB_SEAL_MSG, 0, &plen) || plen != len ||
+	    rx.seq != 1)
+		abort();
+	fuzz_req(m, plen, fast);
+	free(m);
+}
+
 /* A server and a connection, as vb_parse_req sees them. */
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -152,7 +187,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!copy)
 		return 0;
 	memcpy(copy, data + 1, size - 1);
-	if (data[0] % 5 < 2)
+	if (data[0] & 0x80)
+		fuzz_sealed(copy, size - 1, data[0] & 1);
+	else if (data[0] % 5 < 2)
 		fuzz_req(copy, size - 1, data[0] % 5 == 1);
 	else
 		fuzz_wire(data[0] % 5, copy, size - 1);
