@@ -112,11 +112,3 @@ int vb_seal_open(struct net_seal *s, const uint8_t *msg, uint32_t len,
 	*plen = len - VB_SEAL_TRAILER;
 	return 0;
 }
-
-/* See vb_seal.h. */
-int vb_seal_dtag_none(const uint8_t dtag[VB_SEAL_TAG])
-{
-	static const uint8_t zero[VB_SEAL_TAG];
-
-	return sodium_memcmp(dtag, zero, VB_SEAL_TAG) == 0;
-}

@@ -107,8 +107,4 @@ uint32_t vb_seal_put(struct net_seal *s, uint8_t *msg, uint32_t len,
 int vb_seal_open(struct net_seal *s, const uint8_t *msg, uint32_t len,
 		 uint8_t *dtag, uint32_t dom, uint64_t n, uint32_t *plen);
 
-/** Whether a data tag is all zeros (no bulk data outside the message).
- * @return 1 or 0 */
-int vb_seal_dtag_none(const uint8_t dtag[VB_SEAL_TAG]);
-
 #endif
