@@ -166,26 +166,88 @@ def _ephemeral_range():
 _ports_given = set()
 
 
-def free_port():
-    """A TCP port on HOST that was free a moment ago, for a daemon to listen
-    on. It lies below the kernel's ephemeral range, so no outgoing
-    connection (a TCP socket or an rdma_cm id) can take it between now and
-    the daemon's bind, and it is never handed out twice in one run."""
+def _port_slot():
+    """The ports this process may hand out, [first, end): the range below
+    the kernel's ephemeral range (from 10000 where it allows), narrowed to
+    $RPFS_PORT_RANGE ("LO-HI", set by scripts/test.sh per pass, so the
+    passes it runs side by side never pick the same port) and split again
+    between the workers of a pytest-xdist run (PYTEST_XDIST_WORKER gwN of
+    PYTEST_XDIST_WORKER_COUNT), so no two processes race for one port
+    between the check here and a daemon's bind."""
     lo, _hi = _ephemeral_range()
-    first = 10000 if lo > 12000 else 1024
+    first, end = (10000 if lo > 12000 else 1024), lo
+    spec = os.environ.get('RPFS_PORT_RANGE')
+    if spec:
+        m = re.fullmatch(r'([0-9]+)-([0-9]+)', spec)
+        if not m or not first <= int(m.group(1)) < int(m.group(2)) <= end:
+            raise ValueError('RPFS_PORT_RANGE: expected LO-HI within %d-%d, got %r'
+                             % (first, end, spec))
+        first, end = int(m.group(1)), int(m.group(2))
+    worker = os.environ.get('PYTEST_XDIST_WORKER', '')
+    count = os.environ.get('PYTEST_XDIST_WORKER_COUNT', '')
+    if re.fullmatch(r'gw[0-9]+', worker) and count.isdigit() and int(count) > 1:
+        i, n = int(worker[2:]), int(count)
+        size = (end - first) // n
+        first, end = first + i * size, first + (i + 1) * size
+    return first, end
+
+
+def free_port_run(n=1, host=None):
+    """The first of n consecutive TCP ports on host (default HOST) that were
+    all free a moment ago, for daemons to listen on. They lie in this
+    process's slot (_port_slot: below the kernel's ephemeral range, so no
+    outgoing connection, a TCP socket or an rdma_cm id, can take them
+    between now and the daemon's bind, and apart from every other pass and
+    worker of the run), and none is handed out twice in one run."""
+    first, end = _port_slot()
     rng = random.Random(os.getpid() ^ time.monotonic_ns())
     for _ in range(1000):
-        port = rng.randrange(first, lo)
-        if port in _ports_given:
+        port = rng.randrange(first, end - n + 1)
+        run = range(port, port + n)
+        if any(p in _ports_given for p in run):
             continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind((HOST, port))
-            except OSError:
-                continue
-        _ports_given.add(port)
+        socks = []
+        try:
+            for p in run:
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(s)
+                s.bind((host or HOST, p))
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+        _ports_given.update(run)
         return port
-    raise RuntimeError('no free port below %d on %s' % (lo, HOST))
+    raise RuntimeError('no run of %d free ports in %d-%d on %s' % (n, first, end, host or HOST))
+
+
+def free_port():
+    """A TCP port on HOST that was free a moment ago (free_port_run)."""
+    return free_port_run(1)
+
+
+def global_lock(name):
+    """A context manager holding the machine-wide lock NAME (an flock on a
+    file under /run/lock/rpfs-test, or /tmp without /run/lock) for tests
+    that change or depend on state every process shares, such as
+    /proc/sys/fs/pipe-max-size or /sbin/mount.rpfs: scripts/test.sh runs
+    its passes and pytest-xdist workers side by side, and the lock keeps
+    two such tests from overlapping in any of them."""
+    import contextlib
+    import fcntl
+
+    @contextlib.contextmanager
+    def held():
+        d = '/run/lock/rpfs-test' if os.path.isdir('/run/lock') else '/tmp/rpfs-test-locks'
+        os.makedirs(d, exist_ok=True)
+        fd = os.open(os.path.join(d, name), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+    return held()
 
 
 def wait_for_port(host, port, timeout=10):
