@@ -279,14 +279,19 @@ def test_install_puts_mount_helper_under_prefix(tmp_path):
 def test_iod_held_down_after_timeout_as_readme_says(oc, tmp_path, expect_log):
     """README: after a request to an iod timed out, the client fails the
     calls to it with EIO for one more timeout= period, even if it answers
-    again meanwhile, and the first request after that reconnects."""
+    again meanwhile, and the first request after that reconnects. Timed
+    from the start of the read that timed out: its call gives up after a
+    timeout, the iod is then held down for another, so no read works
+    before 2 timeouts have passed; one works within 1.5 timeouts of the
+    EIO (the hold-down's end, then a reconnect: not a second hold)."""
     import signal
     import time
+    timeout = 2  # the mount's timeout=, short: the test waits for it twice
     readme = open(os.path.join(util.REPO, 'README.md')).read()
     assert 'even if the iod answers again meanwhile' in readme
     expect_log(util.client_iod_fail_log(oc, 0, 'read', 'Connection timed out'))
     expect_log(util.mgr_iod_down_log(oc, 0, 'Connection timed out'))
-    m = oc.mount(str(tmp_path / 'to'), 'key=%s,timeout=5' % oc.key)
+    m = oc.mount(str(tmp_path / 'to'), 'key=%s,timeout=%d' % (oc.key, timeout))
     try:
         d = os.path.join(m.path, 'd')
         os.mkdir(d)
@@ -299,16 +304,31 @@ def test_iod_held_down_after_timeout_as_readme_says(oc, tmp_path, expect_log):
         iod = oc.iods[0]
         iod.proc.send_signal(signal.SIGSTOP)
         try:
+            t0 = time.monotonic()
             with pytest.raises(OSError) as e:
                 util.read_direct(f)
             assert e.value.errno == errno.EIO
+            t_eio = time.monotonic()
         finally:
             iod.proc.send_signal(signal.SIGCONT)
         with pytest.raises(OSError) as e:  # held down: EIO though it answers
             util.read_direct(f)
         assert e.value.errno == errno.EIO
-        time.sleep(5.5)
-        assert util.read_direct(f) == data
+
+        def reads():
+            try:
+                return util.read_direct(f) == data
+            except OSError as e:
+                assert e.errno == errno.EIO, e
+                return False
+        # the hold-down ends a timeout after the EIO; half a timeout more
+        # for the reconnect and the read
+        util.wait_until(reads, 1.5 * timeout, 0.1, 'a read after the hold-down')
+        t_ok = time.monotonic()
+        assert t_ok - t0 >= 2 * timeout, \
+            'a read worked %.2f s after the one that timed out began' % (t_ok - t0)
+        print('\nEIO after %.2f s, reads again after %.2f s (timeout=%d)'
+              % (t_eio - t0, t_ok - t0, timeout))
     finally:
         util.cleanup(m)
 
