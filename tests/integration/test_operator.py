@@ -535,17 +535,55 @@ def test_readme_fio_job(oc, om, tmp_path):
 
 # ----------------------------------------------------- the README's examples
 
+def small_tree(top):
+    """A directory tree of a few files, subdirectories and a symlink, as
+    /usr/share/doc holds them, in top/doc; its (path, kind, content) list."""
+    doc = os.path.join(top, 'doc')
+    for i in range(3):
+        os.makedirs(os.path.join(doc, 'pkg%d' % i, 'examples'))
+        for j in range(4):
+            with open(os.path.join(doc, 'pkg%d' % i, 'f%d' % j), 'wb') as f:
+                f.write(os.urandom(1000 * j + i))
+    os.symlink('pkg0', os.path.join(doc, 'pkg-link'))
+    return doc, tree(doc)
+
+
+def tree(d):
+    """(relative path, kind, content or link target) of everything below d."""
+    out = []
+    for root, dirs, files in os.walk(d):
+        for n in sorted(dirs + files):
+            p = os.path.join(root, n)
+            rel = os.path.relpath(p, d)
+            if os.path.islink(p):
+                out.append((rel, 'l', os.readlink(p)))
+            elif os.path.isdir(p):
+                out.append((rel, 'd', None))
+            else:
+                out.append((rel, 'f', open(p, 'rb').read()))
+    return sorted(out)
+
+
 @pytest.mark.host_only
-def test_readme_mount_examples(oc, om):
-    """The README's commands on a quickstart mount run as written, with the
-    mount point and the admin CLI's build path put in: the setfattr line
-    has its mkdir, and setlayout changes one field."""
+def test_readme_mount_examples(oc, om, tmp_path):
+    """The README's commands on the module's mount run as written, with the
+    mount point and the admin CLI's build path put in, and smaller data:
+    a tree of a few files for /usr/share/doc (171 MB and 7000 files on a
+    developer's host, minutes through the sanitizer build) and 16 MiB for
+    dd's 256. The tree is copied whole, the setfattr line has its mkdir,
+    and setlayout changes one field."""
     block = readme_block('sh', 'Then use the mount with')
     assert 'mkdir /mnt/rpfs/dir' in block and '/mnt/rpfs' in block
+    assert 'cp -r /usr/share/doc /mnt/rpfs/' in block and ' bs=1M count=256 ' in block
+    src, want = small_tree(str(tmp_path))
     script = (block.replace('/mnt/rpfs', om.path)
-                   .replace('build/admin/rpfs', util.binary('admin/rpfs')))
+                   .replace('build/admin/rpfs', util.binary('admin/rpfs'))
+                   .replace('cp -r /usr/share/doc ', 'cp -r %s ' % src)
+                   .replace(' bs=1M count=256 ', ' bs=1M count=16 '))
     r = util.run(['bash', '-e', '-c', script], check=False, timeout=600)
     assert r.returncode == 0, (script, r.stdout[-3000:], r.stderr[-3000:])
+    assert tree(os.path.join(om.path, 'doc')) == want
+    assert os.path.getsize(os.path.join(om.path, 'big')) == 16 << 20
     assert layout(os.path.join(om.path, 'dir')) == dict(unit=1 << 20, count=2, first=0,
                                                          mirror=2)
     assert json.loads(os.getxattr(om.path, 'rpfs.stats'))
