@@ -428,7 +428,14 @@ def test_encrypted_mount_moves_data(ec):
 
 
 def test_encrypt_value_checked(kc, tmp_path):
-    """[net] encrypt takes on or off; anything else is refused, named."""
+    """[net] encrypt takes on or off (off: a client that does not ask,
+    its replies in plain sight through a relay); anything else is
+    refused, named."""
+    conf = util.write_conf(kc, str(tmp_path / 'off.conf'), key=kc.key,
+                           transport='tcp', extra='[net]\nencrypt = off\n')
+    p, r = relayed_stats(kc, kc.iod_ports[0], conf=conf)
+    assert p.returncode == 0 and 'msgs_rx' in json.loads(p.stdout), p.stderr
+    assert b'msgs_rx' in r.got['down']
     conf = util.write_conf(kc, str(tmp_path / 'bad.conf'), key=kc.key,
                            extra='[net]\nencrypt = maybe\n')
     p = util.run([util.binary('iod/rpfs-iod'), '--conf', conf, '--id', '0'],
