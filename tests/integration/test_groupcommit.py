@@ -226,7 +226,10 @@ def test_acknowledged_ops_survive_kill9(tmp_path_factory, expect_log):
     once they have 80 acknowledgements, while a batch sleeps before its
     commit; after a restart every acknowledged op is there (the op in
     flight in each client may or may not be)."""
-    c = make_cluster(tmp_path_factory, 'gckill', ['--commit-delay-ms', '200'])
+    # --lease 3: on PostgreSQL the mgr holds a lease (default 10 s) that
+    # its restart after kill -9 must wait out (another holder); LMDB has none
+    c = make_cluster(tmp_path_factory, 'gckill', ['--commit-delay-ms', '200',
+                                                  '--lease', '3'])
     expect_log(util.client_mgr_fail_log(c))
     # an unlink answered just before the kill: its purge meets the mgr gone
     expect_log(r'^<4>rpfs-fuse: inode \d+: purge failed \(%s\), left as orphan$'
