@@ -286,7 +286,7 @@ def test_iod_held_down_after_timeout_as_readme_says(oc, tmp_path, expect_log):
     EIO (the hold-down's end, then a reconnect: not a second hold)."""
     import signal
     import time
-    timeout = 2  # the mount's timeout=, short: the test waits for it twice
+    timeout = 3  # the mount's timeout= (test_faults' in both stages): waited for twice
     readme = open(os.path.join(util.REPO, 'README.md')).read()
     assert 'even if the iod answers again meanwhile' in readme
     expect_log(util.client_iod_fail_log(oc, 0, 'read', 'Connection timed out'))
