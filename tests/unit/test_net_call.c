@@ -160,11 +160,13 @@ static int test_admit(void)
 	CHECK(F.waits == 3 && cl.st.credit_waits == cw + 1 && F.connects == 1);
 	pthread_mutex_unlock(&c.lock);
 
-	/* none comes: -ETIMEDOUT, one credit wait and one timeout, unlocked */
+	/* none comes: -ETIMEDOUT, one credit wait and one timeout, unlocked
+	 * (one wait step or more: each sleeps 1 ms, which a loaded machine
+	 * may stretch past the 5 ms deadline) */
 	to = cl.st.timeouts;
 	F.waits = F.give_at = 0;
 	CHECK(net_conn_admit(&c, net_now_ns() + 5000000ull) == -ETIMEDOUT);
-	CHECK(F.waits > 1 && cl.st.credit_waits == cw + 2 && cl.st.timeouts == to + 1);
+	CHECK(F.waits >= 1 && cl.st.credit_waits == cw + 2 && cl.st.timeouts == to + 1);
 	CHECK(lock_free(&c));
 	net_conn_fini(&c);
 
