@@ -159,7 +159,7 @@ static void fuzz_sealed(const uint8_t *b, size_t len, int fast)
 	sl = vb_seal_put(&tx, m, (uint32_t)len, NULL, VB_SEAL_MSG, 0);
 	if (sl != len + VB_SEAL_TRAILER ||
 	    vb_seal_open(&rx, m, sl, NULL, VB_SEAL_MSG, 0, &plen) || plen != len ||
-	    rx.seq != 1)
+	    memcmp(m, b, len) || rx.seq != 1)
 		abort();
 	fuzz_req(m, plen, fast);
 	free(m);

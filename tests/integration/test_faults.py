@@ -113,11 +113,12 @@ def iod_fault_logs(c, i, killed, op='read'):
     return [util.client_iod_fail_log(c, i, op, err), util.mgr_iod_down_log(c, i, err)]
 
 
-def _iod_fault(dcluster, tmp_mnt, sig, expect_log):
+def _iod_fault(dcluster, tmp_mnt, sig, expect_log, before_fault=None):
     """Kill (SIGKILL) or hang (SIGSTOP) iod 1 under a reader of a 32 MiB
     file that checks every byte it reads: the reader gets EIO within the
     timeout; once the iod is back reads work again, and every read that
-    returns data returns the right data."""
+    returns data returns the right data. before_fault(mount), if given, is
+    called once the reader read the file whole, before the fault."""
     for r in iod_fault_logs(dcluster, 1, sig == signal.SIGKILL):
         expect_log(r)
     m = dcluster.mount(tmp_mnt, 'allow_other,timeout=3')
@@ -126,6 +127,8 @@ def _iod_fault(dcluster, tmp_mnt, sig, expect_log):
     reader = Reader(f, 20, len(want))
     try:
         reader.wait_for('ok', 120)
+        if before_fault:
+            before_fault(m)
         t0 = time.monotonic()
         dcluster.kill_iod(1, sig)
         line = reader.wait_for('err', 60)

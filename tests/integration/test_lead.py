@@ -8,7 +8,8 @@ pg_server).
   active one's address (raw frames);
 - kill -9 of the active: the mount keeps going (creates, renames, unlinks,
   each logged once acknowledged), every acknowledged change is there after
-  the takeover, and the time until service resumed is printed;
+  the takeover, and service resumed within the lease's rest and the
+  standby's try (printed);
 - SIGSTOP of the active past its lease, takeover, SIGCONT: the old one
   answers nothing as the active one and restarts as a standby.
 """
@@ -30,6 +31,7 @@ from wire import F_CTRL, HDR_LEN, OP_LOOKUP, OP_NET_HELLO, handshake, hdr, reque
 pytestmark = [pytest.mark.host_only, pytest.mark.own_store]
 
 LEASE_S = 3          # --lease of both mgrs: short, so the tests are short
+TIMEOUT_S = 2        # the mount's timeout=
 EREMCHG = 78         # PROTO_STANDBY = -EREMCHG
 ENOENT = 2
 CRED_ROOT = struct.pack('<IIH', 0, 0, 0)
@@ -96,6 +98,13 @@ class LeadCluster(util.Cluster):
         tok, holder = out.strip().split('|')
         return int(tok), holder
 
+    def lease_left(self):
+        """Seconds until the lease row expires, on the database's clock."""
+        out = util.run(['psql', self.store_uri, '-Atc',
+                        'SELECT extract(epoch FROM expires - now()) FROM rpfs_lease '
+                        'WHERE id = 1']).stdout
+        return float(out.strip())
+
     def active(self):
         """Index of the mgr whose address holds the lease."""
         _tok, holder = self.lease()
@@ -133,7 +142,8 @@ def ha(tmp_path_factory, pg_server):
     util.clusters.append(c)
     try:
         c.start()
-        m = c.mount(str(tmp_path_factory.mktemp('lead-mnt')), 'allow_other,timeout=2')
+        m = c.mount(str(tmp_path_factory.mktemp('lead-mnt')),
+                    'allow_other,timeout=%d' % TIMEOUT_S)
         yield c, m.path
     finally:
         util.cleanup(c)
@@ -169,15 +179,26 @@ def test_status_shows_active_and_standby(ha):
     assert [rows[('iod', str(i))] for i in range(4)] == ['up'] * 4, r.stdout
 
 
-def run_through(c, mnt, name, fault, timeout=60):
+def run_through(c, mnt, name, fault, hung=False, timeout=60):
     """Run a metadata workload in mnt/name, call fault() once it is going,
     and keep it going until 50 ops were acknowledged after fault returned.
-    Returns (workload, seconds from the fault to the first op after it)."""
+    Returns (workload, the longest stall from the fault on, the bound it
+    must keep). The bound: the faulted mgr renews no more, so its lease
+    runs out when the row says (read just after the fault); the standby
+    tries every LEASE_S/3; another LEASE_S/3 for the new active mgr's start
+    and the client's 200 ms pause between rounds over the list; and when
+    the faulted mgr is hung (not dead), one TIMEOUT_S more: until the
+    takeover the standby's hint names the hung one, so the client's last
+    call there may start just before it and end at its timeout. A standby
+    that waited out a second lease (LEASE_S more), or a client stuck on
+    the faulted mgr, exceeds it."""
     w = workload.MetaWorkload(os.path.join(mnt, name))
     w.start()
     util.wait_until(lambda: len(w.acks) >= 30 or w.error, 30, what='workload going')
     t0 = time.monotonic()
     fault()
+    bound = c.lease_left() + time.monotonic() - t0 + 2 * LEASE_S / 3 + \
+        (TIMEOUT_S if hung else 0)
     try:
         util.wait_until(lambda: w.acked_after(t0) >= 50 or w.error or not w.is_alive(),
                         timeout, what='ops acknowledged after the fault')
@@ -185,7 +206,7 @@ def run_through(c, mnt, name, fault, timeout=60):
         w.stop.set()
         w.join(30)
     assert w.error is None, 'the workload failed: %r' % w.error
-    return w, w.longest_stall(t0)
+    return w, w.longest_stall(t0), bound
 
 
 def test_kill9_active_mount_continues(ha):
@@ -194,10 +215,12 @@ def test_kill9_active_mount_continues(ha):
     c, mnt = ha
     a = c.active()
     tok0, _ = c.lease()
-    w, gap = run_through(c, mnt, 'kill9',
-                         lambda: c.mgrs[a].stop(signal.SIGKILL))
+    w, gap, bound = run_through(c, mnt, 'kill9',
+                                lambda: c.mgrs[a].stop(signal.SIGKILL))
     print('\nkill -9 of the active mgr: service resumed after %.2f s '
-          '(lease %d s), %d ops acknowledged' % (gap, LEASE_S, len(w.acks)))
+          '(lease %d s, bound %.2f s), %d ops acknowledged'
+          % (gap, LEASE_S, bound, len(w.acks)))
+    assert gap <= bound, 'service resumed after %.2f s, want <= %.2f s' % (gap, bound)
     assert c.active() == 1 - a
     assert c.lease()[0] > tok0
     w.check()
@@ -226,15 +249,16 @@ def test_sigstop_active_never_answers_as_active(ha):
         pending.append(s)
 
     try:
-        w, gap = run_through(c, mnt, 'sigstop', fault)
+        w, gap, bound = run_through(c, mnt, 'sigstop', fault, hung=True)
         util.wait_until(lambda: c.lease()[0] > tok0, 30, what='takeover')
         body = lookup_body()
         pending[0].sendall(hdr(OP_NET_HELLO, 0, tag=0, flags=F_CTRL) +
                            hdr(OP_LOOKUP, len(body)) + body)
     finally:
         old.proc.send_signal(signal.SIGCONT)
-    print('\nSIGSTOP of the active mgr: service resumed after %.2f s (lease %d s)'
-          % (gap, LEASE_S))
+    print('\nSIGSTOP of the active mgr: service resumed after %.2f s (lease %d s, '
+          'bound %.2f s)' % (gap, LEASE_S, bound))
+    assert gap <= bound, 'service resumed after %.2f s, want <= %.2f s' % (gap, bound)
     w.check()
     assert c.active() == 1 - a
     # its answer to the request it found: the standby answer, or the

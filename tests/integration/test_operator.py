@@ -279,14 +279,19 @@ def test_install_puts_mount_helper_under_prefix(tmp_path):
 def test_iod_held_down_after_timeout_as_readme_says(oc, tmp_path, expect_log):
     """README: after a request to an iod timed out, the client fails the
     calls to it with EIO for one more timeout= period, even if it answers
-    again meanwhile, and the first request after that reconnects."""
+    again meanwhile, and the first request after that reconnects. Timed
+    from the start of the read that timed out: its call gives up after a
+    timeout, the iod is then held down for another, so no read works
+    before 2 timeouts have passed; one works within 1.5 timeouts of the
+    EIO (the hold-down's end, then a reconnect: not a second hold)."""
     import signal
     import time
+    timeout = 3  # the mount's timeout= (test_faults' in both stages): waited for twice
     readme = open(os.path.join(util.REPO, 'README.md')).read()
     assert 'even if the iod answers again meanwhile' in readme
     expect_log(util.client_iod_fail_log(oc, 0, 'read', 'Connection timed out'))
     expect_log(util.mgr_iod_down_log(oc, 0, 'Connection timed out'))
-    m = oc.mount(str(tmp_path / 'to'), 'key=%s,timeout=5' % oc.key)
+    m = oc.mount(str(tmp_path / 'to'), 'key=%s,timeout=%d' % (oc.key, timeout))
     try:
         d = os.path.join(m.path, 'd')
         os.mkdir(d)
@@ -299,16 +304,31 @@ def test_iod_held_down_after_timeout_as_readme_says(oc, tmp_path, expect_log):
         iod = oc.iods[0]
         iod.proc.send_signal(signal.SIGSTOP)
         try:
+            t0 = time.monotonic()
             with pytest.raises(OSError) as e:
                 util.read_direct(f)
             assert e.value.errno == errno.EIO
+            t_eio = time.monotonic()
         finally:
             iod.proc.send_signal(signal.SIGCONT)
         with pytest.raises(OSError) as e:  # held down: EIO though it answers
             util.read_direct(f)
         assert e.value.errno == errno.EIO
-        time.sleep(5.5)
-        assert util.read_direct(f) == data
+
+        def reads():
+            try:
+                return util.read_direct(f) == data
+            except OSError as e:
+                assert e.errno == errno.EIO, e
+                return False
+        # the hold-down ends a timeout after the EIO; half a timeout more
+        # for the reconnect and the read
+        util.wait_until(reads, 1.5 * timeout, 0.1, 'a read after the hold-down')
+        t_ok = time.monotonic()
+        assert t_ok - t0 >= 2 * timeout, \
+            'a read worked %.2f s after the one that timed out began' % (t_ok - t0)
+        print('\nEIO after %.2f s, reads again after %.2f s (timeout=%d)'
+              % (t_eio - t0, t_ok - t0, timeout))
     finally:
         util.cleanup(m)
 
@@ -515,17 +535,55 @@ def test_readme_fio_job(oc, om, tmp_path):
 
 # ----------------------------------------------------- the README's examples
 
+def small_tree(top):
+    """A directory tree of a few files, subdirectories and a symlink, as
+    /usr/share/doc holds them, in top/doc; its (path, kind, content) list."""
+    doc = os.path.join(top, 'doc')
+    for i in range(3):
+        os.makedirs(os.path.join(doc, 'pkg%d' % i, 'examples'))
+        for j in range(4):
+            with open(os.path.join(doc, 'pkg%d' % i, 'f%d' % j), 'wb') as f:
+                f.write(os.urandom(1000 * j + i))
+    os.symlink('pkg0', os.path.join(doc, 'pkg-link'))
+    return doc, tree(doc)
+
+
+def tree(d):
+    """(relative path, kind, content or link target) of everything below d."""
+    out = []
+    for root, dirs, files in os.walk(d):
+        for n in sorted(dirs + files):
+            p = os.path.join(root, n)
+            rel = os.path.relpath(p, d)
+            if os.path.islink(p):
+                out.append((rel, 'l', os.readlink(p)))
+            elif os.path.isdir(p):
+                out.append((rel, 'd', None))
+            else:
+                out.append((rel, 'f', open(p, 'rb').read()))
+    return sorted(out)
+
+
 @pytest.mark.host_only
-def test_readme_mount_examples(oc, om):
-    """The README's commands on a quickstart mount run as written, with the
-    mount point and the admin CLI's build path put in: the setfattr line
-    has its mkdir, and setlayout changes one field."""
+def test_readme_mount_examples(oc, om, tmp_path):
+    """The README's commands on the module's mount run as written, with the
+    mount point and the admin CLI's build path put in, and smaller data:
+    a tree of a few files for /usr/share/doc (171 MB and 7000 files on a
+    developer's host, minutes through the sanitizer build) and 16 MiB for
+    dd's 256. The tree is copied whole, the setfattr line has its mkdir,
+    and setlayout changes one field."""
     block = readme_block('sh', 'Then use the mount with')
     assert 'mkdir /mnt/rpfs/dir' in block and '/mnt/rpfs' in block
+    assert 'cp -r /usr/share/doc /mnt/rpfs/' in block and ' bs=1M count=256 ' in block
+    src, want = small_tree(str(tmp_path))
     script = (block.replace('/mnt/rpfs', om.path)
-                   .replace('build/admin/rpfs', util.binary('admin/rpfs')))
+                   .replace('build/admin/rpfs', util.binary('admin/rpfs'))
+                   .replace('cp -r /usr/share/doc ', 'cp -r %s ' % src)
+                   .replace(' bs=1M count=256 ', ' bs=1M count=16 '))
     r = util.run(['bash', '-e', '-c', script], check=False, timeout=600)
     assert r.returncode == 0, (script, r.stdout[-3000:], r.stderr[-3000:])
+    assert tree(os.path.join(om.path, 'doc')) == want
+    assert os.path.getsize(os.path.join(om.path, 'big')) == 16 << 20
     assert layout(os.path.join(om.path, 'dir')) == dict(unit=1 << 20, count=2, first=0,
                                                          mirror=2)
     assert json.loads(os.getxattr(om.path, 'rpfs.stats'))

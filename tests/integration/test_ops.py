@@ -165,7 +165,10 @@ def test_keygen_mode(tmp_path):
 
 
 def test_key_right(kcluster, tmp_path):
-    """The right key mounts, and data goes through every iod."""
+    """The right key mounts, and data goes through every iod: each one
+    took its share of the write (the config's stripe_count = 0 spreads a
+    file's 64 KiB units over all iods) and served at least its share of
+    the second mount's read, and refused nobody."""
     m = kcluster.mount(str(tmp_path / 'm'), 'key=%s' % kcluster.key)
     data = os.urandom(1 << 20)
     with open(os.path.join(m.path, 'f'), 'wb') as f:
@@ -176,10 +179,16 @@ def test_key_right(kcluster, tmp_path):
     m2 = kcluster.mount(str(tmp_path / 'm2'), 'conf=%s' % kcluster.conf)
     with open(os.path.join(m2.path, 'f'), 'rb') as f:
         assert f.read() == data
-    r = rpfs('stats', '--server', util.hostport(kcluster.iod_ports[0]), '--key', kcluster.key)
-    assert r.returncode == 0, r.stderr
-    st = json.loads(r.stdout)
-    assert st['auth_ok'] >= 1 and st['auth_fail'] == 0
+    share = len(data) // kcluster.niods
+    for port in kcluster.iod_ports:
+        r = rpfs('stats', '--server', util.hostport(port), '--key', kcluster.key)
+        assert r.returncode == 0, r.stderr
+        st = json.loads(r.stdout)
+        # (auth_ok alone would say nothing: the mgr's connections prove
+        # the key to every iod before any mount)
+        assert st['bulk_pull_bytes'] == share and st['bulk_push_bytes'] >= share, \
+            (port, share, st)
+        assert st['auth_fail'] == 0, st
 
 
 def _mount_fails(c, mnt, opts):
@@ -211,8 +220,9 @@ def test_key_wrong(kcluster, tmp_path):
 @pytest.mark.expect_log(r'^<4>rpfs-mgr: net: %s:\d+: client has no cluster key; refusing it$'
                         % re.escape(util.HOST))
 def test_key_missing(kcluster, tmp_path):
-    """A client without a key is refused, with a log line on the server;
-    a client with a key refuses a server without one."""
+    """A client without a key is refused, with a log line on the server
+    (the other way round, a client with a key refusing a server without
+    one, is test_key_server_without_key)."""
     off = kcluster.mgr.log.size()
     err = _mount_fails(kcluster, str(tmp_path / 'm'), 'allow_other')
     assert 'requires a cluster key' in err, err

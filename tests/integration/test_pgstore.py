@@ -1,14 +1,11 @@
 """The PostgreSQL store's command lines: rpfs mkfs --store-uri (and
-[mgr] store / store_uri of --conf) creates the schema on a throwaway
-cluster (scripts/pg-temp.sh), each error at open is one line naming
-store_uri and never the password, and rpfs-mgr checks --store,
---store-uri and the [mgr] keys. The store itself is checked by the C test
-mgr/test_mgr_kv.c."""
+[mgr] store / store_uri of --conf) creates the schema in an empty
+database (each test's own, on the session's PostgreSQL cluster: conftest
+pg_server), each error at open is one line naming store_uri and never the
+password, and rpfs-mgr checks --store, --store-uri and the [mgr] keys.
+The store itself is checked by the C test mgr/test_mgr_kv.c."""
 import os
 import re
-import shutil
-import subprocess
-import tempfile
 
 import pytest
 
@@ -17,20 +14,23 @@ import util
 # No transport path of its own: the VM stage deselects it.
 pytestmark = pytest.mark.host_only
 
-PG_TEMP = os.path.join(util.REPO, 'scripts', 'pg-temp.sh')
-
 
 @pytest.fixture(scope='module')
-def pg():
-    """A throwaway PostgreSQL cluster: its URI (role rpfs, database rpfs)."""
-    d = tempfile.mkdtemp(prefix='rpfs-pgstore.', dir='/tmp')
-    try:
-        uri = util.run([PG_TEMP, 'start', d], timeout=180).stdout.strip()
-        assert re.fullmatch(r'postgresql://rpfs:[0-9a-f]+@127\.0\.0\.1:\d+/rpfs', uri), uri
-        yield uri
-    finally:
-        subprocess.run([PG_TEMP, 'stop', d], timeout=120)
-        shutil.rmtree(d, ignore_errors=True)
+def pg(pg_server):
+    """The session's PostgreSQL cluster: its URI (role rpfs, with a
+    password and CREATEDB; database rpfs)."""
+    assert re.fullmatch(r'postgresql://rpfs:[0-9a-f]+@127\.0\.0\.1:\d+/rpfs', pg_server), \
+        pg_server
+    return pg_server
+
+
+def new_db(uri, tag):
+    """A new empty database on uri's server, named for tag and this
+    process (the LMDB and PostgreSQL passes may share the server); its
+    URI."""
+    name = 'rpfs_pgs_%s_%d' % (tag, os.getpid())
+    psql(uri, 'CREATE DATABASE ' + name)
+    return with_db(uri, name)
 
 
 def psql(uri, sql):
@@ -54,8 +54,7 @@ def rpfs(*args):
 def test_mkfs_creates_schema(pg, tmp_path):
     """mkfs --store-uri creates the schema (version 2, the kv table, the
     lease row) and the data directories; a second run changes nothing."""
-    psql(pg, 'CREATE DATABASE mkfs1')
-    uri = with_db(pg, 'mkfs1')
+    uri = new_db(pg, 'mkfs1')
     data = str(tmp_path / 'iod0')
     r = rpfs('mkfs', '--store-uri', uri, '--data', data)
     assert r.returncode == 0, r.stderr
@@ -74,8 +73,7 @@ def test_mkfs_creates_schema(pg, tmp_path):
 def test_mkfs_bytea_order(pg):
     """The store's keys order as unsigned bytes, then length: bytea's order,
     which mgr_kv.h requires."""
-    psql(pg, 'CREATE DATABASE order1')
-    uri = with_db(pg, 'order1')
+    uri = new_db(pg, 'order1')
     assert rpfs('mkfs', '--store-uri', uri).returncode == 0
     psql(uri, "INSERT INTO rpfs_kv VALUES (0, '\\x01ff', ''), (0, '\\x01', ''), "
          "(0, '\\x0100', ''), (0, '\\x80', ''), (0, '\\x7f', ''), (0, '\\x00', ''), "
@@ -111,14 +109,14 @@ def test_mkfs_store_errors(pg, tmp_path):
                                             lines[0]), r.stderr
         assert 'sekrit' not in r.stderr and secret not in r.stderr
     # a schema of another version is refused, by mkfs too
-    psql(pg, 'CREATE DATABASE vers1')
-    uri = with_db(pg, 'vers1')
+    uri = new_db(pg, 'vers1')
     assert rpfs('mkfs', '--store-uri', uri).returncode == 0
     psql(uri, 'UPDATE rpfs_schema SET version = 7')
     r = rpfs('mkfs', '--store-uri', uri)
     assert r.returncode == 1
-    assert re.fullmatch(r'rpfs mkfs: --store-uri: store_uri postgresql://rpfs@\S+/vers1: '
-                        r'schema version 7, this rpfs-mgr needs 2\n', r.stderr), r.stderr
+    assert re.fullmatch(r'rpfs mkfs: --store-uri: store_uri postgresql://rpfs@\S+/'
+                        r'rpfs_pgs_vers1_\d+: schema version 7, this rpfs-mgr needs 2\n',
+                        r.stderr), r.stderr
     # usage
     assert rpfs('mkfs', '--store-uri', '').returncode == 2
     r = rpfs('mkfs', '--store-uri', uri, '--db', str(tmp_path / 'db'))
@@ -138,8 +136,7 @@ def conf_file(tmp_path, name, mgr_lines, data=None):
 def test_mkfs_conf_store(pg, tmp_path):
     """mkfs --conf reads [mgr] store and store_uri: postgresql creates the
     schema (and the local data directories); the two must agree."""
-    psql(pg, 'CREATE DATABASE conf1')
-    uri = with_db(pg, 'conf1')
+    uri = new_db(pg, 'conf1')
     data = str(tmp_path / 'd0')
     good = conf_file(tmp_path, 'good.conf', ['store = postgresql', 'store_uri = ' + uri],
                      data)

@@ -294,13 +294,17 @@ def test_memlock_limit_named(tmp_path, cluster):
 
 @pytest.mark.verbs
 def test_keyed_cluster_seals_every_mechanism(tmp_path):
-    """A keyed cluster over verbs: every message after the key proof is
-    sealed and its bulk data MACed (vb_seal.h), on every mechanism (inline,
-    fast slot, RDMA Read, RDMA Write, big messages). Files that take each
-    one are written, read back cold and compared; the connections proved
-    the key (auth_ok), no server rejected anything, and the daemons logged
-    no warning (the fixture: a message or data failing its MAC closes its
-    connection with one)."""
+    """A keyed cluster over verbs, whose messages after the key proof are
+    sealed and bulk data MACed (vb_seal.h), serves the mechanisms a
+    mount's writes and cold reads take: files written and read back cold
+    and compared, with write data by fast slot and by RDMA Read and read
+    data by RDMA Write or fast (the client's counters); the connections
+    proved the key (auth_ok), no server rejected anything, and the daemons
+    logged no warning (a message or data failing its MAC closes its
+    connection with one). No counter shows that anything was sealed (a
+    cluster that sealed nothing would pass this): test_vb_live's tamper
+    case shows a flipped byte of MACed write data refused, and its
+    mechanisms+key cases the inline and big-message paths keyed."""
     c = util.conf_cluster(tmp_path / 'sealed', niods=2, key=True, name='sealed')
     try:
         m = c.mount(str(tmp_path / 'm'), 'allow_other,key=%s' % c.key)

@@ -133,6 +133,10 @@ static int lifetime(void)
 	c.hs = NET_HS_AUTH;
 	net_sconn_authed(&c, 0);
 	CHECK(c.hs == NET_HS_OPEN && srv.st.unauth_open == 0 && !c.privileged);
+	/* held and let go while alive: not reaped */
+	net_sconn_hold(&c);
+	net_sconn_release(&c);
+	CHECK(reaped == 0 && !c.dead);
 	net_sconn_hold(&c);
 	CHECK(net_sconn_close(&c, 0, "test") == 0 && c.dead);
 	CHECK(srv.st.conns_open == 0 && srv.st.unauth_open == 0);
