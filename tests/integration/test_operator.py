@@ -338,28 +338,6 @@ def test_iod_held_down_after_timeout_as_readme_says(oc, tmp_path, expect_log):
 QS = os.path.join(util.REPO, 'scripts', 'quickstart.sh')
 
 
-def free_port_run(n=5):
-    """A port p with p..p+n-1 all free on util.HOST."""
-    import socket
-    for _ in range(50):
-        p = util.free_port()
-        if p + n > 65535:
-            continue
-        socks = []
-        try:
-            for q in range(p, p + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind((util.HOST, q))
-            return p
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError('no run of %d free ports' % n)
-
-
 def pid_of(qs, name):
     with open(os.path.join(qs['env']['RPFS_STATE'], 'pids', name + '.pid')) as f:
         return int(f.read())
@@ -385,7 +363,7 @@ def qs(tmp_path_factory):
     base = tmp_path_factory.mktemp('qs')
     env = dict(os.environ, RPFS_STATE=str(base / 'state'), RPFS_MOUNT=str(base / 'mnt'),
                RPFS_BUILD=util.build_dir(), RPFS_TRANSPORT='tcp', RPFS_HOST=util.HOST,
-               RPFS_PORT=str(free_port_run()))
+               RPFS_PORT=str(util.free_port_run(5)))
     q = {'env': env}
     r = quickstart(q, prefix=['prlimit', '--memlock=4194304:'])
     q['start'] = r

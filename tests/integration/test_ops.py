@@ -242,19 +242,22 @@ def test_key_server_without_key(cluster, tmp_path):
 
 @pytest.fixture
 def mount_helper(tmp_path):
-    """mount.rpfs from the build, where mount(8) looks for it (/sbin)."""
+    """mount.rpfs from the build, where mount(8) looks for it (/sbin),
+    under the machine-wide lock on that path (util.global_lock: the passes
+    and workers of a test.sh run share /sbin)."""
     dst = '/sbin/mount.rpfs'
-    if os.path.exists(dst) and not os.path.islink(dst):
-        pytest.fail('%s exists and is not ours' % dst)
-    helper = str(tmp_path / 'mount.rpfs')
-    shutil.copy(os.path.join(util.build_dir(), 'systemd', 'mount.rpfs'), helper)
-    os.chmod(helper, 0o755)
-    if os.path.islink(dst):
+    with util.global_lock('sbin-mount.rpfs'):
+        if os.path.exists(dst) and not os.path.islink(dst):
+            pytest.fail('%s exists and is not ours' % dst)
+        helper = str(tmp_path / 'mount.rpfs')
+        shutil.copy(os.path.join(util.build_dir(), 'systemd', 'mount.rpfs'), helper)
+        os.chmod(helper, 0o755)
+        if os.path.islink(dst):
+            os.unlink(dst)
+        os.symlink(helper, dst)
+        env = dict(os.environ, RPFS_FUSE=util.binary('fuse-client/rpfs-fuse'))
+        yield env
         os.unlink(dst)
-    os.symlink(helper, dst)
-    env = dict(os.environ, RPFS_FUSE=util.binary('fuse-client/rpfs-fuse'))
-    yield env
-    os.unlink(dst)
 
 
 def test_mount_t_rpfs_and_fstab(kcluster, tmp_path, mount_helper):

@@ -27,9 +27,19 @@ PIPE_MAX = '/proc/sys/fs/pipe-max-size'
 SPL_MIN = 64 << 10  # fuse-client/cli_splice.c: smaller READs take the buffer path
 
 
+@pytest.fixture(scope='module', autouse=True)
+def pipe_max_lock():
+    """The machine-wide lock on pipe-max-size for the whole module: its
+    mounts size their pipes at first use, and its counters assume no other
+    test of the run changes the setting meanwhile (util.global_lock)."""
+    with util.global_lock('pipe-max-size'):
+        yield
+
+
 @contextlib.contextmanager
 def _pipe_max(size):
-    """/proc/sys/fs/pipe-max-size set to size while inside."""
+    """/proc/sys/fs/pipe-max-size set to size while inside (under the
+    module's lock on it)."""
     with open(PIPE_MAX) as f:
         orig = f.read().strip()
     with open(PIPE_MAX, 'w') as f:

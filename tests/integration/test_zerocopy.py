@@ -229,16 +229,18 @@ def getfattr_stats(path):
 def pipe_max_size(size):
     """/proc/sys/fs/pipe-max-size set to size while inside, as
     scripts/bench.sh sets it: rpfs-fuse splices READ replies on tcp only
-    when a pipe can grow to 2 MiB."""
-    with open('/proc/sys/fs/pipe-max-size') as f:
-        orig = f.read().strip()
-    with open('/proc/sys/fs/pipe-max-size', 'w') as f:
-        f.write(str(size))
-    try:
-        yield
-    finally:
+    when a pipe can grow to 2 MiB. Holds the machine-wide lock on the
+    setting (util.global_lock), which test_tcp_zc.py changes too."""
+    with util.global_lock('pipe-max-size'):
+        with open('/proc/sys/fs/pipe-max-size') as f:
+            orig = f.read().strip()
         with open('/proc/sys/fs/pipe-max-size', 'w') as f:
-            f.write(orig)
+            f.write(str(size))
+        try:
+            yield
+        finally:
+            with open('/proc/sys/fs/pipe-max-size', 'w') as f:
+                f.write(orig)
 
 
 def test_spliced_reads_counted_as_fuse_copies(cluster, tmp_mnt):

@@ -227,26 +227,40 @@ def free_port():
     return free_port_run(1)
 
 
+_locks_held = {}
+
+
 def global_lock(name):
     """A context manager holding the machine-wide lock NAME (an flock on a
     file under /run/lock/rpfs-test, or /tmp without /run/lock) for tests
     that change or depend on state every process shares, such as
     /proc/sys/fs/pipe-max-size or /sbin/mount.rpfs: scripts/test.sh runs
     its passes and pytest-xdist workers side by side, and the lock keeps
-    two such tests from overlapping in any of them."""
+    two such tests from overlapping in any of them. Re-entrant within a
+    process (a module fixture and a test of it may both take it)."""
     import contextlib
     import fcntl
 
     @contextlib.contextmanager
     def held():
-        d = '/run/lock/rpfs-test' if os.path.isdir('/run/lock') else '/tmp/rpfs-test-locks'
-        os.makedirs(d, exist_ok=True)
-        fd = os.open(os.path.join(d, name), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
+        if name in _locks_held:
+            fd, depth = _locks_held[name]
+            _locks_held[name] = (fd, depth + 1)
+        else:
+            d = '/run/lock/rpfs-test' if os.path.isdir('/run/lock') else '/tmp/rpfs-test-locks'
+            os.makedirs(d, exist_ok=True)
+            fd = os.open(os.path.join(d, name), os.O_RDWR | os.O_CREAT, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX)
+            _locks_held[name] = (fd, 1)
+        try:
             yield
         finally:
-            os.close(fd)
+            fd, depth = _locks_held[name]
+            if depth > 1:
+                _locks_held[name] = (fd, depth - 1)
+            else:
+                del _locks_held[name]
+                os.close(fd)
     return held()
 
 
