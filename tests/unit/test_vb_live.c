@@ -814,8 +814,9 @@ static int priv_call(uint16_t port, const uint8_t *key, const uint8_t *srv_key)
 
 /* Two keys over verbs: the class named in the connect data picks the key;
  * the clients' key is unprivileged, the servers' key privileged, a wrong
- * servers' key or one the server does not hold refused; one key (or none)
- * is privileged. */
+ * servers' key or one the server does not hold refused (the server counts
+ * no failed proof for the wrong one: its client sends none); one key (or
+ * none) is privileged. */
 static int test_two_keys(void)
 {
 	uint8_t k1[NET_KEY_LEN], k3[NET_KEY_LEN], k4[NET_KEY_LEN];
@@ -830,10 +831,16 @@ static int test_two_keys(void)
 	CHECK(priv_call(sv.port, k1, k3) == 1);
 	CHECK(priv_call(sv.port, k1, k4) == -EACCES);
 	srv_stop(&sv);
+	/* three proofs checked; the wrong servers' key's client refused the
+	 * server's proof and sent none */
+	CHECK(sv.st.auth_ok == 3 && sv.st.auth_fail == 0);
 	CHECK(srv_start(&sv, 8, 0, k1) == 0);
 	CHECK(priv_call(sv.port, k1, NULL) == 1);
 	CHECK(priv_call(sv.port, k1, k3) == -EACCES);
 	srv_stop(&sv);
+	/* a key class the server does not hold is counted (the counters are
+	 * read) */
+	CHECK(sv.st.auth_ok == 1 && sv.st.auth_fail == 1);
 	CHECK(srv_start(&sv, 8, 0, NULL) == 0);
 	CHECK(priv_call(sv.port, NULL, NULL) == 1);
 	srv_stop(&sv);
