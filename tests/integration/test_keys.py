@@ -149,23 +149,68 @@ def test_scrub_needs_servers_key(two):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def auth_fail(c, port):
+    """The auth_fail counter of c's server at port (rpfs stats): the
+    proofs of key it found wrong (and the clients it refused for the key
+    they named, or for naming none)."""
+    r = rpfs('stats', '--server', util.hostport(port), '--key', c.key, env=c.env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)['auth_fail']
+
+
+def send_wrong_proof(port, key, cls):
+    """A raw TCP client naming key class cls that takes the server's proof
+    without checking it and answers with its own, made with key (not the
+    server's): what a client with a wrong key would send if it did not
+    refuse the server first. The server answers -EACCES."""
+    s = socket.create_connection((util.HOST, port), timeout=20)
+    try:
+        cn = os.urandom(32)
+        s.sendall(wire.hdr(wire.OP_NET_HELLO, 33, tag=0, flags=wire.F_CTRL) + cn +
+                  bytes([cls]))
+        op, status, _f, body = wire.recv_frame(s)
+        assert op == wire.OP_NET_HELLO and status == 0 and len(body) == 64, (op, status)
+        s.sendall(wire.hdr(wire.OP_NET_AUTH, 32, tag=0, flags=wire.F_CTRL) +
+                  wire.auth_mac(wire.read_key(key), b'C', cn, body[:32]))
+        op, status, _f, _b = wire.recv_frame(s)
+        assert op == wire.OP_NET_AUTH and status == -errno.EACCES, (op, status)
+    finally:
+        s.close()
+
+
 @pytest.mark.expect_log(r"^<4>rpfs-mgr: net: \S+: client offers the servers' key, "
                         r"which this server does not hold; refusing it$")
-def test_wrong_servers_key_refused(two, tmp_path):
+@pytest.mark.expect_log(r'^<4>rpfs-(mgr|iod): net: \S+: wrong cluster key; '
+                        r'refusing the client$')
+def test_wrong_servers_key_refused(two, two_tcp, tmp_path):
     """A wrong servers' key is refused by the servers' proof, before the
-    client sends its own; a servers' key is refused by a one-key iod."""
+    client sends its own: rpfs scrub refuses the mgr, and (pointed at it
+    as its mgr) iod 0, and neither server counts a failed proof. The
+    control: a proof made with that key, sent anyway, is counted by each.
+    A servers' key is refused by a one-key cluster's mgr."""
     c, _m = two
     other = str(tmp_path / 'other.key')
     assert rpfs('keygen', other).returncode == 0
-    before = json.loads(rpfs('stats', '--server', util.hostport(c.iod_ports[0]),
-                             '--key', c.key).stdout)
+    ports = (c.mgr_port, c.iod_ports[0])
+    before = {p: auth_fail(c, p) for p in ports}
     r = rpfs('scrub', '--conf', c.conf, '--server-key', other)
     assert r.returncode != 0
     assert "failed to prove the servers' key" in r.stderr, r.stderr
-    after = json.loads(rpfs('stats', '--server', util.hostport(c.iod_ports[0]),
-                            '--key', c.key).stdout)
-    # we never sent our proof: the iod saw no failed AUTH
-    assert after['auth_fail'] == before['auth_fail'], (before, after)
+    # the same handshake with an iod: scrub takes it for a mgr
+    r = rpfs('scrub', '--mgr', util.hostport(c.iod_ports[0]), '--key', c.key,
+             '--server-key', other)
+    assert r.returncode != 0
+    assert "failed to prove the servers' key" in r.stderr, r.stderr
+    # we never sent our proof: neither server saw a failed one
+    after = {p: auth_fail(c, p) for p in ports}
+    assert after == before, 'auth_fail by port'
+    # the control, on the tcp cluster (two itself on tcp): a wrong proof
+    # is counted, once, by the server it is sent to
+    t = two_tcp
+    for port in (t.mgr_port, t.iod_ports[0]):
+        n = after[port] if t is c else auth_fail(t, port)
+        send_wrong_proof(port, other, wire.KEY_SERVERS)
+        assert auth_fail(t, port) == n + 1
     one = util.conf_cluster(tmp_path / 'one', niods=1, name='one')
     try:
         r = rpfs('scrub', '--mgr', util.hostport(one.mgr_port), '--key', one.key,

@@ -24,6 +24,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #define OP_ECHO 100
@@ -1169,12 +1170,83 @@ static int t_auth(uint16_t open_port)
 	return 0;
 }
 
+/* Read exactly n bytes of fd into buf (the socket's receive timeout
+ * bounds each wait). @return 0, -1 (closed, failed or timed out) */
+static int raw_recv_all(int fd, void *buf, size_t n)
+{
+	for (size_t got = 0; got < n;) {
+		ssize_t k = recv(fd, (uint8_t *)buf + got, n - got, 0);
+		if (k <= 0)
+			return -1;
+		got += (size_t)k;
+	}
+	return 0;
+}
+
+/* Send one handshake frame (op, body) on fd and read the server's reply
+ * header into h and its body (at most cap bytes) into rep.
+ * @return 0, -1 (socket or framing failure) */
+static int raw_hs(int fd, uint16_t op, const void *body, uint32_t len,
+		  struct proto_hdr *h, uint8_t *rep, uint32_t cap)
+{
+	struct proto_hdr q = { .op = op, .flags = PROTO_F_CTRL, .body_len = len };
+	uint8_t buf[PROTO_HDR_LEN + 64];
+	const char *why;
+
+	if (len > sizeof(buf) - PROTO_HDR_LEN)
+		return -1;
+	proto_hdr_encode(buf, &q);
+	memcpy(buf + PROTO_HDR_LEN, body, len);
+	if (send(fd, buf, PROTO_HDR_LEN + len, MSG_NOSIGNAL) != (ssize_t)(PROTO_HDR_LEN + len) ||
+	    raw_recv_all(fd, buf, PROTO_HDR_LEN) || proto_hdr_decode(buf, h, &why) ||
+	    h->op != op || h->body_len > cap)
+		return -1;
+	return h->body_len ? raw_recv_all(fd, rep, h->body_len) : 0;
+}
+
+/* A raw client on 127.0.0.1:port that names key class cls, takes the
+ * server's proof without checking it and answers with a proof made with
+ * key: what a client whose key differs from the server's would send if it
+ * did not refuse the server first. The server must count it (auth_fail).
+ * @return the status the server answers the proof with (-EACCES), or -1
+ *	(socket or framing failure) */
+static int raw_wrong_proof(uint16_t port, uint8_t cls, const uint8_t *key)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct timeval tv = { .tv_sec = 5 };
+	uint8_t hello[NET_AUTH_HELLO_LEN], rep[64], mac[NET_AUTH_MAC_LEN];
+	struct proto_hdr h;
+	int fd, rc = -1;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		return -1;
+	net_auth_nonce(hello);
+	hello[NET_AUTH_NONCE_LEN] = cls;
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    raw_hs(fd, PROTO_OP_NET_HELLO, hello, sizeof(hello), &h, rep, sizeof(rep)) ||
+	    h.status != 0 || h.body_len != NET_AUTH_NONCE_LEN + NET_AUTH_MAC_LEN)
+		goto out_close_fd;
+	net_auth_mac(key, NET_AUTH_ROLE_CLIENT, hello, rep, mac);
+	if (raw_hs(fd, PROTO_OP_NET_AUTH, mac, sizeof(mac), &h, rep, 0) == 0)
+		rc = h.status;
+out_close_fd:
+	close(fd);
+	return rc;
+}
+
 /* Two keys: the clients' key is served unprivileged, the servers' key
- * privileged; a wrong servers' key is refused. */
+ * privileged; a wrong servers' key is refused, by the client, which sends
+ * no proof to a server that failed its own: the server counts the three
+ * proofs it checked and no failure. The control: a wrong proof sent
+ * anyway is counted (so the zero is a count, not a counter never moved). */
 static int t_auth_two_keys(void)
 {
 	uint8_t ka[NET_KEY_LEN], kc[NET_KEY_LEN], kd[NET_KEY_LEN];
 	struct srv_thread ks;
+	struct net_stats s;
 	int rc = 0;
 
 	net_auth_nonce(ka);
@@ -1189,6 +1261,19 @@ static int t_auth_two_keys(void)
 		rc = -1, fprintf(stderr, "a holder of both keys not privileged\n");
 	if (auth_echo2(ks.port, ka, kd) != -EACCES)
 		rc = -1, fprintf(stderr, "wrong servers' key not refused\n");
+	net_server_stats(ks.srv, &s);
+	if (s.auth_ok != 3 || s.auth_fail != 0)
+		rc = -1, fprintf(stderr, "auth counters %llu/%llu, not 3/0 (a proof "
+				 "sent after the server's failed?)\n",
+				 (unsigned long long)s.auth_ok,
+				 (unsigned long long)s.auth_fail);
+	if (raw_wrong_proof(ks.port, NET_AUTH_KEY_SERVERS, kd) != -EACCES)
+		rc = -1, fprintf(stderr, "a wrong proof not answered -EACCES\n");
+	net_server_stats(ks.srv, &s);
+	if (s.auth_ok != 3 || s.auth_fail != 1)
+		rc = -1, fprintf(stderr, "auth counters %llu/%llu after a wrong "
+				 "proof, not 3/1\n", (unsigned long long)s.auth_ok,
+				 (unsigned long long)s.auth_fail);
 	srv_stop(&ks);
 	CHECK(rc == 0);
 	return 0;

@@ -19,7 +19,8 @@
  * each close the connection before the handler sees them; fast-slot write
  * data altered after its tag was taken fails the pull and closes. The
  * RLIMIT_MEMLOCK check at start counts every client's reply pool at its
- * cap: a limit that holds all but those is refused.
+ * cap and its big request buffer: a limit of exactly that is accepted,
+ * one byte less refused, and so is a limit that holds all but those.
  */
 #include <sys/resource.h>
 #include <rdma/rdma_cma.h>
@@ -70,11 +71,23 @@ static int stub_destroy_id(struct rdma_cm_id *id)
 	return 0;
 }
 
+static int stub_channels; /* rdma_create_event_channel calls */
+
+/* Stub: count the call and fail, so vb_server_new stops (-ENODEV) at its
+ * first verbs step, just past the RLIMIT_MEMLOCK check. */
+static struct rdma_event_channel *stub_create_event_channel(void)
+{
+	stub_channels++;
+	errno = ENODEV;
+	return NULL;
+}
+
 #define ibv_post_send stub_post_send
 #define ibv_post_srq_recv stub_post_srq_recv
 #define rdma_disconnect stub_disconnect
 #define rdma_destroy_qp stub_destroy_qp
 #define rdma_destroy_id stub_destroy_id
+#define rdma_create_event_channel stub_create_event_channel
 
 #include "../../common/transport/vb_mr.c"
 #include "../../common/transport/vb_wire.c"
@@ -398,30 +411,51 @@ static int pool_cap(struct vb_sconn *c)
 	return 0;
 }
 
-/* A limit above the SRQ, fast slots and send buffers of every client but
- * below their reply pools at the cap: vb_server_new refuses it (-ENOMEM,
- * before any verbs call). */
+/* vb_server_new of a server with o's options under an RLIMIT_MEMLOCK of
+ * lim bytes (the hard limit as it is). @return its result: -ENOMEM
+ * refused by the check, -ENODEV past it (the stubbed first verbs step) */
+static int server_new_at(const struct net_opts *o, uint64_t lim)
+{
+	struct net_server *ns = NULL;
+	struct rlimit old, l;
+	int rc;
+
+	if (getrlimit(RLIMIT_MEMLOCK, &old))
+		return -errno;
+	if (old.rlim_max != RLIM_INFINITY && lim > old.rlim_max)
+		return -ERANGE;
+	l = old;
+	l.rlim_cur = lim;
+	if (setrlimit(RLIMIT_MEMLOCK, &l))
+		return -errno;
+	rc = vb_server_new(&ns, srv.loop, "127.0.0.1", 0, handler, NULL, o);
+	if (setrlimit(RLIMIT_MEMLOCK, &old) || ns)
+		return -EIO;
+	return rc;
+}
+
+/* The RLIMIT_MEMLOCK check of vb_server_new counts, per client, its fast
+ * slots and send buffers, its reply pool at the cap (credits big buffers)
+ * and its big request buffer, and the SRQ: a limit of exactly that is
+ * accepted (the server goes on to its first verbs call), one byte less
+ * is refused (-ENOMEM, before any verbs call), and so is a limit that
+ * holds all but the reply pools and big buffers. */
 static int memlock_counts_pools(void)
 {
 	struct net_opts o;
-	struct net_server *ns = NULL;
-	struct rlimit old, lim;
 	size_t slot;
-	int rc;
 
 	net_opts_default(&o);
 	o.max_clients = 1; /* small enough for the hard limit of a test */
 	o.credits = 4;
 	uint64_t base = (uint64_t)(o.credits + 1) * o.max_clients * VB_MSG_SIZE +
 			(uint64_t)o.max_clients * vb_conn_bytes(&o, &slot);
-	CHECK(getrlimit(RLIMIT_MEMLOCK, &old) == 0);
-	lim = old;
-	lim.rlim_cur = base + 65536;
-	CHECK(old.rlim_max == RLIM_INFINITY || lim.rlim_cur <= old.rlim_max);
-	CHECK(setrlimit(RLIMIT_MEMLOCK, &lim) == 0);
-	rc = vb_server_new(&ns, srv.loop, "127.0.0.1", 0, handler, NULL, &o);
-	CHECK(setrlimit(RLIMIT_MEMLOCK, &old) == 0);
-	CHECK(rc == -ENOMEM && ns == NULL);
+	uint64_t need = base + (uint64_t)o.max_clients * (o.credits + 1) * VB_BIG_SIZE;
+
+	stub_channels = 0;
+	CHECK(server_new_at(&o, need) == -ENODEV && stub_channels == 1);
+	CHECK(server_new_at(&o, need - 1) == -ENOMEM && stub_channels == 1);
+	CHECK(server_new_at(&o, base + 65536) == -ENOMEM && stub_channels == 1);
 	return 0;
 }
 

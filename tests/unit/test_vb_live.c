@@ -148,11 +148,17 @@ static void late_go_cb(struct ev_loop *loop, ev_async *w, int revents)
 	wr_pull_next(r, x);
 }
 
+/* ECHOs with the body "flood" (test_unacked_replies' raw client) the
+ * server handed its handler: the server loop adds, the test reads. */
+static int flood_handled;
+
 static void handler(struct net_sreq *r, void *arg)
 {
 	(void)arg;
 	switch (r->hdr.op) {
 	case OP_ECHO:
+		if (r->body_len == 5 && !memcmp(r->body, "flood", 5))
+			__atomic_add_fetch(&flood_handled, 1, __ATOMIC_RELAXED);
 		net_sreq_reply(r, 7, r->body, r->body_len);
 		break;
 	case OP_PRIV:
@@ -808,8 +814,9 @@ static int priv_call(uint16_t port, const uint8_t *key, const uint8_t *srv_key)
 
 /* Two keys over verbs: the class named in the connect data picks the key;
  * the clients' key is unprivileged, the servers' key privileged, a wrong
- * servers' key or one the server does not hold refused; one key (or none)
- * is privileged. */
+ * servers' key or one the server does not hold refused (the server counts
+ * no failed proof for the wrong one: its client sends none); one key (or
+ * none) is privileged. */
 static int test_two_keys(void)
 {
 	uint8_t k1[NET_KEY_LEN], k3[NET_KEY_LEN], k4[NET_KEY_LEN];
@@ -824,10 +831,16 @@ static int test_two_keys(void)
 	CHECK(priv_call(sv.port, k1, k3) == 1);
 	CHECK(priv_call(sv.port, k1, k4) == -EACCES);
 	srv_stop(&sv);
+	/* three proofs checked; the wrong servers' key's client refused the
+	 * server's proof and sent none */
+	CHECK(sv.st.auth_ok == 3 && sv.st.auth_fail == 0);
 	CHECK(srv_start(&sv, 8, 0, k1) == 0);
 	CHECK(priv_call(sv.port, k1, NULL) == 1);
 	CHECK(priv_call(sv.port, k1, k3) == -EACCES);
 	srv_stop(&sv);
+	/* a key class the server does not hold is counted (the counters are
+	 * read) */
+	CHECK(sv.st.auth_ok == 1 && sv.st.auth_fail == 1);
 	CHECK(srv_start(&sv, 8, 0, NULL) == 0);
 	CHECK(priv_call(sv.port, NULL, NULL) == 1);
 	srv_stop(&sv);
@@ -1032,13 +1045,16 @@ static int echo_ok(struct net_conn *c)
 /*
  * A client that never lets its replies complete (issue 19): a raw keyless
  * connection with 8 credits posts no receive buffers, so every reply the
- * server SENDs waits in RNR retry, and sends 200 small ECHO requests 5 ms
- * apart (the server answers each before the next: the client never has 8
- * unanswered). Each reply past the connection's 4 send buffers takes a
- * pooled VB_BIG_SIZE buffer until its send completes; the server must
- * keep that within the credits (it stops handing requests over and closes
- * the connection once they pile up past its credits) while it still
- * serves a normal client, and free everything when the connection goes.
+ * server SENDs waits in RNR retry, and sends up to 200 small ECHO requests
+ * 5 ms apart (the server answers each it takes before the next comes: the
+ * client never has 8 unanswered). Each reply past the connection's 4 send
+ * buffers takes a pooled VB_BIG_SIZE buffer until its send completes; the
+ * server must keep that within the credits: it hands exactly `credits` (8)
+ * requests to its handler (then `credits` replies are unfinished), queues
+ * the next 8 on their credits and closes the connection at the one after
+ * (a reject: more requests than credits; vb_server.c's header comment),
+ * while it still serves a normal client, and frees everything when the
+ * connection goes.
  */
 static int test_unacked_replies(void)
 {
@@ -1050,7 +1066,7 @@ static int test_unacked_replies(void)
 	struct ibv_mr *mr;
 	static uint8_t buf[256];
 	uint64_t pin_max = 0, regs = 0, bound = 8ull * VB_BIG_SIZE;
-	int sent = 0, rc = 0, closed = 0;
+	int sent = 0, rc = 0, closed = 0, handled;
 
 	CHECK(srv_start(&sv, 8, 0, NULL) == 0);
 	CHECK((cl = mkclient(8, 5000, NULL)) != NULL);
@@ -1060,6 +1076,7 @@ static int test_unacked_replies(void)
 	CHECK((id = raw_connect(sv.port, 0)) != NULL);
 	CHECK((mr = rdma_reg_msgs(id, buf, sizeof(buf))) != NULL);
 	net_server_stats(sv.s, &base);
+	__atomic_store_n(&flood_handled, 0, __ATOMIC_RELAXED);
 	for (sent = 0; sent < 200 && !rc; sent++) {
 		if (raw_echo_send(id, buf, mr, 1000 + (uint64_t)sent)) {
 			closed = 1;
@@ -1075,11 +1092,26 @@ static int test_unacked_replies(void)
 			rc = -1, fprintf(stderr, "normal client not served at %d\n", sent);
 	}
 	closed = closed || idle_closed(id, 500);
-	fprintf(stderr, "unacked_replies: %d requests sent, connection %s; server "
-		"registrations +%llu, pinned +%llu bytes at most (bound %llu = 8 x "
-		"VB_BIG_SIZE)\n", sent, closed ? "closed" : "stalled",
+	handled = __atomic_load_n(&flood_handled, __ATOMIC_RELAXED);
+	net_server_stats(sv.s, &st);
+	fprintf(stderr, "unacked_replies: %d requests sent, %d handled, connection %s; "
+		"server registrations +%llu, pinned +%llu bytes at most (bound %llu = 8 x "
+		"VB_BIG_SIZE)\n", sent, handled, closed ? "closed" : "stalled",
 		(unsigned long long)regs, (unsigned long long)pin_max,
 		(unsigned long long)bound);
+	/* 8 handed over, 8 queued, the 17th closed it: the client's sends
+	 * of those 17 completed (the SRQ took them), and later ones may have
+	 * too before the close took effect */
+	if (!closed || st.rejects != base.rejects + 1)
+		rc = -1, fprintf(stderr, "flooding connection not closed as a reject "
+				 "(rejects +%llu)\n",
+				 (unsigned long long)(st.rejects - base.rejects));
+	if (handled != 8)
+		rc = -1, fprintf(stderr, "%d flood requests handled, not the 8 credits\n",
+				 handled);
+	if (sent < 2 * 8 + 1)
+		rc = -1, fprintf(stderr, "closed after %d requests, before 8 more "
+				 "queued on their credits\n", sent);
 	if (!rc && echo_ok(c))
 		rc = -1, fprintf(stderr, "normal client not served after the flood\n");
 	rdma_dereg_mr(mr);
