@@ -36,19 +36,23 @@
 #define CLI_STATS_XATTR "rpfs.stats"
 #define CLI_STATS_XATTR_USER "user.rpfs.stats"
 
-/* An open regular file. Owned by the kernel's file handle (fi->fh). */
+/* An open regular file. Owned by the kernel's file handle (fi->fh), and
+ * listed in the session's handles (cli_fuse.opens) until its release. */
 struct cli_file {
+	struct cli_open link;   /* first: a listed file is its link */
 	uint64_t ino;
 	struct proto_cred cred; /* opener: used for size pushes at close */
 	int behind;             /* writes may go behind (no O_DIRECT/O_[D]SYNC) */
 };
 
 /*
- * An open directory (fi->fh of OPENDIR). The kernel runs one READDIR at a
- * time per open directory (it holds the file's position lock), so the
- * fields need no lock.
+ * An open directory (fi->fh of OPENDIR), listed like a file. The kernel
+ * runs one READDIR at a time per open directory (it holds the file's
+ * position lock), so eof_cookie needs no lock.
  */
 struct cli_dir {
+	struct cli_open link; /* first: a listed directory is its link
+			       * (cli_fuse.open_lock) */
 	uint64_t eof_cookie; /* the cookie of the last entry of a listing the
 			      * mgr said was complete; 0: none */
 };
@@ -61,13 +65,46 @@ static struct cli_fuse *cf_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
-/* Wait for ino's writes in flight (write-behind); with take_err, return
- * the deferred failure of one of them. Cost: a hash lookup when none. */
+/* Wait for ino's writes in flight (write-behind) of cf; with take_err,
+ * return the deferred failure of one of them. Cost: a hash lookup when
+ * none. */
+static int cf_wb_drain(struct cli_fuse *cf, fuse_ino_t ino, int take_err)
+{
+	return cf->wb ? cli_wb_drain(cf->wb, ino, take_err) : 0;
+}
+
+/* wb_drain of the request's session. */
 static int wb_drain(fuse_req_t req, fuse_ino_t ino, int take_err)
 {
-	struct cli_wb *wb = cf_of(req)->wb;
+	return cf_wb_drain(cf_of(req), ino, take_err);
+}
 
-	return wb ? cli_wb_drain(wb, ino, take_err) : 0;
+/* List a new handle in cf->opens (dir: a struct cli_dir), so that the
+ * session's end finds it if the kernel never releases it. Cost: a lock. */
+static void open_track(struct cli_fuse *cf, struct cli_open *o, int dir)
+{
+	o->dir = dir;
+	o->prev = NULL;
+	pthread_mutex_lock(&cf->open_lock);
+	o->next = cf->opens;
+	if (o->next)
+		o->next->prev = o;
+	cf->opens = o;
+	pthread_mutex_unlock(&cf->open_lock);
+}
+
+/* Take a handle off cf->opens (its release). Cost: a lock. */
+static void open_untrack(struct cli_fuse *cf, struct cli_open *o)
+{
+	pthread_mutex_lock(&cf->open_lock);
+	if (o->prev)
+		o->prev->next = o->next;
+	else
+		cf->opens = o->next;
+	if (o->next)
+		o->next->prev = o->prev;
+	pthread_mutex_unlock(&cf->open_lock);
+	o->prev = o->next = NULL;
 }
 
 /* The mounted file system of a request. */
@@ -611,9 +648,10 @@ static void cli_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	reply_entry(req, &a, since);
 }
 
-/* Make the per-open state for an opened file; attr from the mgr, asked
- * at clock since. */
-static int file_open(struct cli_fs *fs, const struct proto_cred *c,
+/* Make the per-open state for an opened file of the request's session
+ * and list it; attr from the mgr, asked at clock since.
+ * @return 0, -ENOMEM */
+static int file_open(fuse_req_t req, const struct proto_cred *c,
 		     struct proto_attr *a, uint64_t since,
 		     struct fuse_file_info *fi)
 {
@@ -622,7 +660,7 @@ static int file_open(struct cli_fs *fs, const struct proto_cred *c,
 
 	if (!f)
 		return -ENOMEM;
-	rc = cli_inode_open(fs->itab, a, since);
+	rc = cli_inode_open(fs_of(req)->itab, a, since);
 	if (rc) {
 		free(f);
 		return rc;
@@ -630,10 +668,22 @@ static int file_open(struct cli_fs *fs, const struct proto_cred *c,
 	f->ino = a->ino;
 	f->cred = *c;
 	f->behind = !(fi->flags & (O_DIRECT | O_SYNC | O_DSYNC));
+	open_track(cf_of(req), &f->link, 0);
 	fi->fh = (uintptr_t)f;
 	fi->keep_cache = 0;
 	fi->direct_io = 0;
 	return 0;
+}
+
+/* Free an open file taken off the list: its inode's open count drops, and
+ * the last close of an unlinked file queues the removal of its data. */
+static void file_free(struct cli_fuse *cf, struct cli_file *f)
+{
+	struct proto_layout l;
+
+	if (cli_inode_release(cf->fs->itab, f->ino, &l))
+		cli_reap_queue(cf->reap, cf->fs, &f->cred, f->ino, &l);
+	free(f);
 }
 
 /* Drop the per-open state (release, or the kernel refused the open
@@ -641,11 +691,9 @@ static int file_open(struct cli_fs *fs, const struct proto_cred *c,
 static void file_close(fuse_req_t req, struct fuse_file_info *fi)
 {
 	struct cli_file *f = file_of(fi);
-	struct proto_layout l;
 
-	if (cli_inode_release(fs_of(req)->itab, f->ino, &l))
-		remove_freed(req, &f->cred, f->ino, &l);
-	free(f);
+	open_untrack(cf_of(req), &f->link);
+	file_free(cf_of(req), f);
 }
 
 /* OPEN: permission check at the mgr, O_TRUNC, per-open state. */
@@ -672,7 +720,7 @@ static void cli_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (rc)
 			return (void) fuse_reply_err(req, -rc);
 	}
-	rc = file_open(fs, &c, &a, since, fi);
+	rc = file_open(req, &c, &a, since, fi);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
 	if (fuse_reply_open(req, fi))
@@ -734,7 +782,7 @@ static void cli_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	rc = cli_inode_update(fs->itab, &a, 1, since);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	rc = file_open(fs, &c, &a, since, fi);
+	rc = file_open(req, &c, &a, since, fi);
 	if (rc) {
 		cli_inode_forget(fs->itab, a.ino, 1);
 		return (void) fuse_reply_err(req, -rc);
@@ -849,21 +897,30 @@ static void cli_flush(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, rc ? -rc : rc2 ? -rc2 : -rc3);
 }
 
-/* RELEASE (last close of the handle): publish size, deferred removal. */
-static void cli_release(fuse_req_t req, fuse_ino_t ino,
-			struct fuse_file_info *fi)
+/* What a release does before the handle goes, without the request: the
+ * writes in flight finish (a failure is logged: the close that could
+ * report it has returned), and the size written is published. */
+static void file_settle(struct cli_fuse *cf, struct cli_file *f)
 {
-	struct cli_fs *fs = fs_of(req);
-	struct cli_file *f = file_of(fi);
-	int rc = wb_drain(req, ino, 1);
+	int rc = cf_wb_drain(cf, f->ino, 1);
 
 	if (rc)
 		log_warn("inode %llu: a write failed after close: %s",
-			 (unsigned long long)ino, strerror(-rc));
-	rc = cli_size_push(fs, &f->cred, ino);
+			 (unsigned long long)f->ino, strerror(-rc));
+	rc = cli_size_push(cf->fs, &f->cred, f->ino);
 	if (rc)
 		log_warn("inode %llu: size update at close failed: %s",
-			 (unsigned long long)ino, strerror(-rc));
+			 (unsigned long long)f->ino, strerror(-rc));
+}
+
+/* RELEASE (last close of the handle): publish size, drop its locks,
+ * deferred removal. */
+static void cli_release(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	int rc;
+
+	file_settle(cf_of(req), file_of(fi));
 	rc = cli_fuse_lock_release(cf_of(req), ino, fi);
 	if (rc)
 		log_warn("inode %llu: releasing locks at close failed: %s",
@@ -901,9 +958,12 @@ static void cli_opendir(fuse_req_t req, fuse_ino_t ino,
 
 	if (!d)
 		return (void) fuse_reply_err(req, ENOMEM);
+	open_track(cf_of(req), &d->link, 1);
 	fi->fh = (uintptr_t)d;
-	if (fuse_reply_open(req, fi))
+	if (fuse_reply_open(req, fi)) {
+		open_untrack(cf_of(req), &d->link);
 		free(d);
+	}
 }
 
 /* The open directory behind a file handle (cli_opendir). */
@@ -1032,6 +1092,7 @@ static void cli_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 static void cli_releasedir(fuse_req_t req, fuse_ino_t ino,
 			   struct fuse_file_info *fi)
 {
+	open_untrack(cf_of(req), &dir_of(fi)->link);
 	free(dir_of(fi));
 	fuse_reply_err(req, 0);
 }
@@ -1304,6 +1365,42 @@ static const struct fuse_lowlevel_ops cli_ops = {
 	.setlk = cli_fuse_setlk,
 	.flock = cli_fuse_flock,
 };
+
+/* See cli_fuse.h. */
+int cli_fuse_init(struct cli_fuse *cf)
+{
+	cf->opens = NULL;
+	return -pthread_mutex_init(&cf->open_lock, NULL);
+}
+
+/* See cli_fuse.h. No op runs any more, so the list is only taken under
+ * the lock for form. A file is settled as RELEASE would (writes in
+ * flight, size), then freed (open count, removal if unlinked). */
+void cli_fuse_end(struct cli_fuse *cf)
+{
+	struct cli_open *o, *next;
+	unsigned nfiles = 0, ndirs = 0;
+
+	pthread_mutex_lock(&cf->open_lock);
+	o = cf->opens;
+	cf->opens = NULL;
+	pthread_mutex_unlock(&cf->open_lock);
+	for (; o; o = next) {
+		next = o->next;
+		if (o->dir) {
+			free((struct cli_dir *)o);
+			ndirs++;
+			continue;
+		}
+		file_settle(cf, (struct cli_file *)o);
+		file_free(cf, (struct cli_file *)o);
+		nfiles++;
+	}
+	if (nfiles || ndirs)
+		log_info("released %u files and %u directories the kernel "
+			 "left open at unmount", nfiles, ndirs);
+	pthread_mutex_destroy(&cf->open_lock);
+}
 
 /* The operations table: see cli_fuse.h. */
 const struct fuse_lowlevel_ops *cli_fuse_ops(void)

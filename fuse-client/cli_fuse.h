@@ -5,10 +5,26 @@
 #define RPFS_CLI_FUSE_H
 
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 
 #include "cli_core.h"
 
-/* What the ops get as session userdata. Read-only while mounted. */
+/*
+ * The list link of a handle the kernel holds: an open file or directory
+ * (struct cli_file, struct cli_dir in cli_fuse.c, which begin with it).
+ * The kernel sends RELEASE and RELEASEDIR in the background, and at
+ * unmount ends the connection without sending those still queued, so the
+ * handles left on the list when the session ends are released then
+ * (cli_fuse_end).
+ */
+struct cli_open {
+	struct cli_open *prev, *next; /* cli_fuse.open_lock */
+	int dir;                      /* a struct cli_dir; set before it is
+				       * listed, read-only after */
+};
+
+/* What the ops get as session userdata. Read-only while mounted, except
+ * the handle list (open_lock). */
 struct cli_fuse {
 	struct cli_fs *fs;
 	double attr_timeout;  /* seconds the kernel may cache attributes */
@@ -20,7 +36,30 @@ struct cli_fuse {
 				  its workers start, cleared after they end */
 	const char *mountpoint; /* absolute, as mounted (read-only) */
 	unsigned read_ahead_kb; /* -o read_ahead_kb=, 0: kernel default */
+	pthread_mutex_t open_lock; /* protects opens (cli_fuse_init) */
+	struct cli_open *opens; /* open_lock: every handle the kernel holds */
 };
+
+/**
+ * Prepare the handle list of cf: before the session serves requests.
+ * Undone by cli_fuse_end.
+ * @return 0, -errno from pthread_mutex_init
+ */
+int cli_fuse_init(struct cli_fuse *cf);
+
+/**
+ * End of the session: once no thread can run an op any more (the loop's
+ * workers joined, the lock waits drained) and before cf->wb, reap, lock
+ * and fs are freed, release every handle the kernel opened and never
+ * released, as RELEASE would minus what needs the request (the locks
+ * taken through it: the kernel unlocked the POSIX ones at close, and the
+ * mgr drops what is left, flock locks, with the mount's lock session one
+ * lease after its last keepalive), and free them: the writes in flight
+ * finish, the size is published, and an unlinked file's last close
+ * queues its removal (cf->reap).
+ * How many there were is logged (info).
+ */
+void cli_fuse_end(struct cli_fuse *cf);
 
 /**
  * The low-level operations; pass a struct cli_fuse as userdata to

@@ -564,10 +564,12 @@ int main(int argc, char **argv)
 		goto out_free_wb;
 	if (cli_lock_new(&cf.lock, cf.fs, &no))
 		goto out_free_reap;
+	if (cli_fuse_init(&cf))
+		goto out_free_lock;
 	se = fuse_session_new(&args, cli_fuse_ops(), sizeof(struct fuse_lowlevel_ops),
 			      &cf);
 	if (!se)
-		goto out_free_lock;
+		goto out_end_handles;
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_destroy_session;
 	if (fuse_session_mount(se, fo.mountpoint) != 0)
@@ -587,6 +589,10 @@ out_remove_handlers:
 	fuse_remove_signal_handlers(se);
 out_destroy_session:
 	fuse_session_destroy(se);
+out_end_handles:
+	/* no op runs any more: what the kernel never released goes now,
+	 * before what the handles use (wb, reap, fs) is freed */
+	cli_fuse_end(&cf);
 out_free_lock:
 	cli_lock_free(cf.lock);
 out_free_reap:

@@ -1,8 +1,12 @@
 """The fast paths: the kernel writeback cache (small writes absorbed, size
 and mtime kept by the kernel while pages are dirty) and iod reads sent by
-sendfile (large reads, with holes and files growing while read)."""
+sendfile (large reads, with holes and files growing while read); and a
+mount's end with handles the kernel never released."""
+import ctypes
+import mmap
 import os
 import re
+import signal
 import threading
 
 import pytest
@@ -201,4 +205,92 @@ def test_mount_option(cluster, tmp_path_factory, opt):
                 fh.write(b'%05d' % i)
         assert open(f, 'rb').read() == b''.join(b'%05d' % i for i in range(100))
     finally:
+        util.cleanup(m)
+
+
+def _all_threads_stopped(pid):
+    """Whether every thread of process pid is stopped (SIGSTOP: state T or
+    t in /proc/PID/task/TID/stat). A group stop reaches the threads one by
+    one, so a worker could still read a request just after kill()."""
+    for tid in os.listdir('/proc/%d/task' % pid):
+        try:
+            with open('/proc/%d/task/%s/stat' % (pid, tid)) as f:
+                state = f.read().rsplit(')', 1)[1].split()[0]
+        except FileNotFoundError:
+            continue  # the thread exited
+        if state not in ('T', 't'):
+            return False
+    return True
+
+
+def test_unreleased_handles_at_unmount(cluster, tmp_path_factory):
+    """The kernel sends RELEASE and RELEASEDIR in the background, and ends
+    the connection when the last user of a (lazily) unmounted file system
+    goes, dropping those not yet read: the client frees the handles the
+    kernel never released when its session ends, as RELEASE would. Here a
+    directory is held open and a file, unlinked, held by a mapping across
+    `umount -l`; with the client stopped, the mapping and the directory go,
+    so their releases cannot be read before the connection ends. The client
+    must still remove the unlinked file's data at that last close, as it
+    does when RELEASE comes (else the file stays an orphan, objects and
+    all), and exit 0 (the sanitizer build reports a leaked handle and exits
+    1)."""
+    m = cluster.mount(str(tmp_path_factory.mktemp('rel')), 'allow_other')
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    addr = dfd = None
+    stopped = False
+    try:
+        d = os.path.join(m.path, 'held')
+        os.mkdir(d)
+        f = os.path.join(d, 'f')
+        with open(f, 'wb') as fh:
+            fh.write(os.urandom(MiB))
+        dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        fd = os.open(f, os.O_RDONLY)
+        ino = os.fstat(fd).st_ino
+        # libc's mmap, not Python's: that one keeps a dup of the fd, whose
+        # close would send a FLUSH the stopped client cannot answer
+        addr = libc.mmap(None, MiB, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert addr not in (None, ctypes.c_void_p(-1).value), \
+            os.strerror(ctypes.get_errno())
+        os.close(fd)
+        os.unlink(f)
+        assert any(cluster.objects(ino)), 'held open, the data stays'
+        util.run(['umount', '-l', m.path])
+        m.proc.send_signal(signal.SIGSTOP)
+        stopped = True
+        util.wait_until(lambda: _all_threads_stopped(m.proc.pid), 30,
+                        what='rpfs-fuse stopped')
+        # the last users go (the kernel then ends the connection), on a
+        # thread: a kernel that waited for a release would block until
+        # SIGCONT, and the test must then fail, not hang. 30 s only tells
+        # "returned" from "blocked" (the calls take microseconds), with
+        # room for a loaded machine.
+        res = []
+        drop = threading.Thread(target=lambda: res.extend(
+            (libc.munmap(addr, MiB), os.close(dfd))))
+        drop.start()
+        drop.join(30)
+        blocked = drop.is_alive()
+        m.proc.send_signal(signal.SIGCONT)
+        stopped = False
+        drop.join()
+        addr = dfd = None
+        assert not blocked, 'munmap or close waited for the stopped client'
+        assert res == [0, None], res
+        rc = m.proc.wait(timeout=20)  # a hang guard only
+        left = [p for p in cluster.objects(ino) if p]
+        assert not left, 'the unlinked file kept its objects: %s' % left
+        assert rc == 0, m.log.tail()
+    finally:
+        if stopped:
+            m.proc.send_signal(signal.SIGCONT)
+        if addr is not None:
+            libc.munmap(addr, MiB)
+        if dfd is not None:
+            os.close(dfd)
         util.cleanup(m)
