@@ -122,6 +122,8 @@ def pytest_runtest_call(item):
 def pytest_runtest_teardown(item, nextitem):
     outcome = yield
     _report(item, 'teardown', outcome, _check_logs(item, 'teardown'))
+    # the logs of processes that exited were read to their end just now
+    util.LogFile.prune()
 
 
 @pytest.hookimpl(hookwrapper=True)

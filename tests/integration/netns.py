@@ -76,6 +76,7 @@ class NetMount(util.Mount):
     def start(self, timeout=30):
         """Mount and wait for the mount point (fails with the client's log)."""
         os.makedirs(self.path, exist_ok=True)
+        self.log.register()
         argv = [util.binary('fuse-client/rpfs-fuse'), self.cluster.mgr_spec(), self.path,
                 '-f']
         if self.opts:

@@ -350,14 +350,37 @@ def stop_proc(proc, sig=signal.SIGTERM, timeout=15):
 
 
 class LogFile:
-    """A log file that a watcher reads incrementally."""
+    """A log file that a watcher reads incrementally. The registry holds
+    the logs every test's watch reads; the log of a process that exited
+    leaves it after the next full check (prune), so a long session does
+    not reread hundreds of finished logs at every test phase (in the RDMA
+    VM, under TCG, that cost seconds a test), and comes back when its
+    process starts again (register)."""
     registry = []
 
     def __init__(self, path, name):
         self.path = path
         self.name = name
         self.insecure_ok = False  # INSECURE_WARN is expected here
+        self.base = 0  # where a watch that did not see it at setup starts
+        self.retired = False  # its process exited: prune drops it
         LogFile.registry.append(self)
+
+    def register(self):
+        """Watch this log (again) as its process starts: back in the
+        registry if prune dropped it, read from its present end on (what
+        came before was checked)."""
+        self.retired = False
+        if self not in LogFile.registry:
+            self.base = self.size()
+            LogFile.registry.append(self)
+
+    @classmethod
+    def prune(cls):
+        """Drop the logs of processes that exited (retired) from the
+        registry. Called after a test's last check, which read them to
+        their end."""
+        cls.registry[:] = [l for l in cls.registry if not l.retired]
 
     def size(self):
         try:
@@ -391,7 +414,7 @@ class LogWatch:
     def collect(self, advance=True):
         bad = []
         for l in list(LogFile.registry):
-            off = self.offsets.get(id(l), 0)
+            off = self.offsets.get(id(l), l.base)
             text = l.read_from(off)
             if advance:
                 self.offsets[id(l)] = off + len(text.encode('utf-8', 'replace'))
@@ -420,6 +443,7 @@ class Daemon:
         """Start the process and wait for its ready line. Started with
         --insecure (or, off loopback, from a config file that write_conf gave
         insecure = true) its insecure warning is expected."""
+        self.log.register()
         off = self.log.size()
         if '--insecure' in self.argv or not host_is_loopback():
             self.log.insecure_ok = True
@@ -447,6 +471,7 @@ class Daemon:
         if self.proc is None:
             return True
         ok = stop_proc(self.proc, sig, timeout)
+        self.log.retired = True
         return ok
 
 
@@ -463,6 +488,7 @@ class Mount:
 
     def start(self, timeout=30):
         os.makedirs(self.path, exist_ok=True)
+        self.log.register()
         argv = [binary('fuse-client/rpfs-fuse'), self.cluster.mgr_spec(),
                 self.path, '-f']
         if self.opts:
@@ -496,6 +522,8 @@ class Mount:
                     ok = False
             if self.proc is not None and self.proc.returncode != 0:
                 ok = False
+            if self.proc is not None and self.proc.poll() is not None:
+                self.log.retired = True
             if self in self.cluster.mounts:
                 self.cluster.mounts.remove(self)
         return ok
