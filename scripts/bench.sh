@@ -45,7 +45,11 @@
 # (--stores, default lmdb; --store postgresql = --stores lmdb,postgresql)
 # with its state on the tmpfs and, with --state-dir, on DIR, beside the
 # passthrough; each rpfs cell adds the mgr's requests per op and store
-# commits per op, read from its /metrics before and after each phase.
+# commits per op, read from its /metrics before and after each phase, each
+# time once the mount's reaper has purged every file the phase freed
+# (rpfs.stats: reap_inodes reaches reap_queued; mdmatrix.py snap waits up
+# to $RPFS_BENCH_REAP_WAIT seconds, default 60, and fails the run saying
+# so), so that an unlink's PURGE_MANY is counted in the unlink phase.
 # The postgresql store needs rpfs-mgr --store/--store-uri, rpfs mkfs
 # --store-uri and scripts/pg-temp.sh. --only meta-matrix runs the matrix
 # alone (no fio, no GlusterFS). --md-files N: files per metadata job
@@ -77,6 +81,8 @@
 #                     PORT+60..PORT+99 for the metadata matrix)
 #   RPFS_FIO_ENGINE   path of the rpfs fio external engine (default: searched
 #                     for as BUILD/**/*fio*.so)
+#   RPFS_BENCH_REAP_WAIT  seconds the matrix waits at most for a mount's
+#                     reaper before reading the mgr's counts (default 60)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -761,8 +767,9 @@ start_matrix() {
 
 # run_mx TARGET PROCS OWN: bench-md -x with PROCS processes (OWN 1: each in
 # its own directory) in a fresh directory of TARGET; its rpfs targets
-# snapshot the mgr's counters around each phase (the -H hook). One record
-# line in MX_RECORDS.
+# snapshot the mgr's counters around each phase (the -H hook), each time
+# once the mount (the root above MX_DIR) has no purge left to send. One
+# record line in MX_RECORDS.
 run_mx() {
 	local t=$1 procs=$2 own=$3 dir out hook=() sflag=() err=
 	dir=${MX_DIR[$t]}/run
@@ -773,7 +780,7 @@ run_mx() {
 	mkdir -p "$dir"
 	rm -f "$out".*.json
 	[ -z "${MX_MPORT[$t]:-}" ] ||
-		hook=(-H "$PY $REPO/tests/bench/mdmatrix.py snap http://127.0.0.1:${MX_MPORT[$t]}/metrics $out")
+		hook=(-H "$PY $REPO/tests/bench/mdmatrix.py snap http://127.0.0.1:${MX_MPORT[$t]}/metrics ${MX_DIR[$t]%/mx} $out")
 	[ "$own" -eq 0 ] || sflag=(-s)
 	timeout -k 5 900 "$WORK/bin/bench-md" -D -x -p "$procs" "${sflag[@]}" "${hook[@]}" \
 		"$dir" "$MD_FILES" 1 >"$out.json" 2>"$out.err" ||

@@ -1,18 +1,25 @@
 """scripts/bench.sh's metadata matrix and --state-dir (issue 21, item 7):
 its arguments are checked before anything starts, and a tiny matrix run
-prints the side-by-side table with the mgr's requests per op. A benchmark
-is not a test: nothing here looks at a rate, only at what is printed."""
+prints the side-by-side table with the mgr's requests per op, each
+phase's counts read once the mount's reaper has purged what the phase
+freed (issue 34). A benchmark is not a test: nothing here looks at a
+rate, only at what is printed and how it was counted."""
+import http.server
 import json
 import os
 import re
 import socket
 import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
 import util
 
 BENCH = os.path.join(util.REPO, 'scripts', 'bench.sh')
+MDMATRIX = os.path.join(util.REPO, 'tests', 'bench', 'mdmatrix.py')
 
 pytestmark = pytest.mark.host_only
 
@@ -139,6 +146,108 @@ def test_matrix_records(matrix):
     with open(os.path.join(out, 'meta-matrix.md')) as f:
         md = f.read()
     assert '| op | clients | passthrough | lmdb@tmpfs |' in md
+
+
+PURGES = ('PURGE', 'PURGE_MANY')
+
+
+def test_matrix_purges_in_unlink_phase(matrix):
+    """Each phase's counts are read once the mount's reaper is done: every
+    file the unlink phase freed is reaped within it (1.00 per op, counted
+    from the mount's rpfs.stats), its PURGE/PURGE_MANY are in its counts,
+    and no other phase reaps or purges anything."""
+    _, _, out = matrix
+    with open(os.path.join(out, 'meta-matrix.jsonl')) as f:
+        recs = [json.loads(l) for l in f]
+    for x in (x for x in recs if x['target'] != 'passthrough'):
+        assert x['unlink_mgr']['reaped_per_op'] == 1.0, x
+        assert sum(x['unlink_mgr']['req_ops'].get(op, 0) for op in PURGES) > 0, x
+        for ph in ('create', 'stat', 'rename', 'mkdir', 'rmdir'):
+            assert x[ph + '_mgr']['reaped_per_op'] == 0, (ph, x)
+            assert not any(op in x[ph + '_mgr']['req_ops'] for op in PURGES), (ph, x)
+
+
+class _Metrics(http.server.BaseHTTPRequestHandler):
+    """A mgr's /metrics page with PURGE_MANY count server.purges."""
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        body = ('rpfs_server_requests_total{op="UNLINK"} 8\n'
+                'rpfs_server_requests_total{op="PURGE_MANY"} %d\n' % self.server.purges).encode()
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def fake_mgr():
+    """An HTTP server on a free loopback port serving _Metrics."""
+    srv = http.server.HTTPServer(('127.0.0.1', util.free_port()), _Metrics)
+    srv.purges = 1
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def set_reap(path, queued, reaped):
+    """Give path the user.rpfs.stats of a mount whose reaper was handed
+    queued freed inodes and has reaped reaped of them."""
+    os.setxattr(path, 'user.rpfs.stats',
+                json.dumps({'reap_queued': queued, 'reap_inodes': reaped}).encode())
+
+
+def snap(srv, mount, prefix, env=None):
+    """mdmatrix.py snap (bench-md's hook) at the end of an unlink phase."""
+    return subprocess.run([sys.executable, MDMATRIX, 'snap',
+                           'http://127.0.0.1:%d/metrics' % srv.server_port, mount, prefix,
+                           'end', 'unlink'], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, **(env or {})))
+
+
+def test_snap_waits_for_purges(tmp_path, fake_mgr):
+    """The snapshot at the end of a phase waits until the mount's reaper
+    has reaped every inode queued to it, and only then reads the mgr's
+    counts: a reaper 2 inodes behind sends its last PURGE_MANY 0.3 s
+    later, and the snapshot holds it. (A file stands in for the mount:
+    mdmatrix.py reads its user.rpfs.stats; a page server for the mgr.)"""
+    mount = tmp_path / 'mount'
+    mount.write_text('')
+    set_reap(str(mount), 42, 40)
+
+    def reaper():
+        time.sleep(0.3)
+        fake_mgr.purges = 2  # the mgr counts the purge before answering it
+        set_reap(str(mount), 42, 42)
+    t = threading.Thread(target=reaper)
+    t.start()
+    r = snap(fake_mgr, str(mount), str(tmp_path / 'mx'))
+    t.join()
+    assert r.returncode == 0, r.stderr
+    with open(str(tmp_path / 'mx.end.unlink.json')) as f:
+        got = json.load(f)
+    assert got['requests'] == {'UNLINK': 8, 'PURGE_MANY': 2}
+    assert (got['reap_queued'], got['reap_inodes']) == (42, 42)
+
+
+def test_snap_wait_bounded(tmp_path, fake_mgr):
+    """A reaper that never catches up fails the snapshot after
+    $RPFS_BENCH_REAP_WAIT seconds, saying how many inodes it still has,
+    and writes no snapshot (bench-md then fails the run)."""
+    mount = tmp_path / 'mount'
+    mount.write_text('')
+    set_reap(str(mount), 42, 40)
+    r = snap(fake_mgr, str(mount), str(tmp_path / 'mx'), {'RPFS_BENCH_REAP_WAIT': '0.2'})
+    assert r.returncode == 1
+    assert r.stderr.strip() == (
+        'mdmatrix.py snap: end unlink: after 0.2 s the reaper of %s still has 2 freed inodes '
+        'to remove and purge (reap_queued 42, reap_inodes 40); the mgr\'s counts would miss '
+        'their purges' % mount)
+    assert not os.path.exists(str(tmp_path / 'mx.end.unlink.json'))
 
 
 def test_postgresql_store(tmp_path):
