@@ -1130,7 +1130,8 @@ static int is_stats(fuse_ino_t ino, const char *name)
 }
 
 /* Format the transport counters as JSON (net_stats_json) and add the
- * background removal's (reap_inodes, reap_batches) and the FUSE data
+ * background removal's (reap_inodes, reap_batches, reap_queued: the
+ * removals still to do are reap_queued - reap_inodes) and the FUSE data
  * path's (fuse_copy_bytes, fuse_max_req_bytes: cli_loop_counts), with a
  * trailing newline so that `getfattr --only-values` prints a whole line.
  * @return length (without NUL), -ERANGE */
@@ -1138,7 +1139,7 @@ static int stats_json(struct cli_fuse *cf, char *buf, size_t cap)
 {
 	struct cli_fs *fs = cf->fs;
 	struct cli_reap *reap = cf->reap;
-	uint64_t inodes = 0, batches = 0, copy, max_req;
+	uint64_t inodes = 0, batches = 0, queued = 0, copy, max_req;
 	struct net_stats s;
 	int n, k;
 
@@ -1149,12 +1150,13 @@ static int stats_json(struct cli_fuse *cf, char *buf, size_t cap)
 	if (n < 2 || buf[n - 1] != '}')
 		return -ERANGE;
 	if (reap)
-		cli_reap_counts(reap, &inodes, &batches);
+		cli_reap_counts(reap, &inodes, &batches, &queued);
 	cli_loop_counts(cf->loop, &copy, &max_req);
 	k = snprintf(buf + n - 1, cap - (size_t)n, ",\"reap_inodes\":%llu,\"reap_batches\":%llu"
-		     ",\"fuse_copy_bytes\":%llu,\"fuse_max_req_bytes\":%llu}\n",
+		     ",\"reap_queued\":%llu,\"fuse_copy_bytes\":%llu,\"fuse_max_req_bytes\":%llu}\n",
 		     (unsigned long long)inodes, (unsigned long long)batches,
-		     (unsigned long long)copy, (unsigned long long)max_req);
+		     (unsigned long long)queued, (unsigned long long)copy,
+		     (unsigned long long)max_req);
 	if (k < 0 || (size_t)k >= cap - (size_t)n)
 		return -ERANGE;
 	return n - 1 + k;

@@ -39,6 +39,7 @@ struct cli_reap {
 	int n;                        /* lock; queued */
 	int stop;                     /* lock; finish the queue and exit */
 	uint64_t done, batches;       /* lock; cli_reap_counts() */
+	uint64_t queued;              /* lock; items ever queued */
 };
 
 /* Log that ino stays an orphan at the mgr (for a scrub): what failed. */
@@ -256,6 +257,7 @@ void cli_reap_queue(struct cli_reap *r, struct cli_fs *fs, const struct proto_cr
 				r->head = it;
 			r->tail = it;
 			r->n++;
+			r->queued++;
 			pthread_cond_signal(&r->cv);
 		}
 		pthread_mutex_unlock(&r->lock);
@@ -265,10 +267,12 @@ void cli_reap_queue(struct cli_reap *r, struct cli_fs *fs, const struct proto_cr
 }
 
 /* See cli_reap.h. */
-void cli_reap_counts(struct cli_reap *r, uint64_t *inodes, uint64_t *batches)
+void cli_reap_counts(struct cli_reap *r, uint64_t *inodes, uint64_t *batches,
+		     uint64_t *queued)
 {
 	pthread_mutex_lock(&r->lock);
 	*inodes = r->done;
 	*batches = r->batches;
+	*queued = r->queued;
 	pthread_mutex_unlock(&r->lock);
 }

@@ -39,8 +39,11 @@ void cli_reap_queue(struct cli_reap *r, struct cli_fs *fs, const struct proto_cr
 
 /**
  * Counters of the worker: freed inodes it has handled (removed, or left
- * as orphans after a failure) and the batches it took them in.
+ * as orphans after a failure), the batches it took them in, and the freed
+ * inodes queued to it so far (a removal done at once is in neither count):
+ * queued - inodes is what it still has to remove and purge.
  */
-void cli_reap_counts(struct cli_reap *r, uint64_t *inodes, uint64_t *batches);
+void cli_reap_counts(struct cli_reap *r, uint64_t *inodes, uint64_t *batches,
+		     uint64_t *queued);
 
 #endif

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # bench.sh - run the rpfs benchmark suite on this machine, in one command.
 #
-#   scripts/bench.sh [--quick] [--scrape] [--out DIR] [--state-dir DIR]
-#                    [--meta-matrix] [--stores lmdb[,postgresql]]
-#                    [--only meta-matrix] [--md-files N] [--scrape-cost PAIRS]
-#                    [--seal-cost PAIRS]
+#   scripts/bench.sh [--quick] [--rounds N] [--scrape] [--out DIR]
+#                    [--state-dir DIR] [--meta-matrix] [--stores lmdb[,postgresql]]
+#                    [--only main|meta-matrix] [--md-files N] [--targets LIST]
+#                    [--jobs LIST] [--size SIZE] [--no-settle]
+#                    [--scrape-cost PAIRS] [--seal-cost PAIRS]
 #
 # Starts a local rpfs cluster (and two small ones for the iod sweep), a
 # minimal passthrough FUSE file system (tests/bench/), the same passthrough
@@ -18,12 +19,20 @@
 # fio jobs (tests/bench/fio/) and the metadata job (tests/bench/mdbench.c)
 # on each target: rpfs FUSE mount, rpfs fio engine (if built), tmpfs,
 # passthrough, passthrough-hop (data jobs only), GlusterFS.
-# Targets are interleaved per job (job J on every target, then job J+1),
-# because numbers on these machines drift 20-35 % within an hour.
-# Writes DIR/results.md, DIR/results.json, DIR/plot.png and prints the table
-# and the ratios rpfs/passthrough, rpfs/passthrough-hop, passthrough-hop/
-# passthrough (on 4 KiB random reads, the most a design with a server hop
-# reached in this run) and rpfs/GlusterFS. The details table of rpfs rows
+# Numbers on these machines drift 20-35 % within an hour, so the main jobs
+# run in --rounds N rounds (default 3, --quick 1): each round runs every
+# job on every target, the targets interleaved per job (job J on every
+# target, then job J+1), their order rotating from job to job and from
+# round to round, so that drift weighs on all targets alike. The main
+# table shows per job and target the median of the rounds and, beside it,
+# their spread: half their range, (max - min) / 2, in % of the median
+# ("1234 ±5%"; none with 1 round); a ratio is the median of the per-round
+# ratios (the two targets of a round ran minutes apart), with its spread
+# likewise. Writes DIR/results.md, DIR/results.json, DIR/plot.png and
+# prints the table and the ratios rpfs/passthrough, rpfs/passthrough-hop,
+# passthrough-hop/passthrough (on 4 KiB random reads, the most a design
+# with a server hop reached in this run) and rpfs/GlusterFS. The details
+# table ("every run", one row per round) of rpfs rows
 # adds the client's copies per byte moved ((client_copy_bytes +
 # fuse_copy_bytes) / bytes; "-" without fuse_copy_bytes), registrations and
 # pin-down cache misses per data operation, from the mount's rpfs.stats or
@@ -39,13 +48,27 @@
 # output names DIR's file system (stat -f), so a tmpfs figure is not read
 # as a disk figure. The reference targets stay on the tmpfs.
 #
+# --only main runs the main table alone (no sweeps, no matrix); --targets
+# LIST (comma-separated: rpfs, rpfs-fio, tmpfs, passthrough,
+# passthrough-hop, glusterfs; default all) and --jobs LIST (seqwrite1,
+# seqwrite4, seqread1, seqread4, randread4, randwrite4, md1, md100; default
+# all) narrow it; --size SIZE sets the file size of the sequential jobs
+# (fio's size=, e.g. 64m; default 512m, --quick 128m). --no-settle skips
+# the wait for an idle machine before each run (its figures then carry
+# whatever else runs: for checking the script itself, as
+# tests/integration/test_bench.py does).
+#
 # --meta-matrix adds the metadata matrix: bench-md -x (creates, stats,
 # renames, unlinks, mkdirs, rmdirs per second) by 1 client process, by 4
 # in one directory and by 4 each in its own, on a cluster per store
 # (--stores, default lmdb; --store postgresql = --stores lmdb,postgresql)
 # with its state on the tmpfs and, with --state-dir, on DIR, beside the
 # passthrough; each rpfs cell adds the mgr's requests per op and store
-# commits per op, read from its /metrics before and after each phase.
+# commits per op, read from its /metrics before and after each phase, each
+# time once the mount's reaper has purged every file the phase freed
+# (rpfs.stats: reap_inodes reaches reap_queued; mdmatrix.py snap waits up
+# to $RPFS_BENCH_REAP_WAIT seconds, default 60, and fails the run saying
+# so), so that an unlink's PURGE_MANY is counted in the unlink phase.
 # The postgresql store needs rpfs-mgr --store/--store-uri, rpfs mkfs
 # --store-uri and scripts/pg-temp.sh. --only meta-matrix runs the matrix
 # alone (no fio, no GlusterFS). --md-files N: files per metadata job
@@ -77,6 +100,8 @@
 #                     PORT+60..PORT+99 for the metadata matrix)
 #   RPFS_FIO_ENGINE   path of the rpfs fio external engine (default: searched
 #                     for as BUILD/**/*fio*.so)
+#   RPFS_BENCH_REAP_WAIT  seconds the matrix waits at most for a mount's
+#                     reaper before reading the mgr's counts (default 60)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -93,6 +118,11 @@ MATRIX=0
 ONLY=
 STORES=lmdb
 MD_FILES_ARG=
+ROUNDS_ARG=
+TARGETS_ARG=
+JOBS_ARG=
+SIZE_ARG=
+SETTLE=1
 SCRAPE_COST=0
 SEAL_COST=0
 KEYFILE=
@@ -107,13 +137,22 @@ usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exi
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) QUICK=1 ;;
+	--rounds) [ $# -ge 2 ] || die "--rounds: expected N"; ROUNDS_ARG=$2; shift ;;
+	--rounds=*) ROUNDS_ARG=${1#--rounds=} ;;
+	--targets) [ $# -ge 2 ] || die "--targets: expected LIST"; TARGETS_ARG=$2; shift ;;
+	--targets=*) TARGETS_ARG=${1#--targets=} ;;
+	--jobs) [ $# -ge 2 ] || die "--jobs: expected LIST"; JOBS_ARG=$2; shift ;;
+	--jobs=*) JOBS_ARG=${1#--jobs=} ;;
+	--size) [ $# -ge 2 ] || die "--size: expected SIZE"; SIZE_ARG=$2; shift ;;
+	--size=*) SIZE_ARG=${1#--size=} ;;
+	--no-settle) SETTLE=0 ;;
 	--scrape) SCRAPE=1 ;;
 	--out) [ $# -ge 2 ] || die "--out: expected DIR"; OUT=$2; shift ;;
 	--out=*) OUT=${1#--out=} ;;
 	--state-dir) [ $# -ge 2 ] || die "--state-dir: expected DIR"; STATE_DIR=$2; shift ;;
 	--state-dir=*) STATE_DIR=${1#--state-dir=} ;;
 	--meta-matrix) MATRIX=1 ;;
-	--only) [ $# -ge 2 ] || die "--only: expected meta-matrix"; ONLY=$2; shift ;;
+	--only) [ $# -ge 2 ] || die "--only: expected main or meta-matrix"; ONLY=$2; shift ;;
 	--only=*) ONLY=${1#--only=} ;;
 	--stores) [ $# -ge 2 ] || die "--stores: expected lmdb[,postgresql]"; STORES=$2; shift ;;
 	--stores=*) STORES=${1#--stores=} ;;
@@ -136,13 +175,26 @@ if [ "$PORT" -lt 1 ] || [ "$PORT" -gt 65435 ]; then
 fi
 case "$ONLY" in
 '') ;;
+main) [ "$MATRIX" -eq 0 ] || die "--only main excludes --meta-matrix" ;;
 meta-matrix) MATRIX=1 ;;
-*) die "--only: expected meta-matrix, got \"$ONLY\"" ;;
+*) die "--only: expected main or meta-matrix, got \"$ONLY\"" ;;
 esac
 case "$MD_FILES_ARG" in
 '') ;;
 *[!0-9]*|0*) die "--md-files: expected a positive number of files, got \"$MD_FILES_ARG\"" ;;
 esac
+case "$ROUNDS_ARG" in
+''|[1-9]|[1-9][0-9]) ;;
+*) die "--rounds: expected 1..99 rounds, got \"$ROUNDS_ARG\"" ;;
+esac
+[ -z "$SIZE_ARG" ] || [[ "$SIZE_ARG" =~ ^[1-9][0-9]*[kmg]?$ ]] ||
+	die "--size: expected a size such as 64m, got \"$SIZE_ARG\""
+# MAIN_OPT: the first given of the options that shape the main table,
+# which --only meta-matrix, --scrape-cost and --seal-cost do not run.
+MAIN_OPT=
+[ -z "$JOBS_ARG" ] || MAIN_OPT=--jobs
+[ -z "$TARGETS_ARG" ] || MAIN_OPT=--targets
+[ -z "$ROUNDS_ARG" ] || MAIN_OPT=--rounds
 case "$SCRAPE_COST" in
 [1-9]|[1-9][0-9]) ;;
 0) ;;
@@ -157,6 +209,10 @@ case "$SEAL_COST" in
 esac
 [ "$SEAL_COST" -eq 0 ] || { [ -z "$ONLY" ] && [ "$SCRAPE_COST" -eq 0 ]; } ||
 	die "--seal-cost excludes --only and --scrape-cost"
+if [ -n "$MAIN_OPT" ] && { [ "$ONLY" = meta-matrix ] || [ "$SCRAPE_COST" -gt 0 ] ||
+	[ "$SEAL_COST" -gt 0 ]; }; then
+	die "$MAIN_OPT shapes the main table, which --only meta-matrix, --scrape-cost and --seal-cost do not run"
+fi
 # STORE_LIST: the stores of the matrix, each named once, lmdb first.
 STORE_LIST=()
 IFS=, read -r -a _stores <<<"$STORES"
@@ -168,6 +224,28 @@ for s in "${_stores[@]}"; do
 	case " ${STORE_LIST[*]} " in *" $s "*) ;; *) STORE_LIST+=("$s") ;; esac
 done
 [ ${#STORE_LIST[@]} -gt 0 ] || die "--stores: expected lmdb[,postgresql], got nothing"
+# pick_list OPT LIST KNOWN...: LIST (comma-separated) checked against
+# KNOWN, into PICKED as " a b " (empty LIST: every KNOWN).
+PICKED=
+pick_list() {
+	local opt=$1 list=$2 w
+	shift 2
+	if [ -z "$list" ]; then
+		PICKED=" $* "
+		return 0
+	fi
+	PICKED=" "
+	IFS=, read -r -a _words <<<"$list"
+	for w in "${_words[@]}"; do
+		case " $* " in *" $w "*) ;; *) die "$opt: expected some of $(IFS=,; echo "$*"), got \"$w\"" ;; esac
+		PICKED+="$w "
+	done
+	[ "$PICKED" != " " ] || die "$opt: expected some of $(IFS=,; echo "$*"), got nothing"
+}
+pick_list --targets "$TARGETS_ARG" rpfs rpfs-fio tmpfs passthrough passthrough-hop glusterfs
+WANT_TARGETS=$PICKED
+pick_list --jobs "$JOBS_ARG" seqwrite1 seqwrite4 seqread1 seqread4 randread4 randwrite4 md1 md100
+WANT_JOBS=$PICKED
 [ "$(id -u)" -eq 0 ] || die "must run as root (mounts, drop_caches, glusterd)"
 # check_state_dir: --state-dir must be an existing, writable directory;
 # sets STATE_FS to its file system type.
@@ -187,11 +265,14 @@ check_state_dir
 case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
 
 if [ "$QUICK" -eq 1 ]; then
-	MODE=quick SEQ_SIZE=128m RUNTIME=3 SEQ_CAP=20 MD_FILES=2000 TMPFS_SIZE=8g
+	MODE=quick SEQ_SIZE=128m RUNTIME=3 SEQ_CAP=20 MD_FILES=2000 TMPFS_SIZE=8g ROUNDS=1
 else
-	MODE=full SEQ_SIZE=512m RUNTIME=15 SEQ_CAP=40 MD_FILES=10000 TMPFS_SIZE=16g
+	MODE=full SEQ_SIZE=512m RUNTIME=15 SEQ_CAP=40 MD_FILES=10000 TMPFS_SIZE=16g ROUNDS=3
 fi
 [ -z "$MD_FILES_ARG" ] || MD_FILES=$MD_FILES_ARG
+[ -z "$ROUNDS_ARG" ] || ROUNDS=$ROUNDS_ARG
+[ -z "$SIZE_ARG" ] || SEQ_SIZE=$SIZE_ARG
+[ "$SETTLE" -eq 1 ] || MODE="$MODE, no settling"
 [ -z "$STATE_DIR" ] || MODE="$MODE, state on $STATE_FS"
 [ "$SCRAPE" -eq 1 ] && MODE=$MODE+scrape
 
@@ -522,7 +603,8 @@ drop_caches() {
 
 # settle: wait (up to 15 s) until the CPUs are nearly idle, so that no
 # target's leftover work (a daemon still flushing the previous run) is
-# measured with the next one. Samples /proc/stat over 0.5 s.
+# measured with the next one. Samples /proc/stat over 0.5 s. Nothing with
+# --no-settle.
 SETTLE_WAITS=0
 # machine_busy_idle: "busy idle" jiffies of all CPUs of the machine so far
 # (idle includes iowait), for settle only; never a daemon's CPU figure.
@@ -531,6 +613,7 @@ machine_busy_idle() {
 }
 settle() {
 	local i a b
+	[ "$SETTLE" -eq 1 ] || return 0
 	for ((i = 0; i < 30; i++)); do
 		a=$(machine_busy_idle)
 		sleep 0.5
@@ -621,6 +704,19 @@ net_words() {
 }
 
 NRUN=0
+# ROUND: the round of the main table being run (1..ROUNDS), else empty;
+# run_fio and run_md add it to their records (round=N) and progress lines.
+ROUND=
+# round_word: the record word round=ROUND, or nothing outside the rounds.
+round_word() {
+	[ -z "$ROUND" ] || echo "round=$ROUND"
+}
+# progress_param PARAM: what a progress line shows as the run's parameter:
+# rROUND/ROUNDS within the rounds, else PARAM.
+progress_param() {
+	if [ -n "$ROUND" ]; then echo "r$ROUND/$ROUNDS"; else echo "$1"; fi
+}
+
 # run_fio SECTION PARAM TARGET JOB FILE NJOBS DIR PIDS: one fio run, one
 # record line in RECORDS. A failed or hung run (bounded by timeout) is
 # recorded as failed and the suite goes on. rpfs runs also record their
@@ -629,11 +725,13 @@ NRUN=0
 run_fio() {
 	local section=$1 param=$2 target=$3 job=$4 file=$5 nj=$6 dir=$7 pids=$8
 	local out=$WORK/out/$section-$param-$target-$job.json engine=psync
-	local c0 c1 t0 t1 err= limit
+	local c0 c1 t0 t1 limit rw err=
 	[ "$target" = rpfs-fio ] && engine="external:$FIO_ENGINE"
 	limit=$((SEQ_CAP + RUNTIME + 60))
+	rw=$(round_word)
 	NRUN=$((NRUN + 1))
-	printf 'bench: [%3d] %-6s %-8s %-11s %-10s ' "$NRUN" "$section" "$param" "$target" "$job" >&2
+	printf 'bench: [%3d] %-6s %-8s %-11s %-10s ' "$NRUN" "$section" "$(progress_param "$param")" \
+		"$target" "$job" >&2
 	rm -f "$out.net0" "$out.net1" "$out.netl"
 	net_snap "$target" "$out.net0" "$dir"
 	c0=$(daemon_ticks $pids)
@@ -655,9 +753,9 @@ run_fio() {
 	cpu=$(daemon_cpu_word "$pids" "$c0" "$c1")
 	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
 	net=$(net_words "$target" "$out")
-	# shellcheck disable=SC2086 # cpu, net: KEY=VALUE words
+	# shellcheck disable=SC2086 # cpu, net, rw: KEY=VALUE words
 	if [ -z "$err" ] && $PY "$REPO/tests/bench/report.py" record fio "$out" section="$section" \
-		param="$param" target="$target" job="$job" $cpu wall_s="$wall" \
+		param="$param" target="$target" job="$job" $rw $cpu wall_s="$wall" \
 		$net >>"$RECORDS" 2>"$out.err"; then
 		tail -n 1 "$RECORDS" | $PY -c 'import json,sys; sys.path.insert(0, sys.argv[1])
 import report; r=json.load(sys.stdin)
@@ -667,20 +765,23 @@ print("%9.1f MB/s %9.0f IOPS  cpu %s s  copies/B %s regs/op %s misses/op %s" % (
 	else
 		[ -n "$err" ] || err="bad fio output: $(head -c 200 "$out.err")"
 		echo "failed" >&2
+		# shellcheck disable=SC2086 # rw: a KEY=VALUE word or nothing
 		$PY "$REPO/tests/bench/report.py" record none - section="$section" param="$param" \
-			target="$target" job="$job" kind=fio error="$err" >>"$RECORDS"
+			target="$target" job="$job" $rw kind=fio error="$err" >>"$RECORDS"
 	fi
 }
 
 # run_md TARGET JOB NDIRS [PARAM]: the metadata job in a fresh directory
 # (PARAM: the record's param, default "-").
 run_md() {
-	local target=$1 job=$2 nd=$3 param=${4:--} dir pids out c0 c1 t0 t1 err=
+	local target=$1 job=$2 nd=$3 param=${4:--} dir pids out c0 c1 t0 t1 rw err=
 	dir=$(target_dir "$target")/md
 	pids=$(target_pids "$target")
 	out=$WORK/out/main-$target-$job.json
+	rw=$(round_word)
 	NRUN=$((NRUN + 1))
-	printf 'bench: [%3d] %-6s %-8s %-11s %-10s ' "$NRUN" main "$param" "$target" "$job" >&2
+	printf 'bench: [%3d] %-6s %-8s %-11s %-10s ' "$NRUN" main "$(progress_param "$param")" \
+		"$target" "$job" >&2
 	mkdir -p "$dir"
 	c0=$(daemon_ticks $pids)
 	t0=$(date +%s.%N)
@@ -693,15 +794,16 @@ run_md() {
 	cpu=$(daemon_cpu_word "$pids" "$c0" "$c1")
 	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
 	if [ -z "$err" ]; then
-		# shellcheck disable=SC2086 # cpu: a KEY=VALUE word or nothing
+		# shellcheck disable=SC2086 # cpu, rw: a KEY=VALUE word or nothing
 		$PY "$REPO/tests/bench/report.py" record md "$out" section=main param="$param" target="$target" \
-			job="$job" $cpu wall_s="$wall" >>"$RECORDS"
+			job="$job" $rw $cpu wall_s="$wall" >>"$RECORDS"
 		tail -n 1 "$RECORDS" | $PY -c 'import json,sys; r=json.load(sys.stdin)
 print("create %.0f stat %.0f unlink %.0f /s  cpu %s s" % (r["create"], r["stat"], r["unlink"], r.get("daemon_cpu_s", "-")))' >&2
 	else
 		echo "failed" >&2
+		# shellcheck disable=SC2086 # rw: a KEY=VALUE word or nothing
 		$PY "$REPO/tests/bench/report.py" record none - section=main param="$param" target="$target" \
-			job="$job" kind=md error="$err" >>"$RECORDS"
+			job="$job" $rw kind=md error="$err" >>"$RECORDS"
 	fi
 }
 
@@ -761,8 +863,9 @@ start_matrix() {
 
 # run_mx TARGET PROCS OWN: bench-md -x with PROCS processes (OWN 1: each in
 # its own directory) in a fresh directory of TARGET; its rpfs targets
-# snapshot the mgr's counters around each phase (the -H hook). One record
-# line in MX_RECORDS.
+# snapshot the mgr's counters around each phase (the -H hook), each time
+# once the mount (the root above MX_DIR) has no purge left to send. One
+# record line in MX_RECORDS.
 run_mx() {
 	local t=$1 procs=$2 own=$3 dir out hook=() sflag=() err=
 	dir=${MX_DIR[$t]}/run
@@ -773,7 +876,7 @@ run_mx() {
 	mkdir -p "$dir"
 	rm -f "$out".*.json
 	[ -z "${MX_MPORT[$t]:-}" ] ||
-		hook=(-H "$PY $REPO/tests/bench/mdmatrix.py snap http://127.0.0.1:${MX_MPORT[$t]}/metrics $out")
+		hook=(-H "$PY $REPO/tests/bench/mdmatrix.py snap http://127.0.0.1:${MX_MPORT[$t]}/metrics ${MX_DIR[$t]%/mx} $out")
 	[ "$own" -eq 0 ] || sflag=(-s)
 	timeout -k 5 900 "$WORK/bin/bench-md" -D -x -p "$procs" "${sflag[@]}" "${hook[@]}" \
 		"$dir" "$MD_FILES" 1 >"$out.json" 2>"$out.err" ||
@@ -978,7 +1081,7 @@ PIPE_ORIG=$(cat /proc/sys/fs/pipe-max-size)
 mount -t tmpfs -o "size=$TMPFS_SIZE" rpfs-bench "$WORK/fs"
 mkdir -p "$WORK/fs/tmpfs"
 
-if [ -n "$ONLY" ]; then
+if [ "$ONLY" = meta-matrix ]; then
 	say "starting the passthrough file system"
 	start_passthrough
 	run_matrix
@@ -997,111 +1100,146 @@ if [ "$SEAL_COST" -gt 0 ]; then
 fi
 
 FIO_ENGINE=${RPFS_FIO_ENGINE:-$(find "$BUILD" -name '*fio*.so' -type f 2>/dev/null | head -n 1)}
-TARGETS=(rpfs)
-if [ -n "$FIO_ENGINE" ] && [ -f "$FIO_ENGINE" ]; then
-	TARGETS+=(rpfs-fio)
-else
-	FIO_ENGINE=
-	say "rpfs fio engine: not built yet"
+[ -n "$FIO_ENGINE" ] && [ -f "$FIO_ENGINE" ] || FIO_ENGINE=
+# wanted T: whether --targets (default all) names target T.
+wanted() { case "$WANT_TARGETS" in *" $1 "*) return 0 ;; esac; return 1; }
+TARGETS=()
+wanted rpfs && TARGETS+=(rpfs)
+if wanted rpfs-fio; then
+	if [ -n "$FIO_ENGINE" ]; then TARGETS+=(rpfs-fio); else say "rpfs fio engine: not built yet"; fi
 fi
-TARGETS+=(tmpfs passthrough passthrough-hop)
+for t in tmpfs passthrough passthrough-hop; do wanted "$t" && TARGETS+=("$t"); done
+# MAIN_SPECS: the main jobs --jobs names (MAIN_JOBS, then the metadata
+# jobs "md1 - 1 md" and "md100 - 100 md": name, -, directories, md).
+MAIN_SPECS=()
+for spec in "${MAIN_JOBS[@]}" "md1 - 1 md" "md100 - 100 md"; do
+	case "$WANT_JOBS" in *" ${spec%% *} "*) MAIN_SPECS+=("$spec") ;; esac
+done
 
-say "starting rpfs clusters (4 iods; 1 and 2 iods for the sweep)"
+if [ "$ONLY" = main ]; then
+	say "starting the rpfs cluster (4 iods)"
+else
+	say "starting rpfs clusters (4 iods; 1 and 2 iods for the sweep)"
+fi
 start_rpfs main 4 "$PORT"
-start_rpfs iod1 1 $((PORT + 10))
-start_rpfs iod2 2 $((PORT + 20))
+if [ "$ONLY" != main ]; then
+	start_rpfs iod1 1 $((PORT + 10))
+	start_rpfs iod2 2 $((PORT + 20))
+fi
 start_scraper
-say "starting the passthrough file system"
-start_passthrough
-start_passthrough_hop
-say "starting GlusterFS (4 bricks on loopback)"
-if start_gluster; then TARGETS+=(glusterfs); fi
+if wanted passthrough || [ "$MATRIX" -eq 1 ]; then
+	say "starting the passthrough file system"
+	start_passthrough
+fi
+wanted passthrough-hop && start_passthrough_hop
+if wanted glusterfs; then
+	say "starting GlusterFS (4 bricks on loopback)"
+	if start_gluster; then TARGETS+=(glusterfs); fi
+fi
+[ ${#TARGETS[@]} -gt 0 ] || die "--targets: none of them can run here"
 mkdir -p "$WORK/fio-cwd/bench-fio"
 for t in "${TARGETS[@]}"; do
 	[ "$t" = rpfs-fio ] && { mkdir -p "$WORK/mnt/main/bench-fio"; continue; }
 	mkdir -p "$(target_dir "$t")"
 done
-say "targets: ${TARGETS[*]} ($MODE mode: $SEQ_SIZE per seq job, ${RUNTIME}s random jobs, $MD_FILES files)"
+say "targets: ${TARGETS[*]} ($MODE mode: $ROUNDS round(s), $SEQ_SIZE per seq job, ${RUNTIME}s random jobs, $MD_FILES files)"
 
-# ---- main jobs, interleaved over targets ----------------------------------
-# The order of the targets rotates from job to job, so no target is always
-# the first (cold) or the last one.
+# ---- main jobs: ROUNDS rounds, each interleaved over the targets ----------
+# Each round runs every job on every target before the next job, in the
+# order of MAIN_SPECS (the random jobs use the files the 4-job sequential
+# write of the same round left). The order of the targets rotates from job
+# to job and from round to round, so no target is always the first (cold)
+# or the last one, and a drift of the machine weighs on all alike; the
+# report takes the median of the rounds.
 NT=${#TARGETS[@]}
-K=0
-for spec in "${MAIN_JOBS[@]}"; do
-	read -r job file nj pre <<<"$spec"
-	for ((i = 0; i < NT; i++)); do
-		t=${TARGETS[(i + K) % NT]}
-		d=$(target_dir "$t")
-		case "$pre" in
-		prewrite) prewrite_fio "$t" "$file" "$nj" "$d" ;;
-		drop) drop_caches ;;
-		esac
-		settle
-		run_fio main - "$t" "$job" "$file" "$nj" "$d" "$(target_pids "$t")"
+for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+	K=$((ROUND - 1))
+	seq_done=0
+	for spec in "${MAIN_SPECS[@]}"; do
+		read -r job file nj pre <<<"$spec"
+		if [ "$pre" = md ] && [ "$seq_done" -eq 0 ]; then
+			# the data jobs' files go before the metadata jobs
+			for t in "${TARGETS[@]}"; do clear_seq "$(target_dir "$t")"; done
+			seq_done=1
+			# Warm-up in the first round, not measured: the first
+			# metadata run on a file system is slower (fresh memory for
+			# inodes and dentries on every layer).
+			[ "$ROUND" -ne 1 ] || for t in "${TARGETS[@]}"; do
+				case "$t" in rpfs-fio|passthrough-hop) continue ;; esac
+				mkdir -p "$(target_dir "$t")/warm"
+				"$WORK/bin/bench-md" "$(target_dir "$t")/warm" \
+					$((MD_FILES < 1000 ? MD_FILES : 1000)) 10 >/dev/null ||
+					say "warning: metadata warm-up failed on $t"
+				rmdir "$(target_dir "$t")/warm" 2>/dev/null || true
+			done
+		fi
+		for ((i = 0; i < NT; i++)); do
+			t=${TARGETS[(i + K) % NT]}
+			if [ "$pre" = md ]; then
+				# the engine has no metadata path; the hop carries data only
+				case "$t" in rpfs-fio|passthrough-hop) continue ;; esac
+				drop_caches
+				settle
+				run_md "$t" "$job" "$nj"
+				continue
+			fi
+			d=$(target_dir "$t")
+			case "$pre" in
+			prewrite) prewrite_fio "$t" "$file" "$nj" "$d" ;;
+			drop) drop_caches ;;
+			esac
+			settle
+			run_fio main - "$t" "$job" "$file" "$nj" "$d" "$(target_pids "$t")"
+		done
+		K=$((K + 1))
 	done
-	K=$((K + 1))
+	[ "$seq_done" -eq 1 ] || for t in "${TARGETS[@]}"; do clear_seq "$(target_dir "$t")"; done
 done
-for t in "${TARGETS[@]}"; do clear_seq "$(target_dir "$t")"; done
-# Warm-up, not measured: the first metadata run on a file system is slower
-# (fresh memory for inodes and dentries on every layer).
-for t in "${TARGETS[@]}"; do
-	case "$t" in rpfs-fio|passthrough-hop) continue ;; esac
-	mkdir -p "$(target_dir "$t")/warm"
-	"$WORK/bin/bench-md" "$(target_dir "$t")/warm" 1000 10 >/dev/null ||
-		say "warning: metadata warm-up failed on $t"
-	rmdir "$(target_dir "$t")/warm" 2>/dev/null || true
-done
-for spec in "md1 1" "md100 100"; do
-	read -r job nd <<<"$spec"
-	for ((i = 0; i < NT; i++)); do
-		t=${TARGETS[(i + K) % NT]}
-		# the engine has no metadata path; the hop carries data only
-		case "$t" in rpfs-fio|passthrough-hop) continue ;; esac
-		drop_caches
-		settle
-		run_md "$t" "$job" "$nd"
-	done
-	K=$((K + 1))
-done
+ROUND=
 
 [ "$MATRIX" -eq 0 ] || run_matrix
 
 # ---- sweeps (rpfs only): stripe unit, then number of iods ------------------
-UNITS=(65536 262144 1048576)
-for u in "${UNITS[@]}"; do
-	mkdir -p "$WORK/mnt/main/unit$u"
-	setfattr -n user.rpfs.layout -v "unit=$u,count=4" "$WORK/mnt/main/unit$u" ||
-		say "warning: cannot set the layout of unit$u"
-done
-for job in seqwrite1 seqread1; do
+# run_sweeps: sequential 1 MiB jobs on the main cluster with stripe units
+# of 64 KiB, 256 KiB and 1 MiB, then on clusters of 1, 2 and 4 iods.
+run_sweeps() {
+	local u job d n c pids
+	local -a UNITS=(65536 262144 1048576)
 	for u in "${UNITS[@]}"; do
-		d=$WORK/mnt/main/unit$u
-		if [ "$job" = seqwrite1 ]; then
-			prewrite_fio rpfs seqwrite.fio 1 "$d"
-		else
-			drop_caches
-		fi
-		settle
-		run_fio unit "$u" rpfs "$job" "${job%1}.fio" 1 "$d" "$RPFS_PIDS_main"
+		mkdir -p "$WORK/mnt/main/unit$u"
+		setfattr -n user.rpfs.layout -v "unit=$u,count=4" "$WORK/mnt/main/unit$u" ||
+			say "warning: cannot set the layout of unit$u"
 	done
-done
-for u in "${UNITS[@]}"; do clear_seq "$WORK/mnt/main/unit$u"; done
-for job in seqwrite1 seqread1; do
-	for n in 1 2 4; do
-		case $n in 1) c=iod1 ;; 2) c=iod2 ;; 4) c=main ;; esac
-		d=$WORK/mnt/$c/sweep
-		mkdir -p "$d"
-		if [ "$job" = seqwrite1 ]; then
-			prewrite_fio rpfs seqwrite.fio 1 "$d"
-		else
-			drop_caches
-		fi
-		eval "pids=\$RPFS_PIDS_$c"
-		settle
-		run_fio iods "$n" rpfs "$job" "${job%1}.fio" 1 "$d" "$pids"
+	for job in seqwrite1 seqread1; do
+		for u in "${UNITS[@]}"; do
+			d=$WORK/mnt/main/unit$u
+			if [ "$job" = seqwrite1 ]; then
+				prewrite_fio rpfs seqwrite.fio 1 "$d"
+			else
+				drop_caches
+			fi
+			settle
+			run_fio unit "$u" rpfs "$job" "${job%1}.fio" 1 "$d" "$RPFS_PIDS_main"
+		done
 	done
-done
+	for u in "${UNITS[@]}"; do clear_seq "$WORK/mnt/main/unit$u"; done
+	for job in seqwrite1 seqread1; do
+		for n in 1 2 4; do
+			case $n in 1) c=iod1 ;; 2) c=iod2 ;; 4) c=main ;; esac
+			d=$WORK/mnt/$c/sweep
+			mkdir -p "$d"
+			if [ "$job" = seqwrite1 ]; then
+				prewrite_fio rpfs seqwrite.fio 1 "$d"
+			else
+				drop_caches
+			fi
+			eval "pids=\$RPFS_PIDS_$c"
+			settle
+			run_fio iods "$n" rpfs "$job" "${job%1}.fio" 1 "$d" "$pids"
+		done
+	done
+}
+[ "$ONLY" = main ] || run_sweeps
 
 # ---- report ---------------------------------------------------------------
 mkdir -p "$OUT/logs"
@@ -1115,7 +1253,7 @@ export B_MODE=$MODE B_CMD="scripts/bench.sh $*" B_GIT=$GIT B_BUILDTYPE=${BUILDTY
 export B_PIPE="$PIPE_ORIG raised to $(cat /proc/sys/fs/pipe-max-size) during the run"
 export B_SPLICE="${SPLICE:-unknown}" B_ENGINE=$FIO_ENGINE B_WARN=$WARN
 export B_ELAPSED=$(($(date +%s) - T_START)) B_SEQ=$SEQ_SIZE B_RT=$RUNTIME B_MD=$MD_FILES
-export B_GLHOST=${GL_HOST:-} B_CAP=$SEQ_CAP
+export B_GLHOST=${GL_HOST:-} B_CAP=$SEQ_CAP B_ROUNDS=$ROUNDS B_TARGETS=$WANT_TARGETS
 B_STATE=
 [ -z "$STATE_DIR" ] || B_STATE="Exception: with --state-dir, the state of the rpfs clusters (mgr database, iod data) lies in $STATE_DIR, on $STATE_FS. "
 export B_STATE
@@ -1148,13 +1286,20 @@ meta = {
     "fio_engine": e["B_ENGINE"],
     "rpfs_log_warnings": int(e["B_WARN"]),
     "md_files": int(e["B_MD"]),
+    "rounds": int(e["B_ROUNDS"]),
+    "targets": e["B_TARGETS"].split(),
     "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
     "method": (
         "All data lives in one private tmpfs: the tmpfs target, the passthrough's "
         "source directory, the rpfs mgr database and iod data, the GlusterFS bricks "
         "(brick host %s, resolving to 127.0.0.1; all traffic on loopback). "
-        "Targets are interleaved per job (each job runs on every target before the next job), "
-        "and their order rotates from job to job. "
+        "The main jobs run in %d round(s); each round runs every job on every target, "
+        "interleaved per job (each job runs on every target before the next job), the "
+        "targets' order rotating from job to job and from round to round. The summary shows "
+        "per job and target the median of the rounds and beside it their spread, half "
+        "their range ((max - min) / 2) in %% of the median; a ratio is the median of the "
+        "per-round ratios (both targets of a ratio ran in the same round), its spread "
+        "likewise. "
         "fio %s, ioengine psync, one file per job. Writes: buffered (direct=0), "
         "end_fsync=1 (inside the measured time), and every write is an overwrite: "
         "before each sequential write job its files are removed and written once by "
@@ -1180,8 +1325,8 @@ meta = {
         "%s"
         "Other load on the machine is not controlled: check the load average. Numbers drift 20-35 %% within an hour on these machines: "
         "compare only within one run."
-        % (e["B_GLHOST"] or "-", sh("fio --version"), e["B_SEQ"], e["B_CAP"], e["B_RT"], e["B_MD"],
-           e["B_STATE"])),
+        % (e["B_GLHOST"] or "-", int(e["B_ROUNDS"]), sh("fio --version"), e["B_SEQ"], e["B_CAP"],
+           e["B_RT"], e["B_MD"], e["B_STATE"])),
 }
 json.dump(meta, open(sys.argv[1], "w"), indent=1)
 EOF

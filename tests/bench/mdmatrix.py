@@ -2,15 +2,20 @@
 """mdmatrix.py - the metadata matrix, scrape-cost and seal-cost tables of
 scripts/bench.sh.
 
-    mdmatrix.py snap URL PREFIX WHAT PHASE
-        fetch the mgr's /metrics at URL and write its per-op request
-        counters (rpfs_server_requests_total{op}) and its store commit
-        count (rpfs_mgr_store_commit_seconds_count) as JSON to
-        PREFIX.WHAT.PHASE.json (bench-md's -H hook: WHAT is start or end)
+    mdmatrix.py snap URL MOUNT PREFIX WHAT PHASE
+        wait until the reaper of the rpfs mount at MOUNT has removed and
+        purged every freed inode queued to it (its rpfs.stats:
+        reap_inodes reaches reap_queued; at most $RPFS_BENCH_REAP_WAIT
+        seconds, default 60, then fail saying so), then fetch the mgr's
+        /metrics at URL and write its per-op request counters
+        (rpfs_server_requests_total{op}), its store commit count
+        (rpfs_mgr_store_commit_seconds_count) and the reaper's counts as
+        JSON to PREFIX.WHAT.PHASE.json (bench-md's -H hook: WHAT is start
+        or end)
     mdmatrix.py record MDJSON PREFIX KEY=VALUE...
         one record line: bench-md's rates, and per phase the mgr requests
-        and commits per op (end minus start snapshot, over the files),
-        merged with KEY=VALUE
+        and commits per op (end minus start snapshot, over the files) and
+        the freed inodes the mount reaped per op, merged with KEY=VALUE
     mdmatrix.py table RECORDS OUT.md
         print the side-by-side table of the matrix records and write it
     mdmatrix.py scrape-table RECORDS OUT.md
@@ -22,9 +27,11 @@ scripts/bench.sh.
 Nothing here asserts a timing.
 """
 import json
+import os
 import re
 import statistics
 import sys
+import time
 import urllib.request
 
 PHASES = ["create", "stat", "rename", "unlink", "mkdir", "rmdir"]
@@ -47,19 +54,58 @@ def parse_metrics(text):
     return {"requests": req, "commits": commits}
 
 
-def snap(url, prefix, what, phase):
-    """Fetch URL and write its counters to PREFIX.WHAT.PHASE.json."""
+def reap_counts(mount):
+    """(reap_queued, reap_inodes) of the rpfs mount at MOUNT: the freed
+    inodes queued to its reaper (fuse-client/cli_reap.c) so far, and those
+    it has removed and purged (or left as orphans after a failure)."""
+    st = json.loads(os.getxattr(mount, "user.rpfs.stats"))
+    if "reap_queued" not in st or "reap_inodes" not in st:
+        sys.exit("mdmatrix.py snap: %s: rpfs.stats has no reap_queued/reap_inodes: "
+                 "cannot tell when the reaper's purges are done (a mount of an older build?)"
+                 % mount)
+    return st["reap_queued"], st["reap_inodes"]
+
+
+def wait_reaped(mount, what, phase):
+    """Wait until the reaper of MOUNT has nothing left to remove and purge,
+    so that the mgr's counts read next hold every PURGE/PURGE_MANY of the
+    unlinks before (an unlink queues its inode before it answers, and the
+    reaper counts an inode only after its purge's answer: the mgr counts a
+    request before it answers). The reaper drains a burst of thousands of
+    unlinks in well under a second; after $RPFS_BENCH_REAP_WAIT seconds
+    (default 60) it is taken as stuck and the snapshot fails, naming the
+    count left. Returns (queued, reaped)."""
+    limit = float(os.environ.get("RPFS_BENCH_REAP_WAIT", "60"))
+    deadline = time.monotonic() + limit
+    while True:
+        queued, reaped = reap_counts(mount)
+        if reaped >= queued:
+            return queued, reaped
+        if time.monotonic() >= deadline:
+            sys.exit("mdmatrix.py snap: %s %s: after %g s the reaper of %s still has %d freed "
+                     "inodes to remove and purge (reap_queued %d, reap_inodes %d); the mgr's "
+                     "counts would miss their purges" %
+                     (what, phase, limit, mount, queued - reaped, queued, reaped))
+        time.sleep(0.01)
+
+
+def snap(url, mount, prefix, what, phase):
+    """Once MOUNT's reaper is done (wait_reaped), fetch URL and write its
+    counters and the reaper's to PREFIX.WHAT.PHASE.json."""
     if what not in ("start", "end") or phase not in PHASES:
         sys.exit("mdmatrix.py snap: expected start|end and a phase, got %r %r" % (what, phase))
+    queued, reaped = wait_reaped(mount, what, phase)
     with urllib.request.urlopen(url, timeout=10) as r:
         data = parse_metrics(r.read().decode("utf-8", "replace"))
+    data["reap_queued"], data["reap_inodes"] = queued, reaped
     with open("%s.%s.%s.json" % (prefix, what, phase), "w") as f:
         json.dump(data, f)
 
 
 def phase_delta(prefix, phase, files):
-    """Requests per op (with the ops that make it up) and commits per op of
-    one phase, or None without both snapshots."""
+    """Requests per op (with the ops that make it up), commits per op and
+    freed inodes reaped per op of one phase, or None without both
+    snapshots."""
     try:
         with open("%s.start.%s.json" % (prefix, phase)) as f:
             a = json.load(f)
@@ -72,6 +118,8 @@ def phase_delta(prefix, phase, files):
     out = {"req_per_op": round(sum(ops.values()), 2), "req_ops": ops}
     if a["commits"] is not None and b["commits"] is not None:
         out["commits_per_op"] = round((b["commits"] - a["commits"]) / files, 2)
+    if "reap_inodes" in a and "reap_inodes" in b:
+        out["reaped_per_op"] = round((b["reap_inodes"] - a["reap_inodes"]) / files, 2)
     return out
 
 
@@ -235,8 +283,8 @@ def seal_table(path, outmd):
 
 
 def main(argv):
-    if len(argv) == 6 and argv[1] == "snap":
-        snap(*argv[2:6])
+    if len(argv) == 7 and argv[1] == "snap":
+        snap(*argv[2:7])
     elif len(argv) >= 4 and argv[1] == "record":
         record(argv[2], argv[3], argv[4:])
     elif len(argv) == 4 and argv[1] == "table":

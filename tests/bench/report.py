@@ -27,11 +27,17 @@
     report.py render RECORDS META OUT records (JSON lines written by bench.sh)
                                       and run metadata -> OUT/results.md,
                                       OUT/results.json, OUT/plot.png (gnuplot);
-                                      prints the summary table and the ratios
+                                      prints the summary table and the ratios:
+                                      per job and target the median of the
+                                      rounds (records' "round") and their
+                                      spread, half the range in % of the
+                                      median; a ratio is the median of the
+                                      per-round ratios
 Only the Python standard library and gnuplot are used.
 """
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -186,9 +192,75 @@ def text_table(header, rows):
     return "\n".join([line(header), line(["-" * n for n in w])] + [line(r) for r in rows])
 
 
-def main_lookup(recs):
-    """(job, target) -> record of the main section."""
-    return {(r["job"], r["target"]): r for r in recs if r.get("section") == "main"}
+def main_runs(recs):
+    """(job, target) -> the records of the main section, one per round
+    (a record without "round" is round 1), in round order."""
+    runs = {}
+    for r in recs:
+        if r.get("section") == "main":
+            runs.setdefault((r["job"], r["target"]), []).append(r)
+    for v in runs.values():
+        v.sort(key=lambda r: int(r.get("round", 1)))
+    return runs
+
+
+def by_round(runs, met):
+    """round -> value of metric met, over the records runs that did not
+    fail."""
+    return {int(r.get("round", 1)): r[met] for r in runs
+            if not r.get("error") and r.get(met) is not None}
+
+
+def spread_pct(vals):
+    """Half the range of vals in % of their median (the ± of a cell), or
+    None for fewer than two values or a median of 0."""
+    med = statistics.median(vals)
+    if len(vals) < 2 or not med:
+        return None
+    return 100.0 * (max(vals) - min(vals)) / 2 / abs(med)
+
+
+def median_cell(vals, n, metric=None):
+    """A summary cell: the median of vals, "±P%" (spread_pct) with two
+    values or more, and "(k/n)" when only k of the n runs gave one."""
+    s = fmt(statistics.median(vals), metric)
+    p = spread_pct(vals)
+    if p is not None:
+        s += " ±%.0f%%" % p
+    if len(vals) < n:
+        s += " (%d/%d)" % (len(vals), n)
+    return s
+
+
+def ratio_of_rounds(a, b):
+    """The per-round ratios a[r] / b[r] of the rounds both have (a, b:
+    round -> value), in round order."""
+    return [a[r] / b[r] for r in sorted(a) if r in b and b[r]]
+
+
+def main_medians(recs):
+    """(job, target) -> {metric: median over the rounds} of the main
+    section (the plot's figures)."""
+    out = {}
+    for key, runs in main_runs(recs).items():
+        mets = {}
+        for met in ("mbs", "iops", "create", "stat", "unlink"):
+            v = list(by_round(runs, met).values())
+            if v:
+                mets[met] = statistics.median(v)
+        out[key] = mets
+    return out
+
+
+def summary_title(meta):
+    """The line above the summary table: what a cell and a ratio are."""
+    n = int(meta.get("rounds", 1))
+    if n == 1:
+        return ("Summary: 1 round per job and target (no spread: run more with --rounds); "
+                "ratios of that round")
+    return ("Summary: median of %d rounds per job and target, ±spread = half the range of "
+            "the rounds, (max - min) / 2, in %% of the median; ratios: median of the %d "
+            "per-round ratios, ± likewise" % (n, n))
 
 
 def summary(recs, meta):
@@ -197,56 +269,64 @@ def summary(recs, meta):
     passthrough with a TCP hop: rpfs/hop and hop/passthrough (on 4 KiB
     random reads, the share of the passthrough that a design with a server
     hop reached in this run; bench_hop.c says where it is no ceiling).
+    A target's cell is the median of its rounds with their spread
+    (median_cell); a ratio is the median of the per-round ratios.
+    Columns: the targets of meta["targets"] (default all).
     ratios holds (row title, rpfs/passthrough, rpfs/GlusterFS, rpfs/hop,
-    hop/passthrough), None where a figure is missing."""
-    m = main_lookup(recs)
-    header = ["job", "unit"] + [TARGET_TITLE[t] for t in TARGETS] + \
+    hop/passthrough), each a median, None where a figure is missing."""
+    runs = main_runs(recs)
+    n = int(meta.get("rounds", 1))
+    targets = [t for t in TARGETS if t in meta.get("targets", TARGETS)]
+    header = ["job", "unit"] + [TARGET_TITLE[t] for t in targets] + \
         ["rpfs/passthrough", "rpfs/GlusterFS", "rpfs/hop", "hop/passthrough"]
     rows, ratios = [], []
     for job, title, metrics in JOBS:
+        if not any(k[0] == job for k in runs):
+            continue
         for met in metrics:
             row = [title if len(metrics) == 1 else "%s: %s" % (title, met), UNIT[met]]
             vals = {}
-            for t in TARGETS:
-                r = m.get((job, t))
+            for t in targets:
+                rs = runs.get((job, t), [])
                 if t == "rpfs-fio" and not meta.get("fio_engine"):
                     row.append("not built yet")
                     continue
-                if r is None:
+                vals[t] = by_round(rs, met)
+                if not rs:
                     row.append("-")
-                elif r.get("error"):
+                elif not vals[t]:
                     row.append("failed")
                 else:
-                    vals[t] = r.get(met)
-                    row.append(fmt(vals[t]))
-            rp = vals.get("rpfs")
-            rpt = rp / vals["passthrough"] if rp is not None and vals.get("passthrough") else None
-            rgl = rp / vals["glusterfs"] if rp is not None and vals.get("glusterfs") else None
-            hop = vals.get("passthrough-hop")
-            rph = rp / hop if rp is not None and hop else None
-            hpt = hop / vals["passthrough"] if hop and vals.get("passthrough") else None
-            row += [fmt(rpt, "ratio"), fmt(rgl, "ratio"), fmt(rph, "ratio"), fmt(hpt, "ratio")]
+                    row.append(median_cell(list(vals[t].values()), n))
+            row_ratios = [title if len(metrics) == 1 else "%s: %s" % (title, met)]
+            for a, b in (("rpfs", "passthrough"), ("rpfs", "glusterfs"),
+                         ("rpfs", "passthrough-hop"), ("passthrough-hop", "passthrough")):
+                q = ratio_of_rounds(vals.get(a, {}), vals.get(b, {}))
+                row.append(median_cell(q, len(q), "ratio") if q else "-")
+                row_ratios.append(statistics.median(q) if q else None)
             rows.append(row)
-            ratios.append((row[0], rpt, rgl, rph, hpt))
+            ratios.append(tuple(row_ratios))
     return header, rows, ratios
 
 
 def details(recs):
-    """Every run of the main section: all metrics, fio CPU, daemon CPU, and
-    for rpfs the client's copies per byte and registrations and cache
-    misses per operation (net_columns)."""
-    header = ["job", "target", "MB/s", "IOPS", "create/s", "stat/s", "unlink/s",
+    """Every run of the main section, one row per round: all metrics, fio
+    CPU, daemon CPU, and for rpfs the client's copies per byte and
+    registrations and cache misses per operation (net_columns)."""
+    header = ["job", "target", "round", "MB/s", "IOPS", "create/s", "stat/s", "unlink/s",
               "fio usr %", "fio sys %", "daemon CPU s", "wall s", "copies/B",
               "regs/op", "misses/op"]
     rows = []
     order = {j[0]: i for i, j in enumerate(JOBS)}
     for r in sorted((r for r in recs if r.get("section") == "main"),
-                    key=lambda r: (order.get(r["job"], 99), TARGETS.index(r["target"]))):
+                    key=lambda r: (order.get(r["job"], 99), int(r.get("round", 1)),
+                                   TARGETS.index(r["target"]))):
+        rnd = str(r.get("round", 1))
         if r.get("error"):
-            rows.append([r["job"], r["target"], "failed: " + r["error"]] + ["-"] * 11)
+            rows.append([r["job"], r["target"], rnd, "failed: " + r["error"]] + ["-"] * 11)
             continue
         fio = r["kind"] == "fio"
-        rows.append([r["job"], r["target"],
+        rows.append([r["job"], r["target"], rnd,
                      fmt(r.get("mbs")) if fio else "-",
                      fmt(r.get("iops")) if fio else "-",
                      fmt(r.get("create")), fmt(r.get("stat")), fmt(r.get("unlink")),
@@ -284,8 +364,9 @@ def sweep_table(pts, label):
 
 def plot(recs, meta, outdir):
     """Four panels: sequential MB/s, random IOPS, metadata ops/s (log), and
-    the two sweeps. Data goes to OUT/plot-data/, the picture to plot.png."""
-    m = main_lookup(recs)
+    the two sweeps; the main figures are the medians of the rounds. Data
+    goes to OUT/plot-data/, the picture to plot.png."""
+    m = main_medians(recs)
     ddir = os.path.join(outdir, "plot-data")
     os.makedirs(ddir, exist_ok=True)
     targets = [t for t in TARGETS if t != "rpfs-fio" or meta.get("fio_engine")]
@@ -296,8 +377,7 @@ def plot(recs, meta, outdir):
         """One histogram's data; a target without a single valid value in
         it is left out (gnuplot refuses a column with no valid point)."""
         def val(t, job, met):
-            r = m.get((job, t))
-            return r.get(met) if r and not r.get("error") else None
+            return m.get((job, t), {}).get(met)
         cols = [t for t in targets if any(val(t, j, met) is not None for _, j, met in items)]
         cols_of[name] = cols
         with open(os.path.join(ddir, name), "w") as f:
@@ -330,13 +410,34 @@ def plot(recs, meta, outdir):
                      .replace("metadata, 1 dir: ", "md1 ").replace("metadata, 100 dirs: ", "md100 ")
                      .replace(" jobs", "j").replace(" job", "j"))
             f.write('"%s" %s %s\n' % (short, "%.3f" % a if a else "NaN", "%.3f" % b if b else "NaN"))
-    def hist(f, colours=None):
+    # not_run: the plot command of a panel without data (bench.sh --only
+    # main, --jobs, --targets): a note instead of a gnuplot error.
+    not_run = ("set label 1 'not in this run' at graph 0.5,0.5 center\n"
+               "plot [1:10][1:10] NaN notitle\nunset label 1")
+
+    def hist(f, cols=None):
         """The histogram of data file f, each column in its target's colour
-        (the ratio panel: in the colour of the target rpfs is compared to)."""
-        if colours is None:
-            colours = [TARGET_COLOR[t] for t in cols_of[os.path.basename(f)]]
-        return ", ".join("'%s' using %d:xtic(1) title columnhead(%d) lc rgb '%s'" %
-                         (f, i + 2, i + 2, c) for i, c in enumerate(colours))
+        (cols: (column, colour) pairs, default every column of f; the ratio
+        panel: in the colour of the target rpfs is compared to)."""
+        if cols is None:
+            cols = [(i + 2, TARGET_COLOR[t])
+                    for i, t in enumerate(cols_of[os.path.basename(f)])]
+        if not cols:
+            return not_run
+        return "plot " + ", ".join("'%s' using %d:xtic(1) title columnhead(%d) lc rgb '%s'" %
+                                   (f, i, i, c) for i, c in cols)
+
+    def sweep_plot(sec):
+        """The lines of sweep sec (unit, iods), or not_run without points."""
+        if not sw[sec]:
+            return not_run
+        f = os.path.join(ddir, "sweep-%s.dat" % sec)
+        return ("plot '{f}' using 1:2 title 'overwrite' lw 2 pt 7 lc rgb '{c}', \\\n"
+                "     '{f}' using 1:3 title 'read' lw 2 pt 5 dt 2 lc rgb '{c}'"
+                .format(f=f, c=TARGET_COLOR["rpfs"]))
+    # the ratio columns with a figure (gnuplot refuses one without)
+    ratio_cols = [(i + 2, TARGET_COLOR[t]) for i, t in enumerate(("passthrough", "glusterfs"))
+                  if any(x[i + 1] for x in ratios)]
     script = """
 set terminal pngcairo size 1800,1100 font 'DejaVu Sans,10'
 set output '{out}'
@@ -349,15 +450,15 @@ set key below horizontal font ',9'
 set grid ytics
 set yrange [0:*]
 set title 'Sequential 1 MiB (MB/s)'
-plot {seq}
+{seq}
 set title 'Random 4 KiB, 4 jobs (IOPS, log scale)'
 set logscale y
 set yrange [100:*]
-plot {rand}
+{rand}
 set title 'Metadata, {mdfiles} files (ops/s, log scale)'
 set yrange [10:*]
 set xtics rotate by -30
-plot {md}
+{md}
 unset logscale y
 set xtics norotate
 set yrange [0:*]
@@ -368,15 +469,13 @@ set xlabel 'stripe unit (KiB)'
 set logscale x 2
 set xrange [48:1400]
 set xtics (64, 256, 1024)
-plot '{ddir}/sweep-unit.dat' using 1:2 title 'overwrite' lw 2 pt 7 lc rgb '{rpfs}', \\
-     '{ddir}/sweep-unit.dat' using 1:3 title 'read' lw 2 pt 5 dt 2 lc rgb '{rpfs}'
+{sweep_unit}
 unset logscale x
 set title 'rpfs: iod count sweep, default layout, seq 1 MiB, 1 job (MB/s)'
 set xlabel 'iods'
 set xrange [0.5:4.5]
 set xtics (1, 2, 4)
-plot '{ddir}/sweep-iods.dat' using 1:2 title 'overwrite' lw 2 pt 7 lc rgb '{rpfs}', \\
-     '{ddir}/sweep-iods.dat' using 1:3 title 'read' lw 2 pt 5 dt 2 lc rgb '{rpfs}'
+{sweep_iods}
 unset xlabel
 set autoscale x
 set xtics autofreq rotate by -45 font ',8'
@@ -384,16 +483,17 @@ set style data histograms
 set key below horizontal
 set title 'Ratios, rpfs FUSE / other (above 1: rpfs faster)'
 set yrange [0:*]
-plot {ratio}, 1 with lines lc rgb 'black' dt 2 notitle
+{ratio}
 unset multiplot
 """.format(out=os.path.join(outdir, "plot.png"),
            title="rpfs bench %s, %s mode  (%s)" % (meta.get("date", ""), meta.get("mode", ""),
                                                    meta.get("machine_short", "")),
            seq=hist(os.path.join(ddir, "seq.dat")), rand=hist(os.path.join(ddir, "rand.dat")),
-           md=hist(os.path.join(ddir, "md.dat")), ratio=hist(os.path.join(ddir, "ratio.dat"),
-                                                    [TARGET_COLOR["passthrough"], TARGET_COLOR["glusterfs"]]),
-           mdfiles="{:,}".format(int(meta.get("md_files", 10000))), ddir=ddir,
-           rpfs=TARGET_COLOR["rpfs"])
+           md=hist(os.path.join(ddir, "md.dat")),
+           ratio=hist(os.path.join(ddir, "ratio.dat"), ratio_cols) +
+           (", 1 with lines lc rgb 'black' dt 2 notitle" if ratio_cols else ""),
+           mdfiles="{:,}".format(int(meta.get("md_files", 10000))),
+           sweep_unit=sweep_plot("unit"), sweep_iods=sweep_plot("iods"))
     gp = os.path.join(ddir, "plot.gp")
     with open(gp, "w") as f:
         f.write(script)
@@ -422,9 +522,10 @@ def render(records, metapath, outdir):
               "pipe_max_size", "passthrough_splice", "fio_engine", "loadavg_at_end"):
         md.append("- %s: %s" % (k, meta.get(k) if meta.get(k) not in (None, "") else "-"))
     md += ["", "## Method", "", meta.get("method", ""), "",
-           "## Summary (higher is better)", "", md_table(sh, srows), "", WRITE_NOTE, "",
+           "## Summary (higher is better)", "", summary_title(meta) + ".", "",
+           md_table(sh, srows), "", WRITE_NOTE, "",
            "## Every run", "",
-           "fio usr/sys: fio's own CPU use in percent (group reported). "
+           "One row per round. fio usr/sys: fio's own CPU use in percent (group reported). "
            "daemon CPU s: user+system CPU seconds used during the run by the "
            "target's server processes alone, all threads of each (utime+stime of "
            "/proc/PID/stat, summed over the processes, before and after the run): "
@@ -443,18 +544,22 @@ def render(records, metapath, outdir):
     with open(os.path.join(outdir, "results.md"), "w") as f:
         f.write("\n".join(md))
     with open(os.path.join(outdir, "results.json"), "w") as f:
-        json.dump({"meta": meta, "records": recs}, f, indent=1)
+        json.dump({"meta": meta, "summary": {"title": summary_title(meta), "header": sh,
+                                             "rows": srows}, "records": recs}, f, indent=1)
     ok = plot(recs, meta, outdir)
 
-    print(text_table(sh[:-2] + sh[-2:], srows))
+    print(summary_title(meta) + ":")
+    print(text_table(sh, srows))
     print(WRITE_NOTE)
     print()
-    print("Stripe unit sweep (rpfs, 4 iods):")
-    print(text_table(uh, urows))
-    print("iod sweep (rpfs, default layout):")
-    print(text_table(ih, irows))
-    print()
-    print("Ratios (rpfs FUSE / other; >1 means rpfs is faster):")
+    if urows or irows:
+        print("Stripe unit sweep (rpfs, 4 iods):")
+        print(text_table(uh, urows))
+        print("iod sweep (rpfs, default layout):")
+        print(text_table(ih, irows))
+        print()
+    print("Ratios (rpfs FUSE / other, %s; >1 means rpfs is faster):" %
+          ("median of the per-round ratios" if int(meta.get("rounds", 1)) > 1 else "1 round"))
     for name, a, b, c, d in ratios:
         print("  %-36s rpfs/passthrough %6s   rpfs/GlusterFS %6s   rpfs/hop %6s   "
               "hop/passthrough %6s" %

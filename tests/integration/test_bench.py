@@ -1,18 +1,29 @@
-"""scripts/bench.sh's metadata matrix and --state-dir (issue 21, item 7):
-its arguments are checked before anything starts, and a tiny matrix run
-prints the side-by-side table with the mgr's requests per op. A benchmark
-is not a test: nothing here looks at a rate, only at what is printed."""
+"""scripts/bench.sh's metadata matrix and --state-dir (issue 21, item 7)
+and its main table's rounds (issue 34): its arguments are checked before
+anything starts; a tiny matrix run prints the side-by-side table with the
+mgr's requests per op, each phase's counts read once the mount's reaper
+has purged what the phase freed; a tiny main run in 2 rounds prints per
+cell the median of the rounds and their spread, and ratios as the median
+of the per-round ratios. A benchmark is not a test: nothing here looks at
+a rate, only at what is printed and how it was computed. The runs pass
+--no-settle: waiting for an idle machine only matters for the figures."""
+import http.server
 import json
 import os
 import re
 import socket
+import statistics
 import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
 import util
 
 BENCH = os.path.join(util.REPO, 'scripts', 'bench.sh')
+MDMATRIX = os.path.join(util.REPO, 'tests', 'bench', 'mdmatrix.py')
 
 pytestmark = pytest.mark.host_only
 
@@ -51,7 +62,20 @@ def bench(*args, timeout=900):
     (['--state-dir'], 'bench: error: --state-dir: expected DIR'),
     (['--stores', 'lmdb,sqlite'], 'bench: error: --stores: expected lmdb or postgresql, got "sqlite"'),
     (['--md-files', '0'], 'bench: error: --md-files: expected a positive number of files, got "0"'),
-    (['--only', 'fio'], 'bench: error: --only: expected meta-matrix, got "fio"'),
+    (['--only', 'fio'], 'bench: error: --only: expected main or meta-matrix, got "fio"'),
+    (['--only', 'main', '--meta-matrix'], 'bench: error: --only main excludes --meta-matrix'),
+    (['--rounds', '0'], 'bench: error: --rounds: expected 1..99 rounds, got "0"'),
+    (['--rounds'], 'bench: error: --rounds: expected N'),
+    (['--rounds', '2', '--only', 'meta-matrix'],
+     'bench: error: --rounds shapes the main table, which --only meta-matrix, --scrape-cost '
+     'and --seal-cost do not run'),
+    (['--targets', 'rpfs,nfs'],
+     'bench: error: --targets: expected some of rpfs,rpfs-fio,tmpfs,passthrough,'
+     'passthrough-hop,glusterfs, got "nfs"'),
+    (['--jobs', 'seqwrite2'],
+     'bench: error: --jobs: expected some of seqwrite1,seqwrite4,seqread1,seqread4,'
+     'randread4,randwrite4,md1,md100, got "seqwrite2"'),
+    (['--size', '12q'], 'bench: error: --size: expected a size such as 64m, got "12q"'),
     (['--scrape-cost', '3x'], 'bench: error: --scrape-cost: expected 1..99 pairs, got "3x"'),
     (['--scrape-cost', '3', '--scrape'],
      'bench: error: --scrape-cost turns scraping on and off itself; leave --scrape out'),
@@ -76,7 +100,7 @@ def matrix(tmp_path_factory):
     state = tmp_path_factory.mktemp('bench-state')
     out = tmp_path_factory.mktemp('bench-out')
     r = bench('--only', 'meta-matrix', '--md-files', '40', '--state-dir', str(state),
-              '--out', str(out))
+              '--out', str(out), '--no-settle')
     return r, str(state), str(out)
 
 
@@ -141,13 +165,188 @@ def test_matrix_records(matrix):
     assert '| op | clients | passthrough | lmdb@tmpfs |' in md
 
 
+PURGES = ('PURGE', 'PURGE_MANY')
+
+
+def test_matrix_purges_in_unlink_phase(matrix):
+    """Each phase's counts are read once the mount's reaper is done: every
+    file the unlink phase freed is reaped within it (1.00 per op, counted
+    from the mount's rpfs.stats), its PURGE/PURGE_MANY are in its counts,
+    and no other phase reaps or purges anything."""
+    _, _, out = matrix
+    with open(os.path.join(out, 'meta-matrix.jsonl')) as f:
+        recs = [json.loads(l) for l in f]
+    for x in (x for x in recs if x['target'] != 'passthrough'):
+        assert x['unlink_mgr']['reaped_per_op'] == 1.0, x
+        assert sum(x['unlink_mgr']['req_ops'].get(op, 0) for op in PURGES) > 0, x
+        for ph in ('create', 'stat', 'rename', 'mkdir', 'rmdir'):
+            assert x[ph + '_mgr']['reaped_per_op'] == 0, (ph, x)
+            assert not any(op in x[ph + '_mgr']['req_ops'] for op in PURGES), (ph, x)
+
+
+class _Metrics(http.server.BaseHTTPRequestHandler):
+    """A mgr's /metrics page with PURGE_MANY count server.purges."""
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        body = ('rpfs_server_requests_total{op="UNLINK"} 8\n'
+                'rpfs_server_requests_total{op="PURGE_MANY"} %d\n' % self.server.purges).encode()
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def fake_mgr():
+    """An HTTP server on a free loopback port serving _Metrics."""
+    srv = http.server.HTTPServer(('127.0.0.1', util.free_port()), _Metrics)
+    srv.purges = 1
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def set_reap(path, queued, reaped):
+    """Give path the user.rpfs.stats of a mount whose reaper was handed
+    queued freed inodes and has reaped reaped of them."""
+    os.setxattr(path, 'user.rpfs.stats',
+                json.dumps({'reap_queued': queued, 'reap_inodes': reaped}).encode())
+
+
+def snap(srv, mount, prefix, env=None):
+    """mdmatrix.py snap (bench-md's hook) at the end of an unlink phase."""
+    return subprocess.run([sys.executable, MDMATRIX, 'snap',
+                           'http://127.0.0.1:%d/metrics' % srv.server_port, mount, prefix,
+                           'end', 'unlink'], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, **(env or {})))
+
+
+def test_snap_waits_for_purges(tmp_path, fake_mgr):
+    """The snapshot at the end of a phase waits until the mount's reaper
+    has reaped every inode queued to it, and only then reads the mgr's
+    counts: a reaper 2 inodes behind sends its last PURGE_MANY 0.3 s
+    later, and the snapshot holds it. (A file stands in for the mount:
+    mdmatrix.py reads its user.rpfs.stats; a page server for the mgr.)"""
+    mount = tmp_path / 'mount'
+    mount.write_text('')
+    set_reap(str(mount), 42, 40)
+
+    def reaper():
+        time.sleep(0.3)
+        fake_mgr.purges = 2  # the mgr counts the purge before answering it
+        set_reap(str(mount), 42, 42)
+    t = threading.Thread(target=reaper)
+    t.start()
+    r = snap(fake_mgr, str(mount), str(tmp_path / 'mx'))
+    t.join()
+    assert r.returncode == 0, r.stderr
+    with open(str(tmp_path / 'mx.end.unlink.json')) as f:
+        got = json.load(f)
+    assert got['requests'] == {'UNLINK': 8, 'PURGE_MANY': 2}
+    assert (got['reap_queued'], got['reap_inodes']) == (42, 42)
+
+
+def test_snap_wait_bounded(tmp_path, fake_mgr):
+    """A reaper that never catches up fails the snapshot after
+    $RPFS_BENCH_REAP_WAIT seconds, saying how many inodes it still has,
+    and writes no snapshot (bench-md then fails the run)."""
+    mount = tmp_path / 'mount'
+    mount.write_text('')
+    set_reap(str(mount), 42, 40)
+    r = snap(fake_mgr, str(mount), str(tmp_path / 'mx'), {'RPFS_BENCH_REAP_WAIT': '0.2'})
+    assert r.returncode == 1
+    assert r.stderr.strip() == (
+        'mdmatrix.py snap: end unlink: after 0.2 s the reaper of %s still has 2 freed inodes '
+        'to remove and purge (reap_queued 42, reap_inodes 40); the mgr\'s counts would miss '
+        'their purges' % mount)
+    assert not os.path.exists(str(tmp_path / 'mx.end.unlink.json'))
+
+
+@pytest.fixture(scope='module')
+def main_table(tmp_path_factory):
+    """One tiny run of the main table: 2 rounds of a 1 MiB sequential
+    overwrite and 40 files' metadata job on the rpfs mount and the
+    passthrough; its result and its results.json."""
+    out = tmp_path_factory.mktemp('bench-main')
+    r = bench('--only', 'main', '--rounds', '2', '--jobs', 'seqwrite1,md1', '--targets',
+              'rpfs,passthrough', '--size', '1m', '--md-files', '40', '--no-settle',
+              '--out', str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    with open(os.path.join(str(out), 'results.json')) as f:
+        return r, json.load(f)
+
+
+def test_main_rounds_interleaved(main_table):
+    """Every job ran once per round on every target, each round running a
+    job on all targets before the next job, the targets' order rotating
+    from round to round."""
+    _, res = main_table
+    runs = [(x['round'], x['job'], x['target']) for x in res['records']
+            if x.get('section') == 'main']
+    assert not [x for x in res['records'] if x.get('error')], res['records']
+    assert runs == [(1, 'seqwrite1', 'rpfs'), (1, 'seqwrite1', 'passthrough'),
+                    (1, 'md1', 'passthrough'), (1, 'md1', 'rpfs'),
+                    (2, 'seqwrite1', 'passthrough'), (2, 'seqwrite1', 'rpfs'),
+                    (2, 'md1', 'rpfs'), (2, 'md1', 'passthrough')]
+
+
+def fmt(v, ratio=False):
+    """report.py's rounding of a figure (ratios: 2 decimals)."""
+    if ratio:
+        return '%.2f' % v
+    return '%.0f' % v if v >= 100 else '%.1f' % v if v >= 10 else '%.2f' % v
+
+
+def test_main_table_medians(main_table):
+    """The printed table says what its cells are; each target's cell is the
+    median of its 2 rounds with their half range in % of the median, and
+    rpfs/passthrough is the median of the 2 per-round ratios, with its
+    spread."""
+    r, res = main_table
+    lines = r.stdout.splitlines()
+    i = lines.index('Summary: median of 2 rounds per job and target, ±spread = half the '
+                    'range of the rounds, (max - min) / 2, in % of the median; ratios: '
+                    'median of the 2 per-round ratios, ± likewise:')
+    head = re.split(r'\s{2,}', lines[i + 1].strip())
+    assert head == ['job', 'unit', 'rpfs FUSE', 'passthrough FUSE', 'rpfs/passthrough',
+                    'rpfs/GlusterFS', 'rpfs/hop', 'hop/passthrough']
+    rows = {}
+    for l in lines[i + 3:i + 7]:
+        cells = re.split(r'\s{2,}', l.strip())
+        assert len(cells) == len(head), l
+        rows[cells[0]] = dict(zip(head, cells))
+    by = {}
+    for x in res['records']:
+        by.setdefault((x['job'], x['target']), {})[x['round']] = x
+    for title, job, met in (('seq overwrite 1 MiB, 1 job', 'seqwrite1', 'mbs'),
+                            ('metadata, 1 dir: create', 'md1', 'create'),
+                            ('metadata, 1 dir: stat', 'md1', 'stat'),
+                            ('metadata, 1 dir: unlink', 'md1', 'unlink')):
+        row = rows[title]
+        for t, col in (('rpfs', 'rpfs FUSE'), ('passthrough', 'passthrough FUSE')):
+            v = [by[(job, t)][k][met] for k in (1, 2)]
+            med = statistics.median(v)
+            assert row[col] == '%s ±%.0f%%' % (fmt(med), 100 * (max(v) - min(v)) / 2 / med), \
+                (title, t, v, row)
+        q = [by[(job, 'rpfs')][k][met] / by[(job, 'passthrough')][k][met] for k in (1, 2)]
+        med = statistics.median(q)
+        assert row['rpfs/passthrough'] == '%s ±%.0f%%' % (
+            fmt(med, True), 100 * (max(q) - min(q)) / 2 / med), (title, q, row)
+        assert [row[c] for c in head[5:]] == ['-', '-', '-'], row
+
+
 def test_postgresql_store(tmp_path):
     """--stores lmdb,postgresql: on a build whose mgr knows --store, the
     table gets postgresql columns; on one without, one clear line and exit
     status 1, and no figures."""
     h = subprocess.run([util.binary('mgr/rpfs-mgr'), '--help'], capture_output=True, text=True)
     r = bench('--only', 'meta-matrix', '--md-files', '40', '--stores', 'lmdb,postgresql',
-              '--out', str(tmp_path))
+              '--out', str(tmp_path), '--no-settle')
     if '--store' in h.stdout + h.stderr:
         assert r.returncode == 0, r.stderr[-3000:]
         assert re.search(r'^op\s+clients\s+passthrough\s+lmdb@tmpfs\s+postgresql@tmpfs\s*$',
