@@ -11,7 +11,6 @@ import http.server
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,31 +27,14 @@ MDMATRIX = os.path.join(util.REPO, 'tests', 'bench', 'mdmatrix.py')
 pytestmark = pytest.mark.host_only
 
 
-def port_run(n):
-    """A port p with p..p+n-1 all free on loopback (bench.sh uses 100)."""
-    for _ in range(50):
-        p = util.free_port()
-        if p + n > 65535:
-            continue
-        socks = []
-        try:
-            for q in range(p, p + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(('127.0.0.1', q))
-            return p
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError('no run of %d free ports' % n)
-
-
 def bench(*args, timeout=900):
     """Run bench.sh with ARGS on the test build; the CompletedProcess."""
-    env = dict(os.environ, RPFS_BUILD=util.build_dir(), RPFS_BENCH_PORT=str(port_run(100)))
-    return util.run([BENCH] + list(args), check=False, timeout=timeout, env=env)
+    env = dict(os.environ, RPFS_BUILD=util.build_dir(),
+               RPFS_BENCH_PORT=str(util.free_port_run(100, '127.0.0.1')))
+    # bench.sh raises /proc/sys/fs/pipe-max-size while it runs, which
+    # test_tcp_zc.py and test_zerocopy.py count on (util.global_lock)
+    with util.global_lock('pipe-max-size'):
+        return util.run([BENCH] + list(args), check=False, timeout=timeout, env=env)
 
 
 @pytest.mark.parametrize('args,msg', [
