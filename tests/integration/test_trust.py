@@ -31,31 +31,34 @@ def squashed(tmp_path_factory):
     c.unsquashed_owner)."""
     c = util.Cluster(str(tmp_path_factory.mktemp('sq')), niods=2, name='sq')
     util.clusters.append(c)
-    c.start()
-    path = str(tmp_path_factory.mktemp('sqm'))
-    util.make_traversable(path)
-    m = c.mount(path, 'allow_other')
-    d = os.path.join(path, 'pub')
-    os.mkdir(d)
-    os.chmod(d, 0o777)
-    g0 = os.path.join(d, 'g0')
-    with open(g0, 'w') as f:
-        f.write('root group only\n')
-    os.chmod(g0, 0o060)
-    c.unsquashed = {k: as_user(1000, gid, groups, 'cat', g0)
-                    for k, (gid, groups) in GROUP0_CALLERS.items()}
-    open(os.path.join(d, 'by-root-unsquashed'), 'w').close()
-    r = as_user(1000, 0, None, 'touch', os.path.join(d, 'by-1000-g0-unsquashed'))
-    assert r.returncode == 0, r.stderr
-    c.unsquashed_owner = {}
-    for who in ('root', '1000-g0'):
-        st = os.stat(os.path.join(d, 'by-%s-unsquashed' % who))
-        c.unsquashed_owner[who] = (st.st_uid, st.st_gid)
-    c.mgr.stop()
-    c.mgr.argv = c.mgr.argv + ['--root-squash']
-    c.mgr.start()
-    yield c, d
-    util.cleanup(m, c)
+    m = None
+    try:
+        c.start()
+        path = str(tmp_path_factory.mktemp('sqm'))
+        util.make_traversable(path)
+        m = c.mount(path, 'allow_other')
+        d = os.path.join(path, 'pub')
+        os.mkdir(d)
+        os.chmod(d, 0o777)
+        g0 = os.path.join(d, 'g0')
+        with open(g0, 'w') as f:
+            f.write('root group only\n')
+        os.chmod(g0, 0o060)
+        c.unsquashed = {k: as_user(1000, gid, groups, 'cat', g0)
+                        for k, (gid, groups) in GROUP0_CALLERS.items()}
+        open(os.path.join(d, 'by-root-unsquashed'), 'w').close()
+        r = as_user(1000, 0, None, 'touch', os.path.join(d, 'by-1000-g0-unsquashed'))
+        assert r.returncode == 0, r.stderr
+        c.unsquashed_owner = {}
+        for who in ('root', '1000-g0'):
+            st = os.stat(os.path.join(d, 'by-%s-unsquashed' % who))
+            c.unsquashed_owner[who] = (st.st_uid, st.st_gid)
+        c.mgr.stop()
+        c.mgr.argv = c.mgr.argv + ['--root-squash']
+        c.mgr.start()
+        yield c, d
+    finally:
+        util.cleanup(m, c)
 
 
 def test_root_squash_root(squashed):
