@@ -64,6 +64,9 @@ def manifest(root):
 
 
 def check_new_files_work(root, old):
+    """A new file under root can be written, read back, renamed and
+    unlinked, and its inode number is above every one of old (a
+    manifest): numbers are never reused after a restart."""
     f = os.path.join(root, 'new-after-restart')
     data = os.urandom(3 << 20)
     with open(f, 'wb') as fh:
@@ -91,6 +94,8 @@ def test_all_daemons_restarted_data_intact(dcluster, tmp_mnt):
 
 
 def test_file_data_intact_after_restart_twice(dcluster, tmp_mnt):
+    """50 MiB written, unmounted, every daemon restarted twice: a fresh
+    mount reads the same bytes (no page cache of the first mount)."""
     m = dcluster.mount(tmp_mnt)
     f = os.path.join(m.path, 'f')
     want = run('head -c 50M /dev/urandom | tee %s | sha256sum' % f).stdout.split()[0]
