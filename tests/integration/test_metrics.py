@@ -19,6 +19,7 @@ import re
 import signal
 import socket
 import subprocess
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -140,41 +141,126 @@ def prom(mc, tmp_path_factory):
 
 
 def scrape(addr):
+    """The /metrics text of the endpoint at addr (HOST:PORT)."""
     return http_get('http://%s/metrics' % addr)
 
 
-def sample(text, series):
-    """The value of one series (name and labels as printed) in text."""
-    m = re.search(r'^%s (\S+)$' % re.escape(series), text, re.M)
-    assert m, series
-    return float(m.group(1))
+_SAMPLE = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)(?: -?\d+)?')
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"(,|$)')
+
+
+def parse(text):
+    """Every sample of a Prometheus text exposition, as (name, {label:
+    value}, value as a float), in order. Comment and blank lines are
+    skipped; a line that is not a whole sample (name, labels each
+    NAME="VALUE", a number) fails the test, so that nothing is compared
+    as text: a value is matched by its number, never by a prefix of its
+    digits."""
+    out = []
+    for ln in text.splitlines():
+        if not ln or ln.startswith('#'):
+            continue
+        m = _SAMPLE.fullmatch(ln)
+        assert m, 'not a sample line: %r' % ln
+        labels = {}
+        rest = m.group(2) or ''
+        while rest:
+            lm = _LABEL.match(rest)
+            assert lm and lm.group(1) not in labels, 'bad labels in %r' % ln
+            labels[lm.group(1)] = re.sub(r'\\(.)', lambda e: {'n': '\n'}.get(
+                e.group(1), e.group(1)), lm.group(2))
+            rest = rest[lm.end():]
+        out.append((m.group(1), labels, float(m.group(3))))
+    return out
+
+
+def value(text, name, **labels):
+    """The value of the one sample of family name whose labels are exactly
+    labels (no more, no fewer); the test fails if there is none or more
+    than one."""
+    vals = [v for n, l, v in parse(text) if n == name and l == labels]
+    assert len(vals) == 1, (name, labels, vals)
+    return vals[0]
+
+
+def count(text, name, **labels):
+    """value() of a counter series, 0 while it has no sample (the per-op
+    families print an op from its first request on)."""
+    vals = [v for n, l, v in parse(text) if n == name and l == labels]
+    assert len(vals) <= 1, (name, labels, vals)
+    return vals[0] if vals else 0
+
+
+def one(text, name):
+    """The value of the single sample of family name (any labels)."""
+    vals = [v for n, _l, v in parse(text) if n == name]
+    assert len(vals) == 1, (name, vals)
+    return vals[0]
+
+
+def names(text):
+    """The names of the samples in text."""
+    return {n for n, _l, _v in parse(text)}
+
+
+def test_parse():
+    """parse() takes a value as its number and labels whole: the helper the
+    checks below compare numbers with (no substring of the text)."""
+    t = ('# HELP x_total X.\n# TYPE x_total counter\nx_total{op="CREATE"} 10\n'
+         'x_total{op="CREATE",errno="E\\"1"} 1\nup 1 1700000000000\ng -2.5e-3\n'
+         'h_bucket{le="+Inf"} 3\n')
+    assert parse(t) == [('x_total', {'op': 'CREATE'}, 10.0),
+                        ('x_total', {'op': 'CREATE', 'errno': 'E"1'}, 1.0),
+                        ('up', {}, 1.0), ('g', {}, -0.0025),
+                        ('h_bucket', {'le': '+Inf'}, 3.0)]
+    assert value(t, 'x_total', op='CREATE') == 10
+    assert count(t, 'x_total', op='MKDIR') == 0
+    for bad in ('x_total{op="CREATE"}1', 'x_total{op=CREATE} 1', 'x_total 1 2 3'):
+        with pytest.raises(AssertionError):
+            parse(bad)
 
 
 def test_promtool_check_metrics(mc):
     """Every endpoint's text passes promtool's parser and linter, after
-    some I/O so that the per-op families have samples."""
+    some I/O so that the per-op families have samples. The I/O, a create
+    and 1 MiB written, is counted exactly, as numbers from before and
+    after it: one CREATE by the kernel, the mount and the mgr, and each
+    IO_WRITE the mount made counted by one iod (with its latency, in the
+    +Inf bucket); nothing is left in flight at the mount."""
+    iods = ['iod%d' % i for i in range(NIODS)]
+
+    def counts():
+        fuse, mgr = scrape(mc.metrics['fuse']), scrape(mc.metrics['mgr'])
+        return {
+            'fuse CREATE': count(fuse, 'rpfs_client_fuse_requests_total', op='CREATE'),
+            'mount CREATE': count(fuse, 'rpfs_client_requests_total', op='CREATE'),
+            'mgr CREATE': count(mgr, 'rpfs_server_requests_total', op='CREATE'),
+            'mount IO_WRITE': count(fuse, 'rpfs_client_requests_total', op='IO_WRITE'),
+            'mount IO_WRITE latencies': count(fuse, 'rpfs_client_latency_seconds_bucket',
+                                              op='IO_WRITE', le='+Inf'),
+            'iods IO_WRITE': sum(count(scrape(mc.metrics[i]), 'rpfs_server_requests_total',
+                                       op='IO_WRITE') for i in iods)}
+    c0 = counts()
     with open(os.path.join(mc.mnt.path, 'lint'), 'wb') as f:
         f.write(os.urandom(MiB))
         os.fsync(f.fileno())
+    c1 = counts()
+    d = {k: c1[k] - c0[k] for k in c0}
+    assert d['fuse CREATE'] == d['mount CREATE'] == d['mgr CREATE'] == 1, d
+    assert d['mount IO_WRITE'] >= 1, d
+    assert d['iods IO_WRITE'] == d['mount IO_WRITE latencies'] == d['mount IO_WRITE'], d
     for name, addr in sorted(mc.metrics.items()):
         text = scrape(addr)
         r = subprocess.run(['promtool', 'check', 'metrics'], input=text, text=True,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
         assert r.returncode == 0, '%s: %s' % (name, r.stdout)
-        assert 'process_resident_memory_bytes ' in text, name
-    # the per-op families have samples where requests went
-    assert 'rpfs_server_requests_total{op="IO_WRITE"}' in scrape(mc.metrics['iod0']) or \
-        'rpfs_server_requests_total{op="IO_WRITE"}' in scrape(mc.metrics['iod1'])
-    fuse = scrape(mc.metrics['fuse'])
-    assert 'rpfs_client_latency_seconds_bucket{op="IO_WRITE",le="+Inf"}' in fuse
-    assert 'rpfs_client_requests_total{op="CREATE"} 1' in fuse
-    assert sample(fuse, 'rpfs_client_calls_in_flight') >= 0
-    mgr = scrape(mc.metrics['mgr'])
-    assert 'rpfs_server_requests_total{op="CREATE"} 1' in mgr
-    assert sample(mgr, 'rpfs_mgr_store_commit_seconds_count') >= 1
-    iods = [scrape(mc.metrics['iod%d' % i]) for i in range(NIODS)]
-    assert sum(sample(t, 'rpfs_iod_disk_seconds_count{call="write"}') for t in iods) >= 1
-    assert all(sample(t, 'rpfs_iod_slow_jobs{state="waiting"}') == 0 for t in iods)
+        assert value(text, 'process_resident_memory_bytes') > 0, name
+    util.wait_until(lambda: value(scrape(mc.metrics['fuse']), 'rpfs_client_calls_in_flight')
+                    == 0, 60, 0.2, 'no call in flight from the mount')
+    assert value(scrape(mc.metrics['mgr']), 'rpfs_mgr_store_commit_seconds_count') >= 1
+    iod_texts = [scrape(mc.metrics[i]) for i in iods]
+    assert sum(value(t, 'rpfs_iod_disk_seconds_count', call='write') for t in iod_texts) >= 1
+    assert all(value(t, 'rpfs_iod_slow_jobs', state='waiting') == 0 for t in iod_texts)
 
 
 def test_only_metrics_path(mc):
@@ -187,7 +273,7 @@ def test_only_metrics_path(mc):
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(req, timeout=10)
     assert e.value.code == 405
-    assert 'rpfs_mgr_iod_up' in scrape(mc.metrics['mgr'])
+    assert 'rpfs_mgr_iod_up' in names(scrape(mc.metrics['mgr']))
 
 
 def test_all_targets_up(prom):
@@ -263,13 +349,6 @@ def test_rules_and_dashboard(mc):
     assert not missing, missing
 
 
-def one(text, name):
-    """The value of the single series of family name (any labels) in text."""
-    vals = re.findall(r'^%s(?:\{[^}]*\})? (\S+)$' % re.escape(name), text, re.M)
-    assert len(vals) == 1, (name, vals)
-    return float(vals[0])
-
-
 def test_server_credits_in_use(mc):
     """Each server shows the credit limit it grants a connection and its
     requests in progress; a lock WAIT the mgr holds counts there until it
@@ -277,7 +356,7 @@ def test_server_credits_in_use(mc):
     for name in ['mgr'] + ['iod%d' % i for i in range(NIODS)]:
         text = scrape(mc.metrics[name])
         assert one(text, 'rpfs_net_credit_limit') == 32, name  # NET_DEFAULT_CREDITS
-        assert one(text, 'rpfs_net_requests_in_progress') >= 0, name
+        one(text, 'rpfs_net_requests_in_progress')  # shown: its one sample
     path = os.path.join(mc.mnt.path, 'credits')
     with open(path, 'wb') as f:
         f.write(b'x')
@@ -309,59 +388,86 @@ def test_mount_server_gauges(mc):
         f.write(os.urandom(4 * MiB))
         os.fsync(f.fileno())
     fuse = scrape(mc.metrics['fuse'])
-    assert sample(fuse, 'rpfs_client_connected{role="mgr"}') == 1
+    assert value(fuse, 'rpfs_client_connected', role='mgr') == 1
     for i in range(NIODS):
-        assert sample(fuse, 'rpfs_client_connected{role="iod",iod="%d"}' % i) == 1
+        assert value(fuse, 'rpfs_client_connected', role='iod', iod=str(i)) == 1
 
     def idle():
         t = scrape(mc.metrics['fuse'])
-        return all(sample(t, 'rpfs_client_server_calls_in_flight{role="iod",iod="%d"}' % i)
+        return all(value(t, 'rpfs_client_server_calls_in_flight', role='iod', iod=str(i))
                    == 0 for i in range(NIODS)) and \
-            sample(t, 'rpfs_client_server_calls_in_flight{role="mgr"}') == 0
+            value(t, 'rpfs_client_server_calls_in_flight', role='mgr') == 0
     util.wait_until(idle, 60, 0.2, 'no call in flight from the mount')
 
 
-def test_server_connection_gauges(mc):
-    """A connection that never does the handshake shows on the mgr as open
-    and unauthenticated until it closes (tcp: the verbs server has no raw
-    socket to open)."""
+def test_server_connection_gauges(mc, tmp_path):
+    """The mgr's connections open: a second mount whose config file asks
+    one connection per server ([client] connections = 1) adds that one to
+    the mgr's gauge (authenticated) while mounted, and the gauge is back
+    where it was once it is unmounted; on both transports. Over tcp also
+    a connection that never does the handshake: open and unauthenticated
+    until it closes, then neither (the verbs server has no raw socket to
+    open)."""
     mgr = mc.metrics['mgr']
 
-    def unauth():
-        return one(scrape(mgr), 'rpfs_net_connections_unauthenticated')
-    util.wait_until(lambda: unauth() == 0, 60, 0.2, 'no handshake in progress')
+    def gauges():
+        t = scrape(mgr)
+        return (one(t, 'rpfs_net_connections_open'),
+                one(t, 'rpfs_net_connections_unauthenticated'))
+    util.wait_until(lambda: gauges()[1] == 0, 60, 0.2, 'no handshake in progress')
+    before, _ = gauges()
+    assert before >= 1  # the mount's
+    conf = util.write_conf(mc, str(tmp_path / 'rpfs.conf'),
+                           extra='[client]\nconnections = 1\n')
+    m2 = mc.mount(str(tmp_path / 'm2'), 'conf=' + conf)
+    try:
+        os.listdir(m2.path)  # a call from a FUSE worker thread
+        util.wait_until(lambda: gauges() == (before + 1, 0), 60, 0.2,
+                        "the second mount's connection")
+    finally:
+        assert m2.umount()
+    util.wait_until(lambda: gauges() == (before, 0), 60, 0.2,
+                    "the second mount's connection closed")
     if util.transport() != 'tcp':
         return
-    before = one(scrape(mgr), 'rpfs_net_connections_open')
-    assert before >= 1  # the mount's
     with socket.create_connection((util.HOST, mc.mgr_port)):
-        util.wait_until(lambda: unauth() == 1, 60, 0.2, 'the handshake in progress')
-        assert one(scrape(mgr), 'rpfs_net_connections_open') >= before + 1
-    util.wait_until(lambda: unauth() == 0, 60, 0.2, 'the connection gone')
+        util.wait_until(lambda: gauges() == (before + 1, 1), 60, 0.2,
+                        'the handshake in progress')
+    util.wait_until(lambda: gauges() == (before, 0), 60, 0.2, 'the connection gone')
 
 
 def test_scrub_counters(mc, tmp_path):
     """`rpfs scrub --conf FILE --dry-run` against the cluster: the mgr's
-    scrub counters move (requests of both kinds, inodes checked) and the
-    last-request timestamp is set."""
+    scrub counters move by what the scrub reports (each iod object it
+    checked is one inode asked of the mgr, each orphan inode it lists one
+    orphan reported), requests of both kinds are counted, and the
+    last-request timestamp is set to a time during the scrub."""
     mgr = mc.metrics['mgr']
     t0 = scrape(mgr)
-    inos0 = sample(t0, 'rpfs_mgr_scrub_inodes_checked_total')
-    req0 = sample(t0, 'rpfs_mgr_scrub_requests_total{kind="inodes"}')
-    orq0 = sample(t0, 'rpfs_mgr_scrub_requests_total{kind="orphans"}')
-    assert sample(t0, 'rpfs_mgr_scrub_last_request_timestamp_seconds') == 0
+    inos0 = value(t0, 'rpfs_mgr_scrub_inodes_checked_total')
+    orph0 = value(t0, 'rpfs_mgr_scrub_orphans_reported_total')
+    req0 = value(t0, 'rpfs_mgr_scrub_requests_total', kind='inodes')
+    orq0 = value(t0, 'rpfs_mgr_scrub_requests_total', kind='orphans')
+    assert value(t0, 'rpfs_mgr_scrub_last_request_timestamp_seconds') == 0
     with open(os.path.join(mc.mnt.path, 'scrubbed'), 'wb') as f:
         f.write(os.urandom(MiB))
     conf = util.write_conf(mc, str(tmp_path / 'rpfs.conf'))
+    start = time.time()
     r = util.run([util.binary('admin/rpfs'), 'scrub', '--conf', conf, '--dry-run',
                   '--grace', '0'], check=False, timeout=300)
+    end = time.time()
     assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(r'^objects checked: (\d+) on %d iods, (\d+) orphan inodes at the mgr$'
+                  % NIODS, r.stdout, re.M)
+    assert m, r.stdout
+    objects, orphans = int(m.group(1)), int(m.group(2))
+    assert objects >= 1  # the file just written
     t1 = scrape(mgr)
-    assert sample(t1, 'rpfs_mgr_scrub_requests_total{kind="inodes"}') > req0
-    assert sample(t1, 'rpfs_mgr_scrub_requests_total{kind="orphans"}') > orq0
-    assert sample(t1, 'rpfs_mgr_scrub_inodes_checked_total') > inos0
-    assert sample(t1, 'rpfs_mgr_scrub_orphans_reported_total') >= 0
-    assert sample(t1, 'rpfs_mgr_scrub_last_request_timestamp_seconds') > 0
+    assert value(t1, 'rpfs_mgr_scrub_inodes_checked_total') - inos0 == objects
+    assert value(t1, 'rpfs_mgr_scrub_orphans_reported_total') - orph0 == orphans
+    assert value(t1, 'rpfs_mgr_scrub_requests_total', kind='inodes') > req0
+    assert value(t1, 'rpfs_mgr_scrub_requests_total', kind='orphans') > orq0
+    assert start <= value(t1, 'rpfs_mgr_scrub_last_request_timestamp_seconds') <= end
 
 
 def test_iod_killed_shows_down(mc, prom, expect_log):
@@ -408,8 +514,8 @@ def test_iod_restarted_reconnects(mc, prom):
     again) and the mgr renews its lease. Runs after the kill."""
     c = mc
     fuse = mc.metrics['fuse']
-    r0 = sample(scrape(fuse), 'rpfs_client_server_reconnects_total{role="iod",iod="1"}')
-    assert sample(scrape(fuse), 'rpfs_client_server_reconnects_total{role="iod",iod="0"}') == 0
+    r0 = value(scrape(fuse), 'rpfs_client_server_reconnects_total', role='iod', iod='1')
+    assert value(scrape(fuse), 'rpfs_client_server_reconnects_total', role='iod', iod='0') == 0
     c.start_iod(1)
     d = os.path.join(c.mnt.path, 'wide')
     os.mkdir(d)
@@ -425,8 +531,8 @@ def test_iod_restarted_reconnects(mc, prom):
             return False  # iod 1 still held down after its failure
     util.wait_until(written, 60, 0.5, 'a write across every iod')
     t = scrape(fuse)
-    assert sample(t, 'rpfs_client_server_reconnects_total{role="iod",iod="1"}') > r0
-    assert sample(t, 'rpfs_client_connected{role="iod",iod="1"}') == 1
+    assert value(t, 'rpfs_client_server_reconnects_total', role='iod', iod='1') > r0
+    assert value(t, 'rpfs_client_connected', role='iod', iod='1') == 1
     prom.wait_value('rpfs_mgr_iod_lease_expiry_timestamp_seconds{iod="1"} - time()',
                     lambda v: v > 0, "iod 1's lease renewed")
 
@@ -456,6 +562,7 @@ def test_busy_address_is_one_error(tmp_path):
                                 '--iod', util.hostport(util.free_port()),
                                 '--metrics', busy] + util.insecure_args())
         assert rc == 1, out
+        assert out.count('<3>') == 1, out
         assert '<3>rpfs-mgr: --metrics %s: Address already in use' % busy in out
 
 
@@ -471,7 +578,9 @@ def test_mount_busy_address(mc, tmp_mnt):
                                     util.hostport(mc.mgr_port), tmp_mnt] + fg +
                                    ['-o', 'metrics=' + busy])
             assert rc == 1, (fg, out)
-            assert '-o metrics %s: Address already in use' % busy in out, (fg, out)
+            assert out.count('<3>') == 1, (fg, out)
+            assert '<3>rpfs-fuse: -o metrics %s: Address already in use' % busy in out, \
+                (fg, out)
             assert not util.is_mounted(tmp_mnt)
 
 
@@ -488,24 +597,35 @@ def test_bad_address_is_one_error(tmp_path, tmp_mnt):
 
 def test_config_file_ports(tmp_path):
     """[metrics] listen = HOST:PORT in rpfs.conf: the mgr serves on PORT
-    and iod N on PORT + 1 + N; an unknown key is refused with the line."""
+    and iod N on PORT + 1 + N (iod 1 here: PORT + 2), each its own
+    families; an unknown key is refused with the line."""
     base = util.free_port()
     conf = tmp_path / 'rpfs.conf'
-    conf.write_text('[cluster]\nmgr = %s\ninsecure = true\n[iod.0]\nhost = %s\nport = %d\n'
+    conf.write_text('[cluster]\nmgr = %s\ninsecure = true\n[mgr]\ndb = %s\n'
+                    '[iod.0]\nhost = %s\nport = %d\n'
                     'data = %s\n[iod.1]\nhost = %s\nport = %d\ndata = %s\n'
                     '[metrics]\nlisten = %s\n'
-                    % (util.hostport(util.free_port()), util.HOST, util.free_port(),
-                       tmp_path / 'i0', util.HOST, util.free_port(), tmp_path / 'i1',
-                       util.hostport(base)))
-    p = subprocess.Popen([util.binary('iod/rpfs-iod'), '--conf', str(conf), '--id', '1'],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    util.register_pid(p.pid)
+                    % (util.hostport(util.free_port()), tmp_path / 'db', util.HOST,
+                       util.free_port(), tmp_path / 'i0', util.HOST, util.free_port(),
+                       tmp_path / 'i1', util.hostport(base)))
+    procs = []
     try:
+        for argv in (['iod/rpfs-iod', '--conf', str(conf), '--id', '1'],
+                     ['mgr/rpfs-mgr', '--conf', str(conf)]):
+            p = subprocess.Popen([util.binary(argv[0])] + argv[1:],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+            util.register_pid(p.pid)
+            procs.append(p)
         util.wait_for_port(util.HOST, base + 2, 30)
-        assert 'rpfs_net_messages_total' in scrape(util.hostport(base + 2))
+        iod1 = names(scrape(util.hostport(base + 2)))
+        assert 'rpfs_iod_slow_jobs' in iod1 and 'rpfs_mgr_iod_up' not in iod1
+        util.wait_for_port(util.HOST, base, 30)
+        mgr = names(scrape(util.hostport(base)))
+        assert 'rpfs_mgr_iod_up' in mgr and 'rpfs_iod_slow_jobs' not in mgr
     finally:
-        util.stop_proc(p, signal.SIGTERM, 15)
+        for p in procs:
+            util.stop_proc(p, signal.SIGTERM, 15)
     bad = tmp_path / 'bad.conf'
     bad.write_text('[metrics]\nport = 1\n')
     rc, out = _start_fails([util.binary('mgr/rpfs-mgr'), '--conf', str(bad)])
