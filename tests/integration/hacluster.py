@@ -19,7 +19,8 @@ each step, so `down` undoes a partial `up` too; logs/; pg/NODE/ the
 database nodes, owned by the system user rpfs-pg). The daemons outlive this
 process: `up` starts them in sessions of their own and exits. `down`
 unmounts the clients, kills every process left in each namespace (`ip
-netns pids`), deletes the namespaces and DIR. The tests import it
+netns pids`, each pid checked to run there: netns.signal_in_ns), deletes
+the namespaces and DIR. The tests import it
 (tests/integration/test_ha.py) for the state and the primary's location.
 """
 import argparse
@@ -362,14 +363,12 @@ class Ha:
 
     def signal_node(self, name, sig):
         """Send sig to every process in node name's namespace (kill -9 of
-        a host: its mgr, or its postgres and pg_autoctl); their pids."""
-        pids = self.ns_pids([self.state['nodes'][name]['ns']])
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass        # a short-lived backend that ended meanwhile
-        return pids
+        a host: its mgr, or its postgres and pg_autoctl); the pids
+        signalled. Every pid listed must run in that namespace, and it
+        must not be ours: else nothing is signalled and
+        netns.NotInNamespace says which pid (netns.signal_in_ns)."""
+        ns = self.state['nodes'][name]['ns']
+        return netns.signal_in_ns(self.ns_pids([ns]), ns, sig)
 
     def link(self, name, up):
         """Cut node name off the bridge (it keeps its address and sockets;
@@ -446,13 +445,16 @@ class Ha:
                 problems.append('%s: still mounted' % path)
         namespaces = [ns for ns in self.state.get('ns', [])
                       if os.path.exists('/run/netns/' + ns)]
+        refused = {}
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            pids = self.ns_pids(namespaces)
-            for pid in pids:
+            for ns in namespaces:
+                if ns in refused:
+                    continue
                 try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
+                    netns.signal_in_ns(self.ns_pids([ns]), ns, sig)
+                except netns.NotInNamespace as e:
+                    refused[ns] = str(e)
+                    problems.append(str(e))
             deadline = time.monotonic() + 10
             while self.ns_pids(namespaces) and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -479,11 +481,11 @@ class Ha:
 
     @staticmethod
     def ns_pids(namespaces):
-        """The pids of every process in these network namespaces."""
+        """The pids `ip netns pids` lists for these network namespaces
+        (what is signalled is checked again: netns.signal_in_ns)."""
         pids = []
         for ns in namespaces:
-            r = util.run(['ip', 'netns', 'pids', ns], check=False, timeout=30)
-            pids += [int(x) for x in r.stdout.split()]
+            pids += netns.netns_pids(ns)
         return pids
 
     # ------------------------------------------------------------ status

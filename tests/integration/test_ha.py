@@ -22,6 +22,8 @@ netns.py). Then:
   asserted: the target is 15 s with default settings). The faulted host is
   brought back before the next case (the mgr restarted, the database node
   rejoined as a standby, the link up);
+- signal_node refuses a pid that does not run in the node's namespace
+  (a kill -9 of a host must never reach the test itself);
 - `down` leaves no namespace, no process and no mount behind, and so it
   does after an `up` killed half-way.
 
@@ -31,6 +33,7 @@ PostgreSQL: marked own_store (run once, not again per RPFS_STORE).
 """
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -41,6 +44,7 @@ import time
 import pytest
 
 import hacluster
+import netns
 import util
 import workload
 
@@ -345,6 +349,17 @@ def test_down(ha, tmp_path):
     check_gone(d, state, pids)
 
 
+def kill_session(p):
+    """SIGKILL the process group of p, a Popen started in a session of its
+    own (start_new_session), never ours: refused (failing) unless p leads
+    its own group."""
+    pg = os.getpgid(p.pid)
+    assert pg == p.pid and pg != os.getpgrp(), (
+        'refusing to kill process group %d: it is not the own session of %d (ours is %d)'
+        % (pg, p.pid, os.getpgrp()))
+    os.killpg(pg, signal.SIGKILL)
+
+
 def test_down_after_partial_up():
     """An up killed half-way (namespaces made, the database being set up)
     is undone by down all the same."""
@@ -365,7 +380,7 @@ def test_down_after_partial_up():
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)
         util.wait_until(halfway, 120, 0.1, 'up started the monitor')
-        os.killpg(p.pid, signal.SIGKILL)
+        kill_session(p)
         p.wait(30)
         with open(state_path) as f:
             state = json.load(f)
@@ -376,8 +391,62 @@ def test_down_after_partial_up():
         check_gone(d, state, pids)
     finally:
         if p is not None and p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
+            kill_session(p)
             p.wait(30)
         if os.path.exists(state_path):
             script('down', '--dir', d, check=False)
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_signal_node_refuses_outside_pids(tmp_path):
+    """signal_node refuses, and signals nothing, when the node's pid list
+    (a seam: ns_pids) holds a pid that does not run in the node's
+    namespace (here our own pid, as when a kill -9 of a host once killed
+    pytest), saying which; it refuses a node whose namespace is our own;
+    it signals a process that does run in the node's namespace."""
+    run = '%x%04x' % (os.getpid() & 0xffff, random.randrange(1 << 16))
+    ns, own = 'rpfs-%s-sig' % run, 'rpfs-%s-own' % run
+    got = []
+    old = signal.signal(signal.SIGUSR1, lambda *_a: got.append(1))
+    victim = None
+    h = hacluster.Ha(str(tmp_path))
+    h.state = {'nodes': {'x': {'ns': ns}, 'me': {'ns': own}}}
+    try:
+        for n in (ns, own):
+            if os.environ.get('RPFS_TEST_NETNS'):      # scripts/test.sh deletes leftovers
+                with open(os.environ['RPFS_TEST_NETNS'], 'a') as f:
+                    f.write(n + '\n')
+        util.run(['ip', 'netns', 'add', ns])
+        util.run(['ip', 'netns', 'attach', own, str(os.getpid())])   # our namespace
+        victim = subprocess.Popen(['nsenter', '--net=/run/netns/' + ns, '--', 'sleep', '60'])
+        util.register_pid(victim.pid)
+        inside = os.stat('/run/netns/' + ns).st_ino
+
+        def entered():
+            try:
+                return os.stat('/proc/%d/ns/net' % victim.pid).st_ino == inside
+            except OSError:
+                return False
+        util.wait_until(entered, 10, 0.05, 'sleep runs in %s' % ns)
+        me = os.getpid()
+        h.ns_pids = lambda _nss: [victim.pid, me]
+        with pytest.raises(netns.NotInNamespace,
+                           match=r'refusing signal %d to pid %d \(.*\): its network namespace '
+                           r'\(.*, ours\) is not %s' % (signal.SIGUSR1, me, ns)):
+            h.signal_node('x', signal.SIGUSR1)
+        with pytest.raises(netns.NotInNamespace,
+                           match=r'/run/netns/%s is our own network namespace' % own):
+            h.signal_node('me', signal.SIGUSR1)
+        time.sleep(0.2)
+        assert not got, 'the test itself was signalled'
+        assert victim.poll() is None, 'a pid of a refused list was signalled'
+        h.ns_pids = lambda _nss: [victim.pid]
+        assert h.signal_node('x', signal.SIGUSR1) == [victim.pid]
+        assert victim.wait(10) == -signal.SIGUSR1
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+        if victim is not None and victim.poll() is None:
+            victim.kill()
+            victim.wait(10)
+        for n in (ns, own):
+            util.run(['ip', 'netns', 'del', n], check=False)
