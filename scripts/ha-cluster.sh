@@ -6,11 +6,12 @@
 # store_uri, 4 iods and N clients (default 2) mounted on host paths. When
 # this build's rpfs-mgr has --lease (several mgrs on one store, one
 # active), a second mgr stands by and the clients get the list of both
-# (their --lease: SECONDS, default the mgr's); else one mgr, and status
-# says so.
+# (their --lease: SECONDS, default the mgr's, 10); else one mgr, and
+# status says so. --client-timeout: the clients' -o timeout (SECONDS,
+# default theirs, 10).
 #
 #   ha-cluster.sh up [--dir DIR] [--clients N] [--lease SECONDS]
-#                                                start it all; print where
+#                    [--client-timeout SECONDS]  start it all; print where
 #                                                everything is (as status)
 #   ha-cluster.sh status [--dir DIR]             addresses, store_uri, mounts,
 #                                                logs, the database nodes'
@@ -40,6 +41,7 @@ die() {
 
 usage() {
 	printf 'usage: ha-cluster.sh up|down|status [--dir DIR] [--clients N] [--lease SECONDS]\n' >&2
+	printf '                                    [--client-timeout SECONDS]\n' >&2
 	exit 2
 }
 
@@ -66,7 +68,7 @@ while [ $i -lt ${#args[@]} ]; do
 		dir=${args[$((i + 1))]}
 		i=$((i + 2))
 		;;
-	--clients | --lease)
+	--clients | --lease | --client-timeout)
 		[ $((i + 1)) -lt ${#args[@]} ] || usage
 		i=$((i + 2))
 		;;

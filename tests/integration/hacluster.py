@@ -13,13 +13,15 @@ daemons for the database):
     cliK   10.77.0.4K  rpfs-fuse, mounted on DIR/mnt/cliK (host paths)
 
     hacluster.py up|down|status --dir DIR [--clients N] [--lease SECONDS]
+                                [--client-timeout SECONDS]
 
 Everything lives under DIR (state.json says what was made, written after
 each step, so `down` undoes a partial `up` too; logs/; pg/NODE/ the
 database nodes, owned by the system user rpfs-pg). The daemons outlive this
 process: `up` starts them in sessions of their own and exits. `down`
 unmounts the clients, kills every process left in each namespace (`ip
-netns pids`), deletes the namespaces and DIR. The tests import it
+netns pids`, each pid checked to run there: netns.signal_in_ns), deletes
+the namespaces and DIR. The tests import it
 (tests/integration/test_ha.py) for the state and the primary's location.
 """
 import argparse
@@ -57,7 +59,8 @@ DBNAME = 'rpfs'
 # primary_demote_timeout, or a cut-off old primary could still take writes
 # when the new one starts), and a standby being promoted waits 2 s [5 s]
 # for its WAL receiver to stop. Measured here: a primary killed with -9 is
-# replaced (the new one accepts writes) about 9 s later.
+# replaced (the new one accepts writes) about 9 s later. (test_ha.py
+# derives its bound on a failover from these.)
 MONITOR_GUCS = {
     'pgautofailover.health_check_period': '1000',
     'pgautofailover.health_check_timeout': '1000',
@@ -71,6 +74,12 @@ KEEPER_CONF = {
     'timeout.network_partition_timeout': '3',
     'timeout.prepare_promotion_walreceiver': '2',
 }
+# What up gives the mgrs and the clients unless told otherwise: the mgrs'
+# own defaults (--lease: mgr_lead.h MGR_LEAD_DEFAULT_MS; the clients' -o
+# timeout: net.h NET_DEFAULT_TIMEOUT_MS), passed explicitly so that the
+# state says what runs.
+DEFAULT_LEASE_S = 10
+DEFAULT_CLIENT_TIMEOUT_S = 10
 
 
 class Ha:
@@ -170,8 +179,13 @@ class Ha:
         self.pg_run(node, [PGBIN + '/initdb', '-D', pgdata, '--auth-local=trust',
                            '--auth-host=reject', '--locale=C', '-E', 'UTF8'], timeout=120)
         with open(os.path.join(pgdata, 'postgresql.conf'), 'a') as f:
+            # checkpoint_completion_target 0: a checkpoint writes at full
+            # speed, not spread over minutes (pg_basebackup, which a
+            # standby's creation and rejoin run, waits for one, and
+            # pg_autoctl does not ask it for a fast one: ~95 s per standby)
             f.write("# scripts/ha-cluster.sh\nunix_socket_directories = '%s'\n"
-                    "synchronous_commit = on\nlc_messages = 'C'\n" % self.sockdir())
+                    "synchronous_commit = on\nlc_messages = 'C'\n"
+                    "checkpoint_completion_target = 0\n" % self.sockdir())
         # the mgrs, with a password, from the bridge's subnet (a standby
         # gets this file with its copy of the data)
         with open(os.path.join(pgdata, 'pg_hba.conf'), 'a') as f:
@@ -266,11 +280,10 @@ class Ha:
 
     def second_mgr(self, lease):
         """The standby mgr (on host mgr2): the first one's arguments on
-        its own address; both get --lease when lease is set."""
+        its own address; both get --lease lease (seconds)."""
         net = self.net
         node = [n for n in net.extra_nodes if n.name == 'mgr2'][0]
-        if lease:
-            net.mgr.argv += ['--lease', str(lease)]
+        net.mgr.argv += ['--lease', str(lease)]
         first = net.mgr.argv
         cmd = first[first.index('--') + 1:]
         cmd[cmd.index('--listen') + 1] = '%s:%d' % (node.addr, netns.MGR_PORT)
@@ -289,17 +302,23 @@ class Ha:
 
     # ------------------------------------------------------------ up
 
-    def up(self, nclients, lease=None):
+    def up(self, nclients, lease=None, client_timeout=None):
         """Bring everything up in order: the namespaces, the monitor, db1
         (primary), db2 (synchronous standby), the role and schema, the
         iods, the mgr (and a standby mgr when this build has several mgrs
-        with one active; lease: their --lease), the mounts."""
+        with one active; lease: their --lease, seconds), the mounts
+        (client_timeout: their -o timeout, seconds). The state records
+        both (lease_s, client_timeout_s), defaults included."""
+        lease = DEFAULT_LEASE_S if lease is None else lease
+        client_timeout = (DEFAULT_CLIENT_TIMEOUT_S if client_timeout is None
+                          else client_timeout)
         for x in ('pg', 'mnt', 'logs'):
             shutil.rmtree(os.path.join(self.dir, x), ignore_errors=True)
         os.makedirs(os.path.join(self.dir, 'logs'), exist_ok=True)
         os.chmod(self.dir, 0o755)
         two = self.lease_supported()
-        self.state = {'nodes': {}, 'ns': [], 'mounts': [], 'logs': [], 'mgrs': 2 if two else 1}
+        self.state = {'nodes': {}, 'ns': [], 'mounts': [], 'logs': [], 'mgrs': 2 if two else 1,
+                      'lease_s': lease if two else None, 'client_timeout_s': client_timeout}
         self.save()
         ha = self
 
@@ -353,7 +372,7 @@ class Ha:
             path = os.path.join(self.dir, 'mnt', 'cli%d' % k)
             self.state['mounts'].append(path)
             self.save()
-            m = self.net.mount_client(k, path, 'allow_other')
+            m = self.net.mount_client(k, path, 'allow_other,timeout=%g' % client_timeout)
             self.state['logs'].append(m.log.path)
         self.state['up'] = True
         self.save()
@@ -362,14 +381,12 @@ class Ha:
 
     def signal_node(self, name, sig):
         """Send sig to every process in node name's namespace (kill -9 of
-        a host: its mgr, or its postgres and pg_autoctl); their pids."""
-        pids = self.ns_pids([self.state['nodes'][name]['ns']])
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass        # a short-lived backend that ended meanwhile
-        return pids
+        a host: its mgr, or its postgres and pg_autoctl); the pids
+        signalled. Every pid listed must run in that namespace, and it
+        must not be ours: else nothing is signalled and
+        netns.NotInNamespace says which pid (netns.signal_in_ns)."""
+        ns = self.state['nodes'][name]['ns']
+        return netns.signal_in_ns(self.ns_pids([ns]), ns, sig)
 
     def link(self, name, up):
         """Cut node name off the bridge (it keeps its address and sockets;
@@ -403,19 +420,25 @@ class Ha:
         self.keeper(name, ['pg_autoctl', 'run', '--pgdata',
                            os.path.join(self.dir, 'pg', name, 'data')])
 
-    def active_mgr(self):
-        """The host name of the mgr holding an unexpired lease, or None."""
+    def lease(self):
+        """(host name of the mgr holding an unexpired lease, its token),
+        read on the primary; (None, None) if there is no primary or no
+        live lease."""
         prim = self.primary()
         if prim is None:
-            return None
-        rows = self.psql(prim, 'SELECT holder FROM rpfs_lease WHERE expires >= now()',
+            return None, None
+        rows = self.psql(prim, 'SELECT holder, token FROM rpfs_lease WHERE expires >= now()',
                          db=DBNAME, check=False)
         for r in rows:
             for name in ('mgr', 'mgr2'):
                 node = self.state['nodes'].get(name)
                 if node and r[0].startswith('%s:' % node['addr']):
-                    return name
-        return None
+                    return name, int(r[1])
+        return None, None
+
+    def active_mgr(self):
+        """The host name of the mgr holding an unexpired lease, or None."""
+        return self.lease()[0]
 
     def healthy(self):
         """Everything is back: a primary with a standby in sync, both
@@ -446,13 +469,16 @@ class Ha:
                 problems.append('%s: still mounted' % path)
         namespaces = [ns for ns in self.state.get('ns', [])
                       if os.path.exists('/run/netns/' + ns)]
+        refused = {}
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            pids = self.ns_pids(namespaces)
-            for pid in pids:
+            for ns in namespaces:
+                if ns in refused:
+                    continue
                 try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
+                    netns.signal_in_ns(self.ns_pids([ns]), ns, sig)
+                except netns.NotInNamespace as e:
+                    refused[ns] = str(e)
+                    problems.append(str(e))
             deadline = time.monotonic() + 10
             while self.ns_pids(namespaces) and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -479,11 +505,11 @@ class Ha:
 
     @staticmethod
     def ns_pids(namespaces):
-        """The pids of every process in these network namespaces."""
+        """The pids `ip netns pids` lists for these network namespaces
+        (what is signalled is checked again: netns.signal_in_ns)."""
         pids = []
         for ns in namespaces:
-            r = util.run(['ip', 'netns', 'pids', ns], check=False, timeout=30)
-            pids += [int(x) for x in r.stdout.split()]
+            pids += netns.netns_pids(ns)
         return pids
 
     # ------------------------------------------------------------ status
@@ -517,7 +543,8 @@ class Ha:
             print('mgrs:       1 (this build of rpfs-mgr has no --lease: several mgrs '
                   'with one active are not in it)')
         else:
-            print('mgrs:       %d, one active (--lease)' % st['mgrs'])
+            print('mgrs:       %d, one active (--lease %s)' % (st['mgrs'], st.get('lease_s')))
+        print('clients:    -o timeout=%s' % st.get('client_timeout_s'))
         print('store_uri:  %s' % st.get('store_uri', '-'))
         print('mount arg:  %s' % st.get('mgr_spec', '-'))
         for m in st.get('mounts', []):
@@ -561,10 +588,16 @@ def main():
     ap.add_argument('--dir', default='/tmp/rpfs-ha')
     ap.add_argument('--clients', type=int, default=2)
     ap.add_argument('--lease', type=int, default=None,
-                    help="the mgrs' --lease in seconds (when this build has it)")
+                    help="the mgrs' --lease in seconds (when this build has it; "
+                    "default %d)" % DEFAULT_LEASE_S)
+    ap.add_argument('--client-timeout', type=float, default=None,
+                    help="the clients' -o timeout in seconds (default %d)"
+                    % DEFAULT_CLIENT_TIMEOUT_S)
     a = ap.parse_args()
     if a.lease is not None and not 2 <= a.lease <= 600:
         ap.error('--lease: expected seconds 2..600, got %d' % a.lease)
+    if a.client_timeout is not None and not 1 <= a.client_timeout <= 600:
+        ap.error('--client-timeout: expected seconds 1..600, got %g' % a.client_timeout)
     if not 1 <= a.clients <= 16:
         ap.error('--clients: expected 1..16, got %d' % a.clients)
     if os.geteuid() != 0:
@@ -578,7 +611,7 @@ def main():
                   'first' % ha.dir, file=sys.stderr)
             return 1
         try:
-            ha.up(a.clients, a.lease)
+            ha.up(a.clients, a.lease, a.client_timeout)
         except BaseException as e:
             print('ha-cluster.sh up: %s\nundoing it (the logs stay in %s/logs)'
                   % (e, ha.dir), file=sys.stderr)

@@ -37,6 +37,93 @@ def _ip(*args, check=True):
     return util.run(['ip'] + list(args), check=check, timeout=30)
 
 
+class NotInNamespace(RuntimeError):
+    """A signal was refused: the process does not run in the namespace of
+    the node it was meant for (or that namespace is our own)."""
+
+
+def _ns_id(path):
+    """(st_dev, st_ino) of a network namespace file (/run/netns/NAME or
+    /proc/PID/ns/net): equal for two files of the same namespace."""
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def netns_pids(ns):
+    """The pids `ip netns pids ns` lists (nothing if ns is gone). Not
+    proof that they run there: signal_in_ns checks each."""
+    if not os.path.exists('/run/netns/' + ns):
+        return []
+    r = _ip('netns', 'pids', ns, check=False)
+    return [int(x) for x in r.stdout.split()]
+
+
+def signal_in_ns(pids, ns, sig):
+    """Send sig to each of pids, every one of which must run in network
+    namespace ns (/proc/PID/ns/net and /run/netns/ns the same st_dev and
+    st_ino), and ns must not be this process's own namespace: a pid list
+    (`ip netns pids`, a Popen's pid) can name a process outside the node
+    (ns deleted or not a namespace mount, a pid reused), and a kill -9 of
+    the node must not kill the test itself. All pids are checked before
+    any is signalled (through pidfds, so a pid reused between the check
+    and the signal cannot be hit); any outside ns raises NotInNamespace
+    and none is signalled. A process that exited meanwhile (or a zombie,
+    whose namespace cannot be read) is skipped. Returns the pids
+    signalled."""
+    try:
+        want = _ns_id('/run/netns/' + ns)
+    except OSError as e:
+        raise NotInNamespace('refusing signal %d to %s: namespace %s: %s'
+                             % (sig, list(pids), ns, e)) from e
+    own = _ns_id('/proc/self/ns/net')
+    if want == own or want[0] != own[0]:
+        raise NotInNamespace(
+            'refusing signal %d to %s: /run/netns/%s is %s (device %d, inode %d)'
+            % (sig, list(pids), ns, 'our own network namespace' if want == own
+               else 'not a network namespace', want[0], want[1]))
+    fds = []
+    try:
+        for pid in pids:
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue        # a short-lived process that ended meanwhile
+            fds.append((pid, fd))
+            try:
+                got = _ns_id('/proc/%d/ns/net' % pid)
+            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                # exited since pidfd_open (a zombie's ns cannot be read)
+                fds.pop()
+                os.close(fd)
+                continue
+            if got != want:
+                raise NotInNamespace(
+                    'refusing signal %d to pid %d (%s): its network namespace '
+                    '(device %d, inode %d%s) is not %s\'s (inode %d)'
+                    % (sig, pid, _cmdline(pid), got[0], got[1],
+                       ', ours' if got == own else '', ns, want[1]))
+        done = []
+        for pid, fd in fds:
+            try:
+                signal.pidfd_send_signal(fd, sig)
+                done.append(pid)
+            except ProcessLookupError:
+                pass
+        return done
+    finally:
+        for _pid, fd in fds:
+            os.close(fd)
+
+
+def _cmdline(pid):
+    """pid's command line, for messages ('?' if it is gone)."""
+    try:
+        with open('/proc/%d/cmdline' % pid, 'rb') as f:
+            return f.read().replace(b'\0', b' ').decode(errors='replace').strip()
+    except OSError:
+        return '?'
+
+
 def netem_spec():
     """The netem parameters every link gets: $RPFS_NETEM (e.g.
     'delay 1ms loss 0.5%'), empty (no netem) when unset. Each word must be a
@@ -243,8 +330,22 @@ class NetCluster(util.Cluster):
 
     # ------------------------------------------------------------ faults
 
+    def node_of(self, d):
+        """The node daemon d (self.mgr or self.iods[i]) runs on."""
+        if d is self.mgr:
+            return self.mgr_node
+        return self.iod_nodes[self.iods.index(d)]
+
+    def signal_daemon(self, d, sig):
+        """Send sig to daemon d, refused (NotInNamespace) unless its process
+        runs in its node's namespace (signal_in_ns). Nothing if it is not
+        running (an exited child is left to d.stop to reap)."""
+        if d.running():
+            signal_in_ns([d.proc.pid], self.node_of(d).ns, sig)
+
     def kill9(self, d):
         """kill -9 a daemon (self.mgr or self.iods[i]) and reap it."""
+        self.signal_daemon(d, signal.SIGKILL)
         d.stop(signal.SIGKILL)
 
     def restart(self, d):
@@ -253,10 +354,11 @@ class NetCluster(util.Cluster):
 
     def pause(self, i):
         """SIGSTOP iod i: a hung server (connections stay open)."""
-        self.iods[i].proc.send_signal(signal.SIGSTOP)
+        self.signal_daemon(self.iods[i], signal.SIGSTOP)
 
     def resume(self, i):
-        self.iods[i].proc.send_signal(signal.SIGCONT)
+        """SIGCONT iod i (after pause)."""
+        self.signal_daemon(self.iods[i], signal.SIGCONT)
 
     def link(self, node, up):
         """Take node's bridge port down (a partition: the node keeps its
@@ -297,11 +399,10 @@ class NetCluster(util.Cluster):
         the end, after undoing all it could."""
         first = None
         for d in self.iods:
-            if d.running():
-                try:
-                    d.proc.send_signal(signal.SIGCONT)
-                except ProcessLookupError:
-                    pass
+            try:
+                self.signal_daemon(d, signal.SIGCONT)
+            except NotInNamespace as e:
+                first = first or e
         try:
             self.stop()
         except Exception as e:
