@@ -17,7 +17,9 @@
 # RESULTS/junit-vm.xml and the meson log RESULTS/meson-verbs.log. A step
 # with no STEP.rc did not run to its end (the VM stopped or timed out).
 #
-# Environment (passed into the VM, as every RPFS_* variable is):
+# Environment (rdma-vm.sh passes every RPFS_* variable into the VM but
+# RPFS_VM_*, its own; the host side writes those below to RESULTS/stage.env
+# and the guest side reads them from there):
 #   RPFS_BUILD           the release build the steps use (default build-vm)
 #   RPFS_VM_VB_LIVE      test_vb_live to run (a path under the checkout)
 #   RPFS_VM_VB_READY     a file the host writes once RPFS_VM_VB_LIVE is
@@ -45,13 +47,17 @@ if [ "${RPFS_IN_VM:-}" != 1 ]; then
 	"$(cd "$REPO" && pwd -P)"/*) ;;
 	*) echo "vm-stage.sh: $1: not under the checkout (the VM would not see it)" >&2; exit 2 ;;
 	esac
-	export RPFS_VM_RESULTS
 	rm -f "$RPFS_VM_RESULTS"/*.rc
+	for v in $(compgen -e | grep '^RPFS_VM_' || true); do
+		declare -p "$v"
+	done >"$RPFS_VM_RESULTS/stage.env" || exit 1
 	exec "$REPO/scripts/rdma-vm.sh" run --mem 8192 --timeout "${RPFS_VM_TIMEOUT:-5400}" -- \
 		"$HERE/vm-stage.sh" "$RPFS_VM_RESULTS"
 fi
 
 RES=$1
+# the host's RPFS_VM_* settings (see the header)
+. "$RES/stage.env" || { echo "vm-stage.sh: cannot read $RES/stage.env" >&2; exit 1; }
 BUILD=${RPFS_BUILD:-build-vm}
 PY=${RPFS_VM_PYTHON:-/usr/bin/python3}
 failed=0
