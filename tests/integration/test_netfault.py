@@ -137,7 +137,10 @@ SOAK = os.environ.get('RPFS_SOAK', '0')
 if SOAK not in ('0', '1'):
     raise ValueError('RPFS_SOAK: expected 0 or 1, got %r' % SOAK)
 SOAK = SOAK == '1'
-SIZE_MIB = 64 if SOAK else 4       # per file
+# per file: 2 MiB spans every iod of every layout (the widest, 4 units of
+# 64 KiB, takes 256 KiB) 8 times over; 8 files per use (4 clients x 2
+# kinds) keep the I/O of a case at what 4 files of 4 MiB were
+SIZE_MIB = 64 if SOAK else 2
 RUN_S = 60 if SOAK else 0          # the writers run at least this long
 CYCLES = 5 if SOAK else 1          # faults per case
 BLOCK = 64 << 10                   # the writers' write size
