@@ -12,7 +12,9 @@ and unread floods from raw TCP peers must not wear an iod down.
   (past either the oldest goes), so they lock nobody out.
 - Issue 20: a client host whose link is cut (no RST) mid-write: the iod
   lets go of all its connections while two other hosts go on reading and
-  writing (network namespaces, tests/integration/netns.py).
+  writing, none of their calls meanwhile slower than their worst before
+  the cut by half the request deadline (network namespaces,
+  tests/integration/netns.py).
 """
 import json
 import mmap
@@ -33,12 +35,18 @@ import util
 pytestmark = pytest.mark.host_only
 
 from wire import OP_IO_STATFS, OP_IO_WRITE, hdr, handshake
-TIMEOUT_S = 3            # the iods' --request-timeout in these tests
+TIMEOUT_S = 2            # the iods' --request-timeout in these tests
 STALLERS = 32
 STALL_BULK = 4 << 20
 READ_BOUND_S = 0.100     # issue 19: a read beside stalled writers
 RSS_BOUND_KB = 8 * 1024  # issue 19: growth under an unread flood
 FLOOD = 400000
+# A vanished host's connections are gone by the request deadline (the one
+# mid-request) or by keepalive (idle ones: first probe after TIMEOUT_S / 2,
+# then 3 every TIMEOUT_S / 6, each at least 1 s; tcp_server.c
+# tsrv_sock_limits); twice the later of the two is ample.
+KEEPALIVE_S = max(1, TIMEOUT_S // 2) + 3 * max(1, TIMEOUT_S // 6)
+DROP_S = 2 * max(TIMEOUT_S, KEEPALIVE_S)
 
 
 def deadline_re(peer):
@@ -260,7 +268,9 @@ def iod_established(c, peer=None):
 
 
 class Timed(threading.Thread):
-    """Repeat op() until stopped, timing each call; errors are kept."""
+    """Repeat op() until stopped, timing each call; errors are kept. Each
+    call's (start, seconds) is kept too, so latencies can be judged over a
+    window of time (Timed.within)."""
 
     def __init__(self, op):
         super().__init__(daemon=True)
@@ -268,6 +278,7 @@ class Timed(threading.Thread):
         self.halt = threading.Event()
         self.worst = 0.0
         self.count = 0
+        self.calls = []
         self.error = None
         self.start()
 
@@ -276,10 +287,17 @@ class Timed(threading.Thread):
             while not self.halt.is_set():
                 t0 = time.monotonic()
                 self.op(self.count)
-                self.worst = max(self.worst, time.monotonic() - t0)
+                dt = time.monotonic() - t0
+                self.calls.append((t0, dt))
+                self.worst = max(self.worst, dt)
                 self.count += 1
         except BaseException as e:  # reported by stop()
             self.error = e
+
+    def within(self, t_from, t_to):
+        """(calls, worst seconds) of the calls that overlap [t_from, t_to]."""
+        dts = [dt for t0, dt in self.calls if t0 <= t_to and t0 + dt >= t_from]
+        return len(dts), max(dts, default=0.0)
 
     def stop(self):
         self.halt.set()
@@ -316,14 +334,24 @@ def test_client_host_vanishes_mid_write(net_stall, expect_log):
     writes and its link is cut (no RST). The iod must drop every
     connection of that host (the one mid-write by the request deadline,
     idle ones by keepalive / TCP_USER_TIMEOUT) while clients 1 and 2 go on
-    reading and writing; what client 1 wrote reads back through client 2.
+    reading and writing, served as before the cut (no call slower than
+    their worst then by half the request deadline, which an iod that held
+    them until it drops client 0 would take); what client 1 wrote reads
+    back through client 2.
     The iod's buffers go with the connections: closing one fails its
     pending pull, which frees the buffer (tcp_server.c, iod_ops.c)."""
     c, (m0, m1, m2) = net_stall
     victim = c.cli_nodes[0].addr
     pre = os.path.join(m2.path, 'pre')
     want_pre = make_file(pre, 1 << 20)
-    dd = subprocess.Popen(['dd', 'if=/dev/zero', 'of=' + os.path.join(m0.path, 'big'),
+    # Client 0's link slowed to 16 Mbit/s (tbf; the host kernel has no
+    # netem): each 1 MiB write takes about 0.5 s on the wire, so the iod
+    # is waiting on its write data nearly all the time, and the cut lands
+    # mid-request.
+    util.run(['tc', '-n', c.cli_nodes[0].ns, 'qdisc', 'replace', 'dev', 'eth0', 'root',
+              'tbf', 'rate', '16mbit', 'burst', '32kb', 'latency', '200ms'], timeout=30)
+    big = os.path.join(m0.path, 'big')
+    dd = subprocess.Popen(['dd', 'if=/dev/zero', 'of=' + big,
                            'bs=1M', 'count=100000', 'oflag=direct'],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     util.register_pid(dd.pid)
@@ -343,17 +371,20 @@ def test_client_host_vanishes_mid_write(net_stall, expect_log):
 
     bw = br = writer = reader = None
     try:
-        util.wait_until(lambda: iod_established(c, victim) > 0, 10,
-                        what='client 0 connected to the iod')
-        time.sleep(1.5)  # client 0 is well into its 1 MiB writes
+        # client 0 well into its 1 MiB writes
+        util.wait_until(lambda: os.path.exists(big) and os.path.getsize(big) >= 2 << 20, 30,
+                        what='client 0 writing')
         assert dd.poll() is None, 'dd ended early: %s' % dd.returncode
-        # same-run baseline: the others' worst latency with client 0 alive
+        # same-run baseline: the others' worst latency with client 0 alive,
+        # over a window as long as the hold it is compared with (about
+        # TIMEOUT_S, the request deadline that drops client 0's write)
         bw, br = Timed(write_op), Timed(read_op)
-        time.sleep(3)
+        time.sleep(TIMEOUT_S)
         bw.stop()
         br.stop()
-        print('baseline (3 s, client 0 writing): %d writes (worst %.1f ms), %d reads '
-              '(worst %.1f ms)' % (bw.count, bw.worst * 1000, br.count, br.worst * 1000))
+        print('baseline (%d s, client 0 writing): %d writes (worst %.1f ms), %d reads '
+              '(worst %.1f ms)' % (TIMEOUT_S, bw.count, bw.worst * 1000, br.count,
+                                   br.worst * 1000))
         before = iod_stats(c, 1)
         held = iod_established(c, victim)
         assert held > 0
@@ -374,17 +405,37 @@ def test_client_host_vanishes_mid_write(net_stall, expect_log):
                    r'Input/output error$')
         c.link(c.cli_nodes[0], False)
         t_cut = time.monotonic()
-        util.wait_until(lambda: iod_established(c, victim) == 0, TIMEOUT_S * 4 + 10,
+        util.wait_until(lambda: iod_established(c, victim) == 0, DROP_S,
                         what="the iod dropping client 0's connections")
-        gone_s = time.monotonic() - t_cut
-        time.sleep(1)  # the others keep going a moment after
+        t_gone = time.monotonic()
+        gone_s = t_gone - t_cut
+        # the others go on after it, too
+        util.wait_until(lambda: all(t.error or any(t0 > t_gone for t0, _dt in list(t.calls))
+                                    for t in (writer, reader)), DROP_S,
+                        what='a write and a read of the others after client 0 was dropped')
         writer.stop()
         reader.stop()
         after = iod_stats(c, 1)
-        print('client 0 cut: iod let go after %.1f s; others: %d writes (worst %.1f ms), '
-              '%d reads (worst %.1f ms)' % (gone_s, writer.count, writer.worst * 1000,
-                                            reader.count, reader.worst * 1000))
+        nw, ww = writer.within(t_cut, t_gone)
+        nr, wr = reader.within(t_cut, t_gone)
+        print('client 0 cut: iod let go after %.1f s; others meanwhile: %d writes (worst '
+              '%.1f ms), %d reads (worst %.1f ms)' % (gone_s, nw, ww * 1000, nr, wr * 1000))
         print('iod before %s (%d connections of client 0), after %s' % (before, held, after))
+        # Served normally, not held until the dead host is dropped: an iod
+        # that stalls everyone while client 0's data does not come (a
+        # blocking read or send on its socket, requests served in order
+        # across connections) holds the others' calls until it drops
+        # client 0, by the request deadline TIMEOUT_S after the cut (or
+        # TCP_USER_TIMEOUT = TIMEOUT_S / keepalive, later still), so one of
+        # their calls takes about TIMEOUT_S. Half of that over the
+        # baseline's worst tells the two apart.
+        assert nw > 0 and nr > 0, 'the others made no call while client 0 was held'
+        assert ww < bw.worst + TIMEOUT_S / 2, \
+            'a write of client 1 took %.1f ms while client 0 was held (baseline worst ' \
+            '%.1f ms)' % (ww * 1000, bw.worst * 1000)
+        assert wr < br.worst + TIMEOUT_S / 2, \
+            'a read of client 2 took %.1f ms while client 0 was held (baseline worst ' \
+            '%.1f ms)' % (wr * 1000, br.worst * 1000)
         # the iod's own count agrees with its kernel: no connection of
         # client 0 is held any more
         try:
@@ -395,7 +446,6 @@ def test_client_host_vanishes_mid_write(net_stall, expect_log):
             print(util.run(c.iod_nodes[0].argv(['ss', '-tnap']), timeout=30).stdout)
             print(iod_stats(c, 1))
             raise
-        assert writer.count > 0 and reader.count > 0
         os.fsync(wfd)
     finally:
         for t in (bw, br, writer, reader):  # stopped already unless failed
