@@ -163,7 +163,8 @@ def _ephemeral_range():
         return 32768, 60999
 
 
-_ports_given = set()
+# the next port free_port_run tries, per slot (None: not yet chosen)
+_port_cursor = None
 
 
 def _port_slot():
@@ -198,27 +199,37 @@ def free_port_run(n=1, host=None):
     process's slot (_port_slot: below the kernel's ephemeral range, so no
     outgoing connection, a TCP socket or an rdma_cm id, can take them
     between now and the daemon's bind, and apart from every other pass and
-    worker of the run), and none is handed out twice in one run."""
+    worker of the run). Ports are handed out in turn from a random start,
+    so none is handed out again before the whole slot went round once."""
+    global _port_cursor
     first, end = _port_slot()
-    rng = random.Random(os.getpid() ^ time.monotonic_ns())
-    for _ in range(1000):
-        port = rng.randrange(first, end - n + 1)
-        run = range(port, port + n)
-        if any(p in _ports_given for p in run):
-            continue
+    if end - first < n:
+        raise RuntimeError('port slot %d-%d holds fewer than %d ports' % (first, end, n))
+    if _port_cursor is None or not first <= _port_cursor < end:
+        _port_cursor = random.Random(os.getpid() ^ time.monotonic_ns()).randrange(first, end)
+    port, tried = _port_cursor, 0
+    while tried < 2 * (end - first):
+        if port + n > end:
+            port = first
+        bad = None
         socks = []
         try:
-            for p in run:
+            for p in range(port, port + n):
                 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                 socks.append(s)
-                s.bind((host or HOST, p))
-        except OSError:
-            continue
+                try:
+                    s.bind((host or HOST, p))
+                except OSError:
+                    bad = p
+                    break
         finally:
             for s in socks:
                 s.close()
-        _ports_given.update(run)
-        return port
+        if bad is None:
+            _port_cursor = port + n
+            return port
+        tried += bad + 1 - port
+        port = bad + 1
     raise RuntimeError('no run of %d free ports in %d-%d on %s' % (n, first, end, host or HOST))
 
 
