@@ -162,9 +162,10 @@ def test_failing_op_leaves_its_batch_applied(gc, tmp_path):
     """A write op that fails in the mgr (a setxattr past the per-inode cap:
     ENOSPC) between successful creates of other clients, in the same
     batches: it fails alone, the creates are all applied and answered.
-    The setxattrs come through a second mount: over verbs one mount's ops
-    never share a batch (its connection is served in order), two mounts'
-    do; some batch held more than one op (the mgr's counters)."""
+    Over verbs one mount's ops never share a batch (its connection is
+    served in order), so the creates come through two mounts (two workers
+    through the first, one through the second, which also sends the
+    setxattrs); some batch held more than one op (the mgr's counters)."""
     d = os.path.join(gc.gc_mount.path, 'fail')
     os.mkdir(d)
     open(os.path.join(d, 'victim'), 'w').close()
@@ -185,7 +186,9 @@ def test_failing_op_leaves_its_batch_applied(gc, tmp_path):
     t = threading.Thread(target=fail_loop)
     t.start()
     try:
-        outs = run_workers(d, 3, 60)
+        procs = [start_worker(d, 'w0', 60), start_worker(d, 'w1', 60),
+                 start_worker(os.path.join(m2.path, 'fail'), 'w2', 60)]
+        outs = [p.communicate(timeout=300)[0].splitlines() for p in procs]
     finally:
         stop.set()
         t.join(60)
