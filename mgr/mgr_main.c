@@ -138,9 +138,9 @@ static void usage(FILE *f)
 		   "                 answer waits up to one lease\n"
 		   "  --commit-delay-ms MS  sleep before each group commit (0..%u,\n"
 		   "                 default 0), so that a crash lands before it\n",
+		MGR_RESYNC_MAX_RATE, MGR_RESYNC_DEFAULT_RATE,
 		MGR_LEAD_MIN_MS / 1000, MGR_LEAD_MAX_MS / 1000,
-		MGR_LEAD_DEFAULT_MS / 1000,
-		MGR_RESYNC_MAX_RATE, MGR_RESYNC_DEFAULT_RATE, MGR_FENCE_MIN_LEASE_MS,
+		MGR_LEAD_DEFAULT_MS / 1000, MGR_FENCE_MIN_LEASE_MS,
 		MGR_FENCE_MAX_LEASE_MS, MGR_FENCE_LEASE_MS, MGR_OPS_MAX_COMMIT_DELAY_MS);
 }
 

@@ -310,3 +310,24 @@ def test_lease_validated(tmp_path, how, arg, want):
     r = util.run(argv, check=False, timeout=30)
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert re.search(want, r.stderr), r.stderr
+
+
+def test_help_names_the_ranges_it_enforces():
+    """rpfs-mgr --help gives --lease and --resync-rate the ranges the
+    argument checks enforce (its printf arguments once came in another
+    order than its text, so --lease read "10..100000, default 50")."""
+    mgr = util.binary('mgr/rpfs-mgr')
+    text = ' '.join(util.run([mgr, '--help'], timeout=30).stdout.split())
+    refused = {}
+    for opt in ('--lease', '--resync-rate'):
+        r = util.run([mgr, '--listen', util.hostport(1), '--db', '/nonexistent',
+                      '--iod', util.hostport(2), opt, 'x'], check=False, timeout=30)
+        m = re.search(r'%s: expected \S+ (\d+)\.\.(\d+)' % opt, r.stderr)
+        assert r.returncode == 2 and m, (r.returncode, r.stderr)
+        refused[opt] = m.groups()
+    lo, hi = refused['--lease']
+    assert re.search(r'--lease: .* lease of SECONDS \(%s\.\.%s, default \d+;' % (lo, hi),
+                     text), text
+    lo, hi = refused['--resync-rate']
+    assert re.search(r'--resync-rate: MB/s .*\(%s\.\.%s, default \d+;' % (lo, hi),
+                     text), text
