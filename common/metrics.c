@@ -382,7 +382,7 @@ static void net_write_health(struct metrics_buf *b, const struct net_stats *st,
 	metrics_u64(b, n, st->auth_ok, "transport", t, "result", "ok", NULL);
 	metrics_u64(b, n, st->auth_fail, "transport", t, "result", "fail", NULL);
 	n = "rpfs_net_connections_open";
-	metrics_family(b, n, "gauge", "Connections open now (tcp server).");
+	metrics_family(b, n, "gauge", "Connections open now (server).");
 	metrics_u64(b, n, st->conns_open, "transport", t, NULL);
 	net_counter(b, "rpfs_net_deadline_closes_total",
 		    "Connections closed because a request's data came too late.",
