@@ -10,7 +10,8 @@
 # fio=<installed version>` into CACHEDIR, runs fio's ./configure there (for
 # config-host.h, as Debian's build does), and prints the unpacked source
 # directory, suitable for `meson setup -Dfio_engine=enabled -Dfio_src=DIR`.
-# Needs root (or sudo) only for the deb-src entry and apt-get update.
+# Needs root (or sudo) only for the deb-src entry and apt-get update;
+# flock (util-linux) to run one at a time per CACHEDIR.
 # Exit 0 ok, 1 failure.
 set -eu
 
@@ -22,6 +23,11 @@ ver=$(dpkg-query -W -f '${Version}' fio 2>/dev/null) || {
 upver=${ver#*:}
 upver=${upver%-*}
 mkdir -p "$cache"
+# One fetch at a time per cache: test.sh's two lanes configure their builds
+# at once, and a second run that saw the first's new deb-src entry before
+# its apt-get update ended failed ("You must put some 'deb-src' URIs").
+exec 9>"$cache/.fio-src.lock"
+flock 9
 
 # Already fetched?
 # Run fio's configure (as Debian's build does) for config-host.h, which
