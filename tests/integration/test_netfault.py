@@ -255,6 +255,10 @@ class Prober:
                 return t
         return None
 
+    def maxcall(self):
+        """The longest call of any pass so far, in seconds."""
+        return max((m for _, _, m in list(self.passes)), default=0.0)
+
     def wait(self, pred, since, timeout, what):
         """Wait for first(pred, since); wrong data read meanwhile fails at once."""
         def cond():
@@ -915,7 +919,7 @@ class Cycle:
                          ','.join(s if s == 'bad' else util.errno_name(int(s[3:]))
                                   for s in self.seen(i)) or '-',
                          '-' if t_err is None else '%.2fs' % (t_err - self.t0),
-                         '%.2fs' % max((m for _, _, m in pr.passes), default=0.0),
+                         '%.2fs' % pr.maxcall(),
                          '%.2fs' % self.writers[i].maxcall(), '%.2fs' % self.recover[i],
                          self.writes(i)])
         return rows
@@ -925,7 +929,7 @@ class Cycle:
         lane = LANES[i]
         seen, w, need = self.seen(i), self.writers[i], self.need(lane)
         errs = w.errors()
-        maxcall = max((m for _, _, m in self.probers[i].passes), default=0.0)
+        maxcall = self.probers[i].maxcall()
         who = lane.tag
         assert 'bad' not in seen, '%s read wrong data of %s' % (who, self.pre[i])
         wait = self.fault.wait_s + TIMEOUT_S / 2

@@ -276,7 +276,6 @@ class Timed(threading.Thread):
         super().__init__(daemon=True)
         self.op = op
         self.halt = threading.Event()
-        self.worst = 0.0
         self.count = 0
         self.calls = []
         self.error = None
@@ -289,14 +288,18 @@ class Timed(threading.Thread):
                 self.op(self.count)
                 dt = time.monotonic() - t0
                 self.calls.append((t0, dt))
-                self.worst = max(self.worst, dt)
                 self.count += 1
         except BaseException as e:  # reported by stop()
             self.error = e
 
+    @property
+    def worst(self):
+        """The longest call so far, in seconds."""
+        return self.within(float('-inf'), float('inf'))[1]
+
     def within(self, t_from, t_to):
         """(calls, worst seconds) of the calls that overlap [t_from, t_to]."""
-        dts = [dt for t0, dt in self.calls if t0 <= t_to and t0 + dt >= t_from]
+        dts = [dt for t0, dt in list(self.calls) if t0 <= t_to and t0 + dt >= t_from]
         return len(dts), max(dts, default=0.0)
 
     def stop(self):
