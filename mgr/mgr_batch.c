@@ -25,10 +25,12 @@
 STAILQ_HEAD(mb_list, mgr_batch_item);
 
 struct mgr_batch {
-	struct mgr_db *db;          /* immutable; its batch: writer thread */
+	struct mgr_db *db;          /* immutable */
 	struct ev_loop *loop;       /* immutable */
 	struct mgr_batch_ops ops;   /* immutable */
 	uint32_t delay_ms;          /* immutable */
+	struct mgr_txn *txn;        /* writer thread: the open batch (NULL
+				     * between batches) */
 	pthread_t thr;              /* loop thread */
 	ev_async done_w;            /* loop thread (ev_async_send: any) */
 	pthread_mutex_t mu;
@@ -41,11 +43,57 @@ struct mgr_batch {
 	int stop;                   /* mu: the thread ends once todo is empty */
 };
 
+/* Batches committed and the ops in them (relaxed atomics; mgr_batch_stats). */
+static uint64_t batch_count, batch_op_count;
+
+/* May an op in state from go to state to? Each state leads to the next;
+ * a queued op also goes straight to COMMITTED when no batch could be
+ * opened for it (it never ran; commit_rc says why). */
+static int mb_legal(enum mgr_batch_state from, enum mgr_batch_state to)
+{
+	return to == from + 1 ||
+	       (from == MGR_BATCH_QUEUED && to == MGR_BATCH_COMMITTED);
+}
+
 /*
- * Writer thread: run the queued ops, one after another, each as a child of
- * the open batch, until none is queued or the batch reaches a cap. Ops
- * submitted while it runs join it. Returns how many it ran, in cur; *abort
- * is set to run's error when one asks to abort the batch.
+ * The one place an op's state changes: move it to state to and do what
+ * reaching that state means.
+ *   QUEUED: nothing more (the caller puts it on the queue; loop thread)
+ *   RUN: ops.run runs it in the open batch (writer thread)
+ *   COMMITTED: rc, the batch's result, becomes its commit_rc (writer)
+ *   ANSWERED: ops.done answers and frees it (loop thread)
+ * @return RUN: ops.run's result (0, or -errno: the batch cannot go on);
+ *	else 0; -EINVAL an illegal move (a bug: logged, nothing changed)
+ */
+static int mb_advance(struct mgr_batch *b, struct mgr_batch_item *it,
+		      enum mgr_batch_state to, int rc)
+{
+	if (!mb_legal(it->state, to)) {
+		log_err("group commit: an op in state %d cannot go to %d",
+			(int)it->state, (int)to);
+		return -EINVAL;
+	}
+	it->state = to;
+	switch (to) {
+	case MGR_BATCH_RUN:
+		it->bytes = 0;
+		return b->ops.run(it, b->txn, b->ops.arg);
+	case MGR_BATCH_COMMITTED:
+		it->commit_rc = rc;
+		return 0;
+	case MGR_BATCH_ANSWERED:
+		b->ops.done(it, b->ops.arg);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * Writer thread: run the queued ops, one after another, in the open batch,
+ * until none is queued or the batch reaches a cap. Ops submitted while it
+ * runs join it. Returns how many it ran, in cur; *abort is set to run's
+ * error when the batch cannot go on.
  */
 static uint32_t mb_fill(struct mgr_batch *b, struct mb_list *cur, int *abort)
 {
@@ -58,10 +106,7 @@ static uint32_t mb_fill(struct mgr_batch *b, struct mb_list *cur, int *abort)
 	       (it = STAILQ_FIRST(&b->todo))) {
 		STAILQ_REMOVE_HEAD(&b->todo, link);
 		pthread_mutex_unlock(&b->mu);
-		it->bytes = 0;
-		mgr_db_batch_enter(b->db);
-		*abort = b->ops.run(it, b->ops.arg);
-		mgr_db_batch_leave(b->db);
+		*abort = mb_advance(b, it, MGR_BATCH_RUN, 0);
 		bytes += it->bytes;
 		STAILQ_INSERT_TAIL(cur, it, link);
 		n++;
@@ -90,33 +135,45 @@ static uint32_t mb_take_unrun(struct mgr_batch *b, struct mb_list *cur)
 	return n;
 }
 
-/* Writer thread: commit the open batch (one sync), or abort it when this
- * mgr may no longer commit as the active one (-ESTALE: nothing lands).
- * Cost: the store's commit. */
-static int mb_commit(struct mgr_batch *b)
+/* Writer thread: end the open batch: commit it (one sync) and count it,
+ * or, when abort is set or this mgr may no longer commit as the active
+ * one (-ESTALE), abort it: none of its n ops lands. Cost: the store's
+ * commit. */
+static int mb_end(struct mgr_batch *b, uint32_t n, int abort)
 {
-	if (b->delay_ms) {
+	struct mgr_txn *txn = b->txn;
+	int rc;
+
+	b->txn = NULL;
+	if (!abort && b->delay_ms) {
 		struct timespec ts = { b->delay_ms / 1000,
 				       (long)(b->delay_ms % 1000) * 1000000 };
 
 		nanosleep(&ts, NULL);
 	}
-	if (b->ops.serving && !b->ops.serving(b->ops.arg)) {
-		mgr_db_batch_abort(b->db);
-		return -ESTALE;
+	if (!abort && b->ops.serving && !b->ops.serving(b->ops.arg))
+		abort = -ESTALE;
+	if (abort) {
+		mgr_db_abort(txn);
+		return abort;
 	}
-	return mgr_db_batch_commit(b->db, NULL);
+	rc = mgr_db_commit(txn);
+	if (!rc) {
+		__atomic_add_fetch(&batch_count, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&batch_op_count, n, __ATOMIC_RELAXED);
+	}
+	return rc;
 }
 
-/* Writer thread: put the n ops of cur, whose batch ended with rc, on the
- * done list and wake the loop to answer them. */
+/* Writer thread: the n ops of cur, whose batch ended with rc, become
+ * COMMITTED and go on the done list; wake the loop to answer them. */
 static void mb_hand_back(struct mgr_batch *b, struct mb_list *cur, uint32_t n,
 			 int rc)
 {
 	struct mgr_batch_item *it;
 
 	STAILQ_FOREACH(it, cur, link) {
-		it->commit_rc = rc;
+		mb_advance(b, it, MGR_BATCH_COMMITTED, rc);
 		it->batch_n = 0;
 	}
 	if ((it = STAILQ_FIRST(cur)))
@@ -137,19 +194,15 @@ static void mb_one(struct mgr_batch *b)
 {
 	struct mb_list cur = STAILQ_HEAD_INITIALIZER(cur);
 	uint64_t mark = mgr_kv_reach_mark(b->db->kv);
-	int rc = mgr_db_batch_open(b->db), abort = 0;
+	int rc = mgr_db_begin(b->db, 0, &b->txn), abort = 0;
 	uint32_t n;
 
 	if (rc) {
+		b->txn = NULL;
 		n = mb_take_unrun(b, &cur);
 	} else {
 		n = mb_fill(b, &cur, &abort);
-		if (abort) {
-			mgr_db_batch_abort(b->db);
-			rc = abort;
-		} else {
-			rc = mb_commit(b);
-		}
+		rc = mb_end(b, n, abort);
 	}
 	if (rc == -EIO && mgr_kv_unreachable_since(b->db->kv, mark))
 		rc = -EHOSTUNREACH;
@@ -187,7 +240,7 @@ static void mb_deliver(struct mgr_batch *b)
 	pthread_mutex_unlock(&b->mu);
 	while ((it = STAILQ_FIRST(&l))) {
 		STAILQ_REMOVE_HEAD(&l, link);
-		b->ops.done(it, b->ops.arg);
+		mb_advance(b, it, MGR_BATCH_ANSWERED, 0);
 	}
 }
 
@@ -246,6 +299,8 @@ out_stop_async:
 /* See mgr_batch.h. */
 void mgr_batch_submit(struct mgr_batch *b, struct mgr_batch_item *it)
 {
+	it->state = MGR_BATCH_NEW; /* the owner hands over a fresh item */
+	mb_advance(b, it, MGR_BATCH_QUEUED, 0);
 	pthread_mutex_lock(&b->mu);
 	STAILQ_INSERT_TAIL(&b->todo, it, link);
 	b->submitted++;
@@ -283,4 +338,11 @@ void mgr_batch_free(struct mgr_batch *b)
 	pthread_cond_destroy(&b->work);
 	pthread_mutex_destroy(&b->mu);
 	free(b);
+}
+
+/* See mgr_batch.h. */
+void mgr_batch_stats(uint64_t *batches, uint64_t *ops)
+{
+	*batches = __atomic_load_n(&batch_count, __ATOMIC_RELAXED);
+	*ops = __atomic_load_n(&batch_op_count, __ATOMIC_RELAXED);
 }

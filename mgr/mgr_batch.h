@@ -3,9 +3,10 @@
  * (HACKING "Group commit").
  *
  * The loop thread submits write ops; the writer thread runs every op
- * queued at the time in one batch (mgr_db_batch_open: a top-level write
- * txn, each op a child of it), commits the batch with one sync, and hands
- * the ops back to the loop thread, which answers them. While a batch
+ * queued at the time in one batch (a top-level write txn that mgr_batch
+ * owns; each op runs in a child of it), commits the batch with one sync,
+ * and hands the ops back to the loop thread, which answers them. Each op
+ * goes QUEUED -> RUN -> COMMITTED -> ANSWERED (enum mgr_batch_state). While a batch
  * commits, the loop keeps answering reads, and the write ops that arrive
  * queue up for the next batch: the slower the sync, the larger the batch.
  */
@@ -29,27 +30,48 @@
 #define MGR_BATCH_MAX_BYTES (4u << 20) /* or this many reply bytes held */
 #define MGR_BATCH_MAX_DELAY_MS 5000
 
-/* One op, embedded in its owner's request (container_of). The queue links
- * and commit_rc/batch_n belong to mgr_batch; run sets bytes. */
+/* Where one op is on its way through group commit. mgr_batch.c's
+ * mb_advance moves it, one state at a time, in this order. */
+enum mgr_batch_state {
+	MGR_BATCH_NEW = 0,   /* not submitted yet (its owner fills it) */
+	MGR_BATCH_QUEUED,    /* submitted by the loop thread; waits on the
+			      * queue for the writer's next batch */
+	MGR_BATCH_RUN,       /* run by the writer thread in the open batch
+			      * (ops.run); its writes and its answer are
+			      * held, not yet durable */
+	MGR_BATCH_COMMITTED, /* its batch's commit ended (commit_rc: 0, its
+			      * writes are durable; else none of the batch's
+			      * ops landed); waits for the loop thread */
+	MGR_BATCH_ANSWERED,  /* the loop thread answered it (ops.done);
+			      * done freed it */
+};
+
+/* One op, embedded in its owner's request (container_of). Every field but
+ * bytes belongs to mgr_batch; run sets bytes. */
 struct mgr_batch_item {
 	STAILQ_ENTRY(mgr_batch_item) link; /* the queue it is on (mgr_batch's
 					    * mutex; the writer's own while it
 					    * runs) */
+	enum mgr_batch_state state; /* mb_advance only: the loop thread's
+				     * until QUEUED, the writer's until
+				     * COMMITTED, then the loop's again */
 	size_t bytes;      /* run: reply bytes it holds (the batch's cap) */
 	int commit_rc;     /* the batch's commit: 0 or -errno; -ESTALE also
 			    * when it was not committed because this mgr no
 			    * longer serves; -EHOSTUNREACH for an -EIO while
-			    * the store's server was out of reach (set before
-			    * done) */
+			    * the store's server was out of reach (set on
+			    * COMMITTED) */
 	uint32_t batch_n;  /* first op of a batch: its ops; else 0 */
 };
 
 struct mgr_batch_ops {
-	/* Writer thread, inside the open batch (mgr_db_begin gives children
-	 * of it): run the op and keep its answer in the item. Must not touch
-	 * loop-thread state. 0, or -errno to abort the whole batch: then
-	 * none of its ops is applied and each gets commit_rc -errno. */
-	int (*run)(struct mgr_batch_item *it, void *arg);
+	/* Writer thread: run the op in the open batch, whose transaction is
+	 * batch (the op begins a child of it, mgr_db_begin_child, and ends
+	 * the child itself), and keep its answer in the item. Must not touch
+	 * loop-thread state. 0, or -errno when the batch cannot go on (a
+	 * child's commit failed): then none of its ops is applied and each
+	 * gets commit_rc -errno. */
+	int (*run)(struct mgr_batch_item *it, struct mgr_txn *batch, void *arg);
 	/* Loop thread, in submission order, once the op's batch committed or
 	 * failed (it->commit_rc): answer the op and free the item. */
 	void (*done)(struct mgr_batch_item *it, void *arg);
@@ -84,5 +106,11 @@ void mgr_batch_drain(struct mgr_batch *b);
 
 /** Drain, stop the writer thread and free (loop thread; NULL: nothing). */
 void mgr_batch_free(struct mgr_batch *b);
+
+/**
+ * Batches committed by the process and the ops in them (relaxed atomics;
+ * any thread).
+ */
+void mgr_batch_stats(uint64_t *batches, uint64_t *ops);
 
 #endif

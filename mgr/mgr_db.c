@@ -134,120 +134,19 @@ static int txn_wrap(struct mgr_db *db, struct mgr_kv_txn *kt,
 	return 0;
 }
 
-/* The store whose batch the calling thread has open (NULL: none). */
-static __thread struct mgr_db *batch_db;
-
-/* Begin a top-level transaction on db's store; on the batch's thread a
- * write txn is a child of the batch within an op, and commits the batch
- * first outside one (see mgr_db.h "Group commit"). */
+/* Begin a top-level transaction on db's store. The caller owns it and
+ * ends it (mgr_db_commit or mgr_db_abort); nothing is implied by the
+ * thread it runs on. */
 int mgr_db_begin(struct mgr_db *db, int rdonly, struct mgr_txn **txn)
 {
 	struct mgr_kv_txn *kt;
-	int rc;
+	int rc = mgr_kv_begin(db->kv, NULL, rdonly, &kt);
 
-	if (!rdonly && batch_db == db && db->batch) {
-		if (db->batch_in_op)
-			return mgr_db_begin_child(db->batch, txn);
-		mgr_db_batch_commit(db, NULL);
-	}
-	rc = mgr_kv_begin(db->kv, NULL, rdonly, &kt);
 	if (!rc)
 		rc = txn_wrap(db, kt, NULL, txn);
 	if (!rc)
 		(*txn)->rdonly = rdonly;
 	return rc;
-}
-
-/* Batches and their ops (relaxed atomics; mgr_db_batch_stats). */
-static uint64_t batch_count, batch_op_count;
-
-/* See mgr_db.h. */
-int mgr_db_batch_open(struct mgr_db *db)
-{
-	struct mgr_kv_txn *kt;
-	int rc;
-
-	if (db->batch && batch_db == db)
-		return -EBUSY;
-	rc = mgr_kv_begin(db->kv, NULL, 0, &kt);
-	if (!rc)
-		rc = txn_wrap(db, kt, NULL, &db->batch);
-	if (rc)
-		return rc;
-	db->batch_ops = 0;
-	db->batch_in_op = 0;
-	batch_db = db;
-	return 0;
-}
-
-/* See mgr_db.h. */
-int mgr_db_batch_is_open(const struct mgr_db *db)
-{
-	return batch_db == db && db->batch != NULL;
-}
-
-/* See mgr_db.h. */
-void mgr_db_batch_enter(struct mgr_db *db)
-{
-	db->batch_in_op = 1;
-	db->batch_ops++;
-}
-
-/* See mgr_db.h. */
-void mgr_db_batch_leave(struct mgr_db *db)
-{
-	db->batch_in_op = 0;
-}
-
-/* Take the calling thread's open batch off db (NULL: none open), leaving
- * nothing open, for its commit or abort. */
-static struct mgr_txn *batch_detach(struct mgr_db *db)
-{
-	struct mgr_txn *b = db->batch;
-
-	if (!b || batch_db != db)
-		return NULL;
-	db->batch = NULL;
-	db->batch_ops = 0;
-	db->batch_in_op = 0;
-	batch_db = NULL;
-	return b;
-}
-
-/* See mgr_db.h. Cost: one top-level commit (one sync). */
-int mgr_db_batch_commit(struct mgr_db *db, uint32_t *nops)
-{
-	uint32_t n = db->batch_ops;
-	struct mgr_txn *b;
-	int rc;
-
-	if (nops)
-		*nops = n;
-	b = batch_detach(db);
-	if (!b)
-		return 0;
-	rc = mgr_db_commit(b);
-	if (!rc) {
-		__atomic_add_fetch(&batch_count, 1, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&batch_op_count, n, __ATOMIC_RELAXED);
-	}
-	return rc;
-}
-
-/* See mgr_db.h. */
-void mgr_db_batch_abort(struct mgr_db *db)
-{
-	struct mgr_txn *b = batch_detach(db);
-
-	if (b)
-		mgr_db_abort(b);
-}
-
-/* See mgr_db.h. */
-void mgr_db_batch_stats(uint64_t *batches, uint64_t *ops)
-{
-	*batches = __atomic_load_n(&batch_count, __ATOMIC_RELAXED);
-	*ops = __atomic_load_n(&batch_op_count, __ATOMIC_RELAXED);
 }
 
 /* Begin a child of a write transaction. */
@@ -1573,11 +1472,6 @@ void mgr_db_close(struct mgr_db *db)
 {
 	if (!db)
 		return;
-	if (db->batch) { /* mgr_ops_free commits it; this is a failed start */
-		mgr_db_abort(db->batch);
-		db->batch = NULL;
-		batch_db = NULL;
-	}
 	mgr_kv_close(db->kv);
 	free(db);
 }

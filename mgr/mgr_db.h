@@ -130,11 +130,6 @@ struct mgr_db {
 					* larger); 0 for a store without */
 	uint64_t reserve_pages;        /* growth stops this short of the map */
 	uint32_t xattr_max_count, xattr_max_bytes; /* per-inode caps */
-	struct mgr_txn *batch;         /* group commit: the open batch (the
-					* thread that opened it only) */
-	uint32_t batch_ops;            /* ops run in batch (batch's thread) */
-	int batch_in_op;               /* a batched op is running: its write
-					* txns are children (batch's thread) */
 	int full;                      /* growth refused last time we looked
 					* (for the log); the writer lock:
 					* only write txns touch it */
@@ -292,7 +287,12 @@ int mgr_db_stale_count(struct mgr_db *db, uint64_t *counts, uint16_t n);
 /** Close the environment (every txn must be finished) and free db. */
 void mgr_db_close(struct mgr_db *db);
 
-/** Begin a top-level transaction. @return 0, -ENOMEM, -EIO */
+/**
+ * Begin a top-level transaction; the caller ends it. Nothing about the
+ * calling thread changes what it is: a caller that runs an op inside a
+ * batch passes the batch's child (mgr_db_begin_child) down instead.
+ * @return 0, -EINVAL, -ENOMEM, -EIO
+ */
 int mgr_db_begin(struct mgr_db *db, int rdonly, struct mgr_txn **txn);
 /**
  * Begin a child of the write transaction parent (group commit: one op in
@@ -309,44 +309,6 @@ int mgr_db_commit(struct mgr_txn *txn);
 /** Abort txn (also used to end read transactions); a child's writes go,
  * its parent's stay. */
 void mgr_db_abort(struct mgr_txn *txn);
-/*
- * Group commit (HACKING "Group commit"). One thread (the mgr's writer
- * thread, mgr_batch.c) opens a batch: a top-level write txn. Between
- * mgr_db_batch_enter and _leave, mgr_db_begin(db, 0) on that thread begins
- * a child of the batch, so an op that fails drops only its own writes;
- * committing the batch makes every op in it durable with one sync. A write
- * txn begun on that thread outside an op first commits the batch. Other
- * threads' write txns (the loop's lock mark and stale service, the poll
- * and resync threads) wait for the batch's commit (the backend's writer
- * lock): never keep a batch open across a blocking wait.
- */
-
-/**
- * Open the calling thread's batch.
- * @return 0, -EBUSY one is open already, -ENOMEM, -EIO
- */
-int mgr_db_batch_open(struct mgr_db *db);
-/** @return 1 if the calling thread has db's batch open, else 0 */
-int mgr_db_batch_is_open(const struct mgr_db *db);
-/** Start (enter) and end (leave) one op of the open batch; enter counts it. */
-void mgr_db_batch_enter(struct mgr_db *db);
-void mgr_db_batch_leave(struct mgr_db *db);
-/**
- * Commit the batch (one sync) and count it (mgr_db_batch_stats); nothing
- * is left open, also on error (then none of its ops is applied).
- * @param[out] nops how many ops it held (may be NULL)
- * @return 0 (also when none is open), -ENOSPC, -EAGAIN, -ESTALE, -EIO
- */
-int mgr_db_batch_commit(struct mgr_db *db, uint32_t *nops);
-/** Abort the calling thread's batch: none of its ops is applied (none
- * open: nothing). */
-void mgr_db_batch_abort(struct mgr_db *db);
-/**
- * Batches committed by the process and the ops in them (relaxed atomics;
- * any thread).
- */
-void mgr_db_batch_stats(uint64_t *batches, uint64_t *ops);
-
 /** The store's transaction under txn (tests write raw records with it). */
 struct mgr_kv_txn *mgr_db_txn_kv(struct mgr_txn *txn);
 /** Latency of every top-level mgr_db_commit of the process (the store's

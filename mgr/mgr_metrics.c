@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "metrics.h"
+#include "mgr_batch.h"
 
 /* The endpoint. src is immutable; snap is written by the loop's timer and
  * read by the HTTP thread, both under lock; ops is atomics. */
@@ -169,7 +170,7 @@ static void mgr_metrics_write(struct metrics_buf *b, void *arg)
 	metrics_family(b, "rpfs_mgr_store_commit_seconds", "histogram",
 		       "Namespace store write commits (top-level), each with its sync.");
 	metrics_hist(b, "rpfs_mgr_store_commit_seconds", NULL, NULL, mgr_db_commit_latency());
-	mgr_db_batch_stats(&batches, &batch_ops);
+	mgr_batch_stats(&batches, &batch_ops);
 	metrics_family(b, "rpfs_mgr_group_commit_batches_total", "counter",
 		       "Group commit: batches of write ops committed (one sync each).");
 	metrics_u64(b, "rpfs_mgr_group_commit_batches_total", batches, NULL);

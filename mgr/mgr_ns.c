@@ -1,4 +1,4 @@
-/* mgr_ns.c - namespace operations: one store transaction each. */
+/* mgr_ns.c - namespace operations, each in the caller's transaction. */
 #include "mgr_ns.h"
 
 #include <errno.h>
@@ -28,16 +28,6 @@ void mgr_ns_attr(uint64_t ino, const struct mgr_inode *in, struct proto_attr *a)
 	a->ctime = in->ctime;
 	if (S_ISREG(in->mode))
 		a->layout = in->layout;
-}
-
-/* Commit on success, abort on error. */
-int mgr_ns_finish(struct mgr_txn *txn, int rc)
-{
-	if (rc) {
-		mgr_db_abort(txn);
-		return rc;
-	}
-	return mgr_db_commit(txn);
 }
 
 /* Reject names the decoder should already have refused. */
@@ -110,32 +100,24 @@ static int ns_lookup(struct mgr_db *db, struct mgr_txn *txn, const struct proto_
 	return rc;
 }
 
-/* LOOKUP in a read transaction. */
-int mgr_ns_lookup(struct mgr_db *db, const struct proto_cred *c,
-		  uint64_t parent, const char *name, size_t len,
-		  struct proto_attr *a)
+/* LOOKUP. */
+int mgr_ns_lookup(struct mgr_db *db, struct mgr_txn *txn,
+		  const struct proto_cred *c, uint64_t parent, const char *name,
+		  size_t len, struct proto_attr *a)
 {
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 1, &txn);
-
-	if (rc)
-		return rc;
-	return mgr_ns_finish(txn, ns_lookup(db, txn, c, parent, name, len, a));
+	return ns_lookup(db, txn, c, parent, name, len, a);
 }
 
-/* GETATTR in a read transaction (no check: stat needs only path search). */
-int mgr_ns_getattr(struct mgr_db *db, uint64_t ino, struct proto_attr *a)
+/* GETATTR (no check: stat needs only path search). */
+int mgr_ns_getattr(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
+		   struct proto_attr *a)
 {
 	struct mgr_inode in;
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 1, &txn);
+	int rc = mgr_db_inode_get(db, txn, ino, &in);
 
-	if (rc)
-		return rc;
-	rc = mgr_db_inode_get(db, txn, ino, &in);
 	if (!rc)
 		mgr_ns_attr(ino, &in, a);
-	return mgr_ns_finish(txn, rc);
+	return rc;
 }
 
 /* Check each change of a SETATTR like chmod/chown/truncate/utimensat
@@ -241,17 +223,15 @@ static int ns_setattr_apply(const struct proto_cred *c, const struct proto_mreq 
 	return 0;
 }
 
-/* SETATTR in one write transaction. */
-int mgr_ns_setattr(struct mgr_db *db, const struct proto_cred *c,
-		   const struct proto_mreq *m, struct proto_attr *a)
+/* SETATTR. */
+int mgr_ns_setattr(struct mgr_db *db, struct mgr_txn *txn,
+		   const struct proto_cred *c, const struct proto_mreq *m,
+		   struct proto_attr *a)
 {
 	struct mgr_inode in;
 	struct proto_time now;
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 0, &txn);
+	int rc;
 
-	if (rc)
-		return rc;
 	mgr_db_now(&now);
 	rc = mgr_db_inode_get(db, txn, m->ino, &in);
 	if (!rc)
@@ -260,7 +240,7 @@ int mgr_ns_setattr(struct mgr_db *db, const struct proto_cred *c,
 		rc = mgr_db_inode_put(db, txn, m->ino, &in);
 	if (!rc)
 		mgr_ns_attr(m->ino, &in, a);
-	return mgr_ns_finish(txn, rc);
+	return rc;
 }
 
 /* Create a new inode of any type under parent (the common part of CREATE,
@@ -346,37 +326,18 @@ static int ns_mknode(struct mgr_db *db, struct mgr_txn *txn, const struct proto_
 	return rc;
 }
 
-/* Run ns_mknode in its own write transaction. */
-static int ns_mknode_txn(struct mgr_db *db, const struct proto_cred *c,
-			 uint64_t parent, const char *name, size_t len,
-			 uint32_t mode, uint32_t rdev, const char *target,
-			 size_t tlen, struct proto_attr *a)
-{
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 0, &txn);
-
-	if (rc)
-		return rc;
-	rc = ns_mknode(db, txn, c, parent, name, len, mode, rdev, target, tlen, a);
-	return mgr_ns_finish(txn, rc);
-}
-
 /* CREATE: new regular file, or (without EXCL) the existing one. */
-int mgr_ns_create(struct mgr_db *db, const struct proto_cred *c,
-		  uint64_t parent, const char *name, size_t len, uint32_t mode,
-		  uint32_t flags, struct proto_attr *a)
+int mgr_ns_create(struct mgr_db *db, struct mgr_txn *txn,
+		  const struct proto_cred *c, uint64_t parent, const char *name,
+		  size_t len, uint32_t mode, uint32_t flags, struct proto_attr *a)
 {
 	struct mgr_inode dir, in;
 	uint64_t ino;
-	struct mgr_txn *txn;
 	int rc;
 
 	if ((mode & S_IFMT) != 0 && !S_ISREG(mode))
 		return -EINVAL;
 	mode = S_IFREG | (mode & 07777);
-	rc = mgr_db_begin(db, 0, &txn);
-	if (rc)
-		return rc;
 	rc = ns_name_ok(name, len);
 	if (!rc)
 		rc = mgr_ns_dir(db, txn, c, parent, MGR_MAY_EXEC, &dir);
@@ -396,22 +357,22 @@ int mgr_ns_create(struct mgr_db *db, const struct proto_cred *c,
 	} else if (rc == -ENOENT) {
 		rc = ns_mknode(db, txn, c, parent, name, len, mode, 0, NULL, 0, a);
 	}
-	return mgr_ns_finish(txn, rc);
+	return rc;
 }
 
 /* MKDIR. */
-int mgr_ns_mkdir(struct mgr_db *db, const struct proto_cred *c,
-		 uint64_t parent, const char *name, size_t len, uint32_t mode,
-		 struct proto_attr *a)
+int mgr_ns_mkdir(struct mgr_db *db, struct mgr_txn *txn,
+		 const struct proto_cred *c, uint64_t parent, const char *name,
+		 size_t len, uint32_t mode, struct proto_attr *a)
 {
-	return ns_mknode_txn(db, c, parent, name, len, S_IFDIR | (mode & 07777),
-			     0, NULL, 0, a);
+	return ns_mknode(db, txn, c, parent, name, len, S_IFDIR | (mode & 07777),
+			 0, NULL, 0, a);
 }
 
 /* MKNOD: fifos, sockets, regular files; devices for root only. */
-int mgr_ns_mknod(struct mgr_db *db, const struct proto_cred *c,
-		 uint64_t parent, const char *name, size_t len, uint32_t mode,
-		 uint32_t rdev, struct proto_attr *a)
+int mgr_ns_mknod(struct mgr_db *db, struct mgr_txn *txn,
+		 const struct proto_cred *c, uint64_t parent, const char *name,
+		 size_t len, uint32_t mode, uint32_t rdev, struct proto_attr *a)
 {
 	switch (mode & S_IFMT) {
 	case 0:
@@ -432,27 +393,28 @@ int mgr_ns_mknod(struct mgr_db *db, const struct proto_cred *c,
 	default:
 		return -EINVAL;
 	}
-	return ns_mknode_txn(db, c, parent, name, len,
-			     (mode & S_IFMT) | (mode & 07777), rdev, NULL, 0, a);
+	return ns_mknode(db, txn, c, parent, name, len,
+			 (mode & S_IFMT) | (mode & 07777), rdev, NULL, 0, a);
 }
 
 /* SYMLINK: target stored inline in the inode record. */
-int mgr_ns_symlink(struct mgr_db *db, const struct proto_cred *c,
-		   uint64_t parent, const char *name, size_t len,
-		   const char *target, size_t tlen, struct proto_attr *a)
+int mgr_ns_symlink(struct mgr_db *db, struct mgr_txn *txn,
+		   const struct proto_cred *c, uint64_t parent, const char *name,
+		   size_t len, const char *target, size_t tlen,
+		   struct proto_attr *a)
 {
 	if (tlen == 0)
 		return -ENOENT;
 	if (tlen > PROTO_MAX_PATH)
 		return -ENAMETOOLONG;
-	return ns_mknode_txn(db, c, parent, name, len, S_IFLNK | 0777, 0,
-			     target, tlen, a);
+	return ns_mknode(db, txn, c, parent, name, len, S_IFLNK | 0777, 0,
+			 target, tlen, a);
 }
 
-/* LINK body. */
-static int ns_link(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
-		   uint64_t ino, uint64_t newparent, const char *name,
-		   size_t len, struct proto_attr *a)
+/* LINK: ino gets the name newparent/name. */
+int mgr_ns_link(struct mgr_db *db, struct mgr_txn *txn,
+		const struct proto_cred *c, uint64_t ino, uint64_t newparent,
+		const char *name, size_t len, struct proto_attr *a)
 {
 	struct mgr_inode in, dir;
 	struct proto_time now;
@@ -488,19 +450,6 @@ static int ns_link(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cr
 	if (!rc)
 		mgr_ns_attr(ino, &in, a);
 	return rc;
-}
-
-/* LINK in one write transaction. */
-int mgr_ns_link(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
-		uint64_t newparent, const char *name, size_t len,
-		struct proto_attr *a)
-{
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 0, &txn);
-
-	if (rc)
-		return rc;
-	return mgr_ns_finish(txn, ns_link(db, txn, c, ino, newparent, name, len, a));
 }
 
 /* UNLINK / RMDIR body: remove parent/name; dir selects rmdir semantics. */
@@ -551,46 +500,36 @@ static int ns_remove(struct mgr_db *db, struct mgr_txn *txn, const struct proto_
 	return rc;
 }
 
-/* UNLINK in one write transaction. */
-int mgr_ns_unlink(struct mgr_db *db, const struct proto_cred *c,
-		  uint64_t parent, const char *name, size_t len,
-		  struct proto_freed *f)
+/* UNLINK. */
+int mgr_ns_unlink(struct mgr_db *db, struct mgr_txn *txn,
+		  const struct proto_cred *c, uint64_t parent, const char *name,
+		  size_t len, struct proto_freed *f)
 {
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 0, &txn);
+	int rc;
 
-	if (rc)
-		return rc;
 	memset(f, 0, sizeof(*f));
 	rc = ns_remove(db, txn, c, parent, name, len, 0, f);
 	if (rc)
 		memset(f, 0, sizeof(*f));
-	return mgr_ns_finish(txn, rc);
+	return rc;
 }
 
-/* RMDIR in one write transaction. */
-int mgr_ns_rmdir(struct mgr_db *db, const struct proto_cred *c,
-		 uint64_t parent, const char *name, size_t len)
+/* RMDIR. */
+int mgr_ns_rmdir(struct mgr_db *db, struct mgr_txn *txn,
+		 const struct proto_cred *c, uint64_t parent, const char *name,
+		 size_t len)
 {
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 0, &txn);
-
-	if (rc)
-		return rc;
-	return mgr_ns_finish(txn, ns_remove(db, txn, c, parent, name, len, 1, NULL));
+	return ns_remove(db, txn, c, parent, name, len, 1, NULL);
 }
 
-/* READLINK: copy the target out before the read txn ends. */
-int mgr_ns_readlink(struct mgr_db *db, uint64_t ino, char *buf, size_t cap,
-		    size_t *len)
+/* READLINK: copy the target out (it points into the store's memory, valid
+ * only until txn ends). */
+int mgr_ns_readlink(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
+		    char *buf, size_t cap, size_t *len)
 {
 	struct mgr_inode in;
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 1, &txn);
+	int rc = mgr_db_inode_get(db, txn, ino, &in);
 
-	if (rc)
-		return rc;
-	rc = mgr_db_inode_get(db, txn, ino, &in);
 	if (!rc && !S_ISLNK(in.mode))
 		rc = -EINVAL;
 	if (!rc && in.target_len > cap)
@@ -599,7 +538,7 @@ int mgr_ns_readlink(struct mgr_db *db, uint64_t ino, char *buf, size_t cap,
 		memcpy(buf, in.target, in.target_len);
 		*len = in.target_len;
 	}
-	return mgr_ns_finish(txn, rc);
+	return rc;
 }
 
 /* State of one readdir walk. */
@@ -628,10 +567,10 @@ static int ns_rd_entry(void *arg, uint64_t seq, const char *name, size_t len,
 	return s->fn(s->arg, seq, name, len, &a);
 }
 
-/* READDIR body: ".", "..", then entries in cookie order. */
-static int ns_readdir(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
-		      uint64_t ino, uint64_t cookie, mgr_ns_emit_fn fn,
-		      void *arg, int *eof)
+/* READDIR: ".", "..", then entries in cookie order. */
+int mgr_ns_readdir(struct mgr_db *db, struct mgr_txn *txn,
+		   const struct proto_cred *c, uint64_t ino, uint64_t cookie,
+		   mgr_ns_emit_fn fn, void *arg, int *eof)
 {
 	struct mgr_inode dir, par;
 	struct proto_attr a;
@@ -663,29 +602,15 @@ static int ns_readdir(struct mgr_db *db, struct mgr_txn *txn, const struct proto
 	return 0;
 }
 
-/* READDIR in a read transaction. */
-int mgr_ns_readdir(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
-		   uint64_t cookie, mgr_ns_emit_fn fn, void *arg, int *eof)
-{
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 1, &txn);
-
-	if (rc)
-		return rc;
-	return mgr_ns_finish(txn, ns_readdir(db, txn, c, ino, cookie, fn, arg, eof));
-}
-
 /* OPEN: check the access mode and O_TRUNC like open(2). */
-int mgr_ns_open(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
-		uint32_t flags, struct proto_attr *a)
+int mgr_ns_open(struct mgr_db *db, struct mgr_txn *txn,
+		const struct proto_cred *c, uint64_t ino, uint32_t flags,
+		struct proto_attr *a)
 {
 	struct mgr_inode in;
 	uint32_t mask = 0;
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 1, &txn);
+	int rc;
 
-	if (rc)
-		return rc;
 	switch (flags & O_ACCMODE) {
 	case O_RDONLY: mask = MGR_MAY_READ; break;
 	case O_WRONLY: mask = MGR_MAY_WRITE; break;
@@ -700,23 +625,19 @@ int mgr_ns_open(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 		rc = mgr_perm_check(c, &in, mask);
 	if (!rc)
 		mgr_ns_attr(ino, &in, a);
-	return mgr_ns_finish(txn, rc);
+	return rc;
 }
 
 /* ACCESS: mask R_OK/W_OK/X_OK (same bits as MGR_MAY_*), 0 = exists. */
-int mgr_ns_access(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
-		  uint32_t mask)
+int mgr_ns_access(struct mgr_db *db, struct mgr_txn *txn,
+		  const struct proto_cred *c, uint64_t ino, uint32_t mask)
 {
 	struct mgr_inode in;
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 1, &txn);
+	int rc = mgr_db_inode_get(db, txn, ino, &in);
 
-	if (rc)
-		return rc;
-	rc = mgr_db_inode_get(db, txn, ino, &in);
 	if (!rc && (mask & 7))
 		rc = mgr_perm_check(c, &in, mask & 7);
-	return mgr_ns_finish(txn, rc);
+	return rc;
 }
 
 /* Load ino for a writer's size or block update in txn.
@@ -747,17 +668,13 @@ static int ns_may_publish(const struct proto_cred *c,
 }
 
 /* SETSIZE: grow-only size update from a writer, with its mtime. */
-int mgr_ns_setsize(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
-		   uint64_t size, const struct proto_time *mtime,
-		   struct proto_attr *a)
+int mgr_ns_setsize(struct mgr_db *db, struct mgr_txn *txn,
+		   const struct proto_cred *c, uint64_t ino, uint64_t size,
+		   const struct proto_time *mtime, struct proto_attr *a)
 {
 	struct mgr_inode in;
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 0, &txn);
+	int rc = ns_get_regular(db, txn, ino, &in);
 
-	if (rc)
-		return rc;
-	rc = ns_get_regular(db, txn, ino, &in);
 	if (!rc)
 		rc = ns_may_publish(c, &in);
 	if (!rc) {
@@ -768,25 +685,21 @@ int mgr_ns_setsize(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
 	}
 	if (!rc)
 		mgr_ns_attr(ino, &in, a);
-	return mgr_ns_finish(txn, rc);
+	return rc;
 }
 
 /* SETBLOCKS: store the published block count; PROTO_SB_GROW grows the size
  * (mtime and ctime change when it does, as with ext4's fallocate),
  * PROTO_SB_MTIME sets mtime and ctime, PROTO_SB_CTIME ctime, to the
  * writer's time t. */
-int mgr_ns_setblocks(struct mgr_db *db, const struct proto_cred *c,
-		     uint64_t ino, uint32_t flags, uint64_t size,
-		     const struct proto_time *t, uint64_t blocks,
+int mgr_ns_setblocks(struct mgr_db *db, struct mgr_txn *txn,
+		     const struct proto_cred *c, uint64_t ino, uint32_t flags,
+		     uint64_t size, const struct proto_time *t, uint64_t blocks,
 		     struct proto_attr *a)
 {
 	struct mgr_inode in;
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 0, &txn);
+	int rc = ns_get_regular(db, txn, ino, &in);
 
-	if (rc)
-		return rc;
-	rc = ns_get_regular(db, txn, ino, &in);
 	if (!rc)
 		rc = ns_may_publish(c, &in);
 	if (!rc) {
@@ -803,7 +716,7 @@ int mgr_ns_setblocks(struct mgr_db *db, const struct proto_cred *c,
 	}
 	if (!rc)
 		mgr_ns_attr(ino, &in, a);
-	return mgr_ns_finish(txn, rc);
+	return rc;
 }
 
 /* May caller c (NULL: the servers) purge orphan in, freed by freer? Its
@@ -841,49 +754,36 @@ static int ns_purge_one(struct mgr_db *db, struct mgr_txn *txn,
 }
 
 /* PURGE: delete an unlinked orphan once its objects are gone. */
-int mgr_ns_purge(struct mgr_db *db, const struct proto_cred *c, uint64_t ino)
+int mgr_ns_purge(struct mgr_db *db, struct mgr_txn *txn,
+		 const struct proto_cred *c, uint64_t ino)
 {
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 0, &txn);
-
-	if (rc)
-		return rc;
-	return mgr_ns_finish(txn, ns_purge_one(db, txn, c, ino));
+	return ns_purge_one(db, txn, c, ino);
 }
 
-/* PURGE_MANY: see mgr_ns.h. One transaction (one commit) for the list. */
-int mgr_ns_purge_many(struct mgr_db *db, const struct proto_cred *c,
-		      const struct proto_inos *inos)
+/* PURGE_MANY: see mgr_ns.h. Cost: one lookup and delete per inode, all in
+ * txn (one commit for the list). */
+int mgr_ns_purge_many(struct mgr_db *db, struct mgr_txn *txn,
+		      const struct proto_cred *c,
+		      const struct proto_inos *inos, int *skipped)
 {
-	int rc, skipped = 0;
-	struct mgr_txn *txn;
+	int rc;
 
-	rc = mgr_db_begin(db, 0, &txn);
-	if (rc)
-		return rc;
+	*skipped = 0;
 	for (uint32_t i = 0; i < inos->n; i++) {
 		rc = ns_purge_one(db, txn, c, proto_inos_at(inos, i));
 		if (rc == -ENOENT || rc == -EBUSY || rc == -EPERM) {
-			if (!skipped)
-				skipped = rc;
+			if (!*skipped)
+				*skipped = rc;
 			continue;
 		}
 		if (rc)
-			return mgr_ns_finish(txn, rc);
+			return rc;
 	}
-	rc = mgr_ns_finish(txn, 0);
-	return rc ? rc : skipped;
+	return 0;
 }
 
 /* Inodes in use, for statfs. */
-uint64_t mgr_ns_files(struct mgr_db *db)
+uint64_t mgr_ns_files(struct mgr_db *db, struct mgr_txn *txn)
 {
-	struct mgr_txn *txn;
-	uint64_t n;
-
-	if (mgr_db_begin(db, 1, &txn))
-		return 0;
-	n = mgr_db_inode_count(db, txn);
-	mgr_db_abort(txn);
-	return n;
+	return mgr_db_inode_count(db, txn);
 }

@@ -1,10 +1,16 @@
 /*
- * mgr_ns.h - namespace operations of the mgr. Each call is one store
- * transaction (write ops commit durably before returning 0), checks the
- * caller's permissions like the kernel would, and returns 0 or -errno.
- * Loop thread only (one writer). Common errors of every call taking an ino
- * or parent: -ENOENT no such inode/name, -ENOTDIR parent is not a directory,
- * -EACCES permission denied, -ENOSPC store full, -EIO store failure.
+ * mgr_ns.h - namespace operations of the mgr. Each call runs in the
+ * caller's transaction txn and does not end it: the caller begins txn
+ * (a write txn for an op that changes the namespace; a read txn will do
+ * for lookup, getattr, readlink, readdir, open, access and files), and
+ * commits it when the call returned 0, or aborts it otherwise, since a
+ * failed call may have written part of its change. mgr_ops.c is that
+ * caller: a top-level txn on the loop thread, or a child of the open
+ * batch on the writer thread (group commit). Each call checks the
+ * caller's permissions like the kernel would and returns 0 or -errno.
+ * Common errors of every call taking an ino or parent: -ENOENT no such
+ * inode/name, -ENOTDIR parent is not a directory, -EACCES permission
+ * denied, -ENOSPC store full, -EIO store failure.
  */
 #ifndef RPFS_MGR_NS_H
 #define RPFS_MGR_NS_H
@@ -18,65 +24,69 @@
 void mgr_ns_attr(uint64_t ino, const struct mgr_inode *in, struct proto_attr *a);
 
 /** Look name up in parent (needs x on parent). */
-int mgr_ns_lookup(struct mgr_db *db, const struct proto_cred *c,
-		  uint64_t parent, const char *name, size_t len,
-		  struct proto_attr *a);
+int mgr_ns_lookup(struct mgr_db *db, struct mgr_txn *txn,
+		  const struct proto_cred *c, uint64_t parent, const char *name,
+		  size_t len, struct proto_attr *a);
 
 /** Attributes of ino. */
-int mgr_ns_getattr(struct mgr_db *db, uint64_t ino, struct proto_attr *a);
+int mgr_ns_getattr(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
+		   struct proto_attr *a);
 
 /**
  * Change attributes per m->valid (PROTO_SA_*), of m->ino.
  * @return also -EPERM not owner/root for mode, uid, gid or explicit times;
  *	-EISDIR / -EINVAL size on a directory / non-regular file
  */
-int mgr_ns_setattr(struct mgr_db *db, const struct proto_cred *c,
-		   const struct proto_mreq *m, struct proto_attr *a);
+int mgr_ns_setattr(struct mgr_db *db, struct mgr_txn *txn,
+		   const struct proto_cred *c, const struct proto_mreq *m,
+		   struct proto_attr *a);
 
 /**
  * Create a regular file (CREATE; flags PROTO_CREATE_EXCL). Without EXCL an
  * existing regular file is returned after a write-permission check.
  * @return also -EEXIST, -EISDIR existing dir, -EINVAL mode not regular
  */
-int mgr_ns_create(struct mgr_db *db, const struct proto_cred *c,
-		  uint64_t parent, const char *name, size_t len, uint32_t mode,
-		  uint32_t flags, struct proto_attr *a);
+int mgr_ns_create(struct mgr_db *db, struct mgr_txn *txn,
+		  const struct proto_cred *c, uint64_t parent, const char *name,
+		  size_t len, uint32_t mode, uint32_t flags, struct proto_attr *a);
 
 /** Make a directory. @return also -EEXIST, -EMLINK */
-int mgr_ns_mkdir(struct mgr_db *db, const struct proto_cred *c,
-		 uint64_t parent, const char *name, size_t len, uint32_t mode,
-		 struct proto_attr *a);
+int mgr_ns_mkdir(struct mgr_db *db, struct mgr_txn *txn,
+		 const struct proto_cred *c, uint64_t parent, const char *name,
+		 size_t len, uint32_t mode, struct proto_attr *a);
 
 /**
  * Make a fifo, socket or regular file; devices only for root.
  * @return also -EEXIST, -EPERM device by non-root or directory type, -EINVAL
  */
-int mgr_ns_mknod(struct mgr_db *db, const struct proto_cred *c,
-		 uint64_t parent, const char *name, size_t len, uint32_t mode,
-		 uint32_t rdev, struct proto_attr *a);
+int mgr_ns_mknod(struct mgr_db *db, struct mgr_txn *txn,
+		 const struct proto_cred *c, uint64_t parent, const char *name,
+		 size_t len, uint32_t mode, uint32_t rdev, struct proto_attr *a);
 
 /** Make a symlink. @return also -EEXIST, -ENAMETOOLONG, -ENOENT empty target */
-int mgr_ns_symlink(struct mgr_db *db, const struct proto_cred *c,
-		   uint64_t parent, const char *name, size_t len,
-		   const char *target, size_t tlen, struct proto_attr *a);
+int mgr_ns_symlink(struct mgr_db *db, struct mgr_txn *txn,
+		   const struct proto_cred *c, uint64_t parent, const char *name,
+		   size_t len, const char *target, size_t tlen,
+		   struct proto_attr *a);
 
 /** Hard link ino as newparent/name. @return also -EPERM dir, -EEXIST, -EMLINK */
-int mgr_ns_link(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
-		uint64_t newparent, const char *name, size_t len,
-		struct proto_attr *a);
+int mgr_ns_link(struct mgr_db *db, struct mgr_txn *txn,
+		const struct proto_cred *c, uint64_t ino, uint64_t newparent,
+		const char *name, size_t len, struct proto_attr *a);
 
 /**
  * Remove a non-directory name. A regular file losing its last link becomes
  * an orphan returned in f; other inodes are deleted (f->ino = 0).
  * @return also -EISDIR, -EPERM sticky directory
  */
-int mgr_ns_unlink(struct mgr_db *db, const struct proto_cred *c,
-		  uint64_t parent, const char *name, size_t len,
-		  struct proto_freed *f);
+int mgr_ns_unlink(struct mgr_db *db, struct mgr_txn *txn,
+		  const struct proto_cred *c, uint64_t parent, const char *name,
+		  size_t len, struct proto_freed *f);
 
 /** Remove an empty directory. @return also -ENOTDIR, -ENOTEMPTY, -EPERM */
-int mgr_ns_rmdir(struct mgr_db *db, const struct proto_cred *c,
-		 uint64_t parent, const char *name, size_t len);
+int mgr_ns_rmdir(struct mgr_db *db, struct mgr_txn *txn,
+		 const struct proto_cred *c, uint64_t parent, const char *name,
+		 size_t len);
 
 /**
  * Rename (flags PROTO_RENAME_NOREPLACE / EXCHANGE), atomically.
@@ -84,14 +94,14 @@ int mgr_ns_rmdir(struct mgr_db *db, const struct proto_cred *c,
  *	-EISDIR, -ENOTDIR, -ENOTEMPTY, -EINVAL (dir into its own subtree or
  *	both flags), -EPERM (sticky), -EMLINK
  */
-int mgr_ns_rename(struct mgr_db *db, const struct proto_cred *c,
-		  uint64_t parent, const char *name, size_t len,
-		  uint64_t newparent, const char *newname, size_t newlen,
-		  uint32_t flags, struct proto_freed *f);
+int mgr_ns_rename(struct mgr_db *db, struct mgr_txn *txn,
+		  const struct proto_cred *c, uint64_t parent, const char *name,
+		  size_t len, uint64_t newparent, const char *newname,
+		  size_t newlen, uint32_t flags, struct proto_freed *f);
 
 /** Copy the symlink target into buf (cap >= PROTO_MAX_PATH). @return also -EINVAL */
-int mgr_ns_readlink(struct mgr_db *db, uint64_t ino, char *buf, size_t cap,
-		    size_t *len);
+int mgr_ns_readlink(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
+		    char *buf, size_t cap, size_t *len);
 
 /* Readdir output: return nonzero when the entry did not fit (stop). */
 typedef int (*mgr_ns_emit_fn)(void *arg, uint64_t cookie, const char *name,
@@ -100,16 +110,18 @@ typedef int (*mgr_ns_emit_fn)(void *arg, uint64_t cookie, const char *name,
  * List ino after cookie: "." (cookie 1) and ".." (2) first, then entries.
  * @param[out] eof 1 when no entries follow the ones emitted
  */
-int mgr_ns_readdir(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
-		   uint64_t cookie, mgr_ns_emit_fn fn, void *arg, int *eof);
+int mgr_ns_readdir(struct mgr_db *db, struct mgr_txn *txn,
+		   const struct proto_cred *c, uint64_t ino, uint64_t cookie,
+		   mgr_ns_emit_fn fn, void *arg, int *eof);
 
 /** Permission check for open(2) flags. @return also -EISDIR write to dir */
-int mgr_ns_open(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
-		uint32_t flags, struct proto_attr *a);
+int mgr_ns_open(struct mgr_db *db, struct mgr_txn *txn,
+		const struct proto_cred *c, uint64_t ino, uint32_t flags,
+		struct proto_attr *a);
 
 /** access(2): mask of R_OK/W_OK/X_OK (0 = existence). */
-int mgr_ns_access(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
-		  uint32_t mask);
+int mgr_ns_access(struct mgr_db *db, struct mgr_txn *txn,
+		  const struct proto_cred *c, uint64_t ino, uint32_t mask);
 
 /**
  * SETSIZE: grow the size of regular file ino to at least size, set mtime
@@ -118,9 +130,9 @@ int mgr_ns_access(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
  * @return 0, -ENOENT, -EISDIR, -EINVAL not a regular file, -EACCES,
  *	-ENOSPC, -EIO
  */
-int mgr_ns_setsize(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
-		   uint64_t size, const struct proto_time *mtime,
-		   struct proto_attr *a);
+int mgr_ns_setsize(struct mgr_db *db, struct mgr_txn *txn,
+		   const struct proto_cred *c, uint64_t ino, uint64_t size,
+		   const struct proto_time *mtime, struct proto_attr *a);
 
 /**
  * SETBLOCKS: store blocks (512-byte blocks the iods hold) for regular file
@@ -130,9 +142,9 @@ int mgr_ns_setsize(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
  * @return 0, -ENOENT, -EISDIR, -EINVAL not a regular file, -EACCES,
  *	-ENOSPC, -EIO
  */
-int mgr_ns_setblocks(struct mgr_db *db, const struct proto_cred *c,
-		     uint64_t ino, uint32_t flags, uint64_t size,
-		     const struct proto_time *t, uint64_t blocks,
+int mgr_ns_setblocks(struct mgr_db *db, struct mgr_txn *txn,
+		     const struct proto_cred *c, uint64_t ino, uint32_t flags,
+		     uint64_t size, const struct proto_time *t, uint64_t blocks,
 		     struct proto_attr *a);
 
 /**
@@ -142,25 +154,27 @@ int mgr_ns_setblocks(struct mgr_db *db, const struct proto_cred *c,
  * @return 0, -ENOENT no such orphan, -EBUSY still linked, -EPERM not the
  *	caller's, -EIO
  */
-int mgr_ns_purge(struct mgr_db *db, const struct proto_cred *c, uint64_t ino);
+int mgr_ns_purge(struct mgr_db *db, struct mgr_txn *txn,
+		 const struct proto_cred *c, uint64_t ino);
 
 /**
- * PURGE each inode of the list in one transaction, with mgr_ns_purge's
- * rule. An inode that is no orphan (unknown, or linked again) or not the
- * caller's is skipped; the others are purged.
- * @return 0 all purged; -ENOENT, -EBUSY or -EPERM for the first skipped
- *	one; -EIO (nothing purged)
+ * PURGE each inode of the list in txn, with mgr_ns_purge's rule. An inode
+ * that is no orphan (unknown, or linked again) or not the caller's is
+ * skipped; the others are purged. The caller commits txn on 0 even when
+ * some were skipped, and answers with *skipped.
+ * @param[out] skipped 0 all purged, else -ENOENT, -EBUSY or -EPERM for the
+ *	first skipped one
+ * @return 0, -EIO (abort: nothing purged)
  */
-int mgr_ns_purge_many(struct mgr_db *db, const struct proto_cred *c,
-		      const struct proto_inos *inos);
+int mgr_ns_purge_many(struct mgr_db *db, struct mgr_txn *txn,
+		      const struct proto_cred *c,
+		      const struct proto_inos *inos, int *skipped);
 
 /** Inodes in use. */
-uint64_t mgr_ns_files(struct mgr_db *db);
+uint64_t mgr_ns_files(struct mgr_db *db, struct mgr_txn *txn);
 
 /* ---- helpers shared by mgr_ns.c, mgr_rename.c, mgr_xattr.c ---- */
 
-/** End txn: commit when rc is 0, abort otherwise. @return rc or commit error */
-int mgr_ns_finish(struct mgr_txn *txn, int rc);
 /** Load dir and check it is a directory and the caller has mask on it. */
 int mgr_ns_dir(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
 	       uint64_t ino, uint32_t mask, struct mgr_inode *dir);

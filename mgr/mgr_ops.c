@@ -1,4 +1,13 @@
-/* mgr_ops.c - decode, dispatch and answer metadata requests. */
+/*
+ * mgr_ops.c - decode, dispatch and answer metadata requests.
+ *
+ * Every op takes one path: decode -> run in a transaction -> encode ->
+ * reply. ops_txn_run is the middle of it for both threads: the loop thread
+ * runs an op in a top-level txn of its own (reads; writes when group
+ * commit is off), the writer thread in a child of its open batch (writes,
+ * mgr_batch.h). The namespace functions (mgr_ns.h, mgr_xattr.h) run in
+ * the txn they are given and never end it; ops_txn_run does.
+ */
 #include "mgr_ops.h"
 
 #include <errno.h>
@@ -17,17 +26,29 @@
 
 #define OPS_REP_SLACK 64   /* reply bytes around the dirent/xattr blob */
 #define OPS_STATFS_WAIT_MS 2500
+/* One op on its path: the decoded request in; the status and the encoded
+ * reply out. The loop thread keeps it on its stack; a write op under group
+ * commit carries it to the writer thread in its ops_wreq. */
+struct ops_call {
+	uint16_t op;           /* immutable */
+	int priv;              /* immutable: the connection holds the
+				* servers' key (net_sconn_privileged) */
+	struct proto_mreq m;   /* immutable: decoded, root squash applied */
+	struct wbuf w;         /* the running thread's: the encoded reply */
+	int32_t status;        /* ops_txn_run: the answer (0, -errno,
+				* PROTO_RETRY, PROTO_STANDBY) */
+	int answer;            /* ops_dispatch: what to answer once the txn
+				* commits (PURGE_MANY's skipped inode), else 0 */
+};
+
 /* A write op on its way through the writer thread (mgr_batch.h): the
  * request's body is copied, so the op does not depend on the transport's
  * buffer while it waits for its batch. */
 struct ops_wreq {
 	struct mgr_batch_item it;  /* mgr_batch's */
 	struct net_sreq *r;        /* loop thread */
-	uint16_t op;               /* immutable once submitted */
-	int priv;                  /* the connection holds the servers' key */
-	struct proto_mreq m;       /* decoded from body, root squash applied */
-	int32_t status;            /* writer thread: the op's answer (its
-				    * result, ops_status applied) */
+	struct ops_call call;      /* the writer thread's once submitted;
+				    * the loop's again when answered */
 	uint32_t len;              /* writer thread: bytes in reply */
 	uint8_t *reply;            /* writer thread: a copy of the encoded
 				    * reply (NULL when len is 0) */
@@ -118,6 +139,18 @@ static int ops_batch_status(struct mgr_ops *ops, uint32_t nops, int rc)
 	return rc;
 }
 
+/* The last step of every op's path (loop thread): answer r with call's
+ * status, and with reply (len bytes, the encoded reply) when it is 0. */
+static void ops_reply(struct net_sreq *r, const struct ops_call *call,
+		      const uint8_t *reply, uint32_t len)
+{
+	int rc = call->status;
+
+	log_debug("%s uid %u from %s: %d", proto_op_name(call->op),
+		  call->m.cred.uid, net_sconn_peer(r->conn), rc);
+	net_sreq_reply(r, rc, rc ? NULL : reply, rc ? 0 : len);
+}
+
 /* mgr_batch's done (loop thread): answer one op of a batch that ended,
  * in the order the ops came, and free it. An op is answered only after
  * the commit that made it durable. */
@@ -125,14 +158,12 @@ static void ops_wreq_done(struct mgr_batch_item *it, void *arg)
 {
 	struct mgr_ops *ops = arg;
 	struct ops_wreq *q = container_of(it, struct ops_wreq, it);
-	int rc;
 
 	if (it->batch_n)
 		ops->batch_rc = ops_batch_status(ops, it->batch_n, it->commit_rc);
-	rc = ops->batch_rc ? ops->batch_rc : q->status;
-	log_debug("%s uid %u from %s: %d (batched)", proto_op_name(q->op),
-		  q->m.cred.uid, net_sconn_peer(q->r->conn), rc);
-	net_sreq_reply(q->r, rc, rc ? NULL : q->reply, rc ? 0 : q->len);
+	if (ops->batch_rc)
+		q->call.status = ops->batch_rc;
+	ops_reply(q->r, &q->call, q->reply, q->len);
 	free(q->reply);
 	free(q);
 }
@@ -145,47 +176,90 @@ static int ops_serving_mt(void *arg)
 	return !ops->serving || ops->serving(ops->lead_arg);
 }
 
-static int ops_dispatch(struct mgr_ops *ops, uint16_t op, int priv,
-			const struct proto_mreq *m, struct proto_mrep *p);
+static int ops_dispatch(struct mgr_ops *ops, struct mgr_txn *txn,
+			struct ops_call *call, struct proto_mrep *p);
+static int ops_is_write(uint16_t op);
 
-/* Run op (not MOUNT) and encode its reply into w: 0, or the op's -errno
- * (anything out of the errno range becomes -EIO). Any thread that may run
- * op: the loop for reads, the writer thread for writes. */
-static int ops_run(struct mgr_ops *ops, uint16_t op, int priv,
-		   const struct proto_mreq *m, struct wbuf *w)
+/* Run call's op (not MOUNT) in txn and encode its reply into call->w:
+ * 0 (commit txn), or the op's -errno (abort it; anything out of the errno
+ * range becomes -EIO). The reply is encoded inside txn, as it may point
+ * into the store's memory. */
+static int ops_exec(struct mgr_ops *ops, struct mgr_txn *txn,
+		    struct ops_call *call)
 {
 	struct proto_mrep p;
 	int rc;
 
 	memset(&p, 0, sizeof(p));
-	rc = ops_dispatch(ops, op, priv, m, &p);
-	if (rc == 0) {
-		rc = proto_mrep_encode(w, op, &p);
+	call->answer = 0;
+	rc = ops_dispatch(ops, txn, call, &p);
+	if (rc == 0 && call->answer == 0) {
+		rc = proto_mrep_encode(&call->w, call->op, &p);
 		if (rc) /* a bug: replies are sized to fit */
 			log_err("%s reply does not encode: %d",
-				proto_op_name(op), rc);
+				proto_op_name(call->op), rc);
 	}
 	if (rc > 0 || rc < -4095)
 		rc = -EIO;
 	return rc;
 }
 
-/* mgr_batch's run (writer thread, in a child of the open batch): run one
- * write op and keep its encoded reply. Without memory for the copy the
- * batch is aborted (its ops are answered -ENOMEM, none applied), as the op
- * already ran in it. @return 0, -ENOMEM */
-static int ops_wreq_run(struct mgr_batch_item *it, void *arg)
+/*
+ * The middle of every op's path: begin its transaction, run it there
+ * (ops_exec), and end the transaction: commit when the op succeeded, else
+ * abort, so a failed op leaves nothing behind. parent NULL: a top-level
+ * txn (the loop thread: a read txn for a read op); else a child of parent,
+ * the writer thread's open batch, whose commit makes the op durable later.
+ * Sets call->status (ops_status applied). Cost: the op, plus one commit
+ * (a sync for a top-level write).
+ * @return 0; with a parent, -errno when the child's commit failed (the
+ *	batch cannot go on)
+ */
+static int ops_txn_run(struct mgr_ops *ops, struct mgr_txn *parent,
+		       struct ops_call *call)
+{
+	uint64_t mark = mgr_kv_reach_mark(ops->db->kv);
+	struct mgr_txn *txn;
+	int rc;
+
+	rc = parent ? mgr_db_begin_child(parent, &txn)
+		    : mgr_db_begin(ops->db, !ops_is_write(call->op), &txn);
+	if (rc)
+		goto out_status;
+	rc = ops_exec(ops, txn, call);
+	if (rc) {
+		mgr_db_abort(txn);
+		goto out_status;
+	}
+	rc = mgr_db_commit(txn);
+	if (rc && parent) {
+		call->status = rc;
+		return rc;
+	}
+	if (!rc)
+		rc = call->answer;
+out_status:
+	call->status = ops_status(ops, rc, mark);
+	return 0;
+}
+
+/* mgr_batch's run (writer thread): run one write op in a child of the
+ * open batch and keep a copy of its encoded reply. Without memory for the
+ * copy the batch is aborted (its ops are answered -ENOMEM, none applied),
+ * as the op already ran in it. @return 0, -ENOMEM, or the child's commit
+ * error */
+static int ops_wreq_run(struct mgr_batch_item *it, struct mgr_txn *batch,
+			void *arg)
 {
 	struct mgr_ops *ops = arg;
 	struct ops_wreq *q = container_of(it, struct ops_wreq, it);
-	uint64_t mark = mgr_kv_reach_mark(ops->db->kv);
-	struct wbuf w;
 	int rc;
 
-	wb_init(&w, ops->wrep, PROTO_MAX_BODY);
-	rc = ops_run(ops, q->op, q->priv, &q->m, &w);
-	q->status = ops_status(ops, rc, mark);
-	q->len = rc ? 0 : (uint32_t)w.len;
+	wb_init(&q->call.w, ops->wrep, PROTO_MAX_BODY);
+	rc = ops_txn_run(ops, batch, &q->call);
+	if (rc)
+		return rc;
+	q->len = q->call.status ? 0 : (uint32_t)q->call.w.len;
 	if (q->len) {
 		q->reply = malloc(q->len);
 		if (!q->reply)
@@ -272,8 +346,8 @@ static int ops_rd_emit(void *arg, uint64_t cookie, const char *name,
 }
 
 /* READDIR: fill as many entries as max (and PROTO_MAX_BODY) allow. */
-static int ops_readdir(struct mgr_ops *ops, const struct proto_mreq *m,
-		       struct proto_mrep *p)
+static int ops_readdir(struct mgr_ops *ops, struct mgr_txn *txn,
+		       const struct proto_mreq *m, struct proto_mrep *p)
 {
 	struct ops_rd rd = { .n = 0 };
 	size_t max = m->max ? m->max : PROTO_MAX_BODY;
@@ -287,8 +361,8 @@ static int ops_readdir(struct mgr_ops *ops, const struct proto_mreq *m,
 	if (rd.budget > ops->scratch_cap)
 		rd.budget = ops->scratch_cap;
 	wb_init(&rd.w, ops->scratch, ops->scratch_cap);
-	rc = mgr_ns_readdir(ops->db, &m->cred, m->ino, m->cookie, ops_rd_emit,
-			    &rd, &eof);
+	rc = mgr_ns_readdir(ops->db, txn, &m->cred, m->ino, m->cookie,
+			    ops_rd_emit, &rd, &eof);
 	if (rc)
 		return rc;
 	if (rd.n == 0 && !eof)
@@ -301,8 +375,9 @@ static int ops_readdir(struct mgr_ops *ops, const struct proto_mreq *m,
 }
 
 /* GETXATTR / LISTXATTR: value or size into the reply. */
-static int ops_xattr_read(struct mgr_ops *ops, uint16_t op,
-			  const struct proto_mreq *m, struct proto_mrep *p)
+static int ops_xattr_read(struct mgr_ops *ops, struct mgr_txn *txn,
+			  uint16_t op, const struct proto_mreq *m,
+			  struct proto_mrep *p)
 {
 	size_t cap = m->max, size = 0;
 	int rc;
@@ -310,11 +385,11 @@ static int ops_xattr_read(struct mgr_ops *ops, uint16_t op,
 	if (cap > PROTO_MAX_BODY - OPS_REP_SLACK)
 		cap = PROTO_MAX_BODY - OPS_REP_SLACK;
 	if (op == PROTO_OP_GETXATTR)
-		rc = mgr_xattr_get(ops->db, &m->cred, m->ino, m->xname.p,
+		rc = mgr_xattr_get(ops->db, txn, &m->cred, m->ino, m->xname.p,
 				   m->xname.len, ops->scratch, cap, &size);
 	else
-		rc = mgr_xattr_list(ops->db, &m->cred, m->ino, ops->scratch,
-				    cap, &size);
+		rc = mgr_xattr_list(ops->db, txn, &m->cred, m->ino,
+				    ops->scratch, cap, &size);
 	if (rc == -ERANGE && m->max > cap)
 		rc = -E2BIG; /* larger than a reply can carry */
 	if (rc)
@@ -329,7 +404,8 @@ static int ops_xattr_read(struct mgr_ops *ops, uint16_t op,
 #define OPS_NOMINAL_INODES (1ull << 32)
 
 /* STATFS from the poller's aggregate plus our inode count. */
-static int ops_statfs(struct mgr_ops *ops, struct proto_mrep *p)
+static int ops_statfs(struct mgr_ops *ops, struct mgr_txn *txn,
+		      struct proto_mrep *p)
 {
 	unsigned nup = 0;
 	uint64_t used;
@@ -341,7 +417,7 @@ static int ops_statfs(struct mgr_ops *ops, struct proto_mrep *p)
 	/* statvfs wants the total in f_files: report a nominal 2^32 inodes
 	 * (numbers are never reused, so there is no hard limit) and the
 	 * ones in use subtracted from it as free. */
-	used = mgr_ns_files(ops->db);
+	used = mgr_ns_files(ops->db, txn);
 	p->st.files = used > OPS_NOMINAL_INODES ? used : OPS_NOMINAL_INODES;
 	p->st.ffree = p->st.files - used;
 	p->st.namemax = PROTO_MAX_NAME;
@@ -370,79 +446,87 @@ static int ops_mount(struct mgr_ops *ops, struct wbuf *w)
 	return proto_mount_encode(w, &mnt);
 }
 
-/* Run one decoded request; fills p. priv: the connection proved the
- * servers' key (net_sconn_privileged). @return the reply status */
-static int ops_dispatch(struct mgr_ops *ops, uint16_t op, int priv,
-			const struct proto_mreq *m, struct proto_mrep *p)
+/* Run call's decoded request in txn; fills p, or call->answer for an op
+ * whose txn commits with a non-zero answer. @return 0 (commit), or the
+ * op's -errno (abort) */
+static int ops_dispatch(struct mgr_ops *ops, struct mgr_txn *txn,
+			struct ops_call *call, struct proto_mrep *p)
 {
-	struct mgr_db *db = ops->db;
+	const struct proto_mreq *m = &call->m;
 	const struct proto_cred *c = &m->cred;
+	struct mgr_db *db = ops->db;
 	size_t len = 0;
 	int rc;
 
-	switch (op) {
+	switch (call->op) {
 	case PROTO_OP_LOOKUP:
-		return mgr_ns_lookup(db, c, m->parent, m->name.p, m->name.len, &p->attr);
+		return mgr_ns_lookup(db, txn, c, m->parent, m->name.p,
+				     m->name.len, &p->attr);
 	case PROTO_OP_GETATTR:
-		return mgr_ns_getattr(db, m->ino, &p->attr);
+		return mgr_ns_getattr(db, txn, m->ino, &p->attr);
 	case PROTO_OP_SETATTR:
-		return mgr_ns_setattr(db, c, m, &p->attr);
+		return mgr_ns_setattr(db, txn, c, m, &p->attr);
 	case PROTO_OP_CREATE:
-		return mgr_ns_create(db, c, m->parent, m->name.p, m->name.len,
-				     m->mode, m->flags, &p->attr);
+		return mgr_ns_create(db, txn, c, m->parent, m->name.p,
+				     m->name.len, m->mode, m->flags, &p->attr);
 	case PROTO_OP_MKDIR:
-		return mgr_ns_mkdir(db, c, m->parent, m->name.p, m->name.len,
-				    m->mode, &p->attr);
+		return mgr_ns_mkdir(db, txn, c, m->parent, m->name.p,
+				    m->name.len, m->mode, &p->attr);
 	case PROTO_OP_MKNOD:
-		return mgr_ns_mknod(db, c, m->parent, m->name.p, m->name.len,
-				    m->mode, m->rdev, &p->attr);
+		return mgr_ns_mknod(db, txn, c, m->parent, m->name.p,
+				    m->name.len, m->mode, m->rdev, &p->attr);
 	case PROTO_OP_UNLINK:
-		return mgr_ns_unlink(db, c, m->parent, m->name.p, m->name.len,
-				     &p->freed);
+		return mgr_ns_unlink(db, txn, c, m->parent, m->name.p,
+				     m->name.len, &p->freed);
 	case PROTO_OP_RMDIR:
-		return mgr_ns_rmdir(db, c, m->parent, m->name.p, m->name.len);
+		return mgr_ns_rmdir(db, txn, c, m->parent, m->name.p,
+				    m->name.len);
 	case PROTO_OP_RENAME:
-		return mgr_ns_rename(db, c, m->parent, m->name.p, m->name.len,
-				     m->newparent, m->newname.p, m->newname.len,
-				     m->flags, &p->freed);
+		return mgr_ns_rename(db, txn, c, m->parent, m->name.p,
+				     m->name.len, m->newparent, m->newname.p,
+				     m->newname.len, m->flags, &p->freed);
 	case PROTO_OP_LINK:
-		return mgr_ns_link(db, c, m->ino, m->newparent, m->newname.p,
-				   m->newname.len, &p->attr);
+		return mgr_ns_link(db, txn, c, m->ino, m->newparent,
+				   m->newname.p, m->newname.len, &p->attr);
 	case PROTO_OP_SYMLINK:
-		return mgr_ns_symlink(db, c, m->parent, m->name.p, m->name.len,
-				      m->target.p, m->target.len, &p->attr);
+		return mgr_ns_symlink(db, txn, c, m->parent, m->name.p,
+				      m->name.len, m->target.p, m->target.len,
+				      &p->attr);
 	case PROTO_OP_READLINK:
-		rc = mgr_ns_readlink(db, m->ino, (char *)ops->scratch,
+		rc = mgr_ns_readlink(db, txn, m->ino, (char *)ops->scratch,
 				     ops->scratch_cap, &len);
 		if (!rc)
 			p->target = (struct proto_str){ (const char *)ops->scratch,
 							(uint32_t)len };
 		return rc;
 	case PROTO_OP_READDIR:
-		return ops_readdir(ops, m, p);
+		return ops_readdir(ops, txn, m, p);
 	case PROTO_OP_STATFS:
-		return ops_statfs(ops, p);
+		return ops_statfs(ops, txn, p);
 	case PROTO_OP_GETXATTR:
 	case PROTO_OP_LISTXATTR:
-		return ops_xattr_read(ops, op, m, p);
+		return ops_xattr_read(ops, txn, call->op, m, p);
 	case PROTO_OP_SETXATTR:
-		return mgr_xattr_set(db, c, m->ino, m->xname.p, m->xname.len,
-				     m->xvalue.p, m->xvalue.len, m->flags);
+		return mgr_xattr_set(db, txn, c, m->ino, m->xname.p,
+				     m->xname.len, m->xvalue.p, m->xvalue.len,
+				     m->flags);
 	case PROTO_OP_REMOVEXATTR:
-		return mgr_xattr_remove(db, c, m->ino, m->xname.p, m->xname.len);
+		return mgr_xattr_remove(db, txn, c, m->ino, m->xname.p,
+					m->xname.len);
 	case PROTO_OP_OPEN:
-		return mgr_ns_open(db, c, m->ino, m->flags, &p->attr);
+		return mgr_ns_open(db, txn, c, m->ino, m->flags, &p->attr);
 	case PROTO_OP_ACCESS:
-		return mgr_ns_access(db, c, m->ino, m->mode);
+		return mgr_ns_access(db, txn, c, m->ino, m->mode);
 	case PROTO_OP_SETSIZE:
-		return mgr_ns_setsize(db, c, m->ino, m->size, &m->mtime,
+		return mgr_ns_setsize(db, txn, c, m->ino, m->size, &m->mtime,
 				      &p->attr);
 	case PROTO_OP_PURGE:
-		return mgr_ns_purge(db, priv ? NULL : c, m->ino);
+		return mgr_ns_purge(db, txn, call->priv ? NULL : c, m->ino);
 	case PROTO_OP_PURGE_MANY:
-		return mgr_ns_purge_many(db, priv ? NULL : c, &m->inos);
+		return mgr_ns_purge_many(db, txn, call->priv ? NULL : c,
+					 &m->inos, &call->answer);
 	case PROTO_OP_SETBLOCKS:
-		return mgr_ns_setblocks(db, c, m->ino, m->flags, m->size,
+		return mgr_ns_setblocks(db, txn, c, m->ino, m->flags, m->size,
 					&m->mtime, m->blocks, &p->attr);
 	default:
 		return -EOPNOTSUPP;
@@ -516,30 +600,42 @@ static void ops_submit(struct mgr_ops *ops, struct net_sreq *r, uint16_t op)
 		return;
 	}
 	memcpy(q->body, r->body, r->body_len);
-	if (ops_decode(ops, r, q->body, op, &q->m)) {
+	if (ops_decode(ops, r, q->body, op, &q->call.m)) {
 		free(q);
 		return;
 	}
 	q->r = r;
-	q->op = op;
-	q->priv = net_sconn_privileged(r->conn);
-	q->status = 0;
+	q->call.op = op;
+	q->call.priv = net_sconn_privileged(r->conn);
+	q->call.status = 0;
 	q->len = 0;
 	q->reply = NULL;
 	mgr_batch_submit(ops->batch, &q->it);
 }
 
-/* Entry point from the transport: validate, run, reply. A malformed
- * request closes its connection; an unknown op is answered -EOPNOTSUPP;
- * an operation error is a reply status. */
+/* MOUNT (no transaction: the reply is the store's configuration):
+ * encode it into call->w and set call->status. */
+static void ops_mount_call(struct mgr_ops *ops, struct ops_call *call)
+{
+	int rc = ops_mount(ops, &call->w);
+
+	if (rc)
+		log_err("MOUNT reply does not encode: %d", rc);
+	if (rc > 0 || rc < -4095)
+		rc = -EIO;
+	call->status = rc;
+}
+
+/* Entry point from the transport (loop thread): validate, then take the
+ * op's path: a write op under group commit goes to the writer thread
+ * (ops_submit); any other runs here, in a transaction of its own, and is
+ * answered at once. A malformed request closes its connection; an unknown
+ * op is answered -EOPNOTSUPP; an operation error is a reply status. */
 void mgr_ops_handle(struct net_sreq *r, void *arg)
 {
 	struct mgr_ops *ops = arg;
 	uint16_t op = r->hdr.op;
-	struct proto_mreq m;
-	struct wbuf w;
-	uint64_t mark;
-	int rc;
+	struct ops_call call = { .op = op };
 
 	if (op < PROTO_OP_MOUNT || op >= PROTO_OP_MGR_LAST) {
 		/* well formed, but not ours (or newer than us): say so, as the
@@ -557,29 +653,21 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 		ops_submit(ops, r, op);
 		return;
 	}
-	if (ops_decode(ops, r, r->body, op, &m))
+	if (ops_decode(ops, r, r->body, op, &call.m))
 		return;
-	mark = mgr_kv_reach_mark(ops->db->kv);
-	wb_init(&w, ops->rep, PROTO_MAX_BODY);
-	if (op == PROTO_OP_MOUNT) {
-		rc = ops_mount(ops, &w);
-		if (rc)
-			log_err("MOUNT reply does not encode: %d", rc);
-		if (rc > 0 || rc < -4095)
-			rc = -EIO;
-	} else {
-		rc = ops_run(ops, op, net_sconn_privileged(r->conn), &m, &w);
-	}
-	if (rc == -ESTALE && ops->serving) {
+	call.priv = net_sconn_privileged(r->conn);
+	wb_init(&call.w, ops->rep, PROTO_MAX_BODY);
+	if (op == PROTO_OP_MOUNT)
+		ops_mount_call(ops, &call);
+	else
+		ops_txn_run(ops, NULL, &call);
+	if (call.status == -ESTALE && ops->serving) {
 		/* only a fenced commit (group commit off) fails so: the lease
 		 * moved on, nothing of the op landed */
 		log_warn("%s refused (-ESTALE): this mgr is no longer the active "
 			 "one; answered as by a standby", proto_op_name(op));
 		ops->lost(ops->lead_arg);
-		rc = PROTO_STANDBY;
+		call.status = PROTO_STANDBY;
 	}
-	rc = ops_status(ops, rc, mark);
-	log_debug("%s uid %u from %s: %d", proto_op_name(op), m.cred.uid,
-		  net_sconn_peer(r->conn), rc);
-	net_sreq_reply(r, rc, rc ? NULL : ops->rep, rc ? 0 : (uint32_t)w.len);
+	ops_reply(r, &call, ops->rep, (uint32_t)call.w.len);
 }

@@ -175,15 +175,14 @@ static int rn_exchange(struct mgr_db *db, struct mgr_txn *txn, struct rn *r,
 }
 
 /* RENAME in one write transaction; either all of it lands or none. */
-int mgr_ns_rename(struct mgr_db *db, const struct proto_cred *c,
-		  uint64_t parent, const char *name, size_t len,
-		  uint64_t newparent, const char *newname, size_t newlen,
-		  uint32_t flags, struct proto_freed *f)
+int mgr_ns_rename(struct mgr_db *db, struct mgr_txn *txn,
+		  const struct proto_cred *c, uint64_t parent, const char *name,
+		  size_t len, uint64_t newparent, const char *newname,
+		  size_t newlen, uint32_t flags, struct proto_freed *f)
 {
 	struct rn r = { .sp = parent, .dp = newparent, .sn = name,
 			.dn = newname, .sl = len, .dl = newlen };
 	struct proto_time now;
-	struct mgr_txn *txn;
 	int rc;
 
 	memset(f, 0, sizeof(*f));
@@ -193,37 +192,28 @@ int mgr_ns_rename(struct mgr_db *db, const struct proto_cred *c,
 	if (len == 0 || len > PROTO_MAX_NAME || newlen == 0 ||
 	    newlen > PROTO_MAX_NAME)
 		return -EINVAL;
-	rc = mgr_db_begin(db, 0, &txn);
-	if (rc)
-		return rc;
 	rc = rn_check(db, txn, c, &r, flags);
-	if (rc == 1) {
-		mgr_db_abort(txn);
+	if (rc == 1)
 		return 0;
-	}
 	if (rc)
-		goto out_abort;
+		goto out_forget_freed;
 	mgr_db_now(&now);
 	if (flags & PROTO_RENAME_EXCHANGE)
 		rc = rn_exchange(db, txn, &r, &now);
 	else
 		rc = rn_move(db, txn, &r, &now, c->uid, f);
 	if (rc)
-		goto out_abort;
+		goto out_forget_freed;
 	r.sdir->mtime = r.sdir->ctime = now;
 	r.ddir->mtime = r.ddir->ctime = now;
 	rc = mgr_db_inode_put(db, txn, r.sp, r.sdir);
 	if (!rc && r.ddir != r.sdir)
 		rc = mgr_db_inode_put(db, txn, r.dp, r.ddir);
 	if (rc)
-		goto out_abort;
-	rc = mgr_db_commit(txn);
-	if (rc)
-		memset(f, 0, sizeof(*f));
-	return rc;
+		goto out_forget_freed;
+	return 0;
 
-out_abort:
-	mgr_db_abort(txn);
+out_forget_freed:
 	memset(f, 0, sizeof(*f));
 	return rc;
 }

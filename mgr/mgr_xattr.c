@@ -53,10 +53,10 @@ static void xa_layout_of(struct mgr_db *db, const struct mgr_inode *in,
 		l->first = 0;
 }
 
-/* GETXATTR body. */
-static int xa_get(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
-		  uint64_t ino, const char *name, size_t nlen, void *buf,
-		  size_t cap, size_t *size)
+/* GETXATTR. */
+int mgr_xattr_get(struct mgr_db *db, struct mgr_txn *txn,
+		  const struct proto_cred *c, uint64_t ino, const char *name,
+		  size_t nlen, void *buf, size_t cap, size_t *size)
 {
 	struct mgr_inode in;
 	struct proto_layout l;
@@ -88,19 +88,6 @@ static int xa_get(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cre
 		return -ERANGE;
 	memcpy(buf, val, vlen);
 	return 0;
-}
-
-/* GETXATTR in a read transaction. */
-int mgr_xattr_get(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
-		  const char *name, size_t nlen, void *buf, size_t cap,
-		  size_t *size)
-{
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 1, &txn);
-
-	if (rc)
-		return rc;
-	return mgr_ns_finish(txn, xa_get(db, txn, c, ino, name, nlen, buf, cap, size));
 }
 
 /* Set user.rpfs.layout: a directory's default, or an empty file's layout. */
@@ -142,10 +129,10 @@ static int xa_set_layout(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 	return mgr_db_inode_put(db, txn, ino, in);
 }
 
-/* SETXATTR body. */
-static int xa_set(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
-		  uint64_t ino, const char *name, size_t nlen, const void *val,
-		  size_t vlen, uint32_t flags)
+/* SETXATTR. */
+int mgr_xattr_set(struct mgr_db *db, struct mgr_txn *txn,
+		  const struct proto_cred *c, uint64_t ino, const char *name,
+		  size_t nlen, const void *val, size_t vlen, uint32_t flags)
 {
 	struct mgr_inode in;
 	struct proto_time now;
@@ -178,19 +165,6 @@ static int xa_set(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cre
 	return mgr_db_inode_put(db, txn, ino, &in);
 }
 
-/* SETXATTR in one write transaction. */
-int mgr_xattr_set(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
-		  const char *name, size_t nlen, const void *val, size_t vlen,
-		  uint32_t flags)
-{
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 0, &txn);
-
-	if (rc)
-		return rc;
-	return mgr_ns_finish(txn, xa_set(db, txn, c, ino, name, nlen, val, vlen, flags));
-}
-
 /* Accumulator for LISTXATTR. */
 struct xa_list {
 	const struct proto_cred *c;
@@ -215,28 +189,26 @@ static int xa_list_one(void *arg, const char *name, size_t len)
 	return 0;
 }
 
-/* LISTXATTR in a read transaction (no permission needed, as in Linux). */
-int mgr_xattr_list(struct mgr_db *db, const struct proto_cred *c, uint64_t ino,
-		   void *buf, size_t cap, size_t *size)
+/* LISTXATTR (no permission needed, as in Linux). */
+int mgr_xattr_list(struct mgr_db *db, struct mgr_txn *txn,
+		   const struct proto_cred *c, uint64_t ino, void *buf,
+		   size_t cap, size_t *size)
 {
 	struct xa_list l = { c, buf, cap, 0 };
 	struct mgr_inode in;
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 1, &txn);
+	int rc = mgr_db_inode_get(db, txn, ino, &in);
 
-	if (rc)
-		return rc;
-	rc = mgr_db_inode_get(db, txn, ino, &in);
 	if (!rc)
 		rc = mgr_db_xattr_list(db, txn, ino, xa_list_one, &l);
 	if (!rc)
 		*size = l.size;
-	return mgr_ns_finish(txn, rc);
+	return rc;
 }
 
-/* REMOVEXATTR body. */
-static int xa_remove(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
-		     uint64_t ino, const char *name, size_t nlen)
+/* REMOVEXATTR. */
+int mgr_xattr_remove(struct mgr_db *db, struct mgr_txn *txn,
+		     const struct proto_cred *c, uint64_t ino, const char *name,
+		     size_t nlen)
 {
 	struct mgr_inode in;
 	struct proto_time now;
@@ -261,16 +233,4 @@ static int xa_remove(struct mgr_db *db, struct mgr_txn *txn, const struct proto_
 	mgr_db_now(&now);
 	in.ctime = now;
 	return mgr_db_inode_put(db, txn, ino, &in);
-}
-
-/* REMOVEXATTR in one write transaction. */
-int mgr_xattr_remove(struct mgr_db *db, const struct proto_cred *c,
-		     uint64_t ino, const char *name, size_t nlen)
-{
-	struct mgr_txn *txn;
-	int rc = mgr_db_begin(db, 0, &txn);
-
-	if (rc)
-		return rc;
-	return mgr_ns_finish(txn, xa_remove(db, txn, c, ino, name, nlen));
 }

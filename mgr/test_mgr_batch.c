@@ -1,8 +1,9 @@
 /*
  * test_mgr_batch.c - the mgr's writer thread (mgr_batch.c) on a real LMDB
  * store and a real libev loop: ops queued together share a batch and are
- * answered on the loop thread, in order, after their commit; an op that
- * asks to abort drops its whole batch; a mgr that no longer serves commits
+ * answered on the loop thread, in order, after their commit, each run and
+ * answered in the state it should be in; an op that asks to abort drops
+ * its whole batch; a mgr that no longer serves commits
  * nothing; drain waits for every op.
  */
 #include <errno.h>
@@ -41,11 +42,12 @@ struct env {
 	int done[NOPS];      /* order of done calls: indices */
 	int ndone;
 	int off_loop;        /* done ran on another thread */
+	int bad_state;       /* run or done saw an op in the wrong state */
 	uint32_t batches;    /* first items seen */
 };
 
 /* run: put k<i> in a child txn of the batch. */
-static int t_run(struct mgr_batch_item *it, void *arg)
+static int t_run(struct mgr_batch_item *it, struct mgr_txn *batch, void *arg)
 {
 	struct env *e = arg;
 	struct top *o = container_of(it, struct top, it);
@@ -53,7 +55,9 @@ static int t_run(struct mgr_batch_item *it, void *arg)
 	char k[16];
 
 	o->run_thr = pthread_self();
-	if (mgr_db_begin(e->db, 0, &t) == 0) {
+	if (it->state != MGR_BATCH_RUN)
+		e->bad_state = 1;
+	if (mgr_db_begin_child(batch, &t) == 0) {
 		snprintf(k, sizeof(k), "k%d", o->i);
 		if (mgr_kv_put(mgr_db_txn_kv(t), MGR_KV_META, k, strlen(k), "v",
 			       1, 0) == 0)
@@ -73,6 +77,8 @@ static void t_done(struct mgr_batch_item *it, void *arg)
 
 	if (!pthread_equal(pthread_self(), e->loop_thr))
 		e->off_loop = 1;
+	if (it->state != MGR_BATCH_ANSWERED)
+		e->bad_state = 1;
 	o->commit_rc = it->commit_rc;
 	o->batch_n = it->batch_n;
 	if (it->batch_n)
@@ -195,6 +201,8 @@ int main(void)
 	CHECK_EQ(e.ndone, NOPS);
 	for (int i = 30; i < NOPS; i++)
 		CHECK(has_key(e.db, i) == 1);
+	/* every op went QUEUED -> RUN -> COMMITTED -> ANSWERED */
+	CHECK(!e.bad_state);
 
 	mgr_db_close(e.db);
 	ev_loop_destroy(loop);

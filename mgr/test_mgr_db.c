@@ -12,6 +12,7 @@
 #include "mgr_kv.h"
 #include "mgr_ns.h"
 #include "mgr_xattr.h"
+#include "test_ns_txn.h"
 
 #include "check_cond.h"
 
@@ -71,12 +72,12 @@ static void test_commit_count(struct mgr_db *db)
 	uint64_t n0 = h->count;
 
 	for (int i = 0; i < 5; i++)
-		CHECK_RC(mgr_ns_lookup(db, &root_c, 1, S("no-such-name"), &a), -ENOENT);
+		CHECK_RC(RD(mgr_ns_lookup, db, &root_c, 1, S("no-such-name"), &a), -ENOENT);
 	CHECK(h->count == n0);
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("cc"), 0755, &a), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("cc"), 0755, &a), 0);
 	CHECK(h->count == n0 + 1);
-	CHECK_RC(mgr_ns_lookup(db, &root_c, 1, S("cc"), &a), 0);
-	CHECK_RC(mgr_ns_rmdir(db, &root_c, 1, S("cc")), 0);
+	CHECK_RC(RD(mgr_ns_lookup, db, &root_c, 1, S("cc"), &a), 0);
+	CHECK_RC(WR(mgr_ns_rmdir, db, &root_c, 1, S("cc")), 0);
 	CHECK(h->count == n0 + 2);
 }
 
@@ -86,95 +87,95 @@ static void test_basic(struct mgr_db *db)
 	struct proto_attr a, d, r;
 	struct proto_freed f;
 
-	CHECK_RC(mgr_ns_getattr(db, MGR_ROOT_INO, &r), 0);
+	CHECK_RC(RD(mgr_ns_getattr, db, MGR_ROOT_INO, &r), 0);
 	CHECK(S_ISDIR(r.mode) && (r.mode & 07777) == 0755 && r.nlink == 2);
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("home"), 0777, &d), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("home"), 0777, &d), 0);
 	CHECK(d.ino > 1 && d.nlink == 2);
-	CHECK_RC(mgr_ns_getattr(db, 1, &r), 0);
+	CHECK_RC(RD(mgr_ns_getattr, db, 1, &r), 0);
 	CHECK(r.nlink == 3);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("f"), 0644, PROTO_CREATE_EXCL, &a), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("f"), 0644, PROTO_CREATE_EXCL, &a), 0);
 	CHECK(S_ISREG(a.mode) && a.uid == 1000 && a.gid == 1000 && a.nlink == 1);
 	CHECK(a.layout.unit == 65536 && a.layout.count == 3 && a.layout.first < 3);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("f"), 0644, PROTO_CREATE_EXCL, &a), -EEXIST);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("f"), 0644, 0, &r), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("f"), 0644, PROTO_CREATE_EXCL, &a), -EEXIST);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("f"), 0644, 0, &r), 0);
 	CHECK(r.ino == a.ino);
-	CHECK_RC(mgr_ns_lookup(db, &other_c, d.ino, S("f"), &r), 0);
+	CHECK_RC(RD(mgr_ns_lookup, db, &other_c, d.ino, S("f"), &r), 0);
 	CHECK(r.ino == a.ino);
-	CHECK_RC(mgr_ns_lookup(db, &other_c, d.ino, S("nope"), &r), -ENOENT);
-	CHECK_RC(mgr_ns_lookup(db, &other_c, a.ino, S("x"), &r), -ENOTDIR);
+	CHECK_RC(RD(mgr_ns_lookup, db, &other_c, d.ino, S("nope"), &r), -ENOENT);
+	CHECK_RC(RD(mgr_ns_lookup, db, &other_c, a.ino, S("x"), &r), -ENOTDIR);
 	/* second file rotates first */
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("g"), 0600, 0, &r), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("g"), 0600, 0, &r), 0);
 	CHECK(r.layout.first == (a.layout.first + 1) % 3);
 	/* permissions */
-	CHECK_RC(mgr_ns_open(db, &other_c, r.ino, O_RDONLY, &r), -EACCES);
-	CHECK_RC(mgr_ns_open(db, &user_c, r.ino, O_RDWR, &r), 0);
-	CHECK_RC(mgr_ns_open(db, &other_c, a.ino, O_RDONLY, &r), 0);
-	CHECK_RC(mgr_ns_open(db, &other_c, a.ino, O_WRONLY, &r), -EACCES);
-	CHECK_RC(mgr_ns_access(db, &other_c, a.ino, 4), 0);
-	CHECK_RC(mgr_ns_access(db, &other_c, a.ino, 2), -EACCES);
-	CHECK_RC(mgr_ns_access(db, &root_c, a.ino, 1), -EACCES);
-	CHECK_RC(mgr_ns_create(db, &user_c, 1, S("rootfile"), 0644, 0, &r), -EACCES);
-	CHECK_RC(mgr_ns_unlink(db, &other_c, d.ino, S("f"), &f), 0); /* dir is 0777 */
+	CHECK_RC(RD(mgr_ns_open, db, &other_c, r.ino, O_RDONLY, &r), -EACCES);
+	CHECK_RC(RD(mgr_ns_open, db, &user_c, r.ino, O_RDWR, &r), 0);
+	CHECK_RC(RD(mgr_ns_open, db, &other_c, a.ino, O_RDONLY, &r), 0);
+	CHECK_RC(RD(mgr_ns_open, db, &other_c, a.ino, O_WRONLY, &r), -EACCES);
+	CHECK_RC(RD(mgr_ns_access, db, &other_c, a.ino, 4), 0);
+	CHECK_RC(RD(mgr_ns_access, db, &other_c, a.ino, 2), -EACCES);
+	CHECK_RC(RD(mgr_ns_access, db, &root_c, a.ino, 1), -EACCES);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, 1, S("rootfile"), 0644, 0, &r), -EACCES);
+	CHECK_RC(WR(mgr_ns_unlink, db, &other_c, d.ino, S("f"), &f), 0); /* dir is 0777 */
 	CHECK(f.ino == a.ino && f.layout.count == 3);
 	/* purge: neither owner nor freer may not; the freer may */
 	struct proto_cred third_c = other_c;
 	third_c.uid = other_c.uid + 1;
 	CHECK(third_c.uid != user_c.uid);
-	CHECK_RC(mgr_ns_purge(db, &third_c, a.ino), -EPERM);
-	CHECK_RC(mgr_ns_purge(db, &other_c, a.ino), 0);
-	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), -ENOENT);
-	CHECK_RC(mgr_ns_purge(db, NULL, a.ino), -ENOENT);
+	CHECK_RC(WR(mgr_ns_purge, db, &third_c, a.ino), -EPERM);
+	CHECK_RC(WR(mgr_ns_purge, db, &other_c, a.ino), 0);
+	CHECK_RC(RD(mgr_ns_getattr, db, a.ino, &r), -ENOENT);
+	CHECK_RC(WR(mgr_ns_purge, db, NULL, a.ino), -ENOENT);
 	/* sticky */
 	struct mgr_inode dummy;
 	(void)dummy;
 	struct proto_mreq m = { .ino = d.ino, .valid = PROTO_SA_MODE, .mode = 01777 };
-	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), -EPERM);
-	CHECK_RC(mgr_ns_setattr(db, &root_c, &m, &r), 0);
+	CHECK_RC(WR(mgr_ns_setattr, db, &user_c, &m, &r), -EPERM);
+	CHECK_RC(WR(mgr_ns_setattr, db, &root_c, &m, &r), 0);
 	CHECK((r.mode & 07777) == 01777);
-	CHECK_RC(mgr_ns_unlink(db, &other_c, d.ino, S("g"), &f), -EPERM);
-	CHECK_RC(mgr_ns_rmdir(db, &root_c, 1, S("home")), -ENOTEMPTY);
-	CHECK_RC(mgr_ns_unlink(db, &root_c, 1, S("home"), &f), -EISDIR);
+	CHECK_RC(WR(mgr_ns_unlink, db, &other_c, d.ino, S("g"), &f), -EPERM);
+	CHECK_RC(WR(mgr_ns_rmdir, db, &root_c, 1, S("home")), -ENOTEMPTY);
+	CHECK_RC(WR(mgr_ns_unlink, db, &root_c, 1, S("home"), &f), -EISDIR);
 	/* mknod */
-	CHECK_RC(mgr_ns_mknod(db, &user_c, d.ino, S("fifo"), S_IFIFO | 0644, 0, &r), 0);
+	CHECK_RC(WR(mgr_ns_mknod, db, &user_c, d.ino, S("fifo"), S_IFIFO | 0644, 0, &r), 0);
 	CHECK(S_ISFIFO(r.mode));
-	CHECK_RC(mgr_ns_mknod(db, &user_c, d.ino, S("dev"), S_IFCHR | 0644, 0x101, &r), -EPERM);
-	CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S("fifo"), &f), 0);
+	CHECK_RC(WR(mgr_ns_mknod, db, &user_c, d.ino, S("dev"), S_IFCHR | 0644, 0x101, &r), -EPERM);
+	CHECK_RC(WR(mgr_ns_unlink, db, &user_c, d.ino, S("fifo"), &f), 0);
 	CHECK(f.ino == 0);
 	/* symlink */
 	char buf[PROTO_MAX_PATH];
 	size_t len = 0;
-	CHECK_RC(mgr_ns_symlink(db, &user_c, d.ino, S("ln"), S("../target"), &r), 0);
+	CHECK_RC(WR(mgr_ns_symlink, db, &user_c, d.ino, S("ln"), S("../target"), &r), 0);
 	CHECK(S_ISLNK(r.mode) && r.size == 9);
-	CHECK_RC(mgr_ns_readlink(db, r.ino, buf, sizeof(buf), &len), 0);
+	CHECK_RC(RD(mgr_ns_readlink, db, r.ino, buf, sizeof(buf), &len), 0);
 	CHECK(len == 9 && memcmp(buf, "../target", 9) == 0);
-	CHECK_RC(mgr_ns_readlink(db, d.ino, buf, sizeof(buf), &len), -EINVAL);
+	CHECK_RC(RD(mgr_ns_readlink, db, d.ino, buf, sizeof(buf), &len), -EINVAL);
 	/* setattr: size, chown, chgrp */
-	CHECK_RC(mgr_ns_lookup(db, &user_c, d.ino, S("g"), &a), 0);
+	CHECK_RC(RD(mgr_ns_lookup, db, &user_c, d.ino, S("g"), &a), 0);
 	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_SIZE, .size = 12345 };
-	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
+	CHECK_RC(WR(mgr_ns_setattr, db, &user_c, &m, &r), 0);
 	CHECK(r.size == 12345 && r.blocks == 0); /* none published: a hole */
 	struct proto_time t = { 1000, 5 };
-	CHECK_RC(mgr_ns_setsize(db, &root_c, a.ino, 100, &t, &r), 0);
+	CHECK_RC(WR(mgr_ns_setsize, db, &root_c, a.ino, 100, &t, &r), 0);
 	CHECK(r.size == 12345 && r.mtime.sec == 1000);
-	CHECK_RC(mgr_ns_setsize(db, &root_c, a.ino, 20000, &t, &r), 0);
+	CHECK_RC(WR(mgr_ns_setsize, db, &root_c, a.ino, 20000, &t, &r), 0);
 	CHECK(r.size == 20000);
 	/* publishing a size or blocks: the owner, root or a writer only */
-	CHECK_RC(mgr_ns_setsize(db, &other_c, a.ino, 30000, &t, &r), -EACCES);
-	CHECK_RC(mgr_ns_setblocks(db, &other_c, a.ino, PROTO_SB_GROW, 30000, &t,
+	CHECK_RC(WR(mgr_ns_setsize, db, &other_c, a.ino, 30000, &t, &r), -EACCES);
+	CHECK_RC(WR(mgr_ns_setblocks, db, &other_c, a.ino, PROTO_SB_GROW, 30000, &t,
 				  8, &r), -EACCES);
-	CHECK_RC(mgr_ns_setsize(db, &user_c, a.ino, 20000, &t, &r), 0);
+	CHECK_RC(WR(mgr_ns_setsize, db, &user_c, a.ino, 20000, &t, &r), 0);
 	CHECK(r.size == 20000);
 	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_UID, .uid = 5 };
-	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), -EPERM);
+	CHECK_RC(WR(mgr_ns_setattr, db, &user_c, &m, &r), -EPERM);
 	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_GID, .gid = 100 };
-	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
+	CHECK_RC(WR(mgr_ns_setattr, db, &user_c, &m, &r), 0);
 	CHECK(r.gid == 100);
 	m.gid = 7;
-	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), -EPERM);
+	CHECK_RC(WR(mgr_ns_setattr, db, &user_c, &m, &r), -EPERM);
 	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_MTIME, .mtime = { 5, 0 } };
-	CHECK_RC(mgr_ns_setattr(db, &other_c, &m, &r), -EPERM);
+	CHECK_RC(WR(mgr_ns_setattr, db, &other_c, &m, &r), -EPERM);
 	m.valid = PROTO_SA_MTIME_NOW;
-	CHECK_RC(mgr_ns_setattr(db, &other_c, &m, &r), -EACCES);
+	CHECK_RC(WR(mgr_ns_setattr, db, &other_c, &m, &r), -EACCES);
 }
 
 /* SETATTR drops set-id bits: PROTO_SA_KILLPRIV (a write) and SIZE
@@ -185,40 +186,40 @@ static void test_setid(struct mgr_db *db)
 	struct proto_attr d, a, r;
 	struct proto_mreq m;
 
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("sid"), 0777, &d), 0);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("f"), 0644, 0, &a), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("sid"), 0777, &d), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("f"), 0644, 0, &a), 0);
 	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_MODE, .mode = 06777 };
-	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
+	CHECK_RC(WR(mgr_ns_setattr, db, &user_c, &m, &r), 0);
 	CHECK((r.mode & 07777) == 06777);
 	a = r;
 	/* root writes: nothing to drop, nothing changes */
 	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_KILLPRIV };
-	CHECK_RC(mgr_ns_setattr(db, &root_c, &m, &r), 0);
+	CHECK_RC(WR(mgr_ns_setattr, db, &root_c, &m, &r), 0);
 	CHECK((r.mode & 07777) == 06777 && r.ctime.sec == a.ctime.sec &&
 	      r.ctime.nsec == a.ctime.nsec);
 	/* another uid writes: both go (group exec set) */
-	CHECK_RC(mgr_ns_setattr(db, &other_c, &m, &r), 0);
+	CHECK_RC(WR(mgr_ns_setattr, db, &other_c, &m, &r), 0);
 	CHECK((r.mode & 07777) == 0777);
 	/* a mode from the owner wins over KILLPRIV */
 	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_MODE | PROTO_SA_KILLPRIV,
 				 .mode = 06767 };
-	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
+	CHECK_RC(WR(mgr_ns_setattr, db, &user_c, &m, &r), 0);
 	CHECK((r.mode & 07777) == 06767);
 	/* the owner truncates: S_ISGID without S_IXGRP stays in its group */
 	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_SIZE, .size = 1 };
-	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
+	CHECK_RC(WR(mgr_ns_setattr, db, &user_c, &m, &r), 0);
 	CHECK((r.mode & 07777) == 02767);
 	/* without write permission another uid drops nothing */
 	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_MODE, .mode = 06744 };
-	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
+	CHECK_RC(WR(mgr_ns_setattr, db, &user_c, &m, &r), 0);
 	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_KILLPRIV };
-	CHECK_RC(mgr_ns_setattr(db, &other_c, &m, &r), -EACCES);
-	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), 0);
+	CHECK_RC(WR(mgr_ns_setattr, db, &other_c, &m, &r), -EACCES);
+	CHECK_RC(RD(mgr_ns_getattr, db, a.ino, &r), 0);
 	CHECK((r.mode & 07777) == 06744);
 	/* chown by root to the same owner: S_ISUID goes, S_ISGID without
 	 * S_IXGRP stays */
 	m = (struct proto_mreq){ .ino = a.ino, .valid = PROTO_SA_UID, .uid = 1000 };
-	CHECK_RC(mgr_ns_setattr(db, &root_c, &m, &r), 0);
+	CHECK_RC(WR(mgr_ns_setattr, db, &root_c, &m, &r), 0);
 	CHECK((r.mode & 07777) == 02744);
 }
 
@@ -229,37 +230,37 @@ static void test_blocks(struct mgr_db *db)
 	struct proto_attr a, d, r;
 	struct proto_time t = { 1000, 0 }, t2 = { 2000, 0 }, t3 = { 3000, 0 };
 
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("blk"), 0777, &d), 0);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("f"), S_IFREG | 0644, 0, &a), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("blk"), 0777, &d), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("f"), S_IFREG | 0644, 0, &a), 0);
 	CHECK(a.blocks == 0);
-	CHECK_RC(mgr_ns_setsize(db, &root_c, a.ino, 1 << 20, &t, &r), 0);
+	CHECK_RC(WR(mgr_ns_setsize, db, &root_c, a.ino, 1 << 20, &t, &r), 0);
 	CHECK(r.size == 1 << 20 && r.blocks == 0 && r.mtime.sec == 1000);
 	/* no flags: only the blocks */
-	CHECK_RC(mgr_ns_setblocks(db, &root_c, a.ino, 0, 0, &t2, 24, &r), 0);
+	CHECK_RC(WR(mgr_ns_setblocks, db, &root_c, a.ino, 0, 0, &t2, 24, &r), 0);
 	CHECK(r.blocks == 24 && r.size == 1 << 20);
 	CHECK(r.mtime.sec == 1000 && r.ctime.sec == 1000);
 	/* ctime only; size ignored without GROW */
-	CHECK_RC(mgr_ns_setblocks(db, &root_c, a.ino, PROTO_SB_CTIME, 1 << 30, &t2, 30, &r), 0);
+	CHECK_RC(WR(mgr_ns_setblocks, db, &root_c, a.ino, PROTO_SB_CTIME, 1 << 30, &t2, 30, &r), 0);
 	CHECK(r.blocks == 30 && r.size == 1 << 20);
 	CHECK(r.mtime.sec == 1000 && r.ctime.sec == 2000);
 	/* grow: size, mtime and ctime change; a smaller size changes nothing */
-	CHECK_RC(mgr_ns_setblocks(db, &root_c, a.ino, PROTO_SB_GROW, 1 << 21, &t3, 4096, &r), 0);
+	CHECK_RC(WR(mgr_ns_setblocks, db, &root_c, a.ino, PROTO_SB_GROW, 1 << 21, &t3, 4096, &r), 0);
 	CHECK(r.size == 1 << 21 && r.blocks == 4096 && r.mtime.sec == 3000 &&
 	      r.ctime.sec == 3000);
-	CHECK_RC(mgr_ns_setblocks(db, &root_c, a.ino, PROTO_SB_GROW, 5, &t, 4096, &r), 0);
+	CHECK_RC(WR(mgr_ns_setblocks, db, &root_c, a.ino, PROTO_SB_GROW, 5, &t, 4096, &r), 0);
 	CHECK(r.size == 1 << 21 && r.mtime.sec == 3000);
-	CHECK_RC(mgr_ns_setblocks(db, &root_c, a.ino, PROTO_SB_GROW | PROTO_SB_MTIME, 5,
+	CHECK_RC(WR(mgr_ns_setblocks, db, &root_c, a.ino, PROTO_SB_GROW | PROTO_SB_MTIME, 5,
 				  &t2, 4000, &r), 0);
 	CHECK(r.size == 1 << 21 && r.mtime.sec == 2000 && r.blocks == 4000);
-	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), 0);
+	CHECK_RC(RD(mgr_ns_getattr, db, a.ino, &r), 0);
 	CHECK(r.blocks == 4000);
 	/* a shrink caps the blocks at what the size can hold */
 	struct proto_mreq m = { .ino = a.ino, .valid = PROTO_SA_SIZE, .size = 1000 };
-	CHECK_RC(mgr_ns_setattr(db, &user_c, &m, &r), 0);
+	CHECK_RC(WR(mgr_ns_setattr, db, &user_c, &m, &r), 0);
 	CHECK(r.size == 1000 && r.blocks == 2);
 	/* not a regular file, or none */
-	CHECK_RC(mgr_ns_setblocks(db, &root_c, d.ino, 0, 0, &t, 1, &r), -EISDIR);
-	CHECK_RC(mgr_ns_setblocks(db, &root_c, 999999, 0, 0, &t, 1, &r), -ENOENT);
+	CHECK_RC(WR(mgr_ns_setblocks, db, &root_c, d.ino, 0, 0, &t, 1, &r), -EISDIR);
+	CHECK_RC(WR(mgr_ns_setblocks, db, &root_c, 999999, 0, 0, &t, 1, &r), -ENOENT);
 }
 
 /* A version 1 inode record (before blocks) still loads, with blocks as
@@ -283,8 +284,8 @@ static void test_irec_v1(struct mgr_db *db)
 	uint8_t key[8];
 	struct mgr_txn *txn;
 
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("v1"), 0777, &d), 0);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("old"), S_IFREG | 0644, 0, &a), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("v1"), 0777, &d), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("old"), S_IFREG | 0644, 0, &a), 0);
 	memset(&rec, 0, sizeof(rec));
 	rec = (struct v1){ .version = 1, .mode = S_IFREG | 0644, .nlink = 1,
 			   .uid = 1000, .gid = 1000, .size = 100000,
@@ -298,10 +299,10 @@ static void test_irec_v1(struct mgr_db *db)
 	CHECK_RC(mgr_kv_put(mgr_db_txn_kv(txn), MGR_KV_INODES, key, 8, &rec,
 			    sizeof(rec), 0), 0);
 	CHECK_RC(mgr_db_commit(txn), 0);
-	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), 0);
+	CHECK_RC(RD(mgr_ns_getattr, db, a.ino, &r), 0);
 	CHECK(r.size == 100000 && r.blocks == 196 && r.mtime.sec == 6 &&
 	      r.layout.count == 3);
-	CHECK_RC(mgr_ns_setblocks(db, &root_c, a.ino, 0, 0, &t, 8, &r), 0);
+	CHECK_RC(WR(mgr_ns_setblocks, db, &root_c, a.ino, 0, 0, &t, 8, &r), 0);
 	CHECK(r.blocks == 8);
 	CHECK_RC(mgr_db_begin(db, 1, &txn), 0);
 	CHECK(mgr_kv_get(mgr_db_txn_kv(txn), MGR_KV_INODES, key, 8, &v, &vl) == 0 &&
@@ -328,21 +329,21 @@ static void test_links(struct mgr_db *db)
 	struct proto_attr d, a, r;
 	struct proto_freed f;
 
-	CHECK_RC(mgr_ns_mkdir(db, &user_c, 1, S("ld"), 0755, &d), -EACCES);
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("ld"), 0777, &d), 0);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("a"), 0644, 0, &a), 0);
-	CHECK_RC(mgr_ns_link(db, &user_c, a.ino, d.ino, S("b"), &r), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &user_c, 1, S("ld"), 0755, &d), -EACCES);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("ld"), 0777, &d), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("a"), 0644, 0, &a), 0);
+	CHECK_RC(WR(mgr_ns_link, db, &user_c, a.ino, d.ino, S("b"), &r), 0);
 	CHECK(r.nlink == 2);
-	CHECK_RC(mgr_ns_link(db, &user_c, a.ino, d.ino, S("b"), &r), -EEXIST);
-	CHECK_RC(mgr_ns_link(db, &user_c, d.ino, 1, S("dl"), &r), -EPERM);
-	CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S("a"), &f), 0);
+	CHECK_RC(WR(mgr_ns_link, db, &user_c, a.ino, d.ino, S("b"), &r), -EEXIST);
+	CHECK_RC(WR(mgr_ns_link, db, &user_c, d.ino, 1, S("dl"), &r), -EPERM);
+	CHECK_RC(WR(mgr_ns_unlink, db, &user_c, d.ino, S("a"), &f), 0);
 	CHECK(f.ino == 0);
-	CHECK_RC(mgr_ns_purge(db, NULL, a.ino), -EBUSY);
-	CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S("b"), &f), 0);
+	CHECK_RC(WR(mgr_ns_purge, db, NULL, a.ino), -EBUSY);
+	CHECK_RC(WR(mgr_ns_unlink, db, &user_c, d.ino, S("b"), &f), 0);
 	CHECK(f.ino == a.ino);
-	CHECK_RC(mgr_ns_getattr(db, a.ino, &r), 0);
+	CHECK_RC(RD(mgr_ns_getattr, db, a.ino, &r), 0);
 	CHECK(r.nlink == 0);
-	CHECK_RC(mgr_ns_link(db, &user_c, a.ino, d.ino, S("c"), &r), -ENOENT);
+	CHECK_RC(WR(mgr_ns_link, db, &user_c, a.ino, d.ino, S("c"), &r), -ENOENT);
 }
 
 /* Rename in all its forms. */
@@ -351,54 +352,54 @@ static void test_rename(struct mgr_db *db)
 	struct proto_attr d, e, x, y, sub, r;
 	struct proto_freed f;
 
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("rn"), 0777, &d), 0);
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("rn2"), 0777, &e), 0);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("x"), 0644, 0, &x), 0);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("y"), 0644, 0, &y), 0);
-	CHECK_RC(mgr_ns_mkdir(db, &user_c, d.ino, S("sub"), 0755, &sub), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("rn"), 0777, &d), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("rn2"), 0777, &e), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("x"), 0644, 0, &x), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("y"), 0644, 0, &y), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &user_c, d.ino, S("sub"), 0755, &sub), 0);
 	/* noreplace */
-	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("x"), d.ino, S("y"), PROTO_RENAME_NOREPLACE, &f), -EEXIST);
-	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("x"), d.ino, S("y"), 3, &f), -EINVAL);
+	CHECK_RC(WR(mgr_ns_rename, db, &user_c, d.ino, S("x"), d.ino, S("y"), PROTO_RENAME_NOREPLACE, &f), -EEXIST);
+	CHECK_RC(WR(mgr_ns_rename, db, &user_c, d.ino, S("x"), d.ino, S("y"), 3, &f), -EINVAL);
 	/* exchange */
-	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("x"), d.ino, S("y"), PROTO_RENAME_EXCHANGE, &f), 0);
-	CHECK_RC(mgr_ns_lookup(db, &user_c, d.ino, S("x"), &r), 0);
+	CHECK_RC(WR(mgr_ns_rename, db, &user_c, d.ino, S("x"), d.ino, S("y"), PROTO_RENAME_EXCHANGE, &f), 0);
+	CHECK_RC(RD(mgr_ns_lookup, db, &user_c, d.ino, S("x"), &r), 0);
 	CHECK(r.ino == y.ino);
-	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("x"), d.ino, S("zz"), PROTO_RENAME_EXCHANGE, &f), -ENOENT);
+	CHECK_RC(WR(mgr_ns_rename, db, &user_c, d.ino, S("x"), d.ino, S("zz"), PROTO_RENAME_EXCHANGE, &f), -ENOENT);
 	/* replace: y (inode x) replaced by x (inode y); x's inode orphaned */
-	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("x"), d.ino, S("y"), 0, &f), 0);
+	CHECK_RC(WR(mgr_ns_rename, db, &user_c, d.ino, S("x"), d.ino, S("y"), 0, &f), 0);
 	CHECK(f.ino == x.ino);
-	CHECK_RC(mgr_ns_lookup(db, &user_c, d.ino, S("x"), &r), -ENOENT);
-	CHECK_RC(mgr_ns_lookup(db, &user_c, d.ino, S("y"), &r), 0);
+	CHECK_RC(RD(mgr_ns_lookup, db, &user_c, d.ino, S("x"), &r), -ENOENT);
+	CHECK_RC(RD(mgr_ns_lookup, db, &user_c, d.ino, S("y"), &r), 0);
 	CHECK(r.ino == y.ino);
 	/* type mismatches */
-	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("y"), d.ino, S("sub"), 0, &f), -EISDIR);
-	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("sub"), d.ino, S("y"), 0, &f), -ENOTDIR);
+	CHECK_RC(WR(mgr_ns_rename, db, &user_c, d.ino, S("y"), d.ino, S("sub"), 0, &f), -EISDIR);
+	CHECK_RC(WR(mgr_ns_rename, db, &user_c, d.ino, S("sub"), d.ino, S("y"), 0, &f), -ENOTDIR);
 	/* into own subtree */
-	CHECK_RC(mgr_ns_rename(db, &root_c, 1, S("rn"), sub.ino, S("loop"), 0, &f), -EINVAL);
-	CHECK_RC(mgr_ns_rename(db, &root_c, 1, S("rn"), d.ino, S("loop"), 0, &f), -EINVAL);
+	CHECK_RC(WR(mgr_ns_rename, db, &root_c, 1, S("rn"), sub.ino, S("loop"), 0, &f), -EINVAL);
+	CHECK_RC(WR(mgr_ns_rename, db, &root_c, 1, S("rn"), d.ino, S("loop"), 0, &f), -EINVAL);
 	/* dir move across parents fixes nlink and ".." */
-	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("sub"), e.ino, S("sub2"), 0, &f), 0);
-	CHECK_RC(mgr_ns_getattr(db, d.ino, &r), 0);
+	CHECK_RC(WR(mgr_ns_rename, db, &user_c, d.ino, S("sub"), e.ino, S("sub2"), 0, &f), 0);
+	CHECK_RC(RD(mgr_ns_getattr, db, d.ino, &r), 0);
 	CHECK(r.nlink == 2);
-	CHECK_RC(mgr_ns_getattr(db, e.ino, &r), 0);
+	CHECK_RC(RD(mgr_ns_getattr, db, e.ino, &r), 0);
 	CHECK(r.nlink == 3);
 	struct names ns = { .max = 64 };
 	int eof = 0;
-	CHECK_RC(mgr_ns_readdir(db, &user_c, sub.ino, 0, collect, &ns, &eof), 0);
+	CHECK_RC(RD(mgr_ns_readdir, db, &user_c, sub.ino, 0, collect, &ns, &eof), 0);
 	CHECK(ns.n == 2 && ns.ino[1] == e.ino && eof);
 	/* replace an empty dir by a dir */
-	CHECK_RC(mgr_ns_mkdir(db, &user_c, e.ino, S("empty"), 0755, &r), 0);
-	CHECK_RC(mgr_ns_rename(db, &user_c, e.ino, S("sub2"), e.ino, S("empty"), 0, &f), 0);
-	CHECK_RC(mgr_ns_getattr(db, e.ino, &r), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &user_c, e.ino, S("empty"), 0755, &r), 0);
+	CHECK_RC(WR(mgr_ns_rename, db, &user_c, e.ino, S("sub2"), e.ino, S("empty"), 0, &f), 0);
+	CHECK_RC(RD(mgr_ns_getattr, db, e.ino, &r), 0);
 	CHECK(r.nlink == 3);
 	/* same inode: no-op */
-	CHECK_RC(mgr_ns_link(db, &user_c, y.ino, d.ino, S("y2"), &r), 0);
-	CHECK_RC(mgr_ns_rename(db, &user_c, d.ino, S("y"), d.ino, S("y2"), 0, &f), 0);
-	CHECK_RC(mgr_ns_lookup(db, &user_c, d.ino, S("y"), &r), 0);
+	CHECK_RC(WR(mgr_ns_link, db, &user_c, y.ino, d.ino, S("y2"), &r), 0);
+	CHECK_RC(WR(mgr_ns_rename, db, &user_c, d.ino, S("y"), d.ino, S("y2"), 0, &f), 0);
+	CHECK_RC(RD(mgr_ns_lookup, db, &user_c, d.ino, S("y"), &r), 0);
 	/* sticky: other may not move user's file */
 	struct proto_mreq m = { .ino = d.ino, .valid = PROTO_SA_MODE, .mode = 01777 };
-	CHECK_RC(mgr_ns_setattr(db, &root_c, &m, &r), 0);
-	CHECK_RC(mgr_ns_rename(db, &other_c, d.ino, S("y"), d.ino, S("o"), 0, &f), -EPERM);
+	CHECK_RC(WR(mgr_ns_setattr, db, &root_c, &m, &r), 0);
+	CHECK_RC(WR(mgr_ns_rename, db, &other_c, d.ino, S("y"), d.ino, S("o"), 0, &f), -EPERM);
 }
 
 /* Readdir resumes by cookie without skips or repeats across changes. */
@@ -410,24 +411,24 @@ static void test_readdir(struct mgr_db *db)
 	char name[16];
 	int eof = 0, seen[40] = { 0 };
 
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("rd"), 0777, &d), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("rd"), 0777, &d), 0);
 	for (int i = 0; i < 20; i++) {
 		snprintf(name, sizeof(name), "e%02d", i);
-		CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S(name), 0644, 0, &r), 0);
+		CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S(name), 0644, 0, &r), 0);
 	}
-	CHECK_RC(mgr_ns_readdir(db, &user_c, d.ino, 0, collect, &ns, &eof), 0);
+	CHECK_RC(RD(mgr_ns_readdir, db, &user_c, d.ino, 0, collect, &ns, &eof), 0);
 	CHECK(ns.n == 5 && !eof && strcmp(ns.name[0], ".") == 0 &&
 	      strcmp(ns.name[1], "..") == 0 && ns.cookie[0] == 1 && ns.cookie[1] == 2);
 	uint64_t cookie = ns.cookie[4];
 	for (int i = 2; i < 5; i++)
 		seen[atoi(ns.name[i] + 1)]++;
 	/* remove one seen and one unseen entry, add a new one */
-	CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S("e00"), &f), 0);
-	CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S("e10"), &f), 0);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("e30"), 0644, 0, &r), 0);
+	CHECK_RC(WR(mgr_ns_unlink, db, &user_c, d.ino, S("e00"), &f), 0);
+	CHECK_RC(WR(mgr_ns_unlink, db, &user_c, d.ino, S("e10"), &f), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("e30"), 0644, 0, &r), 0);
 	while (!eof) {
 		ns = (struct names){ .max = 4 };
-		CHECK_RC(mgr_ns_readdir(db, &user_c, d.ino, cookie, collect, &ns, &eof), 0);
+		CHECK_RC(RD(mgr_ns_readdir, db, &user_c, d.ino, cookie, collect, &ns, &eof), 0);
 		if (ns.n == 0 && !eof) {
 			CHECK(0);
 			break;
@@ -440,10 +441,10 @@ static void test_readdir(struct mgr_db *db)
 	for (int i = 0; i < 20; i++)
 		CHECK(seen[i] == (i == 10 ? 0 : 1));
 	CHECK(seen[30] == 1);
-	CHECK_RC(mgr_ns_readdir(db, &other_c, 1, 0, collect, &ns, &eof), 0);
+	CHECK_RC(RD(mgr_ns_readdir, db, &other_c, 1, 0, collect, &ns, &eof), 0);
 	struct proto_mreq m = { .ino = d.ino, .valid = PROTO_SA_MODE, .mode = 0700 };
-	CHECK_RC(mgr_ns_setattr(db, &root_c, &m, &r), 0);
-	CHECK_RC(mgr_ns_readdir(db, &user_c, d.ino, 0, collect, &ns, &eof), -EACCES);
+	CHECK_RC(WR(mgr_ns_setattr, db, &root_c, &m, &r), 0);
+	CHECK_RC(RD(mgr_ns_readdir, db, &user_c, d.ino, 0, collect, &ns, &eof), -EACCES);
 }
 
 /* Extended attributes and the layout attribute. */
@@ -453,45 +454,45 @@ static void test_xattr(struct mgr_db *db)
 	char buf[256];
 	size_t sz = 0;
 
-	CHECK_RC(mgr_ns_mkdir(db, &user_c, 1, S("xd"), 0755, &d), -EACCES);
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("xd"), 0777, &d), 0);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("f"), 0644, 0, &a), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("user.k"), "v1", 2, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("user.k"), "v2", 2, PROTO_XATTR_CREATE), -EEXIST);
-	CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("user.n"), "v2", 2, PROTO_XATTR_REPLACE), -ENODATA);
-	CHECK_RC(mgr_xattr_set(db, &other_c, a.ino, S("user.k"), "v3", 2, 0), -EACCES);
-	CHECK_RC(mgr_xattr_set(db, &user_c, a.ino, S("trusted.k"), "v3", 2, 0), -EPERM);
-	CHECK_RC(mgr_xattr_set(db, &root_c, a.ino, S("trusted.k"), "v3", 2, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &root_c, a.ino, S("security.k"), "v3", 2, 0), -EOPNOTSUPP);
-	CHECK_RC(mgr_xattr_get(db, &other_c, a.ino, S("user.k"), buf, 0, &sz), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &user_c, 1, S("xd"), 0755, &d), -EACCES);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("xd"), 0777, &d), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("f"), 0644, 0, &a), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, a.ino, S("user.k"), "v1", 2, 0), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, a.ino, S("user.k"), "v2", 2, PROTO_XATTR_CREATE), -EEXIST);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, a.ino, S("user.n"), "v2", 2, PROTO_XATTR_REPLACE), -ENODATA);
+	CHECK_RC(WR(mgr_xattr_set, db, &other_c, a.ino, S("user.k"), "v3", 2, 0), -EACCES);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, a.ino, S("trusted.k"), "v3", 2, 0), -EPERM);
+	CHECK_RC(WR(mgr_xattr_set, db, &root_c, a.ino, S("trusted.k"), "v3", 2, 0), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &root_c, a.ino, S("security.k"), "v3", 2, 0), -EOPNOTSUPP);
+	CHECK_RC(RD(mgr_xattr_get, db, &other_c, a.ino, S("user.k"), buf, 0, &sz), 0);
 	CHECK(sz == 2);
-	CHECK_RC(mgr_xattr_get(db, &other_c, a.ino, S("user.k"), buf, 1, &sz), -ERANGE);
-	CHECK_RC(mgr_xattr_get(db, &other_c, a.ino, S("user.k"), buf, sizeof(buf), &sz), 0);
+	CHECK_RC(RD(mgr_xattr_get, db, &other_c, a.ino, S("user.k"), buf, 1, &sz), -ERANGE);
+	CHECK_RC(RD(mgr_xattr_get, db, &other_c, a.ino, S("user.k"), buf, sizeof(buf), &sz), 0);
 	CHECK(sz == 2 && memcmp(buf, "v1", 2) == 0);
-	CHECK_RC(mgr_xattr_get(db, &other_c, a.ino, S("user.zz"), buf, sizeof(buf), &sz), -ENODATA);
-	CHECK_RC(mgr_xattr_get(db, &other_c, a.ino, S("trusted.k"), buf, sizeof(buf), &sz), -ENODATA);
-	CHECK_RC(mgr_xattr_list(db, &user_c, a.ino, buf, sizeof(buf), &sz), 0);
+	CHECK_RC(RD(mgr_xattr_get, db, &other_c, a.ino, S("user.zz"), buf, sizeof(buf), &sz), -ENODATA);
+	CHECK_RC(RD(mgr_xattr_get, db, &other_c, a.ino, S("trusted.k"), buf, sizeof(buf), &sz), -ENODATA);
+	CHECK_RC(RD(mgr_xattr_list, db, &user_c, a.ino, buf, sizeof(buf), &sz), 0);
 	CHECK(sz == 7 && memcmp(buf, "user.k", 7) == 0);
-	CHECK_RC(mgr_xattr_list(db, &root_c, a.ino, buf, sizeof(buf), &sz), 0);
+	CHECK_RC(RD(mgr_xattr_list, db, &root_c, a.ino, buf, sizeof(buf), &sz), 0);
 	CHECK(sz == 17);
-	CHECK_RC(mgr_xattr_list(db, &root_c, a.ino, buf, 5, &sz), -ERANGE);
-	CHECK_RC(mgr_xattr_remove(db, &user_c, a.ino, S("user.k")), 0);
-	CHECK_RC(mgr_xattr_remove(db, &user_c, a.ino, S("user.k")), -ENODATA);
+	CHECK_RC(RD(mgr_xattr_list, db, &root_c, a.ino, buf, 5, &sz), -ERANGE);
+	CHECK_RC(WR(mgr_xattr_remove, db, &user_c, a.ino, S("user.k")), 0);
+	CHECK_RC(WR(mgr_xattr_remove, db, &user_c, a.ino, S("user.k")), -ENODATA);
 	/* layout */
-	CHECK_RC(mgr_xattr_get(db, &user_c, d.ino, S("user.rpfs.layout"), buf, sizeof(buf), &sz), 0);
+	CHECK_RC(RD(mgr_xattr_get, db, &user_c, d.ino, S("user.rpfs.layout"), buf, sizeof(buf), &sz), 0);
 	buf[sz] = 0;
 	CHECK(strstr(buf, "unit=65536") && strstr(buf, "count=3"));
-	CHECK_RC(mgr_xattr_set(db, &root_c, d.ino, S("user.rpfs.layout"), S("unit=4096,count=2"), 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &root_c, d.ino, S("user.rpfs.layout"), S("unit=4096,count=4"), 0), -EINVAL);
-	CHECK_RC(mgr_xattr_set(db, &root_c, d.ino, S("user.rpfs.layout"), S("unit=4095,count=1"), 0), -EINVAL);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("g"), 0644, 0, &r), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &root_c, d.ino, S("user.rpfs.layout"), S("unit=4096,count=2"), 0), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &root_c, d.ino, S("user.rpfs.layout"), S("unit=4096,count=4"), 0), -EINVAL);
+	CHECK_RC(WR(mgr_xattr_set, db, &root_c, d.ino, S("user.rpfs.layout"), S("unit=4095,count=1"), 0), -EINVAL);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("g"), 0644, 0, &r), 0);
 	CHECK(r.layout.unit == 4096 && r.layout.count == 2);
-	CHECK_RC(mgr_xattr_set(db, &user_c, r.ino, S("user.rpfs.layout"), S("unit=1048576,count=1,first=2"), 0), 0);
-	CHECK_RC(mgr_ns_getattr(db, r.ino, &r), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, r.ino, S("user.rpfs.layout"), S("unit=1048576,count=1,first=2"), 0), 0);
+	CHECK_RC(RD(mgr_ns_getattr, db, r.ino, &r), 0);
 	CHECK(r.layout.unit == 1048576 && r.layout.count == 1 && r.layout.first == 2);
 	struct proto_time t = { 1, 0 };
-	CHECK_RC(mgr_ns_setsize(db, &root_c, r.ino, 10, &t, &r), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, r.ino, S("user.rpfs.layout"), S("unit=4096,count=1"), 0), -EBUSY);
+	CHECK_RC(WR(mgr_ns_setsize, db, &root_c, r.ino, 10, &t, &r), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, r.ino, S("user.rpfs.layout"), S("unit=4096,count=1"), 0), -EBUSY);
 }
 
 /* Make a fresh temp dir for a store. */
@@ -537,7 +538,7 @@ static void test_groups(void)
 	      db->groups[1].iod[1] == 3);
 	CHECK(db->deflayout.mirror == 2 && db->deflayout.count == 2);
 	/* a new file gets a mirrored layout over the groups */
-	CHECK_RC(mgr_ns_create(db, &root_c, 1, S("m"), 0644, 0, &r), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &root_c, 1, S("m"), 0644, 0, &r), 0);
 	CHECK(r.layout.mirror == 2 && r.layout.count == 2 && r.layout.first < 2);
 	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
 	CHECK_RC(mgr_db_inode_get(db, txn, r.ino, &in), 0);
@@ -603,7 +604,7 @@ static void test_stale_gen(void)
 	mk_tmp(dir, sizeof(dir));
 	CHECK_RC(mgr_db_open(&db, dir), 0);
 	CHECK_RC(mgr_db_config(db, four, 4, 0, 0, 2, msg, sizeof(msg)), 0);
-	CHECK_RC(mgr_ns_create(db, &root_c, 1, S("m"), 0644, 0, &r), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &root_c, 1, S("m"), 0644, 0, &r), 0);
 	v = mgr_db_stale_version(db);
 	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
 	CHECK_RC(mgr_db_stale_add(db, txn, 2, r.ino, &g1), 0);
@@ -629,7 +630,7 @@ static void test_stale_gen(void)
 	CHECK_RC(mgr_db_commit(txn), 0);
 	CHECK(mgr_db_stale_version(db) == v + 1);
 	/* a commit that touches no record leaves the version alone */
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("d"), 0755, &r), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("d"), 0755, &r), 0);
 	CHECK(mgr_db_stale_version(db) == v + 1);
 	/* pages: 600 records of iod 1, 5 of iod 0, 1 of iod 3 (below) */
 	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
@@ -687,7 +688,7 @@ static void test_stale_gen(void)
 	CHECK_RC(mgr_db_stale_del_if(db, txn, 3, 99, 0), 0);
 	CHECK_RC(mgr_db_commit(txn), 0);
 	/* PURGE of an inode with records: they go, and the version moves */
-	CHECK_RC(mgr_ns_create(db, &root_c, 1, S("p"), 0644, 0, &r), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &root_c, 1, S("p"), 0644, 0, &r), 0);
 	CHECK_RC(mgr_db_begin(db, 0, &txn), 0);
 	CHECK_RC(mgr_db_stale_add(db, txn, r.layout.first == 0 ? 0 : 1, r.ino,
 				  NULL), 0);
@@ -727,9 +728,9 @@ static void test_dirseq_format(struct mgr_db *db)
 	uint8_t key[16];
 	uint64_t seq = MGR_SEQ_FIRST;
 
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("dsq"), 0777, &d), 0);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("old"), 0644, 0, &a), 0);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("new"), 0644, 0, &b), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("dsq"), 0777, &d), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("old"), 0644, 0, &a), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("new"), 0644, 0, &b), 0);
 	/* rewrite the first entry's record as before: name only */
 	for (int i = 0; i < 8; i++) {
 		key[i] = (uint8_t)(d.ino >> (56 - 8 * i));
@@ -884,10 +885,10 @@ static int fill(struct mgr_db *db, uint64_t dir, int *nfiles)
 	memset(val, 'v', sizeof(val));
 	for (*nfiles = 0; *nfiles < 100000; (*nfiles)++) {
 		snprintf(name, sizeof(name), "file%06d", *nfiles);
-		rc = mgr_ns_create(db, &user_c, dir, S(name), 0644, 0, &a);
+		rc = WR(mgr_ns_create, db, &user_c, dir, S(name), 0644, 0, &a);
 		for (int i = 0; !rc && i < 40; i++) {
 			snprintf(name, sizeof(name), "user.x%02d", i);
-			rc = mgr_xattr_set(db, &user_c, a.ino, S(name), val,
+			rc = WR(mgr_xattr_set, db, &user_c, a.ino, S(name), val,
 					   sizeof(val), 0);
 		}
 		if (rc)
@@ -911,32 +912,32 @@ static void check_full(struct mgr_db *db, uint64_t dir, struct proto_attr *f,
 	memset(val, 'w', sizeof(val));
 	/* growth: ENOSPC, whatever the op, also after a small delete (the
 	 * rule resumes only once an eighth of the reserve is free) */
-	CHECK_RC(mgr_ns_create(db, &user_c, dir, S("more"), 0644, 0, &a), -ENOSPC);
-	CHECK_RC(mgr_xattr_remove(db, &user_c, f->ino, S("user.x39")), 0);
-	CHECK_RC(mgr_xattr_remove(db, &user_c, f->ino, S("user.x38")), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, dir, S("more"), 0644, 0, &a), -ENOSPC);
+	CHECK_RC(WR(mgr_xattr_remove, db, &user_c, f->ino, S("user.x39")), 0);
+	CHECK_RC(WR(mgr_xattr_remove, db, &user_c, f->ino, S("user.x38")), 0);
 	for (int i = 0; i < 5; i++)
-		CHECK_RC(mgr_ns_create(db, &user_c, dir, S("more"), 0644, 0, &a), -ENOSPC);
-	CHECK_RC(mgr_ns_mkdir(db, &user_c, dir, S("moredir"), 0755, &a), -ENOSPC);
-	CHECK_RC(mgr_ns_link(db, &user_c, f->ino, dir, S("morelink"), &a), -ENOSPC);
-	CHECK_RC(mgr_xattr_set(db, &user_c, f->ino, S("user.new"), "n", 1, 0), -ENOSPC);
-	CHECK_RC(mgr_xattr_set(db, &user_c, f->ino, S("user.x00"), val, 1001, 0), -ENOSPC);
+		CHECK_RC(WR(mgr_ns_create, db, &user_c, dir, S("more"), 0644, 0, &a), -ENOSPC);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &user_c, dir, S("moredir"), 0755, &a), -ENOSPC);
+	CHECK_RC(WR(mgr_ns_link, db, &user_c, f->ino, dir, S("morelink"), &a), -ENOSPC);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, f->ino, S("user.new"), "n", 1, 0), -ENOSPC);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, f->ino, S("user.x00"), val, 1001, 0), -ENOSPC);
 	/* reads, same-size and shrinking replaces, renames: fine */
-	CHECK_RC(mgr_ns_getattr(db, f->ino, &a), 0);
-	CHECK_RC(mgr_ns_readdir(db, &user_c, dir, 0, collect, &ns, &eof), 0);
+	CHECK_RC(RD(mgr_ns_getattr, db, f->ino, &a), 0);
+	CHECK_RC(RD(mgr_ns_readdir, db, &user_c, dir, 0, collect, &ns, &eof), 0);
 	CHECK(ns.n > 10);
-	CHECK_RC(mgr_xattr_set(db, &user_c, f->ino, S("user.x00"), val, 1000, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, f->ino, S("user.x01"), val, 10, 0), 0);
-	CHECK_RC(mgr_ns_rename(db, &user_c, dir, S("file000002"), dir, S("file00000b"), 0, &fr), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, f->ino, S("user.x00"), val, 1000, 0), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, f->ino, S("user.x01"), val, 10, 0), 0);
+	CHECK_RC(WR(mgr_ns_rename, db, &user_c, dir, S("file000002"), dir, S("file00000b"), 0, &fr), 0);
 	/* deletes of every kind: fine */
-	CHECK_RC(mgr_xattr_remove(db, &user_c, f->ino, S("user.x02")), 0);
-	CHECK_RC(mgr_ns_rename(db, &user_c, dir, S("file000003"), dir, S("file000004"), 0, &fr), 0);
+	CHECK_RC(WR(mgr_xattr_remove, db, &user_c, f->ino, S("user.x02")), 0);
+	CHECK_RC(WR(mgr_ns_rename, db, &user_c, dir, S("file000003"), dir, S("file000004"), 0, &fr), 0);
 	CHECK(fr.ino != 0);
-	CHECK_RC(mgr_ns_purge(db, NULL, fr.ino), 0);
-	CHECK_RC(mgr_ns_rmdir(db, &user_c, dir, S("empty")), 0);
-	CHECK_RC(mgr_ns_unlink(db, &user_c, dir, S("file000001"), &fr), 0);
+	CHECK_RC(WR(mgr_ns_purge, db, NULL, fr.ino), 0);
+	CHECK_RC(WR(mgr_ns_rmdir, db, &user_c, dir, S("empty")), 0);
+	CHECK_RC(WR(mgr_ns_unlink, db, &user_c, dir, S("file000001"), &fr), 0);
 	CHECK(fr.ino == g->ino);
-	CHECK_RC(mgr_ns_purge(db, NULL, g->ino), 0);
-	CHECK_RC(mgr_ns_getattr(db, g->ino, &a), -ENOENT);
+	CHECK_RC(WR(mgr_ns_purge, db, NULL, g->ino), 0);
+	CHECK_RC(RD(mgr_ns_getattr, db, g->ino, &a), -ENOENT);
 }
 
 /* The headroom rule: a 4 MiB map fills until growing ops get ENOSPC short
@@ -959,15 +960,15 @@ static void test_headroom(void)
 		return;
 	CHECK_EQ(db->map_pages, 1024);
 	CHECK_EQ(db->reserve_pages, 256); /* 1 MiB: the floor */
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("fill"), 0777, &d), 0);
-	CHECK_RC(mgr_ns_mkdir(db, &user_c, d.ino, S("empty"), 0755, &e), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("fill"), 0777, &d), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &user_c, d.ino, S("empty"), 0755, &e), 0);
 	CHECK_RC(fill(db, d.ino, &n), -ENOSPC);
 	CHECK(n > 20);
 	usage_of(db, &used_full, &limit);
 	CHECK_EQ(limit, 1024 - 256);
 	CHECK(used_full >= limit && used_full < limit + 32);
-	CHECK_RC(mgr_ns_lookup(db, &user_c, d.ino, S("file000000"), &f), 0);
-	CHECK_RC(mgr_ns_lookup(db, &user_c, d.ino, S("file000001"), &g), 0);
+	CHECK_RC(RD(mgr_ns_lookup, db, &user_c, d.ino, S("file000000"), &f), 0);
+	CHECK_RC(RD(mgr_ns_lookup, db, &user_c, d.ino, S("file000001"), &g), 0);
 	check_full(db, d.ino, &f, &g);
 	/* every file can be deleted, one op at a time (unlink, then the purge
 	 * that the client sends once the objects are gone) */
@@ -977,8 +978,8 @@ static void test_headroom(void)
 			continue; /* unlinked, renamed over */
 		if (i == 2)
 			snprintf(name, sizeof(name), "file00000b");
-		CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S(name), &fr), 0);
-		CHECK_RC(mgr_ns_purge(db, NULL, fr.ino), 0);
+		CHECK_RC(WR(mgr_ns_unlink, db, &user_c, d.ino, S(name), &fr), 0);
+		CHECK_RC(WR(mgr_ns_purge, db, NULL, fr.ino), 0);
 	}
 	usage_of(db, &used, &limit);
 	CHECK(used < used_full / 4);
@@ -1008,7 +1009,7 @@ static void test_headroom_shrunk(void)
 	CHECK(db != NULL);
 	if (!db)
 		return;
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("fill"), 0777, &d), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("fill"), 0777, &d), 0);
 	CHECK_RC(fill(db, d.ino, &n), -ENOSPC);
 	mgr_db_close(db);
 	db = open_limits(dir, 4u << 20, MGR_XATTR_DEFAULT_COUNT,
@@ -1025,7 +1026,7 @@ static void test_headroom_shrunk(void)
 	/* growth up to the file's old end (its free pages), then ENOSPC */
 	for (m = 0; m < 1000 && rc == 0; m++) {
 		snprintf(name, sizeof(name), "more%d", m);
-		rc = mgr_ns_create(db, &user_c, d.ino, S(name), 0644, 0, &a);
+		rc = WR(mgr_ns_create, db, &user_c, d.ino, S(name), 0644, 0, &a);
 	}
 	CHECK_RC(rc, -ENOSPC);
 	for (int i = 0; i < n + m - 1; i++) {
@@ -1033,8 +1034,8 @@ static void test_headroom_shrunk(void)
 			snprintf(name, sizeof(name), "file%06d", i);
 		else
 			snprintf(name, sizeof(name), "more%d", i - n);
-		CHECK_RC(mgr_ns_unlink(db, &user_c, d.ino, S(name), &fr), 0);
-		CHECK_RC(mgr_ns_purge(db, NULL, fr.ino), 0);
+		CHECK_RC(WR(mgr_ns_unlink, db, &user_c, d.ino, S(name), &fr), 0);
+		CHECK_RC(WR(mgr_ns_purge, db, NULL, fr.ino), 0);
 	}
 	mgr_db_close(db);
 	rm_tmp(dir);
@@ -1055,34 +1056,34 @@ static void caps_basic(const char *dir, struct proto_attr *a,
 	CHECK(db != NULL);
 	if (!db)
 		return;
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("caps"), 0777, &d), 0);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("a"), 0644, 0, a), 0);
-	CHECK_RC(mgr_ns_create(db, &user_c, d.ino, S("b"), 0644, 0, b), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("caps"), 0777, &d), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("a"), 0644, 0, a), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, d.ino, S("b"), 0644, 0, b), 0);
 	/* count: 8 allowed, the 9th refused (the layout xattr is not stored) */
 	for (int i = 0; i < 8; i++) {
 		snprintf(name, sizeof(name), "user.c%d", i);
-		CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S(name), val, 10, 0), 0);
+		CHECK_RC(WR(mgr_xattr_set, db, &user_c, a->ino, S(name), val, 10, 0), 0);
 	}
-	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c8"), val, 1, 0), -ENOSPC);
-	CHECK_RC(mgr_xattr_set(db, &root_c, a->ino, S("trusted.t"), val, 1, 0), -ENOSPC);
-	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c0"), val, 10, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c0"), val, 3, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.rpfs.layout"),
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, a->ino, S("user.c8"), val, 1, 0), -ENOSPC);
+	CHECK_RC(WR(mgr_xattr_set, db, &root_c, a->ino, S("trusted.t"), val, 1, 0), -ENOSPC);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, a->ino, S("user.c0"), val, 10, 0), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, a->ino, S("user.c0"), val, 3, 0), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, a->ino, S("user.rpfs.layout"),
 			       S("unit=65536,count=1"), 0), 0);
-	CHECK_RC(mgr_xattr_remove(db, &user_c, a->ino, S("user.c5")), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c8"), val, 1, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c9"), val, 1, 0), -ENOSPC);
+	CHECK_RC(WR(mgr_xattr_remove, db, &user_c, a->ino, S("user.c5")), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, a->ino, S("user.c8"), val, 1, 0), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, a->ino, S("user.c9"), val, 1, 0), -ENOSPC);
 	/* bytes: name + value; 2048 exactly is allowed, one more is not */
-	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 1000, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.two"), val, 2048 - 1008 - 8 + 1, 0), -ENOSPC);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.two"), val, 2048 - 1008 - 8, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 1001, 0), -ENOSPC);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 1000, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 500, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 1000, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.x"), "", 0, 0), -ENOSPC);
-	CHECK_RC(mgr_xattr_remove(db, &user_c, b->ino, S("user.two")), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.x"), val, 1000, 0), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, b->ino, S("user.big"), val, 1000, 0), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, b->ino, S("user.two"), val, 2048 - 1008 - 8 + 1, 0), -ENOSPC);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, b->ino, S("user.two"), val, 2048 - 1008 - 8, 0), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, b->ino, S("user.big"), val, 1001, 0), -ENOSPC);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, b->ino, S("user.big"), val, 1000, 0), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, b->ino, S("user.big"), val, 500, 0), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, b->ino, S("user.big"), val, 1000, 0), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, b->ino, S("user.x"), "", 0, 0), -ENOSPC);
+	CHECK_RC(WR(mgr_xattr_remove, db, &user_c, b->ino, S("user.two")), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, b->ino, S("user.x"), val, 1000, 0), 0);
 	mgr_db_close(db);
 }
 
@@ -1099,16 +1100,16 @@ static void caps_lowered(const char *dir, const struct proto_attr *a,
 	CHECK(db != NULL);
 	if (!db)
 		return;
-	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c1"), val, 10, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.c1"), val, 11, 0), -ENOSPC);
-	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.n"), val, 0, 0), -ENOSPC);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 900, 0), 0);
-	CHECK_RC(mgr_xattr_set(db, &user_c, b->ino, S("user.big"), val, 901, 0), -ENOSPC);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, a->ino, S("user.c1"), val, 10, 0), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, a->ino, S("user.c1"), val, 11, 0), -ENOSPC);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, a->ino, S("user.n"), val, 0, 0), -ENOSPC);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, b->ino, S("user.big"), val, 900, 0), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, b->ino, S("user.big"), val, 901, 0), -ENOSPC);
 	for (int i = 0; i < 5; i++) {
 		snprintf(name, sizeof(name), "user.c%d", i);
-		CHECK_RC(mgr_xattr_remove(db, &user_c, a->ino, S(name)), 0);
+		CHECK_RC(WR(mgr_xattr_remove, db, &user_c, a->ino, S(name)), 0);
 	}
-	CHECK_RC(mgr_xattr_set(db, &user_c, a->ino, S("user.n"), val, 0, 0), 0);
+	CHECK_RC(WR(mgr_xattr_set, db, &user_c, a->ino, S("user.n"), val, 0, 0), 0);
 	mgr_db_close(db);
 }
 
@@ -1128,13 +1129,13 @@ static void caps_default(void)
 	CHECK_EQ(db->xattr_max_count, 1024);
 	CHECK_EQ(db->xattr_max_bytes, 1 << 20);
 	CHECK_EQ(db->reserve_pages, (64u << 20) / 4096); /* 4 GiB / 64 */
-	CHECK_RC(mgr_ns_create(db, &user_c, 1, S("d"), 0644, 0, &a), -EACCES);
-	CHECK_RC(mgr_ns_create(db, &root_c, 1, S("d"), 0644, 0, &a), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &user_c, 1, S("d"), 0644, 0, &a), -EACCES);
+	CHECK_RC(WR(mgr_ns_create, db, &root_c, 1, S("d"), 0644, 0, &a), 0);
 	for (int i = 0; i < 1024; i++) {
 		snprintf(name, sizeof(name), "user.%04d", i);
-		CHECK_RC(mgr_xattr_set(db, &root_c, a.ino, S(name), "", 0, 0), 0);
+		CHECK_RC(WR(mgr_xattr_set, db, &root_c, a.ino, S(name), "", 0, 0), 0);
 	}
-	CHECK_RC(mgr_xattr_set(db, &root_c, a.ino, S("user.1024"), "", 0, 0), -ENOSPC);
+	CHECK_RC(WR(mgr_xattr_set, db, &root_c, a.ino, S("user.1024"), "", 0, 0), -ENOSPC);
 	mgr_db_close(db);
 	rm_tmp(dir);
 }
@@ -1209,9 +1210,9 @@ int main(void)
 	test_dirseq_format(db);
 	CHECK(mgr_db_lockmark_get(db, &held) == 0 && held == 0); /* new fs */
 	CHECK_RC(mgr_db_lockmark_set(db, 1), 0);
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("before"), 0755, &r), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("before"), 0755, &r), 0);
 	last = r.ino;
-	CHECK_RC(mgr_ns_rmdir(db, &root_c, 1, S("before")), 0);
+	CHECK_RC(WR(mgr_ns_rmdir, db, &root_c, 1, S("before")), 0);
 	mgr_db_close(db);
 
 	/* restart: everything persists, the table must match */
@@ -1223,9 +1224,9 @@ int main(void)
 		CHECK(mgr_db_lockmark_get(db, &held) == 0 && held == 1);
 		CHECK_RC(mgr_db_lockmark_set(db, 0), 0);
 		CHECK(mgr_db_lockmark_get(db, &held) == 0 && held == 0);
-		CHECK_RC(mgr_ns_lookup(db, &user_c, 1, S("rd"), &r), 0);
-		CHECK_RC(mgr_ns_lookup(db, &root_c, r.ino, S("e30"), &r), 0);
-		CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("after"), 0755, &r), 0);
+		CHECK_RC(RD(mgr_ns_lookup, db, &user_c, 1, S("rd"), &r), 0);
+		CHECK_RC(RD(mgr_ns_lookup, db, &root_c, r.ino, S("e30"), &r), 0);
+		CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("after"), 0755, &r), 0);
 		CHECK(r.ino == last + 1);
 		struct mgr_iod other[3];
 		memcpy(other, iods, sizeof(other));

@@ -37,6 +37,7 @@
 #include "mgr_kv.h"
 #include "mgr_ns.h"
 #include "mgr_nscheck.h"
+#include "test_ns_txn.h"
 
 #include "check_cond.h"
 
@@ -57,25 +58,25 @@ static void build(struct mgr_db *db, struct ns *n)
 	struct proto_attr at;
 	struct proto_freed fr;
 
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("a"), 0755, &at), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("a"), 0755, &at), 0);
 	n->a = at.ino;
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, 1, S("b"), 0755, &at), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("b"), 0755, &at), 0);
 	n->b = at.ino;
-	CHECK_RC(mgr_ns_create(db, &root_c, n->a, S("f"), 0644, 0, &at), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &root_c, n->a, S("f"), 0644, 0, &at), 0);
 	n->f = at.ino;
-	CHECK_RC(mgr_ns_link(db, &root_c, n->f, n->b, S("g"), &at), 0);
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, n->a, S("sub"), 0755, &at), 0);
+	CHECK_RC(WR(mgr_ns_link, db, &root_c, n->f, n->b, S("g"), &at), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, n->a, S("sub"), 0755, &at), 0);
 	n->sub = at.ino;
-	CHECK_RC(mgr_ns_create(db, &root_c, n->a, S("x"), 0644, 0, &at), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &root_c, n->a, S("x"), 0644, 0, &at), 0);
 	n->y = at.ino;
-	CHECK_RC(mgr_ns_rename(db, &root_c, n->a, S("x"), n->b, S("y"), 0, &fr), 0);
-	CHECK_RC(mgr_ns_create(db, &root_c, n->b, S("z"), 0644, 0, &at), 0);
+	CHECK_RC(WR(mgr_ns_rename, db, &root_c, n->a, S("x"), n->b, S("y"), 0, &fr), 0);
+	CHECK_RC(WR(mgr_ns_create, db, &root_c, n->b, S("z"), 0644, 0, &at), 0);
 	n->z = at.ino;
-	CHECK_RC(mgr_ns_unlink(db, &root_c, n->b, S("z"), &fr), 0);
+	CHECK_RC(WR(mgr_ns_unlink, db, &root_c, n->b, S("z"), &fr), 0);
 	CHECK_EQ(fr.ino, n->z); /* an orphan now: nlink 0 and the mark */
-	CHECK_RC(mgr_ns_mkdir(db, &root_c, n->b, S("tmp"), 0755, &at), 0);
-	CHECK_RC(mgr_ns_rmdir(db, &root_c, n->b, S("tmp")), 0);
-	CHECK_RC(mgr_ns_symlink(db, &root_c, 1, S("l"), S("a/f"), &at), 0);
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, n->b, S("tmp"), 0755, &at), 0);
+	CHECK_RC(WR(mgr_ns_rmdir, db, &root_c, n->b, S("tmp")), 0);
+	CHECK_RC(WR(mgr_ns_symlink, db, &root_c, 1, S("l"), S("a/f"), &at), 0);
 	n->l = at.ino;
 }
 
