@@ -60,7 +60,7 @@ RPFS_FIO_SRC_PACKAGES=(fio dpkg-dev xz-utils bzip2)
 # and scripts/monitoring's alerting rules.
 RPFS_METRICS_TEST_PACKAGES=(prometheus)
 # The PostgreSQL store's tests (scripts/pg-temp.sh: a throwaway cluster;
-# mgr/test_mgr_kv.c): the server, psql, runuser and useradd.
+# tests/unit/mgr/test_mgr_kv.c): the server, psql, runuser and useradd.
 RPFS_PG_TEST_PACKAGES=(postgresql-15 postgresql-client-15 util-linux passwd)
 # scripts/ha-cluster.sh and tests/integration/test_ha.py: the database's
 # own failover (pg_auto_failover: pg_autoctl and the monitor's extension),

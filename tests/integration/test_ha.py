@@ -342,7 +342,7 @@ def resume_bounds(state):
 
     A mgr's lease row expires at most L after its last renew (each renew
     sets it to now + L), and a standby tries to take it every L/3: a mgr
-    that stops renewing is replaced within L + L/3 (mgr/mgr_lead.c).
+    that stops renewing is replaced within L + L/3 (mgr/ha/mgr_lead.c).
 
     - mgr_kill9: L + L/3, then the clients, whose connections to the
       killed mgr fail at once, find the new active mgr at their next round

@@ -4,7 +4,7 @@ links, renames across directories, an unlink of an open file, rmdirs,
 symlinks, xattrs), then the check beside the running mgr, also while a
 writer keeps changing the namespace: clean, exit 0. Then the mgr is
 stopped, one directory entry is deleted from the store behind its back
-(mgr/test_nscheck_damage.c), and the check reports it: exit 1. On the
+(tests/tools/nscheck_damage.c), and the check reports it: exit 1. On the
 store of the run (RPFS_STORE: lmdb or postgresql)."""
 import json
 import os

@@ -3,7 +3,7 @@
 database (each test's own, on the session's PostgreSQL cluster: conftest
 pg_server), each error at open is one line naming store_uri and never the
 password, and rpfs-mgr checks --store, --store-uri and the [mgr] keys.
-The store itself is checked by the C test mgr/test_mgr_kv.c."""
+The store itself is checked by the C test tests/unit/mgr/test_mgr_kv.c."""
 import os
 import re
 
