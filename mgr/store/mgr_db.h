@@ -31,8 +31,9 @@
  * an entry that stayed in place.
  *
  * All functions run in the caller's transaction (mgr_db_begin). The loop
- * thread does the namespace; the poll and resync threads read the stale
- * records and the resync thread deletes them. A thread has at most one
+ * thread reads the namespace and the writer thread (mgr_batch.c) changes
+ * it; the poll and resync threads read the stale records and the resync
+ * thread deletes them. A thread has at most one
  * top-level transaction at a time (its own), and write transactions of
  * different threads take turns (the backend's writer lock). A write
  * transaction may have one child at a time (mgr_db_begin_child): its
