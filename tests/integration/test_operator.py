@@ -544,15 +544,18 @@ def tree(d):
 
 @pytest.mark.host_only
 def test_readme_mount_examples(oc, om, tmp_path):
-    """The README's commands on the module's mount run as written, with the
+    """The README's commands on the module's mount (its first two sh blocks)
+    run as written, with the
     mount point and the admin CLI's build path put in, and smaller data:
     a tree of a few files for /usr/share/doc (171 MB and 7000 files on a
     developer's host, minutes through the sanitizer build) and 16 MiB for
     dd's 256. The tree is copied whole, the setfattr line has its mkdir,
     and setlayout changes one field."""
-    block = readme_block('sh', 'Then use the mount with')
+    block = (readme_block('sh', 'Then use the mount with') + '\n' +
+             readme_block('sh', 'Worth trying next'))
     assert 'mkdir /mnt/rpfs/dir' in block and '/mnt/rpfs' in block
     assert 'cp -r /usr/share/doc /mnt/rpfs/' in block and ' bs=1M count=256 ' in block
+    assert 'setlayout /mnt/rpfs/dir mirror=2' in block
     src, want = small_tree(str(tmp_path))
     script = (block.replace('/mnt/rpfs', om.path)
                    .replace('build/admin/rpfs', util.binary('admin/rpfs'))
