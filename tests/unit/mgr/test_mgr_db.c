@@ -81,6 +81,37 @@ static void test_commit_count(struct mgr_db *db)
 	CHECK(h->count == n0 + 2);
 }
 
+/* A namespace call runs in the caller's transaction and never ends it:
+ * several calls share one txn and see each other's writes; aborting it
+ * drops them all, committing keeps them all (as ops_txn_run relies on). */
+static void test_ns_in_callers_txn(struct mgr_db *db)
+{
+	struct proto_attr d, f, a;
+	struct mgr_txn *t;
+
+	for (int commit = 0; commit < 2; commit++) {
+		CHECK_RC(mgr_db_begin(db, 0, &t), 0);
+		CHECK_RC(mgr_ns_mkdir(db, t, &root_c, 1, S("txn-dir"), 0755, &d), 0);
+		CHECK_RC(mgr_ns_create(db, t, &root_c, d.ino, S("f"), 0644,
+				       PROTO_CREATE_EXCL, &f), 0);
+		CHECK_RC(mgr_ns_lookup(db, t, &root_c, d.ino, S("f"), &a), 0);
+		CHECK(a.ino == f.ino);
+		/* a failed call leaves the txn open for the caller to end */
+		CHECK_RC(mgr_ns_create(db, t, &root_c, d.ino, S("f"), 0644,
+				       PROTO_CREATE_EXCL, &a), -EEXIST);
+		CHECK_RC(mgr_ns_getattr(db, t, d.ino, &a), 0);
+		if (commit) {
+			CHECK_RC(mgr_db_commit(t), 0);
+		} else {
+			mgr_db_abort(t);
+		}
+		CHECK_RC(RD(mgr_ns_lookup, db, &root_c, 1, S("txn-dir"), &a),
+			 commit ? 0 : -ENOENT);
+	}
+	CHECK_RC(WR(mgr_ns_unlink, db, &root_c, d.ino, S("f"), &(struct proto_freed){ 0 }), 0);
+	CHECK_RC(WR(mgr_ns_rmdir, db, &root_c, 1, S("txn-dir")), 0);
+}
+
 /* Create, lookup, mkdir link counts, times, permissions. */
 static void test_basic(struct mgr_db *db)
 {
@@ -1199,6 +1230,7 @@ int main(void)
 	}
 	fsid = db->fsid;
 	test_commit_count(db);
+	test_ns_in_callers_txn(db);
 	test_basic(db);
 	test_links(db);
 	test_rename(db);
