@@ -10,7 +10,7 @@
 #include <assert.h>
 #include <stdio.h>
 
-#include "cli_wb.c"
+#include "fe_wback.c"
 
 /* ---- stubs of the engine (cli_io.h) ---- */
 

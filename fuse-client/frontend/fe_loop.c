@@ -23,7 +23,7 @@
 
 #include <linux/fuse.h>
 
-#include "cli_loop.h"
+#include "fe_loop.h"
 #include "log.h"
 
 /* libfuse 3.14 reads requests of se->bufsize bytes, FUSE_MAX_MAX_PAGES

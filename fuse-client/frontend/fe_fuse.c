@@ -16,16 +16,16 @@
 #include <sys/xattr.h>
 #include <time.h>
 
-#include "cli_bdi.h"
-#include "cli_fuse.h"
-#include "cli_fuse_lock.h"
-#include "cli_loop.h"
+#include "fe_bdi.h"
+#include "fe_fuse.h"
+#include "fe_lock.h"
+#include "fe_loop.h"
 #include "cli_reap.h"
 #include "cli_setid.h"
 #include "cli_size.h"
-#include "cli_splice.h"
+#include "fe_splice.h"
 #include "cli_space.h"
-#include "cli_wb.h"
+#include "fe_wback.h"
 #include "cli_inode.h"
 #include "cli_io.h"
 #include "cli_meta.h"

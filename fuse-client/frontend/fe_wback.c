@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "cli_io.h"
-#include "cli_wb.h"
+#include "fe_wback.h"
 #include "log.h"
 
 #define WB_HASH 256 /* buckets; entries live only while writes are in flight */

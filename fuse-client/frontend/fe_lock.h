@@ -11,7 +11,7 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 
-#include "cli_fuse.h"
+#include "fe_fuse.h"
 
 /** .getlk: the conflicting lock, or F_UNLCK. */
 void cli_fuse_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,

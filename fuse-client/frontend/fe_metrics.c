@@ -1,12 +1,12 @@
 /* cli_metrics.c - a mount's /metrics families; see cli_metrics.h. */
-#include "cli_metrics.h"
+#include "fe_metrics.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #if RPFS_HAVE_METRICS
-#include "cli_loop.h"
+#include "fe_loop.h"
 #include "metrics.h"
 
 /* The endpoint; immutable after start except ops (atomics). */

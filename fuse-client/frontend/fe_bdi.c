@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli_bdi.h"
+#include "fe_bdi.h"
 
 /* Undo mountinfo's octal escapes (\040 for a space, ...) in place. */
 static void mi_unescape(char *s)

@@ -15,7 +15,7 @@
  * failure, or a reply libfuse could not send, the thread's used pipes may
  * hold data: they are closed and made anew on next use.
  */
-#include "cli_splice.h"
+#include "fe_splice.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <sys/file.h>
 
-#include "cli_fuse_lock.h"
+#include "fe_lock.h"
 #include "cli_lock.h"
-#include "cli_loop.h"
+#include "fe_loop.h"
 #include "log.h"
 
 /* A blocking request on its own thread. */
