@@ -6,7 +6,7 @@
  * lease while it holds any, and a pool of connections for blocking waits:
  * the mgr defers a WAIT's reply, and a connection with a deferred request
  * serves nothing else, so every waiting thread has its own. No FUSE here:
- * the front end (cli_fuse_lock.c) maps its requests onto these calls.
+ * the front end (fe_lock.c) maps its requests onto these calls.
  * Thread-safe. Semantics: HACKING.md "Locks".
  */
 #ifndef RPFS_CLI_LOCK_H

@@ -1,5 +1,5 @@
 /*
- * cli_bdi.c - the readahead window of a FUSE mount's bdi (cli_bdi.h).
+ * fe_bdi.c - the readahead window of a FUSE mount's bdi (fe_bdi.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -57,8 +57,8 @@ static int mi_find(const char *mountpoint, char *dev, size_t cap)
 	return found;
 }
 
-/* See cli_bdi.h. Cost: a mountinfo pass and one sysfs write. */
-int cli_bdi_set_readahead(const char *mountpoint, unsigned kb)
+/* See fe_bdi.h. Cost: a mountinfo pass and one sysfs write. */
+int fe_bdi_set_readahead(const char *mountpoint, unsigned kb)
 {
 	char dev[64], path[128], val[16];
 	int fd, rc, n;

@@ -1,5 +1,5 @@
 /*
- * cli_bdi.h - the readahead window of a FUSE mount's backing device.
+ * fe_bdi.h - the readahead window of a FUSE mount's backing device.
  *
  * The kernel offers FUSE at most its default readahead (128 KiB) at INIT
  * and keeps the smaller of that and the server's answer, so buffered
@@ -7,8 +7,8 @@
  * window is a property of the mount's bdi, settable afterwards through
  * /sys/class/bdi/MAJOR:MINOR/read_ahead_kb (root only).
  */
-#ifndef RPFS_CLI_BDI_H
-#define RPFS_CLI_BDI_H
+#ifndef RPFS_FE_BDI_H
+#define RPFS_FE_BDI_H
 
 /**
  * Set the readahead window of the FUSE file system mounted on mountpoint
@@ -19,6 +19,6 @@
  * @return 0; -ENOENT no FUSE mount there; -EACCES/-EPERM/-EROFS sysfs not
  *	writable (not root); -errno from open/write
  */
-int cli_bdi_set_readahead(const char *mountpoint, unsigned kb);
+int fe_bdi_set_readahead(const char *mountpoint, unsigned kb);
 
 #endif

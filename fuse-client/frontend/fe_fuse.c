@@ -1,5 +1,5 @@
 /*
- * cli_fuse.c - libfuse low-level operations on top of the client core.
+ * fe_fuse.c - libfuse low-level operations on top of the client core.
  * Every op replies exactly once; errors return early through
  * `return (void) fuse_reply_err(req, -rc);`. Metadata goes to the mgr
  * (cli_meta), data to the iods (cli_io); the inode table (cli_inode) keeps
@@ -31,15 +31,15 @@
 #include "cli_meta.h"
 #include "log.h"
 
-#define CLI_MAX_IO (1u << 20)        /* max_write and max_readahead */
-#define CLI_LAYOUT_XATTR "user.rpfs.layout"
-#define CLI_STATS_XATTR "rpfs.stats"
-#define CLI_STATS_XATTR_USER "user.rpfs.stats"
+#define FE_MAX_IO (1u << 20)        /* max_write and max_readahead */
+#define FE_LAYOUT_XATTR "user.rpfs.layout"
+#define FE_STATS_XATTR "rpfs.stats"
+#define FE_STATS_XATTR_USER "user.rpfs.stats"
 
 /* An open regular file. Owned by the kernel's file handle (fi->fh), and
- * listed in the session's handles (cli_fuse.opens) until its release. */
-struct cli_file {
-	struct cli_open link;   /* first: a listed file is its link */
+ * listed in the session's handles (fe_fuse.opens) until its release. */
+struct fe_file {
+	struct fe_open link;    /* first: a listed file is its link */
 	uint64_t ino;
 	struct proto_cred cred; /* opener: used for size pushes at close */
 	int behind;             /* writes may go behind (no O_DIRECT/O_[D]SYNC) */
@@ -50,9 +50,9 @@ struct cli_file {
  * runs one READDIR at a time per open directory (it holds the file's
  * position lock), so eof_cookie needs no lock.
  */
-struct cli_dir {
-	struct cli_open link; /* first: a listed directory is its link
-			       * (cli_fuse.open_lock) */
+struct fe_dir {
+	struct fe_open link;  /* first: a listed directory is its link
+			      * (fe_fuse.open_lock) */
 	uint64_t eof_cookie; /* the cookie of the last entry of a listing the
 			      * mgr said was complete; 0: none */
 };
@@ -60,7 +60,7 @@ struct cli_dir {
 _Static_assert(sizeof(gid_t) == sizeof(uint32_t), "gid_t is 32 bits");
 
 /* The session's front-end state. */
-static struct cli_fuse *cf_of(fuse_req_t req)
+static struct fe_fuse *cf_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
 }
@@ -68,20 +68,20 @@ static struct cli_fuse *cf_of(fuse_req_t req)
 /* Wait for ino's writes in flight (write-behind) of cf; with take_err,
  * return the deferred failure of one of them. Cost: a hash lookup when
  * none. */
-static int cf_wb_drain(struct cli_fuse *cf, fuse_ino_t ino, int take_err)
+static int cf_wback_drain(struct fe_fuse *cf, fuse_ino_t ino, int take_err)
 {
-	return cf->wb ? cli_wb_drain(cf->wb, ino, take_err) : 0;
+	return cf->wb ? fe_wback_drain(cf->wb, ino, take_err) : 0;
 }
 
-/* wb_drain of the request's session. */
-static int wb_drain(fuse_req_t req, fuse_ino_t ino, int take_err)
+/* wback_drain of the request's session. */
+static int wback_drain(fuse_req_t req, fuse_ino_t ino, int take_err)
 {
-	return cf_wb_drain(cf_of(req), ino, take_err);
+	return cf_wback_drain(cf_of(req), ino, take_err);
 }
 
-/* List a new handle in cf->opens (dir: a struct cli_dir), so that the
+/* List a new handle in cf->opens (dir: a struct fe_dir), so that the
  * session's end finds it if the kernel never releases it. Cost: a lock. */
-static void open_track(struct cli_fuse *cf, struct cli_open *o, int dir)
+static void open_track(struct fe_fuse *cf, struct fe_open *o, int dir)
 {
 	o->dir = dir;
 	o->prev = NULL;
@@ -94,7 +94,7 @@ static void open_track(struct cli_fuse *cf, struct cli_open *o, int dir)
 }
 
 /* Take a handle off cf->opens (its release). Cost: a lock. */
-static void open_untrack(struct cli_fuse *cf, struct cli_open *o)
+static void open_untrack(struct fe_fuse *cf, struct fe_open *o)
 {
 	pthread_mutex_lock(&cf->open_lock);
 	if (o->prev)
@@ -114,9 +114,9 @@ static struct cli_fs *fs_of(fuse_req_t req)
 }
 
 /* The open file behind a file handle. */
-static struct cli_file *file_of(struct fuse_file_info *fi)
+static struct fe_file *file_of(struct fuse_file_info *fi)
 {
-	return (struct cli_file *)(uintptr_t)fi->fh;
+	return (struct fe_file *)(uintptr_t)fi->fh;
 }
 
 /* The caller's credential, with up to PROTO_MAX_GROUPS supplementary
@@ -145,7 +145,7 @@ static void attr_to_stat(const struct proto_attr *a, struct stat *st)
 	st->st_rdev = a->rdev;
 	st->st_size = (off_t)a->size;
 	st->st_blocks = (blkcnt_t)a->blocks;
-	st->st_blksize = CLI_MAX_IO;
+	st->st_blksize = FE_MAX_IO;
 	st->st_atim.tv_sec = a->atime.sec;
 	st->st_atim.tv_nsec = a->atime.nsec;
 	st->st_mtim.tv_sec = a->mtime.sec;
@@ -261,8 +261,8 @@ static void *rbuf_get(struct cli_fs *fs, size_t len)
 
 	if (st && len <= st->cap)
 		return st->p;
-	if (len < CLI_MAX_IO)
-		len = CLI_MAX_IO;
+	if (len < FE_MAX_IO)
+		len = FE_MAX_IO;
 	pthread_once(&rbuf_once, rbuf_key_init);
 	if (!st) {
 		st = calloc(1, sizeof(*st));
@@ -293,8 +293,8 @@ static void *rbuf_get(struct cli_fs *fs, size_t len)
  * buffered sequential reads arrive as READs of up to 1 MiB too. */
 static void set_readahead(void *arg)
 {
-	struct cli_fuse *cf = arg;
-	int rc = cli_bdi_set_readahead(cf->mountpoint, cf->read_ahead_kb);
+	struct fe_fuse *cf = arg;
+	int rc = fe_bdi_set_readahead(cf->mountpoint, cf->read_ahead_kb);
 
 	if (rc)
 		log_notice("readahead of %s stays at the kernel's default: "
@@ -311,14 +311,14 @@ static void set_readahead(void *arg)
  * the kernel's SETATTR (setattr_nonowner) and the mgr: FUSE_CAP_HANDLE_KILLPRIV
  * would hand that to us, but libfuse 3.14 does not pass it to the kernel.
  */
-static void cli_init(void *userdata, struct fuse_conn_info *conn)
+static void fe_init(void *userdata, struct fuse_conn_info *conn)
 {
-	struct cli_fuse *cf = userdata;
+	struct fe_fuse *cf = userdata;
 
-	conn->max_write = CLI_MAX_IO;
-	conn->max_readahead = CLI_MAX_IO;
+	conn->max_write = FE_MAX_IO;
+	conn->max_readahead = FE_MAX_IO;
 	if (cf->read_ahead_kb && cf->mountpoint)
-		cli_loop_after_reply(set_readahead, cf);
+		fe_loop_after_reply(set_readahead, cf);
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
@@ -336,7 +336,7 @@ static void cli_init(void *userdata, struct fuse_conn_info *conn)
 	}
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
 			FUSE_CAP_SPLICE_MOVE);
-	(void)cli_splice_init(cf->fs, conn); /* READ replies by splice */
+	(void)fe_splice_init(cf->fs, conn); /* READ replies by splice */
 	/* cluster-wide locks: the kernel passes fcntl and flock locks here */
 	if (cf->lock && (conn->capable & FUSE_CAP_POSIX_LOCKS))
 		conn->want |= FUSE_CAP_POSIX_LOCKS;
@@ -345,7 +345,7 @@ static void cli_init(void *userdata, struct fuse_conn_info *conn)
 }
 
 /* LOOKUP; a miss is cached by the kernel for entry_timeout. */
-static void cli_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void fe_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct proto_cred c;
 	struct proto_attr a;
@@ -367,15 +367,15 @@ static void cli_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 }
 
 /* FORGET: drop kernel references. */
-static void cli_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+static void fe_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	cli_inode_forget(fs_of(req)->itab, ino, nlookup);
 	fuse_reply_none(req);
 }
 
 /* BATCH_FORGET. */
-static void cli_forget_multi(fuse_req_t req, size_t count,
-			     struct fuse_forget_data *forgets)
+static void fe_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *forgets)
 {
 	struct cli_fs *fs = fs_of(req);
 
@@ -391,8 +391,8 @@ static void cli_forget_multi(fuse_req_t req, size_t count,
  * copy of a directory's attributes after every create in it and asks
  * again at the next path walk, for its permission check.
  */
-static void cli_getattr(fuse_req_t req, fuse_ino_t ino,
-			struct fuse_file_info *fi)
+static void fe_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
 {
 	struct cli_fs *fs = fs_of(req);
 	struct proto_cred c;
@@ -450,8 +450,8 @@ static uint32_t setattr_nonowner(fuse_req_t req, const struct proto_cred *c,
 }
 
 /* SETATTR: mode, owner, times (incl. NOW) and size (truncate). */
-static void cli_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-			int to_set, struct fuse_file_info *fi)
+static void fe_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
 {
 	struct cli_fs *fs = fs_of(req);
 	struct proto_attr in, out;
@@ -495,7 +495,7 @@ static void cli_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	cred_of(req, &c);
 	valid = setattr_nonowner(req, &c, ino, valid);
 	/* Writes in flight land first (a truncate must not be undone by one). */
-	(void)wb_drain(req, ino, 0);
+	(void)wback_drain(req, ino, 0);
 	/* Publish earlier writes first, so that their size and mtime land
 	 * before this change and cannot overwrite it later (tar sets mtime
 	 * on an open file, then closes it). */
@@ -516,7 +516,7 @@ static void cli_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 }
 
 /* READLINK. */
-static void cli_readlink(fuse_req_t req, fuse_ino_t ino)
+static void fe_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	char buf[PROTO_MAX_PATH + 1];
 	struct proto_cred c;
@@ -530,8 +530,8 @@ static void cli_readlink(fuse_req_t req, fuse_ino_t ino)
 }
 
 /* MKNOD (fifos, sockets, devices, regular files). */
-static void cli_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      mode_t mode, dev_t rdev)
+static void fe_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
 {
 	struct proto_cred c;
 	struct proto_attr a;
@@ -548,8 +548,8 @@ static void cli_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 }
 
 /* MKDIR. */
-static void cli_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      mode_t mode)
+static void fe_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
 {
 	struct proto_cred c;
 	struct proto_attr a;
@@ -566,7 +566,7 @@ static void cli_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 }
 
 /* UNLINK; frees the data now or at last release if it was the last link. */
-static void cli_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void fe_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct cli_fs *fs = fs_of(req);
 	struct proto_freed f;
@@ -583,7 +583,7 @@ static void cli_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 }
 
 /* RMDIR. */
-static void cli_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void fe_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct proto_cred c;
 	int rc;
@@ -595,8 +595,8 @@ static void cli_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 }
 
 /* SYMLINK. */
-static void cli_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
-			const char *name)
+static void fe_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
 {
 	struct proto_cred c;
 	struct proto_attr a;
@@ -612,9 +612,9 @@ static void cli_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 }
 
 /* RENAME (RENAME_NOREPLACE, RENAME_EXCHANGE); frees a replaced target. */
-static void cli_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-		       fuse_ino_t newparent, const char *newname,
-		       unsigned int flags)
+static void fe_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
 {
 	struct cli_fs *fs = fs_of(req);
 	struct proto_freed f;
@@ -632,8 +632,8 @@ static void cli_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 }
 
 /* LINK. */
-static void cli_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-		     const char *newname)
+static void fe_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
 {
 	struct proto_cred c;
 	struct proto_attr a;
@@ -655,7 +655,7 @@ static int file_open(fuse_req_t req, const struct proto_cred *c,
 		     struct proto_attr *a, uint64_t since,
 		     struct fuse_file_info *fi)
 {
-	struct cli_file *f = malloc(sizeof(*f));
+	struct fe_file *f = malloc(sizeof(*f));
 	int rc;
 
 	if (!f)
@@ -677,7 +677,7 @@ static int file_open(fuse_req_t req, const struct proto_cred *c,
 
 /* Free an open file taken off the list: its inode's open count drops, and
  * the last close of an unlinked file queues the removal of its data. */
-static void file_free(struct cli_fuse *cf, struct cli_file *f)
+static void file_free(struct fe_fuse *cf, struct fe_file *f)
 {
 	struct proto_layout l;
 
@@ -690,14 +690,14 @@ static void file_free(struct cli_fuse *cf, struct cli_file *f)
  * reply); the last close of an unlinked file frees its data. */
 static void file_close(fuse_req_t req, struct fuse_file_info *fi)
 {
-	struct cli_file *f = file_of(fi);
+	struct fe_file *f = file_of(fi);
 
 	open_untrack(cf_of(req), &f->link);
 	file_free(cf_of(req), f);
 }
 
 /* OPEN: permission check at the mgr, O_TRUNC, per-open state. */
-static void cli_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void fe_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct cli_fs *fs = fs_of(req);
 	struct proto_cred c;
@@ -714,7 +714,7 @@ static void cli_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		struct proto_attr in;
 
 		memset(&in, 0, sizeof(in));
-		(void)wb_drain(req, ino, 0);
+		(void)wback_drain(req, ino, 0);
 		/* OPEN just checked the write permission (O_TRUNC) */
 		rc = cli_size_truncate(fs, &c, ino, 0, &in, &a, &a);
 		if (rc)
@@ -755,8 +755,8 @@ static int create_at_mgr(fuse_req_t req, const struct proto_cred *c,
 }
 
 /* CREATE: O_EXCL maps to PROTO_CREATE_EXCL; O_TRUNC on an existing file. */
-static void cli_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-		       mode_t mode, struct fuse_file_info *fi)
+static void fe_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
 {
 	struct cli_fs *fs = fs_of(req);
 	struct fuse_entry_param e;
@@ -773,7 +773,7 @@ static void cli_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		struct proto_attr in;
 
 		memset(&in, 0, sizeof(in));
-		(void)wb_drain(req, a.ino, 0);
+		(void)wback_drain(req, a.ino, 0);
 		/* CREATE of an existing file checked the write permission */
 		rc = cli_size_truncate(fs, &c, a.ino, 0, &in, &a, &a);
 		if (rc)
@@ -794,12 +794,12 @@ static void cli_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 }
 
-/* READ: clip to the size; splice from the iods on tcp (cli_splice.h), else
- * gather straight into the worker's registered reply buffer (cli_loop.h; a
+/* READ: clip to the size; splice from the iods on tcp (fe_splice.h), else
+ * gather straight into the worker's registered reply buffer (fe_loop.h; a
  * per-thread buffer elsewhere) and reply from it: no copy in user space, no
  * registration per call. */
-static void cli_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		     struct fuse_file_info *fi)
+static void fe_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
 {
 	struct cli_fs *fs = fs_of(req);
 	struct proto_layout l;
@@ -809,7 +809,7 @@ static void cli_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	if (off < 0)
 		return (void) fuse_reply_err(req, EINVAL);
-	(void)wb_drain(req, ino, 0); /* read our own writes */
+	(void)wback_drain(req, ino, 0); /* read our own writes */
 	rc = cli_inode_io(fs->itab, ino, &l, &fsize);
 	if (rc)
 		return (void) fuse_reply_err(req, EBADF);
@@ -817,13 +817,13 @@ static void cli_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return (void) fuse_reply_buf(req, NULL, 0);
 	if (size > fsize - (uint64_t)off)
 		size = (size_t)(fsize - (uint64_t)off);
-	buf = cli_loop_reply_buf(size);
+	buf = fe_loop_reply_buf(size);
 	if (!buf)
 		buf = rbuf_get(fs, size);
 	if (!buf)
 		return (void) fuse_reply_err(req, ENOMEM);
-	rc = cli_splice_read(req, fs, ino, &l, (uint64_t)off, size, buf);
-	if (rc != -EAGAIN) /* spliced (cli_splice.h), or failed */
+	rc = fe_splice_read(req, fs, ino, &l, (uint64_t)off, size, buf);
+	if (rc != -EAGAIN) /* spliced (fe_splice.h), or failed */
 		return rc ? (void) fuse_reply_err(req, -rc) : (void) 0;
 	rc = cli_io_read(fs, ino, &l, (uint64_t)off, size, buf);
 	if (rc)
@@ -849,13 +849,13 @@ static int write_setid(fuse_req_t req, fuse_ino_t ino,
 }
 
 /* WRITE: scatter to the iods straight from the request buffer; behind
- * (answered once sent, cli_wb.h) unless the handle is O_DIRECT/O_[D]SYNC
+ * (answered once sent, fe_wback.h) unless the handle is O_DIRECT/O_[D]SYNC
  * or the kernel caches writes itself. */
-static void cli_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
-		      size_t size, off_t off, struct fuse_file_info *fi)
+static void fe_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct cli_fs *fs = fs_of(req);
-	struct cli_wb *wb = cf_of(req)->wb;
+	struct fe_wback *wb = cf_of(req)->wb;
 	struct proto_layout l;
 	struct proto_time wtime;
 	uint64_t fsize;
@@ -870,10 +870,10 @@ static void cli_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	if (rc < 0)
 		return (void) fuse_reply_err(req, -rc);
 	if (wb && file_of(fi)->behind && !cli_itab_writeback(fs->itab)) {
-		rc = cli_wb_write(wb, ino, &l, (uint64_t)off, size, buf);
+		rc = fe_wback_write(wb, ino, &l, (uint64_t)off, size, buf);
 	} else {
 		/* after any write in flight of another handle */
-		rc = wb_drain(req, ino, 1);
+		rc = wback_drain(req, ino, 1);
 		if (!rc)
 			rc = cli_io_write(fs, ino, &l, (uint64_t)off, size, buf);
 	}
@@ -886,23 +886,23 @@ static void cli_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 
 /* FLUSH (each close): finish the writes in flight (their failure is this
  * close's error), publish the written size. */
-static void cli_flush(fuse_req_t req, fuse_ino_t ino,
-		      struct fuse_file_info *fi)
+static void fe_flush(fuse_req_t req, fuse_ino_t ino,
+		     struct fuse_file_info *fi)
 {
 	struct cli_fs *fs = fs_of(req);
-	int rc = wb_drain(req, ino, 1), rc2, rc3;
+	int rc = wback_drain(req, ino, 1), rc2, rc3;
 
 	rc2 = cli_size_push(fs, &file_of(fi)->cred, ino);
-	rc3 = cli_fuse_lock_flush(cf_of(req), ino, fi);
+	rc3 = fe_lock_flush(cf_of(req), ino, fi);
 	fuse_reply_err(req, rc ? -rc : rc2 ? -rc2 : -rc3);
 }
 
 /* What a release does before the handle goes, without the request: the
  * writes in flight finish (a failure is logged: the close that could
  * report it has returned), and the size written is published. */
-static void file_settle(struct cli_fuse *cf, struct cli_file *f)
+static void file_settle(struct fe_fuse *cf, struct fe_file *f)
 {
-	int rc = cf_wb_drain(cf, f->ino, 1);
+	int rc = cf_wback_drain(cf, f->ino, 1);
 
 	if (rc)
 		log_warn("inode %llu: a write failed after close: %s",
@@ -915,13 +915,13 @@ static void file_settle(struct cli_fuse *cf, struct cli_file *f)
 
 /* RELEASE (last close of the handle): publish size, drop its locks,
  * deferred removal. */
-static void cli_release(fuse_req_t req, fuse_ino_t ino,
-			struct fuse_file_info *fi)
+static void fe_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
 {
 	int rc;
 
 	file_settle(cf_of(req), file_of(fi));
-	rc = cli_fuse_lock_release(cf_of(req), ino, fi);
+	rc = fe_lock_release(cf_of(req), ino, fi);
 	if (rc)
 		log_warn("inode %llu: releasing locks at close failed: %s",
 			 (unsigned long long)ino, strerror(-rc));
@@ -930,8 +930,8 @@ static void cli_release(fuse_req_t req, fuse_ino_t ino,
 }
 
 /* FSYNC: every iod of the file syncs, then the size is published. */
-static void cli_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
-		      struct fuse_file_info *fi)
+static void fe_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
 {
 	struct cli_fs *fs = fs_of(req);
 	struct proto_layout l;
@@ -940,7 +940,7 @@ static void cli_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 	if (rc)
 		return (void) fuse_reply_err(req, EBADF);
-	rc = wb_drain(req, ino, 1);
+	rc = wback_drain(req, ino, 1);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
 	rc = cli_io_fsync(fs, ino, &l, datasync);
@@ -950,11 +950,11 @@ static void cli_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 }
 
 /* OPENDIR: the kernel checked read permission; the handle only remembers
- * where a listing ended (struct cli_dir). */
-static void cli_opendir(fuse_req_t req, fuse_ino_t ino,
-			struct fuse_file_info *fi)
+ * where a listing ended (struct fe_dir). */
+static void fe_opendir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
 {
-	struct cli_dir *d = calloc(1, sizeof(*d));
+	struct fe_dir *d = calloc(1, sizeof(*d));
 
 	if (!d)
 		return (void) fuse_reply_err(req, ENOMEM);
@@ -966,10 +966,10 @@ static void cli_opendir(fuse_req_t req, fuse_ino_t ino,
 	}
 }
 
-/* The open directory behind a file handle (cli_opendir). */
-static struct cli_dir *dir_of(struct fuse_file_info *fi)
+/* The open directory behind a file handle (fe_opendir). */
+static struct fe_dir *dir_of(struct fuse_file_info *fi)
 {
-	return (struct cli_dir *)(uintptr_t)fi->fh;
+	return (struct fe_dir *)(uintptr_t)fi->fh;
 }
 
 /* Whether name is "." or "..", which the kernel takes no reference for. */
@@ -1030,7 +1030,7 @@ static size_t add_dirent(fuse_req_t req, char *buf, size_t cap,
  * Cost: one round trip per chunk, none for the end.
  */
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       int plus, struct cli_dir *dir)
+		       int plus, struct fe_dir *dir)
 {
 	struct cli_fs *fs = fs_of(req);
 	struct proto_cred c;
@@ -1075,22 +1075,22 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 /* READDIR. */
-static void cli_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-			off_t off, struct fuse_file_info *fi)
+static void fe_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+		       off_t off, struct fuse_file_info *fi)
 {
 	do_readdir(req, ino, size, off, 0, dir_of(fi));
 }
 
 /* READDIRPLUS. */
-static void cli_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
-			    off_t off, struct fuse_file_info *fi)
+static void fe_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi)
 {
 	do_readdir(req, ino, size, off, 1, dir_of(fi));
 }
 
 /* RELEASEDIR: free the handle. */
-static void cli_releasedir(fuse_req_t req, fuse_ino_t ino,
-			   struct fuse_file_info *fi)
+static void fe_releasedir(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
 {
 	open_untrack(cf_of(req), &dir_of(fi)->link);
 	free(dir_of(fi));
@@ -1098,7 +1098,7 @@ static void cli_releasedir(fuse_req_t req, fuse_ino_t ino,
 }
 
 /* STATFS: the mgr's aggregate over the iods. */
-static void cli_statfs(fuse_req_t req, fuse_ino_t ino)
+static void fe_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct proto_statfs s;
 	struct proto_cred c;
@@ -1125,17 +1125,17 @@ static void cli_statfs(fuse_req_t req, fuse_ino_t ino)
 /* Whether (ino, name) is the read-only transport counters attribute. */
 static int is_stats(fuse_ino_t ino, const char *name)
 {
-	return ino == FUSE_ROOT_ID && (!strcmp(name, CLI_STATS_XATTR) ||
-				       !strcmp(name, CLI_STATS_XATTR_USER));
+	return ino == FUSE_ROOT_ID && (!strcmp(name, FE_STATS_XATTR) ||
+				       !strcmp(name, FE_STATS_XATTR_USER));
 }
 
 /* Format the transport counters as JSON (net_stats_json) and add the
  * background removal's (reap_inodes, reap_batches, reap_queued: the
  * removals still to do are reap_queued - reap_inodes) and the FUSE data
- * path's (fuse_copy_bytes, fuse_max_req_bytes: cli_loop_counts), with a
+ * path's (fuse_copy_bytes, fuse_max_req_bytes: fe_loop_counts), with a
  * trailing newline so that `getfattr --only-values` prints a whole line.
  * @return length (without NUL), -ERANGE */
-static int stats_json(struct cli_fuse *cf, char *buf, size_t cap)
+static int stats_json(struct fe_fuse *cf, char *buf, size_t cap)
 {
 	struct cli_fs *fs = cf->fs;
 	struct cli_reap *reap = cf->reap;
@@ -1151,7 +1151,7 @@ static int stats_json(struct cli_fuse *cf, char *buf, size_t cap)
 		return -ERANGE;
 	if (reap)
 		cli_reap_counts(reap, &inodes, &batches, &queued);
-	cli_loop_counts(cf->loop, &copy, &max_req);
+	fe_loop_counts(cf->loop, &copy, &max_req);
 	k = snprintf(buf + n - 1, cap - (size_t)n, ",\"reap_inodes\":%llu,\"reap_batches\":%llu"
 		     ",\"reap_queued\":%llu,\"fuse_copy_bytes\":%llu,\"fuse_max_req_bytes\":%llu}\n",
 		     (unsigned long long)inodes, (unsigned long long)batches,
@@ -1163,8 +1163,8 @@ static int stats_json(struct cli_fuse *cf, char *buf, size_t cap)
 }
 
 /* SETXATTR; setting user.rpfs.layout refreshes the cached layout. */
-static void cli_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-			 const char *value, size_t size, int flags)
+static void fe_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
 {
 	struct cli_fs *fs = fs_of(req);
 	struct proto_cred c;
@@ -1184,7 +1184,7 @@ static void cli_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	cli_itab_attr_changed(fs->itab);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	if (!strcmp(name, CLI_LAYOUT_XATTR)) {
+	if (!strcmp(name, FE_LAYOUT_XATTR)) {
 		struct proto_attr a;
 
 		if (cli_meta_getattr(fs, &c, ino, &a) == 0 && S_ISREG(a.mode))
@@ -1217,8 +1217,8 @@ static int xattr_ns_stored(const char *name)
  * kernel asks for security.capability before every write(2) (FUSE does not
  * set SB_NOSEC), and a mgr round trip for it doubled the cost of a write.
  */
-static void cli_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-			 size_t size)
+static void fe_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
 {
 	struct proto_cred c;
 	struct proto_str v;
@@ -1248,7 +1248,7 @@ static void cli_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 }
 
 /* LISTXATTR (the stats attribute is not listed). */
-static void cli_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+static void fe_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct proto_cred c;
 	struct proto_str v;
@@ -1268,7 +1268,7 @@ static void cli_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 }
 
 /* REMOVEXATTR. */
-static void cli_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+static void fe_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct proto_cred c;
 	int rc;
@@ -1282,7 +1282,7 @@ static void cli_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 }
 
 /* ACCESS (only reached without default_permissions, kept for safety). */
-static void cli_access(fuse_req_t req, fuse_ino_t ino, int mask)
+static void fe_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
 	struct proto_cred c;
 
@@ -1293,8 +1293,8 @@ static void cli_access(fuse_req_t req, fuse_ino_t ino, int mask)
 
 /* FALLOCATE: modes 0, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE[|KEEP_SIZE]
  * on the iods after the writes in flight (cli_space_fallocate). */
-static void cli_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
-			  off_t offset, off_t length, struct fuse_file_info *fi)
+static void fe_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+			 off_t offset, off_t length, struct fuse_file_info *fi)
 {
 	int rc;
 
@@ -1302,7 +1302,7 @@ static void cli_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 		return (void) fuse_reply_err(req, EINVAL);
 	if (mode < 0)
 		return (void) fuse_reply_err(req, EOPNOTSUPP);
-	(void)wb_drain(req, ino, 0); /* a failed write shows at close */
+	(void)wback_drain(req, ino, 0); /* a failed write shows at close */
 	rc = cli_space_fallocate(fs_of(req), &file_of(fi)->cred, ino,
 				 (uint32_t)mode, (uint64_t)offset,
 				 (uint64_t)length);
@@ -1311,8 +1311,8 @@ static void cli_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
 
 /* LSEEK: the kernel sends only SEEK_DATA and SEEK_HOLE; the iods answer
  * after the writes in flight (cli_space_seek). */
-static void cli_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
-		      struct fuse_file_info *fi)
+static void fe_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
 {
 	uint64_t res;
 	int rc;
@@ -1321,7 +1321,7 @@ static void cli_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		return (void) fuse_reply_err(req, EINVAL);
 	if (off < 0)
 		return (void) fuse_reply_err(req, ENXIO);
-	(void)wb_drain(req, ino, 0); /* a failed write shows at close */
+	(void)wback_drain(req, ino, 0); /* a failed write shows at close */
 	rc = cli_space_seek(fs_of(req), ino, (uint64_t)off,
 			    whence == SEEK_HOLE, &res);
 	if (rc)
@@ -1329,58 +1329,58 @@ static void cli_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	fuse_reply_lseek(req, (off_t)res);
 }
 
-static const struct fuse_lowlevel_ops cli_ops = {
-	.init = cli_init,
-	.lookup = cli_lookup,
-	.forget = cli_forget,
-	.forget_multi = cli_forget_multi,
-	.getattr = cli_getattr,
-	.setattr = cli_setattr,
-	.readlink = cli_readlink,
-	.mknod = cli_mknod,
-	.mkdir = cli_mkdir,
-	.unlink = cli_unlink,
-	.rmdir = cli_rmdir,
-	.symlink = cli_symlink,
-	.rename = cli_rename,
-	.link = cli_link,
-	.open = cli_open,
-	.read = cli_read,
-	.write = cli_write,
-	.flush = cli_flush,
-	.release = cli_release,
-	.fsync = cli_fsync,
-	.opendir = cli_opendir,
-	.readdir = cli_readdir,
-	.readdirplus = cli_readdirplus,
-	.releasedir = cli_releasedir,
-	.statfs = cli_statfs,
-	.setxattr = cli_setxattr,
-	.getxattr = cli_getxattr,
-	.listxattr = cli_listxattr,
-	.removexattr = cli_removexattr,
-	.access = cli_access,
-	.create = cli_create,
-	.fallocate = cli_fallocate,
-	.lseek = cli_lseek,
-	.getlk = cli_fuse_getlk,
-	.setlk = cli_fuse_setlk,
-	.flock = cli_fuse_flock,
+static const struct fuse_lowlevel_ops fe_ops = {
+	.init = fe_init,
+	.lookup = fe_lookup,
+	.forget = fe_forget,
+	.forget_multi = fe_forget_multi,
+	.getattr = fe_getattr,
+	.setattr = fe_setattr,
+	.readlink = fe_readlink,
+	.mknod = fe_mknod,
+	.mkdir = fe_mkdir,
+	.unlink = fe_unlink,
+	.rmdir = fe_rmdir,
+	.symlink = fe_symlink,
+	.rename = fe_rename,
+	.link = fe_link,
+	.open = fe_open,
+	.read = fe_read,
+	.write = fe_write,
+	.flush = fe_flush,
+	.release = fe_release,
+	.fsync = fe_fsync,
+	.opendir = fe_opendir,
+	.readdir = fe_readdir,
+	.readdirplus = fe_readdirplus,
+	.releasedir = fe_releasedir,
+	.statfs = fe_statfs,
+	.setxattr = fe_setxattr,
+	.getxattr = fe_getxattr,
+	.listxattr = fe_listxattr,
+	.removexattr = fe_removexattr,
+	.access = fe_access,
+	.create = fe_create,
+	.fallocate = fe_fallocate,
+	.lseek = fe_lseek,
+	.getlk = fe_lock_getlk,
+	.setlk = fe_lock_setlk,
+	.flock = fe_lock_flock,
 };
 
-/* See cli_fuse.h. */
-int cli_fuse_init(struct cli_fuse *cf)
+/* See fe_fuse.h. */
+int fe_fuse_init(struct fe_fuse *cf)
 {
 	cf->opens = NULL;
 	return -pthread_mutex_init(&cf->open_lock, NULL);
 }
 
-/* See cli_fuse.h. No op runs any more, so the list is only taken under
+/* See fe_fuse.h. No op runs any more, so the list is only taken under
  * the lock for form. A file is settled as RELEASE would (writes in
  * flight, size), then freed (open count, removal if unlinked). */
-void cli_fuse_end(struct cli_fuse *cf)
+void fe_fuse_end(struct fe_fuse *cf)
 {
-	struct cli_open *o, *next;
+	struct fe_open *o, *next;
 	unsigned nfiles = 0, ndirs = 0;
 
 	pthread_mutex_lock(&cf->open_lock);
@@ -1390,12 +1390,12 @@ void cli_fuse_end(struct cli_fuse *cf)
 	for (; o; o = next) {
 		next = o->next;
 		if (o->dir) {
-			free((struct cli_dir *)o);
+			free((struct fe_dir *)o);
 			ndirs++;
 			continue;
 		}
-		file_settle(cf, (struct cli_file *)o);
-		file_free(cf, (struct cli_file *)o);
+		file_settle(cf, (struct fe_file *)o);
+		file_free(cf, (struct fe_file *)o);
 		nfiles++;
 	}
 	if (nfiles || ndirs)
@@ -1404,8 +1404,8 @@ void cli_fuse_end(struct cli_fuse *cf)
 	pthread_mutex_destroy(&cf->open_lock);
 }
 
-/* The operations table: see cli_fuse.h. */
-const struct fuse_lowlevel_ops *cli_fuse_ops(void)
+/* The operations table: see fe_fuse.h. */
+const struct fuse_lowlevel_ops *fe_fuse_ops(void)
 {
-	return &cli_ops;
+	return &fe_ops;
 }

@@ -1,8 +1,8 @@
 /*
- * cli_fuse.h - the FUSE low-level front end of the rpfs client.
+ * fe_fuse.h - the FUSE low-level front end of the rpfs client.
  */
-#ifndef RPFS_CLI_FUSE_H
-#define RPFS_CLI_FUSE_H
+#ifndef RPFS_FE_FUSE_H
+#define RPFS_FE_FUSE_H
 
 #include <fuse_lowlevel.h>
 #include <pthread.h>
@@ -11,41 +11,41 @@
 
 /*
  * The list link of a handle the kernel holds: an open file or directory
- * (struct cli_file, struct cli_dir in cli_fuse.c, which begin with it).
+ * (struct fe_file, struct fe_dir in fe_fuse.c, which begin with it).
  * The kernel sends RELEASE and RELEASEDIR in the background, and at
  * unmount ends the connection without sending those still queued, so the
  * handles left on the list when the session ends are released then
- * (cli_fuse_end).
+ * (fe_fuse_end).
  */
-struct cli_open {
-	struct cli_open *prev, *next; /* cli_fuse.open_lock */
-	int dir;                      /* a struct cli_dir; set before it is
-				       * listed, read-only after */
+struct fe_open {
+	struct fe_open *prev, *next; /* fe_fuse.open_lock */
+	int dir;                     /* a struct fe_dir; set before it is
+				      * listed, read-only after */
 };
 
 /* What the ops get as session userdata. Read-only while mounted, except
  * the handle list (open_lock). */
-struct cli_fuse {
+struct fe_fuse {
 	struct cli_fs *fs;
 	double attr_timeout;  /* seconds the kernel may cache attributes */
 	double entry_timeout; /* seconds the kernel may cache names (and misses) */
-	struct cli_wb *wb;    /* write-behind (cli_wb.h), NULL when off */
+	struct fe_wback *wb;   /* write-behind (fe_wback.h), NULL when off */
 	struct cli_reap *reap; /* background data removal (cli_reap.h) */
 	struct cli_lock *lock; /* cluster-wide locks (cli_lock.h) */
-	struct cli_loop *loop; /* the worker loop (cli_loop.h): set before
+	struct fe_loop *loop;  /* the worker loop (fe_loop.h): set before
 				  its workers start, cleared after they end */
 	const char *mountpoint; /* absolute, as mounted (read-only) */
 	unsigned read_ahead_kb; /* -o read_ahead_kb=, 0: kernel default */
-	pthread_mutex_t open_lock; /* protects opens (cli_fuse_init) */
-	struct cli_open *opens; /* open_lock: every handle the kernel holds */
+	pthread_mutex_t open_lock; /* protects opens (fe_fuse_init) */
+	struct fe_open *opens; /* open_lock: every handle the kernel holds */
 };
 
 /**
  * Prepare the handle list of cf: before the session serves requests.
- * Undone by cli_fuse_end.
+ * Undone by fe_fuse_end.
  * @return 0, -errno from pthread_mutex_init
  */
-int cli_fuse_init(struct cli_fuse *cf);
+int fe_fuse_init(struct fe_fuse *cf);
 
 /**
  * End of the session: once no thread can run an op any more (the loop's
@@ -59,13 +59,13 @@ int cli_fuse_init(struct cli_fuse *cf);
  * queues its removal (cf->reap).
  * How many there were is logged (info).
  */
-void cli_fuse_end(struct cli_fuse *cf);
+void fe_fuse_end(struct fe_fuse *cf);
 
 /**
- * The low-level operations; pass a struct cli_fuse as userdata to
+ * The low-level operations; pass a struct fe_fuse as userdata to
  * fuse_session_new().
  * @return the static operations table
  */
-const struct fuse_lowlevel_ops *cli_fuse_ops(void);
+const struct fuse_lowlevel_ops *fe_fuse_ops(void);
 
 #endif

@@ -1,7 +1,7 @@
 /*
- * cli_fuse_lock.c - FUSE lock operations on cli_lock: struct flock and
+ * fe_lock.c - FUSE lock operations on cli_lock: struct flock and
  * flock(2) operations to cli_lk, blocking requests on threads of their
- * own, interrupts to cancellations. See cli_fuse_lock.h.
+ * own, interrupts to cancellations. See fe_lock.h.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -21,7 +21,7 @@ struct lkw {
 	uint64_t ino, owner, fh;
 	struct cli_lk want;
 	struct cli_lock_wait w;
-	int fd;           /* /dev/fuse fd to reply on (cli_loop_req_fd) */
+	int fd;           /* /dev/fuse fd to reply on (fe_loop_req_fd) */
 };
 
 /* Threads of blocking requests still running (lkw_mu). */
@@ -32,7 +32,7 @@ static int lkw_threads;
 /* The lock client of a request. */
 static struct cli_lock *lk_of(fuse_req_t req)
 {
-	return ((struct cli_fuse *)fuse_req_userdata(req))->lock;
+	return ((struct fe_fuse *)fuse_req_userdata(req))->lock;
 }
 
 /* F_RDLCK/F_WRLCK/F_UNLCK to the wire type. @return 0, -EINVAL */
@@ -89,8 +89,8 @@ static void nb_end(fuse_req_t req)
 }
 
 /* GETLK: ask the mgr for a conflicting lock of another owner. */
-void cli_fuse_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
-		    struct flock *lock)
+void fe_lock_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		   struct flock *lock)
 {
 	struct cli_lock_wait w;
 	struct cli_lk l;
@@ -139,7 +139,7 @@ static void *lkw_main(void *arg)
 	struct lkw *k = arg;
 	int rc;
 
-	cli_loop_set_reply_fd(k->fd); /* the fd the request came from */
+	fe_loop_set_reply_fd(k->fd); /* the fd the request came from */
 	fuse_req_interrupt_func(k->req, lkw_interrupt, k);
 	rc = cli_lock_set(k->lk, k->ino, k->owner, &k->want, &k->w);
 	fuse_req_interrupt_func(k->req, NULL, NULL); /* waits out a callback */
@@ -167,7 +167,7 @@ static int lkw_start(fuse_req_t req, uint64_t ino, uint64_t owner,
 	if (!k)
 		return -ENOMEM;
 	*k = (struct lkw){ req, lk_of(req), ino, owner, fh, *l, { 0 },
-			   cli_loop_req_fd() };
+			   fe_loop_req_fd() };
 	cli_lock_wait_init(k->lk, &k->w);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -205,8 +205,8 @@ static void lk_set(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 }
 
 /* SETLK / SETLKW. */
-void cli_fuse_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
-		    struct flock *lock, int sleep)
+void fe_lock_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		   struct flock *lock, int sleep)
 {
 	struct cli_lk l;
 
@@ -216,8 +216,8 @@ void cli_fuse_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 }
 
 /* FLOCK: a whole-file lock of the open file (owner fi->lock_owner). */
-void cli_fuse_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
-		    int op)
+void fe_lock_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		   int op)
 {
 	struct cli_lk l = { 0, PROTO_LK_EOF, 0, PROTO_LK_UNLCK, PROTO_LK_FLOCK };
 
@@ -232,8 +232,8 @@ void cli_fuse_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 }
 
 /* FLUSH: a close drops the closing process's POSIX locks on the file. */
-int cli_fuse_lock_flush(struct cli_fuse *cf, fuse_ino_t ino,
-			struct fuse_file_info *fi)
+int fe_lock_flush(struct fe_fuse *cf, fuse_ino_t ino,
+		  struct fuse_file_info *fi)
 {
 	if (!cf->lock)
 		return 0;
@@ -241,8 +241,8 @@ int cli_fuse_lock_flush(struct cli_fuse *cf, fuse_ino_t ino,
 }
 
 /* RELEASE: the handle's flock, and the OFD locks taken through it. */
-int cli_fuse_lock_release(struct cli_fuse *cf, fuse_ino_t ino,
-			  struct fuse_file_info *fi)
+int fe_lock_release(struct fe_fuse *cf, fuse_ino_t ino,
+		    struct fuse_file_info *fi)
 {
 	if (!cf->lock)
 		return 0;
@@ -251,7 +251,7 @@ int cli_fuse_lock_release(struct cli_fuse *cf, fuse_ino_t ino,
 }
 
 /* End the waits, then wait for their threads to reply and exit. */
-void cli_fuse_lock_drain(struct cli_fuse *cf)
+void fe_lock_drain(struct fe_fuse *cf)
 {
 	if (!cf->lock)
 		return;

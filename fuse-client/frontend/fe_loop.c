@@ -1,8 +1,8 @@
 /*
- * cli_loop.c - rpfs-fuse's FUSE worker loop on registered buffers
- * (cli_loop.h). Only libfuse's public API is used: fuse_session_receive_buf
+ * fe_loop.c - rpfs-fuse's FUSE worker loop on registered buffers
+ * (fe_loop.h). Only libfuse's public API is used: fuse_session_receive_buf
  * reads into the worker's preset buf.mem (libfuse allocates only when mem
- * is NULL, and splice reading is never negotiated: cli_init clears
+ * is NULL, and splice reading is never negotiated: fe_init clears
  * FUSE_CAP_SPLICE_READ), fuse_session_process_buf dispatches with the data
  * in place, and a fuse_custom_io routes every read and reply through the
  * calling thread's cloned fd.
@@ -31,12 +31,12 @@
  * it shrinks to max_write + 4 KiB. Our request buffers hold the initial. */
 #define LOOP_MAX_PAGES 256
 #define LOOP_HDR_SIZE 0x1000
-#define LOOP_REPLY_SIZE (1u << 20) /* CLI_MAX_IO: max_read/max_readahead */
+#define LOOP_REPLY_SIZE (1u << 20) /* FE_MAX_IO: max_read/max_readahead */
 
 /* One worker. Fields are set before its thread starts and read-only
  * after, except those noted. */
 struct loop_worker {
-	struct cli_loop *lp;
+	struct fe_loop *lp;
 	pthread_t thr;
 	int started;           /* thr is joinable (main thread only) */
 	int fd;                /* its cloned /dev/fuse fd */
@@ -49,7 +49,7 @@ struct loop_worker {
 				  read by main after join) */
 };
 
-struct cli_loop {
+struct fe_loop {
 	struct fuse_session *se;
 	struct net_client *net;
 	unsigned n;                 /* workers */
@@ -66,14 +66,14 @@ struct cli_loop {
 	struct loop_worker w[];
 };
 
-/* FUSE requests read, by opcode (CLI_LOOP_FUSE_OPS and above in the last
+/* FUSE requests read, by opcode (FE_LOOP_FUSE_OPS and above in the last
  * slot): process-wide, as rpfs-fuse runs one session; relaxed atomics,
- * added by the workers, read by the metrics thread (cli_loop_fuse_count). */
-static atomic_uint_least64_t fuse_ops[CLI_LOOP_FUSE_OPS + 1];
+ * added by the workers, read by the metrics thread (fe_loop_fuse_count). */
+static atomic_uint_least64_t fuse_ops[FE_LOOP_FUSE_OPS + 1];
 
 /* Opcode names for /metrics, as the kernel's enum fuse_opcode spells them
  * without FUSE_; NULL for the numbers it leaves unused. */
-static const char *const fuse_op_names[CLI_LOOP_FUSE_OPS] = {
+static const char *const fuse_op_names[FE_LOOP_FUSE_OPS] = {
 	[FUSE_LOOKUP] = "LOOKUP", [FUSE_FORGET] = "FORGET",
 	[FUSE_GETATTR] = "GETATTR", [FUSE_SETATTR] = "SETATTR",
 	[FUSE_READLINK] = "READLINK", [FUSE_SYMLINK] = "SYMLINK",
@@ -103,9 +103,9 @@ static const char *const fuse_op_names[CLI_LOOP_FUSE_OPS] = {
 
 /* The worker running on this thread, NULL elsewhere. */
 static __thread struct loop_worker *cur;
-/* A non-worker thread's reply fd (cli_loop_set_reply_fd), -1 if none. */
+/* A non-worker thread's reply fd (fe_loop_set_reply_fd), -1 if none. */
 static __thread int reply_fd = -1;
-/* Run once after this thread's next reply is written (cli_loop_after_reply). */
+/* Run once after this thread's next reply is written (fe_loop_after_reply). */
 static __thread void (*after_fn)(void *);
 static __thread void *after_arg;
 
@@ -119,7 +119,7 @@ static int thread_fd(int fallback)
 }
 
 /* Raise max_req to v (lock-free). */
-static void note_max(struct cli_loop *lp, uint64_t v)
+static void note_max(struct fe_loop *lp, uint64_t v)
 {
 	uint_least64_t m = atomic_load_explicit(&lp->max_req, memory_order_relaxed);
 
@@ -139,8 +139,8 @@ static void note_request(struct loop_worker *w, const void *buf, size_t n)
 	w->read_unique = 0;
 	if (n < sizeof(*in))
 		return;
-	atomic_fetch_add_explicit(&fuse_ops[in->opcode < CLI_LOOP_FUSE_OPS ?
-					    in->opcode : CLI_LOOP_FUSE_OPS],
+	atomic_fetch_add_explicit(&fuse_ops[in->opcode < FE_LOOP_FUSE_OPS ?
+					    in->opcode : FE_LOOP_FUSE_OPS],
 				  1, memory_order_relaxed);
 	if (in->opcode == FUSE_WRITE && n >= sizeof(*in) + sizeof(struct fuse_write_in)) {
 		const struct fuse_write_in *wi = (const void *)arg;
@@ -210,7 +210,7 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	return n;
 }
 
-/* custom io splice_receive: /dev/fuse is the source (unused: cli_init never
+/* custom io splice_receive: /dev/fuse is the source (unused: fe_init never
  * negotiates splice reading), on the thread's fd. */
 static ssize_t io_splice_receive(int fdin, off_t *offin, int fdout,
 				 off_t *offout, size_t len, unsigned int flags,
@@ -221,7 +221,7 @@ static ssize_t io_splice_receive(int fdin, off_t *offin, int fdout,
 }
 
 /* custom io splice_send: /dev/fuse is the target, on the thread's fd.
- * libfuse splices only replies with data from an fd (cli_splice.c's READ
+ * libfuse splices only replies with data from an fd (fe_splice.c's READ
  * replies): header and payload leave the pipe in one splice, and the
  * kernel copies the payload into the reader's pages (no SPLICE_F_MOVE for
  * a direct read), so a READ's payload counts in copy_bytes as it does
@@ -275,7 +275,7 @@ static int clone_fd(int sessionfd)
 /* Map the pool and carve each worker's buffers; declare it to net (a
  * failure only costs registrations per call, so it is logged, not fatal).
  * @return 0, -errno from mmap */
-static int pool_map(struct cli_loop *lp)
+static int pool_map(struct fe_loop *lp)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	size_t per;
@@ -302,14 +302,14 @@ static int pool_map(struct cli_loop *lp)
 	return 0;
 }
 
-int cli_loop_new(struct cli_loop **out, struct fuse_session *se,
-		 struct net_client *net, unsigned nworkers)
+int fe_loop_new(struct fe_loop **out, struct fuse_session *se,
+		struct net_client *net, unsigned nworkers)
 {
-	struct cli_loop *lp;
+	struct fe_loop *lp;
 	int rc;
 
 	*out = NULL;
-	if (nworkers < 1 || nworkers > CLI_LOOP_MAX_WORKERS)
+	if (nworkers < 1 || nworkers > FE_LOOP_MAX_WORKERS)
 		return -EINVAL;
 	lp = calloc(1, sizeof(*lp) + nworkers * sizeof(lp->w[0]));
 	if (!lp)
@@ -347,12 +347,12 @@ int cli_loop_new(struct cli_loop **out, struct fuse_session *se,
 	*out = lp;
 	return 0;
 out_free:
-	cli_loop_free(lp);
+	fe_loop_free(lp);
 	return rc;
 }
 
 /* Tell the main thread a worker stopped. */
-static void post_stop(struct cli_loop *lp)
+static void post_stop(struct fe_loop *lp)
 {
 	uint64_t one = 1;
 
@@ -402,7 +402,7 @@ static void *worker_main(void *arg)
 
 /* Start every worker with SIGINT/SIGTERM/SIGHUP blocked (inherited from
  * the caller's mask). @return 0, -errno from pthread_create */
-static int workers_start(struct cli_loop *lp)
+static int workers_start(struct fe_loop *lp)
 {
 	for (unsigned i = 0; i < lp->n; i++) {
 		int rc = -pthread_create(&lp->w[i].thr, NULL, worker_main, &lp->w[i]);
@@ -419,7 +419,7 @@ static int workers_start(struct cli_loop *lp)
 /* End the session and join every started worker: those blocked reading
  * are cancelled, the others finish their request and see the exit.
  * @return the first worker error, or 0 */
-static int workers_stop(struct cli_loop *lp)
+static int workers_stop(struct fe_loop *lp)
 {
 	int rc = 0;
 
@@ -440,7 +440,7 @@ static int workers_stop(struct cli_loop *lp)
 
 /* Wait (signals unblocked only inside ppoll, so none is lost between the
  * check and the wait) until the session has exited. @return 0, -errno */
-static int wait_exit(struct cli_loop *lp)
+static int wait_exit(struct fe_loop *lp)
 {
 	struct pollfd pfd = { .fd = lp->evfd, .events = POLLIN };
 	sigset_t mask;
@@ -459,7 +459,7 @@ static int wait_exit(struct cli_loop *lp)
 	return 0;
 }
 
-int cli_loop_run(struct cli_loop *lp)
+int fe_loop_run(struct fe_loop *lp)
 {
 	int rc = workers_start(lp);
 	int rc2;
@@ -470,7 +470,7 @@ int cli_loop_run(struct cli_loop *lp)
 	return rc ? rc : rc2;
 }
 
-void cli_loop_free(struct cli_loop *lp)
+void fe_loop_free(struct fe_loop *lp)
 {
 	if (!lp)
 		return;
@@ -486,43 +486,43 @@ void cli_loop_free(struct cli_loop *lp)
 	free(lp);
 }
 
-void *cli_loop_reply_buf(size_t len)
+void *fe_loop_reply_buf(size_t len)
 {
 	return cur && len <= LOOP_REPLY_SIZE ? cur->reply : NULL;
 }
 
-int cli_loop_req_fd(void)
+int fe_loop_req_fd(void)
 {
 	return cur ? cur->fd : reply_fd;
 }
 
-void cli_loop_set_reply_fd(int fd)
+void fe_loop_set_reply_fd(int fd)
 {
 	reply_fd = fd;
 }
 
-void cli_loop_counts(const struct cli_loop *lp, uint64_t *copy,
-		     uint64_t *max_req)
+void fe_loop_counts(const struct fe_loop *lp, uint64_t *copy,
+		    uint64_t *max_req)
 {
-	*copy = lp ? atomic_load(&((struct cli_loop *)lp)->copy_bytes) : 0;
-	*max_req = lp ? atomic_load(&((struct cli_loop *)lp)->max_req) : 0;
+	*copy = lp ? atomic_load(&((struct fe_loop *)lp)->copy_bytes) : 0;
+	*max_req = lp ? atomic_load(&((struct fe_loop *)lp)->max_req) : 0;
 }
 
-/* See cli_loop.h. */
-uint64_t cli_loop_fuse_count(unsigned op, const char **name)
+/* See fe_loop.h. */
+uint64_t fe_loop_fuse_count(unsigned op, const char **name)
 {
-	if (op > CLI_LOOP_FUSE_OPS) {
+	if (op > FE_LOOP_FUSE_OPS) {
 		*name = NULL;
 		return 0;
 	}
-	*name = op < CLI_LOOP_FUSE_OPS ? fuse_op_names[op] : "OTHER";
+	*name = op < FE_LOOP_FUSE_OPS ? fuse_op_names[op] : "OTHER";
 	if (!*name)
 		return 0;
 	return atomic_load_explicit(&fuse_ops[op], memory_order_relaxed);
 }
 
-/* See cli_loop.h. */
-void cli_loop_after_reply(void (*fn)(void *), void *arg)
+/* See fe_loop.h. */
+void fe_loop_after_reply(void (*fn)(void *), void *arg)
 {
 	after_fn = fn;
 	after_arg = arg;

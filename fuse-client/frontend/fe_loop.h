@@ -1,5 +1,5 @@
 /*
- * cli_loop.h - rpfs-fuse's own FUSE worker loop, on registered buffers.
+ * fe_loop.h - rpfs-fuse's own FUSE worker loop, on registered buffers.
  *
  * Replaces fuse_session_loop_mt: N persistent worker threads, each reading
  * requests from its own cloned /dev/fuse fd into a request buffer and
@@ -12,11 +12,11 @@
  * must be written to the fd its request was read from. The loop installs a
  * fuse_custom_io whose read/writev/splice use the calling thread's fd: a
  * worker's own clone, or, in a thread that answers a request handed to it
- * (cli_fuse_lock.c's waiters), the fd captured with cli_loop_req_fd() by the
- * worker at dispatch and set with cli_loop_set_reply_fd() in the thread.
+ * (fe_lock.c's waiters), the fd captured with fe_loop_req_fd() by the
+ * worker at dispatch and set with fe_loop_set_reply_fd() in the thread.
  */
-#ifndef RPFS_CLI_LOOP_H
-#define RPFS_CLI_LOOP_H
+#ifndef RPFS_FE_LOOP_H
+#define RPFS_FE_LOOP_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -25,24 +25,24 @@
 
 #include "net.h"
 
-#define CLI_LOOP_MAX_WORKERS 64
-#define CLI_LOOP_DEFAULT_WORKERS 8
+#define FE_LOOP_MAX_WORKERS 64
+#define FE_LOOP_DEFAULT_WORKERS 8
 
-struct cli_loop;
+struct fe_loop;
 
 /**
  * Set up the loop on a mounted session: clone one /dev/fuse fd per worker,
  * map and declare the buffer pool, install the custom io. Threads are
- * started by cli_loop_run().
+ * started by fe_loop_run().
  * @param out      the loop
  * @param se       the session, after fuse_session_mount()
  * @param net      the transport client the pool is declared to
- * @param nworkers 1..CLI_LOOP_MAX_WORKERS
+ * @param nworkers 1..FE_LOOP_MAX_WORKERS
  * @return 0, -EINVAL (nworkers), -ENOMEM, or -errno from open/ioctl/mmap
  *	(message logged)
  */
-int cli_loop_new(struct cli_loop **out, struct fuse_session *se,
-		 struct net_client *net, unsigned nworkers);
+int fe_loop_new(struct fe_loop **out, struct fuse_session *se,
+		struct net_client *net, unsigned nworkers);
 
 /**
  * Run the workers until the file system is unmounted, a signal ended the
@@ -52,33 +52,33 @@ int cli_loop_new(struct cli_loop **out, struct fuse_session *se,
  * @return 0 (unmount or signal), -errno (a worker could not be started or
  *	reading /dev/fuse failed)
  */
-int cli_loop_run(struct cli_loop *lp);
+int fe_loop_run(struct fe_loop *lp);
 
 /**
  * Close the cloned fds, undeclare and unmap the pool. Call after every
- * thread that may reply (cli_fuse_lock_drain) is gone. NULL is a no-op.
+ * thread that may reply (fe_lock_drain) is gone. NULL is a no-op.
  */
-void cli_loop_free(struct cli_loop *lp);
+void fe_loop_free(struct fe_loop *lp);
 
 /**
  * The calling worker's registered reply buffer, for a reply of len bytes.
  * @return the buffer, or NULL (not a worker thread, or len > 1 MiB)
  */
-void *cli_loop_reply_buf(size_t len);
+void *fe_loop_reply_buf(size_t len);
 
 /**
  * The /dev/fuse fd the calling thread's current request came from: capture
  * it when handing a request to another thread.
  * @return the fd, or -1 (not a loop thread: replies go to the session fd)
  */
-int cli_loop_req_fd(void);
+int fe_loop_req_fd(void);
 
 /**
  * Make the calling (non-worker) thread's replies go to fd, as captured by
- * cli_loop_req_fd(); -1 restores the session fd.
+ * fe_loop_req_fd(); -1 restores the session fd.
  * @param fd the fd, or -1
  */
-void cli_loop_set_reply_fd(int fd);
+void fe_loop_set_reply_fd(int fd);
 
 /**
  * Run fn(arg) once, in the calling thread, right after its next reply has
@@ -87,7 +87,7 @@ void cli_loop_set_reply_fd(int fd);
  * @param fn  the hook
  * @param arg its argument
  */
-void cli_loop_after_reply(void (*fn)(void *), void *arg);
+void fe_loop_after_reply(void (*fn)(void *), void *arg);
 
 /**
  * Data path counters: payload bytes the kernel copied through /dev/fuse
@@ -97,22 +97,22 @@ void cli_loop_after_reply(void (*fn)(void *), void *arg);
  * @param copy     out: fuse_copy_bytes
  * @param max_req  out: fuse_max_req_bytes
  */
-void cli_loop_counts(const struct cli_loop *lp, uint64_t *copy,
-		     uint64_t *max_req);
+void fe_loop_counts(const struct fe_loop *lp, uint64_t *copy,
+		    uint64_t *max_req);
 
 /* FUSE opcodes counted one by one (enum fuse_opcode below CUSE_INIT);
  * larger ones are counted together as "OTHER". */
-#define CLI_LOOP_FUSE_OPS 64
+#define FE_LOOP_FUSE_OPS 64
 
 /**
  * FUSE requests the kernel sent this process, by opcode, since it started
  * (every worker loop of the process counts into one table). Any thread;
  * cost: one relaxed atomic load.
- * @param op   an opcode, 0..CLI_LOOP_FUSE_OPS (CLI_LOOP_FUSE_OPS: "OTHER")
+ * @param op   an opcode, 0..FE_LOOP_FUSE_OPS (FE_LOOP_FUSE_OPS: "OTHER")
  * @param name out: the opcode's name without FUSE_, or NULL for a number
  *             the kernel leaves unused or op out of range (then 0 returned)
  * @return the count
  */
-uint64_t cli_loop_fuse_count(unsigned op, const char **name);
+uint64_t fe_loop_fuse_count(unsigned op, const char **name);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * cli_main.c - rpfs-fuse: mount an rpfs file system with FUSE.
+ * fe_main.c - rpfs-fuse: mount an rpfs file system with FUSE.
  *
  *   rpfs-fuse MGRHOST[:PORT] MOUNTPOINT [-f] [-d] [-o OPT[,OPT...]]
  *
@@ -35,7 +35,7 @@
 #include "mountinfo.h"
 
 #define DEFAULT_MGR_PORT 7400
-#define DEFAULT_READ_AHEAD_KB 4096 /* 4 READs of CLI_MAX_IO (1 MiB) in flight */
+#define DEFAULT_READ_AHEAD_KB 4096 /* 4 READs of FE_MAX_IO (1 MiB) in flight */
 #define MAX_READ_AHEAD_KB 65536
 
 /* Command line state filled by fuse_opt_parse. */
@@ -51,9 +51,9 @@ struct cli_args {
 	char *conf;           /* -o conf=FILE */
 	char *transport;      /* -o transport=NAME */
 	int writeback;        /* kernel writeback cache (-o [no_]writeback_cache) */
-	int write_behind;     /* -o [no_]write_behind (cli_wb.h) */
-	unsigned workers;     /* -o workers=N (cli_loop.h) */
-	unsigned read_ahead_kb; /* -o read_ahead_kb=N (cli_bdi.h), 0: leave it */
+	int write_behind;     /* -o [no_]write_behind (fe_wback.h) */
+	unsigned workers;     /* -o workers=N (fe_loop.h) */
+	unsigned read_ahead_kb; /* -o read_ahead_kb=N (fe_bdi.h), 0: leave it */
 	char metrics_host[PROTO_MAX_HOST + 1]; /* -o metrics=HOST:PORT */
 	uint16_t metrics_port;
 	int metrics;          /* -o metrics= given */
@@ -115,8 +115,8 @@ static void usage(const char *prog, FILE *f)
 		"  -o metrics=HOST:PORT serve Prometheus /metrics there (default off)\n"
 		"  -o allow_other     and the other generic FUSE mount options\n"
 		"  -o _netdev         (fstab) accepted and ignored\n"
-		"default mgr port: %d\n", prog, CLI_LOOP_MAX_WORKERS,
-		CLI_LOOP_DEFAULT_WORKERS, MAX_READ_AHEAD_KB, DEFAULT_READ_AHEAD_KB,
+		"default mgr port: %d\n", prog, FE_LOOP_MAX_WORKERS,
+		FE_LOOP_DEFAULT_WORKERS, MAX_READ_AHEAD_KB, DEFAULT_READ_AHEAD_KB,
 		DEFAULT_MGR_PORT);
 }
 
@@ -215,7 +215,7 @@ static int opt_proc(void *data, const char *arg, int key,
 		a->write_behind = key == KEY_BEHIND;
 		return 0;
 	case KEY_WORKERS:
-		return parse_count(a, arg, 1, CLI_LOOP_MAX_WORKERS, &a->workers);
+		return parse_count(a, arg, 1, FE_LOOP_MAX_WORKERS, &a->workers);
 	case KEY_READ_AHEAD:
 		return parse_count(a, arg, 0, MAX_READ_AHEAD_KB, &a->read_ahead_kb);
 	case KEY_ATTR_TIMEOUT:
@@ -315,22 +315,22 @@ static void daemon_ready(int fd, unsigned char status)
 }
 
 /*
- * Run the FUSE session on our worker loop (cli_loop.h) until unmount or
+ * Run the FUSE session on our worker loop (fe_loop.h) until unmount or
  * signal; the threads that may still reply (lock waiters) are drained
  * before the caller frees the loop and so closes its fds. @return 0, -errno
  */
-static int run_session(struct cli_fuse *cf, struct cli_loop *lp)
+static int run_session(struct fe_fuse *cf, struct fe_loop *lp)
 {
 	int rc;
 
 	cf->loop = lp;
-	rc = cli_loop_run(lp);
-	cli_fuse_lock_drain(cf);
+	rc = fe_loop_run(lp);
+	fe_lock_drain(cf);
 	return rc;
 }
 
 /* Block the signals that end the session in this thread and so in every
- * thread started after: only the loop's wait unblocks them (cli_loop_run),
+ * thread started after: only the loop's wait unblocks them (fe_loop_run),
  * so the handler always runs where the exit is noticed. */
 static void block_exit_signals(void)
 {
@@ -454,14 +454,14 @@ int main(int argc, char **argv)
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct cli_args a = { .timeout = 10, .attr_timeout = 1.0,
 			      .entry_timeout = 1.0, .writeback = 0, .write_behind = 1,
-			      .workers = CLI_LOOP_DEFAULT_WORKERS,
+			      .workers = FE_LOOP_DEFAULT_WORKERS,
 			      .read_ahead_kb = DEFAULT_READ_AHEAD_KB };
 	struct fuse_cmdline_opts fo;
 	struct net_opts no;
-	struct cli_fuse cf;
+	struct fe_fuse cf;
 	struct fuse_session *se;
-	struct cli_loop *lp;
-	struct cli_metrics *metrics = NULL;
+	struct fe_loop *lp;
+	struct fe_metrics *metrics = NULL;
 	struct addr_hp mgrs[ADDR_MAX_LIST];
 	int nmgrs = 0;
 	char src[ADDR_STRLEN];
@@ -543,30 +543,30 @@ int main(int argc, char **argv)
 	if (a.metrics) {
 		char msg[PROTO_MAX_HOST * 2 + 200], url[ADDR_STRLEN];
 
-		rc = cli_metrics_start(&metrics, a.metrics_host, a.metrics_port,
-				       cf.fs, msg, sizeof(msg));
+		rc = fe_metrics_start(&metrics, a.metrics_host, a.metrics_port,
+				      cf.fs, msg, sizeof(msg));
 		if (rc) {
 			log_err("%s", msg);
 			goto out_free_fs;
 		}
 		log_notice("metrics on http://%s/metrics", addr_format(url, sizeof(url),
-			   a.metrics_host, cli_metrics_port(metrics)));
+			   a.metrics_host, fe_metrics_port(metrics)));
 	}
 	cli_itab_set_writeback(cf.fs->itab, a.writeback);
 	cli_itab_set_attr_ttl(cf.fs->itab, a.attr_timeout);
 	/* without it the root's GETATTRs all go to the mgr: only slower */
 	(void)cli_inode_pin(cf.fs->itab, FUSE_ROOT_ID);
-	/* write-behind where the data is sent at submit (tcp; see cli_wb.h) */
+	/* write-behind where the data is sent at submit (tcp; see fe_wback.h) */
 	if (a.write_behind && net_client_wr_sent_at_submit(cf.fs->net) &&
-	    cli_wb_new(&cf.wb, cf.fs))
+	    fe_wback_new(&cf.wb, cf.fs))
 		goto out_stop_metrics;
 	if (cli_reap_new(&cf.reap, cf.fs))
 		goto out_free_wb;
 	if (cli_lock_new(&cf.lock, cf.fs, &no))
 		goto out_free_reap;
-	if (cli_fuse_init(&cf))
+	if (fe_fuse_init(&cf))
 		goto out_free_lock;
-	se = fuse_session_new(&args, cli_fuse_ops(), sizeof(struct fuse_lowlevel_ops),
+	se = fuse_session_new(&args, fe_fuse_ops(), sizeof(struct fuse_lowlevel_ops),
 			      &cf);
 	if (!se)
 		goto out_end_handles;
@@ -574,7 +574,7 @@ int main(int argc, char **argv)
 		goto out_destroy_session;
 	if (fuse_session_mount(se, fo.mountpoint) != 0)
 		goto out_remove_handlers;
-	if (cli_loop_new(&lp, se, cf.fs->net, fo.singlethread ? 1 : a.workers))
+	if (fe_loop_new(&lp, se, cf.fs->net, fo.singlethread ? 1 : a.workers))
 		goto out_unmount;
 	log_notice("mounted %s on %s (%u iods)", src, fo.mountpoint,
 		   cf.fs->niods);
@@ -582,7 +582,7 @@ int main(int argc, char **argv)
 	notify_fd = -1;
 	ret = run_session(&cf, lp) ? 1 : 0;
 	cf.loop = NULL;
-	cli_loop_free(lp);
+	fe_loop_free(lp);
 out_unmount:
 	fuse_session_unmount(se);
 out_remove_handlers:
@@ -592,15 +592,15 @@ out_destroy_session:
 out_end_handles:
 	/* no op runs any more: what the kernel never released goes now,
 	 * before what the handles use (wb, reap, fs) is freed */
-	cli_fuse_end(&cf);
+	fe_fuse_end(&cf);
 out_free_lock:
 	cli_lock_free(cf.lock);
 out_free_reap:
 	cli_reap_free(cf.reap);
 out_free_wb:
-	cli_wb_free(cf.wb);
+	fe_wback_free(cf.wb);
 out_stop_metrics:
-	cli_metrics_stop(metrics); /* after every thread that makes calls */
+	fe_metrics_stop(metrics); /* after every thread that makes calls */
 out_free_fs:
 	cli_fs_free(cf.fs);
 out_notify:

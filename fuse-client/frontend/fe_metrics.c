@@ -1,4 +1,4 @@
-/* cli_metrics.c - a mount's /metrics families; see cli_metrics.h. */
+/* fe_metrics.c - a mount's /metrics families; see fe_metrics.h. */
 #include "fe_metrics.h"
 
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include "metrics.h"
 
 /* The endpoint; immutable after start except ops (atomics). */
-struct cli_metrics {
+struct fe_metrics {
 	struct cli_fs *fs;
 	struct net_client *cl;
 	struct metrics_srv *http;
@@ -21,7 +21,7 @@ struct cli_metrics {
  * reconnections and calls in flight; the mgr with role="mgr", each iod
  * with role="iod" and its id. HTTP thread; cost: three atomic loads per
  * server. */
-static void cli_metrics_servers(struct metrics_buf *b, struct cli_metrics *m)
+static void fe_metrics_servers(struct metrics_buf *b, struct fe_metrics *m)
 {
 	const char *up = "rpfs_client_connected";
 	const char *fl = "rpfs_client_server_calls_in_flight";
@@ -61,10 +61,10 @@ static void cli_metrics_servers(struct metrics_buf *b, struct cli_metrics *m)
 	}
 }
 
-/* The FUSE requests the kernel sent, by opcode (cli_loop_fuse_count): the
+/* The FUSE requests the kernel sent, by opcode (fe_loop_fuse_count): the
  * first half of a metadata op's cost, the calls by op above the second.
  * HTTP thread; cost: one atomic load per opcode. */
-static void cli_metrics_fuse(struct metrics_buf *b)
+static void fe_metrics_fuse(struct metrics_buf *b)
 {
 	const char *fam = "rpfs_client_fuse_requests_total";
 	const char *name;
@@ -72,8 +72,8 @@ static void cli_metrics_fuse(struct metrics_buf *b)
 
 	metrics_family(b, fam, "counter",
 		       "FUSE requests the kernel sent this mount, by opcode.");
-	for (op = 0; op <= CLI_LOOP_FUSE_OPS; op++) {
-		uint64_t n = cli_loop_fuse_count(op, &name);
+	for (op = 0; op <= FE_LOOP_FUSE_OPS; op++) {
+		uint64_t n = fe_loop_fuse_count(op, &name);
 
 		if (name && n) /* as the per-op families: no zero series */
 			metrics_u64(b, fam, n, "op", name, NULL);
@@ -81,27 +81,27 @@ static void cli_metrics_fuse(struct metrics_buf *b)
 }
 
 /* metrics_fn: the client's families. HTTP thread. */
-static void cli_metrics_write(struct metrics_buf *b, void *arg)
+static void fe_metrics_write(struct metrics_buf *b, void *arg)
 {
-	struct cli_metrics *m = arg;
+	struct fe_metrics *m = arg;
 	struct net_stats st;
 
 	metrics_ops_write(b, "rpfs_client", m->ops);
-	cli_metrics_fuse(b);
+	fe_metrics_fuse(b);
 	metrics_family(b, "rpfs_client_calls_in_flight", "gauge",
 		       "Calls sent and not yet collected; each holds a server credit "
 		       "until its reply.");
 	metrics_u64(b, "rpfs_client_calls_in_flight", net_client_calls_in_flight(m->cl), NULL);
-	cli_metrics_servers(b, m);
+	fe_metrics_servers(b, m);
 	net_client_stats(m->cl, &st);
 	metrics_net_write(b, &st, net_client_transport(m->cl));
 }
 
-/* See cli_metrics.h. */
-int cli_metrics_start(struct cli_metrics **out, const char *host, uint16_t port,
-		      struct cli_fs *fs, char *err, size_t errcap)
+/* See fe_metrics.h. */
+int fe_metrics_start(struct fe_metrics **out, const char *host, uint16_t port,
+		     struct cli_fs *fs, char *err, size_t errcap)
 {
-	struct cli_metrics *m = calloc(1, sizeof(*m));
+	struct fe_metrics *m = calloc(1, sizeof(*m));
 	int rc;
 
 	rc = -ENOMEM;
@@ -113,7 +113,7 @@ int cli_metrics_start(struct cli_metrics **out, const char *host, uint16_t port,
 		goto out_free_m;
 	m->fs = fs;
 	m->cl = fs->net;
-	rc = metrics_start(&m->http, "-o metrics", host, port, cli_metrics_write,
+	rc = metrics_start(&m->http, "-o metrics", host, port, fe_metrics_write,
 			   m, err, errcap);
 	if (rc)
 		goto out_free_ops;
@@ -128,16 +128,16 @@ out_free_m:
 	return rc;
 }
 
-/* See cli_metrics.h. */
-uint16_t cli_metrics_port(const struct cli_metrics *m)
+/* See fe_metrics.h. */
+uint16_t fe_metrics_port(const struct fe_metrics *m)
 {
 	return metrics_port(m->http);
 }
 
-/* See cli_metrics.h. Timing stops first; calls still in flight may have
+/* See fe_metrics.h. Timing stops first; calls still in flight may have
  * read the pointer, so ops is freed only when the client is idle (the
  * caller stops this after the FUSE loop ended). */
-void cli_metrics_stop(struct cli_metrics *m)
+void fe_metrics_stop(struct fe_metrics *m)
 {
 	if (!m)
 		return;
@@ -149,23 +149,23 @@ void cli_metrics_stop(struct cli_metrics *m)
 
 #else /* !RPFS_HAVE_METRICS */
 
-/* See cli_metrics.h: built without libmicrohttpd. */
-int cli_metrics_start(struct cli_metrics **out, const char *host, uint16_t port,
-		      struct cli_fs *fs, char *err, size_t errcap)
+/* See fe_metrics.h: built without libmicrohttpd. */
+int fe_metrics_start(struct fe_metrics **out, const char *host, uint16_t port,
+		     struct cli_fs *fs, char *err, size_t errcap)
 {
 	snprintf(err, errcap, "-o metrics: this rpfs-fuse was built without "
 		 "metrics (meson -Dmetrics=enabled, libmicrohttpd-dev)");
 	return -ENOTSUP;
 }
 
-/* See cli_metrics.h. */
-uint16_t cli_metrics_port(const struct cli_metrics *m)
+/* See fe_metrics.h. */
+uint16_t fe_metrics_port(const struct fe_metrics *m)
 {
 	return 0;
 }
 
-/* See cli_metrics.h. */
-void cli_metrics_stop(struct cli_metrics *m)
+/* See fe_metrics.h. */
+void fe_metrics_stop(struct fe_metrics *m)
 {
 }
 

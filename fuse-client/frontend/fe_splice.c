@@ -1,5 +1,5 @@
 /*
- * cli_splice.c - READ replies by splice on TCP (cli_splice.h).
+ * fe_splice.c - READ replies by splice on TCP (fe_splice.h).
  *
  * A READ of at least SPL_MIN bytes is read with cli_io_read_pipes: every
  * iod's share goes from its socket into a pipe of this thread (the tcp
@@ -148,10 +148,10 @@ static int spl_pipe_probe(void)
 	return ok;
 }
 
-/* See cli_splice.h. Not FUSE_CAP_SPLICE_MOVE: the pipes may reference the
+/* See fe_splice.h. Not FUSE_CAP_SPLICE_MOVE: the pipes may reference the
  * iod's page-cache pages (loopback), which the kernel must never move into
  * the reader's page cache; it copies them (the one copy left). */
-int cli_splice_init(struct cli_fs *fs, struct fuse_conn_info *conn)
+int fe_splice_init(struct cli_fs *fs, struct fuse_conn_info *conn)
 {
 	spl_on = net_client_rd_to_pipe(fs->net) &&
 		 (conn->capable & FUSE_CAP_SPLICE_WRITE) && spl_pipe_probe();
@@ -177,11 +177,11 @@ static int spl_pipes_ready(struct spl_tls *t, const struct proto_layout *l,
 	return 0;
 }
 
-/* See cli_splice.h. Cost: per iod one request and a few splices; then
+/* See fe_splice.h. Cost: per iod one request and a few splices; then
  * libfuse's splice per piece into its pipe and one into /dev/fuse. */
-int cli_splice_read(fuse_req_t req, struct cli_fs *fs, uint64_t ino,
-		    const struct proto_layout *l, uint64_t off, size_t size,
-		    void *buf)
+int fe_splice_read(fuse_req_t req, struct cli_fs *fs, uint64_t ino,
+		   const struct proto_layout *l, uint64_t off, size_t size,
+		   void *buf)
 {
 	struct spl_tls *t;
 	size_t n = 0;

@@ -1,10 +1,10 @@
 /*
- * cli_splice.h - READ replies by splice on TCP: the iods' data goes from
+ * fe_splice.h - READ replies by splice on TCP: the iods' data goes from
  * the sockets into pipes and from there to /dev/fuse, never through a
  * user-space buffer (see HACKING.md "Zero-copy reads on TCP").
  */
-#ifndef RPFS_CLI_SPLICE_H
-#define RPFS_CLI_SPLICE_H
+#ifndef RPFS_FE_SPLICE_H
+#define RPFS_FE_SPLICE_H
 
 #include <fuse_lowlevel.h>
 #include <stddef.h>
@@ -16,12 +16,12 @@
  * At INIT: decide whether READs are answered by splice (the transport can
  * put read data into pipes, the kernel takes spliced replies, and a pipe
  * can grow to 2 MiB, which libfuse needs to splice a 1 MiB reply), and if
- * so ask for FUSE_CAP_SPLICE_WRITE (not SPLICE_MOVE, cli_splice.c). Call once,
+ * so ask for FUSE_CAP_SPLICE_WRITE (not SPLICE_MOVE, fe_splice.c). Call once,
  * after any code that clears the splice capabilities.
  * @param conn the connection being negotiated
  * @return 1 splice on, 0 off
  */
-int cli_splice_init(struct cli_fs *fs, struct fuse_conn_info *conn);
+int fe_splice_init(struct cli_fs *fs, struct fuse_conn_info *conn);
 
 /**
  * Answer a READ of [off, off + size) (already clipped to the file size)
@@ -33,8 +33,8 @@ int cli_splice_init(struct cli_fs *fs, struct fuse_conn_info *conn);
  *	too many pieces): the caller reads into buf as usual; another -errno
  *	the read failed and the caller replies with it
  */
-int cli_splice_read(fuse_req_t req, struct cli_fs *fs, uint64_t ino,
-		    const struct proto_layout *l, uint64_t off, size_t size,
-		    void *buf);
+int fe_splice_read(fuse_req_t req, struct cli_fs *fs, uint64_t ino,
+		   const struct proto_layout *l, uint64_t off, size_t size,
+		   void *buf);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * cli_wb.c - write-behind for the FUSE client (see cli_wb.h): per inode, a
+ * fe_wback.c - write-behind for the FUSE client (see fe_wback.h): per inode, a
  * list of writes in flight, in a hash table.
  *
  * Locks, in order: wb->lock (the table, entries' refs) -> e->lock (one
@@ -15,46 +15,46 @@
 #include "fe_wback.h"
 #include "log.h"
 
-#define WB_HASH 256 /* buckets; entries live only while writes are in flight */
+#define WBACK_HASH 256 /* buckets; entries live only while writes are in flight */
 
 /* One write in flight. */
-struct wb_op {
-	struct wb_op *next;           /* e->lock */
+struct wback_op {
+	struct wback_op *next;        /* e->lock */
 	uint64_t off, len;            /* immutable */
 	struct cli_io_pending *p;     /* immutable */
 };
 
 /* One inode with writes in flight, a deferred error, or a user. */
-struct wb_ino {
-	struct wb_ino *hnext;         /* wb->lock */
+struct wback_ino {
+	struct wback_ino *hnext;      /* wb->lock */
 	uint64_t ino;                 /* immutable */
 	int refs;                     /* wb->lock; threads using the entry */
 	pthread_mutex_t lock;
-	struct wb_op *head, *tail;    /* lock; oldest first */
+	struct wback_op *head, *tail; /* lock; oldest first */
 	int nops;                     /* lock */
 	int err;                      /* lock; first deferred failure, or 0 */
 };
 
-struct cli_wb {
+struct fe_wback {
 	struct cli_fs *fs;            /* immutable */
 	pthread_mutex_t lock;
-	struct wb_ino *tab[WB_HASH];  /* lock */
+	struct wback_ino *tab[WBACK_HASH]; /* lock */
 	int nents;                    /* atomic, written under lock: entries in
 				       * tab; 0 lets drains skip the lock */
 };
 
 /* Bucket of an inode. */
-static unsigned wb_hash(uint64_t ino)
+static unsigned wback_hash(uint64_t ino)
 {
-	return (unsigned)((ino * 0x9e3779b97f4a7c15ull) >> 56) % WB_HASH;
+	return (unsigned)((ino * 0x9e3779b97f4a7c15ull) >> 56) % WBACK_HASH;
 }
 
 /* Find ino's entry and take a reference; create it when create is set.
  * @return the entry, or NULL (not found, or out of memory) */
-static struct wb_ino *wb_get(struct cli_wb *wb, uint64_t ino, int create)
+static struct wback_ino *wback_get(struct fe_wback *wb, uint64_t ino, int create)
 {
-	struct wb_ino *e;
-	unsigned h = wb_hash(ino);
+	struct wback_ino *e;
+	unsigned h = wback_hash(ino);
 
 	pthread_mutex_lock(&wb->lock);
 	for (e = wb->tab[h]; e; e = e->hnext)
@@ -77,9 +77,9 @@ static struct wb_ino *wb_get(struct cli_wb *wb, uint64_t ino, int create)
 }
 
 /* Drop a reference; free the entry once unused and empty. */
-static void wb_put(struct cli_wb *wb, struct wb_ino *e)
+static void wback_put(struct fe_wback *wb, struct wback_ino *e)
 {
-	struct wb_ino **pp;
+	struct wback_ino **pp;
 	int idle;
 
 	pthread_mutex_lock(&wb->lock);
@@ -91,7 +91,7 @@ static void wb_put(struct cli_wb *wb, struct wb_ino *e)
 	idle = !e->head && !e->err;
 	pthread_mutex_unlock(&e->lock);
 	if (idle) {
-		for (pp = &wb->tab[wb_hash(e->ino)]; *pp != e; pp = &(*pp)->hnext)
+		for (pp = &wb->tab[wback_hash(e->ino)]; *pp != e; pp = &(*pp)->hnext)
 			;
 		*pp = e->hnext;
 		__atomic_sub_fetch(&wb->nents, 1, __ATOMIC_SEQ_CST);
@@ -103,7 +103,7 @@ static void wb_put(struct cli_wb *wb, struct wb_ino *e)
 
 /* Wait for op (already unlinked) and keep its failure as e's deferred
  * error. Caller holds e->lock. */
-static void wb_finish(struct cli_wb *wb, struct wb_ino *e, struct wb_op *op)
+static void wback_finish(struct fe_wback *wb, struct wback_ino *e, struct wback_op *op)
 {
 	int rc = cli_io_pending_wait(wb->fs, op->p);
 
@@ -120,12 +120,12 @@ static void wb_finish(struct cli_wb *wb, struct wb_ino *e, struct wb_op *op)
 
 /* Wait for the writes of e that overlap [off, off + len), or all of them
  * when len is 0, oldest first. Caller holds e->lock. */
-static void wb_wait_range(struct cli_wb *wb, struct wb_ino *e, uint64_t off, uint64_t len)
+static void wback_wait_range(struct fe_wback *wb, struct wback_ino *e, uint64_t off, uint64_t len)
 {
-	struct wb_op **pp = &e->head, *prev = NULL;
+	struct wback_op **pp = &e->head, *prev = NULL;
 
 	while (*pp) {
-		struct wb_op *op = *pp;
+		struct wback_op *op = *pp;
 
 		if (len && (op->off >= off + len || off >= op->off + op->len)) {
 			prev = op;
@@ -135,14 +135,14 @@ static void wb_wait_range(struct cli_wb *wb, struct wb_ino *e, uint64_t off, uin
 		*pp = op->next;
 		if (e->tail == op)
 			e->tail = prev;
-		wb_finish(wb, e, op);
+		wback_finish(wb, e, op);
 	}
 }
 
-/* See cli_wb.h. */
-int cli_wb_new(struct cli_wb **out, struct cli_fs *fs)
+/* See fe_wback.h. */
+int fe_wback_new(struct fe_wback **out, struct cli_fs *fs)
 {
-	struct cli_wb *wb = calloc(1, sizeof(*wb));
+	struct fe_wback *wb = calloc(1, sizeof(*wb));
 
 	if (!wb)
 		return -ENOMEM;
@@ -152,17 +152,17 @@ int cli_wb_new(struct cli_wb **out, struct cli_fs *fs)
 	return 0;
 }
 
-/* See cli_wb.h. Called when no FUSE request runs any more. */
-void cli_wb_free(struct cli_wb *wb)
+/* See fe_wback.h. Called when no FUSE request runs any more. */
+void fe_wback_free(struct fe_wback *wb)
 {
 	if (!wb)
 		return;
-	for (unsigned h = 0; h < WB_HASH; h++) {
+	for (unsigned h = 0; h < WBACK_HASH; h++) {
 		while (wb->tab[h]) {
-			struct wb_ino *e = wb->tab[h];
+			struct wback_ino *e = wb->tab[h];
 
 			wb->tab[h] = e->hnext;
-			wb_wait_range(wb, e, 0, 0);
+			wback_wait_range(wb, e, 0, 0);
 			pthread_mutex_destroy(&e->lock);
 			free(e);
 		}
@@ -171,28 +171,28 @@ void cli_wb_free(struct cli_wb *wb)
 	free(wb);
 }
 
-/* See cli_wb.h. Cost: the waits it must make, plus one list walk. */
-int cli_wb_write(struct cli_wb *wb, uint64_t ino, const struct proto_layout *l,
-		 uint64_t off, size_t len, const void *buf)
+/* See fe_wback.h. Cost: the waits it must make, plus one list walk. */
+int fe_wback_write(struct fe_wback *wb, uint64_t ino, const struct proto_layout *l,
+		   uint64_t off, size_t len, const void *buf)
 {
 	struct cli_io_pending *p;
-	struct wb_ino *e;
-	struct wb_op *op;
+	struct wback_ino *e;
+	struct wback_op *op;
 	int rc;
 
 	if (len == 0)
 		return 0;
-	e = wb_get(wb, ino, 1);
+	e = wback_get(wb, ino, 1);
 	if (!e)
 		return cli_io_write(wb->fs, ino, l, off, len, buf);
 	pthread_mutex_lock(&e->lock);
-	wb_wait_range(wb, e, off, len);
-	while (e->nops >= CLI_WB_MAX_OPS) {
+	wback_wait_range(wb, e, off, len);
+	while (e->nops >= FE_WBACK_MAX_OPS) {
 		op = e->head;
 		e->head = op->next;
 		if (!e->head)
 			e->tail = NULL;
-		wb_finish(wb, e, op);
+		wback_finish(wb, e, op);
 	}
 	if (e->err) {
 		rc = e->err;
@@ -214,7 +214,7 @@ int cli_wb_write(struct cli_wb *wb, uint64_t ino, const struct proto_layout *l,
 		free(op);
 		goto out_unlock;
 	}
-	*op = (struct wb_op){ .off = off, .len = len, .p = p };
+	*op = (struct wback_op){ .off = off, .len = len, .p = p };
 	if (e->tail)
 		e->tail->next = op;
 	else
@@ -223,30 +223,30 @@ int cli_wb_write(struct cli_wb *wb, uint64_t ino, const struct proto_layout *l,
 	e->nops++;
 out_unlock:
 	pthread_mutex_unlock(&e->lock);
-	wb_put(wb, e);
+	wback_put(wb, e);
 	return rc;
 }
 
-/* See cli_wb.h. Cost: one atomic load when no inode has writes in flight
+/* See fe_wback.h. Cost: one atomic load when no inode has writes in flight
  * (a write answered before our caller started made its entry visible
  * first), else one locked hash lookup. */
-int cli_wb_drain(struct cli_wb *wb, uint64_t ino, int take_err)
+int fe_wback_drain(struct fe_wback *wb, uint64_t ino, int take_err)
 {
-	struct wb_ino *e;
+	struct wback_ino *e;
 	int rc = 0;
 
 	if (__atomic_load_n(&wb->nents, __ATOMIC_SEQ_CST) == 0)
 		return 0;
-	e = wb_get(wb, ino, 0);
+	e = wback_get(wb, ino, 0);
 	if (!e)
 		return 0;
 	pthread_mutex_lock(&e->lock);
-	wb_wait_range(wb, e, 0, 0);
+	wback_wait_range(wb, e, 0, 0);
 	if (take_err) {
 		rc = e->err;
 		e->err = 0;
 	}
 	pthread_mutex_unlock(&e->lock);
-	wb_put(wb, e);
+	wback_put(wb, e);
 	return rc;
 }

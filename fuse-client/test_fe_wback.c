@@ -1,9 +1,9 @@
 /*
- * test_cli_wb.c - unit test of write-behind (cli_wb.c, included) with the
+ * test_fe_wback.c - unit test of write-behind (fe_wback.c, included) with the
  * request engine stubbed: the test decides when each started write fails,
  * and sees which writes were waited for before the next one started.
  * Checks: overlapping writes wait for each other, disjoint ones do not;
- * at most CLI_WB_MAX_OPS per inode; a deferred failure is reported once,
+ * at most FE_WBACK_MAX_OPS per inode; a deferred failure is reported once,
  * by the next write or by a drain that takes it; a drain waits for all;
  * a write too big for one round goes synchronous.
  */
@@ -60,72 +60,72 @@ int cli_io_write(struct cli_fs *fs, uint64_t ino, const struct proto_layout *l,
 
 int main(void)
 {
-	struct cli_wb *wb;
+	struct fe_wback *wb;
 	struct proto_layout l = { .unit = 65536, .count = 1 };
 	char buf[8192] = { 0 };
 
-	assert(cli_wb_new(&wb, NULL) == 0);
+	assert(fe_wback_new(&wb, NULL) == 0);
 
 	/* disjoint writes: none waited for */
 	for (int i = 0; i < 4; i++)
-		assert(cli_wb_write(wb, 7, &l, (uint64_t)i * 4096, 4096, buf) == 0);
+		assert(fe_wback_write(wb, 7, &l, (uint64_t)i * 4096, 4096, buf) == 0);
 	assert(started == 4 && waited == 0);
 
 	/* an overlapping write waits for exactly the writes it overlaps,
 	 * oldest first (#1 [4096, 8192) and #2 [8192, 12288)) */
-	assert(cli_wb_write(wb, 7, &l, 6000, 4096, buf) == 0);
+	assert(fe_wback_write(wb, 7, &l, 6000, 4096, buf) == 0);
 	assert(waited == 2 && order[0] == 1 && order[1] == 2);
 
 	/* another inode is independent */
-	assert(cli_wb_write(wb, 8, &l, 6000, 4096, buf) == 0);
+	assert(fe_wback_write(wb, 8, &l, 6000, 4096, buf) == 0);
 	assert(waited == 2);
-	assert(cli_wb_drain(wb, 8, 1) == 0 && waited == 3 && order[2] == 5);
+	assert(fe_wback_drain(wb, 8, 1) == 0 && waited == 3 && order[2] == 5);
 
 	/* a drain waits for every write of the inode, nothing else */
-	assert(cli_wb_drain(wb, 7, 1) == 0);
+	assert(fe_wback_drain(wb, 7, 1) == 0);
 	assert(waited == 6); /* #0, #3, #4 */
-	assert(cli_wb_drain(wb, 7, 1) == 0 && waited == 6);
+	assert(fe_wback_drain(wb, 7, 1) == 0 && waited == 6);
 
-	/* at most CLI_WB_MAX_OPS in flight: the next waits for the oldest */
+	/* at most FE_WBACK_MAX_OPS in flight: the next waits for the oldest */
 	int first = started;
-	for (int i = 0; i < CLI_WB_MAX_OPS; i++)
-		assert(cli_wb_write(wb, 9, &l, (uint64_t)i * 8192, 4096, buf) == 0);
+	for (int i = 0; i < FE_WBACK_MAX_OPS; i++)
+		assert(fe_wback_write(wb, 9, &l, (uint64_t)i * 8192, 4096, buf) == 0);
 	assert(waited == 6);
-	assert(cli_wb_write(wb, 9, &l, 1u << 30, 4096, buf) == 0);
+	assert(fe_wback_write(wb, 9, &l, 1u << 30, 4096, buf) == 0);
 	assert(waited == 7 && order[6] == first);
-	assert(cli_wb_drain(wb, 9, 1) == 0);
+	assert(fe_wback_drain(wb, 9, 1) == 0);
 
 	/* a failure after the answer: kept, then reported once by the next
 	 * write (which is not made), not by a read's drain */
 	fail_id = started;
-	assert(cli_wb_write(wb, 10, &l, 0, 4096, buf) == 0);
-	assert(cli_wb_drain(wb, 10, 0) == 0);          /* read: keeps it */
+	assert(fe_wback_write(wb, 10, &l, 0, 4096, buf) == 0);
+	assert(fe_wback_drain(wb, 10, 0) == 0);          /* read: keeps it */
 	int before = started;
-	assert(cli_wb_write(wb, 10, &l, 0, 100, buf) == -ENOSPC);
+	assert(fe_wback_write(wb, 10, &l, 0, 100, buf) == -ENOSPC);
 	assert(started == before);                     /* not made */
-	assert(cli_wb_write(wb, 10, &l, 0, 100, buf) == 0);
-	assert(cli_wb_drain(wb, 10, 1) == 0);
+	assert(fe_wback_write(wb, 10, &l, 0, 100, buf) == 0);
+	assert(fe_wback_drain(wb, 10, 1) == 0);
 
 	/* ... or by close/fsync (a drain that takes it), once */
 	fail_id = started;
-	assert(cli_wb_write(wb, 11, &l, 0, 4096, buf) == 0);
-	assert(cli_wb_drain(wb, 11, 1) == -ENOSPC);
-	assert(cli_wb_drain(wb, 11, 1) == 0);
+	assert(fe_wback_write(wb, 11, &l, 0, 4096, buf) == 0);
+	assert(fe_wback_drain(wb, 11, 1) == -ENOSPC);
+	assert(fe_wback_drain(wb, 11, 1) == 0);
 
 	/* too big for one round: written synchronously, in order */
 	start_rc = -EAGAIN;
-	assert(cli_wb_write(wb, 12, &l, 0, 4096, buf) == 0);
+	assert(fe_wback_write(wb, 12, &l, 0, 4096, buf) == 0);
 	assert(sync_writes == 1);
 	/* failing at once: the error now, nothing in flight */
 	start_rc = -EIO;
-	assert(cli_wb_write(wb, 12, &l, 0, 4096, buf) == -EIO);
-	assert(cli_wb_drain(wb, 12, 1) == 0);
+	assert(fe_wback_write(wb, 12, &l, 0, 4096, buf) == -EIO);
+	assert(fe_wback_drain(wb, 12, 1) == 0);
 
 	/* free waits for what is left */
 	int w = waited;
-	assert(cli_wb_write(wb, 13, &l, 0, 4096, buf) == 0);
-	cli_wb_free(wb);
+	assert(fe_wback_write(wb, 13, &l, 0, 4096, buf) == 0);
+	fe_wback_free(wb);
 	assert(waited == w + 1);
-	printf("cli_wb: ok\n");
+	printf("fe_wback: ok\n");
 	return 0;
 }
