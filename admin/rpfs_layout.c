@@ -13,7 +13,7 @@
 
 #include "mountinfo.h"
 #include "proto.h"
-#include "rpfs.h"
+#include "adm.h"
 
 #define LAYOUT_XATTR "user.rpfs.layout"
 #define STATS_XATTR "rpfs.stats"

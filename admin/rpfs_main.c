@@ -17,7 +17,7 @@
 #include "mgr_db.h"
 #include "mgr_kv.h"
 #include "net_auth.h"
-#include "rpfs.h"
+#include "adm.h"
 
 /* Each subcommand's usage lines (its --help, and a part of usage()). */
 #define USAGE_KEYGEN \

@@ -23,7 +23,7 @@
 
 #include "net.h"
 #include "proto.h"
-#include "rpfs.h"
+#include "adm.h"
 #include "rpfs_scrub.h"
 
 #define SCRUB_DEFAULT_RATE 1000.0      /* objects per second */

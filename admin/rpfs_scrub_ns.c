@@ -14,7 +14,7 @@
 #include "cfg.h"
 #include "mgr_db.h"
 #include "mgr_nscheck.h"
-#include "rpfs.h"
+#include "adm.h"
 
 /* Command line of scrub --namespace. */
 struct ns_args {

@@ -10,7 +10,7 @@
 
 #include "net.h"
 #include "proto.h"
-#include "rpfs.h"
+#include "adm.h"
 
 #define ADM_EXTRA_LEN 128 /* ", group G, stale objects: C, resynced: ..." */
 

@@ -1,5 +1,5 @@
 /*
- * rpfs.h - the admin CLI `rpfs`: shared exit codes and the subcommands,
+ * adm.h - the admin CLI `rpfs`: shared exit codes and the subcommands,
  * each in its own file (rpfs_main.c: dispatch, keygen, mkfs;
  * rpfs_layout.c: getlayout, setlayout, client stats; rpfs_status.c: status and server stats over the network;
  * rpfs_scrub.c and rpfs_scrub_mirror.c: scrub; rpfs_scrub_ns.c: scrub
