@@ -1,8 +1,8 @@
 /*
  * adm.h - the admin CLI `rpfs`: shared exit codes and the subcommands,
- * each in its own file (rpfs_main.c: dispatch, keygen, mkfs;
- * rpfs_layout.c: getlayout, setlayout, client stats; rpfs_status.c: status and server stats over the network;
- * rpfs_scrub.c and rpfs_scrub_mirror.c: scrub; rpfs_scrub_ns.c: scrub
+ * each in its own file (adm_main.c: dispatch, keygen, mkfs;
+ * adm_layout.c: getlayout, setlayout, client stats; adm_status.c: status and server stats over the network;
+ * adm_scrub.c and adm_scrub_mirror.c: scrub; adm_scrub_ns.c: scrub
  * --namespace).
  */
 #ifndef RPFS_ADMIN_H
@@ -34,7 +34,7 @@ int adm_stats_server(int argc, char **argv);
  * `rpfs scrub [--conf FILE | --mgr HOST:PORT] [--key FILE] [--timeout S]
  * [--rate N | --rate NMB/s] [--dry-run] [--grace SECONDS]`: reclaim
  * orphans and compare (and repair) the replicas of mirrored files online
- * (rpfs_scrub.c, rpfs_scrub_mirror.c, HACKING.md "Scrub").
+ * (adm_scrub.c, adm_scrub_mirror.c, HACKING.md "Scrub").
  * @return an ADM_* exit code
  */
 int adm_scrub(int argc, char **argv);
@@ -42,7 +42,7 @@ int adm_scrub(int argc, char **argv);
 /**
  * `rpfs scrub --namespace [--conf FILE | --db DIR | --store-uri URI]
  * [--json]`: check the namespace's consistency in the store itself,
- * read-only (rpfs_scrub_ns.c, mgr/mgr_nscheck.c).
+ * read-only (adm_scrub_ns.c, mgr/mgr_nscheck.c).
  * @return ADM_OK consistent; ADM_FAIL problems found (printed); ADM_USAGE;
  *         ADM_CONFIG the config file, or the store cannot be opened or read
  */

@@ -1,12 +1,12 @@
 /*
- * rpfs_scrub.h - the state `rpfs scrub` shares between its two files:
- * rpfs_scrub.c (command line, pacing, the walk of one iod's objects,
- * orphans, report) and rpfs_scrub_mirror.c (the walk of a mirror group's
+ * adm_scrub.h - the state `rpfs scrub` shares between its two files:
+ * adm_scrub.c (command line, pacing, the walk of one iod's objects,
+ * orphans, report) and adm_scrub_mirror.c (the walk of a mirror group's
  * two iods side by side and the compare and repair of their replicas).
  * Internal to the scrub; HACKING.md "Scrub".
  */
-#ifndef RPFS_SCRUB_H
-#define RPFS_SCRUB_H
+#ifndef RPFS_ADM_SCRUB_H
+#define RPFS_ADM_SCRUB_H
 
 #include <stdint.h>
 #include <time.h>

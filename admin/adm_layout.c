@@ -1,5 +1,5 @@
 /*
- * rpfs_layout.c - the admin CLI's commands on a mounted path: getlayout,
+ * adm_layout.c - the admin CLI's commands on a mounted path: getlayout,
  * setlayout (with SIZE suffixes and partial changes merged into the
  * current layout here, before the mgr sees a full layout string) and the
  * client's counters (stats PATH). Each refuses a path outside an rpfs mount.

@@ -1,5 +1,5 @@
 /*
- * rpfs_main.c - `rpfs`, the admin CLI: dispatch to the subcommands (each
+ * adm_main.c - `rpfs`, the admin CLI: dispatch to the subcommands (each
  * answers -h/--help with its usage), and the local ones: keygen and mkfs.
  */
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * rpfs_scrub.c - `rpfs scrub`: online orphan reclamation and replica
+ * adm_scrub.c - `rpfs scrub`: online orphan reclamation and replica
  * compare at a bounded rate (HACKING.md "Scrub").
  *
  * Two passes over a running file system, both paced by --rate:
@@ -7,7 +7,7 @@
  *     their inodes exist (SCRUB_INOS); objects of inodes that do not exist
  *     and whose mtime is older than --grace go with IO_REMOVE_MANY. The two
  *     iods of a mirror group are walked side by side and the replicas of
- *     mirrored files compared (rpfs_scrub_mirror.c);
+ *     mirrored files compared (adm_scrub_mirror.c);
  *  2. the mgr's orphan table (SCRUB_ORPHANS): orphans unlinked before the
  *     mgr's current start and longer ago than --grace lose their objects on
  *     every iod (IO_REMOVE_MANY), then the inode (PURGE_MANY).
@@ -24,7 +24,7 @@
 #include "net.h"
 #include "proto.h"
 #include "adm.h"
-#include "rpfs_scrub.h"
+#include "adm_scrub.h"
 
 #define SCRUB_DEFAULT_RATE 1000.0      /* objects per second */
 #define SCRUB_DEFAULT_GRACE 60
@@ -296,7 +296,7 @@ static int scrub_batch(struct scrub_ctx *x, struct scrub_walk *w)
 	return 0;
 }
 
-/* See rpfs_scrub.h. */
+/* See adm_scrub.h. */
 int scrub_key_cmp(uint64_t a, uint64_t b)
 {
 	if ((a & 0xffff) != (b & 0xffff))
@@ -348,7 +348,7 @@ static int walk_fetch(struct scrub_ctx *x, struct scrub_walk *w)
 	return w->list.n ? scrub_batch(x, w) : 0;
 }
 
-/* See rpfs_scrub.h. */
+/* See adm_scrub.h. */
 void scrub_walk_start(struct scrub_ctx *x, struct scrub_walk *w, uint16_t iod,
 		      int paired)
 {
@@ -362,7 +362,7 @@ void scrub_walk_start(struct scrub_ctx *x, struct scrub_walk *w, uint16_t iod,
 	w->list.eof = 0;
 }
 
-/* See rpfs_scrub.h. */
+/* See adm_scrub.h. */
 const struct proto_obj *scrub_walk_head(struct scrub_ctx *x,
 					struct scrub_walk *w)
 {

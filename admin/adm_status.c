@@ -1,5 +1,5 @@
 /*
- * rpfs_status.c - `rpfs status` and `rpfs stats --server`: ask running
+ * adm_status.c - `rpfs status` and `rpfs stats --server`: ask running
  * servers over the transport (with the cluster key) for their STATUS.
  */
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * rpfs_scrub_mirror.c - the mirror part of `rpfs scrub` pass 1 (HACKING.md
+ * adm_scrub_mirror.c - the mirror part of `rpfs scrub` pass 1 (HACKING.md
  * "Scrub"): a mirror group's two iods are listed side by side, merged in
  * IO_LIST order, so each (group, inode) pair is met exactly once with
  * memory for two batches only, whether one iod or both hold the object.
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "rpfs_scrub.h"
+#include "adm_scrub.h"
 
 #define MIRROR_RECHECK_NS 200000000L  /* pause before a range is re-checked */
 #define MIRROR_MARK_TIMEOUT_MS 20000  /* STALE_MARK waits for the iod's fence
@@ -320,7 +320,7 @@ static void mirror_one(struct scrub_ctx *x, uint16_t g, struct scrub_walk *w[2],
 		mirror_repair(x, &p);
 }
 
-/* See rpfs_scrub.h. Cost: the two listings, plus a read of both replicas
+/* See adm_scrub.h. Cost: the two listings, plus a read of both replicas
  * of every mirrored object. */
 void scrub_mirror_group(struct scrub_ctx *x, uint16_t g)
 {
@@ -345,7 +345,7 @@ void scrub_mirror_group(struct scrub_ctx *x, uint16_t g)
 	}
 }
 
-/* See rpfs_scrub.h. */
+/* See adm_scrub.h. */
 void scrub_mirror_close(struct scrub_ctx *x)
 {
 	if (x->mark_cl)
