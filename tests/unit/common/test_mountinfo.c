@@ -8,7 +8,7 @@
 #include <limits.h>
 #include <string.h>
 
-#include "../../common/service/mountinfo.c"
+#include "../../../common/service/mountinfo.c"
 #include "check.h"
 
 /* mnt_parse_line on lines as the kernel writes them. */

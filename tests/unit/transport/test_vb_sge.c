@@ -9,9 +9,9 @@
  */
 #include "vb_stub.h"
 
-#include "../../common/transport/vb_mr.c"
-#include "../../common/transport/vb_wire.c"
-#include "../../common/transport/vb_server.c"
+#include "../../../common/transport/vb_mr.c"
+#include "../../../common/transport/vb_wire.c"
+#include "../../../common/transport/vb_server.c"
 
 static char local[256 * 1024];
 static struct ibv_pd pd;

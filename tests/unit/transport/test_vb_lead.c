@@ -86,9 +86,9 @@ static void stub_ack_cq_events(struct ibv_cq *cq, unsigned n)
 #define ibv_ack_cq_events stub_ack_cq_events
 #define rdma_get_cm_event stub_get_cm_event
 
-#include "../../common/transport/vb_mr.c"
-#include "../../common/transport/vb_wire.c"
-#include "../../common/transport/vb_client.c"
+#include "../../../common/transport/vb_mr.c"
+#include "../../../common/transport/vb_wire.c"
+#include "../../../common/transport/vb_client.c"
 
 static struct vb_cconn down_conn;
 

@@ -89,9 +89,9 @@ static struct rdma_event_channel *stub_create_event_channel(void)
 #define rdma_destroy_id stub_destroy_id
 #define rdma_create_event_channel stub_create_event_channel
 
-#include "../../common/transport/vb_mr.c"
-#include "../../common/transport/vb_wire.c"
-#include "../../common/transport/vb_server.c"
+#include "../../../common/transport/vb_mr.c"
+#include "../../../common/transport/vb_wire.c"
+#include "../../../common/transport/vb_server.c"
 
 #define CREDITS 8
 #define NRB 64

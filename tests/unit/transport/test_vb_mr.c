@@ -9,8 +9,8 @@
  */
 #include "vb_stub.h"
 
-#include "../../common/transport/vb_mr.c"
-#include "../../common/transport/vb_wire.c"
+#include "../../../common/transport/vb_mr.c"
+#include "../../../common/transport/vb_wire.c"
 
 static int test_rcache(void)
 {

@@ -65,7 +65,7 @@ static uint64_t noisy_now(void)
 	return vt;
 }
 
-#include "../../common/transport/vb_mr.c"
+#include "../../../common/transport/vb_mr.c"
 
 static struct ibv_pd pd;
 
