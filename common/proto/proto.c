@@ -1251,15 +1251,93 @@ int proto_ioreq_encode(struct wbuf *w, uint16_t op, const struct proto_ioreq *q)
 	return w->err;
 }
 
+/* Decode an iod request's segment list into segs (room for
+ * PROTO_MAX_SEGS): 1..PROTO_MAX_SEGS valid segments that add up to
+ * expect_bytes. Cost: O(nsegs). */
+static int ioreq_segs_get(struct rbuf *r, uint64_t expect_bytes,
+			  struct proto_ioreq *q, struct proto_seg *segs,
+			  const char **why)
+{
+	uint64_t sum = 0;
+
+	q->nsegs = rb_u32(r);
+	if (r->err)
+		return fail(why, "nsegs", -EBADMSG);
+	if (q->nsegs < 1 || q->nsegs > PROTO_MAX_SEGS)
+		return fail(why, "nsegs", -EBADMSG);
+	if ((size_t)q->nsegs * 16 > r->len - r->off)
+		return fail(why, "segs", -EBADMSG);
+	for (uint32_t i = 0; i < q->nsegs; i++) {
+		segs[i].off = rb_u64(r);
+		segs[i].len = rb_u64(r);
+		if (!seg_ok(&segs[i]))
+			return fail(why, "seg", -EBADMSG);
+		/* each len <= 2^62 and at most 1024 of them: the sum
+		 * cannot wrap, but check anyway */
+		if (__builtin_add_overflow(sum, segs[i].len, &sum))
+			return fail(why, "segs sum", -EBADMSG);
+	}
+	if (sum != expect_bytes)
+		return fail(why, "segs sum", -EBADMSG);
+	return 0;
+}
+
+/* Decode and check the fields of an iod request that follow its segments
+ * (f: the op's IF_* fields, in wire order): size, flags, inode list,
+ * range, fallocate mode, list cursor and maximum. Cost: O(inodes). */
+static int ioreq_args_get(struct rbuf *r, uint16_t op, unsigned f,
+			  struct proto_ioreq *q, const char **why)
+{
+	if (f & IF_SIZE) {
+		q->size = rb_u64(r);
+		if (r->err || q->size > MAX_IO_OFF)
+			return fail(why, "size", -EBADMSG);
+	}
+	if (f & IF_FLAGS) {
+		q->flags = rb_u32(r);
+		if (r->err || !io_flags_ok(op, q->flags))
+			return fail(why, "flags", -EBADMSG);
+	}
+	if (f & IF_INOS) {
+		q->inos = rb_inos(r);
+		if (r->err)
+			return fail(why, "inos", -EBADMSG);
+	}
+	if (f & IF_RANGE) {
+		q->off = rb_u64(r);
+		q->len = rb_u64(r);
+		if (r->err || !seg_ok(&(struct proto_seg){ q->off, q->len }) ||
+		    !range_len_ok(op, q->len))
+			return fail(why, "range", -EBADMSG);
+	}
+	if (f & IF_MODE) {
+		q->mode = rb_u32(r);
+		if (r->err || !falloc_mode_ok(q->mode))
+			return fail(why, "mode", -EBADMSG);
+	}
+	if (f & IF_CURSOR) {
+		q->cursor.bucket = rb_u32(r);
+		q->cursor.after = rb_u64(r);
+		if (r->err || q->cursor.bucket > PROTO_LIST_END)
+			return fail(why, "cursor", -EBADMSG);
+	}
+	if (f & IF_MAX) {
+		q->max = rb_u32(r);
+		if (r->err || q->max < 1 || q->max > PROTO_MAX_LIST)
+			return fail(why, "max", -EBADMSG);
+	}
+	return 0;
+}
+
 /* Decode and validate an iod request; segments go to segs (room for
  * PROTO_MAX_SEGS) and must add up to expect_bytes. Cost: O(nsegs). */
 int proto_ioreq_decode(const void *buf, size_t len, uint16_t op,
 		       uint64_t expect_bytes, struct proto_ioreq *q,
 		       struct proto_seg *segs, const char **why)
 {
-	uint64_t sum = 0;
 	struct rbuf r;
 	unsigned f;
+	int rc;
 
 	memset(q, 0, sizeof(*q));
 	q->segs = segs;
@@ -1272,72 +1350,13 @@ int proto_ioreq_decode(const void *buf, size_t len, uint16_t op,
 			return fail(why, "ino", -EBADMSG);
 	}
 	if (f & IF_SEGS) {
-		q->nsegs = rb_u32(&r);
-		if (r.err)
-			return fail(why, "nsegs", -EBADMSG);
-		if (q->nsegs < 1 || q->nsegs > PROTO_MAX_SEGS)
-			return fail(why, "nsegs", -EBADMSG);
-		if ((size_t)q->nsegs * 16 > r.len - r.off)
-			return fail(why, "segs", -EBADMSG);
-		for (uint32_t i = 0; i < q->nsegs; i++) {
-			segs[i].off = rb_u64(&r);
-			segs[i].len = rb_u64(&r);
-			if (!seg_ok(&segs[i]))
-				return fail(why, "seg", -EBADMSG);
-			/* each len <= 2^62 and at most 1024 of them: the sum
-			 * cannot wrap, but check anyway */
-			if (__builtin_add_overflow(sum, segs[i].len, &sum))
-				return fail(why, "segs sum", -EBADMSG);
-		}
-		if (sum != expect_bytes)
-			return fail(why, "segs sum", -EBADMSG);
+		rc = ioreq_segs_get(&r, expect_bytes, q, segs, why);
+		if (rc)
+			return rc;
 	}
-	if (f & IF_SIZE) {
-		q->size = rb_u64(&r);
-		if (r.err)
-			return fail(why, "size", -EBADMSG);
-		if (q->size > MAX_IO_OFF)
-			return fail(why, "size", -EBADMSG);
-	}
-	if (f & IF_FLAGS) {
-		q->flags = rb_u32(&r);
-		if (r.err)
-			return fail(why, "flags", -EBADMSG);
-		if (!io_flags_ok(op, q->flags))
-			return fail(why, "flags", -EBADMSG);
-	}
-	if (f & IF_INOS) {
-		q->inos = rb_inos(&r);
-		if (r.err)
-			return fail(why, "inos", -EBADMSG);
-	}
-	if (f & IF_RANGE) {
-		q->off = rb_u64(&r);
-		q->len = rb_u64(&r);
-		if (r.err)
-			return fail(why, "range", -EBADMSG);
-		if (!seg_ok(&(struct proto_seg){ q->off, q->len }) ||
-		    !range_len_ok(op, q->len))
-			return fail(why, "range", -EBADMSG);
-	}
-	if (f & IF_MODE) {
-		q->mode = rb_u32(&r);
-		if (r.err)
-			return fail(why, "mode", -EBADMSG);
-		if (!falloc_mode_ok(q->mode))
-			return fail(why, "mode", -EBADMSG);
-	}
-	if (f & IF_CURSOR) {
-		q->cursor.bucket = rb_u32(&r);
-		q->cursor.after = rb_u64(&r);
-		if (r.err || q->cursor.bucket > PROTO_LIST_END)
-			return fail(why, "cursor", -EBADMSG);
-	}
-	if (f & IF_MAX) {
-		q->max = rb_u32(&r);
-		if (r.err || q->max < 1 || q->max > PROTO_MAX_LIST)
-			return fail(why, "max", -EBADMSG);
-	}
+	rc = ioreq_args_get(&r, op, f, q, why);
+	if (rc)
+		return rc;
 	if (r.off != r.len)
 		return fail(why, "trailing bytes", -EBADMSG);
 	return 0;
