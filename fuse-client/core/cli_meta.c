@@ -211,10 +211,13 @@ int cli_meta_setattr(struct cli_fs *fs, const struct proto_cred *c,
 	return meta_attr(fs, PROTO_OP_SETATTR, &m, attr);
 }
 
-/* CREATE: see cli_meta.h. */
-int cli_meta_create(struct cli_fs *fs, const struct proto_cred *c,
-		    uint64_t parent, const char *name, uint32_t mode,
-		    uint32_t flags, struct proto_attr *attr)
+/* CREATE, MKDIR or MKNOD (op) of name in parent with mode: the one shape
+ * of the three; flags (CREATE's) and rdev (MKNOD's) are 0 for the ops
+ * that do not carry them, as mreq_init leaves them. */
+static int meta_new_entry(struct cli_fs *fs, const struct proto_cred *c,
+			  uint16_t op, uint64_t parent, const char *name,
+			  uint32_t mode, uint32_t flags, uint32_t rdev,
+			  struct proto_attr *attr)
 {
 	struct proto_mreq m;
 	int rc = name_check(name);
@@ -226,7 +229,17 @@ int cli_meta_create(struct cli_fs *fs, const struct proto_cred *c,
 	m.name = pstr(name);
 	m.mode = mode;
 	m.flags = flags;
-	return meta_attr(fs, PROTO_OP_CREATE, &m, attr);
+	m.rdev = rdev;
+	return meta_attr(fs, op, &m, attr);
+}
+
+/* CREATE: see cli_meta.h. */
+int cli_meta_create(struct cli_fs *fs, const struct proto_cred *c,
+		    uint64_t parent, const char *name, uint32_t mode,
+		    uint32_t flags, struct proto_attr *attr)
+{
+	return meta_new_entry(fs, c, PROTO_OP_CREATE, parent, name, mode,
+			      flags, 0, attr);
 }
 
 /* MKDIR: see cli_meta.h. */
@@ -234,16 +247,8 @@ int cli_meta_mkdir(struct cli_fs *fs, const struct proto_cred *c,
 		   uint64_t parent, const char *name, uint32_t mode,
 		   struct proto_attr *attr)
 {
-	struct proto_mreq m;
-	int rc = name_check(name);
-
-	if (rc)
-		return rc;
-	mreq_init(&m, c);
-	m.parent = parent;
-	m.name = pstr(name);
-	m.mode = mode;
-	return meta_attr(fs, PROTO_OP_MKDIR, &m, attr);
+	return meta_new_entry(fs, c, PROTO_OP_MKDIR, parent, name, mode, 0, 0,
+			      attr);
 }
 
 /* MKNOD: see cli_meta.h. */
@@ -251,17 +256,8 @@ int cli_meta_mknod(struct cli_fs *fs, const struct proto_cred *c,
 		   uint64_t parent, const char *name, uint32_t mode,
 		   uint32_t rdev, struct proto_attr *attr)
 {
-	struct proto_mreq m;
-	int rc = name_check(name);
-
-	if (rc)
-		return rc;
-	mreq_init(&m, c);
-	m.parent = parent;
-	m.name = pstr(name);
-	m.mode = mode;
-	m.rdev = rdev;
-	return meta_attr(fs, PROTO_OP_MKNOD, &m, attr);
+	return meta_new_entry(fs, c, PROTO_OP_MKNOD, parent, name, mode, 0,
+			      rdev, attr);
 }
 
 /* UNLINK: see cli_meta.h. */
