@@ -1,6 +1,6 @@
 /*
  * cli_io.h - striped I/O against the iods. A byte range of a file is cut
- * into stripe pieces (common/stripe.h); each iod gets ONE sub-request per
+ * into stripe pieces (common/proto/stripe.h); each iod gets ONE sub-request per
  * call carrying its file list (local segments, adjacent ones merged) and its
  * memory list (iovecs into the caller's buffer, interleaved with the other
  * iods' pieces: the gather/scatter case). All sub-requests are submitted

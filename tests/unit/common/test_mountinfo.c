@@ -1,5 +1,5 @@
 /*
- * test_mountinfo.c - common/mountinfo.c: parsing a mountinfo line (escaped
+ * test_mountinfo.c - common/service/mountinfo.c: parsing a mountinfo line (escaped
  * mount points, optional fields), the mount-point prefix rule, and the
  * live answers for / and a path that is not on rpfs. Includes the .c file
  * to reach its static helpers.

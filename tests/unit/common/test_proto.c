@@ -1,5 +1,5 @@
 /*
- * test_proto.c - unit tests of the wire codec (common/proto.c).
+ * test_proto.c - unit tests of the wire codec (common/proto/proto.c).
  *
  * Every body is also built by an independent raw encoder written here from
  * the wire description, so the tests pin the byte layout, not just the

@@ -1,5 +1,5 @@
 /*
- * test_setid.c - unit tests of the set-id dropping rule (common/setid.c):
+ * test_setid.c - unit tests of the set-id dropping rule (common/proto/setid.c):
  * the expected bits are what tmpfs/ext4 did on Linux 6.18 for the same
  * write, truncate and chown (see HACKING.md "Set-id bits"). Exits 0 when
  * all pass.

@@ -1,5 +1,5 @@
 /*
- * test_stripe.c - unit tests of the striping math (common/stripe.c),
+ * test_stripe.c - unit tests of the striping math (common/proto/stripe.c),
  * checked against a byte-by-byte brute-force reference on random layouts
  * and ranges (seeded PRNG, so failures reproduce). Exits 0 when all pass.
  */
