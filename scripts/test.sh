@@ -416,7 +416,7 @@ vm_stage() {
 		grep -e "$VERBS_TESTS_RE" | grep -v ' / vb_live$' | sed 's|.* / ||')
 	mkdir -p "$VM_RESULTS"
 	rm -f "$VM_RESULTS"/*.rc "$VM_RESULTS/junit-vm.xml"
-	local vb_live=$ASAN_BUILD/tests/unit/test_vb_live
+	local vb_live=$ASAN_BUILD/tests/unit/transport/test_vb_live
 	RPFS_BUILD=$VM_BUILD RPFS_TRANSPORT=$VM_TRANSPORT RPFS_VM_VB_LIVE=$REPO/$vb_live \
 		RPFS_VM_VB_READY=$VB_READY RPFS_VM_VERBS_TESTS="${vm_tests[*]}" RPFS_VM_PYTHON=$PY \
 		RPFS_VM_WORKERS=$VM_WORKERS \

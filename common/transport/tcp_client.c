@@ -37,7 +37,7 @@
  * spliced from the socket into the caller's pipe, in order, instead of
  * read into its memory: on loopback the pipe then holds references to the
  * pages the iod sent with sendfile, and the FUSE front end splices them on
- * to /dev/fuse (cli_splice.c) - one copy in all instead of two.
+ * to /dev/fuse (fe_splice.c) - one copy in all instead of two.
  *
  * Sealed streams (a keyed client, net_seal.h): every frame goes out in
  * records tagged under send_lock, and comes in through the staging buffer,

@@ -56,7 +56,7 @@ def parse_metrics(text):
 
 def reap_counts(mount):
     """(reap_queued, reap_inodes) of the rpfs mount at MOUNT: the freed
-    inodes queued to its reaper (fuse-client/cli_reap.c) so far, and those
+    inodes queued to its reaper (fuse-client/core/cli_reap.c) so far, and those
     it has removed and purged (or left as orphans after a failure)."""
     st = json.loads(os.getxattr(mount, "user.rpfs.stats"))
     if "reap_queued" not in st or "reap_inodes" not in st:

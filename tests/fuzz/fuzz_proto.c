@@ -1,5 +1,5 @@
 /*
- * fuzz_proto.c - libFuzzer target for every decoder in common/proto.c.
+ * fuzz_proto.c - libFuzzer target for every decoder in common/proto/proto.c.
  *
  * Input: one selector byte, then a 48-byte frame header, then the body.
  * The header is decoded (and, when valid, re-encoded and compared); its op,

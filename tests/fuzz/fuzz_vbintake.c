@@ -3,7 +3,7 @@
  * vb_parse_req (a request message as it lies in a receive buffer or a fast
  * slot) and the vb_wire decoders of the connect data and headers.
  *
- * vb_server.c is included with ibv_reg_mr stubbed (tests/unit/vb_stub.h),
+ * vb_server.c is included with ibv_reg_mr stubbed (tests/unit/transport/vb_stub.h),
  * as the verbs unit tests do, so no RDMA device is needed.
  * Input: one selector byte, then the message.
  *  - 0: a request message in a receive buffer; 1: in a fast slot (its

@@ -365,7 +365,7 @@ def _wb_setup(cluster, tmp_mnt, tmp_path, expect_log):
     file; return it, the iod holding its first stripe unit, and a function
     that stops that iod. Expects the warnings of that iod's hanging under
     writes (iod_fault_logs), and that of a write acknowledged early that
-    failed later (cli_wb.c)."""
+    failed later (fe_wback.c)."""
     conf = tmp_path / 'one-lane.conf'
     conf.write_text('[client]\nconnections = 1\n')
     m = cluster.mount(tmp_mnt, 'allow_other,timeout=3,conf=%s' % conf)

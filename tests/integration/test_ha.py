@@ -278,7 +278,7 @@ DB_CASES = ('db_kill9', 'db_link', 'mgr_db_kill9')                     # the pri
 
 # The constants of the bounds below, besides the cluster's settings:
 # the client's pause between two rounds over its list of mgrs
-# (fuse-client/cli_mgr.c CLI_MGR_ROUND_PAUSE_MS);
+# (fuse-client/core/cli_mgr.c CLI_MGR_ROUND_PAUSE_MS);
 ROUND_PAUSE_S = 0.2
 # pg_autoctl's keeper reports to the monitor once a second (the monitor's
 # nodeActiveCallsFrequencyMs), and each step of a failover waits for the

@@ -77,7 +77,7 @@ def test_file_layout_set_empty_busy_nonempty(workdir):
 
 def test_data_striped_on_iods(workdir, cluster):
     """1 MiB with unit 64 KiB over 4 iods: each iod holds a 256 KiB object,
-    and the k-th unit sits where common/stripe.h says."""
+    and the k-th unit sits where common/proto/stripe.h says."""
     assert cluster.niods == 4
     d = os.path.join(workdir, 'd')
     os.mkdir(d)

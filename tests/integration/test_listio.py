@@ -1,7 +1,7 @@
 """librpfs: list I/O against real daemons, cross-checked through a FUSE
 mount of the same cluster, and the fio engine (librpfs_fio.so).
 
-The C checker (tests/listio/listio_test.c, built as
+The C checker (tests/tools/listio_test.c, built as
 fuse-client/rpfs-listio-test) does random list writes and reads, both
 noncontiguous in memory and in the file (from a few bytes to > 1 MiB,
 up to thousands of segments: more than max_sge and more than one round),

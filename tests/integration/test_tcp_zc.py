@@ -1,4 +1,4 @@
-"""Reads answered by splice on TCP (fuse-client/cli_splice.c): the iods'
+"""Reads answered by splice on TCP (fuse-client/frontend/fe_splice.c): the iods'
 data goes from the sockets into pipes and on to /dev/fuse. Every read is
 checked byte for byte against the data written; the transport counters
 (user.rpfs.stats pipe_bytes) show that the spliced path served it (on
@@ -24,7 +24,7 @@ import util
 
 MIB = 1 << 20
 PIPE_MAX = '/proc/sys/fs/pipe-max-size'
-SPL_MIN = 64 << 10  # fuse-client/cli_splice.c: smaller READs take the buffer path
+SPL_MIN = 64 << 10  # fuse-client/frontend/fe_splice.c: smaller READs take the buffer path
 
 
 @pytest.fixture(scope='module', autouse=True)

@@ -1,4 +1,4 @@
-"""rpfs-fuse's own worker loop (fuse-client/cli_loop.c): data through it is
+"""rpfs-fuse's own worker loop (fuse-client/frontend/fe_loop.c): data through it is
 right byte for byte (O_DIRECT, unaligned, across stripe units and iods,
 concurrent readers and writers), the kernel sends it 1 MiB requests, the
 mount ends cleanly, and on verbs the buffers stay registered (no

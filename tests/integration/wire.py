@@ -1,4 +1,4 @@
-"""The TCP wire framing as raw peers speak it (layout in common/proto.h),
+"""The TCP wire framing as raw peers speak it (layout in common/proto/proto.h),
 for the tests that send hand-made frames to the daemons: test_faults.py
 (malformed messages), test_stall.py (stalled and flooding peers) and
 test_keys.py (what each key may ask)."""

@@ -130,7 +130,7 @@ done
 s2=$(stats)
 echo "counters after the writes: $s1"
 echo "counters after the reads:  $s2"
-# The mount's requests lie in its declared FUSE buffers (cli_loop.c), so
+# The mount's requests lie in its declared FUSE buffers (fe_loop.c), so
 # small ones go by fast RDMA too, never inline, and nothing is copied.
 for c in fast_bytes rdma_read_bytes; do
 	d=$(counter_delta "$c" "$s0" "$s1")

@@ -1,6 +1,6 @@
 /*
  * bench_listio.c - rpfs-bench-listio: the noncontiguous I/O experiments of
- * the list I/O seeds, on librpfs (fuse-client/rpfs.h), without MPI: the
+ * the list I/O seeds, on librpfs (fuse-client/lib/rpfs.h), without MPI: the
  * processes are forked and meet at a process-shared barrier.
  *
  *   rpfs-bench-listio tile MGR [--elem BYTES] [--nolist] [--memnc] [--iters N]

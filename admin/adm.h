@@ -1,0 +1,99 @@
+/*
+ * adm.h - the admin CLI `rpfs`: shared exit codes and the subcommands,
+ * each in its own file (adm_main.c: dispatch, keygen, mkfs;
+ * adm_layout.c: getlayout, setlayout, client stats; adm_status.c: status and server stats over the network;
+ * adm_scrub.c and adm_scrub_mirror.c: scrub; adm_scrub_ns.c: scrub
+ * --namespace).
+ */
+#ifndef RPFS_ADMIN_H
+#define RPFS_ADMIN_H
+
+#include "cfg.h"
+#include "net.h"
+
+/* Exit codes, documented in the usage text. */
+#define ADM_OK 0        /* success; status: every server is up */
+#define ADM_FAIL 1      /* the operation failed; status: a server is down */
+#define ADM_USAGE 2     /* bad command line */
+#define ADM_CONFIG 3    /* the config file or key file is unusable */
+
+/**
+ * `rpfs status [--conf FILE | --mgr HOST:PORT] [--key FILE] [--timeout S]`
+ * @return an ADM_* exit code
+ */
+int adm_status(int argc, char **argv);
+
+/**
+ * `rpfs stats --server HOST:PORT [--conf FILE] [--key FILE]`: the STATUS
+ * op's counters as JSON on stdout.
+ * @return an ADM_* exit code
+ */
+int adm_stats_server(int argc, char **argv);
+
+/**
+ * `rpfs scrub [--conf FILE | --mgr HOST:PORT] [--key FILE] [--timeout S]
+ * [--rate N | --rate NMB/s] [--dry-run] [--grace SECONDS]`: reclaim
+ * orphans and compare (and repair) the replicas of mirrored files online
+ * (adm_scrub.c, adm_scrub_mirror.c, HACKING.md "Scrub").
+ * @return an ADM_* exit code
+ */
+int adm_scrub(int argc, char **argv);
+
+/**
+ * `rpfs scrub --namespace [--conf FILE | --db DIR | --store-uri URI]
+ * [--json]`: check the namespace's consistency in the store itself,
+ * read-only (adm_scrub_ns.c, mgr/mgr_nscheck.c).
+ * @return ADM_OK consistent; ADM_FAIL problems found (printed); ADM_USAGE;
+ *         ADM_CONFIG the config file, or the store cannot be opened or read
+ */
+int adm_scrub_namespace(int argc, char **argv);
+
+/**
+ * `rpfs getlayout PATH`: the layout of a file or directory on an rpfs mount.
+ * @return ADM_OK; ADM_FAIL (PATH not on an rpfs mount, or the mount's
+ *         error); ADM_USAGE
+ */
+int adm_getlayout(int argc, char **argv);
+
+/**
+ * `rpfs setlayout PATH FIELD=VALUE[,...]`: set unit (SIZE, K/M suffix),
+ * count, first and mirror; fields not given keep the current (or
+ * inherited) layout's value. A mirror change without count keeps the
+ * count if the mirror groups allow it, else takes the most they allow.
+ * @return ADM_OK; ADM_USAGE (a bad field, named); ADM_FAIL (PATH not on an
+ *         rpfs mount, or the mgr refused: EBUSY a file with data, EINVAL
+ *         count above the iods or mirror groups, EPERM not a dir or file)
+ */
+int adm_setlayout(int argc, char **argv);
+
+/**
+ * `rpfs stats PATH`: the client counters (JSON) of the rpfs mount holding
+ * PATH, read from the mount's root.
+ * @return ADM_OK; ADM_FAIL (not on an rpfs mount, or the mount's error);
+ *         ADM_USAGE
+ */
+int adm_stats_path(int argc, char **argv);
+
+/**
+ * MOUNT against the mgr: the iod table.
+ * @param[in] req, rep PROTO_MAX_BODY bytes each
+ * @param[out] mt the table (hosts point into rep)
+ * @return 0, or -errno of the transport or the mgr
+ */
+int adm_call_mount(struct net_conn *c, uint8_t *req, uint8_t *rep,
+		   struct proto_mount *mt);
+
+/**
+ * Load the config file (if path) and transport options: the clients' key
+ * from --key (wins) or the file; with servers, the servers' key from
+ * --server-key or the file's server_key, for the work only that key may do
+ * (scrub). Prints the error.
+ * @param srv_key --server-key, or NULL
+ * @param servers 1 to load the servers' key (when one is named)
+ * @param[out] conf the config or NULL
+ * @return 0 or ADM_CONFIG
+ */
+int adm_load(const char *path, const char *key, const char *srv_key,
+	     int servers, struct cfg **conf, struct net_opts *no);
+
+#endif

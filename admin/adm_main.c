@@ -1,0 +1,530 @@
+/*
+ * adm_main.c - `rpfs`, the admin CLI: dispatch to the subcommands (each
+ * answers -h/--help with its usage), and the local ones: keygen and mkfs.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "mgr_db.h"
+#include "mgr_kv.h"
+#include "net_auth.h"
+#include "adm.h"
+
+/* Each subcommand's usage lines (its --help, and a part of usage()). */
+#define USAGE_KEYGEN \
+"keygen [-f] FILE                 write a new cluster key (mode 0600); -f overwrites\n"
+#define USAGE_MKFS \
+"mkfs [--conf FILE] [--all]       create the mgr database (with the iod table) and\n" \
+"                                   the data directories of the iods on this host\n" \
+"                                   (--all: of every iod)\n" \
+"  mkfs --db DIR --iod HOST:PORT... [--data DIR...] [--stripe-unit SIZE] [--stripe-count N]\n" \
+"  mkfs --store-uri URI [--data DIR...]\n" \
+"                                   create the schema of a postgresql store (its\n" \
+"                                   iod table is recorded by rpfs-mgr's first start);\n" \
+"                                   --conf: with [mgr] store = postgresql, store_uri\n"
+#define USAGE_STATUS \
+"status [--conf FILE | --mgr HOST:PORT[,HOST:PORT...]] [--key FILE] [--timeout S]\n" \
+"                                   every server: up or down, capacity, version\n"
+#define USAGE_GETLAYOUT \
+"getlayout PATH                   the layout of a file or directory on a mount\n"
+#define USAGE_SETLAYOUT \
+"setlayout PATH FIELD=VALUE[,...] set it (directory: new files below it); fields\n" \
+"                                   unit=SIZE (4K..64M, suffix K or M), count=N,\n" \
+"                                   mirror=1|2, first=I (a file); fields not given\n" \
+"                                   keep their current (or inherited) value\n"
+#define USAGE_STATS \
+"stats --server HOST:PORT [--conf FILE] [--key FILE]\n" \
+"                                   transport counters of a running server (JSON)\n" \
+"  stats PATH                       the client's counters of the mount holding PATH\n"
+#define USAGE_SCRUB \
+"scrub [--conf FILE | --mgr HOST:PORT] [--key FILE] [--rate N | --rate NMB/s]\n" \
+"        [--dry-run] [--grace SECONDS]\n" \
+"                                   reclaim orphaned objects and inodes and compare\n" \
+"                                   the replicas of mirrored files online, at most\n" \
+"                                   N objects (or N MB) per second (default 1000);\n" \
+"                                   a mismatch is recorded stale on the group's\n" \
+"                                   second iod (not with --dry-run)\n" \
+"  scrub --namespace [--conf FILE | --db DIR | --store-uri URI] [--json]\n" \
+"                                   check the namespace in the store itself,\n" \
+"                                   read-only: entries, link counts, leaks;\n" \
+"                                   exit 1 when a problem is found\n"
+
+/* The usage text, with the exit codes. */
+static void usage(FILE *f)
+{
+	fputs("usage: rpfs COMMAND [ARGS]   (rpfs COMMAND --help: one command)\n", f);
+	fputs("  " USAGE_KEYGEN "  " USAGE_MKFS "  " USAGE_STATUS "  " USAGE_GETLAYOUT
+	      "  " USAGE_SETLAYOUT "  " USAGE_STATS "  " USAGE_SCRUB, f);
+	fputs("The config file defaults to $RPFS_CONF, else " CFG_DEFAULT_PATH ".\n"
+	      "Exit status: 0 success (status: all servers up), 1 failure (status: a server\n"
+	      "is down), 2 bad command line, 3 unusable config or key file.\n", f);
+}
+
+/* Load the servers' key for adm_load: --server-key, else the file's. */
+static int adm_load_srv_key(const struct cfg *conf, const char *srv_key,
+			    struct net_opts *no)
+{
+	const char *path = srv_key ? srv_key : conf ? conf->srv_key_path : NULL;
+	char msg[512];
+
+	if (!path)
+		return ADM_OK;
+	if (cfg_load_server_key(path, no, msg, sizeof(msg))) {
+		fprintf(stderr, "rpfs: %s%s (this needs the servers' key: run it "
+			"on a server host as the user the daemons run as)\n",
+			srv_key ? "--server-key: " : "", msg);
+		return ADM_CONFIG;
+	}
+	return ADM_OK;
+}
+
+/* See rpfs.h. */
+int adm_load(const char *path, const char *key, const char *srv_key,
+	     int servers, struct cfg **conf, struct net_opts *no)
+{
+	char msg[512];
+	int rc;
+
+	*conf = NULL;
+	net_opts_default(no);
+	no->timeout_ms = 3000;
+	if (path) {
+		rc = cfg_load(conf, path, msg, sizeof(msg));
+		if (rc == 0 && !key)
+			rc = cfg_net_opts(*conf, no, msg, sizeof(msg));
+		if (rc) {
+			fprintf(stderr, "rpfs: %s\n", msg);
+			goto out_free_conf;
+		}
+	}
+	if (key && cfg_load_key(key, no, msg, sizeof(msg))) {
+		fprintf(stderr, "rpfs: --key: %s\n", msg);
+		goto out_free_conf;
+	}
+	if (servers && adm_load_srv_key(*conf, srv_key, no))
+		goto out_free_conf;
+	return ADM_OK;
+
+out_free_conf:
+	cfg_free(*conf);
+	*conf = NULL;
+	return ADM_CONFIG;
+}
+
+/* The default config path: $RPFS_CONF or /etc/rpfs/rpfs.conf. */
+static const char *default_conf(void)
+{
+	const char *e = getenv("RPFS_CONF");
+
+	return e && *e ? e : CFG_DEFAULT_PATH;
+}
+
+/* rpfs keygen [-f] FILE */
+static int cmd_keygen(int argc, char **argv)
+{
+	int force = 0, rc;
+	const char *path;
+
+	if (argc >= 2 && !strcmp(argv[1], "-f"))
+		force = 1, argc--, argv++;
+	if (argc != 2) {
+		fprintf(stderr, "rpfs keygen: expected [-f] FILE\n");
+		return ADM_USAGE;
+	}
+	path = argv[1];
+	if (path[0] == '-') {
+		fprintf(stderr, "rpfs keygen: unknown option \"%s\" (a file name "
+			"starting with - needs ./)\n", path);
+		return ADM_USAGE;
+	}
+	if (net_auth_init()) {
+		fprintf(stderr, "rpfs keygen: cannot initialise libsodium\n");
+		return ADM_FAIL;
+	}
+	rc = net_key_generate(path, force);
+	if (rc == -EEXIST) {
+		fprintf(stderr, "rpfs keygen: %s exists (use -f to replace it; every "
+			"server and client then needs the new key)\n", path);
+		return ADM_FAIL;
+	}
+	if (rc) {
+		fprintf(stderr, "rpfs keygen: %s: %s\n", path, strerror(-rc));
+		return ADM_FAIL;
+	}
+	printf("wrote a new cluster key to %s (mode 0600); copy it to every server "
+	       "and client\n", path);
+	return ADM_OK;
+}
+
+/* mkdir -p with mode 0700 for the last component. @return 0 or -errno */
+static int mkdir_p(const char *dir)
+{
+	char path[PATH_MAX];
+	size_t len = strlen(dir);
+
+	if (len >= sizeof(path) || len == 0)
+		return -ENAMETOOLONG;
+	memcpy(path, dir, len + 1);
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Whether host names an address of this machine (we can bind to it). */
+static int host_is_local(const char *host)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *ai;
+	int local = 0;
+
+	if (getaddrinfo(host, NULL, &hints, &res))
+		return 0;
+	for (ai = res; ai && !local; ai = ai->ai_next) {
+		int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (fd < 0)
+			continue;
+		local = bind(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+		close(fd);
+	}
+	freeaddrinfo(res);
+	return local;
+}
+
+/* Create the mgr database and record the iod table. @return ADM_* */
+static int mkfs_db(const char *db_dir, const struct mgr_iod *iods, uint16_t n,
+		   uint32_t unit, uint16_t count, uint8_t mirror)
+{
+	struct mgr_kv_conf kc = { .kind = MGR_KV_LMDB, .dir = db_dir };
+	struct mgr_db_limits lim;
+	struct mgr_db *db;
+	char msg[512] = "";
+	int rc;
+
+	mgr_db_limits_default(&lim);
+	rc = mgr_db_open_store(&db, &kc, &lim, 1, msg, sizeof(msg));
+	if (rc) {
+		fprintf(stderr, "rpfs mkfs: %s: cannot create the database: %s\n",
+			db_dir, msg[0] ? msg : strerror(-rc));
+		return ADM_FAIL;
+	}
+	rc = mgr_db_config(db, iods, n, unit, count, mirror, msg, sizeof(msg));
+	mgr_db_close(db);
+	if (rc == -EEXIST) {
+		fprintf(stderr, "rpfs mkfs: %s already holds another iod table: %s\n",
+			db_dir, msg);
+		return ADM_FAIL;
+	}
+	if (rc) {
+		fprintf(stderr, "rpfs mkfs: %s: %s\n", db_dir,
+			msg[0] ? msg : strerror(-rc));
+		return ADM_FAIL;
+	}
+	printf("mgr database %s: %u iods\n", db_dir, n);
+	return ADM_OK;
+}
+
+/*
+ * Create the schema of the PostgreSQL store at uri (harmless when it is
+ * there already; a schema of another version is refused).
+ * @param what where uri came from, for messages ("--store-uri", or the
+ *	config file's path)
+ * @return ADM_OK, ADM_USAGE / ADM_CONFIG an unparseable URI (from the
+ *	command line / the file), ADM_FAIL
+ */
+static int mkfs_pg(const char *uri, const char *what, int from_conf)
+{
+#ifdef RPFS_HAVE_PG
+	struct mgr_kv_conf kc = { .kind = MGR_KV_POSTGRESQL, .uri = uri };
+	struct mgr_kv *kv;
+	char msg[600] = "";
+	int rc = mgr_kv_open(&kc, 1, &kv, msg, sizeof(msg));
+
+	if (rc) {
+		fprintf(stderr, "rpfs mkfs: %s: %s\n", what, msg);
+		if (rc == -EINVAL)
+			return from_conf ? ADM_CONFIG : ADM_USAGE;
+		return ADM_FAIL;
+	}
+	mgr_kv_close(kv);
+	printf("postgresql store: schema ready\n");
+	return ADM_OK;
+#else
+	fprintf(stderr, "rpfs mkfs: %s: this rpfs is built without the postgresql "
+		"store (meson -Dpostgresql=enabled)\n", what);
+	return ADM_FAIL;
+#endif
+}
+
+/* Make the iod data directories data[0..n). @return ADM_* */
+static int mkfs_data(const char *const *data, int n)
+{
+	int rc;
+
+	for (int i = 0; i < n; i++) {
+		if ((rc = mkdir_p(data[i])) != 0) {
+			fprintf(stderr, "rpfs mkfs: %s: %s\n", data[i], strerror(-rc));
+			return ADM_FAIL;
+		}
+		printf("iod data directory %s\n", data[i]);
+	}
+	return ADM_OK;
+}
+
+/*
+ * The store of --conf's [mgr] section: *uri is its store_uri when store is
+ * postgresql, NULL for lmdb. The two must agree, as for rpfs-mgr.
+ * @return ADM_OK, ADM_CONFIG (printed)
+ */
+static int mkfs_conf_store(const struct cfg *conf, const char **uri)
+{
+	int pg = conf->store && !strcmp(conf->store, "postgresql");
+
+	*uri = NULL;
+	if (pg && !conf->store_uri) {
+		fprintf(stderr, "rpfs mkfs: %s: [mgr] store = postgresql needs "
+			"[mgr] store_uri\n", conf->path);
+		return ADM_CONFIG;
+	}
+	if (!pg && conf->store_uri) {
+		fprintf(stderr, "rpfs mkfs: %s: [mgr] store_uri is set, but the store "
+			"is lmdb (%s): set [mgr] store = postgresql, or drop store_uri\n",
+			conf->path, conf->store ? "[mgr] store" : "the default");
+		return ADM_CONFIG;
+	}
+	if (pg)
+		*uri = conf->store_uri;
+	return ADM_OK;
+}
+
+/* rpfs mkfs: see usage(). */
+static int cmd_mkfs(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "conf", required_argument, NULL, 'C' },
+		{ "all", no_argument, NULL, 'a' },
+		{ "db", required_argument, NULL, 'd' },
+		{ "iod", required_argument, NULL, 'i' },
+		{ "data", required_argument, NULL, 'D' },
+		{ "stripe-unit", required_argument, NULL, 'u' },
+		{ "stripe-count", required_argument, NULL, 'c' },
+		{ "store-uri", required_argument, NULL, 'U' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static struct mgr_iod iods[PROTO_MAX_IODS];
+	const char *conf_path = NULL, *db = NULL, *data[PROTO_MAX_IODS];
+	const char *store_uri = NULL;
+	struct cfg *conf = NULL;
+	int c, all = 0, ndata = 0, rc = ADM_OK;
+	uint16_t niods = 0;
+	uint64_t unit = 0;
+	long count = 0;
+	char msg[512], *end;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'C': conf_path = optarg; break;
+		case 'a': all = 1; break;
+		case 'd': db = optarg; break;
+		case 'U':
+			if (!optarg[0]) {
+				fprintf(stderr, "rpfs mkfs: --store-uri: expected a "
+					"PostgreSQL URI, got \"\"\n");
+				return ADM_USAGE;
+			}
+			store_uri = optarg;
+			break;
+		case 'i':
+			if (niods >= PROTO_MAX_IODS) {
+				fprintf(stderr, "rpfs mkfs: --iod: at most %d iods\n",
+					PROTO_MAX_IODS);
+				return ADM_USAGE;
+			}
+			if (addr_parse("--iod", optarg, 0, iods[niods].host,
+				       sizeof(iods[niods].host), &iods[niods].port,
+				       msg, sizeof(msg))) {
+				fprintf(stderr, "rpfs mkfs: %s\n", msg);
+				return ADM_USAGE;
+			}
+			niods++;
+			break;
+		case 'D':
+			if (ndata < PROTO_MAX_IODS)
+				data[ndata++] = optarg;
+			break;
+		case 'u':
+			if (cfg_parse_size(optarg, &unit) || unit < 4096 ||
+			    unit > (64u << 20) || (unit & (unit - 1))) {
+				fprintf(stderr, "rpfs mkfs: --stripe-unit: expected a power of "
+					"two from 4K to 64M, got \"%s\"\n", optarg);
+				return ADM_USAGE;
+			}
+			break;
+		case 'c':
+			errno = 0;
+			count = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || count < 0 ||
+			    count > PROTO_MAX_IODS) {
+				fprintf(stderr, "rpfs mkfs: --stripe-count: expected 0..%d, "
+					"got \"%s\"\n", PROTO_MAX_IODS, optarg);
+				return ADM_USAGE;
+			}
+			break;
+		default:
+			fprintf(stderr, "rpfs mkfs: unknown or incomplete option \"%s\"\n",
+				argv[optind - 1]);
+			return ADM_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "rpfs mkfs: unexpected argument \"%s\"\n", argv[optind]);
+		return ADM_USAGE;
+	}
+	if (store_uri) {
+		if (db || niods || conf_path || all) {
+			fprintf(stderr, "rpfs mkfs: --store-uri goes without --db, --iod, "
+				"--conf and --all\n");
+			return ADM_USAGE;
+		}
+		rc = mkfs_data(data, ndata);
+		return rc ? rc : mkfs_pg(store_uri, "--store-uri", 0);
+	}
+	if (db || niods) {
+		if (!db || !niods) {
+			fprintf(stderr, "rpfs mkfs: --db and --iod go together\n");
+			return ADM_USAGE;
+		}
+		if (count > niods) {
+			fprintf(stderr, "rpfs mkfs: --stripe-count: more than the %u iods\n",
+				niods);
+			return ADM_USAGE;
+		}
+		rc = mkfs_data(data, ndata);
+		if (rc)
+			return rc;
+		return mkfs_db(db, iods, niods, (uint32_t)unit, (uint16_t)count, 0);
+	}
+	if (!conf_path)
+		conf_path = default_conf();
+	if (cfg_load(&conf, conf_path, msg, sizeof(msg))) {
+		fprintf(stderr, "rpfs mkfs: %s\n", msg);
+		return ADM_CONFIG;
+	}
+	rc = mkfs_conf_store(conf, &store_uri);
+	if (rc)
+		goto out_free_conf;
+	for (int i = 0; i < conf->niods; i++) {
+		const struct cfg_iod *d = &conf->iods[i];
+
+		snprintf(iods[i].host, sizeof(iods[i].host), "%s", d->host);
+		iods[i].port = d->port;
+		snprintf(iods[i].domain, sizeof(iods[i].domain), "%s", d->domain);
+		if (!d->data || (!all && !host_is_local(d->listen[0] ? d->listen : d->host)))
+			continue;
+		if ((c = mkdir_p(d->data)) != 0) {
+			fprintf(stderr, "rpfs mkfs: [iod.%d] data %s: %s\n", i, d->data,
+				strerror(-c));
+			rc = ADM_FAIL;
+			goto out_free_conf;
+		}
+		printf("iod %d data directory %s\n", i, d->data);
+	}
+	if (store_uri)
+		rc = mkfs_pg(store_uri, conf_path, 1);
+	else if (conf->db && conf->niods)
+		rc = mkfs_db(conf->db, iods, (uint16_t)conf->niods, conf->stripe_unit,
+			     conf->stripe_count > 0 ? (uint16_t)conf->stripe_count : 0,
+			     conf->mirror);
+	else if (conf->db)
+		fprintf(stderr, "rpfs mkfs: %s: no [iod.N] sections, database not "
+			"created\n", conf_path), rc = ADM_CONFIG;
+out_free_conf:
+	cfg_free(conf);
+	return rc;
+}
+
+/* rpfs stats PATH (client counters) or --server HOST:PORT. */
+static int cmd_stats(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--server") || !strncmp(argv[i], "--server=", 9))
+			return adm_stats_server(argc, argv);
+	return adm_stats_path(argc, argv);
+}
+
+/* A subcommand: its name, its function and its usage lines. */
+struct adm_cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *usage;
+};
+
+static const struct adm_cmd adm_cmds[] = {
+	{ "keygen", cmd_keygen, USAGE_KEYGEN },
+	{ "mkfs", cmd_mkfs, USAGE_MKFS },
+	{ "status", adm_status, USAGE_STATUS },
+	{ "getlayout", adm_getlayout, USAGE_GETLAYOUT },
+	{ "setlayout", adm_setlayout, USAGE_SETLAYOUT },
+	{ "stats", cmd_stats, USAGE_STATS },
+	{ "scrub", adm_scrub, USAGE_SCRUB },
+};
+
+/* Whether argv[1..] asks for help (-h or --help before any "--"). */
+static int wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return 1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd = argc > 1 ? argv[1] : NULL;
+
+	log_init("rpfs", LOG_WARNING);
+	log_set_key_option("--key FILE");
+	if (!cmd) {
+		usage(stderr);
+		return ADM_USAGE;
+	}
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+		usage(stdout);
+		return ADM_OK;
+	}
+	if (!strcmp(cmd, "--version")) {
+		printf("rpfs %s\n", RPFS_VERSION);
+		return ADM_OK;
+	}
+	argc--, argv++;
+	for (size_t i = 0; i < sizeof(adm_cmds) / sizeof(adm_cmds[0]); i++) {
+		if (strcmp(cmd, adm_cmds[i].name))
+			continue;
+		if (wants_help(argc, argv)) {
+			printf("usage: rpfs %s", adm_cmds[i].usage);
+			return ADM_OK;
+		}
+		return adm_cmds[i].fn(argc, argv);
+	}
+	fprintf(stderr, "rpfs: unknown command \"%s\"\n", cmd);
+	usage(stderr);
+	return ADM_USAGE;
+}
