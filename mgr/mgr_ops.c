@@ -446,11 +446,10 @@ static int ops_mount(struct mgr_ops *ops, struct wbuf *w)
 	return proto_mount_encode(w, &mnt);
 }
 
-/* Run call's decoded request in txn; fills p, or call->answer for an op
- * whose txn commits with a non-zero answer. @return 0 (commit), or the
- * op's -errno (abort) */
-static int ops_dispatch(struct mgr_ops *ops, struct mgr_txn *txn,
-			struct ops_call *call, struct proto_mrep *p)
+/* Run call's read op in txn (it changes nothing); fills p. @return 0, or
+ * the op's -errno */
+static int ops_dispatch_read(struct mgr_ops *ops, struct mgr_txn *txn,
+			     struct ops_call *call, struct proto_mrep *p)
 {
 	const struct proto_mreq *m = &call->m;
 	const struct proto_cred *c = &m->cred;
@@ -464,6 +463,40 @@ static int ops_dispatch(struct mgr_ops *ops, struct mgr_txn *txn,
 				     m->name.len, &p->attr);
 	case PROTO_OP_GETATTR:
 		return mgr_ns_getattr(db, txn, m->ino, &p->attr);
+	case PROTO_OP_READLINK:
+		rc = mgr_ns_readlink(db, txn, m->ino, (char *)ops->scratch,
+				     ops->scratch_cap, &len);
+		if (!rc)
+			p->target = (struct proto_str){ (const char *)ops->scratch,
+							(uint32_t)len };
+		return rc;
+	case PROTO_OP_READDIR:
+		return ops_readdir(ops, txn, m, p);
+	case PROTO_OP_STATFS:
+		return ops_statfs(ops, txn, p);
+	case PROTO_OP_GETXATTR:
+	case PROTO_OP_LISTXATTR:
+		return ops_xattr_read(ops, txn, call->op, m, p);
+	case PROTO_OP_OPEN:
+		return mgr_ns_open(db, txn, c, m->ino, m->flags, &p->attr);
+	case PROTO_OP_ACCESS:
+		return mgr_ns_access(db, txn, c, m->ino, m->mode);
+	default:
+		return -EOPNOTSUPP;
+	}
+}
+
+/* Run call's write op in txn; fills p, or call->answer for an op whose txn
+ * commits with a non-zero answer. @return 0 (commit), or the op's -errno
+ * (abort) */
+static int ops_dispatch_write(struct mgr_ops *ops, struct mgr_txn *txn,
+			      struct ops_call *call, struct proto_mrep *p)
+{
+	const struct proto_mreq *m = &call->m;
+	const struct proto_cred *c = &m->cred, *who = call->priv ? NULL : c;
+	struct mgr_db *db = ops->db;
+
+	switch (call->op) {
 	case PROTO_OP_SETATTR:
 		return mgr_ns_setattr(db, txn, c, m, &p->attr);
 	case PROTO_OP_CREATE:
@@ -492,20 +525,6 @@ static int ops_dispatch(struct mgr_ops *ops, struct mgr_txn *txn,
 		return mgr_ns_symlink(db, txn, c, m->parent, m->name.p,
 				      m->name.len, m->target.p, m->target.len,
 				      &p->attr);
-	case PROTO_OP_READLINK:
-		rc = mgr_ns_readlink(db, txn, m->ino, (char *)ops->scratch,
-				     ops->scratch_cap, &len);
-		if (!rc)
-			p->target = (struct proto_str){ (const char *)ops->scratch,
-							(uint32_t)len };
-		return rc;
-	case PROTO_OP_READDIR:
-		return ops_readdir(ops, txn, m, p);
-	case PROTO_OP_STATFS:
-		return ops_statfs(ops, txn, p);
-	case PROTO_OP_GETXATTR:
-	case PROTO_OP_LISTXATTR:
-		return ops_xattr_read(ops, txn, call->op, m, p);
 	case PROTO_OP_SETXATTR:
 		return mgr_xattr_set(db, txn, c, m->ino, m->xname.p,
 				     m->xname.len, m->xvalue.p, m->xvalue.len,
@@ -513,24 +532,28 @@ static int ops_dispatch(struct mgr_ops *ops, struct mgr_txn *txn,
 	case PROTO_OP_REMOVEXATTR:
 		return mgr_xattr_remove(db, txn, c, m->ino, m->xname.p,
 					m->xname.len);
-	case PROTO_OP_OPEN:
-		return mgr_ns_open(db, txn, c, m->ino, m->flags, &p->attr);
-	case PROTO_OP_ACCESS:
-		return mgr_ns_access(db, txn, c, m->ino, m->mode);
 	case PROTO_OP_SETSIZE:
 		return mgr_ns_setsize(db, txn, c, m->ino, m->size, &m->mtime,
 				      &p->attr);
 	case PROTO_OP_PURGE:
-		return mgr_ns_purge(db, txn, call->priv ? NULL : c, m->ino);
+		return mgr_ns_purge(db, txn, who, m->ino);
 	case PROTO_OP_PURGE_MANY:
-		return mgr_ns_purge_many(db, txn, call->priv ? NULL : c,
-					 &m->inos, &call->answer);
+		return mgr_ns_purge_many(db, txn, who, &m->inos, &call->answer);
 	case PROTO_OP_SETBLOCKS:
 		return mgr_ns_setblocks(db, txn, c, m->ino, m->flags, m->size,
 					&m->mtime, m->blocks, &p->attr);
 	default:
 		return -EOPNOTSUPP;
 	}
+}
+
+/* Run call's decoded request in txn (ops_exec's dispatch). */
+static int ops_dispatch(struct mgr_ops *ops, struct mgr_txn *txn,
+			struct ops_call *call, struct proto_mrep *p)
+{
+	if (ops_is_write(call->op))
+		return ops_dispatch_write(ops, txn, call, p);
+	return ops_dispatch_read(ops, txn, call, p);
 }
 
 /* Does op change the namespace (a write op, run in the batch)? Ops that
