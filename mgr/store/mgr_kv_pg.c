@@ -7,8 +7,9 @@
  * bytea compares as memcmp, then length: the order mgr_kv.h wants. Beside
  * it rpfs_schema(version) (one row), rpfs_lease (one row: the leadership
  * of several mgrs, taken by mgr_lead.c) and rpfs_fence(token), which fails
- * a transaction whose token is no longer the lease's. See HACKING
- * "PostgreSQL store" and "Several mgrs, one active".
+ * a transaction whose token is no longer the lease's. See
+ * mgr/store/README.md "PostgreSQL store" and mgr/ha/README.md "Several
+ * mgrs, one active".
  *
  * Round trips. A top-level write transaction talks to the server only to
  * read: its writes go to an ordered buffer (point entries and deleted
