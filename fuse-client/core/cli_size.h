@@ -39,8 +39,8 @@ int cli_size_push(struct cli_fs *fs, const struct proto_cred *c,
  * size is 0, the blocks left are published (cli_space_publish). Nothing
  * written before is left to push afterwards. A failure before the mgr's
  * SETATTR leaves the old size, with zeros past the new one where an iod
- * truncated (never old bytes past a published size; HACKING.md
- * "Truncate"). Cost: three round trips (mgr, iods in parallel, mgr), two
+ * truncated (never old bytes past a published size;
+ * fuse-client/core/README.md "Truncate"). Cost: three round trips (mgr, iods in parallel, mgr), two
  * with checked, two more for a size above 0, one more with chown, chmod
  * or explicit times.
  * @param[in] fs the mounted file system
