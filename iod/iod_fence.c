@@ -50,7 +50,8 @@ struct iod_fence {
 	iod_fence_clock_fn clock;
 	void *clock_arg;
 	uint64_t max_token;   /* the highest mgr token seen (0: none); kept in
-			       * memory only, see HACKING "Several mgrs" */
+			       * memory only, see mgr/ha/README.md
+			       * "Several mgrs, one active" */
 };
 
 /* The default clock: CLOCK_MONOTONIC in ns. */

@@ -457,7 +457,8 @@ struct proto_fence {
 				    * none, a mgr that does not share its
 				    * store); an iod refuses a message whose
 				    * token is below the highest it has seen
-				    * (HACKING "Several mgrs, one active") */
+				    * (mgr/ha/README.md "Several mgrs,
+				    * one active") */
 };
 
 /* IO_FENCE reply: the iod's state after the message. */
@@ -755,13 +756,13 @@ int proto_status_decode(const void *buf, size_t len, struct proto_status *s,
 			const char **why);
 
 /*
- * The standby answer (HACKING "Several mgrs, one active"). A mgr that is
- * not the active one of its cluster answers every request (but STATUS) with
- * status PROTO_STANDBY, and an op it held when it lost the leadership gets
- * it too: nothing of that op was committed, so a client sends it again to
- * the active mgr. The body is either empty (the active mgr is not known)
- * or a proto_standby naming the active mgr as clients reach it. This is the
- * only error status that carries a body.
+ * The standby answer (mgr/ha/README.md "Several mgrs, one active"). A mgr
+ * that is not the active one of its cluster answers every request (but
+ * STATUS) with status PROTO_STANDBY, and an op it held when it lost the
+ * leadership gets it too: nothing of that op was committed, so a client
+ * sends it again to the active mgr. The body is either empty (the active
+ * mgr is not known) or a proto_standby naming the active mgr as clients
+ * reach it. This is the only error status that carries a body.
  */
 #define PROTO_STANDBY (-EREMCHG)
 struct proto_standby {

@@ -1213,8 +1213,8 @@ static int txn_run(struct pg_txn *t, struct pg_q *qs, int nq, PGresult **res,
  * open of an existing file): a mgr whose lease ran out could then answer
  * from rows another mgr has changed since. It never gets to: a mgr stops
  * serving at its local lease deadline, before the lease ends on the
- * database's clock and another mgr can take it (HACKING "Several mgrs,
- * one active"), the same rule that makes any answer of its safe.
+ * database's clock and another mgr can take it (mgr/ha/README.md "Several
+ * mgrs, one active"), the same rule that makes any answer of its safe.
  *
  * Read txns use it too, to answer a stat or a lookup with no round trip,
  * but only one that holds commit_rw for reading, which it tries once at
