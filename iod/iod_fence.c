@@ -1,6 +1,6 @@
 /*
  * iod_fence.c - the lease and fence set of an iod, and the IO_FENCE op;
- * see iod_fence.h and HACKING.md "Mirroring" ("Fencing").
+ * see iod_fence.h and mgr/ha/README.md "Fencing".
  *
  * The sets are open-addressing hash sets of inode numbers (linear probing,
  * backward-shift deletion, so no tombstones; 0 marks an empty slot, as

@@ -548,10 +548,10 @@ struct proto_lockrep {
 };
 
 /*
- * Scrub service of the mgr (HACKING.md "Scrub"). SCRUB_INOS asks which of
- * 1..PROTO_MAX_INOS inodes exist; SCRUB_ORPHANS lists the orphan inodes
- * (nlink 0, objects not yet removed and purged) with numbers above cookie,
- * at most max (1..PROTO_MAX_INOS) of them.
+ * Scrub service of the mgr (mgr/repair/README.md "Scrub"). SCRUB_INOS asks
+ * which of 1..PROTO_MAX_INOS inodes exist; SCRUB_ORPHANS lists the orphan
+ * inodes (nlink 0, objects not yet removed and purged) with numbers above
+ * cookie, at most max (1..PROTO_MAX_INOS) of them.
  */
 struct proto_scrubq {
 	struct proto_inos inos;    /* SCRUB_INOS */
