@@ -489,11 +489,11 @@ struct proto_status {
 };
 
 /*
- * Cluster-wide locks (HACKING.md "Locks"). A lock owner is (session, owner):
- * session is the client's random id (non-zero), owner the kernel's
- * lock_owner. Ranges are inclusive [start, end]; end PROTO_LK_EOF means "to
- * the end of the file, however far it grows". flock locks always cover
- * [0, PROTO_LK_EOF] and never conflict with POSIX locks.
+ * Cluster-wide locks (mgr/lock/README.md "Locks"). A lock owner is
+ * (session, owner): session is the client's random id (non-zero), owner the
+ * kernel's lock_owner. Ranges are inclusive [start, end]; end PROTO_LK_EOF
+ * means "to the end of the file, however far it grows". flock locks always
+ * cover [0, PROTO_LK_EOF] and never conflict with POSIX locks.
  */
 #define PROTO_LK_EOF UINT64_MAX
 #define PROTO_LK_MAX_WAIT_MS 600000u   /* WAIT: longest hold of one request */
