@@ -68,9 +68,9 @@ enum {
 #define CLI_SIZE_EXIT_STATUS 86
 
 /**
- * Test hook (rpfs-fuse's $RPFS_FUSE_TEST_TRUNCATE_EXIT, HACKING.md "Fault
- * harness"): make every later truncate _exit() the process at the named
- * point. Call once at start, before any request. Off unless called.
+ * Test hook (rpfs-fuse's $RPFS_FUSE_TEST_TRUNCATE_EXIT,
+ * tests/integration/README.md "Fault harness"): make every later truncate
+ * _exit() the process at the named point. Call once at start, before any request. Off unless called.
  * @param[in] spec "after-iods", "after-mgr", or NULL (off)
  * @return 0, -EINVAL (spec names no point)
  */
