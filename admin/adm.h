@@ -34,7 +34,7 @@ int adm_stats_server(int argc, char **argv);
  * `rpfs scrub [--conf FILE | --mgr HOST:PORT] [--key FILE] [--timeout S]
  * [--rate N | --rate NMB/s] [--dry-run] [--grace SECONDS]`: reclaim
  * orphans and compare (and repair) the replicas of mirrored files online
- * (adm_scrub.c, adm_scrub_mirror.c, HACKING.md "Scrub").
+ * (adm_scrub.c, adm_scrub_mirror.c, mgr/repair/README.md "Scrub").
  * @return an ADM_* exit code
  */
 int adm_scrub(int argc, char **argv);

@@ -1,6 +1,6 @@
 /*
  * adm_scrub.c - `rpfs scrub`: online orphan reclamation and replica
- * compare at a bounded rate (HACKING.md "Scrub").
+ * compare at a bounded rate (mgr/repair/README.md "Scrub").
  *
  * Two passes over a running file system, both paced by --rate:
  *  1. every iod's objects (IO_LIST, in batches), asking the mgr which of

@@ -3,7 +3,7 @@
  * adm_scrub.c (command line, pacing, the walk of one iod's objects,
  * orphans, report) and adm_scrub_mirror.c (the walk of a mirror group's
  * two iods side by side and the compare and repair of their replicas).
- * Internal to the scrub; HACKING.md "Scrub".
+ * Internal to the scrub; mgr/repair/README.md "Scrub".
  */
 #ifndef RPFS_ADM_SCRUB_H
 #define RPFS_ADM_SCRUB_H

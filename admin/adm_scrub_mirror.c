@@ -1,14 +1,14 @@
 /*
- * adm_scrub_mirror.c - the mirror part of `rpfs scrub` pass 1 (HACKING.md
- * "Scrub"): a mirror group's two iods are listed side by side, merged in
- * IO_LIST order, so each (group, inode) pair is met exactly once with
- * memory for two batches only, whether one iod or both hold the object.
- * The replicas of a MIRRORED inode are compared by IO_CSUM (both iods at
- * once, 4 MiB ranges, sizes too); a range that differs is checked again
- * after a short pause (a client write may be between the two replicas),
- * and a difference that stays is repaired by recording the group's second
- * iod's replica stale at the mgr (STALE_MARK): the mgr's resync copies the
- * first iod's over it.
+ * adm_scrub_mirror.c - the mirror part of `rpfs scrub` pass 1
+ * (mgr/repair/README.md "Scrub"): a mirror group's two iods are listed side
+ * by side, merged in IO_LIST order, so each (group, inode) pair is met
+ * exactly once with memory for two batches only, whether one iod or both
+ * hold the object. The replicas of a MIRRORED inode are compared by IO_CSUM
+ * (both iods at once, 4 MiB ranges, sizes too); a range that differs is
+ * checked again after a short pause (a client write may be between the two
+ * replicas), and a difference that stays is repaired by recording the
+ * group's second iod's replica stale at the mgr (STALE_MARK): the mgr's
+ * resync copies the first iod's over it.
  */
 #include <errno.h>
 #include <stdio.h>

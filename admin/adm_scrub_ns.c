@@ -1,6 +1,7 @@
 /*
  * adm_scrub_ns.c - `rpfs scrub --namespace`: check the namespace's
- * consistency (mgr/mgr_nscheck.c; HACKING.md "Namespace check") by
+ * consistency (mgr/repair/mgr_nscheck.c; mgr/repair/README.md "Namespace
+ * check") by
  * opening the store itself, read-only, in one snapshot: beside a running
  * mgr or without one. This file: command line, opening the store, output.
  */

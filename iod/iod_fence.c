@@ -1,6 +1,6 @@
 /*
  * iod_fence.c - the lease and fence set of an iod, and the IO_FENCE op;
- * see iod_fence.h and HACKING.md "Mirroring" ("Fencing").
+ * see iod_fence.h and mgr/ha/README.md "Fencing".
  *
  * The sets are open-addressing hash sets of inode numbers (linear probing,
  * backward-shift deletion, so no tombstones; 0 marks an empty slot, as
@@ -50,7 +50,8 @@ struct iod_fence {
 	iod_fence_clock_fn clock;
 	void *clock_arg;
 	uint64_t max_token;   /* the highest mgr token seen (0: none); kept in
-			       * memory only, see HACKING "Several mgrs" */
+			       * memory only, see mgr/ha/README.md
+			       * "Several mgrs, one active" */
 };
 
 /* The default clock: CLOCK_MONOTONIC in ns. */

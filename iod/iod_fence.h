@@ -1,6 +1,6 @@
 /*
- * iod_fence.h - the iod side of fencing (HACKING.md "Mirroring",
- * "Fencing"): the mgr's lease and the fence set, and the IO_FENCE op.
+ * iod_fence.h - the iod side of fencing (mgr/ha/README.md "Fencing"): the
+ * mgr's lease and the fence set, and the IO_FENCE op.
  *
  * A mirrored read (IO_READ / IO_SEEK with PROTO_IO_MIRROR) is served only
  * while (1) the iod holds the mgr's lease, (2) a whole fence set is in

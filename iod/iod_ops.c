@@ -14,7 +14,7 @@
  * The calls whose time a slow disk sets (IO_FSYNC, IO_FALLOCATE, IO_CSUM,
  * IO_LIST) run on the worker pool (iod_work.h): the loop opens the
  * object's private descriptor, a worker makes the call, and the reply goes
- * out from the loop when the completion comes back (HACKING.md "iod
+ * out from the loop when the completion comes back (iod/README.md "iod
  * threads" has the ordering rule).
  */
 #include "iod_ops.h"

@@ -1,6 +1,6 @@
 /*
  * mgr_batch.h - the mgr's writer thread: group commit off the loop
- * (HACKING "Group commit").
+ * (mgr/README.md "Group commit").
  *
  * The loop thread submits write ops; the writer thread runs every op
  * queued at the time in one batch (a top-level write txn that mgr_batch

@@ -58,9 +58,9 @@ static double mono_to_unix(uint64_t mono_ns)
 	return now_rt + ((double)mono_ns * 1e-9 - now_mt);
 }
 
-/* Each iod's lease bound as a unix timestamp (HACKING.md "Metrics": a
- * timestamp, not seconds left, so that it is right whenever scraped and
- * stops moving when the iod stops answering). HTTP thread. */
+/* Each iod's lease bound as a unix timestamp (common/service/README.md
+ * "Metrics": a timestamp, not seconds left, so that it is right whenever
+ * scraped and stops moving when the iod stops answering). HTTP thread. */
 static void mgr_metrics_leases(struct metrics_buf *b, struct mgr_metrics *m)
 {
 	const char *n = "rpfs_mgr_iod_lease_expiry_timestamp_seconds";

@@ -30,9 +30,9 @@ void mgr_ops_free(struct mgr_ops *ops);
 #define MGR_OPS_MAX_COMMIT_DELAY_MS 5000
 
 /**
- * Turn group commit on (HACKING "Group commit"): write ops go to a writer
- * thread, which runs those queued together in one batch and commits it
- * (mgr_batch.h); each is answered on loop after its batch's commit.
+ * Turn group commit on (mgr/README.md "Group commit"): write ops go to a
+ * writer thread, which runs those queued together in one batch and commits
+ * it (mgr_batch.h); each is answered on loop after its batch's commit.
  * @param commit_delay_ms testing: the writer sleeps this long before each
  *	batch commit (0..MGR_OPS_MAX_COMMIT_DELAY_MS; 0 in production), so
  *	that a kill -9 test lands between an op and its commit

@@ -36,7 +36,8 @@
 # adds the client's copies per byte moved ((client_copy_bytes +
 # fuse_copy_bytes) / bytes; "-" without fuse_copy_bytes), registrations and
 # pin-down cache misses per data operation, from the mount's rpfs.stats or
-# the engine's rpfs_stats lines (HACKING.md "Client copies and registrations").
+# the engine's rpfs_stats lines (common/transport/README.md "Client copies
+# and registrations").
 #
 # --scrape turns on every rpfs daemon's and mount's /metrics (--metrics,
 # -o metrics=) and fetches each once a second for the whole run, as a

@@ -19,10 +19,10 @@
 # /proc/PID/stat, before and after), or the engine job process's (getrusage
 # from its mount to its end, from its rpfs_stats line: fio's per-I/O work
 # included, its start-up not). Beside
-# them the transport counters of the run (HACKING.md "Client copies and
-# registrations"): copies per byte moved ((client_copy_bytes +
-# fuse_copy_bytes) / bytes fio moved; "-" when the mount has no
-# fuse_copy_bytes counter), registrations per data operation (reg_count /
+# them the transport counters of the run (common/transport/README.md
+# "Client copies and registrations"): copies per byte moved
+# ((client_copy_bytes + fuse_copy_bytes) / bytes fio moved; "-" when the
+# mount has no fuse_copy_bytes counter), registrations per data operation (reg_count /
 # data_ops) and pin-down cache misses per operation (an engine row counts
 # its whole job process, so its mount's few connection registrations and
 # the buffer's one cache fill are spread over the run's operations; a mount
@@ -30,10 +30,10 @@
 # how the transports compare on one machine, not what hardware would do.
 #
 # --seal adds a third cluster, "sealed": verbs with a cluster key, so every
-# message carries a MAC and the bulk data a data tag (HACKING.md, "Keys and
-# the handshake"), run in the same rounds, and prints per job its
-# throughput, client CPU and iod CPU as ratios to the keyless verbs
-# cluster's (the cost of the seal). Each row also has the CPU seconds per
+# message carries a MAC and the bulk data a data tag
+# (common/transport/README.md "Keys and the handshake"), run in the same
+# rounds, and prints per job its throughput, client CPU and iod CPU as
+# ratios to the keyless verbs cluster's (the cost of the seal). Each row also has the CPU seconds per
 # GiB of the cluster's 4 iods over the job.
 #
 # --perf records every job system-wide with perf (cpu-clock, call graphs;

@@ -457,7 +457,8 @@ struct proto_fence {
 				    * none, a mgr that does not share its
 				    * store); an iod refuses a message whose
 				    * token is below the highest it has seen
-				    * (HACKING "Several mgrs, one active") */
+				    * (mgr/ha/README.md "Several mgrs,
+				    * one active") */
 };
 
 /* IO_FENCE reply: the iod's state after the message. */
@@ -488,11 +489,11 @@ struct proto_status {
 };
 
 /*
- * Cluster-wide locks (HACKING.md "Locks"). A lock owner is (session, owner):
- * session is the client's random id (non-zero), owner the kernel's
- * lock_owner. Ranges are inclusive [start, end]; end PROTO_LK_EOF means "to
- * the end of the file, however far it grows". flock locks always cover
- * [0, PROTO_LK_EOF] and never conflict with POSIX locks.
+ * Cluster-wide locks (mgr/lock/README.md "Locks"). A lock owner is
+ * (session, owner): session is the client's random id (non-zero), owner the
+ * kernel's lock_owner. Ranges are inclusive [start, end]; end PROTO_LK_EOF
+ * means "to the end of the file, however far it grows". flock locks always
+ * cover [0, PROTO_LK_EOF] and never conflict with POSIX locks.
  */
 #define PROTO_LK_EOF UINT64_MAX
 #define PROTO_LK_MAX_WAIT_MS 600000u   /* WAIT: longest hold of one request */
@@ -547,10 +548,10 @@ struct proto_lockrep {
 };
 
 /*
- * Scrub service of the mgr (HACKING.md "Scrub"). SCRUB_INOS asks which of
- * 1..PROTO_MAX_INOS inodes exist; SCRUB_ORPHANS lists the orphan inodes
- * (nlink 0, objects not yet removed and purged) with numbers above cookie,
- * at most max (1..PROTO_MAX_INOS) of them.
+ * Scrub service of the mgr (mgr/repair/README.md "Scrub"). SCRUB_INOS asks
+ * which of 1..PROTO_MAX_INOS inodes exist; SCRUB_ORPHANS lists the orphan
+ * inodes (nlink 0, objects not yet removed and purged) with numbers above
+ * cookie, at most max (1..PROTO_MAX_INOS) of them.
  */
 struct proto_scrubq {
 	struct proto_inos inos;    /* SCRUB_INOS */
@@ -755,13 +756,13 @@ int proto_status_decode(const void *buf, size_t len, struct proto_status *s,
 			const char **why);
 
 /*
- * The standby answer (HACKING "Several mgrs, one active"). A mgr that is
- * not the active one of its cluster answers every request (but STATUS) with
- * status PROTO_STANDBY, and an op it held when it lost the leadership gets
- * it too: nothing of that op was committed, so a client sends it again to
- * the active mgr. The body is either empty (the active mgr is not known)
- * or a proto_standby naming the active mgr as clients reach it. This is the
- * only error status that carries a body.
+ * The standby answer (mgr/ha/README.md "Several mgrs, one active"). A mgr
+ * that is not the active one of its cluster answers every request (but
+ * STATUS) with status PROTO_STANDBY, and an op it held when it lost the
+ * leadership gets it too: nothing of that op was committed, so a client
+ * sends it again to the active mgr. The body is either empty (the active
+ * mgr is not known) or a proto_standby naming the active mgr as clients
+ * reach it. This is the only error status that carries a body.
  */
 #define PROTO_STANDBY (-EREMCHG)
 struct proto_standby {

@@ -164,7 +164,7 @@ struct net_stats {
 					    * callers' pipes (net_call rd_pipe) */
 	uint64_t pipe_staged_bytes;        /* of those, bytes staged by recv and
 					    * written, not spliced */
-	/* server (tcp) limits (HACKING.md "TCP server limits") */
+	/* server (tcp) limits (common/transport/README.md "TCP server limits") */
 	uint64_t conns_open;               /* connections open now (gauge) */
 	uint64_t deadline_closes;          /* connections closed because a
 					    * request's data did not arrive

@@ -16,7 +16,7 @@
  * never from inside the call that caused the close.
  *
  * Limits, so that a stalled, vanished or flooding peer cannot wear the
- * server down (HACKING.md, "TCP server limits"):
+ * server down (common/transport/README.md "TCP server limits"):
  *  - a request with write data goes to the handler (which takes a pool
  *    buffer for it) only once the first byte of that data is staged
  *    (TSRV_BULK_GATE): a header without its data holds no buffer;

@@ -9,12 +9,13 @@
  * Any transport failure or timeout of any iod fails the whole call with
  * -EIO (logged once per failure burst per iod). An iod's own -errno (for
  * example -ENOSPC) is passed through. Mirrored layouts (mirror=2, see
- * cli_mirror.h and HACKING.md "Mirroring"): writes, truncate, fsync,
- * fallocate and remove go to both replicas of each piece; a replica failing
- * with -EIO while its buddy succeeds is recorded stale at the mgr before the
- * call succeeds. Reads, IO_SEEK and IO_BLOCKS go to one replica and fail
- * over to the other on -EIO. Thread-safe; each thread uses its own
- * preallocated piece and request arrays, so a call allocates nothing.
+ * cli_mirror.h and fuse-client/core/README.md "Mirroring"): writes,
+ * truncate, fsync, fallocate and remove go to both replicas of each piece;
+ * a replica failing with -EIO while its buddy succeeds is recorded stale at
+ * the mgr before the call succeeds. Reads, IO_SEEK and IO_BLOCKS go to one
+ * replica and fail over to the other on -EIO. Thread-safe; each thread uses
+ * its own preallocated piece and request arrays, so a call allocates
+ * nothing.
  */
 #ifndef RPFS_CLI_IO_H
 #define RPFS_CLI_IO_H

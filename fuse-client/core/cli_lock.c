@@ -1,7 +1,7 @@
 /*
  * cli_lock.c - cluster-wide locks, client side: calls to the mgr's lock
  * service, the record of held locks, lease keepalive and reclaim after a
- * mgr restart. See cli_lock.h and HACKING.md "Locks".
+ * mgr restart. See cli_lock.h and mgr/lock/README.md "Locks".
  */
 #include <errno.h>
 #include <pthread.h>
@@ -476,7 +476,8 @@ static int lk_snap_one(const struct lockset_lock *l, void *arg)
 /*
  * The mgr restarted (new boot id): ask for every held lock again with
  * RECLAIM, within its grace period. A lock refused is gone: it is logged
- * and forgotten (the process holding it is not told: see HACKING.md).
+ * and forgotten (the process holding it is not told: see
+ * mgr/lock/README.md "Locks").
  * @return 0, or -EIO (mgr unreachable: try again later)
  */
 static int lk_reclaim(struct cli_lock *lk, uint64_t boot)

@@ -7,7 +7,7 @@
  * the mgr defers a WAIT's reply, and a connection with a deferred request
  * serves nothing else, so every waiting thread has its own. No FUSE here:
  * the front end (fe_lock.c) maps its requests onto these calls.
- * Thread-safe. Semantics: HACKING.md "Locks".
+ * Thread-safe. Semantics: mgr/lock/README.md "Locks".
  */
 #ifndef RPFS_CLI_LOCK_H
 #define RPFS_CLI_LOCK_H

@@ -1,9 +1,9 @@
 /*
  * cli_mgr.c - the connection to the active mgr of a list: run a call there,
  * and on a standby answer, a lost connection or a timeout move to the
- * hinted mgr or the next of the list and send the call again (HACKING
- * "Several mgrs, one active"); on a "retry later" answer wait for the
- * mgr's store and send it again.
+ * hinted mgr or the next of the list and send the call again
+ * (mgr/ha/README.md "Several mgrs, one active"); on a "retry later"
+ * answer wait for the mgr's store and send it again.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -15,7 +15,7 @@
 #include "log.h"
 
 /* What a STALE_MARK may take beyond the client timeout: the mgr's lease
- * (8 s, HACKING.md "Mirroring") and a poll round's timeout (2 s), with a
+ * (8 s, mgr/ha/README.md "Fencing") and a poll round's timeout (2 s), with a
  * margin. */
 #define CLI_MARK_EXTRA_MS 12000
 

@@ -1,11 +1,12 @@
 /*
- * cli_mirror.h - the client's side of mirrored layouts (HACKING.md
- * "Mirroring"): which iod holds replica r of a file-relative stripe index,
- * the order in which a read asks the two replicas, and the replicas this
- * client recorded stale at the mgr (STALE_MARK). That record is only a
- * hint: the iods fence stale replicas (-ESTALE), so a hinted replica is
- * asked last, never skipped, and the hint goes once that replica serves a
- * mirrored read (the mgr resynced and unfenced it) or takes a write.
+ * cli_mirror.h - the client's side of mirrored layouts
+ * (fuse-client/core/README.md "Mirroring"): which iod holds replica r of a
+ * file-relative stripe index, the order in which a read asks the two
+ * replicas, and the replicas this client recorded stale at the mgr
+ * (STALE_MARK). That record is only a hint: the iods fence stale replicas
+ * (-ESTALE), so a hinted replica is asked last, never skipped, and the hint
+ * goes once that replica serves a mirrored read (the mgr resynced and
+ * unfenced it) or takes a write.
  */
 #ifndef RPFS_CLI_MIRROR_H
 #define RPFS_CLI_MIRROR_H

@@ -125,8 +125,8 @@ static int trunc_check(struct cli_fs *fs, const struct proto_cred *c,
 	return uid == a->uid ? 0 : -EACCES;
 }
 
-/* Truncate: see cli_size.h. The iods first, the size after (HACKING.md
- * "Truncate"): no state a crash or a down iod leaves holds old bytes past
+/* Truncate: see cli_size.h. The iods first, the size after
+ * (fuse-client/core/README.md "Truncate"): no state a crash or a down iod leaves holds old bytes past
  * a published size. */
 int cli_size_truncate(struct cli_fs *fs, const struct proto_cred *c,
 		      uint64_t ino, uint32_t valid, const struct proto_attr *in,

@@ -39,8 +39,8 @@ int cli_size_push(struct cli_fs *fs, const struct proto_cred *c,
  * size is 0, the blocks left are published (cli_space_publish). Nothing
  * written before is left to push afterwards. A failure before the mgr's
  * SETATTR leaves the old size, with zeros past the new one where an iod
- * truncated (never old bytes past a published size; HACKING.md
- * "Truncate"). Cost: three round trips (mgr, iods in parallel, mgr), two
+ * truncated (never old bytes past a published size;
+ * fuse-client/core/README.md "Truncate"). Cost: three round trips (mgr, iods in parallel, mgr), two
  * with checked, two more for a size above 0, one more with chown, chmod
  * or explicit times.
  * @param[in] fs the mounted file system
@@ -68,9 +68,9 @@ enum {
 #define CLI_SIZE_EXIT_STATUS 86
 
 /**
- * Test hook (rpfs-fuse's $RPFS_FUSE_TEST_TRUNCATE_EXIT, HACKING.md "Fault
- * harness"): make every later truncate _exit() the process at the named
- * point. Call once at start, before any request. Off unless called.
+ * Test hook (rpfs-fuse's $RPFS_FUSE_TEST_TRUNCATE_EXIT,
+ * tests/integration/README.md "Fault harness"): make every later truncate
+ * _exit() the process at the named point. Call once at start, before any request. Off unless called.
  * @param[in] spec "after-iods", "after-mgr", or NULL (off)
  * @return 0, -EINVAL (spec names no point)
  */

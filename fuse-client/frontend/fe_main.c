@@ -396,8 +396,9 @@ out_free_conf:
 }
 
 /*
- * The truncate test hook, $RPFS_FUSE_TEST_TRUNCATE_EXIT (HACKING.md "Fault
- * harness"): after-iods or after-mgr makes the next truncate _exit() there.
+ * The truncate test hook, $RPFS_FUSE_TEST_TRUNCATE_EXIT
+ * (tests/integration/README.md "Fault harness"): after-iods or after-mgr
+ * makes the next truncate _exit() there.
  * Off when unset; any other value is refused.
  * @return 0, or -EINVAL (message printed)
  */

@@ -1,7 +1,8 @@
 /*
  * fe_splice.h - READ replies by splice on TCP: the iods' data goes from
  * the sockets into pipes and from there to /dev/fuse, never through a
- * user-space buffer (see HACKING.md "Zero-copy reads on TCP").
+ * user-space buffer (see fuse-client/frontend/README.md "Zero-copy reads
+ * on TCP").
  */
 #ifndef RPFS_FE_SPLICE_H
 #define RPFS_FE_SPLICE_H

@@ -250,10 +250,10 @@ int rpfs_mem_deregister(rpfs_fs_t *fs, void *addr);
 /**
  * Lock a byte range of an open file, cluster-wide: the mgr arbitrates, so
  * the lock excludes (or shares with) locks taken through mounts and other
- * librpfs processes (HACKING.md "Locks"). The owner is the handle f, as
- * for Linux open file description locks: two handles conflict even in one
- * process, and rpfs_close(f) releases f's locks. Setting a range splits and
- * merges f's own locks as fcntl(2) does.
+ * librpfs processes (mgr/lock/README.md "Locks"). The owner is the handle
+ * f, as for Linux open file description locks: two handles conflict even in
+ * one process, and rpfs_close(f) releases f's locks. Setting a range splits
+ * and merges f's own locks as fcntl(2) does.
  * @param type F_RDLCK, F_WRLCK or F_UNLCK (<fcntl.h>)
  * @param start first byte (< 2^63)
  * @param len bytes; 0 = to the end of the file, however far it grows

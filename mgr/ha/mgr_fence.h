@@ -1,9 +1,9 @@
 /*
- * mgr_fence.h - the mgr side of fencing (HACKING.md "Mirroring",
- * "Fencing"): per iod, the IO_FENCE message sequence (seq, confirm, lease),
- * the fence set loads (pages of the iod's stale records, RESET on the
- * first, COMPLETE on the last), the bound on the iod's lease, and the
- * STALE_MARKs waiting until the iod is fenced.
+ * mgr_fence.h - the mgr side of fencing (mgr/ha/README.md "Fencing"): per
+ * iod, the IO_FENCE message sequence (seq, confirm, lease), the fence set
+ * loads (pages of the iod's stale records, RESET on the first, COMPLETE on
+ * the last), the bound on the iod's lease, and the STALE_MARKs waiting
+ * until the iod is fenced.
  *
  * A state machine without network or database: the poll thread
  * (mgr_iodpoll.c) asks mgr_fence_build for the next message, sends it, and

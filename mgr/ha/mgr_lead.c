@@ -1,6 +1,6 @@
 /* mgr_lead.c - the lease of the active mgr among several on one PostgreSQL
  * store: a state machine on the monotonic clock, and the lease row's SQL.
- * See mgr_lead.h and HACKING "Several mgrs, one active". */
+ * See mgr_lead.h and mgr/ha/README.md "Several mgrs, one active". */
 #include "mgr_lead.h"
 
 #include <endian.h>

@@ -1,7 +1,7 @@
 /*
  * mgr_lead.h - the leadership of several rpfs-mgr processes that share one
- * PostgreSQL store: exactly one is active (HACKING "Several mgrs, one
- * active").
+ * PostgreSQL store: exactly one is active (mgr/ha/README.md "Several
+ * mgrs, one active").
  *
  * The lease is the row rpfs_lease(id 1) on the database's clock: a mgr
  * takes it when it has expired (or is its own), which adds one to its

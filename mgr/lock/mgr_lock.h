@@ -6,7 +6,7 @@
  * POSIX locks and the grace period after a start. Pure logic: time comes in
  * as milliseconds, finished waits leave through a callback, so unit tests
  * drive it without a loop or a network (mgr_lockd.c wires it to both).
- * Loop thread only. Semantics: HACKING.md "Locks".
+ * Loop thread only. Semantics: mgr/lock/README.md "Locks".
  */
 #ifndef RPFS_MGR_LOCK_H
 #define RPFS_MGR_LOCK_H

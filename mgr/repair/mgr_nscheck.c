@@ -1,6 +1,7 @@
 /*
- * mgr_nscheck.c - the namespace consistency check (mgr_nscheck.h; HACKING
- * "Namespace check"). Passes, all in one read transaction:
+ * mgr_nscheck.c - the namespace consistency check (mgr_nscheck.h;
+ * mgr/repair/README.md "Namespace check"). Passes, all in one read
+ * transaction:
  *  1. inodes: decode every record into a sorted array (key order is inode
  *     order), 48 bytes each;
  *  2. per directory: its dirents (name order) and its dirseq records (seq

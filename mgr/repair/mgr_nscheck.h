@@ -1,11 +1,11 @@
 /*
  * mgr_nscheck.h - the namespace consistency check (`rpfs scrub
- * --namespace`; HACKING "Namespace check"): every entry points to a live
- * inode, every directory entry has its readdir record and the other way
- * round, link counts match the entries, every inode is reachable from the
- * root or marked orphan, no directory is linked twice or sits in a cycle,
- * no xattr, orphan mark or stale record outlives its inode, and the inode
- * counters agree with the inodes.
+ * --namespace`; mgr/repair/README.md "Namespace check"): every entry points
+ * to a live inode, every directory entry has its readdir record and the
+ * other way round, link counts match the entries, every inode is reachable
+ * from the root or marked orphan, no directory is linked twice or sits in a
+ * cycle, no xattr, orphan mark or stale record outlives its inode, and the
+ * inode counters agree with the inodes.
  *
  * It reads one snapshot (one read transaction of the store, so it may run
  * beside a writing mgr) and writes nothing. Cost: one walk of every table

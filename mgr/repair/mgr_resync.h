@@ -1,10 +1,10 @@
 /*
- * mgr_resync.h - the mgr's resync thread (HACKING.md "Mirroring",
+ * mgr_resync.h - the mgr's resync thread (mgr/repair/README.md "Mirroring",
  * "Resync"): for each stale record (iod X, inode) whose X and buddy Y are
  * up and whose Y replica is not stale itself, copy Y's object to X, compare
- * the two by IO_CSUM and copy again what differs, then delete the record
- * if it was not marked again meanwhile (its generation); the next fence
- * round unfences X. Its own thread, net_client and connections.
+ * the two by IO_CSUM and copy again what differs, then delete the record if
+ * it was not marked again meanwhile (its generation); the next fence round
+ * unfences X. Its own thread, net_client and connections.
  */
 #ifndef RPFS_MGR_RESYNC_H
 #define RPFS_MGR_RESYNC_H

@@ -1,7 +1,7 @@
 /*
  * mgr_scrub.h - the mgr's scrub service: answers which inodes exist and
- * lists the orphan table, for `rpfs scrub` (HACKING.md "Scrub"). Bodies are
- * struct proto_scrubq / proto_inostate / proto_orphans.
+ * lists the orphan table, for `rpfs scrub` (mgr/repair/README.md "Scrub").
+ * Bodies are struct proto_scrubq / proto_inostate / proto_orphans.
  *
  * Loop thread only, but for mgr_scrub_counts.
  */

@@ -1,11 +1,11 @@
 /*
  * mgr_stale.h - the mgr's mirror service: durable records of replicas of
- * mirrored files that missed a write (HACKING.md "Mirroring"). A client
- * that wrote one replica of a mirror=2 file but not its buddy (down) sends
- * STALE_MARK and acknowledges the write only after the reply, which comes
- * once the record is committed AND the iod is fenced (mgr_iodpoll.h), or
- * can no longer hold a lease; STALE_COUNT reports the records per iod and
- * what the resync did for each (`rpfs status`).
+ * mirrored files that missed a write (mgr/repair/README.md "Mirroring"). A
+ * client that wrote one replica of a mirror=2 file but not its buddy (down)
+ * sends STALE_MARK and acknowledges the write only after the reply, which
+ * comes once the record is committed AND the iod is fenced (mgr_iodpoll.h),
+ * or can no longer hold a lease; STALE_COUNT reports the records per iod
+ * and what the resync did for each (`rpfs status`).
  *
  * Loop thread only (but mgr_stale_wake).
  */

@@ -39,8 +39,8 @@
  * transaction may have one child at a time (mgr_db_begin_child): its
  * commit folds into the parent, its abort drops only its own writes.
  *
- * Space (see HACKING "Namespace space"), on a store with a fixed size
- * (LMDB; mgr_kv_usage): the map is db_size bytes. Ops that
+ * Space (see mgr/store/README.md "Namespace space"), on a store with a
+ * fixed size (LMDB; mgr_kv_usage): the map is db_size bytes. Ops that
  * grow the namespace (mgr_db_inode_alloc, mgr_db_dirent_add, a growing
  * mgr_db_xattr_put) get -ENOSPC once the B-tree pages in use reach the map
  * minus a reserve (mgr_db_usage); deletes, same-size updates and shrinking

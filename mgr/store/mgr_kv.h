@@ -32,7 +32,8 @@
  *             SQLSTATE 40001 or 40P01, retried a bounded number of times
  *             inside the backend first)
  *   -ESTALE   this process no longer holds the store's leadership token
- *             (commit refused; see HACKING "Several mgrs, one active")
+ *             (commit refused; see mgr/ha/README.md "Several mgrs, one
+ *             active")
  *   -EIO      anything else (the store is unreachable, a corrupt record)
  */
 #ifndef RPFS_MGR_KV_H
@@ -115,11 +116,11 @@ void mgr_kv_close(struct mgr_kv *kv);
 enum mgr_kv_kind mgr_kv_kind(const struct mgr_kv *kv);
 
 /**
- * Fence every later top-level write commit with a leadership token (HACKING
- * "Several mgrs, one active"): the commit then runs only while the store's
- * lease row still holds that token, checked inside the commit's own
- * database transaction (no extra round trip); otherwise it is refused with
- * -ESTALE and nothing of it is applied. 0 turns fencing off.
+ * Fence every later top-level write commit with a leadership token
+ * (mgr/ha/README.md "Several mgrs, one active"): the commit then runs only
+ * while the store's lease row still holds that token, checked inside the
+ * commit's own database transaction (no extra round trip); otherwise it is
+ * refused with -ESTALE and nothing of it is applied. 0 turns fencing off.
  * @param token the token mgr_lead acquired (0: none)
  * @return 0, -EOPNOTSUPP the backend has no shared lease (LMDB: one mgr,
  *	always active)

@@ -23,9 +23,10 @@
  * and write txns of different threads take turns (LMDB's writer lock, held
  * from begin to commit/abort). A top-level commit syncs (default flags).
  *
- * Space (HACKING "Namespace space"): the map is conf->map_size bytes; the
- * reserve that the headroom rule keeps for deletes is 1/64 of the map, at
- * least 1 MiB and at most 64 MiB. usage counts the pages of every B-tree.
+ * Space (mgr/store/README.md "Namespace space"): the map is conf->map_size
+ * bytes; the reserve that the headroom rule keeps for deletes is 1/64 of
+ * the map, at least 1 MiB and at most 64 MiB. usage counts the pages of
+ * every B-tree.
  */
 #include "mgr_kv_int.h"
 
@@ -284,10 +285,11 @@ const struct mgr_kv_ops mgr_kv_lmdb_ops = {
 
 /*
  * After mdb_env_open: learn the map LMDB actually uses and size the
- * reserve, 1/64 of the map, at least 1 MiB and at most 64 MiB (HACKING
- * "Namespace space" says why that is enough for a delete). LMDB raises a
- * map smaller than the data already in the file to the data's size; that
- * would leave no reserve, so the map is raised by the reserve again.
+ * reserve, 1/64 of the map, at least 1 MiB and at most 64 MiB
+ * (mgr/store/README.md "Namespace space" says why that is enough for a
+ * delete). LMDB raises a map smaller than the data already in the file to
+ * the data's size; that would leave no reserve, so the map is raised by the
+ * reserve again.
  * @return 0, -EIO
  */
 static int kvl_size_map(struct kvl *s, const char *dir, uint64_t asked)

@@ -7,8 +7,9 @@
  * bytea compares as memcmp, then length: the order mgr_kv.h wants. Beside
  * it rpfs_schema(version) (one row), rpfs_lease (one row: the leadership
  * of several mgrs, taken by mgr_lead.c) and rpfs_fence(token), which fails
- * a transaction whose token is no longer the lease's. See HACKING
- * "PostgreSQL store" and "Several mgrs, one active".
+ * a transaction whose token is no longer the lease's. See
+ * mgr/store/README.md "PostgreSQL store" and mgr/ha/README.md "Several
+ * mgrs, one active".
  *
  * Round trips. A top-level write transaction talks to the server only to
  * read: its writes go to an ordered buffer (point entries and deleted
@@ -1212,8 +1213,8 @@ static int txn_run(struct pg_txn *t, struct pg_q *qs, int nq, PGresult **res,
  * open of an existing file): a mgr whose lease ran out could then answer
  * from rows another mgr has changed since. It never gets to: a mgr stops
  * serving at its local lease deadline, before the lease ends on the
- * database's clock and another mgr can take it (HACKING "Several mgrs,
- * one active"), the same rule that makes any answer of its safe.
+ * database's clock and another mgr can take it (mgr/ha/README.md "Several
+ * mgrs, one active"), the same rule that makes any answer of its safe.
  *
  * Read txns use it too, to answer a stat or a lookup with no round trip,
  * but only one that holds commit_rw for reading, which it tries once at

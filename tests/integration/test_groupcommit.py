@@ -1,4 +1,4 @@
-"""Group commit in the mgr (HACKING "Group commit"): write ops queued
+"""Group commit in the mgr (mgr/README.md "Group commit"): write ops queued
 together share one commit, and each is answered only after the sync that
 made it durable.
 
@@ -136,8 +136,8 @@ def run_workers(d, nworkers, n):
 
 
 # Over verbs a mount's requests to the mgr are served one at a time (one
-# connection, served in order: HACKING "Group commit"), so one mount's 4
-# writers never share a batch (388 ops, 388 batches in the RDMA VM); this
+# connection, served in order: mgr/README.md "Group commit"), so one mount's
+# 4 writers never share a batch (388 ops, 388 batches in the RDMA VM); this
 # check runs on tcp, whose 4 lanes are served each on its own. The rest of
 # the module (durability, failing ops) runs in both stages.
 @pytest.mark.host_only

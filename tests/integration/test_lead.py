@@ -1,8 +1,8 @@
-"""Several mgrs on one PostgreSQL store, one active (HACKING "Several mgrs,
-one active"): two rpfs-mgr processes share a database, 4 iods, and a mount
-names both ("h1:p1,h2:p2"). Whatever RPFS_STORE is, these tests use a
-database of their own on the session's PostgreSQL cluster (conftest
-pg_server).
+"""Several mgrs on one PostgreSQL store, one active (mgr/ha/README.md
+"Several mgrs, one active"): two rpfs-mgr processes share a database, 4
+iods, and a mount names both ("h1:p1,h2:p2"). Whatever RPFS_STORE is, these
+tests use a database of their own on the session's PostgreSQL cluster
+(conftest pg_server).
 
 - the active one answers, the other gives the standby answer with the
   active one's address (raw frames);

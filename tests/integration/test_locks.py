@@ -1,5 +1,5 @@
-"""Cluster-wide locks: POSIX (fcntl), OFD and flock locks taken on one
-mount are seen by another mount of the same file system (HACKING.md
+"""Cluster-wide locks: POSIX (fcntl), OFD and flock locks taken on one mount
+are seen by another mount of the same file system (mgr/lock/README.md
 "Locks"). Lock holders are lock_agent.py processes driven line by line.
 A test of a blocked waiter waits until the mgr counts it queued
 (lock_waiters in its STATUS) before it lets the lock go, and where no

@@ -1,5 +1,6 @@
 """Prometheus /metrics on the mgr, each iod and a mount (README
-"Observability", HACKING.md "Metrics"), checked by a real Prometheus.
+"Observability", common/service/README.md "Metrics"), checked by a real
+Prometheus.
 
 One module-scoped cluster (1 mgr, 4 iods, each with --metrics) and one
 mount with -o metrics= are scraped every second by Debian's prometheus,

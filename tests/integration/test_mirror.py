@@ -1,4 +1,4 @@
-"""Mirrored layouts (mirror=2, HACKING.md "Mirroring").
+"""Mirrored layouts (mirror=2, mgr/repair/README.md "Mirroring").
 
 4 iods form 2 mirror groups, {0,1} and {2,3} (or, with failure domains,
 pairs across the domains). A mirror=2 file's stripe units go round-robin

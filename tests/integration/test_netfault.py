@@ -102,7 +102,7 @@ def _env_int(name, default, lo):
 
 # -o timeout= of every client: $RPFS_NETFAULT_TIMEOUT, default 3 s. Under
 # TCG with netem loss a healthy request can take longer than 3 s (see
-# HACKING.md "Fault harness"): the VM stage sets 10.
+# tests/integration/README.md "Fault harness"): the VM stage sets 10.
 TIMEOUT_S = _env_int('RPFS_NETFAULT_TIMEOUT', 3, 1)
 # The longest call a client may make during a fault, counted from its
 # retry logic (fuse-client/): every request has one deadline, the mount's

@@ -1,8 +1,8 @@
-"""`rpfs scrub --namespace`: the namespace consistency check (HACKING.md
-"Namespace check"). A metadata workload on a real mount (creates, hard
-links, renames across directories, an unlink of an open file, rmdirs,
-symlinks, xattrs), then the check beside the running mgr, also while a
-writer keeps changing the namespace: clean, exit 0. Then the mgr is
+"""`rpfs scrub --namespace`: the namespace consistency check
+(mgr/repair/README.md "Namespace check"). A metadata workload on a real
+mount (creates, hard links, renames across directories, an unlink of an open
+file, rmdirs, symlinks, xattrs), then the check beside the running mgr, also
+while a writer keeps changing the namespace: clean, exit 0. Then the mgr is
 stopped, one directory entry is deleted from the store behind its back
 (tests/tools/nscheck_damage.c), and the check reports it: exit 1. On the
 store of the run (RPFS_STORE: lmdb or postgresql)."""

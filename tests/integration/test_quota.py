@@ -1,5 +1,5 @@
-"""Namespace space (HACKING.md "Namespace space"): with a small [mgr]
-db_size an unprivileged user fills the namespace until creates, links and
+"""Namespace space (mgr/store/README.md "Namespace space"): with a small
+[mgr] db_size an unprivileged user fills the namespace until creates, links and
 xattrs get ENOSPC (never EIO); the mgr still serves stat, readdir and
 getxattr, and deletes of every kind (unlink, rmdir, removexattr, rename
 over a file, shrinking replaces, truncate) still work at full, after which

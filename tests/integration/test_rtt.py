@@ -1,10 +1,10 @@
-"""Requests per metadata op (HACKING.md "Requests per op"), counted, not
-timed: each check performs one op on a mount and reads, before and after,
-the FUSE requests the kernel sent it (rpfs_client_fuse_requests_total),
-the calls it made by op (rpfs_client_requests_total: the mgr's ops and the
-iods' IO_* ops) and the requests the mgr answered by op
-(rpfs_server_requests_total on the mgr's /metrics), and asserts the
-counts.
+"""Requests per metadata op (fuse-client/README.md "Requests per op"),
+counted, not timed: each check performs one op on a mount and reads, before
+and after, the FUSE requests the kernel sent it
+(rpfs_client_fuse_requests_total), the calls it made by op
+(rpfs_client_requests_total: the mgr's ops and the iods' IO_* ops) and the
+requests the mgr answered by op (rpfs_server_requests_total on the mgr's
+/metrics), and asserts the counts.
 
 One module cluster (2 iods) with one measured mount A and a helper mount
 B, which makes the files A has never seen (a cold stat or listing is one
@@ -19,15 +19,15 @@ create (or another change) in the same directory, which makes the kernel
 drop the directory's attributes and ask for them (GETATTR) at the next
 path walk, for its permission check.
 
-Every count asserted is a fixed number, the claim of HACKING's table for
-a mount whose replies carry its entry and attribute timeouts: the kernel
-looks up only the names it holds no entry for (the new name of a create,
-mkdir or rename, a name B made), never a directory A made or walked
-within TIMEOUT; a GETATTR of a directory A itself just changed by a
-create or mkdir is answered by the mount, one after an unlink or a
-rename goes to the mgr. None is taken from what the kernel sent in the
-check: a mount that replied with a zero entry timeout would make the
-kernel look up the directory again at every walk, and the mgr would
+Every count asserted is a fixed number, the claim of the table in
+fuse-client/README.md "Requests per op" for a mount whose replies carry its
+entry and attribute timeouts: the kernel looks up only the names it holds no
+entry for (the new name of a create, mkdir or rename, a name B made), never
+a directory A made or walked within TIMEOUT; a GETATTR of a directory A
+itself just changed by a create or mkdir is answered by the mount, one after
+an unlink or a rename goes to the mgr. None is taken from what the kernel
+sent in the check: a mount that replied with a zero entry timeout would make
+the kernel look up the directory again at every walk, and the mgr would
 answer each of those LOOKUPs too; both counts rising together must fail.
 
 The kernel may drop an unused entry whenever it likes (a drop_caches by
@@ -48,9 +48,9 @@ import util
 
 # The counts follow the kernel's FUSE request pattern, which differs by
 # kernel version: the RDMA VM runs Debian 12's 6.1, where READDIRPLUS and
-# RELEASE come in another order and the empty-end READDIR cut does not
-# apply (HACKING "Requests per op"). The host stage runs these on the
-# host's kernel; over verbs the mgr's counts are the same requests.
+# RELEASE come in another order and the empty-end READDIR cut does not apply
+# (fuse-client/README.md "Requests per op"). The host stage runs these on
+# the host's kernel; over verbs the mgr's counts are the same requests.
 pytestmark = pytest.mark.host_only
 
 NIODS = 2

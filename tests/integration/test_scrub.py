@@ -1,10 +1,10 @@
 """`rpfs scrub`: online orphan reclamation and replica compare at a bounded
-rate (HACKING.md "Scrub"). Orphans are injected on purpose: stripe objects
-of inodes that do not exist, written straight into the iods' data
-directories with an old mtime, and mgr orphan inodes left by a client
-killed between unlink and purge. Replicas of mirrored files are damaged on
-purpose the same way: bytes overwritten or the object truncated inside one
-iod's data directory. Real daemons, real FUSE mounts."""
+rate (mgr/repair/README.md "Scrub"). Orphans are injected on purpose: stripe
+objects of inodes that do not exist, written straight into the iods' data
+directories with an old mtime, and mgr orphan inodes left by a client killed
+between unlink and purge. Replicas of mirrored files are damaged on purpose
+the same way: bytes overwritten or the object truncated inside one iod's
+data directory. Real daemons, real FUSE mounts."""
 import os
 import re
 import signal

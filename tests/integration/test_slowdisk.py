@@ -1,5 +1,5 @@
-"""A slow disk call does not stall the iod (issue 20, item 3; HACKING.md
-"iod threads").
+"""A slow disk call does not stall the iod (issue 20, item 3;
+iod/README.md "iod threads").
 
 iod 0 of a 2-iod cluster runs with its test hook on: every IO_FSYNC of one
 object is held 2 s before the fsync (RPFS_IOD_TEST_FSYNC_DELAY_MS=2000,

@@ -1,5 +1,6 @@
-"""TCP server limits (HACKING.md, "TCP server limits"): stalled writers
-and unread floods from raw TCP peers must not wear an iod down.
+"""TCP server limits (common/transport/README.md "TCP server limits"):
+stalled writers and unread floods from raw TCP peers must not wear an iod
+down.
 
 - 32 connections that send an IO_WRITE header announcing 4 MiB and then
   no data must not stop another client's 4 KiB reads (each within 100 ms,

@@ -1,5 +1,5 @@
-"""Set-user-ID and set-group-ID bits drop on write, truncate and chown as
-on a local file system (HACKING.md "Set-id bits"). The expected modes are
+"""Set-user-ID and set-group-ID bits drop on write, truncate and chown as on
+a local file system (mgr/ns/README.md "Set-id bits"). The expected modes are
 what tmpfs did on this kernel (Linux 6.18) for the same operations by the
 same uids: a write or truncate by a uid other than root drops S_ISUID, and
 S_ISGID when S_IXGRP is set or the writer is outside the file's group; root

@@ -1,4 +1,5 @@
-"""Truncate cannot bring old bytes back (HACKING.md "Truncate").
+"""Truncate cannot bring old bytes back (fuse-client/core/README.md
+"Truncate").
 
 A shrink truncates the iods' objects first and publishes the size at the
 mgr only after: whatever point a truncate stops at (its client killed, an

@@ -1,6 +1,6 @@
-"""What a caller may do at the mgr (HACKING.md "Semantics", root squash):
-with --root-squash neither uid 0 nor gid 0 keeps root's rights there,
-whatever the kernel of the client let through."""
+"""What a caller may do at the mgr (mgr/ns/README.md "Semantics", root
+squash): with --root-squash neither uid 0 nor gid 0 keeps root's rights
+there, whatever the kernel of the client let through."""
 import os
 
 import pytest

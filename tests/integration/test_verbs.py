@@ -1,5 +1,6 @@
 """The verbs transport takes each mechanism where it should, proven by the
-transport counters (DESIGN.md, "Transport").
+transport counters (common/transport/README.md "Messages, credits and
+mechanisms").
 
 These tests are marked `verbs`: scripts/test.sh runs them inside the RDMA VM
 (scripts/rdma-vm.sh, soft-RoCE) with RPFS_TRANSPORT=verbs, together with the

@@ -1,8 +1,8 @@
 /*
  * test_setid.c - unit tests of the set-id dropping rule (common/proto/setid.c):
  * the expected bits are what tmpfs/ext4 did on Linux 6.18 for the same
- * write, truncate and chown (see HACKING.md "Set-id bits"). Exits 0 when
- * all pass.
+ * write, truncate and chown (see mgr/ns/README.md "Set-id bits"). Exits 0
+ * when all pass.
  */
 #include "setid.h"
 #include "check.h"
