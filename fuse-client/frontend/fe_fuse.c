@@ -304,13 +304,13 @@ static void set_readahead(void *arg)
 
 /*
  * Negotiate: 1 MiB writes and readahead, readdirplus, atomic O_TRUNC and,
- * unless -o no_writeback_cache, the writeback cache: the kernel absorbs
- * write(2) in its page cache and sends WRITEs of up to 1 MiB at writeback,
- * flush (close) and fsync. It then keeps size and mtime of open files
- * itself; see fuse-client/frontend/README.md "Writeback cache". Set-id
- * bits are dropped by
- * the kernel's SETATTR (setattr_nonowner) and the mgr: FUSE_CAP_HANDLE_KILLPRIV
- * would hand that to us, but libfuse 3.14 does not pass it to the kernel.
+ * with -o writeback_cache (off by default), the writeback cache: the
+ * kernel absorbs write(2) in its page cache and sends WRITEs of up to
+ * 1 MiB at writeback, flush (close) and fsync. It then keeps size and
+ * mtime of open files itself; see fuse-client/frontend/README.md
+ * "Writeback cache". Set-id bits are dropped by the kernel's SETATTR
+ * (setattr_nonowner) and the mgr: FUSE_CAP_HANDLE_KILLPRIV would hand
+ * that to us, but libfuse 3.14 does not pass it to the kernel.
  */
 static void fe_init(void *userdata, struct fuse_conn_info *conn)
 {
