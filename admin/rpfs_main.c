@@ -499,6 +499,8 @@ static int wants_help(int argc, char **argv)
 	return 0;
 }
 
+/* rpfs: dispatch argv[1] to its subcommand (or its --help). @return the
+ * subcommand's ADM_* exit code */
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;

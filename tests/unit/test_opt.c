@@ -323,6 +323,7 @@ static void test_help(void)
 	free(m);
 }
 
+/* Run every test. @return 0 all passed, 1 a check failed */
 int main(void)
 {
 	test_defaults();
