@@ -301,24 +301,30 @@ static void test_help(void)
 		"what |\n|---|---|---|---|---|\n";
 	char *h = capture(opt_help), *m = capture(opt_markdown);
 
-	CHECK(h && !strncmp(h, head, strlen(head)), "head: %.80s", h);
-	CHECK(h && strstr(h, "\n  --lease SECONDS               2..600, default 10, "
-			  "[mgr] lease\n      the lease\n"), "lease: %s", h);
-	CHECK(h && strstr(h, "\n  --size SIZE                   4M..1024G, default "
-			  "4G, [mgr] db_size\n"), "size");
-	CHECK(h && strstr(h, "\n  --unit BYTES                  4096..67108864\n"),
+	CHECK(h && m, "open_memstream");
+	if (!h || !m) {
+		free(h);
+		free(m);
+		return;
+	}
+	CHECK(!strncmp(h, head, strlen(head)), "head: %.80s", h);
+	CHECK(strstr(h, "\n  --lease SECONDS               2..600, default 10, "
+		     "[mgr] lease\n      the lease\n"), "lease: %s", h);
+	CHECK(strstr(h, "\n  --size SIZE                   4M..1024G, default "
+		     "4G, [mgr] db_size\n"), "size");
+	CHECK(strstr(h, "\n  --unit BYTES                  4096..67108864\n"),
 	      "unit");
-	CHECK(h && strstr(h, "\n  --secs S                      above 0, at most "
-			  "3600, default 1.5\n"), "secs");
-	CHECK(h && strstr(h, "\n  --level LEVEL                 default notice, "
-			  "[log] level\n"), "level");
-	CHECK(h && strstr(h, "\nFor testing only:\n  --testing MS"), "testing");
-	CHECK(h && !strstr(h, "help-markdown"), "hidden");
-	CHECK(m && !strncmp(m, mdhead, strlen(mdhead)), "md head: %.80s", m);
-	CHECK(m && strstr(m, "\n| `--lease SECONDS` | 2..600 | 10 | `[mgr] lease` "
-			  "| the lease |\n"), "md lease");
-	CHECK(m && strstr(m, "| a name \\| with a pipe |"), "md pipe");
-	CHECK(m && strstr(m, "| For testing only: for tests |"), "md testing");
+	CHECK(strstr(h, "\n  --secs S                      above 0, at most "
+		     "3600, default 1.5\n"), "secs");
+	CHECK(strstr(h, "\n  --level LEVEL                 default notice, "
+		     "[log] level\n"), "level");
+	CHECK(strstr(h, "\nFor testing only:\n  --testing MS"), "testing");
+	CHECK(!strstr(h, "help-markdown"), "hidden");
+	CHECK(!strncmp(m, mdhead, strlen(mdhead)), "md head: %.80s", m);
+	CHECK(strstr(m, "\n| `--lease SECONDS` | 2..600 | 10 | `[mgr] lease` "
+		     "| the lease |\n"), "md lease");
+	CHECK(strstr(m, "| a name \\| with a pipe |"), "md pipe");
+	CHECK(strstr(m, "| For testing only: for tests |"), "md testing");
 	free(h);
 	free(m);
 }
