@@ -4,20 +4,21 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <netdb.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon.h"
 #include "log.h"
 #include "mgr_db.h"
 #include "mgr_kv.h"
 #include "net_auth.h"
 #include "adm.h"
+#include "opt.h"
 
 /* Each subcommand's usage lines (its --help, and a part of usage()). */
 #define USAGE_KEYGEN \
@@ -165,28 +166,6 @@ static int cmd_keygen(int argc, char **argv)
 	return ADM_OK;
 }
 
-/* mkdir -p with mode 0700 for the last component. @return 0 or -errno */
-static int mkdir_p(const char *dir)
-{
-	char path[PATH_MAX];
-	size_t len = strlen(dir);
-
-	if (len >= sizeof(path) || len == 0)
-		return -ENAMETOOLONG;
-	memcpy(path, dir, len + 1);
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(path, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 /* Whether host names an address of this machine (we can bind to it). */
 static int host_is_local(const char *host)
 {
@@ -278,7 +257,7 @@ static int mkfs_data(const char *const *data, int n)
 	int rc;
 
 	for (int i = 0; i < n; i++) {
-		if ((rc = mkdir_p(data[i])) != 0) {
+		if ((rc = dmn_mkdir_p(data[i])) != 0) {
 			fprintf(stderr, "rpfs mkfs: %s: %s\n", data[i], strerror(-rc));
 			return ADM_FAIL;
 		}
@@ -313,124 +292,99 @@ static int mkfs_conf_store(const struct cfg *conf, const char **uri)
 	return ADM_OK;
 }
 
-/* rpfs mkfs: see usage(). */
-static int cmd_mkfs(int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "conf", required_argument, NULL, 'C' },
-		{ "all", no_argument, NULL, 'a' },
-		{ "db", required_argument, NULL, 'd' },
-		{ "iod", required_argument, NULL, 'i' },
-		{ "data", required_argument, NULL, 'D' },
-		{ "stripe-unit", required_argument, NULL, 'u' },
-		{ "stripe-count", required_argument, NULL, 'c' },
-		{ "store-uri", required_argument, NULL, 'U' },
-		{ NULL, 0, NULL, 0 },
-	};
-	static struct mgr_iod iods[PROTO_MAX_IODS];
-	const char *conf_path = NULL, *db = NULL, *data[PROTO_MAX_IODS];
-	const char *store_uri = NULL;
-	struct cfg *conf = NULL;
-	int c, all = 0, ndata = 0, rc = ADM_OK;
-	uint16_t niods = 0;
-	uint64_t unit = 0;
-	long count = 0;
-	char msg[512], *end;
+/* rpfs mkfs's command line. */
+struct mkfs_args {
+	const char *conf;        /* --conf FILE */
+	int all;                 /* --all: the data directories of every iod */
+	const char *db;          /* --db DIR */
+	struct mgr_iod iods[PROTO_MAX_IODS]; /* --iod HOST:PORT... */
+	uint16_t niods;
+	const char *data[PROTO_MAX_IODS];    /* --data DIR... */
+	int ndata;
+	uint32_t unit;           /* --stripe-unit; 0: the default */
+	long count;              /* --stripe-count; 0: all iods */
+	const char *store_uri;   /* --store-uri URI */
+	uint64_t given;
+};
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'C': conf_path = optarg; break;
-		case 'a': all = 1; break;
-		case 'd': db = optarg; break;
-		case 'U':
-			if (!optarg[0]) {
-				fprintf(stderr, "rpfs mkfs: --store-uri: expected a "
-					"PostgreSQL URI, got \"\"\n");
-				return ADM_USAGE;
-			}
-			store_uri = optarg;
-			break;
-		case 'i':
-			if (niods >= PROTO_MAX_IODS) {
-				fprintf(stderr, "rpfs mkfs: --iod: at most %d iods\n",
-					PROTO_MAX_IODS);
-				return ADM_USAGE;
-			}
-			if (addr_parse("--iod", optarg, 0, iods[niods].host,
-				       sizeof(iods[niods].host), &iods[niods].port,
-				       msg, sizeof(msg))) {
-				fprintf(stderr, "rpfs mkfs: %s\n", msg);
-				return ADM_USAGE;
-			}
-			niods++;
-			break;
-		case 'D':
-			if (ndata < PROTO_MAX_IODS)
-				data[ndata++] = optarg;
-			break;
-		case 'u':
-			if (cfg_parse_size(optarg, &unit) || unit < 4096 ||
-			    unit > (64u << 20) || (unit & (unit - 1))) {
-				fprintf(stderr, "rpfs mkfs: --stripe-unit: expected a power of "
-					"two from 4K to 64M, got \"%s\"\n", optarg);
-				return ADM_USAGE;
-			}
-			break;
-		case 'c':
-			errno = 0;
-			count = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || count < 0 ||
-			    count > PROTO_MAX_IODS) {
-				fprintf(stderr, "rpfs mkfs: --stripe-count: expected 0..%d, "
-					"got \"%s\"\n", PROTO_MAX_IODS, optarg);
-				return ADM_USAGE;
-			}
-			break;
-		default:
-			fprintf(stderr, "rpfs mkfs: unknown or incomplete option \"%s\"\n",
-				argv[optind - 1]);
-			return ADM_USAGE;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "rpfs mkfs: unexpected argument \"%s\"\n", argv[optind]);
+/* --iod fills struct mgr_iod as a struct opt_addr (OPT_LIST) */
+_Static_assert(offsetof(struct mgr_iod, host) == offsetof(struct opt_addr, host) &&
+	       offsetof(struct mgr_iod, port) == offsetof(struct opt_addr, port) &&
+	       sizeof(((struct mgr_iod *)0)->host) == sizeof(((struct opt_addr *)0)->host),
+	       "struct mgr_iod does not begin as struct opt_addr");
+
+/* rpfs mkfs's options (its help is USAGE_MKFS). */
+static const struct opt mkfs_opts[] = {
+	{ .name = "conf", .kind = OPT_STRING, .flags = OPT_EMPTY, .arg = "FILE",
+	  OPT_AT(struct mkfs_args, conf), .help = "the config file" },
+	{ .name = "all", .kind = OPT_SWITCH, OPT_AT(struct mkfs_args, all),
+	  .help = "the data directories of every iod, not only this host's" },
+	{ .name = "db", .kind = OPT_STRING, .flags = OPT_EMPTY, .arg = "DIR",
+	  OPT_AT(struct mkfs_args, db), .help = "the mgr's database" },
+	{ .name = "iod", .kind = OPT_ADDR, .flags = OPT_LIST, .arg = "HOST:PORT",
+	  OPT_AT_LIST(struct mkfs_args, iods, niods), .many = "at most {hi} iods",
+	  .help = "an iod, in order" },
+	{ .name = "data", .kind = OPT_STRING, .flags = OPT_LIST | OPT_EMPTY,
+	  .arg = "DIR", OPT_AT_LIST(struct mkfs_args, data, ndata),
+	  .many = "at most {hi} directories", .help = "an iod's data directory" },
+	{ .name = "stripe-unit", .kind = OPT_SIZE, .flags = OPT_POW2,
+	  .arg = "SIZE", OPT_AT(struct mkfs_args, unit), .lo = 4096,
+	  .hi = 64u << 20, .what = "a power of two from {lo} to {hi}",
+	  .help = "the stripe unit of new files" },
+	{ .name = "stripe-count", .kind = OPT_INT, .arg = "N",
+	  OPT_AT(struct mkfs_args, count), .lo = 0, .hi = PROTO_MAX_IODS,
+	  .what = "{lo}..{hi}", .help = "the iods a new file is striped over" },
+	{ .name = "store-uri", .kind = OPT_STRING, .arg = "URI",
+	  OPT_AT(struct mkfs_args, store_uri), .what = "a PostgreSQL URI",
+	  .help = "create the schema of this PostgreSQL store" },
+};
+
+static const struct opt_prog mkfs_prog = {
+	.name = "rpfs mkfs",
+	.usage = "usage: rpfs " USAGE_MKFS,
+	.opts = mkfs_opts,
+	.nopts = sizeof(mkfs_opts) / sizeof(mkfs_opts[0]),
+};
+
+/*
+ * rpfs mkfs --store-uri URI, or --db DIR --iod HOST:PORT...: the schema,
+ * or the database with the iod table; with --data, the data directories.
+ * @return an ADM_* exit code
+ */
+static int mkfs_flags(const struct mkfs_args *a)
+{
+	int rc;
+
+	if (a->store_uri && (a->db || a->niods || a->conf || a->all)) {
+		fprintf(stderr, "rpfs mkfs: --store-uri goes without --db, --iod, "
+			"--conf and --all\n");
 		return ADM_USAGE;
 	}
-	if (store_uri) {
-		if (db || niods || conf_path || all) {
-			fprintf(stderr, "rpfs mkfs: --store-uri goes without --db, --iod, "
-				"--conf and --all\n");
-			return ADM_USAGE;
-		}
-		rc = mkfs_data(data, ndata);
-		return rc ? rc : mkfs_pg(store_uri, "--store-uri", 0);
+	if (!a->store_uri && (!a->db || !a->niods)) {
+		fprintf(stderr, "rpfs mkfs: --db and --iod go together\n");
+		return ADM_USAGE;
 	}
-	if (db || niods) {
-		if (!db || !niods) {
-			fprintf(stderr, "rpfs mkfs: --db and --iod go together\n");
-			return ADM_USAGE;
-		}
-		if (count > niods) {
-			fprintf(stderr, "rpfs mkfs: --stripe-count: more than the %u iods\n",
-				niods);
-			return ADM_USAGE;
-		}
-		rc = mkfs_data(data, ndata);
-		if (rc)
-			return rc;
-		return mkfs_db(db, iods, niods, (uint32_t)unit, (uint16_t)count, 0);
+	if (!a->store_uri && a->count > a->niods) {
+		fprintf(stderr, "rpfs mkfs: --stripe-count: more than the %u iods\n",
+			a->niods);
+		return ADM_USAGE;
 	}
-	if (!conf_path)
-		conf_path = default_conf();
-	if (cfg_load(&conf, conf_path, msg, sizeof(msg))) {
-		fprintf(stderr, "rpfs mkfs: %s\n", msg);
-		return ADM_CONFIG;
-	}
-	rc = mkfs_conf_store(conf, &store_uri);
+	rc = mkfs_data(a->data, a->ndata);
 	if (rc)
-		goto out_free_conf;
+		return rc;
+	if (a->store_uri)
+		return mkfs_pg(a->store_uri, "--store-uri", 0);
+	return mkfs_db(a->db, a->iods, a->niods, a->unit, (uint16_t)a->count, 0);
+}
+
+/*
+ * The iod table of conf into iods, and the data directories of its iods
+ * on this host (all: of every iod). @return ADM_OK, ADM_FAIL (printed)
+ */
+static int mkfs_conf_iods(const struct cfg *conf, int all, struct mgr_iod *iods)
+{
+	int rc;
+
 	for (int i = 0; i < conf->niods; i++) {
 		const struct cfg_iod *d = &conf->iods[i];
 
@@ -439,26 +393,75 @@ static int cmd_mkfs(int argc, char **argv)
 		snprintf(iods[i].domain, sizeof(iods[i].domain), "%s", d->domain);
 		if (!d->data || (!all && !host_is_local(d->listen[0] ? d->listen : d->host)))
 			continue;
-		if ((c = mkdir_p(d->data)) != 0) {
+		rc = dmn_mkdir_p(d->data);
+		if (rc) {
 			fprintf(stderr, "rpfs mkfs: [iod.%d] data %s: %s\n", i, d->data,
-				strerror(-c));
-			rc = ADM_FAIL;
-			goto out_free_conf;
+				strerror(-rc));
+			return ADM_FAIL;
 		}
 		printf("iod %d data directory %s\n", i, d->data);
 	}
-	if (store_uri)
-		rc = mkfs_pg(store_uri, conf_path, 1);
-	else if (conf->db && conf->niods)
-		rc = mkfs_db(conf->db, iods, (uint16_t)conf->niods, conf->stripe_unit,
-			     conf->stripe_count > 0 ? (uint16_t)conf->stripe_count : 0,
-			     conf->mirror);
-	else if (conf->db)
+	return ADM_OK;
+}
+
+/*
+ * rpfs mkfs [--conf FILE] [--all]: from the config file, the data
+ * directories of the iods here, and the mgr's database with the iod
+ * table ([mgr] db) or the PostgreSQL store's schema.
+ * @return an ADM_* exit code
+ */
+static int mkfs_conf(struct mkfs_args *a)
+{
+	const char *path = a->conf ? a->conf : default_conf();
+	const char *store_uri = NULL;
+	struct cfg *conf = NULL;
+	char msg[512];
+	int rc;
+
+	if (cfg_load(&conf, path, msg, sizeof(msg))) {
+		fprintf(stderr, "rpfs mkfs: %s\n", msg);
+		return ADM_CONFIG;
+	}
+	rc = mkfs_conf_store(conf, &store_uri);
+	if (!rc)
+		rc = mkfs_conf_iods(conf, a->all, a->iods);
+	if (rc)
+		goto out_free_conf;
+	if (store_uri) {
+		rc = mkfs_pg(store_uri, path, 1);
+	} else if (conf->db && conf->niods) {
+		rc = mkfs_db(conf->db, a->iods, (uint16_t)conf->niods,
+			     conf->stripe_unit, conf->stripe_count > 0 ?
+			     (uint16_t)conf->stripe_count : 0, conf->mirror);
+	} else if (conf->db) {
 		fprintf(stderr, "rpfs mkfs: %s: no [iod.N] sections, database not "
-			"created\n", conf_path), rc = ADM_CONFIG;
+			"created\n", path);
+		rc = ADM_CONFIG;
+	}
 out_free_conf:
 	cfg_free(conf);
 	return rc;
+}
+
+/* rpfs mkfs: see usage(). */
+static int cmd_mkfs(int argc, char **argv)
+{
+	static struct mkfs_args a;
+	char err[PROTO_MAX_HOST * 2 + 300];
+	int rc;
+
+	memset(&a, 0, sizeof(a));
+	opt_defaults(&mkfs_prog, &a);
+	rc = opt_parse(&mkfs_prog, argc, argv, &a, &a.given, err, sizeof(err));
+	if (rc == OPT_HELP)
+		return ADM_OK;
+	if (rc) {
+		fprintf(stderr, "rpfs mkfs: %s\n", err);
+		return ADM_USAGE;
+	}
+	if (a.store_uri || a.db || a.niods)
+		return mkfs_flags(&a);
+	return mkfs_conf(&a);
 }
 
 /* rpfs stats PATH (client counters) or --server HOST:PORT. */
@@ -496,6 +499,8 @@ static int wants_help(int argc, char **argv)
 	return 0;
 }
 
+/* rpfs: dispatch argv[1] to its subcommand (or its --help). @return the
+ * subcommand's ADM_* exit code */
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;

@@ -14,7 +14,6 @@
  * This file: command line, pacing, the walk of one iod, orphans, report.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,121 +29,78 @@
 #define SCRUB_DEFAULT_GRACE 60
 #define SCRUB_MAX_GRACE (366L * 86400)
 
-/* Print the usage line of scrub. */
-static void scrub_usage(FILE *f)
+/* The --rate parser (opt.h OPT_CUSTOM): "N" or "N/s" objects per second,
+ * "NMB/s" megabytes (10^6) of objects per second. @return 0, -EINVAL */
+static int parse_rate(const struct opt *o, const char *name, const char *s,
+		      void *args, char *err, size_t errcap)
 {
-	fprintf(f, "usage: rpfs scrub [--conf FILE | --mgr HOST:PORT] [--key FILE] "
-		"[--timeout S]\n"
-		"                  [--rate OBJS_PER_SEC | --rate NMB/s] [--dry-run] "
-		"[--grace SECONDS]\n"
-		"                  [--server-key FILE]\n"
-		"       rpfs scrub --namespace [--conf FILE | --db DIR | --store-uri URI] "
-		"[--json]\n"
-		"With two keys, scrub needs the servers' key: --server-key, or the\n"
-		"config file's server_key. --namespace checks the namespace's\n"
-		"consistency in the store instead (rpfs scrub --namespace --help).\n");
-}
-
-/* Parse --rate: "N" or "N/s" objects per second, "NMB/s" megabytes (10^6)
- * of objects per second. @return 0 or -EINVAL */
-static int parse_rate(const char *s, struct scrub_args *a)
-{
+	struct scrub_args *a = args;
 	char *end;
 	double v = strtod(s, &end);
 
-	if (end == s || !isfinite(v) || !(v > 0) || v > 1e9)
+	if (end == s || !isfinite(v) || !(v > 0) || v > 1e9 ||
+	    (*end && strcmp(end, "/s") && strcmp(end, "MB/s"))) {
+		snprintf(err, errcap, "%s: expected objects per second (e.g. 500) "
+			 "or megabytes per second (e.g. 20MB/s), above 0, got "
+			 "\"%s\"", name, s);
 		return -EINVAL;
-	if (!*end || !strcmp(end, "/s")) {
-		a->rate_objs = v;
-		a->rate_bytes = 0;
-		return 0;
 	}
-	if (!strcmp(end, "MB/s")) {
-		a->rate_bytes = v * 1e6;
-		a->rate_objs = 0;
-		return 0;
-	}
-	return -EINVAL;
+	a->rate_objs = strcmp(end, "MB/s") ? v : 0;
+	a->rate_bytes = strcmp(end, "MB/s") ? 0 : v * 1e6;
+	return 0;
 }
 
-/* Parse the command line into a. @return ADM_OK, ADM_USAGE (reported), or
- * -1 after --help printed the usage (the caller exits ADM_OK) */
+/* rpfs scrub's options (its help is rpfs_main.c's USAGE_SCRUB). */
+static const struct opt scrub_opts[] = {
+	{ .name = "conf", .kind = OPT_STRING, .flags = OPT_EMPTY, .arg = "FILE",
+	  OPT_AT(struct scrub_args, conf), .help = "the config file" },
+	{ .name = "key", .kind = OPT_STRING, .flags = OPT_EMPTY, .arg = "FILE",
+	  OPT_AT(struct scrub_args, key), .help = "the clients' key" },
+	{ .name = "server-key", .kind = OPT_STRING, .flags = OPT_EMPTY,
+	  .arg = "FILE", OPT_AT(struct scrub_args, srv_key),
+	  .help = "the servers' key" },
+	{ .name = "mgr", .kind = OPT_ADDR, .arg = "HOST:PORT",
+	  OPT_AT(struct scrub_args, mgr), .help = "the mgr" },
+	{ .name = "timeout", .kind = OPT_SECONDS, .flags = OPT_ABOVE, .arg = "S",
+	  OPT_AT(struct scrub_args, timeout), .lo = 0, .hi = 3600000,
+	  .def = 5000, .what = "seconds {lo}..{hi}",
+	  .help = "a request's timeout" },
+	{ .name = "rate", .kind = OPT_CUSTOM, .arg = "N|NMB/s",
+	  .parse = parse_rate, .help = "objects (or MB) per second, at most" },
+	{ .name = "grace", .kind = OPT_INT, .arg = "SECONDS",
+	  OPT_AT(struct scrub_args, grace), .lo = 0, .hi = SCRUB_MAX_GRACE,
+	  .def = SCRUB_DEFAULT_GRACE, .what = "seconds {lo}..{hi}",
+	  .help = "objects and orphans younger than this are left alone" },
+	{ .name = "dry-run", .kind = OPT_SWITCH, OPT_AT(struct scrub_args, dry_run),
+	  .help = "report, change nothing" },
+};
+
+static const struct opt_prog scrub_prog = {
+	.name = "rpfs scrub",
+	.usage = "usage: rpfs scrub [--conf FILE | --mgr HOST:PORT] [OPTION...]\n",
+	.opts = scrub_opts,
+	.nopts = sizeof(scrub_opts) / sizeof(scrub_opts[0]),
+};
+
+/* Parse the command line into a. @return ADM_OK, ADM_USAGE (reported),
+ * OPT_HELP after --help (the caller exits ADM_OK) */
 static int scrub_parse(int argc, char **argv, struct scrub_args *a)
 {
-	static const struct option opts[] = {
-		{ "conf", required_argument, NULL, 'C' },
-		{ "key", required_argument, NULL, 'K' },
-		{ "server-key", required_argument, NULL, 'S' },
-		{ "mgr", required_argument, NULL, 'M' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "rate", required_argument, NULL, 'r' },
-		{ "grace", required_argument, NULL, 'g' },
-		{ "dry-run", no_argument, NULL, 'n' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	char *end, msg[PROTO_MAX_HOST * 2 + 200];
-	int c;
+	char err[PROTO_MAX_HOST * 2 + 300];
+	uint64_t given;
+	int rc;
 
 	memset(a, 0, sizeof(*a));
-	a->timeout = 5;
+	opt_defaults(&scrub_prog, a);
 	a->rate_objs = SCRUB_DEFAULT_RATE;
-	a->grace = SCRUB_DEFAULT_GRACE;
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'C': a->conf = optarg; break;
-		case 'K': a->key = optarg; break;
-		case 'S': a->srv_key = optarg; break;
-		case 'n': a->dry_run = 1; break;
-		case 'h': scrub_usage(stdout); return -1;
-		case 'M':
-			if (addr_parse("--mgr", optarg, 0, a->host, sizeof(a->host),
-				       &a->port, msg, sizeof(msg))) {
-				fprintf(stderr, "rpfs scrub: %s\n", msg);
-				return ADM_USAGE;
-			}
-			a->have_addr = 1;
-			break;
-		case 't':
-			a->timeout = strtod(optarg, &end);
-			if (*end || end == optarg || !(a->timeout > 0) ||
-			    a->timeout > 3600) {
-				fprintf(stderr, "rpfs scrub: --timeout: expected seconds "
-					"0..3600, got \"%s\"\n", optarg);
-				return ADM_USAGE;
-			}
-			break;
-		case 'r':
-			if (parse_rate(optarg, a)) {
-				fprintf(stderr, "rpfs scrub: --rate: expected objects per "
-					"second (e.g. 500) or megabytes per second (e.g. "
-					"20MB/s), above 0, got \"%s\"\n", optarg);
-				return ADM_USAGE;
-			}
-			break;
-		case 'g':
-			errno = 0;
-			a->grace = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || a->grace < 0 ||
-			    a->grace > SCRUB_MAX_GRACE) {
-				fprintf(stderr, "rpfs scrub: --grace: expected seconds "
-					"0..%ld, got \"%s\"\n", SCRUB_MAX_GRACE, optarg);
-				return ADM_USAGE;
-			}
-			break;
-		default:
-			fprintf(stderr, "rpfs scrub: unknown or incomplete option \"%s\"\n",
-				argv[optind - 1]);
-			scrub_usage(stderr);
-			return ADM_USAGE;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "rpfs scrub: unexpected argument \"%s\"\n", argv[optind]);
+	rc = opt_parse(&scrub_prog, argc, argv, a, &given, err, sizeof(err));
+	if (rc == OPT_HELP)
+		return OPT_HELP;
+	if (rc) {
+		fprintf(stderr, "rpfs scrub: %s\n", err);
 		return ADM_USAGE;
 	}
+	a->have_addr = opt_given(&scrub_prog, given, "mgr");
 	return ADM_OK;
 }
 
@@ -511,8 +467,8 @@ static int scrub_connect(struct scrub_ctx *x, struct net_opts *no)
 		return ADM_FAIL;
 	}
 	snprintf(x->mgr_addr, sizeof(x->mgr_addr), "mgr %s",
-		 addr_format(addr, sizeof(addr), x->a.host, x->a.port));
-	rc = net_conn_new(x->cl, x->a.host, x->a.port, &x->mgr);
+		 addr_format(addr, sizeof(addr), x->a.mgr.host, x->a.mgr.port));
+	rc = net_conn_new(x->cl, x->a.mgr.host, x->a.mgr.port, &x->mgr);
 	if (rc == 0)
 		rc = adm_call_mount(x->mgr, x->req, x->rep, &x->mt);
 	if (rc) {
@@ -578,7 +534,7 @@ int adm_scrub(int argc, char **argv)
 	memset(&x, 0, sizeof(x));
 	rc = scrub_parse(argc, argv, &x.a);
 	if (rc)
-		return rc < 0 ? ADM_OK : rc;
+		return rc == OPT_HELP ? ADM_OK : rc;
 	if (!x.a.have_addr && !x.a.conf)
 		x.a.conf = getenv("RPFS_CONF") && *getenv("RPFS_CONF") ?
 			   getenv("RPFS_CONF") : CFG_DEFAULT_PATH;
@@ -592,8 +548,8 @@ int adm_scrub(int argc, char **argv)
 			cfg_free(conf);
 			return ADM_CONFIG;
 		}
-		snprintf(x.a.host, sizeof(x.a.host), "%s", conf->mgr_host);
-		x.a.port = conf->mgr_port;
+		snprintf(x.a.mgr.host, sizeof(x.a.mgr.host), "%s", conf->mgr_host);
+		x.a.mgr.port = conf->mgr_port;
 	}
 	x.now = time(NULL);
 	x.pace.a = &x.a;

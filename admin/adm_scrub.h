@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "net.h"
+#include "opt.h"
 #include "proto.h"
 
 #define SCRUB_BATCH PROTO_MAX_INOS     /* objects per IO_LIST / SCRUB_INOS */
@@ -19,9 +20,8 @@
 /* Command line. */
 struct scrub_args {
 	const char *conf, *key, *srv_key; /* --conf, --key, --server-key */
-	char host[PROTO_MAX_HOST + 1];
-	uint16_t port;
-	int have_addr;
+	struct opt_addr mgr; /* --mgr, else [cluster] mgr */
+	int have_addr;      /* --mgr given */
 	double timeout;
 	double rate_objs;   /* objects per second, 0 = not limited by count */
 	double rate_bytes;  /* object bytes per second, 0 = not by bytes */

@@ -189,7 +189,7 @@ static int mark_connect(struct scrub_ctx *x)
 	rc = net_client_new(&x->mark_cl, &no);
 	if (rc)
 		return rc;
-	rc = net_conn_new(x->mark_cl, x->a.host, x->a.port, &x->mark_mgr);
+	rc = net_conn_new(x->mark_cl, x->a.mgr.host, x->a.mgr.port, &x->mark_mgr);
 	if (rc) {
 		net_client_free(x->mark_cl);
 		x->mark_cl = NULL;

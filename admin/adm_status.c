@@ -227,15 +227,78 @@ static void adm_stale_extra(struct net_conn *mgr, const struct proto_mount *mt,
 	}
 }
 
+/*
+ * The mgr rows: every mgr of the list, the active one, the standbys and
+ * the down ones; the first that is up (active) into a->host, a->port.
+ * @param[out] down the servers down, counted on
+ * @return 0 an active mgr answered, -EHOSTUNREACH none did
+ */
+static int status_mgrs(struct net_client *cl, struct adm_args *a,
+		       uint8_t *rep, int *down)
+{
+	int rc = -EHOSTUNREACH;
+
+	for (int i = 0; i < a->nmgrs; i++) {
+		int up = adm_row(cl, "mgr", a->nmgrs > 1 ? i : -1, a->mgrs[i].host,
+				 a->mgrs[i].port, rep, "");
+
+		*down += !up;
+		if (up == 1 && rc) {
+			snprintf(a->host, sizeof(a->host), "%s", a->mgrs[i].host);
+			a->port = a->mgrs[i].port;
+			rc = 0;
+		}
+	}
+	if (a->nmgrs > 1 && rc)
+		printf("no active mgr among the %d\n", a->nmgrs);
+	return rc;
+}
+
+/*
+ * The iod rows: the iod table from the active mgr at a->host (mgr_rc 0),
+ * with each mirrored iod's stale counts, else from the config file.
+ * @return the iods down
+ */
+static int status_iods(struct net_client *cl, const struct adm_args *a,
+		       const struct cfg *conf, int mgr_rc)
+{
+	static uint8_t req[PROTO_MAX_BODY], rep[PROTO_MAX_BODY];
+	static char hosts[PROTO_MAX_IODS][PROTO_MAX_HOST + 1];
+	static char extra[PROTO_MAX_IODS][ADM_EXTRA_LEN];
+	static struct proto_mount mt;
+	struct net_conn *mgr;
+	int down = 0;
+
+	if (mgr_rc == 0)
+		mgr_rc = net_conn_new(cl, a->host, a->port, &mgr);
+	if (mgr_rc == 0)
+		mgr_rc = adm_call_mount(mgr, req, rep, &mt);
+	if (mgr_rc == 0) {
+		for (uint16_t i = 0; i < mt.niods; i++)
+			snprintf(hosts[i], sizeof(hosts[i]), "%.*s",
+				 (int)mt.iods[i].host.len, mt.iods[i].host.p);
+		adm_stale_extra(mgr, &mt, rep, extra);
+		for (uint16_t i = 0; i < mt.niods; i++)
+			down += !adm_row(cl, "iod", i, hosts[i], mt.iods[i].port, rep,
+					 extra[i]);
+	} else if (conf) {
+		for (int i = 0; i < conf->niods; i++)
+			down += !adm_row(cl, "iod", i, conf->iods[i].host,
+					 conf->iods[i].port, rep, "");
+	} else {
+		fprintf(stderr, "rpfs status: cannot get the iod table from the mgr "
+			"(%s); give --conf to check the iods\n", strerror(-mgr_rc));
+	}
+	return down;
+}
+
 /* See rpfs.h. */
 int adm_status(int argc, char **argv)
 {
-	static uint8_t req[PROTO_MAX_BODY], rep[PROTO_MAX_BODY];
-	static struct proto_mount mt;
+	static uint8_t rep[PROTO_MAX_BODY];
 	struct adm_args a;
 	struct cfg *conf = NULL;
 	struct net_client *cl;
-	struct net_conn *mgr;
 	struct net_opts no;
 	int rc, down = 0, mgr_rc;
 
@@ -248,13 +311,13 @@ int adm_status(int argc, char **argv)
 	rc = adm_load(a.conf, a.key, NULL, 0, &conf, &no);
 	if (rc)
 		return rc;
+	if (!a.have_addr && !conf->nmgrs) {
+		fprintf(stderr, "rpfs status: %s: no [cluster] mgr (or use --mgr "
+			"HOST:PORT[,HOST:PORT...])\n", conf->path);
+		cfg_free(conf);
+		return ADM_CONFIG;
+	}
 	if (!a.have_addr) {
-		if (!conf->nmgrs) {
-			fprintf(stderr, "rpfs status: %s: no [cluster] mgr (or use --mgr "
-				"HOST:PORT[,HOST:PORT...])\n", conf->path);
-			cfg_free(conf);
-			return ADM_CONFIG;
-		}
 		memcpy(a.mgrs, conf->mgrs, sizeof(a.mgrs));
 		a.nmgrs = conf->nmgrs;
 	}
@@ -267,46 +330,8 @@ int adm_status(int argc, char **argv)
 	}
 	printf("%-4s %-3s %-24s %-5s %-20s %s\n", "ROLE", "ID", "ADDRESS", "STATE",
 	       "USED/TOTAL", "VERSION");
-	/* every mgr of the list: the active one, the standbys, the down */
-	mgr_rc = -EHOSTUNREACH;
-	for (int i = 0; i < a.nmgrs; i++) {
-		int up = adm_row(cl, "mgr", a.nmgrs > 1 ? i : -1, a.mgrs[i].host,
-				 a.mgrs[i].port, rep, "");
-
-		down += !up;
-		if (up == 1 && mgr_rc) {
-			snprintf(a.host, sizeof(a.host), "%s", a.mgrs[i].host);
-			a.port = a.mgrs[i].port;
-			mgr_rc = 0;
-		}
-	}
-	if (a.nmgrs > 1 && mgr_rc)
-		printf("no active mgr among the %d\n", a.nmgrs);
-	/* the iod table: from the active mgr, else from the config file */
-	if (mgr_rc == 0)
-		mgr_rc = net_conn_new(cl, a.host, a.port, &mgr);
-	if (mgr_rc == 0)
-		mgr_rc = adm_call_mount(mgr, req, rep, &mt);
-	if (mgr_rc == 0) {
-		static char hosts[PROTO_MAX_IODS][PROTO_MAX_HOST + 1];
-		static char extra[PROTO_MAX_IODS][ADM_EXTRA_LEN];
-		uint16_t n = mt.niods;
-
-		for (uint16_t i = 0; i < n; i++)
-			snprintf(hosts[i], sizeof(hosts[i]), "%.*s",
-				 (int)mt.iods[i].host.len, mt.iods[i].host.p);
-		adm_stale_extra(mgr, &mt, rep, extra);
-		for (uint16_t i = 0; i < n; i++)
-			down += !adm_row(cl, "iod", i, hosts[i], mt.iods[i].port, rep,
-					 extra[i]);
-	} else if (conf) {
-		for (int i = 0; i < conf->niods; i++)
-			down += !adm_row(cl, "iod", i, conf->iods[i].host,
-					 conf->iods[i].port, rep, "");
-	} else {
-		fprintf(stderr, "rpfs status: cannot get the iod table from the mgr "
-			"(%s); give --conf to check the iods\n", strerror(-mgr_rc));
-	}
+	mgr_rc = status_mgrs(cl, &a, rep, &down);
+	down += status_iods(cl, &a, conf, mgr_rc);
 	net_client_free(cl);
 	cfg_free(conf);
 	if (down)

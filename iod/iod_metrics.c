@@ -1,9 +1,8 @@
 /* iod_metrics.c - an iod's /metrics families; see iod_metrics.h. */
 #include "iod_metrics.h"
 
-#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #if RPFS_HAVE_METRICS
 #include <pthread.h>
@@ -12,30 +11,27 @@
 #include "iod_work.h"
 #include "metrics.h"
 
-/* The endpoint. src is immutable; nfree is written by the loop's timer
- * and read by the HTTP thread under lock; ops is atomics. */
+/* The endpoint (d first: the tick's container). src is immutable; nfree
+ * is written by the loop's tick and read by the HTTP thread under d.lock. */
 struct iod_metrics {
+	struct dmn_metrics d;
 	struct iod_metrics_src src;
-	struct metrics_srv *http;
-	struct metrics_ops *ops;     /* server latency by op */
-	ev_timer tick;               /* loop: refreshes nfree every second */
-	pthread_mutex_t lock;
-	unsigned nfree[IOD_BUF_NZONES]; /* free buffers per zone (lock) */
+	unsigned nfree[IOD_BUF_NZONES]; /* free buffers per zone (d.lock) */
 };
 
-/* ev_timer: copy the pool's free counts. Loop thread. */
-static void iod_metrics_on_tick(struct ev_loop *loop, ev_timer *t, int revents)
+/* dmn_metrics tick: copy the pool's free counts. Loop thread. */
+static void iod_metrics_on_tick(struct dmn_metrics *d)
 {
-	struct iod_metrics *m = t->data;
+	struct iod_metrics *m = (struct iod_metrics *)d;
 	unsigned nfree[IOD_BUF_NZONES];
 	unsigned z;
 
 	for (z = 0; z < IOD_BUF_NZONES; z++)
 		nfree[z] = m->src.bufs.count[z] ? iod_buf_nfree(m->src.pool, z) : 0;
-	pthread_mutex_lock(&m->lock);
+	pthread_mutex_lock(&m->d.lock);
 	for (z = 0; z < IOD_BUF_NZONES; z++)
 		m->nfree[z] = nfree[z];
-	pthread_mutex_unlock(&m->lock);
+	pthread_mutex_unlock(&m->d.lock);
 }
 
 /* metrics_fn: every family of the iod. HTTP thread. */
@@ -47,14 +43,14 @@ static void iod_metrics_write(struct metrics_buf *b, void *arg)
 	struct net_stats st;
 	char size[24];
 
-	metrics_ops_write(b, "rpfs_server", m->ops);
-	net_server_stats(m->src.srv, &st);
-	metrics_net_write(b, &st, net_server_transport(m->src.srv));
-	metrics_net_server_write(b, &st, net_server_transport(m->src.srv));
-	pthread_mutex_lock(&m->lock);
+	metrics_ops_write(b, "rpfs_server", m->d.ops);
+	net_server_stats(m->d.srv, &st);
+	metrics_net_write(b, &st, net_server_transport(m->d.srv));
+	metrics_net_server_write(b, &st, net_server_transport(m->d.srv));
+	pthread_mutex_lock(&m->d.lock);
 	for (z = 0; z < IOD_BUF_NZONES; z++)
 		nfree[z] = m->nfree[z];
-	pthread_mutex_unlock(&m->lock);
+	pthread_mutex_unlock(&m->d.lock);
 	metrics_family(b, "rpfs_iod_disk_seconds", "histogram",
 		       "Disk calls of the request handlers: pwrite, pread, fsync loops.");
 	metrics_hist(b, "rpfs_iod_disk_seconds", "call", "write",
@@ -92,81 +88,17 @@ static void iod_metrics_write(struct metrics_buf *b, void *arg)
 }
 
 /* See iod_metrics.h. */
-int iod_metrics_start(struct iod_metrics **out, const char *host, uint16_t port,
-		      const struct iod_metrics_src *src, char *err, size_t errcap)
-{
-	struct iod_metrics *m = calloc(1, sizeof(*m));
-	int rc;
-
-	rc = -ENOMEM;
-	snprintf(err, errcap, "%s: out of memory", src->what);
-	if (!m)
-		return rc;
-	m->ops = calloc(1, sizeof(*m->ops));
-	if (!m->ops)
-		goto out_free_m;
-	m->src = *src;
-	pthread_mutex_init(&m->lock, NULL);
-	m->tick.data = m;
-	iod_metrics_on_tick(src->loop, &m->tick, 0); /* the first snapshot */
-	rc = metrics_start(&m->http, src->what, host, port, iod_metrics_write, m,
-			   err, errcap);
-	if (rc)
-		goto out_destroy_lock;
-	ev_timer_init(&m->tick, iod_metrics_on_tick, 1.0, 1.0);
-	m->tick.data = m;
-	ev_timer_start(src->loop, &m->tick);
-	net_server_set_opstats(src->srv, m->ops);
-	*out = m;
-	return 0;
-
-out_destroy_lock:
-	pthread_mutex_destroy(&m->lock);
-	free(m->ops);
-out_free_m:
-	free(m);
-	return rc;
-}
-
-/* See iod_metrics.h. */
-uint16_t iod_metrics_port(const struct iod_metrics *m)
-{
-	return metrics_port(m->http);
-}
-
-/* See iod_metrics.h. The server stops timing before ops is freed. */
-void iod_metrics_stop(struct iod_metrics *m)
-{
-	if (!m)
-		return;
-	metrics_stop(m->http);
-	ev_timer_stop(m->src.loop, &m->tick);
-	net_server_set_opstats(m->src.srv, NULL);
-	pthread_mutex_destroy(&m->lock);
-	free(m->ops);
-	free(m);
-}
+const struct dmn_metrics_kind iod_metrics_kind = {
+	.size = sizeof(struct iod_metrics),
+	.priv_off = offsetof(struct iod_metrics, src),
+	.priv_size = sizeof(struct iod_metrics_src),
+	.on_tick = iod_metrics_on_tick,
+	.write = iod_metrics_write,
+};
 
 #else /* !RPFS_HAVE_METRICS */
 
-/* See iod_metrics.h: built without libmicrohttpd. */
-int iod_metrics_start(struct iod_metrics **out, const char *host, uint16_t port,
-		      const struct iod_metrics_src *src, char *err, size_t errcap)
-{
-	snprintf(err, errcap, "%s: this rpfs-iod was built without metrics "
-		 "(meson -Dmetrics=enabled, libmicrohttpd-dev)", src->what);
-	return -ENOTSUP;
-}
-
-/* See iod_metrics.h. */
-uint16_t iod_metrics_port(const struct iod_metrics *m)
-{
-	return 0;
-}
-
-/* See iod_metrics.h. */
-void iod_metrics_stop(struct iod_metrics *m)
-{
-}
+/* See iod_metrics.h: dmn_metrics_start refuses without libmicrohttpd. */
+const struct dmn_metrics_kind iod_metrics_kind;
 
 #endif

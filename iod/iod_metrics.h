@@ -3,41 +3,24 @@
  * by op, the transport counters (with the server gauges: requests in
  * progress, credit limit, handshakes) and the bulk buffer pool's use. The
  * pool is loop-only, so a loop timer copies its free counts once a second
- * into a snapshot the HTTP thread reads under a mutex.
+ * into a snapshot the HTTP thread reads under a mutex. The endpoint itself
+ * is daemon.h's (dmn_metrics_start).
  */
 #ifndef RPFS_IOD_METRICS_H
 #define RPFS_IOD_METRICS_H
 
-#include <ev.h>
-#include <stdint.h>
-
+#include "daemon.h"
 #include "iod_buf.h"
-#include "net.h"
 
-struct iod_metrics;
-
-/* What the endpoint reports; every pointer must outlive iod_metrics_stop. */
+/* What the endpoint reports beside dmn_metrics_src (the server); every
+ * pointer must outlive dmn_metrics_stop. */
 struct iod_metrics_src {
-	const char *what;            /* "--metrics" or "[metrics] listen" */
-	struct ev_loop *loop;
-	struct net_server *srv;
 	struct iod_buf_pool *pool;
 	struct iod_buf_config bufs;  /* buffers per zone */
 };
 
-/**
- * Serve /metrics on host:port; time every request of src->srv by op.
- * @param err on failure one line naming the address and why
- * @return 0, or metrics_start()'s error (-EADDRINUSE, -EINVAL, ...),
- *	-ENOMEM, -ENOTSUP (built without libmicrohttpd)
- */
-int iod_metrics_start(struct iod_metrics **out, const char *host, uint16_t port,
-		      const struct iod_metrics_src *src, char *err, size_t errcap);
-
-/** The port bound (for port 0). */
-uint16_t iod_metrics_port(const struct iod_metrics *m);
-
-/** Stop the HTTP thread and the timer, free (NULL is fine). Loop thread. */
-void iod_metrics_stop(struct iod_metrics *m);
+/* The iod's endpoint, for dmn_metrics_start with a struct iod_metrics_src
+ * (zeroed when built without libmicrohttpd: dmn_metrics_start refuses). */
+extern const struct dmn_metrics_kind iod_metrics_kind;
 
 #endif

@@ -1,9 +1,8 @@
 /* mgr_metrics.c - the mgr's /metrics families; see mgr_metrics.h. */
 #include "mgr_metrics.h"
 
-#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #if RPFS_HAVE_METRICS
 #include <pthread.h>
@@ -13,35 +12,33 @@
 #include "metrics.h"
 #include "mgr_batch.h"
 
-/* The endpoint. src is immutable; snap is written by the loop's timer and
- * read by the HTTP thread, both under lock; ops is atomics. */
+/* The endpoint (d first: the tick's container). src is immutable; snap is
+ * written by the loop's tick and read by the HTTP thread, both under
+ * d.lock; d.ops is atomics. */
 struct mgr_metrics {
+	struct dmn_metrics d;
 	struct mgr_metrics_src src;
-	struct metrics_srv *http;
-	struct metrics_ops *ops;  /* server latency by op (net_server_set_opstats) */
-	ev_timer tick;            /* loop: refreshes snap every second */
-	pthread_mutex_t lock;
-	struct {                  /* the lock table at the last tick (lock) */
+	struct {                  /* the lock table at the last tick (d.lock) */
 		size_t locks, waiters, sessions;
 		uint64_t woken;
 	} snap;
 };
 
-/* ev_timer: copy the loop-only numbers into the snapshot. Loop thread;
- * cost: one walk of the lock table's counters. */
-static void mgr_metrics_on_tick(struct ev_loop *loop, ev_timer *t, int revents)
+/* dmn_metrics tick: copy the loop-only numbers into the snapshot. Loop
+ * thread; cost: one walk of the lock table's counters. */
+static void mgr_metrics_on_tick(struct dmn_metrics *d)
 {
-	struct mgr_metrics *m = t->data;
+	struct mgr_metrics *m = (struct mgr_metrics *)d;
 	size_t locks, waiters, sessions;
 	uint64_t woken;
 
 	mgr_lockd_counts(m->src.lockd, &locks, &waiters, &sessions, &woken);
-	pthread_mutex_lock(&m->lock);
+	pthread_mutex_lock(&m->d.lock);
 	m->snap.locks = locks;
 	m->snap.waiters = waiters;
 	m->snap.sessions = sessions;
 	m->snap.woken = woken;
-	pthread_mutex_unlock(&m->lock);
+	pthread_mutex_unlock(&m->d.lock);
 }
 
 /* A CLOCK_MONOTONIC time in ns as seconds since the epoch (the clocks
@@ -153,10 +150,10 @@ static void mgr_metrics_write(struct metrics_buf *b, void *arg)
 	typeof(m->snap) snap;
 	uint64_t batches, batch_ops;
 
-	metrics_ops_write(b, "rpfs_server", m->ops);
-	net_server_stats(m->src.srv, &st);
-	metrics_net_write(b, &st, net_server_transport(m->src.srv));
-	metrics_net_server_write(b, &st, net_server_transport(m->src.srv));
+	metrics_ops_write(b, "rpfs_server", m->d.ops);
+	net_server_stats(m->d.srv, &st);
+	metrics_net_write(b, &st, net_server_transport(m->d.srv));
+	metrics_net_server_write(b, &st, net_server_transport(m->d.srv));
 	mgr_metrics_iods(b, m);
 	mgr_metrics_leases(b, m);
 	mgr_metrics_scrub(b, m);
@@ -164,9 +161,9 @@ static void mgr_metrics_write(struct metrics_buf *b, void *arg)
 		       "The resync's configured rate limit (0: resync off).");
 	metrics_u64(b, "rpfs_mgr_resync_rate_limit_bytes_per_second",
 		    (uint64_t)m->src.resync_rate * 1000000u, NULL);
-	pthread_mutex_lock(&m->lock);
+	pthread_mutex_lock(&m->d.lock);
 	snap = m->snap;
-	pthread_mutex_unlock(&m->lock);
+	pthread_mutex_unlock(&m->d.lock);
 	metrics_family(b, "rpfs_mgr_store_commit_seconds", "histogram",
 		       "Namespace store write commits (top-level), each with its sync.");
 	metrics_hist(b, "rpfs_mgr_store_commit_seconds", NULL, NULL, mgr_db_commit_latency());
@@ -190,81 +187,17 @@ static void mgr_metrics_write(struct metrics_buf *b, void *arg)
 }
 
 /* See mgr_metrics.h. */
-int mgr_metrics_start(struct mgr_metrics **out, const char *host, uint16_t port,
-		      const struct mgr_metrics_src *src, char *err, size_t errcap)
-{
-	struct mgr_metrics *m = calloc(1, sizeof(*m));
-	int rc;
-
-	rc = -ENOMEM;
-	snprintf(err, errcap, "%s: out of memory", src->what);
-	if (!m)
-		return rc;
-	m->ops = calloc(1, sizeof(*m->ops));
-	if (!m->ops)
-		goto out_free_m;
-	m->src = *src;
-	pthread_mutex_init(&m->lock, NULL);
-	m->tick.data = m;
-	mgr_metrics_on_tick(src->loop, &m->tick, 0); /* the first snapshot */
-	rc = metrics_start(&m->http, src->what, host, port,
-			   mgr_metrics_write, m, err, errcap);
-	if (rc)
-		goto out_destroy_lock;
-	ev_timer_init(&m->tick, mgr_metrics_on_tick, 1.0, 1.0);
-	m->tick.data = m;
-	ev_timer_start(src->loop, &m->tick);
-	net_server_set_opstats(src->srv, m->ops);
-	*out = m;
-	return 0;
-
-out_destroy_lock:
-	pthread_mutex_destroy(&m->lock);
-	free(m->ops);
-out_free_m:
-	free(m);
-	return rc;
-}
-
-/* See mgr_metrics.h. */
-uint16_t mgr_metrics_port(const struct mgr_metrics *m)
-{
-	return metrics_port(m->http);
-}
-
-/* See mgr_metrics.h. The server stops timing before ops is freed. */
-void mgr_metrics_stop(struct mgr_metrics *m)
-{
-	if (!m)
-		return;
-	metrics_stop(m->http);
-	ev_timer_stop(m->src.loop, &m->tick);
-	net_server_set_opstats(m->src.srv, NULL);
-	pthread_mutex_destroy(&m->lock);
-	free(m->ops);
-	free(m);
-}
+const struct dmn_metrics_kind mgr_metrics_kind = {
+	.size = sizeof(struct mgr_metrics),
+	.priv_off = offsetof(struct mgr_metrics, src),
+	.priv_size = sizeof(struct mgr_metrics_src),
+	.on_tick = mgr_metrics_on_tick,
+	.write = mgr_metrics_write,
+};
 
 #else /* !RPFS_HAVE_METRICS */
 
-/* See mgr_metrics.h: built without libmicrohttpd. */
-int mgr_metrics_start(struct mgr_metrics **out, const char *host, uint16_t port,
-		      const struct mgr_metrics_src *src, char *err, size_t errcap)
-{
-	snprintf(err, errcap, "%s: this rpfs-mgr was built without metrics "
-		 "(meson -Dmetrics=enabled, libmicrohttpd-dev)", src->what);
-	return -ENOTSUP;
-}
-
-/* See mgr_metrics.h. */
-uint16_t mgr_metrics_port(const struct mgr_metrics *m)
-{
-	return 0;
-}
-
-/* See mgr_metrics.h. */
-void mgr_metrics_stop(struct mgr_metrics *m)
-{
-}
+/* See mgr_metrics.h: dmn_metrics_start refuses without libmicrohttpd. */
+const struct dmn_metrics_kind mgr_metrics_kind;
 
 #endif

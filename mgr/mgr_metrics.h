@@ -4,28 +4,24 @@
  * the resync's progress, each iod's lease, the scrub service's counters
  * and the lock table. Loop-only numbers (the lock
  * table) are copied once a second by a loop timer into a snapshot the
- * HTTP thread reads under a mutex; the rest is atomic or thread-safe.
+ * HTTP thread reads under a mutex; the rest is atomic or thread-safe. The
+ * endpoint itself is daemon.h's (dmn_metrics_start).
  */
 #ifndef RPFS_MGR_METRICS_H
 #define RPFS_MGR_METRICS_H
 
-#include <ev.h>
 #include <stdint.h>
 
+#include "daemon.h"
 #include "mgr_db.h"
 #include "mgr_iodpoll.h"
 #include "mgr_lockd.h"
 #include "mgr_resync.h"
 #include "mgr_scrub.h"
-#include "net.h"
 
-struct mgr_metrics;
-
-/* What the endpoint reports; every pointer must outlive mgr_metrics_stop. */
+/* What the endpoint reports beside dmn_metrics_src (the server); every
+ * pointer must outlive dmn_metrics_stop. */
 struct mgr_metrics_src {
-	const char *what;          /* "--metrics" or "[metrics] listen", for errors */
-	struct ev_loop *loop;
-	struct net_server *srv;
 	struct mgr_db *db;         /* stale counts: a read txn of the HTTP thread */
 	struct mgr_iodpoll *poll;  /* iod up (any thread) */
 	struct mgr_resync *resync; /* NULL when resync is off */
@@ -35,20 +31,8 @@ struct mgr_metrics_src {
 	long resync_rate;          /* MB/s, the configured limit */
 };
 
-/**
- * Serve /metrics on host:port. Starts the snapshot timer on src->loop and
- * times every request of src->srv by op.
- * @param err on failure one line naming the address and why
- * @return 0, or metrics_start()'s error (-EADDRINUSE, -EINVAL, ...),
- *	-ENOMEM, -ENOTSUP (built without libmicrohttpd)
- */
-int mgr_metrics_start(struct mgr_metrics **out, const char *host, uint16_t port,
-		      const struct mgr_metrics_src *src, char *err, size_t errcap);
-
-/** The port bound (for port 0). */
-uint16_t mgr_metrics_port(const struct mgr_metrics *m);
-
-/** Stop the HTTP thread and the timer, free (NULL is fine). Loop thread. */
-void mgr_metrics_stop(struct mgr_metrics *m);
+/* The mgr's endpoint, for dmn_metrics_start with a struct mgr_metrics_src
+ * (zeroed when built without libmicrohttpd: dmn_metrics_start refuses). */
+extern const struct dmn_metrics_kind mgr_metrics_kind;
 
 #endif

@@ -31,22 +31,24 @@
 #include "cli_size.h"
 #include "fe_wback.h"
 #include "cli_inode.h"
+#include "daemon.h"
 #include "log.h"
 #include "mountinfo.h"
+#include "opt.h"
 
 #define DEFAULT_MGR_PORT 7400
 #define DEFAULT_READ_AHEAD_KB 4096 /* 4 READs of FE_MAX_IO (1 MiB) in flight */
 #define MAX_READ_AHEAD_KB 65536
+#define KEY_IGNORE 1000 /* fuse_opt key of the fstab-only options */
 
-/* Command line state filled by fuse_opt_parse. */
-struct cli_args {
+/* Command line state filled by fuse_opt_parse and the option table. */
+struct fe_args {
 	const char *prog;
 	char *mgr;            /* MGRHOST[:PORT] as given */
 	int nonopts;          /* positional arguments seen */
-	double timeout;       /* seconds */
+	double timeout;       /* -o timeout= seconds, [client] timeout */
 	double attr_timeout;
 	double entry_timeout;
-	int timeout_set;      /* -o timeout= given (overrides the config file) */
 	char *key;            /* -o key=FILE */
 	char *conf;           /* -o conf=FILE */
 	char *transport;      /* -o transport=NAME */
@@ -54,188 +56,154 @@ struct cli_args {
 	int write_behind;     /* -o [no_]write_behind (fe_wback.h) */
 	unsigned workers;     /* -o workers=N (fe_loop.h) */
 	unsigned read_ahead_kb; /* -o read_ahead_kb=N (fe_bdi.h), 0: leave it */
-	char metrics_host[PROTO_MAX_HOST + 1]; /* -o metrics=HOST:PORT */
-	uint16_t metrics_port;
-	int metrics;          /* -o metrics= given */
+	struct opt_addr metrics; /* -o metrics=HOST:PORT */
+	uint64_t given;       /* the table's entries given */
 	int bad;              /* an argument was invalid (message printed) */
 };
 
-enum { KEY_TIMEOUT, KEY_ATTR_TIMEOUT, KEY_ENTRY_TIMEOUT, KEY_KEY, KEY_CONF,
-       KEY_TRANSPORT, KEY_WB, KEY_NO_WB, KEY_BEHIND, KEY_NO_BEHIND, KEY_WORKERS,
-       KEY_READ_AHEAD, KEY_METRICS, KEY_IGNORE };
-
-static const struct fuse_opt cli_opt_spec[] = {
-	FUSE_OPT_KEY("timeout=", KEY_TIMEOUT),
-	FUSE_OPT_KEY("attr_timeout=", KEY_ATTR_TIMEOUT),
-	FUSE_OPT_KEY("entry_timeout=", KEY_ENTRY_TIMEOUT),
-	FUSE_OPT_KEY("key=", KEY_KEY),
-	FUSE_OPT_KEY("conf=", KEY_CONF),
-	FUSE_OPT_KEY("transport=", KEY_TRANSPORT),
-	FUSE_OPT_KEY("writeback_cache", KEY_WB),
-	FUSE_OPT_KEY("no_writeback_cache", KEY_NO_WB),
-	FUSE_OPT_KEY("write_behind", KEY_BEHIND),
-	FUSE_OPT_KEY("no_write_behind", KEY_NO_BEHIND),
-	FUSE_OPT_KEY("workers=", KEY_WORKERS),
-	FUSE_OPT_KEY("read_ahead_kb=", KEY_READ_AHEAD),
-	FUSE_OPT_KEY("metrics=", KEY_METRICS),
-	/* fstab-only options mount(8) may pass on: accepted and ignored */
-	FUSE_OPT_KEY("_netdev", KEY_IGNORE),
-	FUSE_OPT_KEY("nofail", KEY_IGNORE),
-	FUSE_OPT_KEY("noauto", KEY_IGNORE),
-	FUSE_OPT_KEY("auto", KEY_IGNORE),
-	FUSE_OPT_KEY("defaults", KEY_IGNORE),
-	FUSE_OPT_END
+/* rpfs-fuse's -o options. */
+static const struct opt fe_opts[] = {
+	{ .name = "timeout", .kind = OPT_SECONDS, .arg = "S",
+	  OPT_AT(struct fe_args, timeout), .lo = 1, .hi = 86400000,
+	  .def = NET_DEFAULT_TIMEOUT_MS, .what = "seconds > 0",
+	  .key = "[client] timeout",
+	  .help = "fail a server request with EIO after S seconds; the calls "
+		  "to an iod that timed out fail at once for one more period" },
+	{ .name = "attr_timeout", .kind = OPT_SECONDS, .arg = "S",
+	  OPT_AT(struct fe_args, attr_timeout), .lo = 0, .hi = 86400000,
+	  .def = 1000, .what = "seconds >= 0",
+	  .help = "how long the kernel may cache attributes" },
+	{ .name = "entry_timeout", .kind = OPT_SECONDS, .arg = "S",
+	  OPT_AT(struct fe_args, entry_timeout), .lo = 0, .hi = 86400000,
+	  .def = 1000, .what = "seconds >= 0",
+	  .help = "how long the kernel may cache names (and misses)" },
+	{ .name = "key", .kind = OPT_STRING, .flags = OPT_COPY, .arg = "FILE",
+	  OPT_AT(struct fe_args, key), .what = "a file", .key = "[cluster] key",
+	  .help = "the clients' key file (mode 0600; see rpfs keygen)" },
+	{ .name = "conf", .kind = OPT_STRING, .flags = OPT_COPY, .arg = "FILE",
+	  OPT_AT(struct fe_args, conf), .what = "a file",
+	  .defdoc = "$RPFS_CONF, " CFG_DEFAULT_PATH " if it exists",
+	  .help = "the config file: its [cluster] key and transport, [client] "
+		  "timeout and connections, [net] and [verbs]" },
+	{ .name = "transport", .kind = OPT_STRING, .flags = OPT_COPY,
+	  .arg = "tcp|verbs|auto", OPT_AT(struct fe_args, transport),
+	  .check = dmn_transport_check, .what = "tcp, verbs or auto",
+	  .defdoc = "tcp ($RPFS_TRANSPORT)", .key = "[cluster] transport",
+	  .help = "how to reach the servers" },
+	{ .name = "writeback_cache", .kind = OPT_SWITCH,
+	  OPT_AT(struct fe_args, writeback), .defdoc = "off",
+	  .help = "the kernel caches writes (faster small writes, weaker "
+		  "cross-client semantics)" },
+	{ .name = "no_writeback_cache", .kind = OPT_SWITCH, .flags = OPT_NEGATE,
+	  OPT_AT(struct fe_args, writeback),
+	  .help = "every write(2) goes to the iods (the default)" },
+	{ .name = "write_behind", .kind = OPT_SWITCH,
+	  OPT_AT(struct fe_args, write_behind), .def = 1, .defdoc = "on",
+	  .help = "answer write(2) once the data is sent; a failure shows at "
+		  "the next write, close or fsync (tcp only; never for "
+		  "O_DIRECT, O_SYNC, O_DSYNC)" },
+	{ .name = "no_write_behind", .kind = OPT_SWITCH, .flags = OPT_NEGATE,
+	  OPT_AT(struct fe_args, write_behind),
+	  .help = "answer write(2) once the iods stored the data" },
+	{ .name = "workers", .kind = OPT_INT, .arg = "N",
+	  OPT_AT(struct fe_args, workers), .lo = 1, .hi = FE_LOOP_MAX_WORKERS,
+	  .def = FE_LOOP_DEFAULT_WORKERS, .what = "{lo}..{hi}",
+	  .help = "FUSE worker threads (-s: 1)" },
+	{ .name = "read_ahead_kb", .kind = OPT_INT, .arg = "N",
+	  OPT_AT(struct fe_args, read_ahead_kb), .lo = 0,
+	  .hi = MAX_READ_AHEAD_KB, .def = DEFAULT_READ_AHEAD_KB,
+	  .what = "{lo}..{hi}",
+	  .help = "the mount's readahead window in KiB (the default: 1 MiB "
+		  "READs, 4 in flight; 0 keeps the kernel's 128; needs root)" },
+	{ .name = "metrics", .kind = OPT_ADDR, .arg = "HOST:PORT",
+	  OPT_AT(struct fe_args, metrics), .addr = ADDR_PORT0, .defdoc = "off",
+	  .help = "serve Prometheus /metrics on HOST:PORT" },
 };
 
-/* Print the usage text. */
-static void usage(const char *prog, FILE *f)
-{
-	fprintf(f,
-		"usage: %s MGRHOST[:PORT][,MGRHOST[:PORT]...] MOUNTPOINT [-f] [-d] [-o OPT[,OPT...]]\n"
-		"  -f                 stay in the foreground\n"
-		"  -d                 FUSE debug output (implies -f)\n"
-		"  -o timeout=S       fail server requests with EIO after S seconds (default 10)\n"
-		"  -o attr_timeout=S  attribute cache time (default 1.0)\n"
-		"  -o entry_timeout=S name cache time (default 1.0)\n"
-		"  -o key=FILE        cluster key file (mode 0600; see rpfs keygen)\n"
-		"  -o conf=FILE       config file (default " CFG_DEFAULT_PATH " if it exists,\n"
-		"                     or $RPFS_CONF): [cluster] key, transport, [client] timeout\n"
-		"  -o transport=T     tcp, verbs or auto\n"
-		"  -o writeback_cache the kernel caches writes (faster small\n"
-		"                     writes, weaker cross-client semantics)\n"
-		"  -o no_writeback_cache every write(2) goes to the iods (default)\n"
-		"  -o write_behind    answer write(2) once the data is sent; a failure\n"
-		"                     shows at the next write, close or fsync (default;\n"
-		"                     tcp only; never for O_DIRECT, O_SYNC, O_DSYNC)\n"
-		"  -o no_write_behind answer write(2) once the iods stored the data\n"
-		"  -o workers=N       FUSE worker threads, 1..%d (default %d; -s: 1)\n"
-		"  -o read_ahead_kb=N readahead window of the mount, 0..%d KiB (default\n"
-		"                     %d: 1 MiB READs, 4 in flight; 0 keeps the kernel's\n"
-		"                     128; needs root)\n"
-		"  -o metrics=HOST:PORT serve Prometheus /metrics there (default off)\n"
-		"  -o allow_other     and the other generic FUSE mount options\n"
-		"  -o _netdev         (fstab) accepted and ignored\n"
-		"default mgr port: %d\n", prog, FE_LOOP_MAX_WORKERS,
-		FE_LOOP_DEFAULT_WORKERS, MAX_READ_AHEAD_KB, DEFAULT_READ_AHEAD_KB,
-		DEFAULT_MGR_PORT);
-}
+static const struct opt_prog fe_prog = {
+	.name = "rpfs-fuse",
+	.style = OPT_MOUNT,
+	.usage = "usage: rpfs-fuse MGRHOST[:PORT][,MGRHOST[:PORT]...] MOUNTPOINT "
+		 "[-f] [-d] [-o OPT[,OPT...]]\n",
+	.intro = "  -f                 stay in the foreground\n"
+		 "  -d                 FUSE debug output (implies -f)\n"
+		 "  -s                 one FUSE worker thread\n"
+		 "  -o allow_other     and the other generic FUSE mount options\n"
+		 "  -o _netdev         (and nofail, noauto, auto, defaults: "
+		 "fstab) accepted and ignored\n"
+		 "The default mgr port: 7400.\n",
+	.opts = fe_opts,
+	.nopts = sizeof(fe_opts) / sizeof(fe_opts[0]),
+};
 
-/* Parse a number of seconds in [min, 86400] from "key=value". */
-static int parse_seconds(struct cli_args *a, const char *arg, double min,
-			 double *out)
-{
-	const char *v = strchr(arg, '=') + 1;
-	char *end;
-	double d;
+/* fstab-only options mount(8) may pass on: accepted and ignored */
+static const char *const fe_ignored[] = { "_netdev", "nofail", "noauto",
+					    "auto", "defaults" };
 
-	errno = 0;
-	d = strtod(v, &end);
-	if (errno || end == v || *end || !(d >= min) || d > 86400) {
-		fprintf(stderr, "%s: -o %.*s: expected seconds%s, got \"%s\"\n",
-			a->prog, (int)(v - arg - 1), arg,
-			min > 0 ? " > 0" : " >= 0", v);
-		a->bad = 1;
-		return 0;
+/*
+ * fuse_opt_parse's templates: one per entry of the table ("name=" or
+ * "name", its key the entry's index), then the ignored ones.
+ * @param[out] templ the names' storage; free it and *out after the parse
+ * @return 0, -ENOMEM
+ */
+static int mount_spec(struct fuse_opt **out, char (**templ)[32])
+{
+	size_t n = fe_prog.nopts, ni = sizeof(fe_ignored) / sizeof(fe_ignored[0]);
+	struct fuse_opt *spec = calloc(n + ni + 1, sizeof(*spec));
+	char (*t)[32] = calloc(n, sizeof(*t));
+
+	if (!spec || !t) {
+		free(spec);
+		free(t);
+		return -ENOMEM;
 	}
-	*out = d;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(t[i], sizeof(t[i]), "%s%s", fe_opts[i].name,
+			 fe_opts[i].kind == OPT_SWITCH ? "" : "=");
+		spec[i] = (struct fuse_opt)FUSE_OPT_KEY(t[i], (int)i);
+	}
+	for (size_t i = 0; i < ni; i++)
+		spec[n + i] = (struct fuse_opt)FUSE_OPT_KEY(fe_ignored[i], KEY_IGNORE);
+	*out = spec;
+	*templ = t;
 	return 0;
 }
 
-/* Parse the number of "-o NAME=N" into *out, N in min..max; a bad value
- * is reported (naming the option and the range) and marks a->bad. */
-static int parse_count(struct cli_args *a, const char *arg, long min, long max,
-		       unsigned *out)
-{
-	const char *v = strchr(arg, '=') + 1;
-	char *end;
-	long n;
-
-	errno = 0;
-	n = strtol(v, &end, 10);
-	if (errno || end == v || *end || n < min || n > max) {
-		fprintf(stderr, "%s: -o %.*s: expected %ld..%ld, got \"%s\"\n",
-			a->prog, (int)(v - arg - 1), arg, min, max, v);
-		a->bad = 1;
-		return 0;
-	}
-	*out = (unsigned)n;
-	return 0;
-}
-
-/* fuse_opt_parse callback: our -o options and the two positionals. */
-static int opt_proc(void *data, const char *arg, int key,
+/* fuse_opt_parse callback: the table's -o options, the ignored ones and
+ * the two positionals; a bad value is reported and marks a->bad. */
+static int mount_opt(void *data, const char *arg, int key,
 		    struct fuse_args *outargs)
 {
-	struct cli_args *a = data;
+	struct fe_args *a = data;
+	char name[64], err[PROTO_MAX_HOST * 2 + 300];
+	int rc;
 
-	switch (key) {
-	case KEY_TIMEOUT:
-		a->timeout_set = 1;
-		return parse_seconds(a, arg, 0.001, &a->timeout);
-	case KEY_KEY:
-	case KEY_CONF:
-	case KEY_TRANSPORT: {
-		char **dst = key == KEY_KEY ? &a->key : key == KEY_CONF ? &a->conf
-					   : &a->transport;
-		const char *v = strchr(arg, '=') + 1;
-		enum net_transport t;
-
-		if (!*v || (key == KEY_TRANSPORT && net_transport_parse(v, &t))) {
-			fprintf(stderr, "%s: -o %.*s: expected %s, got \"%s\"\n", a->prog,
-				(int)(v - arg - 1), arg, key == KEY_TRANSPORT ?
-				"tcp, verbs or auto" : "a file", v);
+	if (key >= 0 && key < (int)fe_prog.nopts) {
+		snprintf(name, sizeof(name), "-o %s", fe_opts[key].name);
+		rc = opt_set(&fe_prog, (unsigned)key, name,
+			     strchr(arg, '=') ? strchr(arg, '=') + 1 : arg, a,
+			     err, sizeof(err));
+		if (rc == -EINVAL) {
+			fprintf(stderr, "%s: %s\n", a->prog, err);
 			a->bad = 1;
-			return 0;
 		}
-		free(*dst);
-		*dst = strdup(v);
-		return *dst ? 0 : -1;
+		a->given |= 1ull << key;
+		return rc == -ENOMEM ? -1 : 0;
 	}
-	case KEY_METRICS: {
-		char msg[PROTO_MAX_HOST * 2 + 200];
-
-		if (addr_parse("-o metrics", arg + strlen("metrics="), ADDR_PORT0,
-			       a->metrics_host, sizeof(a->metrics_host),
-			       &a->metrics_port, msg, sizeof(msg))) {
-			fprintf(stderr, "%s: %s\n", a->prog, msg);
-			a->bad = 1;
-			return 0;
-		}
-		a->metrics = 1;
+	if (key == KEY_IGNORE)
 		return 0;
-	}
-	case KEY_IGNORE:
-		return 0;
-	case KEY_WB:
-	case KEY_NO_WB:
-		a->writeback = key == KEY_WB;
-		return 0;
-	case KEY_BEHIND:
-	case KEY_NO_BEHIND:
-		a->write_behind = key == KEY_BEHIND;
-		return 0;
-	case KEY_WORKERS:
-		return parse_count(a, arg, 1, FE_LOOP_MAX_WORKERS, &a->workers);
-	case KEY_READ_AHEAD:
-		return parse_count(a, arg, 0, MAX_READ_AHEAD_KB, &a->read_ahead_kb);
-	case KEY_ATTR_TIMEOUT:
-		return parse_seconds(a, arg, 0, &a->attr_timeout);
-	case KEY_ENTRY_TIMEOUT:
-		return parse_seconds(a, arg, 0, &a->entry_timeout);
-	case FUSE_OPT_KEY_NONOPT:
-		a->nonopts++;
-		if (a->nonopts == 1) {
-			a->mgr = strdup(arg);
-			return a->mgr ? 0 : -1;
-		}
-		if (a->nonopts == 2)
-			return 1; /* the mountpoint: fuse_parse_cmdline takes it */
-		fprintf(stderr, "%s: unexpected argument \"%s\"\n", a->prog, arg);
-		a->bad = 1;
-		return 0;
-	default:
+	if (key != FUSE_OPT_KEY_NONOPT)
 		return 1;
+	a->nonopts++;
+	if (a->nonopts == 1) {
+		a->mgr = strdup(arg);
+		return a->mgr ? 0 : -1;
 	}
+	if (a->nonopts == 2)
+		return 1; /* the mountpoint: fuse_parse_cmdline takes it */
+	fprintf(stderr, "%s: unexpected argument \"%s\"\n", a->prog, arg);
+	a->bad = 1;
+	return 0;
 }
 
 /* Split MGRHOST, a list "HOST[:PORT],HOST[:PORT]..." of up to
@@ -348,7 +316,7 @@ static void block_exit_signals(void)
  * default path if it exists) and the -o key=/transport=/timeout= flags,
  * which win. @return 0, or -errno (message printed)
  */
-static int client_net_opts(struct cli_args *a, struct net_opts *no)
+static int client_net_opts(struct fe_args *a, struct net_opts *no)
 {
 	const char *path = a->conf;
 	struct cfg *conf = NULL;
@@ -385,7 +353,7 @@ static int client_net_opts(struct cli_args *a, struct net_opts *no)
 	}
 	if (a->transport)
 		(void)net_transport_parse(a->transport, &no->transport);
-	if (a->timeout_set || !conf || !conf->timeout_ms)
+	if (opt_given(&fe_prog, a->given, "timeout") || !conf || !conf->timeout_ms)
 		no->timeout_ms = (int)(a->timeout * 1000 + 0.5);
 	if (no->timeout_ms < 1)
 		no->timeout_ms = 1;
@@ -396,9 +364,8 @@ out_free_conf:
 }
 
 /*
- * The truncate test hook, $RPFS_FUSE_TEST_TRUNCATE_EXIT
- * (tests/integration/README.md "Fault harness"): after-iods or after-mgr
- * makes the next truncate _exit() there.
+ * The truncate test hook, $RPFS_FUSE_TEST_TRUNCATE_EXIT (tests/integration/README.md "Fault
+ * harness"): after-iods or after-mgr makes the next truncate _exit() there.
  * Off when unset; any other value is refused.
  * @return 0, or -EINVAL (message printed)
  */
@@ -450,168 +417,247 @@ static int add_opt(struct fuse_args *args, const char *fmt, const char *v)
 	       -ENOMEM : 0;
 }
 
-int main(int argc, char **argv)
-{
-	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct cli_args a = { .timeout = 10, .attr_timeout = 1.0,
-			      .entry_timeout = 1.0, .writeback = 0, .write_behind = 1,
-			      .workers = FE_LOOP_DEFAULT_WORKERS,
-			      .read_ahead_kb = DEFAULT_READ_AHEAD_KB };
+/* Everything main sets up, in order; undone by mount_close and
+ * mount_free. */
+struct mount_main {
+	struct fuse_args args;
+	struct fe_args a;
 	struct fuse_cmdline_opts fo;
 	struct net_opts no;
-	struct fe_fuse cf;
-	struct fuse_session *se;
-	struct fe_loop *lp;
-	struct fe_metrics *metrics = NULL;
 	struct addr_hp mgrs[ADDR_MAX_LIST];
-	int nmgrs = 0;
-	char src[ADDR_STRLEN];
-	int rc, ret = 1, notify_fd = -1;
+	int nmgrs;
+	char src[ADDR_STRLEN];  /* the first mgr: the fsname, messages */
+	int notify_fd;          /* the waiting parent's pipe; -1: none */
+	struct fe_fuse cf;
+	struct fe_metrics *metrics;
+	struct fuse_session *se;
+};
 
-	a.prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
-	memset(&fo, 0, sizeof(fo));
-	log_init("rpfs-fuse", LOG_NOTICE);
-	log_set_key_option("-o key=FILE");
-	if (fuse_opt_parse(&args, &a, cli_opt_spec, opt_proc) == -1 || a.bad) {
-		ret = 2;
-		goto out_free_args;
+/* Whether argv asks for the README's table of the -o options. */
+static int wants_markdown(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--help-markdown"))
+			return 1;
+	return 0;
+}
+
+/*
+ * The command line: the -o options of the table, the generic FUSE ones,
+ * the mgr list and the mount point.
+ * @return -1 go on; else the exit status: 0 after --help or --version, 1
+ *	out of memory, 2 a bad command line (printed)
+ */
+static int mount_parse(struct mount_main *m, int argc, char **argv)
+{
+	struct fe_args *a = &m->a;
+	struct fuse_opt *spec;
+	char (*templ)[32];
+	int rc;
+
+	a->prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+	if (wants_markdown(argc, argv)) {
+		opt_markdown(&fe_prog, stdout);
+		return 0;
 	}
-	if (fuse_parse_cmdline(&args, &fo) != 0) {
-		ret = 2;
-		goto out_free_args;
+	opt_defaults(&fe_prog, a);
+	if (mount_spec(&spec, &templ))
+		return 1;
+	rc = fuse_opt_parse(&m->args, a, spec, mount_opt);
+	free(spec);
+	free(templ);
+	if (rc == -1 || a->bad || fuse_parse_cmdline(&m->args, &m->fo) != 0)
+		return 2;
+	if (m->fo.show_help || m->fo.show_version) {
+		if (m->fo.show_help)
+			opt_help(&fe_prog, stdout);
+		else
+			printf("rpfs-fuse %s (libfuse %s)\n", RPFS_VERSION,
+			       fuse_pkgversion());
+		return 0;
 	}
-	if (fo.show_help) {
-		usage(a.prog, stdout);
-		ret = 0;
-		goto out_free_args;
+	if (!a->mgr || !m->fo.mountpoint) {
+		fprintf(stderr, "%s: missing %s\n", a->prog,
+			!a->mgr ? "MGRHOST" : "MOUNTPOINT");
+		fputs(fe_prog.usage, stderr);
+		return 2;
 	}
-	if (fo.show_version) {
-		printf("rpfs-fuse %s (libfuse %s)\n", RPFS_VERSION,
-		       fuse_pkgversion());
-		ret = 0;
-		goto out_free_args;
-	}
-	if (!a.mgr || !fo.mountpoint) {
-		fprintf(stderr, "%s: missing %s\n", a.prog,
-			!a.mgr ? "MGRHOST" : "MOUNTPOINT");
-		usage(a.prog, stderr);
-		ret = 2;
-		goto out_free_args;
-	}
-	if (parse_mgr(a.prog, a.mgr, mgrs, &nmgrs)) {
-		ret = 2;
-		goto out_free_args;
-	}
-	if (fo.debug)
+	if (parse_mgr(a->prog, a->mgr, m->mgrs, &m->nmgrs))
+		return 2;
+	if (m->fo.debug)
 		log_init("rpfs-fuse", LOG_DEBUG);
-	if (client_net_opts(&a, &no)) {
-		ret = 2;
-		goto out_free_args;
-	}
-	if (test_hooks(a.prog)) {
-		ret = 2;
-		goto out_free_args;
-	}
-	if (refuse_stacked_mount(a.prog, fo.mountpoint))
-		goto out_free_args;
-	/* fsname: the first mgr (a comma would split the -o list) */
-	addr_format(src, sizeof(src), mgrs[0].host, mgrs[0].port);
-	if (add_opt(&args, "fsname=%s", src) ||
-	    add_opt(&args, "subtype=%s", "rpfs") ||
-	    add_opt(&args, "%s", "default_permissions"))
-		goto out_free_args;
+	return -1;
+}
 
-	if (daemon_start(fo.foreground, &notify_fd)) {
-		fprintf(stderr, "%s: cannot fork: %s\n", a.prog, strerror(errno));
-		goto out_free_args;
-	}
-	block_exit_signals();
-	memset(&cf, 0, sizeof(cf));
-	cf.attr_timeout = a.attr_timeout;
-	cf.read_ahead_kb = a.read_ahead_kb;
-	cf.mountpoint = fo.mountpoint;
-	cf.entry_timeout = a.entry_timeout;
-	rc = cli_fs_mount_list(&cf.fs, mgrs, nmgrs, &no);
-	if (rc == -EACCES) {
+/*
+ * Before anything is mounted: the transport options (config file and
+ * flags), the test hook, the refusal of a stacked mount, and the mount
+ * options rpfs adds (fsname: the first mgr, as a comma would split the -o
+ * list; subtype; default_permissions).
+ * @return -1 go on; else the exit status: 2 a bad config file, key or hook,
+ *	1 a refused mount point or out of memory (printed)
+ */
+static int mount_prepare(struct mount_main *m)
+{
+	if (client_net_opts(&m->a, &m->no) || test_hooks(m->a.prog))
+		return 2;
+	if (refuse_stacked_mount(m->a.prog, m->fo.mountpoint))
+		return 1;
+	addr_format(m->src, sizeof(m->src), m->mgrs[0].host, m->mgrs[0].port);
+	if (add_opt(&m->args, "fsname=%s", m->src) ||
+	    add_opt(&m->args, "subtype=%s", "rpfs") ||
+	    add_opt(&m->args, "%s", "default_permissions"))
+		return 1;
+	return -1;
+}
+
+/*
+ * The client side of the mount: reach the mgr, then the metrics endpoint,
+ * the inode table's settings, write-behind (where the data is sent at
+ * submit: tcp, fe_wback.h), background removal and locks. mount_close
+ * undoes it. @return 0, 1 a failure (logged)
+ */
+static int mount_start(struct mount_main *m)
+{
+	const struct fe_args *a = &m->a;
+	char msg[PROTO_MAX_HOST * 2 + 200], url[ADDR_STRLEN];
+	int rc;
+
+	m->cf.attr_timeout = a->attr_timeout;
+	m->cf.entry_timeout = a->entry_timeout;
+	m->cf.read_ahead_kb = a->read_ahead_kb;
+	m->cf.mountpoint = m->fo.mountpoint;
+	rc = cli_fs_mount_list(&m->cf.fs, m->mgrs, m->nmgrs, &m->no);
+	if (rc == -EACCES)
 		log_err("cannot mount %s: the cluster key was refused (see the "
-			"line above)", src);
-		goto out_notify;
-	}
-	if (rc) {
-		log_err("cannot reach mgr %s: %s", src, strerror(-rc));
-		goto out_notify;
-	}
-	if (a.metrics) {
-		char msg[PROTO_MAX_HOST * 2 + 200], url[ADDR_STRLEN];
-
-		rc = fe_metrics_start(&metrics, a.metrics_host, a.metrics_port,
-				      cf.fs, msg, sizeof(msg));
+			"line above)", m->src);
+	else if (rc)
+		log_err("cannot reach mgr %s: %s", m->src, strerror(-rc));
+	if (rc)
+		return 1;
+	if (opt_given(&fe_prog, a->given, "metrics")) {
+		rc = fe_metrics_start(&m->metrics, a->metrics.host, a->metrics.port,
+				       m->cf.fs, msg, sizeof(msg));
 		if (rc) {
 			log_err("%s", msg);
-			goto out_free_fs;
+			return 1;
 		}
 		log_notice("metrics on http://%s/metrics", addr_format(url, sizeof(url),
-			   a.metrics_host, fe_metrics_port(metrics)));
+			   a->metrics.host, fe_metrics_port(m->metrics)));
 	}
-	cli_itab_set_writeback(cf.fs->itab, a.writeback);
-	cli_itab_set_attr_ttl(cf.fs->itab, a.attr_timeout);
+	cli_itab_set_writeback(m->cf.fs->itab, a->writeback);
+	cli_itab_set_attr_ttl(m->cf.fs->itab, a->attr_timeout);
 	/* without it the root's GETATTRs all go to the mgr: only slower */
-	(void)cli_inode_pin(cf.fs->itab, FUSE_ROOT_ID);
-	/* write-behind where the data is sent at submit (tcp; see fe_wback.h) */
-	if (a.write_behind && net_client_wr_sent_at_submit(cf.fs->net) &&
-	    fe_wback_new(&cf.wb, cf.fs))
-		goto out_stop_metrics;
-	if (cli_reap_new(&cf.reap, cf.fs))
-		goto out_free_wb;
-	if (cli_lock_new(&cf.lock, cf.fs, &no))
-		goto out_free_reap;
-	if (fe_fuse_init(&cf))
-		goto out_free_lock;
-	se = fuse_session_new(&args, fe_fuse_ops(), sizeof(struct fuse_lowlevel_ops),
-			      &cf);
-	if (!se)
-		goto out_end_handles;
-	if (fuse_set_signal_handlers(se) != 0)
-		goto out_destroy_session;
-	if (fuse_session_mount(se, fo.mountpoint) != 0)
+	(void)cli_inode_pin(m->cf.fs->itab, FUSE_ROOT_ID);
+	if (a->write_behind && net_client_wr_sent_at_submit(m->cf.fs->net) &&
+	    fe_wback_new(&m->cf.wb, m->cf.fs))
+		return 1;
+	if (cli_reap_new(&m->cf.reap, m->cf.fs) ||
+	    cli_lock_new(&m->cf.lock, m->cf.fs, &m->no))
+		return 1;
+	return 0;
+}
+
+/*
+ * The FUSE session on m->se: signal handlers, the kernel mount, the worker
+ * loop until unmount or a signal; each undone in reverse.
+ * @return the exit status: 0 unmounted, 1 a failure
+ */
+static int mount_session(struct mount_main *m)
+{
+	struct fe_loop *lp;
+	int ret = 1;
+
+	if (fuse_set_signal_handlers(m->se) != 0)
+		return 1;
+	if (fuse_session_mount(m->se, m->fo.mountpoint) != 0)
 		goto out_remove_handlers;
-	if (fe_loop_new(&lp, se, cf.fs->net, fo.singlethread ? 1 : a.workers))
+	if (fe_loop_new(&lp, m->se, m->cf.fs->net,
+			 m->fo.singlethread ? 1 : m->a.workers))
 		goto out_unmount;
-	log_notice("mounted %s on %s (%u iods)", src, fo.mountpoint,
-		   cf.fs->niods);
-	daemon_ready(notify_fd, 0);
-	notify_fd = -1;
-	ret = run_session(&cf, lp) ? 1 : 0;
-	cf.loop = NULL;
+	log_notice("mounted %s on %s (%u iods)", m->src, m->fo.mountpoint,
+		   m->cf.fs->niods);
+	daemon_ready(m->notify_fd, 0);
+	m->notify_fd = -1;
+	ret = run_session(&m->cf, lp) ? 1 : 0;
+	m->cf.loop = NULL;
 	fe_loop_free(lp);
 out_unmount:
-	fuse_session_unmount(se);
+	fuse_session_unmount(m->se);
 out_remove_handlers:
-	fuse_remove_signal_handlers(se);
-out_destroy_session:
-	fuse_session_destroy(se);
-out_end_handles:
-	/* no op runs any more: what the kernel never released goes now,
-	 * before what the handles use (wb, reap, fs) is freed */
-	fe_fuse_end(&cf);
-out_free_lock:
-	cli_lock_free(cf.lock);
-out_free_reap:
-	cli_reap_free(cf.reap);
-out_free_wb:
-	fe_wback_free(cf.wb);
-out_stop_metrics:
-	fe_metrics_stop(metrics); /* after every thread that makes calls */
-out_free_fs:
-	cli_fs_free(cf.fs);
-out_notify:
-	daemon_ready(notify_fd, (unsigned char)ret);
-out_free_args:
-	free(fo.mountpoint);
-	free(a.mgr);
-	free(a.key);
-	free(a.conf);
-	free(a.transport);
-	fuse_opt_free_args(&args);
+	fuse_remove_signal_handlers(m->se);
+	return ret;
+}
+
+/*
+ * Serve the mount: the handle list, the FUSE session, then the end of the
+ * handles once no op runs any more (what the kernel never released goes
+ * now, before what the handles use, wb, reap and fs, is freed).
+ * @return the exit status: 0 unmounted, 1 a failure
+ */
+static int mount_serve(struct mount_main *m)
+{
+	int ret = 1;
+
+	if (fe_fuse_init(&m->cf))
+		return 1;
+	m->se = fuse_session_new(&m->args, fe_fuse_ops(),
+				 sizeof(struct fuse_lowlevel_ops), &m->cf);
+	if (m->se) {
+		ret = mount_session(m);
+		fuse_session_destroy(m->se);
+	}
+	fe_fuse_end(&m->cf);
+	return ret;
+}
+
+/* Undo mount_start, then tell a waiting parent the exit status ret. */
+static void mount_close(struct mount_main *m, int ret)
+{
+	cli_lock_free(m->cf.lock);
+	cli_reap_free(m->cf.reap);
+	fe_wback_free(m->cf.wb);
+	fe_metrics_stop(m->metrics); /* after every thread that makes calls */
+	cli_fs_free(m->cf.fs);
+	daemon_ready(m->notify_fd, (unsigned char)ret);
+}
+
+/*
+ * Mount: fork (the parent waits for the outcome; no thread before this),
+ * then the client side and the session. @return the exit status
+ */
+static int mount_run(struct mount_main *m)
+{
+	int ret;
+
+	if (daemon_start(m->fo.foreground, &m->notify_fd)) {
+		fprintf(stderr, "%s: cannot fork: %s\n", m->a.prog, strerror(errno));
+		return 1;
+	}
+	block_exit_signals();
+	ret = mount_start(m) ? 1 : mount_serve(m);
+	mount_close(m, ret);
+	return ret;
+}
+
+/* rpfs-fuse: exit 0 after an unmount (or --help), 1 when the mount
+ * failed, 2 on a bad command line, config file or key. */
+int main(int argc, char **argv)
+{
+	static struct mount_main m = { .notify_fd = -1 };
+	int ret;
+
+	m.args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
+	log_init("rpfs-fuse", LOG_NOTICE);
+	log_set_key_option("-o key=FILE");
+	ret = mount_parse(&m, argc, argv);
+	if (ret < 0)
+		ret = mount_prepare(&m);
+	if (ret < 0)
+		ret = mount_run(&m);
+	free(m.fo.mountpoint);
+	free(m.a.mgr);
+	opt_free(&fe_prog, &m.a);
+	fuse_opt_free_args(&m.args);
 	return ret;
 }

@@ -315,7 +315,9 @@ def test_lease_validated(tmp_path, how, arg, want):
 def test_help_names_the_ranges_it_enforces():
     """rpfs-mgr --help gives --lease and --resync-rate the ranges the
     argument checks enforce (its printf arguments once came in another
-    order than its text, so --lease read "10..100000, default 50")."""
+    order than its text, so --lease read "10..100000, default 50"; both
+    now come from the option table, each flag's line "--FLAG ARG
+    LO..HI, default D, KEY")."""
     mgr = util.binary('mgr/rpfs-mgr')
     text = ' '.join(util.run([mgr, '--help'], timeout=30).stdout.split())
     refused = {}
@@ -326,8 +328,8 @@ def test_help_names_the_ranges_it_enforces():
         assert r.returncode == 2 and m, (r.returncode, r.stderr)
         refused[opt] = m.groups()
     lo, hi = refused['--lease']
-    assert re.search(r'--lease: .* lease of SECONDS \(%s\.\.%s, default \d+;' % (lo, hi),
+    assert re.search(r'--lease SECONDS %s\.\.%s, default \d+, \[mgr\] lease ' % (lo, hi),
                      text), text
     lo, hi = refused['--resync-rate']
-    assert re.search(r'--resync-rate: MB/s .*\(%s\.\.%s, default \d+;' % (lo, hi),
-                     text), text
+    assert re.search(r'--resync-rate MB/s %s\.\.%s, default \d+, \[mgr\] resync_rate '
+                     % (lo, hi), text), text
