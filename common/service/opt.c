@@ -345,7 +345,8 @@ static int opt_from_val(const struct opt_prog *p, int c)
 	return -ENOENT;
 }
 
-/* getopt_long over argv with the table lo. @return as opt_parse */
+/* getopt_long over argv with the table lo; the arguments that are no
+ * option are left at argv[optind..argc). @return as opt_parse */
 static int opt_loop(const struct opt_prog *p, int argc, char **argv,
 		    void *args, const struct option *lo, const char *shorts,
 		    uint64_t *given, char *err, size_t errcap)
@@ -373,22 +374,20 @@ static int opt_loop(const struct opt_prog *p, int argc, char **argv,
 			return rc;
 		*given |= 1ull << i;
 	}
-	if (optind < argc) {
-		snprintf(err, errcap, "unexpected argument \"%s\"", argv[optind]);
-		return -EINVAL;
-	}
 	return 0;
 }
 
 /* See opt.h. */
-int opt_parse(const struct opt_prog *p, int argc, char **argv, void *args,
-	      uint64_t *given, char *err, size_t errcap)
+int opt_parse_args(const struct opt_prog *p, int argc, char **argv,
+		   void *args, uint64_t *given, int *first, char *err,
+		   size_t errcap)
 {
 	struct option *lo;
 	char shorts[3 * 64 + 3];
 	int rc;
 
 	*given = 0;
+	*first = argc;
 	rc = opt_getopt_table(p, &lo, shorts, sizeof(shorts));
 	if (rc) {
 		snprintf(err, errcap, "out of memory");
@@ -396,6 +395,22 @@ int opt_parse(const struct opt_prog *p, int argc, char **argv, void *args,
 	}
 	rc = opt_loop(p, argc, argv, args, lo, shorts, given, err, errcap);
 	free(lo);
+	if (!rc)
+		*first = optind;
+	return rc;
+}
+
+/* See opt.h. */
+int opt_parse(const struct opt_prog *p, int argc, char **argv, void *args,
+	      uint64_t *given, char *err, size_t errcap)
+{
+	int first, rc;
+
+	rc = opt_parse_args(p, argc, argv, args, given, &first, err, errcap);
+	if (rc == 0 && first < argc) {
+		snprintf(err, errcap, "unexpected argument \"%s\"", argv[first]);
+		return -EINVAL;
+	}
 	return rc;
 }
 

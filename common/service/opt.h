@@ -169,6 +169,18 @@ int opt_parse(const struct opt_prog *p, int argc, char **argv, void *args,
 	      uint64_t *given, char *err, size_t errcap);
 
 /**
+ * opt_parse for a program that takes positional arguments too: they are
+ * left, in their order, at argv[*first..argc) (getopt_long moves them
+ * behind the options; "--" ends the options). The caller checks them.
+ * @param[out] first the index of the first positional argument (argc:
+ *	none)
+ * @return as opt_parse, without its "unexpected argument"
+ */
+int opt_parse_args(const struct opt_prog *p, int argc, char **argv,
+		   void *args, uint64_t *given, int *first, char *err,
+		   size_t errcap);
+
+/**
  * Parse one value s of entry i into args (for a program that runs its own
  * option loop, as rpfs-fuse with fuse_opt_parse).
  * @param name the option as given, for the message ("-o timeout")

@@ -3,7 +3,7 @@
  * each kind's parse and its message naming the flag and the bad value,
  * missing and unknown options, the config file under the flags (a flag
  * given wins over its key, a key not in the file leaves the default),
- * lists, -o names, --help and the Markdown table.
+ * lists, positional arguments, -o names, --help and the Markdown table.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -227,6 +227,31 @@ static void test_errors(void)
 	refuse("--sw extra", "unexpected argument \"extra\"");
 }
 
+/* opt_parse_args: the positional arguments are left behind the options,
+ * in their order, and "--" ends the options. */
+static void test_positional(void)
+{
+	char a0[] = "t-prog", a1[] = "first", a2[] = "--sw", a3[] = "second",
+	     a4[] = "--", a5[] = "--lease";
+	char *argv[] = { a0, a1, a2, a3, a4, a5, NULL };
+	struct t_args a = { 0 };
+	char err[256] = "";
+	int first = -1, rc;
+
+	opt_defaults(&t_prog, &a);
+	rc = opt_parse_args(&t_prog, 6, argv, &a, &a.given, &first, err,
+			    sizeof(err));
+	CHECK(rc == 0 && a.sw == 1, "rc %d: %s", rc, err);
+	CHECK(first == 3 && !strcmp(argv[3], "first") &&
+	      !strcmp(argv[4], "second") && !strcmp(argv[5], "--lease"),
+	      "first %d", first);
+	CHECK(a.lease_ms == 10000 && opt_given(&t_prog, a.given, "sw") &&
+	      !opt_given(&t_prog, a.given, "lease"), "after --");
+	CHECK(opt_parse_args(&t_prog, 2, (char *[]){ a0, a2, NULL }, &a,
+			     &a.given, &first, err, sizeof(err)) == 0 &&
+	      first == 2, "none: first %d", first);
+}
+
 /* The config file under the flags: a key in the file fills what no flag
  * gave; a flag given wins; a key not in the file leaves the default. */
 static void test_conf(void)
@@ -335,6 +360,7 @@ int main(void)
 	test_defaults();
 	test_values();
 	test_errors();
+	test_positional();
 	test_conf();
 	test_set();
 	test_help();
