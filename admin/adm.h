@@ -11,21 +11,68 @@
 #include "cfg.h"
 #include "net.h"
 
+/* Each subcommand's usage lines: the synopsis of its --help (before its
+ * option table's help) and a part of adm_main.c's usage(). */
+#define USAGE_KEYGEN \
+"keygen [-f] FILE                 write a new cluster key (mode 0600); -f overwrites\n"
+#define USAGE_MKFS \
+"mkfs [--conf FILE] [--all]       create the mgr database (with the iod table) and\n" \
+"                                   the data directories of the iods on this host\n" \
+"                                   (--all: of every iod)\n" \
+"  mkfs --db DIR --iod HOST:PORT... [--data DIR...] [--stripe-unit SIZE] [--stripe-count N]\n" \
+"  mkfs --store-uri URI [--data DIR...]\n" \
+"                                   create the schema of a postgresql store (its\n" \
+"                                   iod table is recorded by rpfs-mgr's first start);\n" \
+"                                   --conf: with [mgr] store = postgresql, store_uri\n"
+#define USAGE_STATUS \
+"status [--conf FILE | --mgr HOST:PORT[,HOST:PORT...]] [--key FILE] [--timeout S]\n" \
+"                                   every server: up or down, capacity, version\n"
+#define USAGE_GETLAYOUT \
+"getlayout PATH                   the layout of a file or directory on a mount\n"
+#define USAGE_SETLAYOUT \
+"setlayout PATH FIELD=VALUE[,...] set it (directory: new files below it); fields\n" \
+"                                   unit=SIZE (4K..64M, suffix K or M), count=N,\n" \
+"                                   mirror=1|2, first=I (a file); fields not given\n" \
+"                                   keep their current (or inherited) value\n"
+#define USAGE_STATS \
+"stats --server HOST:PORT [--conf FILE] [--key FILE]\n" \
+"                                   transport counters of a running server (JSON)\n" \
+"  stats PATH                       the client's counters of the mount holding PATH\n"
+#define USAGE_SCRUB \
+"scrub [--conf FILE | --mgr HOST:PORT] [--key FILE] [--rate N | --rate NMB/s]\n" \
+"        [--dry-run] [--grace SECONDS]\n" \
+"                                   reclaim orphaned objects and inodes and compare\n" \
+"                                   the replicas of mirrored files online, at most\n" \
+"                                   N objects (or N MB) per second (default 1000);\n" \
+"                                   a mismatch is recorded stale on the group's\n" \
+"                                   second iod (not with --dry-run)\n" \
+"  scrub --namespace [--conf FILE | --db DIR | --store-uri URI] [--json]\n" \
+"                                   check the namespace in the store itself,\n" \
+"                                   read-only: entries, link counts, leaks;\n" \
+"                                   exit 1 when a problem is found\n"
+
 /* Exit codes, documented in the usage text. */
 #define ADM_OK 0        /* success; status: every server is up */
 #define ADM_FAIL 1      /* the operation failed; status: a server is down */
 #define ADM_USAGE 2     /* bad command line */
 #define ADM_CONFIG 3    /* the config file or key file is unusable */
 
+struct opt_prog;
+
+/* The option tables of status and stats --server (adm_status.c), for
+ * their --help (opt.h). */
+extern const struct opt_prog adm_status_prog, adm_stats_prog;
+
 /**
- * `rpfs status [--conf FILE | --mgr HOST:PORT] [--key FILE] [--timeout S]`
+ * `rpfs status [--conf FILE | --mgr HOST:PORT[,HOST:PORT...]] [--key FILE]
+ * [--timeout S]`
  * @return an ADM_* exit code
  */
 int adm_status(int argc, char **argv);
 
 /**
- * `rpfs stats --server HOST:PORT [--conf FILE] [--key FILE]`: the STATUS
- * op's counters as JSON on stdout.
+ * `rpfs stats --server HOST:PORT [--conf FILE] [--key FILE] [--timeout S]`:
+ * the STATUS op's counters as JSON on stdout.
  * @return an ADM_* exit code
  */
 int adm_stats_server(int argc, char **argv);

@@ -20,45 +20,6 @@
 #include "adm.h"
 #include "opt.h"
 
-/* Each subcommand's usage lines (its --help, and a part of usage()). */
-#define USAGE_KEYGEN \
-"keygen [-f] FILE                 write a new cluster key (mode 0600); -f overwrites\n"
-#define USAGE_MKFS \
-"mkfs [--conf FILE] [--all]       create the mgr database (with the iod table) and\n" \
-"                                   the data directories of the iods on this host\n" \
-"                                   (--all: of every iod)\n" \
-"  mkfs --db DIR --iod HOST:PORT... [--data DIR...] [--stripe-unit SIZE] [--stripe-count N]\n" \
-"  mkfs --store-uri URI [--data DIR...]\n" \
-"                                   create the schema of a postgresql store (its\n" \
-"                                   iod table is recorded by rpfs-mgr's first start);\n" \
-"                                   --conf: with [mgr] store = postgresql, store_uri\n"
-#define USAGE_STATUS \
-"status [--conf FILE | --mgr HOST:PORT[,HOST:PORT...]] [--key FILE] [--timeout S]\n" \
-"                                   every server: up or down, capacity, version\n"
-#define USAGE_GETLAYOUT \
-"getlayout PATH                   the layout of a file or directory on a mount\n"
-#define USAGE_SETLAYOUT \
-"setlayout PATH FIELD=VALUE[,...] set it (directory: new files below it); fields\n" \
-"                                   unit=SIZE (4K..64M, suffix K or M), count=N,\n" \
-"                                   mirror=1|2, first=I (a file); fields not given\n" \
-"                                   keep their current (or inherited) value\n"
-#define USAGE_STATS \
-"stats --server HOST:PORT [--conf FILE] [--key FILE]\n" \
-"                                   transport counters of a running server (JSON)\n" \
-"  stats PATH                       the client's counters of the mount holding PATH\n"
-#define USAGE_SCRUB \
-"scrub [--conf FILE | --mgr HOST:PORT] [--key FILE] [--rate N | --rate NMB/s]\n" \
-"        [--dry-run] [--grace SECONDS]\n" \
-"                                   reclaim orphaned objects and inodes and compare\n" \
-"                                   the replicas of mirrored files online, at most\n" \
-"                                   N objects (or N MB) per second (default 1000);\n" \
-"                                   a mismatch is recorded stale on the group's\n" \
-"                                   second iod (not with --dry-run)\n" \
-"  scrub --namespace [--conf FILE | --db DIR | --store-uri URI] [--json]\n" \
-"                                   check the namespace in the store itself,\n" \
-"                                   read-only: entries, link counts, leaks;\n" \
-"                                   exit 1 when a problem is found\n"
-
 /* The usage text, with the exit codes. */
 static void usage(FILE *f)
 {

@@ -3,12 +3,13 @@
  * servers over the transport (with the cluster key) for their STATUS.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr.h"
 #include "net.h"
+#include "opt.h"
 #include "proto.h"
 #include "adm.h"
 
@@ -18,66 +19,101 @@
 struct adm_args {
 	const char *conf;
 	const char *key;
-	char host[PROTO_MAX_HOST + 1];
-	uint16_t port;
-	int have_addr;
+	struct opt_addr server;             /* stats --server */
+	int have_addr;                      /* --mgr or --server given */
 	struct addr_hp mgrs[ADDR_MAX_LIST]; /* status --mgr A,B: the list */
 	int nmgrs;
 	double timeout;
+	char host[PROTO_MAX_HOST + 1];      /* status: the active mgr */
+	uint16_t port;
 };
 
-/* Parse the shared options; server_opt is "mgr" or "server". @return ADM_* */
-static int adm_parse(int argc, char **argv, const char *server_opt,
+/* The --mgr parser (opt.h OPT_CUSTOM): HOST:PORT[,HOST:PORT...] into
+ * a->mgrs (a later --mgr replaces the list). @return 0, -EINVAL */
+static int parse_mgrs(const struct opt *o, const char *name, const char *s,
+		      void *args, char *err, size_t errcap)
+{
+	struct adm_args *a = args;
+
+	(void)o;
+	return addr_parse_list(name, s, 0, a->mgrs, &a->nmgrs, err, errcap) ?
+	       -EINVAL : 0;
+}
+
+/* The options both status and stats --server take: --conf (with the
+ * default d and help h), --key and --timeout; each table adds its server
+ * flag. */
+#define ADM_OPT_CONF(d, h) \
+	{ .name = "conf", .kind = OPT_STRING, .flags = OPT_EMPTY, .arg = "FILE", \
+	  OPT_AT(struct adm_args, conf), .defdoc = (d), .help = (h) }
+#define ADM_OPT_KEY \
+	{ .name = "key", .kind = OPT_STRING, .flags = OPT_EMPTY, .arg = "FILE", \
+	  OPT_AT(struct adm_args, key), \
+	  .help = "the clients' key (wins over the config file's)" }
+#define ADM_OPT_TIMEOUT \
+	{ .name = "timeout", .kind = OPT_SECONDS, .flags = OPT_ABOVE, .arg = "S", \
+	  OPT_AT(struct adm_args, timeout), .lo = 0, .hi = 3600000, \
+	  .def = 2000, .what = "seconds above {lo}, at most {hi}", \
+	  .help = "how long to wait for a server's answer" }
+
+/* rpfs status's options. */
+static const struct opt status_opts[] = {
+	ADM_OPT_CONF("$RPFS_CONF or " CFG_DEFAULT_PATH,
+		     "the config file: its [cluster] mgr, iods and key (with "
+		     "--mgr, read only when given)"),
+	{ .name = "mgr", .kind = OPT_CUSTOM, .arg = "HOST:PORT[,HOST:PORT...]",
+	  .parse = parse_mgrs,
+	  .help = "the mgrs to ask, not the config file's [cluster] mgr" },
+	ADM_OPT_KEY,
+	ADM_OPT_TIMEOUT,
+};
+
+/* See adm.h. */
+const struct opt_prog adm_status_prog = {
+	.name = "rpfs status",
+	.usage = "usage: rpfs " USAGE_STATUS,
+	.opts = status_opts,
+	.nopts = sizeof(status_opts) / sizeof(status_opts[0]),
+};
+
+/* rpfs stats --server's options. */
+static const struct opt stats_opts[] = {
+	{ .name = "server", .kind = OPT_ADDR, .arg = "HOST:PORT",
+	  OPT_AT(struct adm_args, server),
+	  .help = "the server to ask (without it: stats PATH)" },
+	ADM_OPT_CONF(NULL, "a config file, for its key"),
+	ADM_OPT_KEY,
+	ADM_OPT_TIMEOUT,
+};
+
+/* See adm.h. */
+const struct opt_prog adm_stats_prog = {
+	.name = "rpfs stats",
+	.usage = "usage: rpfs " USAGE_STATS,
+	.opts = stats_opts,
+	.nopts = sizeof(stats_opts) / sizeof(stats_opts[0]),
+};
+
+/* Parse the command line of p (adm_status_prog or adm_stats_prog) into a.
+ * @return ADM_OK, ADM_USAGE (reported), OPT_HELP after --help */
+static int adm_parse(const struct opt_prog *p, int argc, char **argv,
 		     struct adm_args *a)
 {
-	const struct option opts[] = {
-		{ "conf", required_argument, NULL, 'C' },
-		{ "key", required_argument, NULL, 'K' },
-		{ server_opt, required_argument, NULL, 'M' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ NULL, 0, NULL, 0 },
-	};
-	char *end, what[32], msg[PROTO_MAX_HOST * 2 + 200];
-	int c;
+	char err[PROTO_MAX_HOST * 2 + 300];
+	uint64_t given;
+	int rc;
 
 	memset(a, 0, sizeof(*a));
-	a->timeout = 2;
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'C': a->conf = optarg; break;
-		case 'K': a->key = optarg; break;
-		case 'M':
-			snprintf(what, sizeof(what), "--%s", server_opt);
-			if (!strcmp(server_opt, "mgr") ?
-			    addr_parse_list(what, optarg, 0, a->mgrs, &a->nmgrs,
-					    msg, sizeof(msg)) :
-			    addr_parse(what, optarg, 0, a->host, sizeof(a->host),
-				       &a->port, msg, sizeof(msg))) {
-				fprintf(stderr, "rpfs: %s\n", msg);
-				return ADM_USAGE;
-			}
-			a->have_addr = 1;
-			break;
-		case 't':
-			a->timeout = strtod(optarg, &end);
-			if (*end || end == optarg || !(a->timeout > 0) || a->timeout > 3600) {
-				fprintf(stderr, "rpfs: --timeout: expected seconds > 0, got \"%s\"\n",
-					optarg);
-				return ADM_USAGE;
-			}
-			break;
-		default:
-			fprintf(stderr, "rpfs: unknown or incomplete option \"%s\"\n",
-				argv[optind - 1]);
-			return ADM_USAGE;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "rpfs: unexpected argument \"%s\"\n", argv[optind]);
+	opt_defaults(p, a);
+	rc = opt_parse(p, argc, argv, a, &given, err, sizeof(err));
+	if (rc == OPT_HELP)
+		return OPT_HELP;
+	if (rc) {
+		fprintf(stderr, "rpfs: %s\n", err);
 		return ADM_USAGE;
 	}
+	a->have_addr = opt_given(p, given, p == &adm_status_prog ? "mgr" :
+				 "server");
 	return ADM_OK;
 }
 
@@ -302,9 +338,9 @@ int adm_status(int argc, char **argv)
 	struct net_opts no;
 	int rc, down = 0, mgr_rc;
 
-	rc = adm_parse(argc, argv, "mgr", &a);
+	rc = adm_parse(&adm_status_prog, argc, argv, &a);
 	if (rc)
-		return rc;
+		return rc == OPT_HELP ? ADM_OK : rc;
 	if (!a.have_addr && !a.conf)
 		a.conf = getenv("RPFS_CONF") && *getenv("RPFS_CONF") ?
 			 getenv("RPFS_CONF") : CFG_DEFAULT_PATH;
@@ -351,9 +387,9 @@ int adm_stats_server(int argc, char **argv)
 	struct net_opts no;
 	int rc;
 
-	rc = adm_parse(argc, argv, "server", &a);
+	rc = adm_parse(&adm_stats_prog, argc, argv, &a);
 	if (rc)
-		return rc;
+		return rc == OPT_HELP ? ADM_OK : rc;
 	if (!a.have_addr) {
 		fprintf(stderr, "rpfs stats: --server HOST:PORT required\n");
 		return ADM_USAGE;
@@ -364,7 +400,7 @@ int adm_stats_server(int argc, char **argv)
 	no.timeout_ms = (int)(a.timeout * 1000);
 	rc = net_client_new(&cl, &no);
 	if (rc == 0) {
-		rc = net_conn_new(cl, a.host, a.port, &c);
+		rc = net_conn_new(cl, a.server.host, a.server.port, &c);
 		if (rc == 0)
 			rc = adm_call_status(c, rep, sizeof(rep), &st);
 		if (rc == 0)
@@ -376,7 +412,8 @@ int adm_stats_server(int argc, char **argv)
 		char addr[ADDR_STRLEN];
 
 		fprintf(stderr, "rpfs stats: %s: %s\n",
-			addr_format(addr, sizeof(addr), a.host, a.port), strerror(-rc));
+			addr_format(addr, sizeof(addr), a.server.host, a.server.port),
+			strerror(-rc));
 		return ADM_FAIL;
 	}
 	return ADM_OK;
