@@ -46,7 +46,10 @@
 "                                   N objects (or N MB) per second (default 1000);\n" \
 "                                   a mismatch is recorded stale on the group's\n" \
 "                                   second iod (not with --dry-run)\n" \
-"  scrub --namespace [--conf FILE | --db DIR | --store-uri URI] [--json]\n" \
+"  " USAGE_SCRUB_NS
+/* The --namespace form of scrub (the usage line of its own --help). */
+#define USAGE_SCRUB_NS \
+"scrub --namespace [--conf FILE | --db DIR | --store-uri URI] [--json]\n" \
 "                                   check the namespace in the store itself,\n" \
 "                                   read-only: entries, link counts, leaks;\n" \
 "                                   exit 1 when a problem is found\n"
@@ -59,9 +62,9 @@
 
 struct opt_prog;
 
-/* The option tables of status and stats --server (adm_status.c), for
- * their --help (opt.h). */
-extern const struct opt_prog adm_status_prog, adm_stats_prog;
+/* The option tables of status and stats --server (adm_status.c) and scrub
+ * --namespace (adm_scrub_ns.c), for their --help (opt.h). */
+extern const struct opt_prog adm_status_prog, adm_stats_prog, scrub_ns_prog;
 
 /**
  * `rpfs status [--conf FILE | --mgr HOST:PORT[,HOST:PORT...]] [--key FILE]

@@ -6,7 +6,6 @@
  * mgr or without one. This file: command line, opening the store, output.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,20 +14,38 @@
 #include "cfg.h"
 #include "mgr_db.h"
 #include "mgr_nscheck.h"
+#include "opt.h"
 #include "adm.h"
 
 /* Command line of scrub --namespace. */
 struct ns_args {
 	const char *conf, *db, *uri; /* --conf, --db, --store-uri */
 	int json;
+	int ns;                      /* --namespace (what brought us here) */
 };
 
-/* Print the usage of scrub --namespace. */
-static void ns_usage(FILE *f)
-{
-	fprintf(f, "usage: rpfs scrub --namespace [--conf FILE | --db DIR | "
-		"--store-uri URI] [--json]\n"
-		"Check that the namespace is consistent: entries point to live "
+/* rpfs scrub --namespace's options. */
+static const struct opt ns_opts[] = {
+	{ .name = "namespace", .kind = OPT_SWITCH, OPT_AT(struct ns_args, ns),
+	  .help = "check the namespace, not the objects" },
+	{ .name = "conf", .kind = OPT_STRING, .flags = OPT_EMPTY, .arg = "FILE",
+	  OPT_AT(struct ns_args, conf), .defdoc = "$RPFS_CONF or "
+	  CFG_DEFAULT_PATH, .help = "the config file: its [mgr] store" },
+	{ .name = "db", .kind = OPT_STRING, .arg = "DIR",
+	  OPT_AT(struct ns_args, db), .what = "a directory",
+	  .help = "the mgr's LMDB database, not the config file's" },
+	{ .name = "store-uri", .kind = OPT_STRING, .arg = "URI",
+	  OPT_AT(struct ns_args, uri), .what = "a PostgreSQL URI",
+	  .help = "the PostgreSQL store, not the config file's" },
+	{ .name = "json", .kind = OPT_SWITCH, OPT_AT(struct ns_args, json),
+	  .help = "the problems and the counts as one JSON object" },
+};
+
+/* See adm.h. */
+const struct opt_prog scrub_ns_prog = {
+	.name = "rpfs scrub --namespace",
+	.usage = "usage: rpfs " USAGE_SCRUB_NS,
+	.intro = "Check that the namespace is consistent: entries point to live "
 		"inodes,\n"
 		"link counts match, no inode leaks, no directory cycle. Opens "
 		"the store\n"
@@ -37,55 +54,31 @@ static void ns_usage(FILE *f)
 		"Memory: about 48 bytes per inode, plus the largest directory.\n"
 		"Exit: 0 consistent, 1 problems found (one line each), 2 bad "
 		"arguments,\n"
-		"3 the store cannot be opened or read.\n");
-}
+		"3 the store cannot be opened or read.\n",
+	.opts = ns_opts,
+	.nopts = sizeof(ns_opts) / sizeof(ns_opts[0]),
+};
 
-/* Parse the command line. @return ADM_OK, ADM_USAGE (reported), or -1
+/* Parse the command line. @return ADM_OK, ADM_USAGE (reported), OPT_HELP
  * after --help */
 static int ns_parse(int argc, char **argv, struct ns_args *a)
 {
-	static const struct option opts[] = {
-		{ "namespace", no_argument, NULL, 'N' },
-		{ "conf", required_argument, NULL, 'C' },
-		{ "db", required_argument, NULL, 'D' },
-		{ "store-uri", required_argument, NULL, 'U' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c, nsrc;
+	char err[512];
+	uint64_t given;
+	int rc;
 
 	memset(a, 0, sizeof(*a));
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'N': break;
-		case 'C': a->conf = optarg; break;
-		case 'D': a->db = optarg; break;
-		case 'U': a->uri = optarg; break;
-		case 'j': a->json = 1; break;
-		case 'h': ns_usage(stdout); return -1;
-		default:
-			fprintf(stderr, "rpfs scrub: unknown or incomplete option \"%s\" "
-				"(with --namespace)\n", argv[optind - 1]);
-			ns_usage(stderr);
-			return ADM_USAGE;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "rpfs scrub: unexpected argument \"%s\"\n", argv[optind]);
+	opt_defaults(&scrub_ns_prog, a);
+	rc = opt_parse(&scrub_ns_prog, argc, argv, a, &given, err, sizeof(err));
+	if (rc == OPT_HELP)
+		return OPT_HELP;
+	if (rc) {
+		fprintf(stderr, "rpfs scrub --namespace: %s\n", err);
 		return ADM_USAGE;
 	}
-	nsrc = !!a->conf + !!a->db + !!a->uri;
-	if (nsrc > 1) {
+	if (!!a->conf + !!a->db + !!a->uri > 1) {
 		fprintf(stderr, "rpfs scrub --namespace: give one of --conf, --db and "
 			"--store-uri\n");
-		return ADM_USAGE;
-	}
-	if ((a->db && !a->db[0]) || (a->uri && !a->uri[0])) {
-		fprintf(stderr, "rpfs scrub --namespace: --%s: empty\n",
-			a->db ? "db" : "store-uri");
 		return ADM_USAGE;
 	}
 	return ADM_OK;
@@ -263,7 +256,7 @@ int adm_scrub_namespace(int argc, char **argv)
 
 	rc = ns_parse(argc, argv, &a);
 	if (rc)
-		return rc < 0 ? ADM_OK : rc;
+		return rc == OPT_HELP ? ADM_OK : rc;
 	rc = ns_store(&a, &conf, &kc);
 	if (rc)
 		goto out_free_conf;
