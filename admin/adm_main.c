@@ -3,7 +3,6 @@
  * answers -h/--help with its usage), and the local ones: keygen and mkfs.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <netdb.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -90,29 +89,77 @@ static const char *default_conf(void)
 	return e && *e ? e : CFG_DEFAULT_PATH;
 }
 
-/* rpfs keygen [-f] FILE */
-static int cmd_keygen(int argc, char **argv)
-{
-	int force = 0, rc;
-	const char *path;
+/* rpfs keygen's command line. */
+struct keygen_args {
+	int force; /* -f: replace an existing file */
+};
 
-	if (argc >= 2 && !strcmp(argv[1], "-f"))
-		force = 1, argc--, argv++;
-	if (argc != 2) {
+/* rpfs keygen's options. */
+static const struct opt keygen_opts[] = {
+	{ .name = "force", .letter = 'f', .kind = OPT_SWITCH,
+	  OPT_AT(struct keygen_args, force),
+	  .help = "replace FILE if it exists (every server and client then "
+		  "needs the new key)" },
+};
+
+static const struct opt_prog keygen_prog = {
+	.name = "rpfs keygen",
+	.usage = "usage: rpfs " USAGE_KEYGEN,
+	.opts = keygen_opts,
+	.nopts = sizeof(keygen_opts) / sizeof(keygen_opts[0]),
+};
+
+/*
+ * Parse rpfs keygen's command line: the flags into a, FILE into *path.
+ * @return ADM_OK, ADM_USAGE (reported), OPT_HELP after --help
+ */
+static int keygen_parse(int argc, char **argv, struct keygen_args *a,
+			const char **path)
+{
+	char err[512];
+	uint64_t given;
+	int first, rc;
+
+	memset(a, 0, sizeof(*a));
+	opt_defaults(&keygen_prog, a);
+	rc = opt_parse_args(&keygen_prog, argc, argv, a, &given, &first, err,
+			    sizeof(err));
+	if (rc == OPT_HELP)
+		return OPT_HELP;
+	if (rc) {
+		fprintf(stderr, "rpfs keygen: %s%s\n", err,
+			strncmp(err, "unknown option", 14) ? "" :
+			" (a file name starting with - needs ./)");
+		return ADM_USAGE;
+	}
+	if (argc - first != 1) {
 		fprintf(stderr, "rpfs keygen: expected [-f] FILE\n");
 		return ADM_USAGE;
 	}
-	path = argv[1];
-	if (path[0] == '-') {
+	*path = argv[first];
+	if ((*path)[0] == '-') {
 		fprintf(stderr, "rpfs keygen: unknown option \"%s\" (a file name "
-			"starting with - needs ./)\n", path);
+			"starting with - needs ./)\n", *path);
 		return ADM_USAGE;
 	}
+	return ADM_OK;
+}
+
+/* rpfs keygen [-f] FILE */
+static int cmd_keygen(int argc, char **argv)
+{
+	struct keygen_args a;
+	const char *path;
+	int rc;
+
+	rc = keygen_parse(argc, argv, &a, &path);
+	if (rc)
+		return rc == OPT_HELP ? ADM_OK : rc;
 	if (net_auth_init()) {
 		fprintf(stderr, "rpfs keygen: cannot initialise libsodium\n");
 		return ADM_FAIL;
 	}
-	rc = net_key_generate(path, force);
+	rc = net_key_generate(path, a.force);
 	if (rc == -EEXIST) {
 		fprintf(stderr, "rpfs keygen: %s exists (use -f to replace it; every "
 			"server and client then needs the new key)\n", path);
