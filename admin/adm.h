@@ -62,9 +62,11 @@
 
 struct opt_prog;
 
-/* The option tables of status and stats --server (adm_status.c) and scrub
- * --namespace (adm_scrub_ns.c), for their --help (opt.h). */
-extern const struct opt_prog adm_status_prog, adm_stats_prog, scrub_ns_prog;
+/* The option tables the dispatcher's --help prints (opt.h), besides
+ * keygen's and mkfs's in adm_main.c: status and stats --server
+ * (adm_status.c), scrub (adm_scrub.c), scrub --namespace (adm_scrub_ns.c). */
+extern const struct opt_prog adm_status_prog, adm_stats_prog, scrub_prog,
+	scrub_ns_prog;
 
 /**
  * `rpfs status [--conf FILE | --mgr HOST:PORT[,HOST:PORT...]] [--key FILE]
@@ -88,6 +90,11 @@ int adm_stats_server(int argc, char **argv);
  * @return an ADM_* exit code
  */
 int adm_scrub(int argc, char **argv);
+
+/**
+ * Whether argv[1..] ask for scrub --namespace (it comes before any "--").
+ */
+int adm_scrub_is_namespace(int argc, char **argv);
 
 /**
  * `rpfs scrub --namespace [--conf FILE | --db DIR | --store-uri URI]

@@ -1,6 +1,7 @@
 /*
  * adm_main.c - `rpfs`, the admin CLI: dispatch to the subcommands (each
- * answers -h/--help with its usage), and the local ones: keygen and mkfs.
+ * answers -h/--help with its usage lines and its option table's help),
+ * and the local ones: keygen and mkfs.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -321,7 +322,7 @@ _Static_assert(offsetof(struct mgr_iod, host) == offsetof(struct opt_addr, host)
 	       sizeof(((struct mgr_iod *)0)->host) == sizeof(((struct opt_addr *)0)->host),
 	       "struct mgr_iod does not begin as struct opt_addr");
 
-/* rpfs mkfs's options (its help is USAGE_MKFS). */
+/* rpfs mkfs's options (its help: USAGE_MKFS, then these). */
 static const struct opt mkfs_opts[] = {
 	{ .name = "conf", .kind = OPT_STRING, .flags = OPT_EMPTY, .arg = "FILE",
 	  OPT_AT(struct mkfs_args, conf), .help = "the config file" },
@@ -337,11 +338,13 @@ static const struct opt mkfs_opts[] = {
 	  .many = "at most {hi} directories", .help = "an iod's data directory" },
 	{ .name = "stripe-unit", .kind = OPT_SIZE, .flags = OPT_POW2,
 	  .arg = "SIZE", OPT_AT(struct mkfs_args, unit), .lo = 4096,
-	  .hi = 64u << 20, .what = "a power of two from {lo} to {hi}",
+	  .hi = 64u << 20, .defdoc = "64K",
+	  .what = "a power of two from {lo} to {hi}",
 	  .help = "the stripe unit of new files" },
 	{ .name = "stripe-count", .kind = OPT_INT, .arg = "N",
 	  OPT_AT(struct mkfs_args, count), .lo = 0, .hi = PROTO_MAX_IODS,
-	  .what = "{lo}..{hi}", .help = "the iods a new file is striped over" },
+	  .defdoc = "0 (all iods)", .what = "{lo}..{hi}",
+	  .help = "the iods a new file is striped over" },
 	{ .name = "store-uri", .kind = OPT_STRING, .arg = "URI",
 	  OPT_AT(struct mkfs_args, store_uri), .what = "a PostgreSQL URI",
 	  .help = "create the schema of this PostgreSQL store" },
@@ -481,22 +484,38 @@ static int cmd_stats(int argc, char **argv)
 	return adm_stats_path(argc, argv);
 }
 
-/* A subcommand: its name, its function and its usage lines. */
+/* A subcommand: its name, its function, its option table (NULL: it
+ * takes no flag) and its usage lines. */
 struct adm_cmd {
 	const char *name;
 	int (*fn)(int argc, char **argv);
+	const struct opt_prog *prog;
 	const char *usage;
 };
 
 static const struct adm_cmd adm_cmds[] = {
-	{ "keygen", cmd_keygen, USAGE_KEYGEN },
-	{ "mkfs", cmd_mkfs, USAGE_MKFS },
-	{ "status", adm_status, USAGE_STATUS },
-	{ "getlayout", adm_getlayout, USAGE_GETLAYOUT },
-	{ "setlayout", adm_setlayout, USAGE_SETLAYOUT },
-	{ "stats", cmd_stats, USAGE_STATS },
-	{ "scrub", adm_scrub, USAGE_SCRUB },
+	{ "keygen", cmd_keygen, &keygen_prog, USAGE_KEYGEN },
+	{ "mkfs", cmd_mkfs, &mkfs_prog, USAGE_MKFS },
+	{ "status", adm_status, &adm_status_prog, USAGE_STATUS },
+	{ "getlayout", adm_getlayout, NULL, USAGE_GETLAYOUT },
+	{ "setlayout", adm_setlayout, NULL, USAGE_SETLAYOUT },
+	{ "stats", cmd_stats, &adm_stats_prog, USAGE_STATS },
+	{ "scrub", adm_scrub, &scrub_prog, USAGE_SCRUB },
 };
+
+/* Print c's --help: its option table's (usage lines, then each flag;
+ * scrub --namespace has its own), else its usage lines. */
+static void cmd_help(const struct adm_cmd *c, int argc, char **argv)
+{
+	const struct opt_prog *p = c->prog;
+
+	if (c->fn == adm_scrub && adm_scrub_is_namespace(argc, argv))
+		p = &scrub_ns_prog;
+	if (p)
+		opt_help(p, stdout);
+	else
+		printf("usage: rpfs %s", c->usage);
+}
 
 /* Whether argv[1..] asks for help (-h or --help before any "--"). */
 static int wants_help(int argc, char **argv)
@@ -532,7 +551,7 @@ int main(int argc, char **argv)
 		if (strcmp(cmd, adm_cmds[i].name))
 			continue;
 		if (wants_help(argc, argv)) {
-			printf("usage: rpfs %s", adm_cmds[i].usage);
+			cmd_help(&adm_cmds[i], argc, argv);
 			return ADM_OK;
 		}
 		return adm_cmds[i].fn(argc, argv);

@@ -50,7 +50,7 @@ static int parse_rate(const struct opt *o, const char *name, const char *s,
 	return 0;
 }
 
-/* rpfs scrub's options (its help is rpfs_main.c's USAGE_SCRUB). */
+/* rpfs scrub's options (its help: USAGE_SCRUB, then these). */
 static const struct opt scrub_opts[] = {
 	{ .name = "conf", .kind = OPT_STRING, .flags = OPT_EMPTY, .arg = "FILE",
 	  OPT_AT(struct scrub_args, conf), .help = "the config file" },
@@ -66,7 +66,8 @@ static const struct opt scrub_opts[] = {
 	  .def = 5000, .what = "seconds {lo}..{hi}",
 	  .help = "a request's timeout" },
 	{ .name = "rate", .kind = OPT_CUSTOM, .arg = "N|NMB/s",
-	  .parse = parse_rate, .help = "objects (or MB) per second, at most" },
+	  .parse = parse_rate, .defdoc = "1000",
+	  .help = "objects (or MB) per second, at most" },
 	{ .name = "grace", .kind = OPT_INT, .arg = "SECONDS",
 	  OPT_AT(struct scrub_args, grace), .lo = 0, .hi = SCRUB_MAX_GRACE,
 	  .def = SCRUB_DEFAULT_GRACE, .what = "seconds {lo}..{hi}",
@@ -75,9 +76,10 @@ static const struct opt scrub_opts[] = {
 	  .help = "report, change nothing" },
 };
 
-static const struct opt_prog scrub_prog = {
+/* See adm.h. */
+const struct opt_prog scrub_prog = {
 	.name = "rpfs scrub",
-	.usage = "usage: rpfs scrub [--conf FILE | --mgr HOST:PORT] [OPTION...]\n",
+	.usage = "usage: rpfs " USAGE_SCRUB,
 	.opts = scrub_opts,
 	.nopts = sizeof(scrub_opts) / sizeof(scrub_opts[0]),
 };
@@ -520,6 +522,15 @@ static void scrub_print(const struct scrub_ctx *x)
 	       (unsigned long long)r->resync_left);
 }
 
+/* See adm.h. */
+int adm_scrub_is_namespace(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--namespace"))
+			return 1;
+	return 0;
+}
+
 /* See rpfs.h. */
 int adm_scrub(int argc, char **argv)
 {
@@ -528,9 +539,8 @@ int adm_scrub(int argc, char **argv)
 	struct net_opts no;
 	int rc;
 
-	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
-		if (!strcmp(argv[i], "--namespace"))
-			return adm_scrub_namespace(argc, argv);
+	if (adm_scrub_is_namespace(argc, argv))
+		return adm_scrub_namespace(argc, argv);
 	memset(&x, 0, sizeof(x));
 	rc = scrub_parse(argc, argv, &x.a);
 	if (rc)
