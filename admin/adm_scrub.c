@@ -63,7 +63,7 @@ static const struct opt scrub_opts[] = {
 	  OPT_AT(struct scrub_args, mgr), .help = "the mgr" },
 	{ .name = "timeout", .kind = OPT_SECONDS, .flags = OPT_ABOVE, .arg = "S",
 	  OPT_AT(struct scrub_args, timeout), .lo = 0, .hi = 3600000,
-	  .def = 5000, .what = "seconds {lo}..{hi}",
+	  .def = 5000, .what = "seconds above {lo}, at most {hi}",
 	  .help = "a request's timeout" },
 	{ .name = "rate", .kind = OPT_CUSTOM, .arg = "N|NMB/s",
 	  .parse = parse_rate, .defdoc = "1000",
