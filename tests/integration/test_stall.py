@@ -229,6 +229,11 @@ def test_unread_flood_bounded(stall_cluster):
                 sent += 1000
         except socket.timeout:
             pass
+        except ConnectionResetError:
+            # the other bounded outcome: the iod's TCP_USER_TIMEOUT (= the
+            # request timeout, 2 s here) also ends a connection whose peer
+            # keeps its window shut, and that races the 2 s above
+            print('flood: the iod reset the connection after %d requests' % sent)
         time.sleep(1)  # let the iod work through what it has read
         grown = vm_rss_kb(pid) - before
         print('flood: %d requests sent, iod VmRSS grew %d KiB' % (sent, grown))
