@@ -6,9 +6,10 @@
  * queued at the time in one batch (a top-level write txn that mgr_batch
  * owns; each op runs in a child of it), commits the batch with one sync,
  * and hands the ops back to the loop thread, which answers them. Each op
- * goes QUEUED -> RUN -> COMMITTED -> ANSWERED (enum mgr_batch_state). While a batch
- * commits, the loop keeps answering reads, and the write ops that arrive
- * queue up for the next batch: the slower the sync, the larger the batch.
+ * goes QUEUED -> RUN -> COMMITTED -> ANSWERED (enum mgr_batch_state).
+ * While a batch commits, the loop keeps answering reads, and the write ops
+ * that arrive queue up for the next batch: the slower the sync, the larger
+ * the batch.
  */
 #ifndef RPFS_MGR_BATCH_H
 #define RPFS_MGR_BATCH_H
