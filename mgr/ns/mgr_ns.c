@@ -80,10 +80,10 @@ int mgr_ns_drop_link(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino,
 	return rc;
 }
 
-/* Lookup body. */
-static int ns_lookup(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
-		     uint64_t parent, const char *name, size_t len,
-		     struct proto_attr *a)
+/* LOOKUP: name in parent (needs search permission on parent). */
+int mgr_ns_lookup(struct mgr_db *db, struct mgr_txn *txn,
+		  const struct proto_cred *c, uint64_t parent, const char *name,
+		  size_t len, struct proto_attr *a)
 {
 	struct mgr_inode dir, in;
 	uint64_t child;
@@ -98,14 +98,6 @@ static int ns_lookup(struct mgr_db *db, struct mgr_txn *txn, const struct proto_
 	if (!rc)
 		mgr_ns_attr(child, &in, a);
 	return rc;
-}
-
-/* LOOKUP. */
-int mgr_ns_lookup(struct mgr_db *db, struct mgr_txn *txn,
-		  const struct proto_cred *c, uint64_t parent, const char *name,
-		  size_t len, struct proto_attr *a)
-{
-	return ns_lookup(db, txn, c, parent, name, len, a);
 }
 
 /* GETATTR (no check: stat needs only path search). */
