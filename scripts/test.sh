@@ -90,6 +90,9 @@ export RPFS_TEST_NETNS=$RUN_TMP/netns
 # "STAGE PASSED FAILED" lines, appended by every stage of either lane
 COUNTS=$RUN_TMP/counts
 : >"$COUNTS"
+# "STAGE: WHAT" lines, one per failed test or step, for the summary
+FAILURES=$RUN_TMP/failures
+: >"$FAILURES"
 # "STAGE WALL_S CPU_S" lines, one per stage as it ends
 STAGE_TIMES=$RUN_TMP/stage-times
 : >"$STAGE_TIMES"
@@ -113,6 +116,12 @@ say() { printf '\n=== %s\n' "$*"; }
 # count STAGE PASSED FAILED: add to the totals (either lane, any subshell).
 count() {
 	printf '%s %d %d\n' "${1// /_}" "$2" "$3" >>"$COUNTS"
+}
+
+# failed STAGE WHAT: name a failed test or step in the summary's list
+# (CI shows only the end of the output, after the failures' own logs).
+failed() {
+	printf '%s: %s\n' "$1" "$2" >>"$FAILURES"
 }
 
 # timed STAGE CMD...: run CMD as one stage: its header, then its wall and
@@ -198,6 +207,8 @@ meson_counts() {
 		return
 	fi
 	count "$stage" $((${ok:-0} + ${xfail:-0})) $((${fail:-0} + ${xpass:-0} + ${skip:-0} + ${tmo:-0}))
+	sed -n 's/^ *[0-9]*\/[0-9]* *\(.*[^ ]\) *\(FAIL\|TIMEOUT\|SKIP\|UNEXPECTEDPASS\) .*/\1 (\2)/p' "$log" |
+		while read -r t; do failed "$stage" "$t"; done
 }
 
 # junit_counts STAGE XML: count the test cases of a pytest junit file
@@ -208,29 +219,35 @@ junit_counts() {
 	if [ ! -s "$junit" ]; then
 		echo "test.sh: pytest produced no results ($junit)"
 		count "$stage" 0 1
+		failed "$stage" "no results ($junit)"
 		return
 	fi
-	read -r p f < <("$PY" - "$junit" <<'EOF'
+	read -r p f < <("$PY" - "$junit" "$stage" "$FAILURES" <<'EOF'
 import sys
 import xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
 p = f = 0
-for tc in root.iter('testcase'):
-    if any(c.tag in ('failure', 'error', 'skipped') for c in tc):
-        f += 1
-    else:
-        p += 1
+with open(sys.argv[3], 'a') as out:
+    for tc in root.iter('testcase'):
+        bad = [c.tag for c in tc if c.tag in ('failure', 'error', 'skipped')]
+        if bad:
+            f += 1
+            out.write('%s: %s::%s (%s)\n' % (sys.argv[2], tc.get('classname', '').rsplit('.', 1)[-1],
+                                            tc.get('name'), bad[0]))
+        else:
+            p += 1
 # errors outside any test case (collection) count too
 for ts in root.iter('testsuite'):
     if int(ts.get('tests', 0)) == 0 and int(ts.get('errors', 0)):
         f += int(ts.get('errors'))
 print(p, f)
 EOF
-	) || { p=0; f=1; }
+	) || { p=0; f=1; failed "$stage" "unreadable results ($junit)"; }
 	count "$stage" "$p" "$f"
 	if [ "$p" = 0 ] && [ "$f" = 0 ]; then
 		echo "test.sh: pytest ran no tests ($junit)"
 		count "$stage" 0 1
+		failed "$stage" "no tests ran"
 	fi
 }
 
@@ -324,6 +341,7 @@ fuzz() {
 			tail -n 60 "$RUN_TMP/$name.log"
 			echo "fuzz $name: FAILED (artifacts in $RUN_TMP)"
 			count fuzz 0 1
+			failed fuzz "$name"
 		fi
 	done
 }
@@ -430,6 +448,7 @@ vm_stage() {
 		else
 			echo "vm step $s: FAILED"
 			count "vm_$s" 0 1
+			failed vm "step $s"
 		fi
 	done
 	if [ ${#vm_tests[@]} -gt 0 ]; then
@@ -474,6 +493,11 @@ for path, tag in zip(sys.argv[1:], ('lmdb', 'pg', 'vm')):
 for t, tag, name in sorted(rows, reverse=True)[:15]:
     print('  %7.1f s  %-4s %s' % (t, tag, name))
 EOF
+	if awk '$3 > 0 { bad = 1 } END { exit !bad }' "$COUNTS"; then
+		say "what failed (the logs are above, and under $RUN_TMP)"
+		awk '$3 > 0 { printf "  stage %s: %d passed, %d failed\n", $1, $2, $3 }' "$COUNTS"
+		sed 's/^/  /' "$FAILURES"
+	fi
 }
 
 # ---------------------------------------------------------------- stage 0
