@@ -18,6 +18,7 @@
 #include "mgr_kv.h"
 #include "mgr_lead.h"
 #include "mgr_lock.h"
+#include "mgr_leased.h"
 #include "mgr_lockd.h"
 #include "mgr_metrics.h"
 #include "mgr_ops.h"
@@ -225,6 +226,7 @@ struct mgr_srv {
 	struct mgr_resync *resync; /* NULL: resync off */
 	struct mgr_ops *ops;
 	struct mgr_lockd *lockd;
+	struct mgr_leased *leased;   /* the callback channel */
 	struct mgr_scrub *scrub;
 	struct net_server *srv;
 	struct dmn_metrics *metrics;
@@ -601,6 +603,8 @@ static void mgr_main_handle(struct net_sreq *r, void *arg)
 		srvstat_handle(r);
 	else if (mgr_lockd_owns(r->hdr.op))
 		mgr_lockd_handle(ms->lockd, r);
+	else if (mgr_leased_owns(r->hdr.op))
+		mgr_leased_handle(ms->leased, r);
 	else if (mgr_scrub_owns(r->hdr.op))
 		mgr_scrub_handle(ms->scrub, r);
 	else if (mgr_stale_owns(r->hdr.op))
@@ -776,6 +780,11 @@ static int mgr_start_ops(struct mgr_srv *ms)
 		log_err("cannot start the lock service: %s", strerror(-rc));
 		return 1;
 	}
+	rc = mgr_leased_new(&ms->leased, ms->loop);
+	if (rc) {
+		log_err("cannot start the callback channel: %s", strerror(-rc));
+		return 1;
+	}
 	mgr_db_now(&boot);
 	rc = mgr_scrub_new(&ms->scrub, ms->db, mgr_scrub_ns(&boot));
 	if (rc) {
@@ -794,7 +803,8 @@ static int mgr_listen(struct mgr_srv *ms)
 	const struct mgr_args *a = &ms->a;
 	struct mgr_metrics_src src = {
 		.db = ms->db, .poll = ms->poll, .resync = ms->resync,
-		.lockd = ms->lockd, .scrub = ms->scrub, .niods = a->niods,
+		.lockd = ms->lockd, .leased = ms->leased, .scrub = ms->scrub,
+		.niods = a->niods,
 		.resync_rate = a->resync_rate,
 	};
 	struct dmn_metrics_src ds = { .what = a->d.metrics_what,
@@ -852,7 +862,8 @@ static int mgr_serve(struct mgr_srv *ms)
 /*
  * Stop what mgr_open .. mgr_serve started, in reverse. After the loop
  * ran, first the parts that still answer: the metrics (they read lockd,
- * poll and resync), the lock service's deferred requests, and the pending
+ * leased, poll and resync), the lock service's deferred requests and the
+ * callback channel's parked waits, and the pending
  * STALE_MARKs (the poll thread stops, they are answered, -EIO unless
  * fenced, while their connections still exist).
  */
@@ -863,6 +874,8 @@ static void mgr_close(struct mgr_srv *ms)
 		ms->metrics = NULL;
 		mgr_lockd_free(ms->lockd, 1);
 		ms->lockd = NULL;
+		mgr_leased_free(ms->leased);
+		ms->leased = NULL;
 		mgr_resync_stop(ms->resync);
 		ms->resync = NULL;
 		mgr_iodpoll_halt(ms->poll);
@@ -872,6 +885,7 @@ static void mgr_close(struct mgr_srv *ms)
 	net_server_free(ms->srv);
 	mgr_scrub_free(ms->scrub);
 	mgr_lockd_free(ms->lockd, 0);
+	mgr_leased_free(ms->leased);
 	mgr_ops_free(ms->ops);
 	mgr_resync_stop(ms->resync);
 	mgr_iodpoll_stop(ms->poll);

@@ -21,19 +21,25 @@ struct mgr_metrics {
 	struct {                  /* the lock table at the last tick (d.lock) */
 		size_t locks, waiters, sessions;
 		uint64_t woken;
+		size_t cb_sessions, cb_parked, cb_queued; /* the callback channel */
 	} snap;
 };
 
 /* dmn_metrics tick: copy the loop-only numbers into the snapshot. Loop
- * thread; cost: one walk of the lock table's counters. */
+ * thread; cost: reading the lock table's and the callback channel's
+ * counters. */
 static void mgr_metrics_on_tick(struct dmn_metrics *d)
 {
 	struct mgr_metrics *m = (struct mgr_metrics *)d;
-	size_t locks, waiters, sessions;
+	size_t locks, waiters, sessions, cbs, cbp, cbq;
 	uint64_t woken;
 
 	mgr_lockd_counts(m->src.lockd, &locks, &waiters, &sessions, &woken);
+	mgr_leased_counts(m->src.leased, &cbs, &cbp, &cbq);
 	pthread_mutex_lock(&m->d.lock);
+	m->snap.cb_sessions = cbs;
+	m->snap.cb_parked = cbp;
+	m->snap.cb_queued = cbq;
 	m->snap.locks = locks;
 	m->snap.waiters = waiters;
 	m->snap.sessions = sessions;
@@ -184,6 +190,15 @@ static void mgr_metrics_write(struct metrics_buf *b, void *arg)
 	metrics_family(b, "rpfs_mgr_lock_wakeups_total", "counter",
 		       "Lock WAITs granted by a wake-up.");
 	metrics_u64(b, "rpfs_mgr_lock_wakeups_total", snap.woken, NULL);
+	metrics_family(b, "rpfs_mgr_callback_sessions", "gauge",
+		       "Mount sessions of the callback channel.");
+	metrics_u64(b, "rpfs_mgr_callback_sessions", snap.cb_sessions, NULL);
+	metrics_family(b, "rpfs_mgr_callback_waits", "gauge",
+		       "CB_WAITs parked (a mount waiting for its events).");
+	metrics_u64(b, "rpfs_mgr_callback_waits", snap.cb_parked, NULL);
+	metrics_family(b, "rpfs_mgr_callback_events_queued", "gauge",
+		       "Callback events not acknowledged yet.");
+	metrics_u64(b, "rpfs_mgr_callback_events_queued", snap.cb_queued, NULL);
 }
 
 /* See mgr_metrics.h. */

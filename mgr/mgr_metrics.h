@@ -15,6 +15,7 @@
 #include "daemon.h"
 #include "mgr_db.h"
 #include "mgr_iodpoll.h"
+#include "mgr_leased.h"
 #include "mgr_lockd.h"
 #include "mgr_resync.h"
 #include "mgr_scrub.h"
@@ -26,6 +27,7 @@ struct mgr_metrics_src {
 	struct mgr_iodpoll *poll;  /* iod up (any thread) */
 	struct mgr_resync *resync; /* NULL when resync is off */
 	struct mgr_lockd *lockd;
+	struct mgr_leased *leased; /* the callback channel (loop thread) */
 	struct mgr_scrub *scrub;   /* counters (any thread) */
 	uint16_t niods;
 	long resync_rate;          /* MB/s, the configured limit */

@@ -1921,6 +1921,131 @@ int proto_lockrep_decode(const void *buf, size_t len, struct proto_lockrep *r,
 	return 0;
 }
 
+/* ---------------------------------------------------------- callbacks */
+
+/* What is wrong with a CB_WAIT request, or NULL. */
+static const char *cbwait_check(const struct proto_cbwait *q)
+{
+	if (q->session == 0)
+		return "session";
+	if (q->wait_ms == 0 || q->wait_ms > PROTO_CB_MAX_WAIT_MS)
+		return "wait_ms";
+	if (q->lease_ms < PROTO_LK_MIN_LEASE_MS ||
+	    q->lease_ms > PROTO_LK_MAX_LEASE_MS)
+		return "lease_ms";
+	return NULL;
+}
+
+/* Encode a CB_WAIT request. */
+int proto_cbwait_encode(struct wbuf *w, const struct proto_cbwait *q)
+{
+	if (cbwait_check(q))
+		return -EINVAL;
+	wb_u64(w, q->session);
+	wb_u64(w, q->boot);
+	wb_u64(w, q->acked);
+	wb_u32(w, q->wait_ms);
+	wb_u32(w, q->lease_ms);
+	return w->err;
+}
+
+/* Decode and validate a CB_WAIT request. */
+int proto_cbwait_decode(const void *buf, size_t len, struct proto_cbwait *q,
+			const char **why)
+{
+	const char *bad;
+	struct rbuf r;
+
+	memset(q, 0, sizeof(*q));
+	rb_init(&r, buf, len);
+	q->session = rb_u64(&r);
+	q->boot = rb_u64(&r);
+	q->acked = rb_u64(&r);
+	q->wait_ms = rb_u32(&r);
+	q->lease_ms = rb_u32(&r);
+	if (r.err)
+		return fail(why, "cbwait", -EBADMSG);
+	if (r.off != r.len)
+		return fail(why, "trailing bytes", -EBADMSG);
+	bad = cbwait_check(q);
+	return bad ? fail(why, bad, -EBADMSG) : 0;
+}
+
+/* What is wrong with event i of a CB_WAIT reply (prev: the seq before it,
+ * 0 for the first), or NULL. */
+static const char *cbev_check(const struct proto_cbev *e, uint64_t prev)
+{
+	if (e->seq <= prev)
+		return "event seq";
+	if (e->ino == 0)
+		return "event ino";
+	if (e->kind < PROTO_CB_RECALL || e->kind > PROTO_CB_RESET)
+		return "event kind";
+	if (e->kind == PROTO_CB_INVAL_ENTRY)
+		return name_ok(e->name) ? NULL : "event name";
+	return e->name.len ? "event name" : NULL;
+}
+
+/* What is wrong with a CB_WAIT reply, or NULL. */
+static const char *cbrep_check(const struct proto_cbrep *r)
+{
+	const char *bad;
+
+	if (r->boot == 0)
+		return "boot";
+	if (r->nev > PROTO_CB_MAX_EVENTS)
+		return "nev";
+	for (unsigned i = 0; i < r->nev; i++) {
+		bad = cbev_check(&r->ev[i], i ? r->ev[i - 1].seq : 0);
+		if (bad)
+			return bad;
+	}
+	return NULL;
+}
+
+/* Encode a CB_WAIT reply. */
+int proto_cbrep_encode(struct wbuf *w, const struct proto_cbrep *r)
+{
+	if (cbrep_check(r))
+		return -EINVAL;
+	wb_u64(w, r->boot);
+	wb_u16(w, r->nev);
+	for (unsigned i = 0; i < r->nev; i++) {
+		wb_u64(w, r->ev[i].seq);
+		wb_u64(w, r->ev[i].ino);
+		wb_u8(w, r->ev[i].kind);
+		wb_str(w, r->ev[i].name.p, r->ev[i].name.len);
+	}
+	return w->err;
+}
+
+/* Decode and validate a CB_WAIT reply; names point into buf. */
+int proto_cbrep_decode(const void *buf, size_t len, struct proto_cbrep *r,
+		       const char **why)
+{
+	const char *bad;
+	struct rbuf b;
+
+	r->nev = 0;
+	rb_init(&b, buf, len);
+	r->boot = rb_u64(&b);
+	r->nev = rb_u16(&b);
+	if (b.err || r->nev > PROTO_CB_MAX_EVENTS)
+		return fail(why, b.err ? "cbrep" : "nev", -EBADMSG);
+	for (unsigned i = 0; i < r->nev; i++) {
+		r->ev[i].seq = rb_u64(&b);
+		r->ev[i].ino = rb_u64(&b);
+		r->ev[i].kind = rb_u8(&b);
+		r->ev[i].name = rb_str(&b, PROTO_MAX_NAME);
+	}
+	if (b.err)
+		return fail(why, "cbrep events", -EBADMSG);
+	if (b.off != b.len)
+		return fail(why, "trailing bytes", -EBADMSG);
+	bad = cbrep_check(r);
+	return bad ? fail(why, bad, -EBADMSG) : 0;
+}
+
 /* ------------------------------------------------------------------ mirror */
 
 /* Encode a STALE_MARK request. */
@@ -2215,7 +2340,7 @@ static const char *const op_names[PROTO_OP_SCRUB_LAST] = {
 	N(SETATTR), N(CREATE), N(MKDIR), N(MKNOD), N(UNLINK), N(RMDIR),
 	N(RENAME), N(LINK), N(SYMLINK), N(READLINK), N(READDIR), N(STATFS),
 	N(GETXATTR), N(SETXATTR), N(LISTXATTR), N(REMOVEXATTR), N(OPEN),
-	N(ACCESS), N(SETSIZE), N(PURGE), N(PURGE_MANY), N(LOCK),
+	N(ACCESS), N(SETSIZE), N(PURGE), N(PURGE_MANY), N(CB_WAIT), N(LOCK),
 	N(LOCK_CANCEL), N(LOCK_KEEPALIVE), N(IO_READ),
 	N(IO_WRITE), N(IO_TRUNCATE), N(IO_REMOVE), N(IO_FSYNC), N(IO_STATFS),
 	N(IO_REMOVE_MANY), N(SETBLOCKS), N(IO_FALLOCATE), N(IO_SEEK),

@@ -94,11 +94,17 @@ enum proto_op {
 	PROTO_OP_SETSIZE,     /* ino, size: grow size to at least size, set mtime */
 	PROTO_OP_PURGE,       /* ino: drop an inode whose last link is gone */
 	PROTO_OP_PURGE_MANY,  /* inos: PURGE each, in one transaction */
-	/* 34 unused; 35..37: the lock ops, below */
+	/* 34: CB_WAIT, the callback channel; 35..37: the lock ops, below */
 	PROTO_OP_SETBLOCKS = 38, /* ino, flags (PROTO_SB_*), size, mtime, blocks:
 				  * store the blocks the iods hold, maybe grow
 				  * the size and set times -> attr */
 	PROTO_OP_MGR_LAST,
+
+	/* callback channel of the mgr (mgr/lease/): bodies are struct
+	 * proto_cbwait / struct proto_cbrep (proto_cbwait_encode/decode) */
+	PROTO_OP_CB_WAIT = 34, /* wait for the session's events, acknowledging
+				* those up to acked; the mgr holds it until it
+				* has events or wait_ms has passed */
 
 	/* lock service of the mgr (mgr_lockd.c): bodies are struct proto_lock /
 	 * struct proto_lockrep (proto_lock_encode/decode), not proto_mreq */
@@ -538,6 +544,47 @@ struct proto_lock {
 	uint8_t flags;     /* PROTO_LKF_* */
 };
 
+/*
+ * The callback channel (HACKING.md "Leases and callbacks"): a mount keeps
+ * one CB_WAIT pending at the mgr, which answers it with the session's
+ * events. Events are numbered per session from 1; a wait acknowledges
+ * every event up to acked, and the mgr sends again those after it (so a
+ * mount that lost a reply gets them again, and handles each at least
+ * once).
+ */
+#define PROTO_CB_MAX_EVENTS 256u    /* events in one reply */
+#define PROTO_CB_MAX_WAIT_MS 600000u
+
+enum proto_cb_kind {
+	PROTO_CB_RECALL = 1,      /* give back the lease on ino (flush, drop) */
+	PROTO_CB_INVAL_ENTRY = 2, /* the name in directory ino changed */
+	PROTO_CB_INVAL_INODE = 3, /* ino's attributes changed */
+	PROTO_CB_RESET = 4,       /* events were lost: drop every lease and
+				   * every cached name and attribute */
+};
+
+struct proto_cbwait {
+	uint64_t session;  /* client session id, != 0 */
+	uint64_t boot;     /* the mgr boot id last seen (0 = none) */
+	uint64_t acked;    /* every event up to this one is done */
+	uint32_t wait_ms;  /* hold at most this long: 1..PROTO_CB_MAX_WAIT_MS */
+	uint32_t lease_ms; /* PROTO_LK_MIN_LEASE_MS..PROTO_LK_MAX_LEASE_MS */
+};
+
+struct proto_cbev {
+	uint64_t seq;           /* the session's event number, > 0 */
+	uint64_t ino;           /* the object (a directory for INVAL_ENTRY) */
+	uint8_t kind;           /* enum proto_cb_kind */
+	struct proto_str name;  /* INVAL_ENTRY: the name; others: empty */
+};
+
+/* A CB_WAIT reply (status 0): events in increasing seq order. */
+struct proto_cbrep {
+	uint64_t boot;          /* the mgr's boot id */
+	uint16_t nev;
+	struct proto_cbev ev[PROTO_CB_MAX_EVENTS];
+};
+
 /* A lock reply (status 0). GET: the conflicting lock (type UNLCK = none). */
 struct proto_lockrep {
 	uint64_t boot;     /* the mgr's boot id (random per start) */
@@ -815,6 +862,29 @@ int proto_lock_decode(const void *buf, size_t len, uint16_t op,
 int proto_lockrep_encode(struct wbuf *w, const struct proto_lockrep *r);
 int proto_lockrep_decode(const void *buf, size_t len, struct proto_lockrep *r,
 			 const char **why);
+
+/**
+ * CB_WAIT request body: session != 0, wait_ms 1..PROTO_CB_MAX_WAIT_MS,
+ * lease_ms within the lock service's bounds.
+ * @param[out] why (decode) on error, a static string naming the bad field
+ * @return 0, -EINVAL (encode: a failed check), -EMSGSIZE (encode: no
+ *	room), -EBADMSG (decode: truncated, trailing bytes or a failed check)
+ */
+int proto_cbwait_encode(struct wbuf *w, const struct proto_cbwait *q);
+int proto_cbwait_decode(const void *buf, size_t len, struct proto_cbwait *q,
+			const char **why);
+
+/**
+ * CB_WAIT reply body: boot != 0, nev <= PROTO_CB_MAX_EVENTS, events with
+ * seq increasing from one to the next, a known kind and ino != 0; a name
+ * (valid, as for LOOKUP) with INVAL_ENTRY and none with the others. The
+ * decoded names point into buf.
+ * @param[out] why (decode) on error, a static string naming the bad field
+ * @return 0, -EINVAL / -EMSGSIZE (encode), -EBADMSG (decode)
+ */
+int proto_cbrep_encode(struct wbuf *w, const struct proto_cbrep *r);
+int proto_cbrep_decode(const void *buf, size_t len, struct proto_cbrep *r,
+		       const char **why);
 
 /**
  * IO_LIST reply body: u32 n, u8 eof, u32 next.bucket, u64 next.after,

@@ -645,6 +645,12 @@ out_free_lk:
 	return rc;
 }
 
+/* See cli_lock.h. */
+uint64_t cli_lock_session(const struct cli_lock *lk)
+{
+	return lk->session;
+}
+
 /* Make the waits end and the keepalive thread leave. */
 void cli_lock_stop(struct cli_lock *lk)
 {

@@ -36,6 +36,10 @@ struct cli_lock_wait {
 	int nonblock;              /* never WAIT (set before the call) */
 };
 
+/** The mount's random session id (!= 0), which the callback channel
+ * shares. Any thread. */
+uint64_t cli_lock_session(const struct cli_lock *lk);
+
 /**
  * Start the lock client of a mounted fs: a session id, a transport client
  * for waits (same options as the mount's, one lane) and the keepalive

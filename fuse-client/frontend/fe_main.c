@@ -22,6 +22,7 @@
 
 #include "cfg.h"
 #include "cli_core.h"
+#include "fe_cb.h"
 #include "fe_fuse.h"
 #include "fe_lock.h"
 #include "cli_lock.h"
@@ -57,6 +58,7 @@ struct fe_args {
 	unsigned workers;     /* -o workers=N (fe_loop.h) */
 	unsigned read_ahead_kb; /* -o read_ahead_kb=N (fe_bdi.h), 0: leave it */
 	struct opt_addr metrics; /* -o metrics=HOST:PORT */
+	int leases;           /* -o [no]leases: the callback channel (fe_cb.h) */
 	uint64_t given;       /* the table's entries given */
 	int bad;              /* an argument was invalid (message printed) */
 };
@@ -115,6 +117,14 @@ static const struct opt fe_opts[] = {
 	  .what = "{lo}..{hi}",
 	  .help = "the mount's readahead window in KiB (the default: 1 MiB "
 		  "READs, 4 in flight; 0 keeps the kernel's 128; needs root)" },
+	{ .name = "leases", .kind = OPT_SWITCH,
+	  OPT_AT(struct fe_args, leases), .defdoc = "off",
+	  .help = "keep a callback channel to the mgr, which invalidates the "
+		  "kernel's names and attributes when it says so (the "
+		  "channel only, so far: no lease is granted yet)" },
+	{ .name = "no_leases", .kind = OPT_SWITCH, .flags = OPT_NEGATE,
+	  OPT_AT(struct fe_args, leases),
+	  .help = "no callback channel (the default)" },
 	{ .name = "metrics", .kind = OPT_ADDR, .arg = "HOST:PORT",
 	  OPT_AT(struct fe_args, metrics), .addr = ADDR_PORT0, .defdoc = "off",
 	  .help = "serve Prometheus /metrics on HOST:PORT" },
@@ -431,6 +441,7 @@ struct mount_main {
 	struct fe_fuse cf;
 	struct fe_metrics *metrics;
 	struct fuse_session *se;
+	struct cli_cb *cb;      /* the callback channel, NULL when off */
 };
 
 /* Whether argv asks for the README's table of the -o options. */
@@ -572,9 +583,13 @@ static int mount_session(struct mount_main *m)
 		return 1;
 	if (fuse_session_mount(m->se, m->fo.mountpoint) != 0)
 		goto out_remove_handlers;
+	if (m->a.leases && fe_cb_start(&m->cb, &m->cf, m->se, &m->no)) {
+		log_err("cannot start the callback channel");
+		goto out_unmount;
+	}
 	if (fe_loop_new(&lp, m->se, m->cf.fs->net,
 			 m->fo.singlethread ? 1 : m->a.workers))
-		goto out_unmount;
+		goto out_stop_cb;
 	log_notice("mounted %s on %s (%u iods)", m->src, m->fo.mountpoint,
 		   m->cf.fs->niods);
 	daemon_ready(m->notify_fd, 0);
@@ -582,6 +597,9 @@ static int mount_session(struct mount_main *m)
 	ret = run_session(&m->cf, lp) ? 1 : 0;
 	m->cf.loop = NULL;
 	fe_loop_free(lp);
+out_stop_cb:
+	cli_cb_free(m->cb);
+	m->cb = NULL;
 out_unmount:
 	fuse_session_unmount(m->se);
 out_remove_handlers:

@@ -179,6 +179,34 @@ static void fuzz_lockrep(const uint8_t *b, size_t len)
 	same(&w, proto_lockrep_encode(&w, &r), b, len);
 }
 
+/* CB_WAIT request: decode, re-encode. */
+static void fuzz_cbwait(const uint8_t *b, size_t len)
+{
+	struct proto_cbwait q;
+	struct wbuf w;
+	const char *why;
+
+	if (proto_cbwait_decode(b, len, &q, &why))
+		return;
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_cbwait_encode(&w, &q), b, len);
+}
+
+/* CB_WAIT reply: decode, re-encode. */
+static void fuzz_cbrep(const uint8_t *b, size_t len)
+{
+	static struct proto_cbrep r;
+	struct wbuf w;
+	const char *why;
+
+	if (proto_cbrep_decode(b, len, &r, &why))
+		return;
+	if (r.nev > PROTO_CB_MAX_EVENTS)
+		abort();
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_cbrep_encode(&w, &r), b, len);
+}
+
 /* IO_LIST reply: decode, re-encode. */
 static void fuzz_iolist(const uint8_t *b, size_t len)
 {
@@ -353,7 +381,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		aux = aux << 8 | hb[40 + i];
 	}
 	(void)proto_op_name(op);
-	switch (data[0] % 19) {
+	switch (data[0] % 21) {
 	case 0: fuzz_mreq(op, body, blen); break;
 	case 1: fuzz_mrep(op, body, blen); break;
 	case 2: fuzz_mount(body, blen); break;
@@ -373,6 +401,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 16: fuzz_stalecnt(body, blen); break;
 	case 17: fuzz_fence(body, blen); break;
 	case 18: fuzz_fencestate(body, blen); break;
+	case 19: fuzz_cbwait(body, blen); break;
+	case 20: fuzz_cbrep(body, blen); break;
 	}
 	return 0;
 }

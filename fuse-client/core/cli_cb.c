@@ -1,0 +1,232 @@
+/* cli_cb.c - the callback thread of a mount; see cli_cb.h. */
+#include "cli_cb.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+#define CB_DOWN_RETRY_MS 500 /* the mgr unreachable: ask again after */
+
+/* The callback client. The thread owns what says "thread"; stop and the
+ * counters are atomics. */
+struct cli_cb {
+	struct cli_fs *fs;          /* read-only */
+	struct net_client *net;     /* read-only; its connection: thread only */
+	struct net_conn *conns[ADDR_MAX_LIST]; /* thread: one (lazy) per mgr of
+					* the list; each reconnects on its
+					* next call after a failure */
+	uint64_t session;           /* read-only */
+	uint32_t lease_ms;          /* read-only */
+	uint32_t wait_ms;           /* read-only */
+	cli_cb_fn fn;               /* read-only */
+	void *arg;                  /* read-only */
+	uint64_t boot;              /* thread: the mgr's boot id last seen */
+	uint64_t acked;             /* thread: the last event handled */
+	uint64_t lease_from_ms;     /* thread: when the last answered wait was
+				     * sent (the lease counts from there) */
+	int lapsed;                 /* thread: RESET given for a lapse */
+	atomic_int stop;
+	atomic_uint_fast64_t events, waits;
+	pthread_t thread;
+	struct proto_cbrep rep;     /* thread: the decoded reply */
+	uint8_t buf[PROTO_MAX_BODY];/* thread: the reply's body */
+};
+
+/* Monotonic milliseconds. */
+static uint64_t cb_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Sleep ms milliseconds (unless stopping). */
+static void cb_sleep_ms(struct cli_cb *cb, uint32_t ms)
+{
+	struct timespec ts = { 0, 50 * 1000000L };
+
+	for (uint32_t t = 0; t < ms && !atomic_load(&cb->stop); t += 50)
+		nanosleep(&ts, NULL);
+}
+
+/* The connection to the mgr metadata calls follow now (they find the
+ * active one: cli_mgr_run). @return it, or NULL (logged at debug) */
+static struct net_conn *cb_conn(struct cli_cb *cb)
+{
+	int cur = atomic_load(&cb->fs->mgr_cur);
+
+	if (!cb->conns[cur] &&
+	    net_conn_new(cb->net, cb->fs->mgr_list[cur].host,
+			 cb->fs->mgr_list[cur].port, &cb->conns[cur])) {
+		log_debug("callbacks: no connection to mgr %s",
+			  cb->fs->mgr_list[cur].host);
+		return NULL;
+	}
+	return cb->conns[cur];
+}
+
+/* The lease lapsed: no wait was answered within lease_ms of its sending,
+ * so the mgr may have forgotten the session and sent recalls we never
+ * saw. Drop everything, once per lapse. */
+static void cb_check_lapse(struct cli_cb *cb)
+{
+	if (cb->lapsed || cb->boot == 0 ||
+	    cb_now_ms() - cb->lease_from_ms <= cb->lease_ms)
+		return;
+	log_notice("callbacks: no answer from the mgr for over the lease "
+		   "(%u ms): dropping every cached name and attribute",
+		   cb->lease_ms);
+	cb->lapsed = 1;
+	cb->fn(PROTO_CB_RESET, 1, NULL, 0, cb->arg);
+}
+
+/* Hand a reply's events to the handler: first a RESET if the mgr is
+ * another start than the one we knew; then each event after acked. */
+static void cb_deliver(struct cli_cb *cb, uint64_t sent_ms)
+{
+	const struct proto_cbrep *r = &cb->rep;
+
+	if (cb->boot && cb->boot != r->boot) {
+		log_notice("callbacks: the mgr restarted: dropping every cached "
+			   "name and attribute");
+		cb->fn(PROTO_CB_RESET, 1, NULL, 0, cb->arg);
+		cb->acked = 0;
+	}
+	cb->boot = r->boot;
+	cb->lease_from_ms = sent_ms;
+	cb->lapsed = 0;
+	atomic_fetch_add(&cb->waits, 1);
+	for (unsigned i = 0; i < r->nev; i++) {
+		if (r->ev[i].seq <= cb->acked)
+			continue; /* sent again: already handled */
+		cb->fn(r->ev[i].kind, r->ev[i].ino, r->ev[i].name.p,
+		       r->ev[i].name.len, cb->arg);
+		cb->acked = r->ev[i].seq;
+		atomic_fetch_add(&cb->events, 1);
+	}
+}
+
+/* One CB_WAIT: send, wait, decode, deliver. @return 0, or -errno (the
+ * caller pauses; a failed connection reconnects on its next call) */
+static int cb_once(struct cli_cb *cb)
+{
+	struct proto_cbwait q = { .session = cb->session, .boot = cb->boot,
+				  .acked = cb->acked, .wait_ms = cb->wait_ms,
+				  .lease_ms = cb->lease_ms };
+	struct net_conn *c = cb_conn(cb);
+	uint8_t req[64];
+	struct net_call call;
+	const char *why = "?";
+	uint64_t sent_ms = cb_now_ms();
+	struct wbuf w;
+	int rc;
+
+	if (!c)
+		return -ENOTCONN;
+	wb_init(&w, req, sizeof(req));
+	if (proto_cbwait_encode(&w, &q))
+		return -EINVAL;
+	memset(&call, 0, sizeof(call));
+	call.op = PROTO_OP_CB_WAIT;
+	call.body = req;
+	call.body_len = (uint32_t)w.len;
+	call.rep_buf = cb->buf;
+	call.rep_cap = sizeof(cb->buf);
+	call.timeout_ms = cb->wait_ms + (uint32_t)cb->fs->timeout_ms;
+	rc = net_call_run(c, &call);
+	if (rc == 0 && call.status != 0)
+		rc = call.status == PROTO_STANDBY || call.status == PROTO_RETRY ||
+		     call.status > 0 || call.status < -4095 ? -EAGAIN : call.status;
+	if (rc == 0 && proto_cbrep_decode(cb->buf, call.rep_len, &cb->rep, &why)) {
+		log_warn("callbacks: malformed CB_WAIT reply (%s)", why);
+		rc = -EPROTO;
+	}
+	if (rc) {
+		log_debug("callbacks: CB_WAIT: %s", strerror(-rc));
+		return rc;
+	}
+	cb_deliver(cb, sent_ms);
+	return 0;
+}
+
+/* The thread: a CB_WAIT pending at all times, until stopped. */
+static void *cb_main(void *arg)
+{
+	struct cli_cb *cb = arg;
+
+	while (!atomic_load(&cb->stop)) {
+		if (cb_once(cb)) {
+			cb_check_lapse(cb);
+			cb_sleep_ms(cb, CB_DOWN_RETRY_MS);
+		}
+	}
+	return NULL;
+}
+
+/* See cli_cb.h. */
+int cli_cb_new(struct cli_cb **out, struct cli_fs *fs, uint64_t session,
+	       const struct net_opts *no, cli_cb_fn fn, void *arg)
+{
+	struct net_opts o = *no;
+	struct cli_cb *cb;
+	int rc;
+
+	if (!session || !fn)
+		return -EINVAL;
+	cb = calloc(1, sizeof(*cb));
+	if (!cb)
+		return -ENOMEM;
+	cb->fs = fs;
+	cb->session = session;
+	cb->fn = fn;
+	cb->arg = arg;
+	cb->lease_ms = (uint32_t)fs->timeout_ms;
+	if (cb->lease_ms < PROTO_LK_MIN_LEASE_MS)
+		cb->lease_ms = PROTO_LK_MIN_LEASE_MS;
+	if (cb->lease_ms > PROTO_LK_MAX_LEASE_MS)
+		cb->lease_ms = PROTO_LK_MAX_LEASE_MS;
+	cb->wait_ms = cb->lease_ms / 2 < CLI_CB_WAIT_MAX_MS ?
+		      cb->lease_ms / 2 : CLI_CB_WAIT_MAX_MS;
+	atomic_init(&cb->stop, 0);
+	atomic_init(&cb->events, 0);
+	atomic_init(&cb->waits, 0);
+	o.tcp_lanes = 1; /* one wait at a time */
+	rc = net_client_new(&cb->net, &o);
+	if (rc)
+		goto out_free_cb;
+	rc = -pthread_create(&cb->thread, NULL, cb_main, cb);
+	if (rc)
+		goto out_free_net;
+	*out = cb;
+	return 0;
+
+out_free_net:
+	net_client_free(cb->net);
+out_free_cb:
+	free(cb);
+	return rc;
+}
+
+/* See cli_cb.h. */
+void cli_cb_free(struct cli_cb *cb)
+{
+	if (!cb)
+		return;
+	atomic_store(&cb->stop, 1);
+	pthread_join(cb->thread, NULL);
+	net_client_free(cb->net); /* and its connections */
+	free(cb);
+}
+
+/* See cli_cb.h. */
+void cli_cb_counts(struct cli_cb *cb, uint64_t *events, uint64_t *waits)
+{
+	*events = atomic_load(&cb->events);
+	*waits = atomic_load(&cb->waits);
+}

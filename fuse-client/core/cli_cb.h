@@ -1,0 +1,45 @@
+/*
+ * cli_cb.h - the mount's side of the callback channel: a thread that
+ * keeps one CB_WAIT pending at the active mgr, on a connection of its own,
+ * acknowledges the events it handled in the next one, and hands each
+ * event to the front end's handler. It follows the active mgr as metadata
+ * calls do, tells the handler to drop everything (RESET) when the mgr
+ * restarted or forgot the session, and when its own lease lapsed without
+ * an answer. No FUSE here. Design: HACKING.md "Leases and callbacks".
+ */
+#ifndef RPFS_CLI_CB_H
+#define RPFS_CLI_CB_H
+
+#include <stdint.h>
+
+#include "cli_core.h"
+
+struct cli_cb;
+
+/* One event for the handler (the callback thread): kind is enum
+ * proto_cb_kind; name (len bytes, not NUL-terminated) only for
+ * PROTO_CB_INVAL_ENTRY. The handler must not block on a FUSE request. */
+typedef void (*cli_cb_fn)(uint8_t kind, uint64_t ino, const char *name,
+			  size_t len, void *arg);
+
+#define CLI_CB_WAIT_MAX_MS 1000u /* the longest one CB_WAIT is held: also
+				  * how long a stop may wait for the thread */
+
+/**
+ * Start the callback thread of a mounted fs.
+ * @param session the mount's session id (the lock service's), != 0
+ * @param no the transport options (a client of its own is made, one lane)
+ * @param fn the event handler, called on the callback thread
+ * @return 0, -EINVAL (session 0), -ENOMEM, or a thread or transport error
+ */
+int cli_cb_new(struct cli_cb **out, struct cli_fs *fs, uint64_t session,
+	       const struct net_opts *no, cli_cb_fn fn, void *arg);
+
+/** Stop the thread (within about CLI_CB_WAIT_MAX_MS plus a call's
+ * timeout) and free. NULL: nothing. */
+void cli_cb_free(struct cli_cb *cb);
+
+/** Events handled and CB_WAITs answered so far (for tests and stats). */
+void cli_cb_counts(struct cli_cb *cb, uint64_t *events, uint64_t *waits);
+
+#endif

@@ -1,0 +1,375 @@
+/* mgr_lease.c - the callback channel's sessions and event queues; see
+ * mgr_lease.h. */
+#include "mgr_lease.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include "log.h"
+
+#define LS_BUCKETS 4096 /* session hash */
+#define LS_HOST_MAX 64  /* bytes of a host name kept for the cap */
+
+/* One queued event; its name is stored after it. */
+struct ls_event {
+	struct proto_cbev ev;          /* name.p points at name below */
+	TAILQ_ENTRY(ls_event) link;    /* ls_session.events */
+	char name[];
+};
+
+/* A client host: how many sessions its requests made. */
+struct ls_host {
+	char name[LS_HOST_MAX];
+	size_t nsessions;              /* freed at 0 */
+	struct ls_host *next;          /* mgr_lease.hosts */
+};
+
+/* A mount session. */
+struct ls_session {
+	uint64_t id;
+	uint64_t next_seq;             /* the next event's number (from 1) */
+	uint64_t sent;                 /* the last event put in a reply */
+	uint64_t acked;                /* the last event acknowledged */
+	uint32_t lease_ms;             /* from its last wait */
+	uint64_t last_ms;              /* when its last wait came */
+	void *wait;                    /* the parked request, or NULL */
+	uint64_t wait_end_ms;          /* when the parked wait is answered */
+	TAILQ_HEAD(, ls_event) events; /* not acknowledged yet, by seq */
+	size_t nevents;
+	struct ls_host *host;          /* NULL: counted against no host */
+	struct ls_session *hnext;      /* hash chain */
+	TAILQ_ENTRY(ls_session) link;  /* mgr_lease.slist */
+};
+
+/* The table. Loop thread only: no lock. */
+struct mgr_lease {
+	uint64_t boot;
+	mgr_lease_done_fn done;
+	void *arg;
+	struct ls_session *hash[LS_BUCKETS];
+	TAILQ_HEAD(, ls_session) slist;
+	size_t nsessions, nparked, nqueued;
+	struct ls_host *hosts;
+	struct proto_cbrep rep;        /* scratch for parked waits' replies */
+};
+
+/* The hash bucket of a session id (ids are random: the low bits do). */
+static size_t ls_bucket(uint64_t id)
+{
+	return (size_t)((id ^ (id >> 29)) % LS_BUCKETS);
+}
+
+/* The session of id, or NULL. Cost: one hash chain. */
+static struct ls_session *ls_find(const struct mgr_lease *ml, uint64_t id)
+{
+	struct ls_session *s = ml->hash[ls_bucket(id)];
+
+	while (s && s->id != id)
+		s = s->hnext;
+	return s;
+}
+
+/* See mgr_lease.h. */
+int mgr_lease_new(struct mgr_lease **out, uint64_t boot,
+		  mgr_lease_done_fn done, void *arg)
+{
+	struct mgr_lease *ml;
+
+	if (!boot || !done)
+		return -EINVAL;
+	ml = calloc(1, sizeof(*ml));
+	if (!ml)
+		return -ENOMEM;
+	ml->boot = boot;
+	ml->done = done;
+	ml->arg = arg;
+	TAILQ_INIT(&ml->slist);
+	*out = ml;
+	return 0;
+}
+
+/* Drop session s's events up to seq. */
+static void ls_drop_events(struct mgr_lease *ml, struct ls_session *s,
+			   uint64_t seq)
+{
+	struct ls_event *e;
+
+	while ((e = TAILQ_FIRST(&s->events)) && e->ev.seq <= seq) {
+		TAILQ_REMOVE(&s->events, e, link);
+		s->nevents--;
+		ml->nqueued--;
+		free(e);
+	}
+}
+
+/* Fill rep with session s's events not acknowledged yet (at most
+ * PROTO_CB_MAX_EVENTS, in order); they count as sent. */
+static void ls_fill(const struct mgr_lease *ml, struct ls_session *s,
+		    struct proto_cbrep *rep)
+{
+	struct ls_event *e;
+
+	rep->boot = ml->boot;
+	rep->nev = 0;
+	TAILQ_FOREACH(e, &s->events, link) {
+		if (rep->nev == PROTO_CB_MAX_EVENTS)
+			break;
+		rep->ev[rep->nev++] = e->ev;
+		if (e->ev.seq > s->sent)
+			s->sent = e->ev.seq;
+	}
+}
+
+/* Answer session s's parked wait with what it has. */
+static void ls_answer(struct mgr_lease *ml, struct ls_session *s)
+{
+	void *ctx = s->wait;
+
+	if (!ctx)
+		return;
+	s->wait = NULL;
+	ml->nparked--;
+	ls_fill(ml, s, &ml->rep);
+	ml->done(ctx, &ml->rep, ml->arg);
+}
+
+/* Free host h if no session counts against it any more. */
+static void ls_host_release(struct mgr_lease *ml, struct ls_host *h)
+{
+	struct ls_host **hp;
+
+	if (h->nsessions)
+		return;
+	for (hp = &ml->hosts; *hp != h; hp = &(*hp)->next)
+		;
+	*hp = h->next;
+	free(h);
+}
+
+/* Unlink session s from the table and free it, its events and, if it
+ * was its last session, its host. Its wait must be answered already. */
+static void ls_free(struct mgr_lease *ml, struct ls_session *s)
+{
+	struct ls_session **pp = &ml->hash[ls_bucket(s->id)];
+
+	while (*pp != s)
+		pp = &(*pp)->hnext;
+	*pp = s->hnext;
+	TAILQ_REMOVE(&ml->slist, s, link);
+	ml->nsessions--;
+	ls_drop_events(ml, s, UINT64_MAX);
+	if (s->host) {
+		s->host->nsessions--;
+		ls_host_release(ml, s->host);
+	}
+	free(s);
+}
+
+/* See mgr_lease.h. */
+void mgr_lease_free(struct mgr_lease *ml)
+{
+	struct ls_session *s;
+
+	if (!ml)
+		return;
+	while ((s = TAILQ_FIRST(&ml->slist))) {
+		ls_answer(ml, s);
+		ls_free(ml, s);
+	}
+	free(ml);
+}
+
+/* The host a new session of client counts against (made if new), or
+ * NULL with *err set: -EUSERS at its cap, -ENOMEM. Cost: the hosts. */
+static struct ls_host *ls_host_admit(struct mgr_lease *ml, const char *client,
+				     int *err)
+{
+	struct ls_host *h;
+
+	for (h = ml->hosts; h; h = h->next)
+		if (strncmp(h->name, client, LS_HOST_MAX - 1) == 0)
+			break;
+	if (h && h->nsessions >= MGR_LEASE_MAX_CLIENT_SESSIONS) {
+		*err = -EUSERS;
+		return NULL;
+	}
+	if (!h) {
+		h = calloc(1, sizeof(*h));
+		if (!h) {
+			*err = -ENOMEM;
+			return NULL;
+		}
+		strncpy(h->name, client, LS_HOST_MAX - 1);
+		h->next = ml->hosts;
+		ml->hosts = h;
+	}
+	return h;
+}
+
+/* Make session id, counted against client (may be NULL). */
+static int ls_make(struct mgr_lease *ml, uint64_t id, const char *client,
+		   struct ls_session **out)
+{
+	struct ls_host *h = NULL;
+	struct ls_session *s;
+	int rc = 0;
+
+	if (ml->nsessions >= MGR_LEASE_MAX_SESSIONS)
+		return -EUSERS;
+	if (client && !(h = ls_host_admit(ml, client, &rc)))
+		return rc;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		if (h)
+			ls_host_release(ml, h);
+		return -ENOMEM;
+	}
+	s->id = id;
+	s->next_seq = 1;
+	TAILQ_INIT(&s->events);
+	s->host = h;
+	if (h)
+		h->nsessions++;
+	s->hnext = ml->hash[ls_bucket(id)];
+	ml->hash[ls_bucket(id)] = s;
+	TAILQ_INSERT_TAIL(&ml->slist, s, link);
+	ml->nsessions++;
+	*out = s;
+	return 0;
+}
+
+/* Append an event to session s, collapsing the queue into one RESET when
+ * it is full (a RESET makes the mount drop everything, so the events it
+ * replaces need no delivery). Returns the event's seq or -ENOMEM. */
+static int64_t ls_queue(struct mgr_lease *ml, struct ls_session *s,
+			uint8_t kind, uint64_t ino, const char *name,
+			size_t len)
+{
+	struct ls_event *e;
+
+	if (s->nevents >= MGR_LEASE_MAX_QUEUED && kind != PROTO_CB_RESET) {
+		ls_drop_events(ml, s, UINT64_MAX);
+		kind = PROTO_CB_RESET;
+		ino = 1;
+		len = 0;
+	}
+	e = calloc(1, sizeof(*e) + len + 1);
+	if (!e)
+		return -ENOMEM;
+	if (len)
+		memcpy(e->name, name, len);
+	e->ev = (struct proto_cbev){ .seq = s->next_seq++, .ino = ino,
+				     .kind = kind,
+				     .name = { e->name, (uint32_t)len } };
+	TAILQ_INSERT_TAIL(&s->events, e, link);
+	s->nevents++;
+	ml->nqueued++;
+	return (int64_t)e->ev.seq;
+}
+
+/* See mgr_lease.h. */
+int mgr_lease_wait(struct mgr_lease *ml, const struct proto_cbwait *q,
+		   const char *client, uint64_t now_ms, void *ctx,
+		   struct proto_cbrep *rep)
+{
+	struct ls_session *s = ls_find(ml, q->session);
+	int64_t seq;
+	int rc;
+
+	if (!s) {
+		rc = ls_make(ml, q->session, client, &s);
+		if (rc)
+			return rc;
+		if (q->boot == ml->boot) {
+			/* it knew this start: we forgot it, events are lost */
+			seq = ls_queue(ml, s, PROTO_CB_RESET, 1, NULL, 0);
+			if (seq < 0) {
+				ls_free(ml, s);
+				return (int)seq;
+			}
+		}
+	} else if (q->boot == ml->boot) {
+		if (q->acked > s->sent)
+			return -EBADMSG;
+		if (q->acked > s->acked)
+			s->acked = q->acked;
+		ls_drop_events(ml, s, s->acked);
+	}
+	s->lease_ms = q->lease_ms;
+	s->last_ms = now_ms;
+	ls_answer(ml, s); /* an older wait of the session: it reconnected */
+	if (s->nevents) {
+		ls_fill(ml, s, rep);
+		return 0;
+	}
+	s->wait = ctx;
+	s->wait_end_ms = now_ms + q->wait_ms;
+	ml->nparked++;
+	return 1;
+}
+
+/* See mgr_lease.h. */
+int64_t mgr_lease_post(struct mgr_lease *ml, uint64_t session, uint8_t kind,
+		       uint64_t ino, const char *name, size_t len)
+{
+	struct ls_session *s = ls_find(ml, session);
+	int64_t seq;
+
+	if (kind < PROTO_CB_RECALL || kind > PROTO_CB_RESET || ino == 0)
+		return -EINVAL;
+	if ((kind == PROTO_CB_INVAL_ENTRY) != (len > 0) || len > PROTO_MAX_NAME)
+		return -EINVAL;
+	if (!s)
+		return -ENOENT;
+	seq = ls_queue(ml, s, kind, ino, name, len);
+	if (seq > 0)
+		ls_answer(ml, s);
+	return seq;
+}
+
+/* See mgr_lease.h. */
+void mgr_lease_tick(struct mgr_lease *ml, uint64_t now_ms)
+{
+	struct ls_session *s, *next;
+
+	for (s = TAILQ_FIRST(&ml->slist); s; s = next) {
+		next = TAILQ_NEXT(s, link);
+		if (s->wait) {
+			if (now_ms >= s->wait_end_ms) {
+				s->last_ms = now_ms;
+				ls_answer(ml, s);
+			}
+			continue;
+		}
+		if (now_ms - s->last_ms > s->lease_ms) {
+			log_info("callbacks: session %016llx silent for over "
+				 "its lease (%u ms): forgotten, with %zu events",
+				 (unsigned long long)s->id, s->lease_ms,
+				 s->nevents);
+			ls_free(ml, s);
+		}
+	}
+}
+
+/* See mgr_lease.h. */
+void mgr_lease_counts(const struct mgr_lease *ml, size_t *sessions,
+		      size_t *parked, size_t *queued)
+{
+	*sessions = ml->nsessions;
+	*parked = ml->nparked;
+	*queued = ml->nqueued;
+}
+
+/* See mgr_lease.h. */
+int mgr_lease_acked(const struct mgr_lease *ml, uint64_t session,
+		    uint64_t *acked)
+{
+	const struct ls_session *s = ls_find(ml, session);
+
+	if (!s)
+		return 0;
+	*acked = s->acked;
+	return 1;
+}

@@ -1,0 +1,166 @@
+/* mgr_leased.c - the callback channel on the wire: decode, run, (park,)
+ * reply; see mgr_leased.h. */
+#include "mgr_leased.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "log.h"
+#include "mgr_lease.h"
+
+#define LEASED_TICK_S 0.1 /* wait and lease resolution */
+
+/* The service. Loop thread only. */
+struct mgr_leased {
+	struct ev_loop *loop;
+	struct mgr_lease *ml;
+	ev_timer tick;
+	struct proto_cbrep rep;   /* the reply of a wait answered at once */
+	uint8_t buf[PROTO_MAX_BODY]; /* its encoding */
+};
+
+/* Monotonic milliseconds. */
+static uint64_t leased_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Send the reply of a CB_WAIT: rep's body. Cost: the encoding (at most
+ * PROTO_CB_MAX_EVENTS events, about 70 KiB with the longest names). */
+static void leased_reply(struct mgr_leased *ld, struct net_sreq *r,
+			 const struct proto_cbrep *rep)
+{
+	struct wbuf w;
+
+	wb_init(&w, ld->buf, sizeof(ld->buf));
+	if (proto_cbrep_encode(&w, rep)) {
+		log_err("CB_WAIT reply does not encode");
+		net_sreq_reply(r, -EIO, NULL, 0);
+		return;
+	}
+	net_sreq_reply(r, 0, ld->buf, (uint32_t)w.len);
+}
+
+/* mgr_lease_done_fn: a parked wait is answered. */
+static void leased_done(void *ctx, const struct proto_cbrep *rep, void *arg)
+{
+	leased_reply(arg, ctx, rep);
+}
+
+/* Timer: end waits, forget silent sessions. */
+static void leased_on_tick(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct mgr_leased *ld = t->data;
+
+	(void)loop;
+	(void)revents;
+	mgr_lease_tick(ld->ml, leased_now_ms());
+}
+
+/* See mgr_leased.h. */
+int mgr_leased_new(struct mgr_leased **out, struct ev_loop *loop)
+{
+	struct mgr_leased *ld = calloc(1, sizeof(*ld));
+	uint64_t boot = 0;
+	int rc;
+
+	if (!ld)
+		return -ENOMEM;
+	while (boot == 0)
+		if (getrandom(&boot, sizeof(boot), 0) != sizeof(boot))
+			boot = (uint64_t)time(NULL) ^ leased_now_ms() << 20;
+	rc = mgr_lease_new(&ld->ml, boot, leased_done, ld);
+	if (rc) {
+		free(ld);
+		return rc;
+	}
+	ld->loop = loop;
+	ev_timer_init(&ld->tick, leased_on_tick, LEASED_TICK_S, LEASED_TICK_S);
+	ld->tick.data = ld;
+	ev_timer_start(loop, &ld->tick);
+	*out = ld;
+	return 0;
+}
+
+/* See mgr_leased.h. */
+void mgr_leased_free(struct mgr_leased *ld)
+{
+	if (!ld)
+		return;
+	ev_timer_stop(ld->loop, &ld->tick);
+	mgr_lease_free(ld->ml);
+	free(ld);
+}
+
+/* See mgr_leased.h. */
+int mgr_leased_owns(uint16_t op)
+{
+	return op == PROTO_OP_CB_WAIT;
+}
+
+/* The host of the request's peer ("host:port" or "[v6]:port"), into buf
+ * (cap bytes), for the per-host session cap. */
+static const char *leased_host(struct net_sreq *r, char *buf, size_t cap)
+{
+	const char *peer = net_sconn_peer(r->conn);
+	const char *colon = strrchr(peer, ':');
+	size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
+
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(buf, peer, n);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* See mgr_leased.h. A malformed request closes its connection, like any
+ * other; an ack past what was sent is answered -EBADMSG. */
+void mgr_leased_handle(struct mgr_leased *ld, struct net_sreq *r)
+{
+	struct proto_cbwait q;
+	const char *why = "request";
+	char host[64];
+	int rc;
+
+	if (r->hdr.bulk_len || r->hdr.aux)
+		return (void)net_sreq_reject(r, "CB_WAIT with bulk data");
+	rc = proto_cbwait_decode(r->body, r->body_len, &q, &why);
+	if (rc)
+		return (void)net_sreq_reject(r, why ? why : "malformed CB_WAIT");
+	rc = mgr_lease_wait(ld->ml, &q, leased_host(r, host, sizeof(host)),
+			    leased_now_ms(), r, &ld->rep);
+	log_debug("CB_WAIT session %016llx acked %llu from %s: %d",
+		  (unsigned long long)q.session, (unsigned long long)q.acked,
+		  net_sconn_peer(r->conn), rc);
+	if (rc == 1)
+		return; /* parked: leased_done replies */
+	if (rc == -EUSERS)
+		log_warn("callbacks: no room for a session of %s (%u at most "
+			 "per host, %u in all)", host,
+			 MGR_LEASE_MAX_CLIENT_SESSIONS, MGR_LEASE_MAX_SESSIONS);
+	if (rc)
+		return (void)net_sreq_reply(r, rc, NULL, 0);
+	leased_reply(ld, r, &ld->rep);
+}
+
+/* See mgr_leased.h. */
+int64_t mgr_leased_post(struct mgr_leased *ld, uint64_t session,
+			uint8_t kind, uint64_t ino, const char *name,
+			size_t len)
+{
+	return mgr_lease_post(ld->ml, session, kind, ino, name, len);
+}
+
+/* See mgr_leased.h. */
+void mgr_leased_counts(struct mgr_leased *ld, size_t *sessions,
+		       size_t *parked, size_t *queued)
+{
+	mgr_lease_counts(ld->ml, sessions, parked, queued);
+}

@@ -1,0 +1,48 @@
+/*
+ * mgr_leased.h - the mgr's callback channel on the wire: decodes CB_WAIT,
+ * runs it on the session table (mgr_lease.h) and answers, at once when
+ * the session has events, else when it gets one or its wait ends; a
+ * libev timer ends waits and forgets silent sessions. Loop thread only.
+ * Design: HACKING.md "Leases and callbacks".
+ */
+#ifndef RPFS_MGR_LEASED_H
+#define RPFS_MGR_LEASED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net.h"
+
+struct ev_loop;
+struct mgr_leased;
+
+/**
+ * Create the service with a fresh random boot id and start its timer.
+ * @return 0, -ENOMEM
+ */
+int mgr_leased_new(struct mgr_leased **out, struct ev_loop *loop);
+
+/** Answer the parked waits (with what they have), stop, free. Call
+ * before the server is freed. NULL: nothing. */
+void mgr_leased_free(struct mgr_leased *ld);
+
+/** Whether op is the callback channel's. @return 1 or 0 */
+int mgr_leased_owns(uint16_t op);
+
+/** Handle one request of a callback op (see mgr_leased_owns). */
+void mgr_leased_handle(struct mgr_leased *ld, struct net_sreq *r);
+
+/**
+ * Queue an event for a session (mgr_lease_post): its parked wait, if any,
+ * is answered with it.
+ * @return the event's seq (> 0), or -ENOENT, -EINVAL, -ENOMEM
+ */
+int64_t mgr_leased_post(struct mgr_leased *ld, uint64_t session,
+			uint8_t kind, uint64_t ino, const char *name,
+			size_t len);
+
+/** Sessions known, waits parked, events queued. Loop thread. */
+void mgr_leased_counts(struct mgr_leased *ld, size_t *sessions,
+		       size_t *parked, size_t *queued);
+
+#endif

@@ -1,0 +1,285 @@
+/*
+ * test_mgr_lease.c - unit tests of the callback channel's session table
+ * (mgr/lease/mgr_lease.c): waits parked and answered by an event or their
+ * slice, acknowledgements and the events sent again after a lost reply,
+ * a mgr that forgot a session, the queue's collapse into a RESET, lease
+ * expiry, the session caps, and the CB_WAIT codec. No network, no loop:
+ * time is passed in and answered waits land in done_cb.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <syslog.h>
+
+#include "log.h"
+#include "mgr_lease.h"
+#include "check.h"
+
+#define BOOT 0xb007u
+
+/* What done_cb saw: the last answered wait and its events. */
+struct seen {
+	int calls;
+	void *ctx;
+	unsigned nev;
+	uint64_t boot;
+	uint64_t seq[PROTO_CB_MAX_EVENTS];
+	uint8_t kind[PROTO_CB_MAX_EVENTS];
+	char name0[PROTO_MAX_NAME + 1];
+};
+
+/* mgr_lease_done_fn: record the answer (the rep is valid only now). */
+static void done_cb(void *ctx, const struct proto_cbrep *rep, void *arg)
+{
+	struct seen *s = arg;
+
+	s->calls++;
+	s->ctx = ctx;
+	s->boot = rep->boot;
+	s->nev = rep->nev;
+	for (unsigned i = 0; i < rep->nev; i++) {
+		s->seq[i] = rep->ev[i].seq;
+		s->kind[i] = rep->ev[i].kind;
+	}
+	s->name0[0] = '\0';
+	if (rep->nev)
+		snprintf(s->name0, sizeof(s->name0), "%.*s",
+			 (int)rep->ev[0].name.len, rep->ev[0].name.p);
+}
+
+/* A wait of session sess that acknowledges acked, knowing boot. */
+static struct proto_cbwait W(uint64_t sess, uint64_t boot, uint64_t acked)
+{
+	return (struct proto_cbwait){ .session = sess, .boot = boot,
+				      .acked = acked, .wait_ms = 5000,
+				      .lease_ms = 10000 };
+}
+
+static struct proto_cbrep rep; /* large: not on the stack */
+
+/* A wait parks; an event answers it; the next wait acknowledges it. */
+static void test_park_and_post(void)
+{
+	struct mgr_lease *ml;
+	struct seen seen = { 0 };
+	struct proto_cbwait q = W(7, 0, 0);
+	size_t ns, np, nq;
+	uint64_t acked = 99;
+	int ctx1, ctx2;
+
+	CHECK(mgr_lease_new(&ml, BOOT, done_cb, &seen) == 0, "new");
+	CHECK(mgr_lease_wait(ml, &q, "h1", 0, &ctx1, &rep) == 1, "parked");
+	mgr_lease_counts(ml, &ns, &np, &nq);
+	CHECK(ns == 1 && np == 1 && nq == 0, "%zu %zu %zu", ns, np, nq);
+	CHECK(mgr_lease_post(ml, 7, PROTO_CB_INVAL_ENTRY, 5, "abc", 3) == 1,
+	      "first event is 1");
+	CHECK(seen.calls == 1 && seen.ctx == &ctx1 && seen.nev == 1 &&
+	      seen.boot == BOOT && seen.seq[0] == 1 &&
+	      seen.kind[0] == PROTO_CB_INVAL_ENTRY &&
+	      strcmp(seen.name0, "abc") == 0, "answered with it");
+	CHECK(mgr_lease_acked(ml, 7, &acked) && acked == 0, "not acked yet");
+	/* the reply is lost: the next wait acks nothing and gets it again */
+	q = W(7, BOOT, 0);
+	CHECK(mgr_lease_wait(ml, &q, "h1", 10, &ctx2, &rep) == 0 &&
+	      rep.nev == 1 && rep.ev[0].seq == 1, "sent again");
+	q = W(7, BOOT, 1);
+	CHECK(mgr_lease_wait(ml, &q, "h1", 20, &ctx2, &rep) == 1, "acked: parks");
+	CHECK(mgr_lease_acked(ml, 7, &acked) && acked == 1, "acked 1");
+	mgr_lease_counts(ml, &ns, &np, &nq);
+	CHECK(nq == 0, "acked event freed: %zu", nq);
+	/* an ack past what was sent is refused */
+	q = W(7, BOOT, 2);
+	CHECK(mgr_lease_wait(ml, &q, "h1", 30, &ctx1, &rep) == -EBADMSG,
+	      "ack beyond the last sent");
+	CHECK(mgr_lease_post(ml, 8, PROTO_CB_RECALL, 5, NULL, 0) == -ENOENT,
+	      "no such session");
+	CHECK(mgr_lease_post(ml, 7, PROTO_CB_INVAL_ENTRY, 5, NULL, 0) == -EINVAL,
+	      "INVAL_ENTRY needs a name");
+	CHECK(mgr_lease_post(ml, 7, PROTO_CB_RECALL, 5, "x", 1) == -EINVAL,
+	      "RECALL has none");
+	CHECK(mgr_lease_post(ml, 7, 9, 5, NULL, 0) == -EINVAL, "bad kind");
+	CHECK(mgr_lease_post(ml, 7, PROTO_CB_RECALL, 0, NULL, 0) == -EINVAL,
+	      "ino 0");
+	seen.calls = 0;
+	mgr_lease_free(ml);
+	CHECK(seen.calls == 1 && seen.ctx == &ctx2, "free answers the parked wait");
+}
+
+/* A slice ends empty; a second wait answers the first; a silent session
+ * is forgotten after its lease, and one that comes back gets a RESET. */
+static void test_slices_and_expiry(void)
+{
+	struct mgr_lease *ml;
+	struct seen seen = { 0 };
+	struct proto_cbwait q = W(9, 0, 0);
+	size_t ns, np, nq;
+	int a, b;
+
+	CHECK(mgr_lease_new(&ml, BOOT, done_cb, &seen) == 0, "new");
+	CHECK(mgr_lease_wait(ml, &q, NULL, 1000, &a, &rep) == 1, "parked");
+	mgr_lease_tick(ml, 5999);
+	CHECK(seen.calls == 0, "not before its slice");
+	mgr_lease_tick(ml, 6000);
+	CHECK(seen.calls == 1 && seen.ctx == &a && seen.nev == 0, "slice ends");
+	q = W(9, BOOT, 0);
+	CHECK(mgr_lease_wait(ml, &q, NULL, 6000, &a, &rep) == 1, "parked again");
+	CHECK(mgr_lease_wait(ml, &q, NULL, 6001, &b, &rep) == 1, "and again");
+	CHECK(seen.calls == 2 && seen.ctx == &a, "the older wait answered");
+	mgr_lease_tick(ml, 11001);
+	CHECK(seen.calls == 3 && seen.ctx == &b, "slice");
+	/* silent from 11001: alive at +lease, gone after */
+	mgr_lease_tick(ml, 21001);
+	mgr_lease_counts(ml, &ns, &np, &nq);
+	CHECK(ns == 1, "still known at its lease");
+	mgr_lease_post(ml, 9, PROTO_CB_INVAL_INODE, 3, NULL, 0);
+	mgr_lease_tick(ml, 21002);
+	mgr_lease_counts(ml, &ns, &np, &nq);
+	CHECK(ns == 0 && nq == 0, "forgotten with its events: %zu %zu", ns, nq);
+	/* it comes back knowing this boot: it missed events */
+	q = W(9, BOOT, 1);
+	CHECK(mgr_lease_wait(ml, &q, NULL, 30000, &a, &rep) == 0 &&
+	      rep.nev == 1 && rep.ev[0].kind == PROTO_CB_RESET &&
+	      rep.ev[0].seq == 1, "a RESET first");
+	/* a session from another boot starts clean, and its ack is ignored */
+	q = W(10, 0x1234, 77);
+	CHECK(mgr_lease_wait(ml, &q, NULL, 30000, &b, &rep) == 1,
+	      "new boot: parks");
+	mgr_lease_free(ml);
+}
+
+/* Past MGR_LEASE_MAX_QUEUED events the queue collapses into one RESET,
+ * whose seq is above every dropped one; a reply carries at most
+ * PROTO_CB_MAX_EVENTS. */
+static void test_collapse(void)
+{
+	struct mgr_lease *ml;
+	struct seen seen = { 0 };
+	struct proto_cbwait q = W(11, 0, 0);
+	int64_t seq = 0, reset;
+	uint64_t acked;
+	int a;
+
+	CHECK(mgr_lease_new(&ml, BOOT, done_cb, &seen) == 0, "new");
+	CHECK(mgr_lease_wait(ml, &q, NULL, 0, &a, &rep) == 1, "parked");
+	CHECK(mgr_lease_post(ml, 11, PROTO_CB_RECALL, 2, NULL, 0) == 1, "1");
+	CHECK(seen.calls == 1, "answered");
+	for (unsigned i = 1; i < MGR_LEASE_MAX_QUEUED; i++)
+		seq = mgr_lease_post(ml, 11, PROTO_CB_RECALL, 2, NULL, 0);
+	CHECK(seq == MGR_LEASE_MAX_QUEUED, "%lld", (long long)seq);
+	q = W(11, BOOT, 0);
+	CHECK(mgr_lease_wait(ml, &q, NULL, 1, &a, &rep) == 0 &&
+	      rep.nev == PROTO_CB_MAX_EVENTS &&
+	      rep.ev[PROTO_CB_MAX_EVENTS - 1].seq == PROTO_CB_MAX_EVENTS,
+	      "one reply's worth");
+	reset = mgr_lease_post(ml, 11, PROTO_CB_RECALL, 2, NULL, 0);
+	CHECK(reset == MGR_LEASE_MAX_QUEUED + 1, "%lld", (long long)reset);
+	q = W(11, BOOT, PROTO_CB_MAX_EVENTS);
+	CHECK(mgr_lease_wait(ml, &q, NULL, 2, &a, &rep) == 0 && rep.nev == 1 &&
+	      rep.ev[0].kind == PROTO_CB_RESET && rep.ev[0].seq == (uint64_t)reset,
+	      "collapsed into a RESET");
+	CHECK(mgr_lease_acked(ml, 11, &acked) && acked == PROTO_CB_MAX_EVENTS,
+	      "a collapse acknowledges nothing: %llu", (unsigned long long)acked);
+	mgr_lease_free(ml);
+}
+
+/* The table's and a host's session caps refuse a new session with
+ * -EUSERS, and a forgotten session frees its place. */
+static void test_caps(void)
+{
+	struct mgr_lease *ml;
+	struct seen seen = { 0 };
+	struct proto_cbwait q;
+	size_t ns, np, nq;
+	int a, rc = 0;
+
+	CHECK(mgr_lease_new(&ml, BOOT, done_cb, &seen) == 0, "new");
+	for (unsigned i = 0; i < MGR_LEASE_MAX_CLIENT_SESSIONS && rc >= 0; i++) {
+		q = W(100 + i, 0, 0);
+		rc = mgr_lease_wait(ml, &q, "hostA", 0, &a, &rep);
+	}
+	CHECK(rc == 1, "a host's share");
+	q = W(99, 0, 0);
+	CHECK(mgr_lease_wait(ml, &q, "hostA", 0, &a, &rep) == -EUSERS,
+	      "past a host's share");
+	CHECK(mgr_lease_wait(ml, &q, "hostB", 0, &a, &rep) == 1, "another host");
+	mgr_lease_tick(ml, 5000);  /* every slice ends */
+	mgr_lease_tick(ml, 15001); /* every lease */
+	mgr_lease_counts(ml, &ns, &np, &nq);
+	CHECK(ns == 0 && np == 0, "all forgotten: %zu", ns);
+	q = W(98, 0, 0);
+	CHECK(mgr_lease_wait(ml, &q, "hostA", 15001, &a, &rep) == 1,
+	      "room again");
+	mgr_lease_free(ml);
+	CHECK(mgr_lease_new(&ml, 0, done_cb, &seen) == -EINVAL, "boot 0");
+}
+
+/* The CB_WAIT bodies round-trip and refuse what is malformed, naming it. */
+static void test_codec(void)
+{
+	struct proto_cbwait q = W(1, 2, 3), q2;
+	struct proto_cbrep *r = calloc(1, sizeof(*r)), *r2 = calloc(1, sizeof(*r2));
+	uint8_t buf[PROTO_MAX_BODY];
+	const char *why = NULL;
+	struct wbuf w;
+
+	wb_init(&w, buf, sizeof(buf));
+	CHECK(proto_cbwait_encode(&w, &q) == 0, "encode");
+	CHECK(proto_cbwait_decode(buf, w.len, &q2, &why) == 0 &&
+	      memcmp(&q, &q2, sizeof(q)) == 0, "round trip");
+	CHECK(proto_cbwait_decode(buf, w.len - 1, &q2, &why) == -EBADMSG, "short");
+	buf[0] = buf[1] = buf[2] = buf[3] = buf[4] = buf[5] = buf[6] = buf[7] = 0;
+	CHECK(proto_cbwait_decode(buf, w.len, &q2, &why) == -EBADMSG &&
+	      strcmp(why, "session") == 0, "session 0: %s", why);
+	q.wait_ms = 0;
+	wb_init(&w, buf, sizeof(buf));
+	CHECK(proto_cbwait_encode(&w, &q) == -EINVAL, "wait_ms 0");
+
+	r->boot = 5;
+	r->nev = 2;
+	r->ev[0] = (struct proto_cbev){ .seq = 4, .ino = 9,
+					.kind = PROTO_CB_INVAL_ENTRY,
+					.name = { "a", 1 } };
+	r->ev[1] = (struct proto_cbev){ .seq = 6, .ino = 9,
+					.kind = PROTO_CB_RECALL,
+					.name = { "", 0 } };
+	wb_init(&w, buf, sizeof(buf));
+	CHECK(proto_cbrep_encode(&w, r) == 0, "encode rep");
+	CHECK(proto_cbrep_decode(buf, w.len, r2, &why) == 0 && r2->nev == 2 &&
+	      r2->ev[1].seq == 6 && r2->ev[0].name.len == 1 &&
+	      r2->ev[0].name.p[0] == 'a', "rep round trip");
+	CHECK(proto_cbrep_decode(buf, w.len + 1, r2, &why) == -EBADMSG &&
+	      strcmp(why, "trailing bytes") == 0, "trailing: %s", why);
+	r->ev[1].seq = 4;
+	wb_init(&w, buf, sizeof(buf));
+	CHECK(proto_cbrep_encode(&w, r) == -EINVAL, "seq must increase");
+	r->ev[1].seq = 6;
+	r->ev[0].name = (struct proto_str){ "a/b", 3 };
+	wb_init(&w, buf, sizeof(buf));
+	CHECK(proto_cbrep_encode(&w, r) == -EINVAL, "bad name");
+	r->ev[0].name = (struct proto_str){ "a", 1 };
+	r->ev[1].kind = 0;
+	wb_init(&w, buf, sizeof(buf));
+	CHECK(proto_cbrep_encode(&w, r) == -EINVAL, "bad kind");
+	/* a decoder fed a bad kind names it */
+	r->ev[1].kind = PROTO_CB_RECALL;
+	wb_init(&w, buf, sizeof(buf));
+	CHECK(proto_cbrep_encode(&w, r) == 0, "encode again");
+	buf[w.len - 3] = 7; /* the last event's kind (then a u16 name length) */
+	CHECK(proto_cbrep_decode(buf, w.len, r2, &why) == -EBADMSG &&
+	      strcmp(why, "event kind") == 0, "bad kind: %s", why);
+	free(r);
+	free(r2);
+}
+
+int main(void)
+{
+	log_init("test_mgr_lease", LOG_NOTICE); /* no line per expiry */
+	test_park_and_post();
+	test_slices_and_expiry();
+	test_collapse();
+	test_caps();
+	test_codec();
+	return check_summary("test_mgr_lease");
+}
