@@ -535,9 +535,10 @@ static double now_ms(void)
  * write waiters (waiter j on bytes 2j..2j+1, blocked by holder j and X).
  * X's unlock makes every waiter a candidate and grants none; the drop of
  * holder 0 grants waiter 0; the lease expiry of every holder grants the
- * rest. Each release must take under 50 ms (printed) and a bounded
- * number of lock and waiter visits (mgr_lock_work): a wake-up that walks
- * the inode's locks for each waiter does RC_HOLDERS x RC_WAITERS.
+ * rest. Each release must make a bounded number of lock and waiter
+ * visits (mgr_lock_work: deterministic, where a wall-clock bound failed
+ * on a loaded machine); a wake-up that walks the inode's locks for each
+ * waiter does RC_HOLDERS x RC_WAITERS. The times are printed only.
  */
 static void test_release_cost(void)
 {
@@ -574,7 +575,6 @@ static void test_release_cost(void)
 	w0 = mgr_lock_work(ml) - w0;
 	printf("release over %d waiters and %d locks: %.2f ms, %llu visits\n",
 	       RC_WAITERS, RC_HOLDERS, t1, (unsigned long long)w0);
-	CHECK(t1 < 50, "release took %.2f ms", t1);
 	CHECK(w0 < 100 * RC_WAITERS, "release visited %llu", (unsigned long long)w0);
 
 	w0 = mgr_lock_work(ml);
@@ -586,7 +586,6 @@ static void test_release_cost(void)
 	w0 = mgr_lock_work(ml) - w0;
 	printf("drop granting one of %d waiters: %.2f ms, %llu visits\n",
 	       RC_WAITERS, t2, (unsigned long long)w0);
-	CHECK(t2 < 50, "drop took %.2f ms", t2);
 	CHECK(w0 < 100 * RC_WAITERS, "drop visited %llu", (unsigned long long)w0);
 
 	/* the holders' sessions fall silent; the waiters' are kept by their
