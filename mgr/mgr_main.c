@@ -785,6 +785,7 @@ static int mgr_start_ops(struct mgr_srv *ms)
 		log_err("cannot start the callback channel: %s", strerror(-rc));
 		return 1;
 	}
+	mgr_ops_set_leases(ms->ops, ms->leased);
 	mgr_db_now(&boot);
 	rc = mgr_scrub_new(&ms->scrub, ms->db, mgr_scrub_ns(&boot));
 	if (rc) {
@@ -851,6 +852,11 @@ static int mgr_serve(struct mgr_srv *ms)
 		  ms->o.has_key ? ", cluster key" : "", mgr_kv_kind_name(a->kc.kind));
 	ms->served = 1;
 	ev_run(ms->loop, 0);
+	/* the callback channel first: its parked waits are answered, its
+	 * parked changes join the last batch, which is flushed now */
+	mgr_ops_set_leases(ms->ops, NULL);
+	mgr_leased_free(ms->leased);
+	ms->leased = NULL;
 	mgr_ops_flush(ms->ops); /* the last iteration's batch, if any */
 	if (ms->lead)
 		ev_timer_stop(ms->loop, &ms->renew);
@@ -861,9 +867,9 @@ static int mgr_serve(struct mgr_srv *ms)
 
 /*
  * Stop what mgr_open .. mgr_serve started, in reverse. After the loop
- * ran, first the parts that still answer: the metrics (they read lockd,
- * leased, poll and resync), the lock service's deferred requests and the
- * callback channel's parked waits, and the pending
+ * ran (mgr_serve has ended the callback channel), first the parts that
+ * still answer: the metrics (they read lockd, poll and resync), the lock
+ * service's deferred requests, and the pending
  * STALE_MARKs (the poll thread stops, they are answered, -EIO unless
  * fenced, while their connections still exist).
  */
@@ -874,8 +880,6 @@ static void mgr_close(struct mgr_srv *ms)
 		ms->metrics = NULL;
 		mgr_lockd_free(ms->lockd, 1);
 		ms->lockd = NULL;
-		mgr_leased_free(ms->leased);
-		ms->leased = NULL;
 		mgr_resync_stop(ms->resync);
 		ms->resync = NULL;
 		mgr_iodpoll_halt(ms->poll);
@@ -885,6 +889,8 @@ static void mgr_close(struct mgr_srv *ms)
 	net_server_free(ms->srv);
 	mgr_scrub_free(ms->scrub);
 	mgr_lockd_free(ms->lockd, 0);
+	if (ms->ops)
+		mgr_ops_set_leases(ms->ops, NULL);
 	mgr_leased_free(ms->leased);
 	mgr_ops_free(ms->ops);
 	mgr_resync_stop(ms->resync);

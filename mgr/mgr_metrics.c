@@ -35,7 +35,9 @@ static void mgr_metrics_on_tick(struct dmn_metrics *d)
 	uint64_t woken;
 
 	mgr_lockd_counts(m->src.lockd, &locks, &waiters, &sessions, &woken);
-	mgr_leased_counts(m->src.leased, &cbs, &cbp, &cbq);
+	cbs = cbp = cbq = 0;
+	if (m->src.leased)
+		mgr_leased_counts(m->src.leased, &cbs, &cbp, &cbq);
 	pthread_mutex_lock(&m->d.lock);
 	m->snap.cb_sessions = cbs;
 	m->snap.cb_parked = cbp;

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "mgr_batch.h"
 #include "mgr_kv.h"
+#include "mgr_leased.h"
 #include "mgr_ns.h"
 #include "mgr_perm.h"
 #include "mgr_xattr.h"
@@ -39,6 +40,7 @@ struct ops_call {
 				* PROTO_RETRY, PROTO_STANDBY) */
 	int answer;            /* ops_dispatch: what to answer once the txn
 				* commits (PURGE_MANY's skipped inode), else 0 */
+	struct mgr_ops *ops;   /* immutable: whose op (ops_wreq_ready) */
 };
 
 /* A write op on its way through the writer thread (mgr_batch.h): the
@@ -52,6 +54,11 @@ struct ops_wreq {
 	uint32_t len;              /* writer thread: bytes in reply */
 	uint8_t *reply;            /* writer thread: a copy of the encoded
 				    * reply (NULL when len is 0) */
+	struct mgr_leased_wait lw; /* loop thread: parked until the holders
+				    * of leases on its directories acked */
+	struct mgr_lease_name names[2]; /* loop thread: the names it changes
+				    * (pointing into body), for the leases */
+	unsigned nnames;           /* loop thread */
 	uint8_t body[];            /* the request body */
 };
 
@@ -71,6 +78,7 @@ struct mgr_ops {
 	int (*serving)(void *arg); /* mgr_ops_set_lead; NULL: always active */
 	void (*lost)(void *arg);
 	void *lead_arg;
+	struct mgr_leased *leased; /* mgr_ops_set_leases; NULL: no leases */
 };
 
 /* Allocate the context and its two reusable buffers. */
@@ -163,6 +171,7 @@ static void ops_wreq_done(struct mgr_batch_item *it, void *arg)
 		ops->batch_rc = ops_batch_status(ops, it->batch_n, it->commit_rc);
 	if (ops->batch_rc)
 		q->call.status = ops->batch_rc;
+	mgr_leased_done(ops->leased, q->names, q->nnames);
 	ops_reply(q->r, &q->call, q->reply, q->len);
 	free(q->reply);
 	free(q);
@@ -302,6 +311,12 @@ void mgr_ops_set_lead(struct mgr_ops *ops, int (*serving)(void *arg),
 	ops->serving = serving;
 	ops->lost = lost;
 	ops->lead_arg = arg;
+}
+
+/* See mgr_ops.h. */
+void mgr_ops_set_leases(struct mgr_ops *ops, struct mgr_leased *leased)
+{
+	ops->leased = ops->batch ? leased : NULL;
 }
 
 /* See mgr_ops.h. */
@@ -608,15 +623,60 @@ static int ops_decode(struct mgr_ops *ops, struct net_sreq *r,
 	return 0;
 }
 
+/* The names call's op adds, removes or replaces, as (directory, name)
+ * pairs into names (2 at most). @return how many */
+static unsigned ops_names(const struct ops_call *call,
+			  struct mgr_lease_name names[2])
+{
+	const struct proto_mreq *m = &call->m;
+	unsigned n = 0;
+
+	if (call->op == PROTO_OP_RENAME)
+		names[n++] = (struct mgr_lease_name){ m->newparent, m->newname.p,
+						      m->newname.len };
+	switch (call->op) {
+	case PROTO_OP_RENAME: /* and the old name */
+	case PROTO_OP_CREATE:
+	case PROTO_OP_MKDIR:
+	case PROTO_OP_MKNOD:
+	case PROTO_OP_SYMLINK:
+	case PROTO_OP_UNLINK:
+	case PROTO_OP_RMDIR:
+		names[n++] = (struct mgr_lease_name){ m->parent, m->name.p,
+						      m->name.len };
+		break;
+	case PROTO_OP_LINK:
+		names[n++] = (struct mgr_lease_name){ m->newparent, m->newname.p,
+						      m->newname.len };
+		break;
+	default:
+		break;
+	}
+	return n;
+}
+
+/* mgr_leased_wait's ready: the holders of leases on the op's directories
+ * acknowledged; queue it for its batch. */
+static void ops_wreq_ready(struct mgr_leased_wait *w)
+{
+	struct ops_wreq *q = container_of(w, struct ops_wreq, lw);
+	struct mgr_ops *ops = q->call.ops;
+
+	mgr_batch_submit(ops->batch, &q->it);
+}
+
 /*
  * Submit a write op to the writer thread (group commit): copy the body,
  * decode it there, and queue it; it is answered once its batch commits
- * (ops_wreq_done). A malformed request closes its connection, as below.
- * Without memory for the copy the op is answered -ENOMEM, not run.
+ * (ops_wreq_done). An op that changes names in a directory other mounts
+ * hold leases on waits first until they acknowledged their invalidations
+ * (mgr_leased_change). A malformed request closes its connection, as
+ * below. Without memory for the copy the op is answered -ENOMEM, not run.
  */
 static void ops_submit(struct mgr_ops *ops, struct net_sreq *r, uint16_t op)
 {
 	struct ops_wreq *q = malloc(sizeof(*q) + r->body_len);
+	int rc;
 
 	if (!q) {
 		net_sreq_reply(r, -ENOMEM, NULL, 0);
@@ -633,6 +693,18 @@ static void ops_submit(struct mgr_ops *ops, struct net_sreq *r, uint16_t op)
 	q->call.status = 0;
 	q->len = 0;
 	q->reply = NULL;
+	q->call.ops = ops;
+	q->lw.ready = ops_wreq_ready;
+	q->nnames = ops->leased ? ops_names(&q->call, q->names) : 0;
+	rc = q->nnames ? mgr_leased_change(ops->leased, q->call.m.cred.session,
+					   q->names, q->nnames, &q->lw) : 0;
+	if (rc == 1)
+		return; /* parked: ops_wreq_ready submits it */
+	if (rc < 0) {
+		net_sreq_reply(r, rc, NULL, 0);
+		free(q);
+		return;
+	}
 	mgr_batch_submit(ops->batch, &q->it);
 }
 
@@ -647,6 +719,33 @@ static void ops_mount_call(struct mgr_ops *ops, struct ops_call *call)
 	if (rc > 0 || rc < -4095)
 		rc = -EIO;
 	call->status = rc;
+}
+
+/* A LOOKUP in a directory or a READDIR of it, answered from a read txn
+ * begun after every change the lease table let run had committed: grant
+ * the session a READ lease on the directory (mgr_leased_grant) by adding
+ * it to the encoded reply (proto_grant: after the fields). */
+static void ops_grant(struct mgr_ops *ops, struct ops_call *call)
+{
+	struct proto_grant g;
+	uint64_t dir;
+
+	if (call->op == PROTO_OP_LOOKUP)
+		dir = call->m.parent;
+	else if (call->op == PROTO_OP_READDIR)
+		dir = call->m.ino;
+	else
+		return;
+	if (!mgr_leased_grant(ops->leased, call->m.cred.session, dir, &g)) {
+		log_debug("%s: no lease on %llu for session %016llx",
+			  proto_op_name(call->op), (unsigned long long)dir,
+			  (unsigned long long)call->m.cred.session);
+		return;
+	}
+	wb_u64(&call->w, g.ino);
+	wb_u64(&call->w, g.evseq);
+	if (call->w.err) /* never: replies leave room; then no grant */
+		call->w.len -= call->w.len >= 16 ? 16 : call->w.len;
 }
 
 /* Entry point from the transport (loop thread): validate, then take the
@@ -684,6 +783,8 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 		ops_mount_call(ops, &call);
 	else
 		ops_txn_run(ops, NULL, &call);
+	if (call.status == 0)
+		ops_grant(ops, &call);
 	if (call.status == -ESTALE && ops->serving) {
 		/* only a fenced commit (group commit off) fails so: the lease
 		 * moved on, nothing of the op landed */

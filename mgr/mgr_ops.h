@@ -56,6 +56,18 @@ int mgr_ops_group_commit(struct mgr_ops *ops, struct ev_loop *loop,
 void mgr_ops_set_lead(struct mgr_ops *ops, int (*serving)(void *arg),
 		      void (*lost)(void *arg), void *arg);
 
+struct mgr_leased;
+
+/**
+ * Leases (HACKING.md "Leases and callbacks"): grant READ leases with
+ * LOOKUP and READDIR replies to requests that carry a session, and let an
+ * op that changes names in a leased directory run only once the other
+ * holders acknowledged their invalidations. Only with group commit on
+ * (the parked op then waits off the loop's path); otherwise ignored.
+ * Call before the first request. leased must outlive ops' requests.
+ */
+void mgr_ops_set_leases(struct mgr_ops *ops, struct mgr_leased *leased);
+
 /** Wait until every write op submitted is committed and answered (before
  * the server is freed: it drops requests still held). NULL or group
  * commit off: nothing. */

@@ -713,9 +713,12 @@ int proto_mreq_encode(struct wbuf *w, uint16_t op, const struct proto_mreq *m)
 		return -EINVAL;
 	wb_u32(w, m->cred.uid);
 	wb_u32(w, m->cred.gid);
-	wb_u16(w, m->cred.ngroups);
+	wb_u16(w, (uint16_t)(m->cred.ngroups |
+			     (m->cred.session ? PROTO_CRED_SESSION : 0)));
 	for (unsigned i = 0; i < m->cred.ngroups; i++)
 		wb_u32(w, m->cred.groups[i]);
+	if (m->cred.session)
+		wb_u64(w, m->cred.session);
 	for (int f = 0; f < MF_NFIELDS; f++) {
 		if (!(d->fields & (1u << f)))
 			continue;
@@ -755,6 +758,7 @@ int proto_mreq_decode(const void *buf, size_t len, uint16_t op,
 	const struct mreq_desc *d = mreq_desc_get(op);
 	const char *bad;
 	struct rbuf r;
+	int has_session;
 
 	memset(m, 0, sizeof(*m));
 	m->name = m->newname = m->target = m->xname = m->xvalue =
@@ -767,12 +771,19 @@ int proto_mreq_decode(const void *buf, size_t len, uint16_t op,
 	m->cred.ngroups = rb_u16(&r);
 	if (r.err)
 		return fail(why, "cred", -EBADMSG);
+	has_session = m->cred.ngroups & PROTO_CRED_SESSION;
+	m->cred.ngroups &= (uint16_t)~PROTO_CRED_SESSION;
 	if (m->cred.ngroups > PROTO_MAX_GROUPS)
 		return fail(why, "cred.ngroups", -EBADMSG);
 	for (unsigned i = 0; i < m->cred.ngroups; i++)
 		m->cred.groups[i] = rb_u32(&r);
 	if (r.err)
 		return fail(why, "cred.groups", -EBADMSG);
+	if (has_session) {
+		m->cred.session = rb_u64(&r);
+		if (r.err || m->cred.session == 0)
+			return fail(why, "cred.session", -EBADMSG);
+	}
 	for (int f = 0; f < MF_NFIELDS; f++) {
 		if (!(d->fields & (1u << f)))
 			continue;
@@ -883,11 +894,18 @@ static int mrep_fields_get(uint16_t op, uint32_t *f)
 
 /* Encode the reply fields op carries, in enum order. MOUNT replies are
  * built with proto_mount_encode() instead (-EINVAL here). */
+/* Whether op's reply may carry a lease grant (struct proto_grant). */
+static int grant_op(uint16_t op)
+{
+	return op == PROTO_OP_LOOKUP || op == PROTO_OP_READDIR;
+}
+
 int proto_mrep_encode(struct wbuf *w, uint16_t op, const struct proto_mrep *m)
 {
 	uint32_t f;
 
-	if (mrep_fields_get(op, &f) || mrep_check(f, m))
+	if (mrep_fields_get(op, &f) || mrep_check(f, m) ||
+	    (m->grant.ino && !grant_op(op)))
 		return -EINVAL;
 	for (int i = 0; i < RF_NFIELDS; i++) {
 		if (!(f & (1u << i)))
@@ -911,6 +929,10 @@ int proto_mrep_encode(struct wbuf *w, uint16_t op, const struct proto_mrep *m)
 			break;
 		case RF_NFIELDS: break;
 		}
+	}
+	if (m->grant.ino) {
+		wb_u64(w, m->grant.ino);
+		wb_u64(w, m->grant.evseq);
 	}
 	return w->err;
 }
@@ -959,6 +981,12 @@ int proto_mrep_decode(const void *buf, size_t len, uint16_t op,
 		}
 		if (r.err)
 			return fail(why, names[i], -EBADMSG);
+	}
+	if (grant_op(op) && r.len - r.off == 16) {
+		m->grant.ino = rb_u64(&r);
+		m->grant.evseq = rb_u64(&r);
+		if (m->grant.ino == 0)
+			return fail(why, "grant.ino", -EBADMSG);
 	}
 	if (r.off != r.len)
 		return fail(why, "trailing bytes", -EBADMSG);

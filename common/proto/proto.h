@@ -242,7 +242,14 @@ struct proto_cred {
 	uint32_t gid;
 	uint16_t ngroups;
 	uint32_t groups[PROTO_MAX_GROUPS];
+	uint64_t session;  /* the mount's session with a callback channel, or
+			    * 0; on the wire only when != 0: ngroups carries
+			    * PROTO_CRED_SESSION and the u64 follows the
+			    * groups (an older mgr refuses such a request:
+			    * cred.ngroups) */
 };
+
+#define PROTO_CRED_SESSION 0x8000u /* in the wire's ngroups: a session follows */
 
 /* SETATTR valid bits. */
 #define PROTO_SA_MODE 0x01u
@@ -345,6 +352,19 @@ struct proto_statfs {
 };
 
 /*
+ * A READ lease granted on a directory with a LOOKUP in it or a READDIR of
+ * it (HACKING.md "Leases and callbacks"): the holder may give the kernel
+ * long entry timeouts for its names until the mgr's INVAL_ENTRY (acked
+ * before the change runs) says otherwise. evseq is the session's last
+ * callback event when the reply was made: an invalidation of the directory
+ * the mount handled with a higher seq makes this grant void.
+ */
+struct proto_grant {
+	uint64_t ino;
+	uint64_t evseq;
+};
+
+/*
  * A metadata reply. As with requests, the op decides which fields travel.
  * dirents points at the encoded entry list; walk it with proto_dirent_next().
  */
@@ -358,6 +378,9 @@ struct proto_mrep {
 	uint32_t ndirents;         /* READDIR */
 	int eof;                   /* READDIR: no entries after these */
 	struct proto_str dirents;  /* READDIR: encoded entries */
+	struct proto_grant grant;  /* LOOKUP READDIR, only to a request with a
+				    * session: ino 0 none; on the wire after
+				    * the fields, only when ino != 0 */
 };
 
 struct proto_dirent {

@@ -27,10 +27,11 @@ struct cli_cb {
 	void *arg;                  /* read-only */
 	uint64_t boot;              /* thread: the mgr's boot id last seen */
 	uint64_t acked;             /* thread: the last event handled */
-	uint64_t lease_from_ms;     /* thread: when the last answered wait was
-				     * sent (the lease counts from there) */
 	int lapsed;                 /* thread: RESET given for a lapse */
 	atomic_int stop;
+	atomic_int live;            /* cli_cb_live */
+	atomic_uint_fast64_t live_from_ms; /* when the last answered wait was
+				     * sent (the lease counts from there) */
 	atomic_uint_fast64_t events, waits;
 	pthread_t thread;
 	struct proto_cbrep rep;     /* thread: the decoded reply */
@@ -71,19 +72,19 @@ static struct net_conn *cb_conn(struct cli_cb *cb)
 	return cb->conns[cur];
 }
 
-/* The lease lapsed: no wait was answered within lease_ms of its sending,
- * so the mgr may have forgotten the session and sent recalls we never
- * saw. Drop everything, once per lapse. */
-static void cb_check_lapse(struct cli_cb *cb)
+/* A wait failed (rc): the mgr died, moved, or is out of reach, and may
+ * forget the session or have forgotten it (a restart), so invalidations
+ * may be lost. Drop everything at once, once per outage: the call's
+ * timeout (cb_once) makes this happen before the mgr forgets us. */
+static void cb_lapse(struct cli_cb *cb, int rc)
 {
-	if (cb->lapsed || cb->boot == 0 ||
-	    cb_now_ms() - cb->lease_from_ms <= cb->lease_ms)
+	if (cb->lapsed || cb->boot == 0)
 		return;
-	log_notice("callbacks: no answer from the mgr for over the lease "
-		   "(%u ms): dropping every cached name and attribute",
-		   cb->lease_ms);
+	log_notice("callbacks: the mgr's channel failed (%s): dropping every "
+		   "name cached under a lease", strerror(-rc));
 	cb->lapsed = 1;
-	cb->fn(PROTO_CB_RESET, 1, NULL, 0, cb->arg);
+	atomic_store(&cb->live, 0);
+	cb->fn(PROTO_CB_RESET, 0, 1, NULL, 0, cb->arg);
 }
 
 /* Hand a reply's events to the handler: first a RESET if the mgr is
@@ -95,18 +96,19 @@ static void cb_deliver(struct cli_cb *cb, uint64_t sent_ms)
 	if (cb->boot && cb->boot != r->boot) {
 		log_notice("callbacks: the mgr restarted: dropping every cached "
 			   "name and attribute");
-		cb->fn(PROTO_CB_RESET, 1, NULL, 0, cb->arg);
+		cb->fn(PROTO_CB_RESET, 0, 1, NULL, 0, cb->arg);
 		cb->acked = 0;
 	}
 	cb->boot = r->boot;
-	cb->lease_from_ms = sent_ms;
+	atomic_store(&cb->live_from_ms, sent_ms);
 	cb->lapsed = 0;
+	atomic_store(&cb->live, 1);
 	atomic_fetch_add(&cb->waits, 1);
 	for (unsigned i = 0; i < r->nev; i++) {
 		if (r->ev[i].seq <= cb->acked)
 			continue; /* sent again: already handled */
-		cb->fn(r->ev[i].kind, r->ev[i].ino, r->ev[i].name.p,
-		       r->ev[i].name.len, cb->arg);
+		cb->fn(r->ev[i].kind, r->ev[i].seq, r->ev[i].ino,
+		       r->ev[i].name.p, r->ev[i].name.len, cb->arg);
 		cb->acked = r->ev[i].seq;
 		atomic_fetch_add(&cb->events, 1);
 	}
@@ -138,7 +140,9 @@ static int cb_once(struct cli_cb *cb)
 	call.body_len = (uint32_t)w.len;
 	call.rep_buf = cb->buf;
 	call.rep_cap = sizeof(cb->buf);
-	call.timeout_ms = cb->wait_ms + (uint32_t)cb->fs->timeout_ms;
+	/* fail (and drop everything: cb_lapse) halfway between the end of
+	 * the wait and the lease's: well before the mgr forgets us */
+	call.timeout_ms = cb->wait_ms + (cb->lease_ms - cb->wait_ms) / 2;
 	rc = net_call_run(c, &call);
 	if (rc == 0 && call.status != 0)
 		rc = call.status == PROTO_STANDBY || call.status == PROTO_RETRY ||
@@ -161,8 +165,10 @@ static void *cb_main(void *arg)
 	struct cli_cb *cb = arg;
 
 	while (!atomic_load(&cb->stop)) {
-		if (cb_once(cb)) {
-			cb_check_lapse(cb);
+		int rc = cb_once(cb);
+
+		if (rc) {
+			cb_lapse(cb, rc);
 			cb_sleep_ms(cb, CB_DOWN_RETRY_MS);
 		}
 	}
@@ -194,6 +200,8 @@ int cli_cb_new(struct cli_cb **out, struct cli_fs *fs, uint64_t session,
 	cb->wait_ms = cb->lease_ms / 2 < CLI_CB_WAIT_MAX_MS ?
 		      cb->lease_ms / 2 : CLI_CB_WAIT_MAX_MS;
 	atomic_init(&cb->stop, 0);
+	atomic_init(&cb->live, 0);
+	atomic_init(&cb->live_from_ms, 0);
 	atomic_init(&cb->events, 0);
 	atomic_init(&cb->waits, 0);
 	o.tcp_lanes = 1; /* one wait at a time */
@@ -222,6 +230,14 @@ void cli_cb_free(struct cli_cb *cb)
 	pthread_join(cb->thread, NULL);
 	net_client_free(cb->net); /* and its connections */
 	free(cb);
+}
+
+/* See cli_cb.h. The lapse is checked here too: the thread notices it
+ * only when its wait fails, which may take longer than the lease. */
+int cli_cb_live(struct cli_cb *cb)
+{
+	return atomic_load(&cb->live) &&
+	       cb_now_ms() - atomic_load(&cb->live_from_ms) <= cb->lease_ms;
 }
 
 /* See cli_cb.h. */

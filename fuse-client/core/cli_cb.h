@@ -3,9 +3,10 @@
  * keeps one CB_WAIT pending at the active mgr, on a connection of its own,
  * acknowledges the events it handled in the next one, and hands each
  * event to the front end's handler. It follows the active mgr as metadata
- * calls do, tells the handler to drop everything (RESET) when the mgr
- * restarted or forgot the session, and when its own lease lapsed without
- * an answer. No FUSE here. Design: HACKING.md "Leases and callbacks".
+ * calls do, and tells the handler to drop everything (RESET) when the mgr
+ * restarted or forgot the session, and when a wait fails (a wait times out
+ * halfway through the lease, so this comes before the mgr forgets the
+ * session). No FUSE here. Design: HACKING.md "Leases and callbacks".
  */
 #ifndef RPFS_CLI_CB_H
 #define RPFS_CLI_CB_H
@@ -17,10 +18,11 @@
 struct cli_cb;
 
 /* One event for the handler (the callback thread): kind is enum
- * proto_cb_kind; name (len bytes, not NUL-terminated) only for
- * PROTO_CB_INVAL_ENTRY. The handler must not block on a FUSE request. */
-typedef void (*cli_cb_fn)(uint8_t kind, uint64_t ino, const char *name,
-			  size_t len, void *arg);
+ * proto_cb_kind, seq its number (0 for a RESET the thread makes itself);
+ * name (len bytes, not NUL-terminated) only for PROTO_CB_INVAL_ENTRY. The
+ * handler must not block on a FUSE request. */
+typedef void (*cli_cb_fn)(uint8_t kind, uint64_t seq, uint64_t ino,
+			  const char *name, size_t len, void *arg);
 
 #define CLI_CB_WAIT_MAX_MS 1000u /* the longest one CB_WAIT is held: also
 				  * how long a stop may wait for the thread */
@@ -38,6 +40,11 @@ int cli_cb_new(struct cli_cb **out, struct cli_fs *fs, uint64_t session,
 /** Stop the thread (within about CLI_CB_WAIT_MAX_MS plus a call's
  * timeout) and free. NULL: nothing. */
 void cli_cb_free(struct cli_cb *cb);
+
+/** Whether the channel is live: a wait was answered less than the lease
+ * ago (counted from its sending) and no RESET for a lapse came since. A
+ * mount gives the kernel no long timeout while it is not. Any thread. */
+int cli_cb_live(struct cli_cb *cb);
 
 /** Events handled and CB_WAITs answered so far (for tests and stats). */
 void cli_cb_counts(struct cli_cb *cb, uint64_t *events, uint64_t *waits);

@@ -57,6 +57,9 @@ struct cli_fs {
 	struct addr_hp mgr_list[ADDR_MAX_LIST];
 	struct net_conn *mgrs[ADDR_MAX_LIST]; /* one (lazy) connection each */
 	char mgr_host[PROTO_MAX_HOST + 1]; /* the first of the list (messages) */
+	uint64_t session;         /* leases on: sent as cred.session with every
+				   * mgr request (cli_cb.h); 0 off. Set before
+				   * serving, read-only after */
 	uint16_t mgr_port;
 	atomic_int mgr_failing;   /* 1 after a mgr failure was logged */
 	uint64_t fsid;

@@ -109,7 +109,14 @@ static int meta_run(struct cli_fs *fs, uint16_t op, const struct proto_mreq *m,
 	if (!req || !rep)
 		return -ENOMEM;
 	wb_init(&w, req, PROTO_MAX_BODY);
-	rc = proto_mreq_encode(&w, op, m);
+	if (fs->session && m->cred.session != fs->session) {
+		struct proto_mreq ms = *m; /* with the session: leases */
+
+		ms.cred.session = fs->session;
+		rc = proto_mreq_encode(&w, op, &ms);
+	} else {
+		rc = proto_mreq_encode(&w, op, m);
+	}
 	if (rc)
 		return rc == -EMSGSIZE ? -E2BIG : rc;
 	memset(&call, 0, sizeof(call));
@@ -168,15 +175,31 @@ static int meta_attr(struct cli_fs *fs, uint16_t op, const struct proto_mreq *m,
 int cli_meta_lookup(struct cli_fs *fs, const struct proto_cred *c,
 		    uint64_t parent, const char *name, struct proto_attr *attr)
 {
+	return cli_meta_lookup_grant(fs, c, parent, name, attr, NULL);
+}
+
+/* LOOKUP with the reply's lease grant: see cli_meta.h. */
+int cli_meta_lookup_grant(struct cli_fs *fs, const struct proto_cred *c,
+			  uint64_t parent, const char *name,
+			  struct proto_attr *attr, struct proto_grant *g)
+{
 	struct proto_mreq m;
+	struct proto_mrep r;
 	int rc = name_check(name);
 
+	if (g)
+		memset(g, 0, sizeof(*g));
 	if (rc)
 		return rc;
 	mreq_init(&m, c);
 	m.parent = parent;
 	m.name = pstr(name);
-	return meta_attr(fs, PROTO_OP_LOOKUP, &m, attr);
+	rc = meta_run(fs, PROTO_OP_LOOKUP, &m, &r);
+	if (rc == 0 && attr)
+		*attr = r.attr;
+	if (rc == 0 && g)
+		*g = r.grant;
+	return rc;
 }
 
 /* GETATTR: see cli_meta.h. */

@@ -19,6 +19,16 @@
 int cli_meta_lookup(struct cli_fs *fs, const struct proto_cred *c,
 		    uint64_t parent, const char *name, struct proto_attr *attr);
 
+/**
+ * LOOKUP, and the READ lease on parent its reply may grant (a request
+ * carries the session only with leases on: cli_fs.session).
+ * @param[out] g the grant (ino 0: none); NULL: not wanted
+ * @return as cli_meta_lookup
+ */
+int cli_meta_lookup_grant(struct cli_fs *fs, const struct proto_cred *c,
+			  uint64_t parent, const char *name,
+			  struct proto_attr *attr, struct proto_grant *g);
+
 /** GETATTR. @return 0, -ENOENT, -EIO */
 int cli_meta_getattr(struct cli_fs *fs, const struct proto_cred *c,
 		     uint64_t ino, struct proto_attr *attr);

@@ -23,27 +23,42 @@ static void cb_note(int rc, const char *what, uint64_t ino)
 			  (unsigned long long)ino, strerror(-rc));
 }
 
-/* cli_cb_fn: an event from the mgr. INVAL_ENTRY drops the kernel's entry
- * for the name; INVAL_INODE and RECALL (this mount holds no lease yet, so
- * a recall asks only that its caches go) drop the inode's attributes and
- * the cached ones of the inode table. RESET asks to drop everything;
- * without leases granted, nothing is cached beyond the fixed timeouts,
- * which bound it as before. Callback thread. */
-static void fe_cb_event(uint8_t kind, uint64_t ino, const char *name,
-			size_t len, void *arg)
+/* cli_lease_each_fn: take back one name the kernel held under a lease. */
+static void cb_inval_name(uint64_t dir, const char *name, size_t len,
+			  void *arg)
+{
+	struct fe_cb_ctx *x = arg;
+
+	cb_note(fuse_lowlevel_notify_inval_entry(x->se, dir, name, len),
+		"an entry", dir);
+}
+
+/* cli_cb_fn: an event from the mgr (callback thread). INVAL_ENTRY: the
+ * record first (a grant made before it is void from now on), then the
+ * kernel's entry (which waits for a LOOKUP of that directory in flight,
+ * so it lands after that entry). INVAL_INODE and RECALL: the inode's
+ * attributes (this mount holds no inode lease yet). RESET: every name
+ * the kernel holds under a lease. */
+static void fe_cb_event(uint8_t kind, uint64_t seq, uint64_t ino,
+			const char *name, size_t len, void *arg)
 {
 	struct fe_cb_ctx *x = arg;
 
 	switch (kind) {
 	case PROTO_CB_INVAL_ENTRY:
-		cb_note(fuse_lowlevel_notify_inval_entry(x->se, ino, name, len),
-			"an entry", ino);
+		cli_lease_inval(x->cf->lease, ino, name, len, seq);
+		cb_inval_name(ino, name, len, x);
 		break;
 	case PROTO_CB_INVAL_INODE:
 	case PROTO_CB_RECALL:
-		cli_itab_attr_changed(x->cf->fs->itab); /* served from the mgr again */
+		cli_itab_attr_changed(x->cf->fs->itab); /* from the mgr again */
 		cb_note(fuse_lowlevel_notify_inval_inode(x->se, ino, -1, 0),
 			"the inode", ino);
+		break;
+	case PROTO_CB_RESET:
+		log_info("callbacks: dropping %zu names held under leases",
+			 cli_lease_names(x->cf->lease));
+		cli_lease_reset(x->cf->lease, cb_inval_name, x);
 		break;
 	default:
 		log_debug("callbacks: event %u for %llu", kind,
@@ -53,13 +68,45 @@ static void fe_cb_event(uint8_t kind, uint64_t ino, const char *name,
 }
 
 /* See fe_cb.h. */
-int fe_cb_start(struct cli_cb **out, struct fe_fuse *cf,
-		struct fuse_session *se, const struct net_opts *no)
+int fe_cb_start(struct fe_fuse *cf, struct fuse_session *se,
+		const struct net_opts *no)
 {
 	static struct fe_cb_ctx ctx; /* one mount per process */
+	int rc;
 
 	ctx.cf = cf;
 	ctx.se = se;
-	return cli_cb_new(out, cf->fs, cli_lock_session(cf->lock), no,
-			  fe_cb_event, &ctx);
+	rc = cli_lease_new(&cf->lease, 0);
+	if (rc)
+		return rc;
+	cf->fs->session = cli_lock_session(cf->lock);
+	rc = cli_cb_new(&cf->cb, cf->fs, cf->fs->session, no, fe_cb_event,
+			&ctx);
+	if (rc) {
+		cf->fs->session = 0;
+		cli_lease_free(cf->lease);
+		cf->lease = NULL;
+	}
+	return rc;
+}
+
+/* See fe_cb.h. */
+void fe_cb_stop(struct fe_fuse *cf)
+{
+	cli_cb_free(cf->cb);
+	cf->cb = NULL;
+	cf->fs->session = 0;
+	cli_lease_free(cf->lease);
+	cf->lease = NULL;
+}
+
+/* See fe_cb.h. */
+int fe_cb_entry_long(struct fe_fuse *cf, uint64_t gen,
+		     const struct proto_grant *g, uint64_t dir,
+		     const char *name)
+{
+	if (!cf->lease)
+		return 0;
+	return cli_lease_take(cf->lease, gen, cli_cb_live(cf->cb), g, dir,
+			      name, strlen(name));
 }

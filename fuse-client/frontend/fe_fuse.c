@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "fe_bdi.h"
+#include "fe_cb.h"
 #include "fe_fuse.h"
 #include "fe_lock.h"
 #include "fe_loop.h"
@@ -177,7 +178,8 @@ static uint64_t clock_of(fuse_req_t req)
 
 /* Reply with a new kernel reference to attr's inode (lookup, mkdir, ...);
  * since: the clock before the mgr call. */
-static void reply_entry(fuse_req_t req, struct proto_attr *a, uint64_t since)
+static void reply_entry(fuse_req_t req, struct proto_attr *a, uint64_t since,
+			double entry_timeout)
 {
 	struct cli_fs *fs = fs_of(req);
 	struct fuse_entry_param e;
@@ -186,6 +188,7 @@ static void reply_entry(fuse_req_t req, struct proto_attr *a, uint64_t since)
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
 	fill_entry(req, a, &e);
+	e.entry_timeout = entry_timeout;
 	if (fuse_reply_entry(req, &e))
 		cli_inode_forget(fs->itab, a->ino, 1); /* kernel took no ref */
 }
@@ -345,16 +348,21 @@ static void fe_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_FLOCK_LOCKS;
 }
 
-/* LOOKUP; a miss is cached by the kernel for entry_timeout. */
+/* LOOKUP; a miss is cached by the kernel for entry_timeout, a hit too,
+ * or, when the reply grants a READ lease on parent, for
+ * FE_LEASE_ENTRY_TIMEOUT (fe_cb.h). */
 static void fe_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	struct fe_fuse *cf = cf_of(req);
+	uint64_t gen = cf->lease ? cli_lease_gen(cf->lease) : 0;
+	struct proto_grant g;
 	struct proto_cred c;
 	struct proto_attr a;
 	uint64_t since = clock_of(req);
 	int rc;
 
 	cred_of(req, &c);
-	rc = cli_meta_lookup(fs_of(req), &c, parent, name, &a);
+	rc = cli_meta_lookup_grant(fs_of(req), &c, parent, name, &a, &g);
 	if (rc == -ENOENT) {
 		struct fuse_entry_param e;
 
@@ -364,7 +372,9 @@ static void fe_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	reply_entry(req, &a, since);
+	reply_entry(req, &a, since,
+		    fe_cb_entry_long(cf, gen, &g, parent, name) ?
+		    FE_LEASE_ENTRY_TIMEOUT : cf->entry_timeout);
 }
 
 /* FORGET: drop kernel references. */
@@ -545,7 +555,7 @@ static void fe_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
 	cli_inode_dir_created(fs_of(req)->itab, parent, &a);
-	reply_entry(req, &a, since);
+	reply_entry(req, &a, since, cf_of(req)->entry_timeout);
 }
 
 /* MKDIR. */
@@ -563,7 +573,7 @@ static void fe_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
 	cli_inode_dir_created(fs_of(req)->itab, parent, &a);
-	reply_entry(req, &a, since);
+	reply_entry(req, &a, since, cf_of(req)->entry_timeout);
 }
 
 /* UNLINK; frees the data now or at last release if it was the last link. */
@@ -609,7 +619,7 @@ static void fe_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
 	cli_inode_dir_created(fs_of(req)->itab, parent, &a);
-	reply_entry(req, &a, since);
+	reply_entry(req, &a, since, cf_of(req)->entry_timeout);
 }
 
 /* RENAME (RENAME_NOREPLACE, RENAME_EXCHANGE); frees a replaced target. */
@@ -646,7 +656,7 @@ static void fe_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	cli_itab_attr_changed(fs_of(req)->itab);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	reply_entry(req, &a, since);
+	reply_entry(req, &a, since, cf_of(req)->entry_timeout);
 }
 
 /* Make the per-open state for an opened file of the request's session
@@ -980,15 +990,25 @@ static int is_dot(const char *name)
 	       (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
 }
 
+/* What READDIRPLUS entries may be cached under: the reply's grant on dir,
+ * and the lease record's generation before the request (fe_cb.h). */
+struct rd_lease {
+	uint64_t gen;
+	const struct proto_grant *g;
+	uint64_t dir;
+};
+
 /*
  * Add one mgr directory entry to a READDIR(PLUS) reply buffer of cap bytes;
  * with plus, take a kernel reference for it (not for "." and "..") at
- * clock since. Cost: a table update with plus.
+ * clock since, and let the kernel keep the name long if l's grant allows
+ * (fe_cb_entry_long). Cost: a table update with plus.
  * @return the bytes added, 0 if it does not fit or the table is out of
  *	memory (the entry is then sent again by the next call)
  */
 static size_t add_dirent(fuse_req_t req, char *buf, size_t cap,
-			 const struct proto_dirent *d, int plus, uint64_t since)
+			 const struct proto_dirent *d, int plus, uint64_t since,
+			 const struct rd_lease *l)
 {
 	char name[PROTO_MAX_NAME + 1];
 	size_t need;
@@ -1004,6 +1024,9 @@ static size_t add_dirent(fuse_req_t req, char *buf, size_t cap,
 		    cli_inode_update(fs_of(req)->itab, &a, 1, since)))
 			return 0;
 		fill_entry(req, &a, &e);
+		if (!is_dot(name) && fe_cb_entry_long(cf_of(req), l->gen, l->g,
+						      l->dir, name))
+			e.entry_timeout = FE_LEASE_ENTRY_TIMEOUT;
 		fuse_add_direntry_plus(req, buf, cap, name, &e, (off_t)d->cookie);
 	} else {
 		struct stat st;
@@ -1034,9 +1057,12 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       int plus, struct fe_dir *dir)
 {
 	struct cli_fs *fs = fs_of(req);
+	struct fe_fuse *cf = cf_of(req);
 	struct proto_cred c;
 	struct proto_mrep rep;
 	struct proto_dirent d;
+	struct rd_lease l = { .gen = cf->lease ? cli_lease_gen(cf->lease) : 0,
+			      .g = &rep.grant, .dir = ino };
 	struct rbuf r;
 	size_t pos = 0, need, maxb = size * (plus ? 2 : 4);
 	char *buf = rbuf_get(fs, size);
@@ -1058,7 +1084,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return (void) fuse_reply_err(req, -rc);
 	rb_init(&r, rep.dirents.p, rep.dirents.len);
 	while ((rc = proto_dirent_next(&r, &d)) == 1) {
-		need = add_dirent(req, buf + pos, size - pos, &d, plus, since);
+		need = add_dirent(req, buf + pos, size - pos, &d, plus, since,
+				  &l);
 		if (!need)
 			break; /* rc stays 1: not all passed on */
 		pos += need;

@@ -32,6 +32,8 @@ struct fe_fuse {
 	struct fe_wback *wb;   /* write-behind (fe_wback.h), NULL when off */
 	struct cli_reap *reap; /* background data removal (cli_reap.h) */
 	struct cli_lock *lock; /* cluster-wide locks (cli_lock.h) */
+	struct cli_lease *lease; /* leases (fe_cb.h), NULL when off */
+	struct cli_cb *cb;     /* the callback channel, NULL when off */
 	struct fe_loop *loop;  /* the worker loop (fe_loop.h): set before
 				  its workers start, cleared after they end */
 	const char *mountpoint; /* absolute, as mounted (read-only) */

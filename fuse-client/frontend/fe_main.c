@@ -58,7 +58,7 @@ struct fe_args {
 	unsigned workers;     /* -o workers=N (fe_loop.h) */
 	unsigned read_ahead_kb; /* -o read_ahead_kb=N (fe_bdi.h), 0: leave it */
 	struct opt_addr metrics; /* -o metrics=HOST:PORT */
-	int leases;           /* -o [no]leases: the callback channel (fe_cb.h) */
+	int leases;           /* -o [no_]leases (fe_cb.h) */
 	uint64_t given;       /* the table's entries given */
 	int bad;              /* an argument was invalid (message printed) */
 };
@@ -119,12 +119,13 @@ static const struct opt fe_opts[] = {
 		  "READs, 4 in flight; 0 keeps the kernel's 128; needs root)" },
 	{ .name = "leases", .kind = OPT_SWITCH,
 	  OPT_AT(struct fe_args, leases), .defdoc = "off",
-	  .help = "keep a callback channel to the mgr, which invalidates the "
-		  "kernel's names and attributes when it says so (the "
-		  "channel only, so far: no lease is granted yet)" },
+	  .help = "READ leases on directories: the kernel keeps names an hour, "
+		  "and the mgr has a change elsewhere invalidate them first, "
+		  "through a callback channel (needs group commit at the mgr)" },
 	{ .name = "no_leases", .kind = OPT_SWITCH, .flags = OPT_NEGATE,
 	  OPT_AT(struct fe_args, leases),
-	  .help = "no callback channel (the default)" },
+	  .help = "no leases: names and attributes follow the fixed timeouts "
+		  "(the default)" },
 	{ .name = "metrics", .kind = OPT_ADDR, .arg = "HOST:PORT",
 	  OPT_AT(struct fe_args, metrics), .addr = ADDR_PORT0, .defdoc = "off",
 	  .help = "serve Prometheus /metrics on HOST:PORT" },
@@ -441,7 +442,6 @@ struct mount_main {
 	struct fe_fuse cf;
 	struct fe_metrics *metrics;
 	struct fuse_session *se;
-	struct cli_cb *cb;      /* the callback channel, NULL when off */
 };
 
 /* Whether argv asks for the README's table of the -o options. */
@@ -583,7 +583,7 @@ static int mount_session(struct mount_main *m)
 		return 1;
 	if (fuse_session_mount(m->se, m->fo.mountpoint) != 0)
 		goto out_remove_handlers;
-	if (m->a.leases && fe_cb_start(&m->cb, &m->cf, m->se, &m->no)) {
+	if (m->a.leases && fe_cb_start(&m->cf, m->se, &m->no)) {
 		log_err("cannot start the callback channel");
 		goto out_unmount;
 	}
@@ -598,8 +598,8 @@ static int mount_session(struct mount_main *m)
 	m->cf.loop = NULL;
 	fe_loop_free(lp);
 out_stop_cb:
-	cli_cb_free(m->cb);
-	m->cb = NULL;
+	if (m->a.leases)
+		fe_cb_stop(&m->cf);
 out_unmount:
 	fuse_session_unmount(m->se);
 out_remove_handlers:

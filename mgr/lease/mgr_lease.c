@@ -9,7 +9,8 @@
 
 #include "log.h"
 
-#define LS_BUCKETS 4096 /* session hash */
+#define LS_BUCKETS 4096      /* session hash */
+#define LS_OBJ_BUCKETS 16384 /* directory hash */
 #define LS_HOST_MAX 64  /* bytes of a host name kept for the cap */
 
 /* One queued event; its name is stored after it. */
@@ -43,11 +44,38 @@ struct ls_session {
 	TAILQ_ENTRY(ls_session) link;  /* mgr_lease.slist */
 };
 
+/* A directory with READ leases, or with changes waiting or running. */
+struct ls_obj {
+	uint64_t ino;
+	uint64_t holders[MGR_LEASE_MAX_HOLDERS]; /* session ids */
+	unsigned nholders;
+	unsigned changing;             /* changes parked or running */
+	struct ls_obj *hnext;          /* hash chain */
+};
+
+/* An invalidation a parked change waits for: session's ack of seq. */
+struct ls_ack {
+	uint64_t session, seq;
+};
+
+/* A change waiting for acknowledgements. */
+struct ls_change {
+	void *ctx;
+	unsigned nacks;
+	TAILQ_ENTRY(ls_change) link;   /* mgr_lease.changes */
+	struct ls_ack acks[];
+};
+
 /* The table. Loop thread only: no lock. */
 struct mgr_lease {
 	uint64_t boot;
 	mgr_lease_done_fn done;
+	mgr_lease_ready_fn ready;
 	void *arg;
+	struct ls_obj *objs[LS_OBJ_BUCKETS];
+	size_t nobjs;
+	TAILQ_HEAD(, ls_change) changes; /* parked, oldest first */
+	size_t nchanges;
 	struct ls_session *hash[LS_BUCKETS];
 	TAILQ_HEAD(, ls_session) slist;
 	size_t nsessions, nparked, nqueued;
@@ -73,19 +101,21 @@ static struct ls_session *ls_find(const struct mgr_lease *ml, uint64_t id)
 
 /* See mgr_lease.h. */
 int mgr_lease_new(struct mgr_lease **out, uint64_t boot,
-		  mgr_lease_done_fn done, void *arg)
+		  mgr_lease_done_fn done, mgr_lease_ready_fn ready, void *arg)
 {
 	struct mgr_lease *ml;
 
-	if (!boot || !done)
+	if (!boot || !done || !ready)
 		return -EINVAL;
 	ml = calloc(1, sizeof(*ml));
 	if (!ml)
 		return -ENOMEM;
 	ml->boot = boot;
 	ml->done = done;
+	ml->ready = ready;
 	ml->arg = arg;
 	TAILQ_INIT(&ml->slist);
+	TAILQ_INIT(&ml->changes);
 	*out = ml;
 	return 0;
 }
@@ -171,13 +201,25 @@ static void ls_free(struct mgr_lease *ml, struct ls_session *s)
 void mgr_lease_free(struct mgr_lease *ml)
 {
 	struct ls_session *s;
+	struct ls_change *c;
+	struct ls_obj *o;
 
 	if (!ml)
 		return;
+	while ((c = TAILQ_FIRST(&ml->changes))) {
+		TAILQ_REMOVE(&ml->changes, c, link);
+		ml->ready(c->ctx, ml->arg);
+		free(c);
+	}
 	while ((s = TAILQ_FIRST(&ml->slist))) {
 		ls_answer(ml, s);
 		ls_free(ml, s);
 	}
+	for (size_t b = 0; b < LS_OBJ_BUCKETS; b++)
+		while ((o = ml->objs[b])) {
+			ml->objs[b] = o->hnext;
+			free(o);
+		}
 	free(ml);
 }
 
@@ -269,12 +311,39 @@ static int64_t ls_queue(struct mgr_lease *ml, struct ls_session *s,
 	return (int64_t)e->ev.seq;
 }
 
+/* Let every parked change run whose acknowledgements all came (or whose
+ * sessions were forgotten), in the order they were parked. Cost: the
+ * parked changes and their acks. */
+static void ls_changes_check(struct mgr_lease *ml)
+{
+	struct ls_change *c, *next;
+	struct ls_session *s;
+
+	for (c = TAILQ_FIRST(&ml->changes); c; c = next) {
+		next = TAILQ_NEXT(c, link);
+		for (unsigned i = 0; i < c->nacks;) {
+			s = ls_find(ml, c->acks[i].session);
+			if (!s || s->acked >= c->acks[i].seq)
+				c->acks[i] = c->acks[--c->nacks];
+			else
+				i++;
+		}
+		if (c->nacks)
+			continue;
+		TAILQ_REMOVE(&ml->changes, c, link);
+		ml->nchanges--;
+		ml->ready(c->ctx, ml->arg);
+		free(c);
+	}
+}
+
 /* See mgr_lease.h. */
 int mgr_lease_wait(struct mgr_lease *ml, const struct proto_cbwait *q,
 		   const char *client, uint64_t now_ms, void *ctx,
 		   struct proto_cbrep *rep)
 {
 	struct ls_session *s = ls_find(ml, q->session);
+	int acked_more = 0, made = 0;
 	int64_t seq;
 	int rc;
 
@@ -282,6 +351,7 @@ int mgr_lease_wait(struct mgr_lease *ml, const struct proto_cbwait *q,
 		rc = ls_make(ml, q->session, client, &s);
 		if (rc)
 			return rc;
+		made = 1;
 		if (q->boot == ml->boot) {
 			/* it knew this start: we forgot it, events are lost */
 			seq = ls_queue(ml, s, PROTO_CB_RESET, 1, NULL, 0);
@@ -293,14 +363,18 @@ int mgr_lease_wait(struct mgr_lease *ml, const struct proto_cbwait *q,
 	} else if (q->boot == ml->boot) {
 		if (q->acked > s->sent)
 			return -EBADMSG;
-		if (q->acked > s->acked)
+		if (q->acked > s->acked) {
 			s->acked = q->acked;
+			acked_more = 1;
+		}
 		ls_drop_events(ml, s, s->acked);
 	}
 	s->lease_ms = q->lease_ms;
 	s->last_ms = now_ms;
+	if (acked_more)
+		ls_changes_check(ml);
 	ls_answer(ml, s); /* an older wait of the session: it reconnected */
-	if (s->nevents) {
+	if (s->nevents || made) { /* a new session learns the boot at once */
 		ls_fill(ml, s, rep);
 		return 0;
 	}
@@ -333,6 +407,7 @@ int64_t mgr_lease_post(struct mgr_lease *ml, uint64_t session, uint8_t kind,
 void mgr_lease_tick(struct mgr_lease *ml, uint64_t now_ms)
 {
 	struct ls_session *s, *next;
+	int forgot = 0;
 
 	for (s = TAILQ_FIRST(&ml->slist); s; s = next) {
 		next = TAILQ_NEXT(s, link);
@@ -349,8 +424,11 @@ void mgr_lease_tick(struct mgr_lease *ml, uint64_t now_ms)
 				 (unsigned long long)s->id, s->lease_ms,
 				 s->nevents);
 			ls_free(ml, s);
+			forgot = 1;
 		}
 	}
+	if (forgot)
+		ls_changes_check(ml);
 }
 
 /* See mgr_lease.h. */
@@ -372,4 +450,190 @@ int mgr_lease_acked(const struct mgr_lease *ml, uint64_t session,
 		return 0;
 	*acked = s->acked;
 	return 1;
+}
+
+/* ------------------------------------------------------------- leases */
+
+/* The bucket of a directory's inode number. */
+static size_t ls_obj_bucket(uint64_t ino)
+{
+	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 50) % LS_OBJ_BUCKETS;
+}
+
+/* The object of directory ino; made (empty) if make and the cap allows.
+ * @return it, or NULL */
+static struct ls_obj *ls_obj_get(struct mgr_lease *ml, uint64_t ino, int make)
+{
+	size_t b = ls_obj_bucket(ino);
+	struct ls_obj *o;
+
+	for (o = ml->objs[b]; o; o = o->hnext)
+		if (o->ino == ino)
+			return o;
+	if (!make || ml->nobjs >= MGR_LEASE_MAX_OBJECTS)
+		return NULL;
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return NULL;
+	o->ino = ino;
+	o->hnext = ml->objs[b];
+	ml->objs[b] = o;
+	ml->nobjs++;
+	return o;
+}
+
+/* Free object o if it holds nothing any more. */
+static void ls_obj_put(struct mgr_lease *ml, struct ls_obj *o)
+{
+	struct ls_obj **pp = &ml->objs[ls_obj_bucket(o->ino)];
+
+	if (o->nholders || o->changing)
+		return;
+	while (*pp != o)
+		pp = &(*pp)->hnext;
+	*pp = o->hnext;
+	ml->nobjs--;
+	free(o);
+}
+
+/* Drop the holders of o whose sessions the table forgot. */
+static void ls_obj_prune(struct mgr_lease *ml, struct ls_obj *o)
+{
+	for (unsigned i = 0; i < o->nholders;) {
+		if (ls_find(ml, o->holders[i]))
+			i++;
+		else
+			o->holders[i] = o->holders[--o->nholders];
+	}
+}
+
+/* See mgr_lease.h. */
+int mgr_lease_grant(struct mgr_lease *ml, uint64_t session, uint64_t dir,
+		    uint64_t *evseq)
+{
+	struct ls_session *s = session ? ls_find(ml, session) : NULL;
+	struct ls_obj *o;
+	unsigned i;
+
+	if (!s || !dir)
+		return 0;
+	o = ls_obj_get(ml, dir, 1);
+	if (!o || o->changing)
+		return 0;
+	for (i = 0; i < o->nholders && o->holders[i] != session; i++)
+		;
+	if (i == o->nholders) {
+		if (o->nholders == MGR_LEASE_MAX_HOLDERS)
+			ls_obj_prune(ml, o);
+		if (o->nholders == MGR_LEASE_MAX_HOLDERS)
+			return 0;
+		o->holders[o->nholders++] = session;
+	}
+	*evseq = s->next_seq - 1;
+	return 1;
+}
+
+/* Note that session must acknowledge seq before the change runs (the
+ * highest seq per session is kept). */
+static void ls_need_ack(struct ls_ack *acks, unsigned *n, uint64_t session,
+			uint64_t seq)
+{
+	for (unsigned i = 0; i < *n; i++)
+		if (acks[i].session == session) {
+			if (seq > acks[i].seq)
+				acks[i].seq = seq;
+			return;
+		}
+	acks[(*n)++] = (struct ls_ack){ session, seq };
+}
+
+/* Invalidate one name at the other holders of its directory (o),
+ * collecting the acks to wait for. A failed post (no memory) turns into
+ * a RESET of that session, or, if even that fails, forgetting it (its
+ * lease lapses on its side; its caches go then). */
+static void ls_inval_name(struct mgr_lease *ml, struct ls_obj *o,
+			  uint64_t origin, const struct mgr_lease_name *nm,
+			  struct ls_ack *acks, unsigned *nacks)
+{
+	struct ls_session *s;
+	int64_t seq;
+
+	ls_obj_prune(ml, o);
+	for (unsigned i = 0; i < o->nholders; i++) {
+		if (o->holders[i] == origin)
+			continue;
+		s = ls_find(ml, o->holders[i]);
+		seq = ls_queue(ml, s, PROTO_CB_INVAL_ENTRY, nm->dir, nm->name,
+			       nm->len);
+		if (seq < 0)
+			seq = ls_queue(ml, s, PROTO_CB_RESET, 1, NULL, 0);
+		if (seq < 0) {
+			log_warn("callbacks: out of memory: forgetting session "
+				 "%016llx", (unsigned long long)s->id);
+			ls_answer(ml, s);
+			ls_free(ml, s);
+			continue;
+		}
+		ls_answer(ml, s);
+		ls_need_ack(acks, nacks, o->holders[i], (uint64_t)seq);
+	}
+}
+
+/* See mgr_lease.h. */
+int mgr_lease_change(struct mgr_lease *ml, uint64_t origin,
+		     const struct mgr_lease_name *names, unsigned n,
+		     void *ctx)
+{
+	struct ls_ack acks[2 * MGR_LEASE_MAX_HOLDERS];
+	struct ls_change *c;
+	unsigned nacks = 0;
+	struct ls_obj *o;
+
+	if (n > 2)
+		return -EINVAL;
+	for (unsigned i = 0; i < n; i++) {
+		/* none made (the cap, no memory): then nobody holds a lease
+		 * on it, and none can be granted while it is missing */
+		o = ls_obj_get(ml, names[i].dir, 1);
+		if (!o)
+			continue;
+		o->changing++;
+		ls_inval_name(ml, o, origin, &names[i], acks, &nacks);
+	}
+	if (!nacks)
+		return 0;
+	c = malloc(sizeof(*c) + nacks * sizeof(acks[0]));
+	if (!c) {
+		mgr_lease_done(ml, names, n);
+		return -ENOMEM;
+	}
+	c->ctx = ctx;
+	c->nacks = nacks;
+	memcpy(c->acks, acks, nacks * sizeof(acks[0]));
+	TAILQ_INSERT_TAIL(&ml->changes, c, link);
+	ml->nchanges++;
+	return 1;
+}
+
+/* See mgr_lease.h. */
+void mgr_lease_done(struct mgr_lease *ml, const struct mgr_lease_name *names,
+		    unsigned n)
+{
+	struct ls_obj *o;
+
+	for (unsigned i = 0; i < n; i++) {
+		o = ls_obj_get(ml, names[i].dir, 0);
+		if (!o || !o->changing)
+			continue;
+		o->changing--;
+		ls_obj_put(ml, o);
+	}
+}
+
+/* See mgr_lease.h. */
+void mgr_lease_object_counts(const struct mgr_lease *ml, size_t *objects,
+			     size_t *parked)
+{
+	*objects = ml->nobjs;
+	*parked = ml->nchanges;
 }

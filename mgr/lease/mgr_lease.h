@@ -20,29 +20,45 @@ struct mgr_lease;
 typedef void (*mgr_lease_done_fn)(void *ctx, const struct proto_cbrep *rep,
 				  void *arg);
 
+/* A parked change may run: every other holder of a READ lease on its
+ * directories acknowledged its invalidations, or was forgotten. */
+typedef void (*mgr_lease_ready_fn)(void *ctx, void *arg);
+
+/* A name a change adds, removes or replaces: the directory and the name. */
+struct mgr_lease_name {
+	uint64_t dir;
+	const char *name;
+	size_t len;
+};
+
 #define MGR_LEASE_MAX_SESSIONS 16384u       /* sessions at once */
 #define MGR_LEASE_MAX_CLIENT_SESSIONS 1024u /* of them from one host */
 #define MGR_LEASE_MAX_QUEUED 4096u          /* events queued per session;
 					     * past it they collapse into
 					     * one RESET */
+#define MGR_LEASE_MAX_OBJECTS 262144u       /* directories with leases */
+#define MGR_LEASE_MAX_HOLDERS 64u           /* READ leases on one of them */
 
 /**
  * Create a table.
  * @param boot this start's boot id (random, non-zero), sent in every reply
  * @param done called for each parked wait when it is answered
- * @return 0, -EINVAL (boot 0), -ENOMEM
+ * @param ready called for each parked change when it may run
+ * @return 0, -EINVAL (boot 0, no callback), -ENOMEM
  */
 int mgr_lease_new(struct mgr_lease **out, uint64_t boot,
-		  mgr_lease_done_fn done, void *arg);
+		  mgr_lease_done_fn done, mgr_lease_ready_fn ready, void *arg);
 
-/** Answer every parked wait (with the events it has) and free the table. */
+/** Answer every parked wait (with the events it has), let every parked
+ * change run (ready), and free the table. */
 void mgr_lease_free(struct mgr_lease *ml);
 
 /**
  * Run a decoded CB_WAIT: drop the session's events up to q->acked (when
  * q->boot is this start's; an ack from another start means nothing here),
- * renew its lease, and answer at once if it has events, else park the
- * wait until it has some or q->wait_ms has passed. A session not known
+ * renew its lease, and answer at once if it has events or is new (so that
+ * it learns the boot id), else park the wait until it has some or
+ * q->wait_ms has passed. A session not known
  * yet is made; if the wait says it knew this start (q->boot is this
  * boot), the mgr forgot it (it expired): its first event is a RESET. A
  * second wait of a session answers the first one, empty.
@@ -78,6 +94,46 @@ int64_t mgr_lease_post(struct mgr_lease *ml, uint64_t session, uint8_t kind,
  * Cost: one walk of the sessions.
  */
 void mgr_lease_tick(struct mgr_lease *ml, uint64_t now_ms);
+
+/**
+ * Grant session a READ lease on directory dir, for a LOOKUP in it or a
+ * READDIR of it whose reply is being made now (from a read transaction
+ * begun after every change the table let run committed: mgr_lease_done).
+ * Refused while a change of the directory is waiting or running, for a
+ * session without a callback channel, and past the caps.
+ * @param[out] evseq the session's last event number now (proto_grant)
+ * @return 1 granted, 0 not (answer without a grant)
+ * Cost: two hash lookups.
+ */
+int mgr_lease_grant(struct mgr_lease *ml, uint64_t session, uint64_t dir,
+		    uint64_t *evseq);
+
+/**
+ * A change of names is about to run: queue INVAL_ENTRY for each name to
+ * every holder of a READ lease on its directory but origin (the session
+ * that asks, 0: none), and park the change until each has acknowledged or
+ * been forgotten. From now until mgr_lease_done, the directories grant no
+ * lease.
+ * @param ctx the change, handed to ready when it may run
+ * @return 0 run it now (nobody to wait for); 1 parked (ready runs later
+ *	with ctx); -EINVAL (more than 2 names); -ENOMEM (fail the change:
+ *	the table is as before, but for invalidations sent for nothing)
+ * Cost: the holders of the directories.
+ */
+int mgr_lease_change(struct mgr_lease *ml, uint64_t origin,
+		     const struct mgr_lease_name *names, unsigned n,
+		     void *ctx);
+
+/**
+ * A change mgr_lease_change let run is committed (or failed): its
+ * directories may grant leases again once no other change of theirs runs.
+ */
+void mgr_lease_done(struct mgr_lease *ml, const struct mgr_lease_name *names,
+		    unsigned n);
+
+/** Directories with leases or changes, and changes parked (tests, metrics). */
+void mgr_lease_object_counts(const struct mgr_lease *ml, size_t *objects,
+			     size_t *parked);
 
 /** Sessions known, waits parked, events queued (for metrics and tests). */
 void mgr_lease_counts(const struct mgr_lease *ml, size_t *sessions,

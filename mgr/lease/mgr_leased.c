@@ -54,6 +54,15 @@ static void leased_done(void *ctx, const struct proto_cbrep *rep, void *arg)
 	leased_reply(arg, ctx, rep);
 }
 
+/* mgr_lease_ready_fn: a parked change may run. */
+static void leased_ready(void *ctx, void *arg)
+{
+	struct mgr_leased_wait *w = ctx;
+
+	(void)arg;
+	w->ready(w);
+}
+
 /* Timer: end waits, forget silent sessions. */
 static void leased_on_tick(struct ev_loop *loop, ev_timer *t, int revents)
 {
@@ -76,7 +85,7 @@ int mgr_leased_new(struct mgr_leased **out, struct ev_loop *loop)
 	while (boot == 0)
 		if (getrandom(&boot, sizeof(boot), 0) != sizeof(boot))
 			boot = (uint64_t)time(NULL) ^ leased_now_ms() << 20;
-	rc = mgr_lease_new(&ld->ml, boot, leased_done, ld);
+	rc = mgr_lease_new(&ld->ml, boot, leased_done, leased_ready, ld);
 	if (rc) {
 		free(ld);
 		return rc;
@@ -163,4 +172,33 @@ void mgr_leased_counts(struct mgr_leased *ld, size_t *sessions,
 		       size_t *parked, size_t *queued)
 {
 	mgr_lease_counts(ld->ml, sessions, parked, queued);
+}
+
+/* See mgr_leased.h. */
+int mgr_leased_change(struct mgr_leased *ld, uint64_t origin,
+		      const struct mgr_lease_name *names, unsigned n,
+		      struct mgr_leased_wait *w)
+{
+	return ld ? mgr_lease_change(ld->ml, origin, names, n, w) : 0;
+}
+
+/* See mgr_leased.h. */
+void mgr_leased_done(struct mgr_leased *ld, const struct mgr_lease_name *names,
+		     unsigned n)
+{
+	if (ld)
+		mgr_lease_done(ld->ml, names, n);
+}
+
+/* See mgr_leased.h. */
+int mgr_leased_grant(struct mgr_leased *ld, uint64_t session, uint64_t dir,
+		     struct proto_grant *g)
+{
+	uint64_t evseq;
+
+	if (!ld || !session || !mgr_lease_grant(ld->ml, session, dir, &evseq))
+		return 0;
+	g->ino = dir;
+	g->evseq = evseq;
+	return 1;
 }

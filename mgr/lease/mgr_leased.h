@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mgr_lease.h"
 #include "net.h"
 
 struct ev_loop;
@@ -40,6 +41,32 @@ void mgr_leased_handle(struct mgr_leased *ld, struct net_sreq *r);
 int64_t mgr_leased_post(struct mgr_leased *ld, uint64_t session,
 			uint8_t kind, uint64_t ino, const char *name,
 			size_t len);
+
+/* A change parked until the holders of leases on its directories have
+ * acknowledged their invalidations; ready is called (loop thread) when it
+ * may run. Embed it in the change's own struct. */
+struct mgr_leased_wait {
+	void (*ready)(struct mgr_leased_wait *w);
+};
+
+/**
+ * A change of names is about to run (mgr_lease_change): it runs now, or
+ * once the other holders acknowledged. ld NULL: run now.
+ * @return 0 run now; 1 parked (w->ready later); -EINVAL, -ENOMEM (fail it)
+ */
+int mgr_leased_change(struct mgr_leased *ld, uint64_t origin,
+		      const struct mgr_lease_name *names, unsigned n,
+		      struct mgr_leased_wait *w);
+
+/** A change mgr_leased_change let run is committed or failed. ld NULL:
+ * nothing. */
+void mgr_leased_done(struct mgr_leased *ld, const struct mgr_lease_name *names,
+		     unsigned n);
+
+/** A READ lease for a reply being made now (mgr_lease_grant). ld NULL or
+ * session 0: none. @return 1 granted (g filled), 0 not */
+int mgr_leased_grant(struct mgr_leased *ld, uint64_t session, uint64_t dir,
+		     struct proto_grant *g);
 
 /** Sessions known, waits parked, events queued. Loop thread. */
 void mgr_leased_counts(struct mgr_leased *ld, size_t *sessions,

@@ -49,6 +49,18 @@ static void done_cb(void *ctx, const struct proto_cbrep *rep, void *arg)
 			 (int)rep->ev[0].name.len, rep->ev[0].name.p);
 }
 
+/* What ready_cb saw: the changes let run, in order. */
+static void *readied[16];
+static int nready;
+
+/* mgr_lease_ready_fn: record the change. */
+static void ready_cb(void *ctx, void *arg)
+{
+	(void)arg;
+	if (nready < 16)
+		readied[nready++] = ctx;
+}
+
 /* A wait of session sess that acknowledges acked, knowing boot. */
 static struct proto_cbwait W(uint64_t sess, uint64_t boot, uint64_t acked)
 {
@@ -59,17 +71,31 @@ static struct proto_cbwait W(uint64_t sess, uint64_t boot, uint64_t acked)
 
 static struct proto_cbrep rep; /* large: not on the stack */
 
+/* A new session's first wait: answered at once, empty, with the boot id
+ * (so that the mount learns it). @return mgr_lease_wait's result */
+static int join(struct mgr_lease *ml, uint64_t sess, const char *host,
+		uint64_t now)
+{
+	struct proto_cbwait q = W(sess, 0, 0);
+	int ctx, rc = mgr_lease_wait(ml, &q, host, now, &ctx, &rep);
+
+	CHECK(rc < 0 || (rc == 0 && rep.nev == 0 && rep.boot == BOOT),
+	      "a new session is answered at once: %d", rc);
+	return rc;
+}
+
 /* A wait parks; an event answers it; the next wait acknowledges it. */
 static void test_park_and_post(void)
 {
 	struct mgr_lease *ml;
 	struct seen seen = { 0 };
-	struct proto_cbwait q = W(7, 0, 0);
+	struct proto_cbwait q = W(7, BOOT, 0);
 	size_t ns, np, nq;
 	uint64_t acked = 99;
 	int ctx1, ctx2;
 
-	CHECK(mgr_lease_new(&ml, BOOT, done_cb, &seen) == 0, "new");
+	CHECK(mgr_lease_new(&ml, BOOT, done_cb, ready_cb, &seen) == 0, "new");
+	CHECK(join(ml, 7, "h1", 0) == 0, "joined");
 	CHECK(mgr_lease_wait(ml, &q, "h1", 0, &ctx1, &rep) == 1, "parked");
 	mgr_lease_counts(ml, &ns, &np, &nq);
 	CHECK(ns == 1 && np == 1 && nq == 0, "%zu %zu %zu", ns, np, nq);
@@ -113,11 +139,12 @@ static void test_slices_and_expiry(void)
 {
 	struct mgr_lease *ml;
 	struct seen seen = { 0 };
-	struct proto_cbwait q = W(9, 0, 0);
+	struct proto_cbwait q = W(9, BOOT, 0);
 	size_t ns, np, nq;
 	int a, b;
 
-	CHECK(mgr_lease_new(&ml, BOOT, done_cb, &seen) == 0, "new");
+	CHECK(mgr_lease_new(&ml, BOOT, done_cb, ready_cb, &seen) == 0, "new");
+	CHECK(join(ml, 9, NULL, 1000) == 0, "joined");
 	CHECK(mgr_lease_wait(ml, &q, NULL, 1000, &a, &rep) == 1, "parked");
 	mgr_lease_tick(ml, 5999);
 	CHECK(seen.calls == 0, "not before its slice");
@@ -144,8 +171,8 @@ static void test_slices_and_expiry(void)
 	      rep.ev[0].seq == 1, "a RESET first");
 	/* a session from another boot starts clean, and its ack is ignored */
 	q = W(10, 0x1234, 77);
-	CHECK(mgr_lease_wait(ml, &q, NULL, 30000, &b, &rep) == 1,
-	      "new boot: parks");
+	CHECK(mgr_lease_wait(ml, &q, NULL, 30000, &b, &rep) == 0 &&
+	      rep.nev == 0 && rep.boot == BOOT, "another boot: no RESET");
 	mgr_lease_free(ml);
 }
 
@@ -156,12 +183,13 @@ static void test_collapse(void)
 {
 	struct mgr_lease *ml;
 	struct seen seen = { 0 };
-	struct proto_cbwait q = W(11, 0, 0);
+	struct proto_cbwait q = W(11, BOOT, 0);
 	int64_t seq = 0, reset;
 	uint64_t acked;
 	int a;
 
-	CHECK(mgr_lease_new(&ml, BOOT, done_cb, &seen) == 0, "new");
+	CHECK(mgr_lease_new(&ml, BOOT, done_cb, ready_cb, &seen) == 0, "new");
+	CHECK(join(ml, 11, NULL, 0) == 0, "joined");
 	CHECK(mgr_lease_wait(ml, &q, NULL, 0, &a, &rep) == 1, "parked");
 	CHECK(mgr_lease_post(ml, 11, PROTO_CB_RECALL, 2, NULL, 0) == 1, "1");
 	CHECK(seen.calls == 1, "answered");
@@ -194,25 +222,25 @@ static void test_caps(void)
 	size_t ns, np, nq;
 	int a, rc = 0;
 
-	CHECK(mgr_lease_new(&ml, BOOT, done_cb, &seen) == 0, "new");
-	for (unsigned i = 0; i < MGR_LEASE_MAX_CLIENT_SESSIONS && rc >= 0; i++) {
-		q = W(100 + i, 0, 0);
-		rc = mgr_lease_wait(ml, &q, "hostA", 0, &a, &rep);
+	CHECK(mgr_lease_new(&ml, BOOT, done_cb, ready_cb, &seen) == 0, "new");
+	for (unsigned i = 0; i < MGR_LEASE_MAX_CLIENT_SESSIONS && rc == 0; i++) {
+		rc = join(ml, 100 + i, "hostA", 0);
+		q = W(100 + i, BOOT, 0);
+		if (rc == 0)
+			rc = mgr_lease_wait(ml, &q, "hostA", 0, &a, &rep) == 1 ? 0 : -1;
 	}
-	CHECK(rc == 1, "a host's share");
+	CHECK(rc == 0, "a host's share");
 	q = W(99, 0, 0);
 	CHECK(mgr_lease_wait(ml, &q, "hostA", 0, &a, &rep) == -EUSERS,
 	      "past a host's share");
-	CHECK(mgr_lease_wait(ml, &q, "hostB", 0, &a, &rep) == 1, "another host");
+	CHECK(join(ml, 99, "hostB", 0) == 0, "another host");
 	mgr_lease_tick(ml, 5000);  /* every slice ends */
 	mgr_lease_tick(ml, 15001); /* every lease */
 	mgr_lease_counts(ml, &ns, &np, &nq);
 	CHECK(ns == 0 && np == 0, "all forgotten: %zu", ns);
-	q = W(98, 0, 0);
-	CHECK(mgr_lease_wait(ml, &q, "hostA", 15001, &a, &rep) == 1,
-	      "room again");
+	CHECK(join(ml, 98, "hostA", 15001) == 0, "room again");
 	mgr_lease_free(ml);
-	CHECK(mgr_lease_new(&ml, 0, done_cb, &seen) == -EINVAL, "boot 0");
+	CHECK(mgr_lease_new(&ml, 0, done_cb, ready_cb, &seen) == -EINVAL, "boot 0");
 }
 
 /* The CB_WAIT bodies round-trip and refuse what is malformed, naming it. */
@@ -273,6 +301,119 @@ static void test_codec(void)
 	free(r2);
 }
 
+/* A request's session and a reply's grant round-trip; a session 0 and a
+ * grant on an op that carries none are refused; a reply without a grant
+ * decodes as before (ino 0). */
+static void test_session_and_grant(void)
+{
+	struct proto_mreq m = { .cred = { .uid = 1, .gid = 2, .ngroups = 1,
+					  .groups = { 3 }, .session = 0xabc },
+				.parent = 1, .name = { "n", 1 } }, m2;
+	struct proto_mrep p = { .grant = { 7, 9 } }, p2;
+	uint8_t buf[1024];
+	const char *why = NULL;
+	struct wbuf w;
+	size_t len;
+
+	wb_init(&w, buf, sizeof(buf));
+	CHECK(proto_mreq_encode(&w, PROTO_OP_LOOKUP, &m) == 0, "encode");
+	CHECK(proto_mreq_decode(buf, w.len, PROTO_OP_LOOKUP, &m2, &why) == 0 &&
+	      m2.cred.session == 0xabc && m2.cred.ngroups == 1 &&
+	      m2.cred.groups[0] == 3, "session round trip: %s", why);
+	memset(buf + 10 + 4, 0, 8); /* the session (after uid, gid, n, group) */
+	CHECK(proto_mreq_decode(buf, w.len, PROTO_OP_LOOKUP, &m2, &why) == -EBADMSG &&
+	      strcmp(why, "cred.session") == 0, "session 0: %s", why);
+	m.cred.session = 0;
+	wb_init(&w, buf, sizeof(buf));
+	CHECK(proto_mreq_encode(&w, PROTO_OP_LOOKUP, &m) == 0 && w.len == 10 + 4 + 8 + 3,
+	      "no session: no bytes (%zu)", w.len);
+
+	p.attr.ino = 7;
+	p.attr.nlink = 1;
+	p.attr.mode = 040755;
+	wb_init(&w, buf, sizeof(buf));
+	CHECK(proto_mrep_encode(&w, PROTO_OP_LOOKUP, &p) == 0, "encode grant");
+	len = w.len;
+	CHECK(proto_mrep_decode(buf, len, PROTO_OP_LOOKUP, &p2, &why) == 0 &&
+	      p2.grant.ino == 7 && p2.grant.evseq == 9, "grant: %s", why);
+	CHECK(proto_mrep_decode(buf, len - 16, PROTO_OP_LOOKUP, &p2, &why) == 0 &&
+	      p2.grant.ino == 0, "none");
+	CHECK(proto_mrep_decode(buf, len - 8, PROTO_OP_LOOKUP, &p2, &why) == -EBADMSG,
+	      "half a grant: %s", why);
+	wb_init(&w, buf, sizeof(buf));
+	CHECK(proto_mrep_encode(&w, PROTO_OP_GETATTR, &p) == -EINVAL,
+	      "GETATTR carries no grant");
+}
+
+/* Grants and changes: a change waits for the other holders' acks (not
+ * the origin's), grants are refused while it waits or runs, a grant
+ * carries the holder's event number, and a forgotten holder is not waited
+ * for. */
+static void test_changes(void)
+{
+	struct mgr_lease *ml;
+	struct seen seen = { 0 };
+	struct proto_cbwait q;
+	struct mgr_lease_name nm = { .dir = 50, .name = "f", .len = 1 };
+	struct mgr_lease_name two[2] = { { 50, "a", 1 }, { 60, "b", 1 } };
+	uint64_t ev = 99;
+	size_t no, np;
+	int wa, wb, c1, c2, c3;
+
+	CHECK(mgr_lease_new(&ml, BOOT, done_cb, ready_cb, &seen) == 0, "new");
+	CHECK(mgr_lease_grant(ml, 1, 50, &ev) == 0, "no channel: no grant");
+	CHECK(join(ml, 1, NULL, 0) == 0 && join(ml, 2, NULL, 0) == 0, "joined");
+	q = W(1, BOOT, 0);
+	CHECK(mgr_lease_wait(ml, &q, NULL, 0, &wa, &rep) == 1, "A parked");
+	q = W(2, BOOT, 0);
+	CHECK(mgr_lease_wait(ml, &q, NULL, 0, &wb, &rep) == 1, "B parked");
+	CHECK(mgr_lease_grant(ml, 1, 50, &ev) == 1 && ev == 0, "A granted");
+	CHECK(mgr_lease_grant(ml, 2, 50, &ev) == 1 && ev == 0, "B granted");
+	/* A changes dir 50: B must acknowledge, A need not */
+	nready = 0;
+	CHECK(mgr_lease_change(ml, 1, &nm, 1, &c1) == 1, "parked for B");
+	CHECK(seen.calls == 1 && seen.ctx == &wb && seen.nev == 1 &&
+	      seen.kind[0] == PROTO_CB_INVAL_ENTRY && strcmp(seen.name0, "f") == 0,
+	      "B told, A not");
+	CHECK(mgr_lease_grant(ml, 2, 50, &ev) == 0, "no grant while it waits");
+	CHECK(mgr_lease_grant(ml, 2, 51, &ev) == 1 && ev == 1,
+	      "another dir: granted, after event 1");
+	q = W(2, BOOT, 0);
+	CHECK(mgr_lease_wait(ml, &q, NULL, 1, &wb, &rep) == 0 && rep.nev == 1,
+	      "B's wait without the ack: the event again");
+	CHECK(nready == 0, "not yet");
+	q = W(2, BOOT, 1);
+	CHECK(mgr_lease_wait(ml, &q, NULL, 2, &wb, &rep) == 1, "B acks");
+	CHECK(nready == 1 && readied[0] == &c1, "the change may run");
+	CHECK(mgr_lease_grant(ml, 1, 50, &ev) == 0, "no grant while it runs");
+	mgr_lease_done(ml, &nm, 1);
+	CHECK(mgr_lease_grant(ml, 1, 50, &ev) == 1, "granted once done");
+	/* nobody else holds 60: a change there runs at once */
+	CHECK(mgr_lease_change(ml, 2, &two[1], 1, &c2) == 0, "runs now");
+	mgr_lease_done(ml, &two[1], 1);
+	/* a rename over both dirs waits for A (holder of 50), and B's death
+	 * lets a change B must acknowledge go */
+	CHECK(mgr_lease_grant(ml, 2, 60, &ev) == 1, "B holds 60");
+	CHECK(mgr_lease_change(ml, 2, two, 2, &c2) == 1, "waits for A");
+	CHECK(mgr_lease_change(ml, 1, &two[1], 1, &c3) == 1, "waits for B");
+	mgr_lease_object_counts(ml, &no, &np);
+	CHECK(np == 2, "two parked: %zu", np);
+	q = W(1, BOOT, 1);
+	nready = 0;
+	CHECK(mgr_lease_wait(ml, &q, NULL, 3, &wa, &rep) == 1, "A acks");
+	CHECK(nready == 1 && readied[0] == &c2, "the rename runs");
+	/* B's wait was answered by c3's invalidation at 2 and it sends no
+	 * other: alive at 6001, forgotten past its lease (10 s) */
+	mgr_lease_tick(ml, 6001);
+	CHECK(nready == 1, "B still known");
+	mgr_lease_tick(ml, 15001);
+	CHECK(nready == 2 && readied[1] == &c3, "B forgotten: c3 runs");
+	mgr_lease_done(ml, two, 2);
+	mgr_lease_done(ml, &two[1], 1);
+	CHECK(mgr_lease_grant(ml, 1, 60, &ev) == 1, "grants again");
+	mgr_lease_free(ml);
+}
+
 int main(void)
 {
 	log_init("test_mgr_lease", LOG_NOTICE); /* no line per expiry */
@@ -280,6 +421,8 @@ int main(void)
 	test_slices_and_expiry();
 	test_collapse();
 	test_caps();
+	test_changes();
 	test_codec();
+	test_session_and_grant();
 	return check_summary("test_mgr_lease");
 }

@@ -1,0 +1,225 @@
+/* cli_lease.c - the mount's record of its READ leases; see cli_lease.h. */
+#include "cli_lease.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LT_BUCKETS 65536 /* names, and directories, hashed */
+
+/* A name given to the kernel with a long timeout. */
+struct lt_name {
+	uint64_t dir;
+	struct lt_name *next;  /* hash chain, or the reset's list */
+	uint16_t len;
+	char name[];
+};
+
+/* A directory an invalidation was handled for. */
+struct lt_dir {
+	uint64_t ino;
+	uint64_t inval_seq;    /* the last invalidation's event number */
+	struct lt_dir *next;
+};
+
+struct cli_lease {
+	pthread_mutex_t mu;
+	uint64_t gen;                       /* mu */
+	size_t nnames, max_names;           /* mu; max_names read-only */
+	struct lt_name *names[LT_BUCKETS];  /* mu */
+	struct lt_dir *dirs[LT_BUCKETS];    /* mu */
+};
+
+/* FNV-1a of dir and name, into a bucket. */
+static size_t lt_hash(uint64_t dir, const char *name, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ dir;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)name[i]) * 0x100000001b3ull;
+	return (size_t)(h ^ (h >> 32)) % LT_BUCKETS;
+}
+
+/* The bucket of a directory. */
+static size_t lt_dhash(uint64_t ino)
+{
+	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 48) % LT_BUCKETS;
+}
+
+/* See cli_lease.h. */
+int cli_lease_new(struct cli_lease **out, size_t max_names)
+{
+	struct cli_lease *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	pthread_mutex_init(&t->mu, NULL);
+	t->gen = 1;
+	t->max_names = max_names ? max_names : CLI_LEASE_MAX_NAMES;
+	*out = t;
+	return 0;
+}
+
+/* Detach every name into one list and free every directory (mu held). */
+static struct lt_name *lt_detach(struct cli_lease *t)
+{
+	struct lt_name *all = NULL, *n;
+	struct lt_dir *d;
+
+	for (size_t b = 0; b < LT_BUCKETS; b++) {
+		while ((n = t->names[b])) {
+			t->names[b] = n->next;
+			n->next = all;
+			all = n;
+		}
+		while ((d = t->dirs[b])) {
+			t->dirs[b] = d->next;
+			free(d);
+		}
+	}
+	t->nnames = 0;
+	return all;
+}
+
+/* See cli_lease.h. */
+void cli_lease_free(struct cli_lease *t)
+{
+	struct lt_name *n;
+
+	if (!t)
+		return;
+	for (struct lt_name *all = lt_detach(t); all; all = n) {
+		n = all->next;
+		free(all);
+	}
+	pthread_mutex_destroy(&t->mu);
+	free(t);
+}
+
+/* See cli_lease.h. */
+uint64_t cli_lease_gen(struct cli_lease *t)
+{
+	uint64_t g;
+
+	pthread_mutex_lock(&t->mu);
+	g = t->gen;
+	pthread_mutex_unlock(&t->mu);
+	return g;
+}
+
+/* The directory record of ino, or NULL (mu held). */
+static struct lt_dir *lt_dir_find(struct cli_lease *t, uint64_t ino)
+{
+	struct lt_dir *d = t->dirs[lt_dhash(ino)];
+
+	while (d && d->ino != ino)
+		d = d->next;
+	return d;
+}
+
+/* The link to the name's record, or to the NULL ending its chain (mu). */
+static struct lt_name **lt_name_find(struct cli_lease *t, uint64_t dir,
+				     const char *name, size_t len)
+{
+	struct lt_name **pp = &t->names[lt_hash(dir, name, len)];
+
+	while (*pp && ((*pp)->dir != dir || (*pp)->len != len ||
+		       memcmp((*pp)->name, name, len)))
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/* See cli_lease.h. */
+int cli_lease_take(struct cli_lease *t, uint64_t gen, int live,
+		   const struct proto_grant *g, uint64_t dir,
+		   const char *name, size_t len)
+{
+	struct lt_name **pp, *n;
+	struct lt_dir *d;
+	int ok = 0;
+
+	if (!live || !g || g->ino != dir || !dir || len == 0 ||
+	    len > PROTO_MAX_NAME)
+		return 0;
+	pthread_mutex_lock(&t->mu);
+	d = lt_dir_find(t, dir);
+	if (t->gen != gen || (d && d->inval_seq > g->evseq))
+		goto out_unlock;
+	pp = lt_name_find(t, dir, name, len);
+	if (*pp) {
+		ok = 1;
+		goto out_unlock;
+	}
+	if (t->nnames >= t->max_names)
+		goto out_unlock;
+	n = malloc(sizeof(*n) + len);
+	if (!n)
+		goto out_unlock;
+	n->dir = dir;
+	n->len = (uint16_t)len;
+	memcpy(n->name, name, len);
+	n->next = NULL;
+	*pp = n;
+	t->nnames++;
+	ok = 1;
+out_unlock:
+	pthread_mutex_unlock(&t->mu);
+	return ok;
+}
+
+/* See cli_lease.h. */
+void cli_lease_inval(struct cli_lease *t, uint64_t dir, const char *name,
+		     size_t len, uint64_t seq)
+{
+	struct lt_name **pp, *n;
+	struct lt_dir *d;
+	size_t b = lt_dhash(dir);
+
+	pthread_mutex_lock(&t->mu);
+	d = lt_dir_find(t, dir);
+	if (!d && (d = calloc(1, sizeof(*d)))) {
+		d->ino = dir;
+		d->next = t->dirs[b];
+		t->dirs[b] = d;
+	}
+	if (d && seq > d->inval_seq)
+		d->inval_seq = seq;
+	if (!d) /* no memory to remember it: void every grant instead */
+		t->gen++;
+	pp = lt_name_find(t, dir, name, len);
+	if ((n = *pp)) {
+		*pp = n->next;
+		t->nnames--;
+		free(n);
+	}
+	pthread_mutex_unlock(&t->mu);
+}
+
+/* See cli_lease.h. */
+void cli_lease_reset(struct cli_lease *t, cli_lease_each_fn fn, void *arg)
+{
+	struct lt_name *all, *n;
+
+	pthread_mutex_lock(&t->mu);
+	t->gen++;
+	all = lt_detach(t);
+	pthread_mutex_unlock(&t->mu);
+	for (; all; all = n) {
+		n = all->next;
+		if (fn)
+			fn(all->dir, all->name, all->len, arg);
+		free(all);
+	}
+}
+
+/* See cli_lease.h. */
+size_t cli_lease_names(struct cli_lease *t)
+{
+	size_t n;
+
+	pthread_mutex_lock(&t->mu);
+	n = t->nnames;
+	pthread_mutex_unlock(&t->mu);
+	return n;
+}

@@ -1,0 +1,209 @@
+"""READ leases on directories and the callback channel (HACKING.md "Leases
+and callbacks"). Two mounts of one cluster, A and B, both with -o leases
+and the default fixed timeouts (1 s): a name B looked up under a lease
+stays in B's kernel past entry_timeout, and a change A makes to it is seen
+by B as soon as A's call returns, because the mgr runs A's change only once
+B has invalidated the name (its acknowledgement). A third mount without
+leases shows the default (no session at the mgr). The kill and restart
+checks bound a wait only to tell "served" from "blocked for good", from
+the lease they depend on."""
+import os
+import re
+import signal
+import time
+import urllib.request
+
+import pytest
+
+import util
+
+LEASE_S = 2          # the mounts' timeout=: their callback lease
+WAIT = 60            # bound on waiting for a state; never asserted as timing
+
+
+def scrape(addr):
+    with urllib.request.urlopen('http://%s/metrics' % addr, timeout=10) as r:
+        return r.read().decode()
+
+
+def metric(text, name, labels=''):
+    """A sample's value; 0 for a labelled one not written yet (a counter
+    shows an op once it was counted)."""
+    m = re.search(r'^%s%s (\S+)$' % (re.escape(name), re.escape(labels)), text, re.M)
+    assert m or labels, '%s not in /metrics' % name
+    return int(float(m.group(1))) if m else 0
+
+
+class Leases:
+    """The cluster, its mgr's /metrics, and mounts A and B (leases on, each
+    with its own /metrics) and C (leases off)."""
+
+
+@pytest.fixture(scope='module')
+def lc(tmp_path_factory):
+    lc = Leases()
+    c = util.Cluster(str(tmp_path_factory.mktemp('lease')), niods=2, name='lease')
+    lc.mgr_metrics = util.hostport(util.free_port())
+    c.mgr.argv += ['--metrics', lc.mgr_metrics]
+    util.clusters.append(c)
+    lc.c = c
+    mounts = []
+    try:
+        c.start()
+        lc.metrics = {}
+        for name in ('a', 'b'):
+            lc.metrics[name] = util.hostport(util.free_port())
+            m = c.mount(str(tmp_path_factory.mktemp('m' + name)),
+                        'allow_other,leases,timeout=%d,metrics=%s'
+                        % (LEASE_S, lc.metrics[name]))
+            mounts.append(m)
+            setattr(lc, name, m)
+        lc.nolease = c.mount(str(tmp_path_factory.mktemp('mc')), 'allow_other')
+        mounts.append(lc.nolease)
+        util.wait_until(lambda: sessions(lc) == 2, WAIT, 0.1,
+                        'both leased mounts known to the mgr')
+        yield lc
+    finally:
+        util.cleanup(*mounts, c)
+
+
+def sessions(lc):
+    return metric(scrape(lc.mgr_metrics), 'rpfs_mgr_callback_sessions')
+
+
+def lookups(lc, name):
+    """LOOKUPs mount name's kernel sent so far."""
+    return metric(scrape(lc.metrics[name]), 'rpfs_client_fuse_requests_total',
+                  '{op="LOOKUP"}')
+
+
+@pytest.fixture
+def d(lc, request):
+    """A fresh directory, as (its path on A, on B, on C)."""
+    name = request.node.name.replace('[', '_').replace(']', '_')
+    os.mkdir(os.path.join(lc.a.path, name))
+    return tuple(os.path.join(m.path, name) for m in (lc.a, lc.b, lc.nolease))
+
+
+def test_sessions_only_for_leased_mounts(lc):
+    # A and B keep a CB_WAIT each at the mgr; C (no leases) none
+    assert sessions(lc) == 2
+    util.wait_until(lambda: metric(scrape(lc.mgr_metrics), 'rpfs_mgr_callback_waits') == 2,
+                    WAIT, 0.1, 'both waits parked')
+
+
+def test_name_cached_past_entry_timeout(lc, d):
+    a, b, _ = d
+    with open(os.path.join(a, 'f'), 'w') as f:
+        f.write('x')
+    os.listdir(b)  # B learns the directory, under a lease
+    os.stat(os.path.join(b, 'f'))
+    n = lookups(lc, 'b')
+    time.sleep(1.5)  # past the fixed entry_timeout (1 s)
+    os.stat(os.path.join(b, 'f'))
+    assert lookups(lc, 'b') == n, 'B asked again: the name was not kept'
+
+
+def test_replaced_name_seen_at_once(lc, d):
+    a, b, _ = d
+    with open(os.path.join(a, 'f'), 'w') as f:
+        f.write('old')
+    old = os.stat(os.path.join(b, 'f')).st_ino  # B caches it under a lease
+    os.rename(os.path.join(a, 'f'), os.path.join(a, 'g'))
+    with open(os.path.join(a, 'f'), 'w') as f:
+        f.write('new')
+    new = os.stat(os.path.join(a, 'f')).st_ino
+    assert new != old
+    # A's rename and create returned only after B dropped the name
+    assert os.stat(os.path.join(b, 'f')).st_ino == new
+    assert os.stat(os.path.join(b, 'g')).st_ino == old
+    with open(os.path.join(b, 'f')) as f:
+        assert f.read() == 'new'
+
+
+def test_unlink_seen_at_once(lc, d):
+    a, b, _ = d
+    open(os.path.join(a, 'f'), 'w').close()
+    os.stat(os.path.join(b, 'f'))
+    os.unlink(os.path.join(a, 'f'))
+    assert not os.path.exists(os.path.join(b, 'f'))
+
+
+def test_miss_invalidated_by_create(lc, d):
+    a, b, _ = d
+    open(os.path.join(a, 'known'), 'w').close()
+    os.stat(os.path.join(b, 'known'))  # B holds a lease on the directory
+    assert not os.path.exists(os.path.join(b, 'new'))  # a miss in B's kernel
+    with open(os.path.join(a, 'new'), 'w') as f:
+        f.write('here')
+    with open(os.path.join(b, 'new')) as f:
+        assert f.read() == 'here'
+
+
+def test_change_on_leased_mount_reaches_others(lc, d):
+    # B changes, A and C read: the lease holder's own change needs no
+    # invalidation of itself, and the others see it as usual
+    a, b, c = d
+    open(os.path.join(b, 'f'), 'w').close()
+    os.stat(os.path.join(a, 'f'))
+    os.rename(os.path.join(b, 'f'), os.path.join(b, 'h'))
+    assert not os.path.exists(os.path.join(a, 'f'))
+    assert os.path.exists(os.path.join(a, 'h'))
+    assert sorted(os.listdir(c)) == ['h']
+
+
+def test_mount_without_leases_unchanged(lc, d):
+    # C sends no session: it is no holder, and A's change does not wait
+    # for it; its kernel's names follow the fixed timeouts, as before
+    a, _, c = d
+    open(os.path.join(a, 'f'), 'w').close()
+    assert os.path.exists(os.path.join(c, 'f'))
+    assert sessions(lc) == 2
+
+
+def test_killed_holder_does_not_block_changes(lc, tmp_path_factory, d):
+    """A holder killed with -9 stops acknowledging: a change it must
+    acknowledge waits until the mgr forgets its session (its lease), then
+    runs; it is not blocked for good."""
+    a, _, _ = d
+    name = os.path.basename(a)
+    path = str(tmp_path_factory.mktemp('mk'))
+    m = lc.c.mount(path, 'allow_other,leases,timeout=%d' % LEASE_S)
+    try:
+        util.wait_until(lambda: sessions(lc) == 3, WAIT, 0.1, 'the third session')
+        open(os.path.join(a, 'f'), 'w').close()
+        os.stat(os.path.join(path, name, 'f'))  # it holds a lease now
+        m.proc.send_signal(signal.SIGKILL)
+        m.proc.wait(timeout=WAIT)
+        t0 = time.monotonic()
+        os.unlink(os.path.join(a, 'f'))  # waits for the dead holder's lease
+        assert time.monotonic() - t0 < WAIT
+        util.wait_until(lambda: sessions(lc) == 2, WAIT, 0.1,
+                        'the dead session forgotten')
+    finally:
+        util.run(['umount', '-l', path], check=False)
+        if m in lc.c.mounts:
+            lc.c.mounts.remove(m)
+        m.log.retired = True
+
+
+@pytest.mark.expect_log(r'mgr .*(Connection refused|Connection reset|'
+                        r'Input/output error|timed out)')
+def test_mgr_restart_drops_leases(lc, d):
+    """A restarted mgr knows no lease: the mounts drop every name they
+    cached under one when their channel fails, before the new mgr can
+    take changes, and the new mgr knows both again afterwards."""
+    a, b, _ = d
+    open(os.path.join(a, 'f'), 'w').close()
+    old = os.stat(os.path.join(b, 'f')).st_ino
+    off = lc.b.log.size()
+    lc.c.mgr.stop()
+    util.wait_until(lambda: 'dropping every name cached under a lease'
+                    in lc.b.log.read_from(off), WAIT, 0.05, "B's reset")
+    lc.c.mgr.start()
+    os.rename(os.path.join(a, 'f'), os.path.join(a, 'g'))
+    open(os.path.join(a, 'f'), 'w').close()
+    new = os.stat(os.path.join(a, 'f')).st_ino
+    assert new != old
+    assert os.stat(os.path.join(b, 'f')).st_ino == new
+    util.wait_until(lambda: sessions(lc) == 2, WAIT, 0.1, 'both sessions back')
