@@ -22,6 +22,7 @@ struct mgr_metrics {
 		size_t locks, waiters, sessions;
 		uint64_t woken;
 		size_t cb_sessions, cb_parked, cb_queued; /* the callback channel */
+		uint64_t grants, recalls;                 /* and leases */
 	} snap;
 };
 
@@ -32,16 +33,19 @@ static void mgr_metrics_on_tick(struct dmn_metrics *d)
 {
 	struct mgr_metrics *m = (struct mgr_metrics *)d;
 	size_t locks, waiters, sessions, cbs, cbp, cbq;
-	uint64_t woken;
+	uint64_t woken, grants = 0, recalls = 0;
 
 	mgr_lockd_counts(m->src.lockd, &locks, &waiters, &sessions, &woken);
 	cbs = cbp = cbq = 0;
 	if (m->src.leased)
-		mgr_leased_counts(m->src.leased, &cbs, &cbp, &cbq);
+		mgr_leased_counts(m->src.leased, &cbs, &cbp, &cbq, &grants,
+				  &recalls);
 	pthread_mutex_lock(&m->d.lock);
 	m->snap.cb_sessions = cbs;
 	m->snap.cb_parked = cbp;
 	m->snap.cb_queued = cbq;
+	m->snap.grants = grants;
+	m->snap.recalls = recalls;
 	m->snap.locks = locks;
 	m->snap.waiters = waiters;
 	m->snap.sessions = sessions;
@@ -201,6 +205,12 @@ static void mgr_metrics_write(struct metrics_buf *b, void *arg)
 	metrics_family(b, "rpfs_mgr_callback_events_queued", "gauge",
 		       "Callback events not acknowledged yet.");
 	metrics_u64(b, "rpfs_mgr_callback_events_queued", snap.cb_queued, NULL);
+	metrics_family(b, "rpfs_mgr_lease_grants_total", "counter",
+		       "READ leases on directories granted with replies.");
+	metrics_u64(b, "rpfs_mgr_lease_grants_total", snap.grants, NULL);
+	metrics_family(b, "rpfs_mgr_lease_recalls_total", "counter",
+		       "READ leases recalled by another mount's change.");
+	metrics_u64(b, "rpfs_mgr_lease_recalls_total", snap.recalls, NULL);
 }
 
 /* See mgr_metrics.h. */

@@ -11,15 +11,17 @@
 /* A name given to the kernel with a long timeout. */
 struct lt_name {
 	uint64_t dir;
-	struct lt_name *next;  /* hash chain, or the reset's list */
+	struct lt_name *next;  /* hash chain, or a detached list */
+	struct lt_name *dnext, **dprev; /* its directory's list */
 	uint16_t len;
 	char name[];
 };
 
-/* A directory an invalidation was handled for. */
+/* A directory with names recorded, or an invalidation handled. */
 struct lt_dir {
 	uint64_t ino;
 	uint64_t inval_seq;    /* the last invalidation's event number */
+	struct lt_name *names; /* the names recorded in it */
 	struct lt_dir *next;
 };
 
@@ -118,6 +120,35 @@ static struct lt_dir *lt_dir_find(struct cli_lease *t, uint64_t ino)
 	return d;
 }
 
+/* The directory record of ino, made if missing; NULL without memory
+ * (mu held). */
+static struct lt_dir *lt_dir_get(struct cli_lease *t, uint64_t ino)
+{
+	struct lt_dir *d = lt_dir_find(t, ino);
+	size_t b = lt_dhash(ino);
+
+	if (d || !(d = calloc(1, sizeof(*d))))
+		return d;
+	d->ino = ino;
+	d->next = t->dirs[b];
+	t->dirs[b] = d;
+	return d;
+}
+
+/* Unlink name n from its hash chain (at pp) and its directory's list, and
+ * free it (mu held). */
+static void lt_name_drop(struct cli_lease *t, struct lt_name **pp)
+{
+	struct lt_name *n = *pp;
+
+	*pp = n->next;
+	if (n->dnext)
+		n->dnext->dprev = n->dprev;
+	*n->dprev = n->dnext;
+	t->nnames--;
+	free(n);
+}
+
 /* The link to the name's record, or to the NULL ending its chain (mu). */
 static struct lt_name **lt_name_find(struct cli_lease *t, uint64_t dir,
 				     const char *name, size_t len)
@@ -146,6 +177,8 @@ int cli_lease_take(struct cli_lease *t, uint64_t gen, int live,
 	d = lt_dir_find(t, dir);
 	if (t->gen != gen || (d && d->inval_seq > g->evseq))
 		goto out_unlock;
+	if (!d && !(d = lt_dir_get(t, dir)))
+		goto out_unlock;
 	pp = lt_name_find(t, dir, name, len);
 	if (*pp) {
 		ok = 1;
@@ -161,6 +194,11 @@ int cli_lease_take(struct cli_lease *t, uint64_t gen, int live,
 	memcpy(n->name, name, len);
 	n->next = NULL;
 	*pp = n;
+	n->dnext = d->names;
+	if (d->names)
+		d->names->dprev = &n->dnext;
+	n->dprev = &d->names;
+	d->names = n;
 	t->nnames++;
 	ok = 1;
 out_unlock:
@@ -172,28 +210,52 @@ out_unlock:
 void cli_lease_inval(struct cli_lease *t, uint64_t dir, const char *name,
 		     size_t len, uint64_t seq)
 {
-	struct lt_name **pp, *n;
+	struct lt_name **pp;
 	struct lt_dir *d;
-	size_t b = lt_dhash(dir);
 
 	pthread_mutex_lock(&t->mu);
-	d = lt_dir_find(t, dir);
-	if (!d && (d = calloc(1, sizeof(*d)))) {
-		d->ino = dir;
-		d->next = t->dirs[b];
-		t->dirs[b] = d;
-	}
+	d = lt_dir_get(t, dir);
 	if (d && seq > d->inval_seq)
 		d->inval_seq = seq;
 	if (!d) /* no memory to remember it: void every grant instead */
 		t->gen++;
 	pp = lt_name_find(t, dir, name, len);
-	if ((n = *pp)) {
-		*pp = n->next;
+	if (*pp)
+		lt_name_drop(t, pp);
+	pthread_mutex_unlock(&t->mu);
+}
+
+/* See cli_lease.h. */
+void cli_lease_recall(struct cli_lease *t, uint64_t dir, uint64_t seq,
+		      cli_lease_each_fn fn, void *arg)
+{
+	struct lt_name *all = NULL, *n;
+	struct lt_dir *d;
+
+	pthread_mutex_lock(&t->mu);
+	d = lt_dir_get(t, dir);
+	if (d && seq > d->inval_seq)
+		d->inval_seq = seq;
+	if (!d)
+		t->gen++;
+	while (d && (n = d->names)) {
+		struct lt_name **pp = lt_name_find(t, dir, n->name, n->len);
+
+		*pp = n->next; /* off the hash chain, then off d's list */
+		d->names = n->dnext;
+		if (n->dnext)
+			n->dnext->dprev = &d->names;
 		t->nnames--;
-		free(n);
+		n->next = all;
+		all = n;
 	}
 	pthread_mutex_unlock(&t->mu);
+	for (; all; all = n) {
+		n = all->next;
+		if (fn)
+			fn(all->dir, all->name, all->len, arg);
+		free(all);
+	}
 }
 
 /* See cli_lease.h. */

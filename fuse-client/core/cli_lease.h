@@ -56,9 +56,18 @@ int cli_lease_take(struct cli_lease *t, uint64_t gen, int live,
 void cli_lease_inval(struct cli_lease *t, uint64_t dir, const char *name,
 		     size_t len, uint64_t seq);
 
-/* One name cli_lease_reset takes back. */
+/* One name cli_lease_recall or cli_lease_reset takes back. */
 typedef void (*cli_lease_each_fn)(uint64_t dir, const char *name, size_t len,
 				  void *arg);
+
+/**
+ * The callback thread handled a RECALL of the lease on dir, event seq:
+ * void grants of dir made before seq, forget dir's names, and call fn for
+ * each of them outside the lock (to invalidate the kernel's entries).
+ * Cost: dir's names.
+ */
+void cli_lease_recall(struct cli_lease *t, uint64_t dir, uint64_t seq,
+		      cli_lease_each_fn fn, void *arg);
 
 /**
  * Drop everything (a RESET, a lapse of the channel, a mgr restart): a new

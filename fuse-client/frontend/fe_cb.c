@@ -36,9 +36,10 @@ static void cb_inval_name(uint64_t dir, const char *name, size_t len,
 /* cli_cb_fn: an event from the mgr (callback thread). INVAL_ENTRY: the
  * record first (a grant made before it is void from now on), then the
  * kernel's entry (which waits for a LOOKUP of that directory in flight,
- * so it lands after that entry). INVAL_INODE and RECALL: the inode's
- * attributes (this mount holds no inode lease yet). RESET: every name
- * the kernel holds under a lease. */
+ * so it lands after that entry). RECALL: the same for every name the
+ * kernel holds under the lease on that directory. INVAL_INODE: the
+ * inode's attributes (no inode lease yet). RESET: every name the kernel
+ * holds under a lease. */
 static void fe_cb_event(uint8_t kind, uint64_t seq, uint64_t ino,
 			const char *name, size_t len, void *arg)
 {
@@ -49,8 +50,10 @@ static void fe_cb_event(uint8_t kind, uint64_t seq, uint64_t ino,
 		cli_lease_inval(x->cf->lease, ino, name, len, seq);
 		cb_inval_name(ino, name, len, x);
 		break;
-	case PROTO_CB_INVAL_INODE:
 	case PROTO_CB_RECALL:
+		cli_lease_recall(x->cf->lease, ino, seq, cb_inval_name, x);
+		break;
+	case PROTO_CB_INVAL_INODE:
 		cli_itab_attr_changed(x->cf->fs->itab); /* from the mgr again */
 		cb_note(fuse_lowlevel_notify_inval_inode(x->se, ino, -1, 0),
 			"the inode", ino);

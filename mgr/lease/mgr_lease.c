@@ -50,6 +50,9 @@ struct ls_obj {
 	uint64_t holders[MGR_LEASE_MAX_HOLDERS]; /* session ids */
 	unsigned nholders;
 	unsigned changing;             /* changes parked or running */
+	uint64_t nogrant_until_ms;     /* no grant before (the back-off) */
+	uint64_t recalled_ms;          /* the last recall (0: none) */
+	uint32_t backoff_ms;           /* the last back-off */
 	struct ls_obj *hnext;          /* hash chain */
 };
 
@@ -76,6 +79,7 @@ struct mgr_lease {
 	size_t nobjs;
 	TAILQ_HEAD(, ls_change) changes; /* parked, oldest first */
 	size_t nchanges;
+	uint64_t ngrants, nrecalls;      /* since the start */
 	struct ls_session *hash[LS_BUCKETS];
 	TAILQ_HEAD(, ls_session) slist;
 	size_t nsessions, nparked, nqueued;
@@ -482,12 +486,14 @@ static struct ls_obj *ls_obj_get(struct mgr_lease *ml, uint64_t ino, int make)
 	return o;
 }
 
-/* Free object o if it holds nothing any more. */
-static void ls_obj_put(struct mgr_lease *ml, struct ls_obj *o)
+/* Free object o if it holds nothing any more, and its back-off would not
+ * grow from the last recall any more. */
+static void ls_obj_put(struct mgr_lease *ml, struct ls_obj *o, uint64_t now_ms)
 {
 	struct ls_obj **pp = &ml->objs[ls_obj_bucket(o->ino)];
 
-	if (o->nholders || o->changing)
+	if (o->nholders || o->changing ||
+	    (o->recalled_ms && now_ms - o->recalled_ms <= MGR_LEASE_BACKOFF_MAX_MS))
 		return;
 	while (*pp != o)
 		pp = &(*pp)->hnext;
@@ -509,7 +515,7 @@ static void ls_obj_prune(struct mgr_lease *ml, struct ls_obj *o)
 
 /* See mgr_lease.h. */
 int mgr_lease_grant(struct mgr_lease *ml, uint64_t session, uint64_t dir,
-		    uint64_t *evseq)
+		    uint64_t now_ms, uint64_t *evseq)
 {
 	struct ls_session *s = session ? ls_find(ml, session) : NULL;
 	struct ls_obj *o;
@@ -518,7 +524,7 @@ int mgr_lease_grant(struct mgr_lease *ml, uint64_t session, uint64_t dir,
 	if (!s || !dir)
 		return 0;
 	o = ls_obj_get(ml, dir, 1);
-	if (!o || o->changing)
+	if (!o || o->changing || now_ms < o->nogrant_until_ms)
 		return 0;
 	for (i = 0; i < o->nholders && o->holders[i] != session; i++)
 		;
@@ -530,6 +536,7 @@ int mgr_lease_grant(struct mgr_lease *ml, uint64_t session, uint64_t dir,
 		o->holders[o->nholders++] = session;
 	}
 	*evseq = s->next_seq - 1;
+	ml->ngrants++;
 	return 1;
 }
 
@@ -547,42 +554,72 @@ static void ls_need_ack(struct ls_ack *acks, unsigned *n, uint64_t session,
 	acks[(*n)++] = (struct ls_ack){ session, seq };
 }
 
-/* Invalidate one name at the other holders of its directory (o),
- * collecting the acks to wait for. A failed post (no memory) turns into
- * a RESET of that session, or, if even that fails, forgetting it (its
- * lease lapses on its side; its caches go then). */
-static void ls_inval_name(struct mgr_lease *ml, struct ls_obj *o,
-			  uint64_t origin, const struct mgr_lease_name *nm,
-			  struct ls_ack *acks, unsigned *nacks)
+/* Queue for session s the invalidation of name nm and the recall of its
+ * directory's lease. A failed post (no memory) turns into a RESET, or, if
+ * even that fails, forgetting the session (it drops everything when its
+ * next wait fails). @return the seq to wait for, or 0 (forgotten) */
+static uint64_t ls_recall_one(struct mgr_lease *ml, struct ls_session *s,
+			      const struct mgr_lease_name *nm)
 {
-	struct ls_session *s;
-	int64_t seq;
+	int64_t seq = ls_queue(ml, s, PROTO_CB_INVAL_ENTRY, nm->dir, nm->name,
+			       nm->len);
+
+	if (seq > 0)
+		seq = ls_queue(ml, s, PROTO_CB_RECALL, nm->dir, NULL, 0);
+	if (seq < 0)
+		seq = ls_queue(ml, s, PROTO_CB_RESET, 1, NULL, 0);
+	if (seq < 0) {
+		log_warn("callbacks: out of memory: forgetting session %016llx",
+			 (unsigned long long)s->id);
+		ls_answer(ml, s);
+		ls_free(ml, s);
+		return 0;
+	}
+	ls_answer(ml, s);
+	return (uint64_t)seq;
+}
+
+/* A change of name nm by origin in directory o: every other holder is
+ * told to drop the name and its whole lease on o (INVAL_ENTRY, RECALL),
+ * stops being a holder, and is waited for (acks). The directory then
+ * grants no lease for a back-off that doubles with each recall soon after
+ * the last (1 s .. MGR_LEASE_BACKOFF_MAX_MS), so a directory that several
+ * mounts change does not recall on every change. */
+static void ls_recall(struct mgr_lease *ml, struct ls_obj *o, uint64_t origin,
+		      const struct mgr_lease_name *nm, uint64_t now_ms,
+		      struct ls_ack *acks, unsigned *nacks)
+{
+	unsigned kept = 0, recalled = 0;
+	uint64_t seq;
 
 	ls_obj_prune(ml, o);
 	for (unsigned i = 0; i < o->nholders; i++) {
-		if (o->holders[i] == origin)
-			continue;
-		s = ls_find(ml, o->holders[i]);
-		seq = ls_queue(ml, s, PROTO_CB_INVAL_ENTRY, nm->dir, nm->name,
-			       nm->len);
-		if (seq < 0)
-			seq = ls_queue(ml, s, PROTO_CB_RESET, 1, NULL, 0);
-		if (seq < 0) {
-			log_warn("callbacks: out of memory: forgetting session "
-				 "%016llx", (unsigned long long)s->id);
-			ls_answer(ml, s);
-			ls_free(ml, s);
+		if (o->holders[i] == origin) {
+			o->holders[kept++] = origin;
 			continue;
 		}
-		ls_answer(ml, s);
-		ls_need_ack(acks, nacks, o->holders[i], (uint64_t)seq);
+		seq = ls_recall_one(ml, ls_find(ml, o->holders[i]), nm);
+		if (seq)
+			ls_need_ack(acks, nacks, o->holders[i], seq);
+		recalled++;
+		ml->nrecalls++;
 	}
+	o->nholders = kept;
+	if (!recalled)
+		return;
+	if (o->recalled_ms && now_ms - o->recalled_ms <= MGR_LEASE_BACKOFF_MAX_MS)
+		o->backoff_ms = o->backoff_ms * 2 > MGR_LEASE_BACKOFF_MAX_MS ?
+				MGR_LEASE_BACKOFF_MAX_MS : o->backoff_ms * 2;
+	else
+		o->backoff_ms = MGR_LEASE_BACKOFF_MIN_MS;
+	o->recalled_ms = now_ms;
+	o->nogrant_until_ms = now_ms + o->backoff_ms;
 }
 
 /* See mgr_lease.h. */
 int mgr_lease_change(struct mgr_lease *ml, uint64_t origin,
 		     const struct mgr_lease_name *names, unsigned n,
-		     void *ctx)
+		     uint64_t now_ms, void *ctx)
 {
 	struct ls_ack acks[2 * MGR_LEASE_MAX_HOLDERS];
 	struct ls_change *c;
@@ -598,13 +635,13 @@ int mgr_lease_change(struct mgr_lease *ml, uint64_t origin,
 		if (!o)
 			continue;
 		o->changing++;
-		ls_inval_name(ml, o, origin, &names[i], acks, &nacks);
+		ls_recall(ml, o, origin, &names[i], now_ms, acks, &nacks);
 	}
 	if (!nacks)
 		return 0;
 	c = malloc(sizeof(*c) + nacks * sizeof(acks[0]));
 	if (!c) {
-		mgr_lease_done(ml, names, n);
+		mgr_lease_done(ml, names, n, now_ms);
 		return -ENOMEM;
 	}
 	c->ctx = ctx;
@@ -617,7 +654,7 @@ int mgr_lease_change(struct mgr_lease *ml, uint64_t origin,
 
 /* See mgr_lease.h. */
 void mgr_lease_done(struct mgr_lease *ml, const struct mgr_lease_name *names,
-		    unsigned n)
+		    unsigned n, uint64_t now_ms)
 {
 	struct ls_obj *o;
 
@@ -626,7 +663,7 @@ void mgr_lease_done(struct mgr_lease *ml, const struct mgr_lease_name *names,
 		if (!o || !o->changing)
 			continue;
 		o->changing--;
-		ls_obj_put(ml, o);
+		ls_obj_put(ml, o, now_ms);
 	}
 }
 
@@ -636,4 +673,12 @@ void mgr_lease_object_counts(const struct mgr_lease *ml, size_t *objects,
 {
 	*objects = ml->nobjs;
 	*parked = ml->nchanges;
+}
+
+/* See mgr_lease.h. */
+void mgr_lease_totals(const struct mgr_lease *ml, uint64_t *grants,
+		      uint64_t *recalls)
+{
+	*grants = ml->ngrants;
+	*recalls = ml->nrecalls;
 }

@@ -38,6 +38,8 @@ struct mgr_lease_name {
 					     * one RESET */
 #define MGR_LEASE_MAX_OBJECTS 262144u       /* directories with leases */
 #define MGR_LEASE_MAX_HOLDERS 64u           /* READ leases on one of them */
+#define MGR_LEASE_BACKOFF_MIN_MS 1000u      /* no grant after a recall ... */
+#define MGR_LEASE_BACKOFF_MAX_MS 60000u     /* ... doubling up to this */
 
 /**
  * Create a table.
@@ -99,21 +101,25 @@ void mgr_lease_tick(struct mgr_lease *ml, uint64_t now_ms);
  * Grant session a READ lease on directory dir, for a LOOKUP in it or a
  * READDIR of it whose reply is being made now (from a read transaction
  * begun after every change the table let run committed: mgr_lease_done).
- * Refused while a change of the directory is waiting or running, for a
- * session without a callback channel, and past the caps.
+ * Refused while a change of the directory is waiting or running, during
+ * its back-off after a recall, for a session without a callback channel,
+ * and past the caps.
  * @param[out] evseq the session's last event number now (proto_grant)
  * @return 1 granted, 0 not (answer without a grant)
  * Cost: two hash lookups.
  */
 int mgr_lease_grant(struct mgr_lease *ml, uint64_t session, uint64_t dir,
-		    uint64_t *evseq);
+		    uint64_t now_ms, uint64_t *evseq);
 
 /**
- * A change of names is about to run: queue INVAL_ENTRY for each name to
- * every holder of a READ lease on its directory but origin (the session
- * that asks, 0: none), and park the change until each has acknowledged or
- * been forgotten. From now until mgr_lease_done, the directories grant no
- * lease.
+ * A change of names is about to run: recall the READ lease on each name's
+ * directory from every holder but origin (the session that asks, 0:
+ * none): queue INVAL_ENTRY for the name and RECALL for the directory to
+ * each, which stops being a holder, and park the change until each has
+ * acknowledged or been forgotten. From now until mgr_lease_done, the
+ * directories grant no lease, nor for a back-off after a recall (1 s,
+ * doubling while recalls follow each other, up to
+ * MGR_LEASE_BACKOFF_MAX_MS).
  * @param ctx the change, handed to ready when it may run
  * @return 0 run it now (nobody to wait for); 1 parked (ready runs later
  *	with ctx); -EINVAL (more than 2 names); -ENOMEM (fail the change:
@@ -122,18 +128,22 @@ int mgr_lease_grant(struct mgr_lease *ml, uint64_t session, uint64_t dir,
  */
 int mgr_lease_change(struct mgr_lease *ml, uint64_t origin,
 		     const struct mgr_lease_name *names, unsigned n,
-		     void *ctx);
+		     uint64_t now_ms, void *ctx);
 
 /**
  * A change mgr_lease_change let run is committed (or failed): its
  * directories may grant leases again once no other change of theirs runs.
  */
 void mgr_lease_done(struct mgr_lease *ml, const struct mgr_lease_name *names,
-		    unsigned n);
+		    unsigned n, uint64_t now_ms);
 
 /** Directories with leases or changes, and changes parked (tests, metrics). */
 void mgr_lease_object_counts(const struct mgr_lease *ml, size_t *objects,
 			     size_t *parked);
+
+/** Grants made and leases recalled since the start (metrics, tests). */
+void mgr_lease_totals(const struct mgr_lease *ml, uint64_t *grants,
+		      uint64_t *recalls);
 
 /** Sessions known, waits parked, events queued (for metrics and tests). */
 void mgr_lease_counts(const struct mgr_lease *ml, size_t *sessions,

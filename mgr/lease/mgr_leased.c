@@ -169,9 +169,11 @@ int64_t mgr_leased_post(struct mgr_leased *ld, uint64_t session,
 
 /* See mgr_leased.h. */
 void mgr_leased_counts(struct mgr_leased *ld, size_t *sessions,
-		       size_t *parked, size_t *queued)
+		       size_t *parked, size_t *queued, uint64_t *grants,
+		       uint64_t *recalls)
 {
 	mgr_lease_counts(ld->ml, sessions, parked, queued);
+	mgr_lease_totals(ld->ml, grants, recalls);
 }
 
 /* See mgr_leased.h. */
@@ -179,7 +181,8 @@ int mgr_leased_change(struct mgr_leased *ld, uint64_t origin,
 		      const struct mgr_lease_name *names, unsigned n,
 		      struct mgr_leased_wait *w)
 {
-	return ld ? mgr_lease_change(ld->ml, origin, names, n, w) : 0;
+	return ld ? mgr_lease_change(ld->ml, origin, names, n, leased_now_ms(),
+				     w) : 0;
 }
 
 /* See mgr_leased.h. */
@@ -187,7 +190,7 @@ void mgr_leased_done(struct mgr_leased *ld, const struct mgr_lease_name *names,
 		     unsigned n)
 {
 	if (ld)
-		mgr_lease_done(ld->ml, names, n);
+		mgr_lease_done(ld->ml, names, n, leased_now_ms());
 }
 
 /* See mgr_leased.h. */
@@ -196,7 +199,8 @@ int mgr_leased_grant(struct mgr_leased *ld, uint64_t session, uint64_t dir,
 {
 	uint64_t evseq;
 
-	if (!ld || !session || !mgr_lease_grant(ld->ml, session, dir, &evseq))
+	if (!ld || !session ||
+	    !mgr_lease_grant(ld->ml, session, dir, leased_now_ms(), &evseq))
 		return 0;
 	g->ino = dir;
 	g->evseq = evseq;

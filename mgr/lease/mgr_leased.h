@@ -68,8 +68,10 @@ void mgr_leased_done(struct mgr_leased *ld, const struct mgr_lease_name *names,
 int mgr_leased_grant(struct mgr_leased *ld, uint64_t session, uint64_t dir,
 		     struct proto_grant *g);
 
-/** Sessions known, waits parked, events queued. Loop thread. */
+/** Sessions known, waits parked, events queued; grants made and leases
+ * recalled since the start. Loop thread. */
 void mgr_leased_counts(struct mgr_leased *ld, size_t *sessions,
-		       size_t *parked, size_t *queued);
+		       size_t *parked, size_t *queued, uint64_t *grants,
+		       uint64_t *recalls);
 
 #endif

@@ -96,12 +96,35 @@ def test_name_cached_past_entry_timeout(lc, d):
     a, b, _ = d
     with open(os.path.join(a, 'f'), 'w') as f:
         f.write('x')
-    os.listdir(b)  # B learns the directory, under a lease
-    os.stat(os.path.join(b, 'f'))
-    n = lookups(lc, 'b')
-    time.sleep(1.5)  # past the fixed entry_timeout (1 s)
-    os.stat(os.path.join(b, 'f'))
-    assert lookups(lc, 'b') == n, 'B asked again: the name was not kept'
+    # from a descriptor of the directory: no walk from the root (whose
+    # lease every test's mkdir recalls)
+    fd = os.open(b, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert os.listdir(fd) == ['f']  # READDIRPLUS: entries under a lease
+        os.stat('f', dir_fd=fd)
+        n = lookups(lc, 'b')
+        time.sleep(1.5)  # past the fixed entry_timeout (1 s)
+        os.stat('f', dir_fd=fd)
+        assert lookups(lc, 'b') == n, 'B asked again: the name was not kept'
+    finally:
+        os.close(fd)
+
+
+def test_shared_directory_backs_off(lc, d):
+    """A and B taking turns at changing one directory: each change recalls
+    the other's lease at most once per back-off (1 s, doubling), not once
+    per change."""
+    a, b, _ = d
+    text = scrape(lc.mgr_metrics)
+    r0 = metric(text, 'rpfs_mgr_lease_recalls_total')
+    for i in range(20):
+        open(os.path.join(a if i % 2 else b, 'f%d' % i), 'w').close()
+        os.stat(os.path.join(b if i % 2 else a, 'f%d' % i))
+    util.wait_until(lambda: metric(scrape(lc.mgr_metrics), 'rpfs_mgr_lease_grants_total') > 0,
+                    WAIT, 0.1, 'grants counted')
+    recalls = metric(scrape(lc.mgr_metrics), 'rpfs_mgr_lease_recalls_total') - r0
+    assert recalls <= 10, '%d recalls for 20 changes' % recalls
+    assert sorted(os.listdir(b)) == sorted('f%d' % i for i in range(20))
 
 
 def test_replaced_name_seen_at_once(lc, d):

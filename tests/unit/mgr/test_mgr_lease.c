@@ -345,10 +345,11 @@ static void test_session_and_grant(void)
 	      "GETATTR carries no grant");
 }
 
-/* Grants and changes: a change waits for the other holders' acks (not
- * the origin's), grants are refused while it waits or runs, a grant
- * carries the holder's event number, and a forgotten holder is not waited
- * for. */
+/* Grants and changes: a change recalls the other holders' leases (an
+ * INVAL_ENTRY and a RECALL each) and waits for their acks (not the
+ * origin's); grants are refused while it waits or runs and for a back-off
+ * after it; a grant carries the holder's event number; a forgotten holder
+ * is not waited for. */
 static void test_changes(void)
 {
 	struct mgr_lease *ml;
@@ -356,61 +357,82 @@ static void test_changes(void)
 	struct proto_cbwait q;
 	struct mgr_lease_name nm = { .dir = 50, .name = "f", .len = 1 };
 	struct mgr_lease_name two[2] = { { 50, "a", 1 }, { 60, "b", 1 } };
-	uint64_t ev = 99;
+	uint64_t ev = 99, t = 5; /* a monotonic clock is never 0 */
 	size_t no, np;
 	int wa, wb, c1, c2, c3;
 
 	CHECK(mgr_lease_new(&ml, BOOT, done_cb, ready_cb, &seen) == 0, "new");
-	CHECK(mgr_lease_grant(ml, 1, 50, &ev) == 0, "no channel: no grant");
-	CHECK(join(ml, 1, NULL, 0) == 0 && join(ml, 2, NULL, 0) == 0, "joined");
+	CHECK(mgr_lease_grant(ml, 1, 50, t, &ev) == 0, "no channel: no grant");
+	CHECK(join(ml, 1, NULL, t) == 0 && join(ml, 2, NULL, t) == 0, "joined");
 	q = W(1, BOOT, 0);
-	CHECK(mgr_lease_wait(ml, &q, NULL, 0, &wa, &rep) == 1, "A parked");
+	CHECK(mgr_lease_wait(ml, &q, NULL, t, &wa, &rep) == 1, "A parked");
 	q = W(2, BOOT, 0);
-	CHECK(mgr_lease_wait(ml, &q, NULL, 0, &wb, &rep) == 1, "B parked");
-	CHECK(mgr_lease_grant(ml, 1, 50, &ev) == 1 && ev == 0, "A granted");
-	CHECK(mgr_lease_grant(ml, 2, 50, &ev) == 1 && ev == 0, "B granted");
-	/* A changes dir 50: B must acknowledge, A need not */
+	CHECK(mgr_lease_wait(ml, &q, NULL, t, &wb, &rep) == 1, "B parked");
+	CHECK(mgr_lease_grant(ml, 1, 50, t, &ev) == 1 && ev == 0, "A granted");
+	CHECK(mgr_lease_grant(ml, 2, 50, t, &ev) == 1 && ev == 0, "B granted");
+	/* A changes dir 50: B must drop the name and the lease, A need not */
 	nready = 0;
-	CHECK(mgr_lease_change(ml, 1, &nm, 1, &c1) == 1, "parked for B");
-	CHECK(seen.calls == 1 && seen.ctx == &wb && seen.nev == 1 &&
-	      seen.kind[0] == PROTO_CB_INVAL_ENTRY && strcmp(seen.name0, "f") == 0,
-	      "B told, A not");
-	CHECK(mgr_lease_grant(ml, 2, 50, &ev) == 0, "no grant while it waits");
-	CHECK(mgr_lease_grant(ml, 2, 51, &ev) == 1 && ev == 1,
-	      "another dir: granted, after event 1");
-	q = W(2, BOOT, 0);
-	CHECK(mgr_lease_wait(ml, &q, NULL, 1, &wb, &rep) == 0 && rep.nev == 1,
-	      "B's wait without the ack: the event again");
-	CHECK(nready == 0, "not yet");
+	CHECK(mgr_lease_change(ml, 1, &nm, 1, t, &c1) == 1, "parked for B");
+	CHECK(seen.calls == 1 && seen.ctx == &wb && seen.nev == 2 &&
+	      seen.kind[0] == PROTO_CB_INVAL_ENTRY && strcmp(seen.name0, "f") == 0 &&
+	      seen.kind[1] == PROTO_CB_RECALL && seen.seq[1] == 2,
+	      "B told (name, then recall), A not");
+	CHECK(mgr_lease_grant(ml, 2, 50, t, &ev) == 0, "no grant while it waits");
+	CHECK(mgr_lease_grant(ml, 2, 51, t, &ev) == 1 && ev == 2,
+	      "another dir: granted, after event 2");
 	q = W(2, BOOT, 1);
-	CHECK(mgr_lease_wait(ml, &q, NULL, 2, &wb, &rep) == 1, "B acks");
+	CHECK(mgr_lease_wait(ml, &q, NULL, t + 1, &wb, &rep) == 0 && rep.nev == 1 &&
+	      rep.ev[0].kind == PROTO_CB_RECALL, "acked the name only: the recall again");
+	CHECK(nready == 0, "not yet");
+	q = W(2, BOOT, 2);
+	CHECK(mgr_lease_wait(ml, &q, NULL, t + 2, &wb, &rep) == 1, "B acks both");
 	CHECK(nready == 1 && readied[0] == &c1, "the change may run");
-	CHECK(mgr_lease_grant(ml, 1, 50, &ev) == 0, "no grant while it runs");
-	mgr_lease_done(ml, &nm, 1);
-	CHECK(mgr_lease_grant(ml, 1, 50, &ev) == 1, "granted once done");
+	CHECK(mgr_lease_grant(ml, 1, 50, t + 2, &ev) == 0, "no grant while it runs");
+	mgr_lease_done(ml, &nm, 1, t + 3);
+	CHECK(mgr_lease_grant(ml, 1, 50, t + 3, &ev) == 0, "nor in the back-off");
+	t += MGR_LEASE_BACKOFF_MIN_MS; /* the back-off is over */
+	CHECK(mgr_lease_grant(ml, 1, 50, t, &ev) == 1, "A again");
+	CHECK(mgr_lease_change(ml, 1, &nm, 1, t, &c1) == 0,
+	      "B holds no lease any more: A's change runs at once");
+	mgr_lease_done(ml, &nm, 1, t);
+	/* a recall soon after the last doubles the back-off */
+	q = W(2, BOOT, 2);
+	CHECK(mgr_lease_wait(ml, &q, NULL, t, &wb, &rep) == 1, "B parked again");
+	CHECK(mgr_lease_grant(ml, 2, 50, t, &ev) == 1, "B granted again");
+	CHECK(mgr_lease_change(ml, 1, &nm, 1, t, &c1) == 1, "recalled again");
+	q = W(2, BOOT, 4);
+	nready = 0;
+	CHECK(mgr_lease_wait(ml, &q, NULL, t, &wb, &rep) == 1 && nready == 1, "acked");
+	mgr_lease_done(ml, &nm, 1, t);
+	CHECK(mgr_lease_grant(ml, 2, 50, t + MGR_LEASE_BACKOFF_MIN_MS, &ev) == 0,
+	      "still in the doubled back-off");
+	t += 2 * MGR_LEASE_BACKOFF_MIN_MS;
+	CHECK(mgr_lease_grant(ml, 2, 50, t, &ev) == 1, "over");
 	/* nobody else holds 60: a change there runs at once */
-	CHECK(mgr_lease_change(ml, 2, &two[1], 1, &c2) == 0, "runs now");
-	mgr_lease_done(ml, &two[1], 1);
-	/* a rename over both dirs waits for A (holder of 50), and B's death
-	 * lets a change B must acknowledge go */
-	CHECK(mgr_lease_grant(ml, 2, 60, &ev) == 1, "B holds 60");
-	CHECK(mgr_lease_change(ml, 2, two, 2, &c2) == 1, "waits for A");
-	CHECK(mgr_lease_change(ml, 1, &two[1], 1, &c3) == 1, "waits for B");
+	CHECK(mgr_lease_change(ml, 2, &two[1], 1, t, &c2) == 0, "runs now");
+	mgr_lease_done(ml, &two[1], 1, t);
+	/* a rename over both dirs waits for A (holder of 50); a change B
+	 * must acknowledge runs when B is forgotten */
+	CHECK(mgr_lease_grant(ml, 1, 50, t, &ev) == 1, "A holds 50");
+	CHECK(mgr_lease_grant(ml, 2, 60, t, &ev) == 1, "B holds 60");
+	nready = 0;
+	CHECK(mgr_lease_change(ml, 2, two, 2, t, &c2) == 1, "waits for A");
+	CHECK(mgr_lease_change(ml, 1, &two[1], 1, t, &c3) == 1, "waits for B");
 	mgr_lease_object_counts(ml, &no, &np);
 	CHECK(np == 2, "two parked: %zu", np);
-	q = W(1, BOOT, 1);
-	nready = 0;
-	CHECK(mgr_lease_wait(ml, &q, NULL, 3, &wa, &rep) == 1, "A acks");
+	q = W(1, BOOT, 2);
+	CHECK(mgr_lease_wait(ml, &q, NULL, t, &wa, &rep) == 1, "A acks");
 	CHECK(nready == 1 && readied[0] == &c2, "the rename runs");
-	/* B's wait was answered by c3's invalidation at 2 and it sends no
-	 * other: alive at 6001, forgotten past its lease (10 s) */
-	mgr_lease_tick(ml, 6001);
+	/* B's wait was answered by c3's recall at t and it sends no other:
+	 * alive at t + 6001, forgotten past its lease (10 s) */
+	mgr_lease_tick(ml, t + 6001);
 	CHECK(nready == 1, "B still known");
-	mgr_lease_tick(ml, 15001);
+	mgr_lease_tick(ml, t + 10001);
 	CHECK(nready == 2 && readied[1] == &c3, "B forgotten: c3 runs");
-	mgr_lease_done(ml, two, 2);
-	mgr_lease_done(ml, &two[1], 1);
-	CHECK(mgr_lease_grant(ml, 1, 60, &ev) == 1, "grants again");
+	mgr_lease_done(ml, two, 2, t + 10001);
+	mgr_lease_done(ml, &two[1], 1, t + 10001);
+	t += 10001 + MGR_LEASE_BACKOFF_MAX_MS;
+	CHECK(mgr_lease_grant(ml, 1, 60, t, &ev) == 1, "grants again");
 	mgr_lease_free(ml);
 }
 
