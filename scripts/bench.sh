@@ -1099,8 +1099,6 @@ wl_snap() {
 wl_job() {
 	local t=$1 job=$2 d=${WL_DIR[$1]} out entries t0 t1 err= secs
 	out=$WORK/out/wl-$t-$job-r$ROUND
-	NRUN=$((NRUN + 1))
-	printf 'bench: [%3d] workload r%d/%d %-12s %-8s ' "$NRUN" "$ROUND" "$ROUNDS" "$t" "$job" >&2
 	case "$job" in
 	untar) entries=$WL_ENTRIES; rm -rf "$d/untar"; mkdir -p "$d/untar" ;;
 	clone) entries=$WL_CLONE_ENTRIES; rm -rf "$d/clone" ;;
@@ -1109,6 +1107,8 @@ wl_job() {
 	esac
 	drop_caches
 	settle
+	NRUN=$((NRUN + 1))
+	printf 'bench: [%3d] workload r%d/%d %-12s %-8s ' "$NRUN" "$ROUND" "$ROUNDS" "$t" "$job" >&2
 	rm -f "$out".*.json
 	wl_snap "$t" start "$job" "$out" 2>"$out.snap" || err="mgr counters: $(head -c 200 "$out.snap")"
 	t0=$(date +%s.%N)
@@ -1143,8 +1143,6 @@ print("%8.2f s  %6d entries%s" % (r["seconds"], r["entries"], "  %.2f req/entry 
 wl_md() {
 	local t=$1 spec=$2 dir=${WL_DIR[$1]}/md out hook=() flags=() err= ph
 	out=$WORK/out/wl-$t-md-$spec-r$ROUND
-	NRUN=$((NRUN + 1))
-	printf 'bench: [%3d] workload r%d/%d %-12s md-%-5s ' "$NRUN" "$ROUND" "$ROUNDS" "$t" "$spec" >&2
 	case "$spec" in
 	1) flags=(-p 1) ;;
 	4) flags=(-p 4) ;;
@@ -1156,6 +1154,8 @@ wl_md() {
 		hook=(-H "$PY $REPO/tests/bench/mdmatrix.py snap http://127.0.0.1:${WL_MPORT[$t]}/metrics ${WL_MNT[$t]} $out")
 	drop_caches
 	settle
+	NRUN=$((NRUN + 1))
+	printf 'bench: [%3d] workload r%d/%d %-12s md-%-5s ' "$NRUN" "$ROUND" "$ROUNDS" "$t" "$spec" >&2
 	timeout -k 5 1800 "$WORK/bin/bench-md" -D "${flags[@]}" "${hook[@]}" "$dir" "$MD_FILES" 1 \
 		>"$out.json" 2>"$out.err" || err="bench-md failed: $(head -c 200 "$out.err" | tr '\n"' '  ')"
 	rmdir "$dir" 2>/dev/null || rm -rf "$dir"
