@@ -1097,7 +1097,7 @@ wl_snap() {
 # around it; one record line in WL_RECORDS. A failed job is recorded as
 # failed and the run goes on.
 wl_job() {
-	local t=$1 job=$2 d=${WL_DIR[$1]} out entries t0 t1 err= secs
+	local t=$1 job=$2 d=${WL_DIR[$1]} out entries t0 t1 secs err=
 	out=$WORK/out/wl-$t-$job-r$ROUND
 	case "$job" in
 	untar) entries=$WL_ENTRIES; rm -rf "$d/untar"; mkdir -p "$d/untar" ;;
@@ -1141,7 +1141,7 @@ print("%8.2f s  %6d entries%s" % (r["seconds"], r["entries"], "  %.2f req/entry 
 # counters read around each phase (bench-md's hook). Three record lines
 # (create-SPEC, stat-SPEC, unlink-SPEC) in WL_RECORDS.
 wl_md() {
-	local t=$1 spec=$2 dir=${WL_DIR[$1]}/md out hook=() flags=() err= ph
+	local t=$1 spec=$2 dir=${WL_DIR[$1]}/md out hook=() flags=() ph err=
 	out=$WORK/out/wl-$t-md-$spec-r$ROUND
 	case "$spec" in
 	1) flags=(-p 1) ;;
