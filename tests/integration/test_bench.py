@@ -420,6 +420,9 @@ def workload(tmp_path_factory):
     return r, str(out)
 
 
+# the run brings its own stores (lmdb and a PostgreSQL of its own) whatever
+# RPFS_STORE says: the PostgreSQL pass need not run it again
+@pytest.mark.own_store
 def test_workload_table(workload):
     """The table has a row per job and a column per target (passthrough,
     rpfs, rpfs-pg, GlusterFS unless it did not start), each with a time;
@@ -463,6 +466,9 @@ def test_workload_table(workload):
         assert '| job | entries | passthrough | rpfs |' in f.read()
 
 
+# the run brings its own stores (lmdb and a PostgreSQL of its own) whatever
+# RPFS_STORE says: the PostgreSQL pass need not run it again
+@pytest.mark.own_store
 def test_workload_counts(workload):
     """The mgr's counts are those of each job: an untarred entry costs a
     create or mkdir, an rm -rf'd one an unlink or rmdir, a bench-md create
@@ -482,6 +488,9 @@ def test_workload_counts(workload):
             assert ops.get('CREATE', 0) >= 1, x
 
 
+# the run brings its own stores (lmdb and a PostgreSQL of its own) whatever
+# RPFS_STORE says: the PostgreSQL pass need not run it again
+@pytest.mark.own_store
 def test_workload_untarred_tree(workload, tmp_path):
     """The tree untarred on each target equals the source: the manifest
     bench.sh took of it there (read back through that file system) equals
