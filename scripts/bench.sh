@@ -77,9 +77,11 @@
 # (default 10000, --quick 2000).
 #
 # --only workload runs the small-file workload alone (a full run leaves
-# it out: on its 50,000-file tree one round takes about WLMIN minutes
-# here, more than the rest of --quick). The tree is source-like: --wl-files N
-# files (default 50000) in N/25 directories nested up to 6 levels, sizes
+# it out: on its 50,000-file tree one round takes about 45 minutes on a
+# 2-core machine with the rpfs state on disk, estimated from a 2,000-file
+# round, about 1 minute of jobs per rpfs target). The tree is
+# source-like: --wl-files N files (default 50000, at most 999999) in N/25
+# directories (at least 1) nested up to 6 levels, sizes
 # 0-64 KiB skewed small (median 2.5 KiB, about 85 % under 8 KiB), made by
 # tests/bench/workload.py with a fixed seed, so every run makes the same
 # tree; it is made once per run on the bench tmpfs, as a tarball and as a
