@@ -3,8 +3,9 @@
 #
 #   scripts/bench.sh [--quick] [--rounds N] [--scrape] [--out DIR]
 #                    [--state-dir DIR] [--meta-matrix] [--stores lmdb[,postgresql]]
-#                    [--only main|meta-matrix] [--md-files N] [--targets LIST]
-#                    [--jobs LIST] [--size SIZE] [--no-settle]
+#                    [--only main|meta-matrix|workload] [--md-files N]
+#                    [--wl-files N] [--targets LIST] [--jobs LIST] [--size SIZE]
+#                    [--no-settle]
 #                    [--scrape-cost PAIRS] [--seal-cost PAIRS]
 #
 # Starts a local rpfs cluster (and two small ones for the iod sweep), a
@@ -75,6 +76,38 @@
 # alone (no fio, no GlusterFS). --md-files N: files per metadata job
 # (default 10000, --quick 2000).
 #
+# --only workload runs the small-file workload alone (a full run leaves
+# it out: on its 50,000-file tree one round takes about 45 minutes on a
+# 2-core machine with the rpfs state on disk, estimated from a 2,000-file
+# round, about 1 minute of jobs per rpfs target). The tree is
+# source-like: --wl-files N files (default 50000, at most 999999) in N/25
+# directories (at least 1) nested up to 6 levels, sizes
+# 0-64 KiB skewed small (median 2.5 KiB, about 85 % under 8 KiB), made by
+# tests/bench/workload.py with a fixed seed, so every run makes the same
+# tree; it is made once per run on the bench tmpfs, as a tarball and as a
+# packed git repository. The jobs, each timed on its own on every target:
+# untar (tar x into an empty directory), clone (git clone --no-hardlinks
+# of the repository), cp -a (of the untarred tree to a sibling), rm -rf
+# (of the untarred tree and its copy), then bench-md's create, stat and
+# unlink of --md-files files (default 10000, --quick 2000) by 1 process,
+# by 4 in one directory and by 4 each in its own. Caches are dropped before
+# each job. In round 1 the untarred tree on every target is checked
+# against the source (a manifest: paths, types, modes, sizes, mtimes,
+# sha256; OUT/workload-manifest*.txt). Targets: the passthrough (the
+# ceiling), rpfs on a 4-iod cluster per store (--stores, here default
+# lmdb,postgresql: columns rpfs and rpfs-pg), GlusterFS when it starts.
+# rpfs has one mode today, column "rpfs"; a "rpfs-leases-off" column (the
+# mount option leases=off) joins when rpfs-fuse has that option
+# (WL_VARIANTS). The rpfs state lies on --state-dir, in this mode by default
+# /var/tmp (a disk; its file system is printed); the passthrough's source
+# and the GlusterFS bricks stay on the tmpfs. --rounds N rounds (default
+# 3, --quick 1), the targets interleaved per job as in the main table.
+# Prints the table (per job: the median time on each target; beside each
+# rpfs cell the mgr's requests and store commits per file-system entry,
+# from its /metrics read before and after the job once the mount's reaper
+# is done, as in the matrix, and the ratio to the passthrough) and writes
+# OUT/workload.md and OUT/workload.jsonl.
+#
 # --scrape-cost PAIRS runs instead the main jobs on the rpfs mount only,
 # each PAIRS times without scraping and PAIRS times with it, interleaved
 # (off,on then on,off, ...) on one cluster whose daemons all serve /metrics,
@@ -119,6 +152,8 @@ MATRIX=0
 ONLY=
 STORES=lmdb
 MD_FILES_ARG=
+WL_FILES_ARG=
+STORES_SET=0
 ROUNDS_ARG=
 TARGETS_ARG=
 JOBS_ARG=
@@ -128,6 +163,7 @@ SCRAPE_COST=0
 SEAL_COST=0
 KEYFILE=
 FUSE_CONF=
+FUSE_XOPTS=
 T_START=$(date +%s)
 
 say() { printf 'bench: %s\n' "$*" >&2; }
@@ -153,14 +189,16 @@ while [ $# -gt 0 ]; do
 	--state-dir) [ $# -ge 2 ] || die "--state-dir: expected DIR"; STATE_DIR=$2; shift ;;
 	--state-dir=*) STATE_DIR=${1#--state-dir=} ;;
 	--meta-matrix) MATRIX=1 ;;
-	--only) [ $# -ge 2 ] || die "--only: expected main or meta-matrix"; ONLY=$2; shift ;;
+	--only) [ $# -ge 2 ] || die "--only: expected main, meta-matrix or workload"; ONLY=$2; shift ;;
 	--only=*) ONLY=${1#--only=} ;;
-	--stores) [ $# -ge 2 ] || die "--stores: expected lmdb[,postgresql]"; STORES=$2; shift ;;
-	--stores=*) STORES=${1#--stores=} ;;
-	--store) [ $# -ge 2 ] || die "--store: expected lmdb or postgresql"; STORES=lmdb,$2; shift ;;
-	--store=*) STORES=lmdb,${1#--store=} ;;
+	--stores) [ $# -ge 2 ] || die "--stores: expected lmdb[,postgresql]"; STORES=$2 STORES_SET=1; shift ;;
+	--stores=*) STORES=${1#--stores=} STORES_SET=1 ;;
+	--store) [ $# -ge 2 ] || die "--store: expected lmdb or postgresql"; STORES=lmdb,$2 STORES_SET=1; shift ;;
+	--store=*) STORES=lmdb,${1#--store=} STORES_SET=1 ;;
 	--md-files) [ $# -ge 2 ] || die "--md-files: expected N"; MD_FILES_ARG=$2; shift ;;
 	--md-files=*) MD_FILES_ARG=${1#--md-files=} ;;
+	--wl-files) [ $# -ge 2 ] || die "--wl-files: expected N"; WL_FILES_ARG=$2; shift ;;
+	--wl-files=*) WL_FILES_ARG=${1#--wl-files=} ;;
 	--scrape-cost) [ $# -ge 2 ] || die "--scrape-cost: expected PAIRS"; SCRAPE_COST=$2; shift ;;
 	--scrape-cost=*) SCRAPE_COST=${1#--scrape-cost=} ;;
 	--seal-cost) [ $# -ge 2 ] || die "--seal-cost: expected ROUNDS"; SEAL_COST=$2; shift ;;
@@ -178,11 +216,22 @@ case "$ONLY" in
 '') ;;
 main) [ "$MATRIX" -eq 0 ] || die "--only main excludes --meta-matrix" ;;
 meta-matrix) MATRIX=1 ;;
-*) die "--only: expected main or meta-matrix, got \"$ONLY\"" ;;
+workload)
+	[ "$MATRIX" -eq 0 ] || die "--only workload excludes --meta-matrix"
+	[ "$SCRAPE" -eq 0 ] || die "--only workload excludes --scrape"
+	# the workload's default stores: both
+	[ "$STORES_SET" -eq 1 ] || STORES=lmdb,postgresql
+	;;
+*) die "--only: expected main, meta-matrix or workload, got \"$ONLY\"" ;;
 esac
 case "$MD_FILES_ARG" in
 '') ;;
 *[!0-9]*|0*) die "--md-files: expected a positive number of files, got \"$MD_FILES_ARG\"" ;;
+esac
+case "$WL_FILES_ARG" in
+'') ;;
+*[!0-9]*|0*|???????*) die "--wl-files: expected 1..999999 files, got \"$WL_FILES_ARG\"" ;;
+*) [ "$ONLY" = workload ] || die "--wl-files shapes the workload, which only --only workload runs" ;;
 esac
 case "$ROUNDS_ARG" in
 ''|[1-9]|[1-9][0-9]) ;;
@@ -210,6 +259,13 @@ case "$SEAL_COST" in
 esac
 [ "$SEAL_COST" -eq 0 ] || { [ -z "$ONLY" ] && [ "$SCRAPE_COST" -eq 0 ]; } ||
 	die "--seal-cost excludes --only and --scrape-cost"
+# --rounds is the workload's too; --jobs, --targets and --size shape the
+# main table alone
+if [ "$ONLY" = workload ]; then
+	for _o in "--jobs:$JOBS_ARG" "--targets:$TARGETS_ARG" "--size:$SIZE_ARG"; do
+		[ -z "${_o#*:}" ] || die "${_o%%:*} shapes the main table, which --only workload does not run"
+	done
+fi
 if [ -n "$MAIN_OPT" ] && { [ "$ONLY" = meta-matrix ] || [ "$SCRAPE_COST" -gt 0 ] ||
 	[ "$SEAL_COST" -gt 0 ]; }; then
 	die "$MAIN_OPT shapes the main table, which --only meta-matrix, --scrape-cost and --seal-cost do not run"
@@ -261,6 +317,8 @@ check_state_dir() {
 	say "state on $STATE_DIR: file system $STATE_FS"
 	[ "$STATE_FS" != tmpfs ] || say "warning: --state-dir $STATE_DIR is on tmpfs, not on a disk"
 }
+# the workload's rpfs state goes to a disk unless --state-dir says otherwise
+[ "$ONLY" != workload ] || [ -n "$STATE_DIR" ] || STATE_DIR=/var/tmp
 check_state_dir
 [ -n "$OUT" ] || OUT=$REPO/bench-results/$(date +%Y%m%d-%H%M%S)
 case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
@@ -270,6 +328,7 @@ if [ "$QUICK" -eq 1 ]; then
 else
 	MODE=full SEQ_SIZE=512m RUNTIME=15 SEQ_CAP=40 MD_FILES=10000 TMPFS_SIZE=16g ROUNDS=3
 fi
+WL_FILES=${WL_FILES_ARG:-50000}
 [ -z "$MD_FILES_ARG" ] || MD_FILES=$MD_FILES_ARG
 [ -z "$ROUNDS_ARG" ] || ROUNDS=$ROUNDS_ARG
 [ -z "$SIZE_ARG" ] || SEQ_SIZE=$SIZE_ARG
@@ -437,9 +496,11 @@ stop_scraper() {
 # --state-dir if given, else the bench tmpfs), namespace in STORE (lmdb,
 # default, or postgresql: a temporary PostgreSQL cluster in ROOT/pg-NAME),
 # mounted at WORK/mnt/NAME (rpfs-fuse -f in the background so its pid is
-# known). Sets RPFS_PIDS_<NAME>. With --scrape each serves /metrics on
-# BASEPORT+30 (mgr), +31+i (iod i), +36 (the mount); MPORT, when given, is
-# the mgr's /metrics port in any case (the matrix reads its counters).
+# known; FUSE_XOPTS, when set, are more -o mount options). Sets
+# RPFS_PIDS_<NAME>. With --scrape each serves /metrics on BASEPORT+30
+# (mgr), +31+i (iod i), +36 (the mount); MPORT, when given, is the mgr's
+# /metrics port in any case (the matrix and the workload read its
+# counters).
 start_rpfs() {
 	local name=$1 n=$2 base=$3 root=${4:-${STATE_WORK:-$WORK/fs}} store=${5:-lmdb} mport=${6:-}
 	local st=$root/rpfs-$1 mnt=$WORK/mnt/$1 i iods=() pids=() mgr_store=()
@@ -468,7 +529,8 @@ start_rpfs() {
 	metrics_opt -o $((base + 36))
 	[ ${#MO[@]} -eq 0 ] || MO=(-o "metrics=${MO[1]}")
 	"$BUILD/fuse-client/rpfs-fuse" "127.0.0.1:$base" "$mnt" -f "${MO[@]}" \
-		${KEYFILE:+-o "key=$KEYFILE"} ${FUSE_CONF:+-o "conf=$FUSE_CONF"} </dev/null \
+		${KEYFILE:+-o "key=$KEYFILE"} ${FUSE_CONF:+-o "conf=$FUSE_CONF"} \
+		${FUSE_XOPTS:+-o "$FUSE_XOPTS"} </dev/null \
 		>"$WORK/logs/$name-fuse.log" 2>&1 &
 	PIDS+=($!) pids+=($!)
 	MOUNTS+=("$mnt")
@@ -929,6 +991,260 @@ run_matrix() {
 		die "cannot write the metadata matrix table"
 }
 
+# ---- the small-file workload (--only workload) -----------------------------
+# WL_VARIANTS: the rpfs modes of the workload, NAME:MOUNT-OPTIONS (more -o
+# options of rpfs-fuse; empty: none), each on a cluster per store (NAME for
+# lmdb, NAME-pg for postgresql). rpfs has one mode today, "rpfs". The hook
+# for leases: once rpfs-fuse has the mount option leases=off, add
+# "rpfs-leases-off:leases=off" here and its columns join the table.
+WL_VARIANTS=("rpfs:")
+WL_SEED=1
+WL_JOBS=(untar clone cp-a rm-rf md-1 md-4 md-4own)
+WL_TARGETS=()
+declare -A WL_DIR WL_MNT WL_MPORT
+WL_RECORDS=
+WL_TAR=
+WL_REPO=
+WL_ENTRIES=
+WL_CLONE_ENTRIES=
+WL_NOTES=()
+# git with no user or system configuration, and a fixed identity and date
+# for the commit, so every run makes the same repository
+WL_GIT=(env GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
+	GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@localhost
+	GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@localhost
+	GIT_AUTHOR_DATE=2023-11-14T22:13:20Z GIT_COMMITTER_DATE=2023-11-14T22:13:20Z git)
+
+# wl_make_tree: the workload's tree (tests/bench/workload.py tree: WL_FILES
+# files, seed WL_SEED) on the bench tmpfs, its manifest (OUT/
+# workload-manifest.txt), a tarball of it (WL_TAR, sorted, numeric owners)
+# and a bare git repository of it, one commit, packed (WL_REPO: a clone
+# copies a pack and checks out, as one from a server does); then the tree
+# itself is removed. WL_ENTRIES: the tree's entries (files and directories,
+# its top included); WL_CLONE_ENTRIES: those of a clone (.git included),
+# counted on a clone made here on the tmpfs.
+wl_make_tree() {
+	local src=$WORK/fs/wl-src info t0
+	t0=$(date +%s)
+	mkdir -p "$src"
+	info=$($PY "$REPO/tests/bench/workload.py" tree "$src/tree" "$WL_FILES" "$WL_SEED") ||
+		die "tests/bench/workload.py tree failed"
+	WL_ENTRIES=$(echo "$info" | $PY -c 'import json,sys; print(json.load(sys.stdin)["entries"])')
+	$PY "$REPO/tests/bench/workload.py" manifest "$src/tree" "$OUT/workload-manifest.txt" ||
+		die "tests/bench/workload.py manifest failed"
+	WL_TAR=$src/tree.tar
+	tar --sort=name --numeric-owner --owner=0 --group=0 -C "$src" -cf "$WL_TAR" tree ||
+		die "cannot make the workload tarball"
+	WL_REPO=$src/repo.git
+	{ "${WL_GIT[@]}" init -q --bare "$WL_REPO" &&
+		"${WL_GIT[@]}" --git-dir="$WL_REPO" --work-tree="$src/tree" add -A &&
+		"${WL_GIT[@]}" --git-dir="$WL_REPO" --work-tree="$src/tree" commit -q -m tree &&
+		"${WL_GIT[@]}" --git-dir="$WL_REPO" repack -adq; } >"$WORK/logs/wl-git.log" 2>&1 ||
+		{ tail -n 5 "$WORK/logs/wl-git.log" >&2; die "cannot make the workload git repository"; }
+	"${WL_GIT[@]}" clone -q --no-hardlinks "$WL_REPO" "$src/probe" >>"$WORK/logs/wl-git.log" 2>&1 ||
+		die "cannot clone the workload git repository on the tmpfs"
+	WL_CLONE_ENTRIES=$(find "$src/probe" | wc -l)
+	rm -rf "$src/probe" "$src/tree"
+	WL_NOTES+=("tree: $(echo "$info" | $PY -c 'import json,sys; d=json.load(sys.stdin)
+print("%d files in %d directories, %.1f MB, seed '"$WL_SEED"'" % (d["files"], d["dirs"], d["bytes"] / 1e6))'), $WL_ENTRIES entries; tarball $(($(stat -c %s "$WL_TAR") / 1000000)) MB; a clone: $WL_CLONE_ENTRIES entries, .git included; made in $(($(date +%s) - t0)) s")
+	say "workload tree: ${WL_NOTES[-1]#tree: }"
+}
+
+# wl_start: the workload's targets: the passthrough, an rpfs cluster of 4
+# iods per WL_VARIANTS mode and store, its state on STATE_WORK (the mgr's
+# /metrics on, ports from PORT+60, 10 per cluster), GlusterFS when it
+# starts. --scrape does not apply (refused with --only workload).
+wl_start() {
+	local SCRAPE=0 j=0 v store t name
+	say "starting the passthrough file system"
+	start_passthrough
+	WL_TARGETS=(passthrough)
+	WL_DIR[passthrough]=$WORK/mnt/pt/wl
+	for v in "${WL_VARIANTS[@]}"; do
+		for store in "${STORE_LIST[@]}"; do
+			t=${v%%:*}
+			[ "$store" = lmdb ] || t=$t-pg
+			name=wl$j
+			say "starting the rpfs cluster $t (4 iods, $store store, mount options: ${v#*:})"
+			FUSE_XOPTS=${v#*:} start_rpfs "$name" 4 $((PORT + 60 + 10 * j)) "$STATE_WORK/wl" \
+				"$store" $((PORT + 65 + 10 * j))
+			WL_TARGETS+=("$t")
+			WL_MNT[$t]=$WORK/mnt/$name
+			WL_DIR[$t]=$WORK/mnt/$name/wl
+			WL_MPORT[$t]=$((PORT + 65 + 10 * j))
+			j=$((j + 1))
+		done
+	done
+	say "starting GlusterFS (4 bricks on loopback)"
+	if start_gluster; then
+		WL_TARGETS+=(glusterfs)
+		WL_DIR[glusterfs]=$WORK/mnt/gl/wl
+	else
+		WL_NOTES+=("GlusterFS: skipped (it did not start; see the log above)")
+	fi
+	for t in "${WL_TARGETS[@]}"; do mkdir -p "${WL_DIR[$t]}"; done
+}
+
+# wl_snap TARGET WHAT JOB PREFIX: for an rpfs TARGET, the mgr's counters
+# into PREFIX.WHAT.JOB.json once the mount's reaper is done
+# (tests/bench/mdmatrix.py snap); nothing for the others.
+wl_snap() {
+	[ -n "${WL_MPORT[$1]:-}" ] || return 0
+	$PY "$REPO/tests/bench/mdmatrix.py" snap "http://127.0.0.1:${WL_MPORT[$1]}/metrics" \
+		"${WL_MNT[$1]}" "$4" "$2" "$3"
+}
+
+# wl_job TARGET JOB: one timed job (untar, clone, cp-a, rm-rf) in TARGET's
+# workload directory, after dropping the caches, the mgr's counters read
+# around it; one record line in WL_RECORDS. A failed job is recorded as
+# failed and the run goes on.
+wl_job() {
+	local t=$1 job=$2 d=${WL_DIR[$1]} out entries t0 t1 secs err=
+	out=$WORK/out/wl-$t-$job-r$ROUND
+	case "$job" in
+	untar) entries=$WL_ENTRIES; rm -rf "$d/untar"; mkdir -p "$d/untar" ;;
+	clone) entries=$WL_CLONE_ENTRIES; rm -rf "$d/clone" ;;
+	cp-a) entries=$WL_ENTRIES; rm -rf "$d/copy" ;;
+	rm-rf) entries=$((2 * WL_ENTRIES)) ;;
+	esac
+	drop_caches
+	settle
+	NRUN=$((NRUN + 1))
+	printf 'bench: [%3d] workload r%d/%d %-12s %-8s ' "$NRUN" "$ROUND" "$ROUNDS" "$t" "$job" >&2
+	rm -f "$out".*.json
+	wl_snap "$t" start "$job" "$out" 2>"$out.snap" || err="mgr counters: $(head -c 200 "$out.snap")"
+	t0=$(date +%s.%N)
+	case "$job" in
+	untar) timeout -k 5 3600 tar -xf "$WL_TAR" -C "$d/untar" ;;
+	clone) timeout -k 5 3600 "${WL_GIT[@]}" clone -q --no-hardlinks "$WL_REPO" "$d/clone" ;;
+	cp-a) timeout -k 5 3600 cp -a "$d/untar" "$d/copy" ;;
+	rm-rf) timeout -k 5 3600 rm -rf "$d/untar" "$d/copy" ;;
+	esac >"$out.log" 2>&1 || err="$job failed: $(tail -n 3 "$out.log" | tr '\n"' '  ' | cut -c1-200)"
+	t1=$(date +%s.%N)
+	[ -n "$err" ] || wl_snap "$t" end "$job" "$out" 2>"$out.snap" ||
+		err="mgr counters: $(head -c 200 "$out.snap")"
+	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+	if [ -z "$err" ]; then
+		$PY "$REPO/tests/bench/workload.py" record "$out" "$job" "$entries" "$secs" \
+			target="$t" round="$ROUND" >>"$WL_RECORDS"
+		tail -n 1 "$WL_RECORDS" | $PY -c 'import json,sys; r=json.load(sys.stdin); m=r.get("mgr")
+print("%8.2f s  %6d entries%s" % (r["seconds"], r["entries"], "  %.2f req/entry %.3f cmt/entry" %
+      (m["req_per_op"], m.get("commits_per_op", float("nan"))) if m else ""))' >&2
+	else
+		echo "failed: $err" >&2
+		$PY "$REPO/tests/bench/workload.py" record - "$job" "$entries" 0 target="$t" \
+			round="$ROUND" error="$err" >>"$WL_RECORDS"
+	fi
+}
+
+# wl_md TARGET SPEC: bench-md (create, stat, unlink of MD_FILES files,
+# caches dropped before each phase) in a fresh directory of TARGET; SPEC 1:
+# 1 process, 4: 4 in one directory, 4own: 4 each in its own; the mgr's
+# counters read around each phase (bench-md's hook). Three record lines
+# (create-SPEC, stat-SPEC, unlink-SPEC) in WL_RECORDS.
+wl_md() {
+	local t=$1 spec=$2 dir=${WL_DIR[$1]}/md out hook=() flags=() ph err=
+	out=$WORK/out/wl-$t-md-$spec-r$ROUND
+	case "$spec" in
+	1) flags=(-p 1) ;;
+	4) flags=(-p 4) ;;
+	4own) flags=(-p 4 -s) ;;
+	esac
+	mkdir -p "$dir"
+	rm -f "$out".*.json
+	[ -z "${WL_MPORT[$t]:-}" ] ||
+		hook=(-H "$PY $REPO/tests/bench/mdmatrix.py snap http://127.0.0.1:${WL_MPORT[$t]}/metrics ${WL_MNT[$t]} $out")
+	drop_caches
+	settle
+	NRUN=$((NRUN + 1))
+	printf 'bench: [%3d] workload r%d/%d %-12s md-%-5s ' "$NRUN" "$ROUND" "$ROUNDS" "$t" "$spec" >&2
+	timeout -k 5 1800 "$WORK/bin/bench-md" -D "${flags[@]}" "${hook[@]}" "$dir" "$MD_FILES" 1 \
+		>"$out.json" 2>"$out.err" || err="bench-md failed: $(head -c 200 "$out.err" | tr '\n"' '  ')"
+	rmdir "$dir" 2>/dev/null || rm -rf "$dir"
+	if [ -z "$err" ] && $PY "$REPO/tests/bench/workload.py" mdrecords "$out.json" "$out" "$spec" \
+		target="$t" round="$ROUND" >>"$WL_RECORDS" 2>"$out.rerr"; then
+		tail -n 3 "$WL_RECORDS" | $PY -c 'import json,sys
+print("  ".join("%s %.2f s%s" % (r["job"].split("-")[0], r["seconds"], " (%.2f req)" % r["mgr"]["req_per_op"]
+                if "mgr" in r else "") for r in map(json.loads, sys.stdin)))' >&2
+	else
+		[ -n "$err" ] || err="bad bench-md output: $(head -c 200 "$out.rerr")"
+		echo "failed: $err" >&2
+		for ph in create stat unlink; do
+			$PY "$REPO/tests/bench/workload.py" record - "$ph-$spec" "$MD_FILES" 0 target="$t" \
+				round="$ROUND" error="$err" >>"$WL_RECORDS"
+		done
+	fi
+}
+
+# wl_verify: the manifest of the untarred tree on every target (OUT/
+# workload-manifest-TARGET.txt) against the source's, unmeasured; a note
+# for the table either way, and a warning per target whose tree differs.
+wl_verify() {
+	local t m same=() diff=()
+	for t in "${WL_TARGETS[@]}"; do
+		m=$OUT/workload-manifest-$t.txt
+		if [ -d "${WL_DIR[$t]}/untar/tree" ] &&
+			$PY "$REPO/tests/bench/workload.py" manifest "${WL_DIR[$t]}/untar/tree" "$m" &&
+			cmp -s "$m" "$OUT/workload-manifest.txt"; then
+			same+=("$t")
+		else
+			diff+=("$t")
+			say "warning: the untarred tree on $t differs from the source (see $m)"
+		fi
+	done
+	[ ${#same[@]} -eq 0 ] || WL_NOTES+=("check: the untarred tree (round 1) equals the source on ${same[*]}")
+	[ ${#diff[@]} -eq 0 ] || WL_NOTES+=("check: the untarred tree (round 1) DIFFERS from the source on ${diff[*]}")
+}
+
+# run_workload: the tree, the targets, a warm-up of each (bench-md, 1,000
+# files, unmeasured), then ROUNDS rounds of every job on every target, the
+# targets interleaved per job, their order rotating from job to job and
+# from round to round; prints the table and writes OUT/workload.md and
+# OUT/workload.jsonl.
+run_workload() {
+	local t job i k nt warm
+	WL_RECORDS=$WORK/workload.jsonl
+	: >"$WL_RECORDS"
+	wl_make_tree
+	wl_start
+	nt=${#WL_TARGETS[@]}
+	warm=$((MD_FILES < 1000 ? MD_FILES : 1000))
+	for t in "${WL_TARGETS[@]}"; do
+		mkdir -p "${WL_DIR[$t]}/warm"
+		"$WORK/bin/bench-md" "${WL_DIR[$t]}/warm" "$warm" 10 >/dev/null ||
+			say "warning: metadata warm-up failed on $t"
+		rmdir "${WL_DIR[$t]}/warm" 2>/dev/null || true
+	done
+	say "workload: ${WL_TARGETS[*]} ($MODE mode: $ROUNDS round(s), $WL_FILES files, $MD_FILES files per bench-md job)"
+	for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+		k=$((ROUND - 1))
+		for job in "${WL_JOBS[@]}"; do
+			for ((i = 0; i < nt; i++)); do
+				t=${WL_TARGETS[(i + k) % nt]}
+				case "$job" in
+				md-*) wl_md "$t" "${job#md-}" ;;
+				*) wl_job "$t" "$job" ;;
+				esac
+			done
+			k=$((k + 1))
+			[ "$job" != untar ] || [ "$ROUND" -ne 1 ] || wl_verify
+			# the clones go with the trees, unmeasured
+			[ "$job" != rm-rf ] || for t in "${WL_TARGETS[@]}"; do
+				rm -rf "${WL_DIR[$t]:?}"/*
+			done
+		done
+	done
+	ROUND=
+	WL_NOTES=("rpfs state (mgr database, iod data, PostgreSQL data): $STATE_DIR, file system $STATE_FS"
+		"passthrough source, GlusterFS bricks, tarball and git repository: the bench tmpfs"
+		"rpfs: one mode today; a leases=off column joins when rpfs-fuse has that mount option"
+		"$MODE mode, $(nproc) CPUs, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
+		"${WL_NOTES[@]}")
+	cp "$WL_RECORDS" "$OUT/workload.jsonl"
+	$PY "$REPO/tests/bench/workload.py" table "$WL_RECORDS" "$OUT/workload.md" "${WL_NOTES[@]}" ||
+		die "cannot write the workload table"
+}
+
 # ---- the cost of scraping (--scrape-cost PAIRS) -----------------------------
 # scrape_cpu: the CPU time one scrape costs each process of the main
 # cluster (SCRAPE_URLS and RPFS_PIDS_main list them in the same order:
@@ -1087,6 +1403,11 @@ if [ "$ONLY" = meta-matrix ]; then
 	start_passthrough
 	run_matrix
 	say "done in $(($(date +%s) - T_START)) s; $OUT/meta-matrix.md"
+	exit 0
+fi
+if [ "$ONLY" = workload ]; then
+	run_workload
+	say "done in $(($(date +%s) - T_START)) s; $OUT/workload.md"
 	exit 0
 fi
 if [ "$SCRAPE_COST" -gt 0 ]; then

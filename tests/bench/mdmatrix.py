@@ -11,7 +11,7 @@ scripts/bench.sh.
         (rpfs_server_requests_total{op}), its store commit count
         (rpfs_mgr_store_commit_seconds_count) and the reaper's counts as
         JSON to PREFIX.WHAT.PHASE.json (bench-md's -H hook: WHAT is start
-        or end)
+        or end; workload.py's jobs use it too, PHASE naming the job)
     mdmatrix.py record MDJSON PREFIX KEY=VALUE...
         one record line: bench-md's rates, and per phase the mgr requests
         and commits per op (end minus start snapshot, over the files) and
@@ -92,8 +92,9 @@ def wait_reaped(mount, what, phase):
 def snap(url, mount, prefix, what, phase):
     """Once MOUNT's reaper is done (wait_reaped), fetch URL and write its
     counters and the reaper's to PREFIX.WHAT.PHASE.json."""
-    if what not in ("start", "end") or phase not in PHASES:
-        sys.exit("mdmatrix.py snap: expected start|end and a phase, got %r %r" % (what, phase))
+    if what not in ("start", "end") or not re.fullmatch(r"[a-z][a-z0-9-]*", phase):
+        sys.exit("mdmatrix.py snap: expected start|end and a phase (a bench-md phase or a "
+                 "workload job: lower case letters, digits, -), got %r %r" % (what, phase))
     queued, reaped = wait_reaped(mount, what, phase)
     with urllib.request.urlopen(url, timeout=10) as r:
         data = parse_metrics(r.read().decode("utf-8", "replace"))

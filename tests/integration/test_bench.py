@@ -4,7 +4,9 @@ anything starts; a tiny matrix run prints the side-by-side table with the
 mgr's requests per op, each phase's counts read once the mount's reaper
 has purged what the phase freed; a tiny main run in 2 rounds prints per
 cell the median of the rounds and their spread, and ratios as the median
-of the per-round ratios. A benchmark is not a test: nothing here looks at
+of the per-round ratios; a tiny workload run (--only workload) prints a
+time per job and target, the mgr's requests per entry beside each rpfs
+cell, and leaves the manifests of the trees it untarred. A benchmark is not a test: nothing here looks at
 a rate, only at what is printed and how it was computed. The runs pass
 --no-settle: waiting for an idle machine only matters for the figures."""
 import http.server
@@ -44,7 +46,7 @@ def bench(*args, timeout=900):
     (['--state-dir'], 'bench: error: --state-dir: expected DIR'),
     (['--stores', 'lmdb,sqlite'], 'bench: error: --stores: expected lmdb or postgresql, got "sqlite"'),
     (['--md-files', '0'], 'bench: error: --md-files: expected a positive number of files, got "0"'),
-    (['--only', 'fio'], 'bench: error: --only: expected main or meta-matrix, got "fio"'),
+    (['--only', 'fio'], 'bench: error: --only: expected main, meta-matrix or workload, got "fio"'),
     (['--only', 'main', '--meta-matrix'], 'bench: error: --only main excludes --meta-matrix'),
     (['--rounds', '0'], 'bench: error: --rounds: expected 1..99 rounds, got "0"'),
     (['--rounds'], 'bench: error: --rounds: expected N'),
@@ -339,3 +341,171 @@ def test_postgresql_store(tmp_path):
             'bench: error: --stores postgresql: %s/mgr/rpfs-mgr does not know --store '
             '(no PostgreSQL store in this build)' % util.build_dir())
         assert not os.path.exists(os.path.join(str(tmp_path), 'meta-matrix.md'))
+
+
+WORKLOAD = os.path.join(util.REPO, 'tests', 'bench', 'workload.py')
+WL_JOBS = ['tar x', 'git clone', 'cp -a', 'rm -rf (both trees)'] + [
+    '%s, %s' % (ph, who) for who in ('1 proc', '4 procs, one dir', '4 procs, own dirs')
+    for ph in ('create', 'stat', 'unlink')]
+
+
+@pytest.mark.parametrize('args,msg', [
+    (['--wl-files', '0'], 'bench: error: --wl-files: expected 1..999999 files, got "0"'),
+    (['--wl-files', '2k'], 'bench: error: --wl-files: expected 1..999999 files, got "2k"'),
+    (['--wl-files', '1000000', '--only', 'workload'],
+     'bench: error: --wl-files: expected 1..999999 files, got "1000000"'),
+    (['--wl-files'], 'bench: error: --wl-files: expected N'),
+    (['--wl-files', '200'],
+     'bench: error: --wl-files shapes the workload, which only --only workload runs'),
+    (['--only', 'workload', '--meta-matrix'], 'bench: error: --only workload excludes --meta-matrix'),
+    (['--only', 'workload', '--scrape'], 'bench: error: --only workload excludes --scrape'),
+    (['--only', 'workload', '--rounds', '2', '--jobs', 'md1'],
+     'bench: error: --jobs shapes the main table, which --only workload does not run'),
+    (['--only', 'workload', '--targets', 'rpfs'],
+     'bench: error: --targets shapes the main table, which --only workload does not run'),
+    (['--only', 'workload', '--size', '1m'],
+     'bench: error: --size shapes the main table, which --only workload does not run'),
+    (['--only', 'workload', '--stores', 'lmdb,nfs'],
+     'bench: error: --stores: expected lmdb or postgresql, got "nfs"'),
+])
+def test_workload_bad_arguments(args, msg):
+    """A bad workload argument gets one line naming it and exit status 1,
+    before anything is built, started or mounted."""
+    r = bench(*args, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.strip().splitlines() == [msg]
+
+
+def make_tree(tmp_path, name, nfiles, seed):
+    """workload.py tree into tmp_path/name; its manifest's lines."""
+    top = str(tmp_path / name)
+    r = util.run(['/usr/bin/python3', WORKLOAD, 'tree', top, str(nfiles), str(seed)])
+    info = json.loads(r.stdout)
+    util.run(['/usr/bin/python3', WORKLOAD, 'manifest', top, top + '.manifest'])
+    with open(top + '.manifest') as f:
+        return info, f.read().splitlines()
+
+
+def test_workload_tree_deterministic(tmp_path):
+    """The same size and seed make the same tree (names, types, modes,
+    sizes, mtimes, contents), another seed another one; the tree has
+    nfiles files in nfiles/25 nested directories, sizes 0..64 KiB, most
+    under 8 KiB."""
+    info, a = make_tree(tmp_path, 'a', 500, 1)
+    _, b = make_tree(tmp_path, 'b', 500, 1)
+    _, c = make_tree(tmp_path, 'c', 500, 2)
+    assert a == b
+    assert a != c
+    files = [l.split() for l in a if l.split()[1] == 'f']
+    dirs = [l.split() for l in a if l.split()[1] == 'd']
+    assert (len(files), len(dirs)) == (500, 500 // 25 + 1)
+    assert info == {'files': 500, 'dirs': 20, 'bytes': sum(int(f[3]) for f in files),
+                    'entries': 521}
+    sizes = [int(f[3]) for f in files]
+    assert max(sizes) <= 65536 and min(sizes) == 0
+    assert sum(s < 8192 for s in sizes) > 0.7 * len(sizes)
+    assert max(d[0].count('/') for d in dirs) >= 2  # nested
+
+
+@pytest.fixture(scope='module')
+def workload(tmp_path_factory):
+    """One tiny workload run: 200 files, 40 per bench-md job, 1 round,
+    the rpfs state in the mode's default place (under /var/tmp, which
+    pg-temp.sh's server user can reach: pytest's tmp_path is private to
+    root); its result and its output directory."""
+    out = tmp_path_factory.mktemp('bench-wl')
+    r = bench('--only', 'workload', '--wl-files', '200', '--md-files', '40', '--rounds', '1',
+              '--no-settle', '--quick', '--out', str(out), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r, str(out)
+
+
+# the run brings its own stores (lmdb and a PostgreSQL of its own) whatever
+# RPFS_STORE says: the PostgreSQL pass need not run it again
+@pytest.mark.own_store
+def test_workload_table(workload):
+    """The table has a row per job and a column per target (passthrough,
+    rpfs, rpfs-pg, GlusterFS unless it did not start), each with a time;
+    beside each rpfs cell its requests and commits per entry and its
+    ratio to the passthrough."""
+    r, out = workload
+    lines = r.stdout.splitlines()
+    head = [i for i, l in enumerate(lines) if l.startswith('job ')]
+    assert len(head) == 1, r.stdout[-3000:]
+    cols = re.split(r'\s{2,}', lines[head[0]].strip())
+    gluster = 'bench: GlusterFS skipped' not in r.stderr
+    want = ['job', 'entries', 'passthrough']
+    for t in ('rpfs', 'rpfs-pg'):
+        want += [t, t + ' req/e', t + ' cmt/e', t + '/pt']
+    assert cols == want + (['glusterfs'] if gluster else []), cols
+    if not gluster:
+        assert 'GlusterFS: skipped' in r.stdout
+    rows = [re.split(r'\s{2,}', l.strip()) for l in lines[head[0] + 1:head[0] + 1 + len(WL_JOBS)]]
+    assert [x[0] for x in rows] == WL_JOBS, r.stdout[-3000:]
+    entries = {'tar x': 209, 'cp -a': 209, 'rm -rf (both trees)': 418}
+    for row in rows:
+        assert len(row) == len(cols), row
+        cell = dict(zip(cols, row))
+        if row[0] in entries:
+            assert cell['entries'] == str(entries[row[0]]), row
+        elif row[0] != 'git clone':
+            assert cell['entries'] == '40', row  # --md-files
+        for t in ['passthrough', 'rpfs', 'rpfs-pg'] + (['glusterfs'] if gluster else []):
+            assert re.fullmatch(r'\d+(\.\d+)? s', cell[t]), (t, row)
+        for t in ('rpfs', 'rpfs-pg'):
+            assert re.fullmatch(r'\d+\.\d\d', cell[t + ' req/e']), (t, row)
+            assert re.fullmatch(r'\d+\.\d{3}', cell[t + ' cmt/e']), (t, row)
+            assert re.fullmatch(r'\d+\.\d\d', cell[t + '/pt']), (t, row)
+    # the state was under /var/tmp, and its file system is named
+    fs = subprocess.run(['stat', '-f', '-c', '%T', '/var/tmp'], capture_output=True,
+                        text=True, check=True).stdout.strip()
+    assert 'bench: state on /var/tmp: file system %s' % fs in r.stderr
+    assert 'rpfs state (mgr database, iod data, PostgreSQL data): /var/tmp, file system %s' % fs \
+        in r.stdout
+    with open(os.path.join(out, 'workload.md')) as f:
+        assert '| job | entries | passthrough | rpfs |' in f.read()
+
+
+# the run brings its own stores (lmdb and a PostgreSQL of its own) whatever
+# RPFS_STORE says: the PostgreSQL pass need not run it again
+@pytest.mark.own_store
+def test_workload_counts(workload):
+    """The mgr's counts are those of each job: an untarred entry costs a
+    create or mkdir, an rm -rf'd one an unlink or rmdir, a bench-md create
+    a CREATE."""
+    _, out = workload
+    with open(os.path.join(out, 'workload.jsonl')) as f:
+        recs = [json.loads(l) for l in f]
+    assert not [x for x in recs if 'error' in x], recs
+    for x in (x for x in recs if x['target'].startswith('rpfs')):
+        ops = x['mgr']['req_ops']
+        if x['job'] == 'untar':
+            # 200 files, 9 directories below the untar directory, of 209
+            assert ops.get('CREATE', 0) + ops.get('MKDIR', 0) >= 1, x
+        elif x['job'] == 'rm-rf':
+            assert ops.get('UNLINK', 0) + ops.get('RMDIR', 0) >= 1, x
+        elif x['job'].startswith('create-'):
+            assert ops.get('CREATE', 0) >= 1, x
+
+
+# the run brings its own stores (lmdb and a PostgreSQL of its own) whatever
+# RPFS_STORE says: the PostgreSQL pass need not run it again
+@pytest.mark.own_store
+def test_workload_untarred_tree(workload, tmp_path):
+    """The tree untarred on each target equals the source: the manifest
+    bench.sh took of it there (read back through that file system) equals
+    the manifest of the same tree made here from the seed it printed."""
+    r, out = workload
+    seed = re.search(r'tree: 200 files in 8 directories, [0-9.]+ MB, seed (\d+)', r.stdout)
+    assert seed, r.stdout[-3000:]
+    _, want = make_tree(tmp_path, 'tree', 200, int(seed.group(1)))
+    targets = ['passthrough', 'rpfs', 'rpfs-pg']
+    if 'bench: GlusterFS skipped' not in r.stderr:
+        targets.append('glusterfs')
+    for t in [None] + targets:
+        p = os.path.join(out, 'workload-manifest%s.txt' % ('-' + t if t else ''))
+        with open(p) as f:
+            got = f.read().splitlines()
+        assert got == want, (t, set(got) ^ set(want))
+    assert 'check: the untarred tree (round 1) equals the source on %s' % ' '.join(
+        t for t in ['passthrough', 'rpfs', 'rpfs-pg', 'glusterfs'] if t in targets) in r.stdout
