@@ -96,9 +96,8 @@
 # sha256; OUT/workload-manifest*.txt). Targets: the passthrough (the
 # ceiling), rpfs on a 4-iod cluster per store (--stores, here default
 # lmdb,postgresql: columns rpfs and rpfs-pg), GlusterFS when it starts.
-# rpfs has one mode today, column "rpfs"; a "rpfs-leases-off" column (the
-# mount option leases=off) joins when rpfs-fuse has that option
-# (WL_VARIANTS). The rpfs state lies on --state-dir, in this mode by default
+# rpfs runs in two modes (WL_VARIANTS): as mounted by default, columns
+# rpfs and rpfs-pg, and with -o leases, rpfs-leases and rpfs-leases-pg. The rpfs state lies on --state-dir, in this mode by default
 # /var/tmp (a disk; its file system is printed); the passthrough's source
 # and the GlusterFS bricks stay on the tmpfs. --rounds N rounds (default
 # 3, --quick 1), the targets interleaved per job as in the main table.
@@ -994,10 +993,9 @@ run_matrix() {
 # ---- the small-file workload (--only workload) -----------------------------
 # WL_VARIANTS: the rpfs modes of the workload, NAME:MOUNT-OPTIONS (more -o
 # options of rpfs-fuse; empty: none), each on a cluster per store (NAME for
-# lmdb, NAME-pg for postgresql). rpfs has one mode today, "rpfs". The hook
-# for leases: once rpfs-fuse has the mount option leases=off, add
-# "rpfs-leases-off:leases=off" here and its columns join the table.
-WL_VARIANTS=("rpfs:")
+# lmdb, NAME-pg for postgresql): "rpfs" as mounted by default (leases
+# off) and "rpfs-leases" with -o leases.
+WL_VARIANTS=("rpfs:" "rpfs-leases:leases")
 WL_SEED=1
 WL_JOBS=(untar clone cp-a rm-rf md-1 md-4 md-4own)
 WL_TARGETS=()

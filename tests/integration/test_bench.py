@@ -407,6 +407,10 @@ def test_workload_tree_deterministic(tmp_path):
     assert max(d[0].count('/') for d in dirs) >= 2  # nested
 
 
+# the workload's rpfs columns: each mode (bench.sh WL_VARIANTS) on each store
+WL_RPFS = ['rpfs', 'rpfs-pg', 'rpfs-leases', 'rpfs-leases-pg']
+
+
 @pytest.fixture(scope='module')
 def workload(tmp_path_factory):
     """One tiny workload run: 200 files, 40 per bench-md job, 1 round,
@@ -425,7 +429,8 @@ def workload(tmp_path_factory):
 @pytest.mark.own_store
 def test_workload_table(workload):
     """The table has a row per job and a column per target (passthrough,
-    rpfs, rpfs-pg, GlusterFS unless it did not start), each with a time;
+    rpfs and rpfs-pg, the same with -o leases, GlusterFS unless it did not
+    start), each with a time;
     beside each rpfs cell its requests and commits per entry and its
     ratio to the passthrough."""
     r, out = workload
@@ -435,7 +440,7 @@ def test_workload_table(workload):
     cols = re.split(r'\s{2,}', lines[head[0]].strip())
     gluster = 'bench: GlusterFS skipped' not in r.stderr
     want = ['job', 'entries', 'passthrough']
-    for t in ('rpfs', 'rpfs-pg'):
+    for t in WL_RPFS:
         want += [t, t + ' req/e', t + ' cmt/e', t + '/pt']
     assert cols == want + (['glusterfs'] if gluster else []), cols
     if not gluster:
@@ -450,9 +455,9 @@ def test_workload_table(workload):
             assert cell['entries'] == str(entries[row[0]]), row
         elif row[0] != 'git clone':
             assert cell['entries'] == '40', row  # --md-files
-        for t in ['passthrough', 'rpfs', 'rpfs-pg'] + (['glusterfs'] if gluster else []):
+        for t in ['passthrough'] + WL_RPFS + (['glusterfs'] if gluster else []):
             assert re.fullmatch(r'\d+(\.\d+)? s', cell[t]), (t, row)
-        for t in ('rpfs', 'rpfs-pg'):
+        for t in WL_RPFS:
             assert re.fullmatch(r'\d+\.\d\d', cell[t + ' req/e']), (t, row)
             assert re.fullmatch(r'\d+\.\d{3}', cell[t + ' cmt/e']), (t, row)
             assert re.fullmatch(r'\d+\.\d\d', cell[t + '/pt']), (t, row)
@@ -499,7 +504,7 @@ def test_workload_untarred_tree(workload, tmp_path):
     seed = re.search(r'tree: 200 files in 8 directories, [0-9.]+ MB, seed (\d+)', r.stdout)
     assert seed, r.stdout[-3000:]
     _, want = make_tree(tmp_path, 'tree', 200, int(seed.group(1)))
-    targets = ['passthrough', 'rpfs', 'rpfs-pg']
+    targets = ['passthrough'] + WL_RPFS
     if 'bench: GlusterFS skipped' not in r.stderr:
         targets.append('glusterfs')
     for t in [None] + targets:
@@ -508,4 +513,4 @@ def test_workload_untarred_tree(workload, tmp_path):
             got = f.read().splitlines()
         assert got == want, (t, set(got) ^ set(want))
     assert 'check: the untarred tree (round 1) equals the source on %s' % ' '.join(
-        t for t in ['passthrough', 'rpfs', 'rpfs-pg', 'glusterfs'] if t in targets) in r.stdout
+        targets) in r.stdout
