@@ -724,9 +724,12 @@ static void ops_mount_call(struct mgr_ops *ops, struct ops_call *call)
 /* A LOOKUP in a directory or a READDIR of it, answered from a read txn
  * begun after every change the lease table let run had committed: grant
  * the session a READ lease on the directory (mgr_leased_grant) by adding
- * it to the encoded reply (proto_grant: after the fields). */
+ * it to the encoded reply (proto_grant: after the fields). A LOOKUP miss
+ * so granted is answered 0 with all-zero attributes, which only a client
+ * that sent a session reads (as ENOENT under the lease). */
 static void ops_grant(struct mgr_ops *ops, struct ops_call *call)
 {
+	static const struct proto_mrep miss; /* all zero */
 	struct proto_grant g;
 	uint64_t dir;
 
@@ -741,6 +744,13 @@ static void ops_grant(struct mgr_ops *ops, struct ops_call *call)
 			  proto_op_name(call->op), (unsigned long long)dir,
 			  (unsigned long long)call->m.cred.session);
 		return;
+	}
+	if (call->status == -ENOENT) {
+		call->w.len = 0;
+		call->w.err = 0;
+		if (proto_mrep_encode(&call->w, call->op, &miss))
+			return; /* never: an all-zero reply encodes */
+		call->status = 0;
 	}
 	wb_u64(&call->w, g.ino);
 	wb_u64(&call->w, g.evseq);
@@ -783,7 +793,7 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 		ops_mount_call(ops, &call);
 	else
 		ops_txn_run(ops, NULL, &call);
-	if (call.status == 0)
+	if (call.status == 0 || (call.status == -ENOENT && op == PROTO_OP_LOOKUP))
 		ops_grant(ops, &call);
 	if (call.status == -ESTALE && ops->serving) {
 		/* only a fenced commit (group commit off) fails so: the lease

@@ -1235,7 +1235,7 @@ run_workload() {
 	ROUND=
 	WL_NOTES=("rpfs state (mgr database, iod data, PostgreSQL data): $STATE_DIR, file system $STATE_FS"
 		"passthrough source, GlusterFS bricks, tarball and git repository: the bench tmpfs"
-		"rpfs: one mode today; a leases=off column joins when rpfs-fuse has that mount option"
+		"rpfs modes: $(printf '%s ' "${WL_VARIANTS[@]}" | sed 's/:\([^ ]*\)/ (-o \1)/g; s/ (-o )//g')(columns NAME for lmdb, NAME-pg for postgresql)"
 		"$MODE mode, $(nproc) CPUs, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 		"${WL_NOTES[@]}")
 	cp "$WL_RECORDS" "$OUT/workload.jsonl"

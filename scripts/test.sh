@@ -346,20 +346,23 @@ fuzz() {
 	done
 }
 
-# host_pytest STORE NAME PORTS: the integration suite with the mgr on
-# STORE (lmdb, or postgresql: every cluster gets a database of its own on
-# the shared temporary cluster), its ports in PORTS ("LO-HI"), under
-# pytest-xdist; results in $RUN_TMP/NAME.xml, output in $RUN_TMP/NAME.log
-# (printed when the pass ends, so the two passes do not interleave).
+# host_pytest STORE NAME PORTS [TESTS...]: the integration suite (or the
+# TESTS files) with the mgr on STORE (lmdb, or postgresql: every cluster
+# gets a database of its own on the shared temporary cluster), its ports
+# in PORTS ("LO-HI"), under pytest-xdist; results in $RUN_TMP/NAME.xml,
+# output in $RUN_TMP/NAME.log (printed when the pass ends, so the passes
+# do not interleave). $RPFS_MOUNT_OPTS, if set, goes to every mount.
 host_pytest() {
 	local store=$1 name=$2 ports=$3 junit=$RUN_TMP/$2.xml rc=0
+	local tests=("${@:4}")
+	[ ${#tests[@]} -gt 0 ] || tests=(tests/integration)
 	if ! pytest_args; then
 		echo "test.sh: RPFS_PYTEST_ARGS: expected shell words, got \"${RPFS_PYTEST_ARGS:-}\" (unbalanced quotes?); pytest not run"
 		count "$name" 0 1
 		return
 	fi
 	RPFS_STORE=$store RPFS_BUILD=$ASAN_BUILD RPFS_PORT_RANGE=$ports \
-		timeout -k 60 3600 "$PY" -m pytest tests/integration -v -n "$WORKERS" --dist loadfile \
+		timeout -k 60 3600 "$PY" -m pytest "${tests[@]}" -v -n "$WORKERS" --dist loadfile \
 		-m "not verbs" --basetemp="$RUN_TMP/$name" --junitxml="$junit" \
 		"${PYTEST_ARGS[@]}" </dev/null >"$RUN_TMP/$name.log" 2>&1 || rc=$?
 	# the verdict lines and everything after the run (failures, summary)
@@ -371,9 +374,15 @@ host_pytest() {
 	junit_counts "$name" "$junit"
 }
 
+# The POSIX and multi-mount checks run again with every mount on -o
+# leases (fuse-client/frontend/fe_cb.h), so that both modes run here.
+LEASES_TESTS=(test_meta.py test_ops.py test_shell.py test_multi.py test_truncate.py
+	test_suid.py test_locks.py test_leases.py)
+
 # host_passes: the shared PostgreSQL, then the LMDB and the PostgreSQL
 # passes side by side, each in its own half of the port range below the
-# kernel's ephemeral ports (util.free_port_run).
+# kernel's ephemeral ports (util.free_port_run); then, in the LMDB
+# pass's half, the leases pass (LEASES_TESTS with -o leases).
 host_passes() {
 	local uri lo
 	PG_DIR=$(mktemp -d /tmp/rpfs-pg.XXXXXX)
@@ -396,6 +405,8 @@ host_passes() {
 			timed "pytest postgresql" host_pytest postgresql pytest-pg "$mid-$lo" || true
 	fi
 	wait $lmdb_pid || true
+	RPFS_MOUNT_OPTS=leases timed "pytest leases" host_pytest lmdb pytest-leases \
+		"10000-$mid" "${LEASES_TESTS[@]/#/tests/integration/}" || true
 }
 
 lane_host() {
@@ -475,12 +486,13 @@ summary() {
 	awk '{ printf "  %-22s %6d s wall %7d s CPU\n", $1, $2, $3 }' "$STAGE_TIMES"
 	printf '  %-22s %6d s wall\n' total $(($(date +%s) - RUN_T0))
 	say "the 15 slowest tests"
-	"$PY" - "$RUN_TMP/pytest.xml" "$RUN_TMP/pytest-pg.xml" "$VM_RESULTS/junit-vm.xml" <<'EOF' || true
+	"$PY" - "$RUN_TMP/pytest.xml" "$RUN_TMP/pytest-pg.xml" "$VM_RESULTS/junit-vm.xml" \
+		"$RUN_TMP/pytest-leases.xml" <<'EOF' || true
 import os
 import sys
 import xml.etree.ElementTree as ET
 rows = []
-for path, tag in zip(sys.argv[1:], ('lmdb', 'pg', 'vm')):
+for path, tag in zip(sys.argv[1:], ('lmdb', 'pg', 'vm', 'leas')):
     if not os.path.exists(path):
         continue
     try:

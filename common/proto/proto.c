@@ -1961,6 +1961,8 @@ static const char *cbwait_check(const struct proto_cbwait *q)
 	if (q->lease_ms < PROTO_LK_MIN_LEASE_MS ||
 	    q->lease_ms > PROTO_LK_MAX_LEASE_MS)
 		return "lease_ms";
+	if (q->flags & ~PROTO_CBW_ALL)
+		return "flags";
 	return NULL;
 }
 
@@ -1974,6 +1976,7 @@ int proto_cbwait_encode(struct wbuf *w, const struct proto_cbwait *q)
 	wb_u64(w, q->acked);
 	wb_u32(w, q->wait_ms);
 	wb_u32(w, q->lease_ms);
+	wb_u32(w, q->flags);
 	return w->err;
 }
 
@@ -1991,6 +1994,7 @@ int proto_cbwait_decode(const void *buf, size_t len, struct proto_cbwait *q,
 	q->acked = rb_u64(&r);
 	q->wait_ms = rb_u32(&r);
 	q->lease_ms = rb_u32(&r);
+	q->flags = rb_u32(&r);
 	if (r.err)
 		return fail(why, "cbwait", -EBADMSG);
 	if (r.off != r.len)

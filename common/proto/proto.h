@@ -586,12 +586,20 @@ enum proto_cb_kind {
 				   * every cached name and attribute */
 };
 
+#define PROTO_CBW_BYE 0x1u /* the mount stops: forget the session now (it
+			    * dropped its leases); answered at once */
+#define PROTO_CBW_ALL 0x1u
+
 struct proto_cbwait {
 	uint64_t session;  /* client session id, != 0 */
 	uint64_t boot;     /* the mgr boot id last seen (0 = none) */
 	uint64_t acked;    /* every event up to this one is done */
 	uint32_t wait_ms;  /* hold at most this long: 1..PROTO_CB_MAX_WAIT_MS */
-	uint32_t lease_ms; /* PROTO_LK_MIN_LEASE_MS..PROTO_LK_MAX_LEASE_MS */
+	uint32_t lease_ms; /* forget the session after this long without a
+			    * wait: PROTO_LK_MIN_LEASE_MS..PROTO_LK_MAX_LEASE_MS
+			    * (the mount drops its leases sooner: when a wait
+			    * is not answered in time) */
+	uint32_t flags;    /* PROTO_CBW_* */
 };
 
 struct proto_cbev {

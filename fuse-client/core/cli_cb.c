@@ -11,6 +11,12 @@
 #include "log.h"
 
 #define CB_DOWN_RETRY_MS 500 /* the mgr unreachable: ask again after */
+#define CB_LATE_MS 1000u     /* a wait's answer this late: the mgr is lost */
+/* The session's lease at the mgr: it forgets a session that sent no wait
+ * for this long, and runs the changes waiting for its acks. The mount
+ * drops its leases sooner: CB_LATE_MS after a wait's end without an
+ * answer. Twice that bound, whatever the mount's timeout=. */
+#define CB_LEASE_MS (2u * (CLI_CB_WAIT_MAX_MS + CB_LATE_MS))
 
 /* The callback client. The thread owns what says "thread"; stop and the
  * counters are atomics. */
@@ -140,9 +146,11 @@ static int cb_once(struct cli_cb *cb)
 	call.body_len = (uint32_t)w.len;
 	call.rep_buf = cb->buf;
 	call.rep_cap = sizeof(cb->buf);
-	/* fail (and drop everything: cb_lapse) halfway between the end of
-	 * the wait and the lease's: well before the mgr forgets us */
-	call.timeout_ms = cb->wait_ms + (cb->lease_ms - cb->wait_ms) / 2;
+	/* fail (and drop everything: cb_lapse) CB_LATE_MS after the wait's
+	 * end: before the mgr forgets us (CB_LEASE_MS), and before a standby
+	 * can take over from a mgr that went silent (it waits out a mgr
+	 * lease of 2 s at least) */
+	call.timeout_ms = cb->wait_ms + CB_LATE_MS;
 	rc = net_call_run(c, &call);
 	if (rc == 0 && call.status != 0)
 		rc = call.status == PROTO_STANDBY || call.status == PROTO_RETRY ||
@@ -192,13 +200,8 @@ int cli_cb_new(struct cli_cb **out, struct cli_fs *fs, uint64_t session,
 	cb->session = session;
 	cb->fn = fn;
 	cb->arg = arg;
-	cb->lease_ms = (uint32_t)fs->timeout_ms;
-	if (cb->lease_ms < PROTO_LK_MIN_LEASE_MS)
-		cb->lease_ms = PROTO_LK_MIN_LEASE_MS;
-	if (cb->lease_ms > PROTO_LK_MAX_LEASE_MS)
-		cb->lease_ms = PROTO_LK_MAX_LEASE_MS;
-	cb->wait_ms = cb->lease_ms / 2 < CLI_CB_WAIT_MAX_MS ?
-		      cb->lease_ms / 2 : CLI_CB_WAIT_MAX_MS;
+	cb->lease_ms = CB_LEASE_MS;
+	cb->wait_ms = CLI_CB_WAIT_MAX_MS;
 	atomic_init(&cb->stop, 0);
 	atomic_init(&cb->live, 0);
 	atomic_init(&cb->live_from_ms, 0);
@@ -221,6 +224,33 @@ out_free_cb:
 	return rc;
 }
 
+/* Tell the mgr the session ends (PROTO_CBW_BYE), so that its changes do
+ * not wait out our lease; best effort, one short call. Thread joined. */
+static void cb_bye(struct cli_cb *cb)
+{
+	struct proto_cbwait q = { .session = cb->session, .boot = cb->boot,
+				  .acked = cb->acked, .wait_ms = 1,
+				  .lease_ms = cb->lease_ms,
+				  .flags = PROTO_CBW_BYE };
+	struct net_conn *c = cb->boot ? cb_conn(cb) : NULL;
+	struct net_call call;
+	uint8_t req[64];
+	struct wbuf w;
+
+	wb_init(&w, req, sizeof(req));
+	if (!c || proto_cbwait_encode(&w, &q))
+		return;
+	memset(&call, 0, sizeof(call));
+	call.op = PROTO_OP_CB_WAIT;
+	call.body = req;
+	call.body_len = (uint32_t)w.len;
+	call.rep_buf = cb->buf;
+	call.rep_cap = sizeof(cb->buf);
+	call.timeout_ms = CB_LATE_MS;
+	if (net_call_run(c, &call))
+		log_debug("callbacks: the goodbye was not answered");
+}
+
 /* See cli_cb.h. */
 void cli_cb_free(struct cli_cb *cb)
 {
@@ -228,6 +258,7 @@ void cli_cb_free(struct cli_cb *cb)
 		return;
 	atomic_store(&cb->stop, 1);
 	pthread_join(cb->thread, NULL);
+	cb_bye(cb);
 	net_client_free(cb->net); /* and its connections */
 	free(cb);
 }
@@ -236,8 +267,12 @@ void cli_cb_free(struct cli_cb *cb)
  * only when its wait fails, which may take longer than the lease. */
 int cli_cb_live(struct cli_cb *cb)
 {
+	/* the next wait, sent when this one was answered (a wait after this
+	 * one's send), fails by its own wait and lateness: until then the
+	 * thread has not given up */
 	return atomic_load(&cb->live) &&
-	       cb_now_ms() - atomic_load(&cb->live_from_ms) <= cb->lease_ms;
+	       cb_now_ms() - atomic_load(&cb->live_from_ms) <=
+	       2 * cb->wait_ms + CB_LATE_MS;
 }
 
 /* See cli_cb.h. */

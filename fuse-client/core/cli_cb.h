@@ -37,13 +37,16 @@ typedef void (*cli_cb_fn)(uint8_t kind, uint64_t seq, uint64_t ino,
 int cli_cb_new(struct cli_cb **out, struct cli_fs *fs, uint64_t session,
 	       const struct net_opts *no, cli_cb_fn fn, void *arg);
 
-/** Stop the thread (within about CLI_CB_WAIT_MAX_MS plus a call's
- * timeout) and free. NULL: nothing. */
+/** Stop the thread (within about 2 s: a wait and its lateness), tell the
+ * mgr the session ends (so that no change waits for it), free. The caller
+ * has dropped what it keeps under leases, or is about to unmount. NULL:
+ * nothing. */
 void cli_cb_free(struct cli_cb *cb);
 
-/** Whether the channel is live: a wait was answered less than the lease
- * ago (counted from its sending) and no RESET for a lapse came since. A
- * mount gives the kernel no long timeout while it is not. Any thread. */
+/** Whether the channel is live: the last wait answered was sent less than
+ * two waits and a wait's lateness (3 s) ago, and no RESET for a failure
+ * came since. A mount gives the kernel no long timeout while it is not. Any
+ * thread. */
 int cli_cb_live(struct cli_cb *cb);
 
 /** Events handled and CB_WAITs answered so far (for tests and stats). */

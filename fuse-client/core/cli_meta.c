@@ -79,7 +79,7 @@ static int meta_replayed(struct cli_fs *fs, uint16_t op,
 	lm.cred = m->cred;
 	lm.parent = create ? m->parent : m->newparent;
 	lm.name = create ? m->name : m->newname;
-	if (meta_run(fs, PROTO_OP_LOOKUP, &lm, &lr) ||
+	if (meta_run(fs, PROTO_OP_LOOKUP, &lm, &lr) || lr.attr.ino == 0 ||
 	    (op == PROTO_OP_LINK && lr.attr.ino != m->ino))
 		return status;
 	log_notice("%s: EEXIST after a resend: taken as its own first "
@@ -195,10 +195,12 @@ int cli_meta_lookup_grant(struct cli_fs *fs, const struct proto_cred *c,
 	m.parent = parent;
 	m.name = pstr(name);
 	rc = meta_run(fs, PROTO_OP_LOOKUP, &m, &r);
-	if (rc == 0 && attr)
-		*attr = r.attr;
 	if (rc == 0 && g)
 		*g = r.grant;
+	if (rc == 0 && r.attr.ino == 0)
+		return -ENOENT; /* a miss under a lease (proto_grant) */
+	if (rc == 0 && attr)
+		*attr = r.attr;
 	return rc;
 }
 

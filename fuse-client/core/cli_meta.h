@@ -21,7 +21,8 @@ int cli_meta_lookup(struct cli_fs *fs, const struct proto_cred *c,
 
 /**
  * LOOKUP, and the READ lease on parent its reply may grant (a request
- * carries the session only with leases on: cli_fs.session).
+ * carries the session only with leases on: cli_fs.session), for a hit or
+ * a miss.
  * @param[out] g the grant (ino 0: none); NULL: not wanted
  * @return as cli_meta_lookup
  */

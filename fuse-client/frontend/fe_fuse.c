@@ -348,9 +348,9 @@ static void fe_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_FLOCK_LOCKS;
 }
 
-/* LOOKUP; a miss is cached by the kernel for entry_timeout, a hit too,
- * or, when the reply grants a READ lease on parent, for
- * FE_LEASE_ENTRY_TIMEOUT (fe_cb.h). */
+/* LOOKUP; the kernel caches a hit or a miss for entry_timeout, or, when
+ * the reply grants a READ lease on parent, for FE_LEASE_ENTRY_TIMEOUT
+ * (fe_cb.h). */
 static void fe_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fe_fuse *cf = cf_of(req);
@@ -367,7 +367,8 @@ static void fe_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		struct fuse_entry_param e;
 
 		memset(&e, 0, sizeof(e));
-		e.entry_timeout = cf_of(req)->entry_timeout;
+		e.entry_timeout = fe_cb_entry_long(cf, gen, &g, parent, name) ?
+				  FE_LEASE_ENTRY_TIMEOUT : cf->entry_timeout;
 		return (void) fuse_reply_entry(req, &e);
 	}
 	if (rc)

@@ -44,10 +44,18 @@ struct ls_session {
 	TAILQ_ENTRY(ls_session) link;  /* mgr_lease.slist */
 };
 
+/* A holder of a READ lease on a directory, or one whose lease a change
+ * recalled and that has not acknowledged the recall yet (every change of
+ * the directory waits for that ack, not only the one that recalled). */
+struct ls_holder {
+	uint64_t session;
+	uint64_t recall_seq;           /* 0: holding; else the RECALL's seq */
+};
+
 /* A directory with READ leases, or with changes waiting or running. */
 struct ls_obj {
 	uint64_t ino;
-	uint64_t holders[MGR_LEASE_MAX_HOLDERS]; /* session ids */
+	struct ls_holder holders[MGR_LEASE_MAX_HOLDERS];
 	unsigned nholders;
 	unsigned changing;             /* changes parked or running */
 	uint64_t nogrant_until_ms;     /* no grant before (the back-off) */
@@ -154,6 +162,13 @@ static void ls_fill(const struct mgr_lease *ml, struct ls_session *s,
 		if (e->ev.seq > s->sent)
 			s->sent = e->ev.seq;
 	}
+}
+
+/* An empty answer (a goodbye's). */
+static void ls_fill_empty(const struct mgr_lease *ml, struct proto_cbrep *rep)
+{
+	rep->boot = ml->boot;
+	rep->nev = 0;
 }
 
 /* Answer session s's parked wait with what it has. */
@@ -351,6 +366,15 @@ int mgr_lease_wait(struct mgr_lease *ml, const struct proto_cbwait *q,
 	int64_t seq;
 	int rc;
 
+	if (q->flags & PROTO_CBW_BYE) {
+		if (s) {
+			ls_answer(ml, s);
+			ls_free(ml, s);
+			ls_changes_check(ml);
+		}
+		ls_fill_empty(ml, rep);
+		return 0;
+	}
 	if (!s) {
 		rc = ls_make(ml, q->session, client, &s);
 		if (rc)
@@ -502,11 +526,16 @@ static void ls_obj_put(struct mgr_lease *ml, struct ls_obj *o, uint64_t now_ms)
 	free(o);
 }
 
-/* Drop the holders of o whose sessions the table forgot. */
+/* Drop the holders of o whose sessions the table forgot, and those whose
+ * recall is acknowledged. */
 static void ls_obj_prune(struct mgr_lease *ml, struct ls_obj *o)
 {
+	const struct ls_session *s;
+
 	for (unsigned i = 0; i < o->nholders;) {
-		if (ls_find(ml, o->holders[i]))
+		s = ls_find(ml, o->holders[i].session);
+		if (s && (!o->holders[i].recall_seq ||
+			  s->acked < o->holders[i].recall_seq))
 			i++;
 		else
 			o->holders[i] = o->holders[--o->nholders];
@@ -526,14 +555,15 @@ int mgr_lease_grant(struct mgr_lease *ml, uint64_t session, uint64_t dir,
 	o = ls_obj_get(ml, dir, 1);
 	if (!o || o->changing || now_ms < o->nogrant_until_ms)
 		return 0;
-	for (i = 0; i < o->nholders && o->holders[i] != session; i++)
+	ls_obj_prune(ml, o);
+	for (i = 0; i < o->nholders && o->holders[i].session != session; i++)
 		;
+	if (i < o->nholders && o->holders[i].recall_seq)
+		return 0; /* its recall is not acknowledged yet */
 	if (i == o->nholders) {
 		if (o->nholders == MGR_LEASE_MAX_HOLDERS)
-			ls_obj_prune(ml, o);
-		if (o->nholders == MGR_LEASE_MAX_HOLDERS)
 			return 0;
-		o->holders[o->nholders++] = session;
+		o->holders[o->nholders++] = (struct ls_holder){ session, 0 };
 	}
 	*evseq = s->next_seq - 1;
 	ml->ngrants++;
@@ -557,7 +587,8 @@ static void ls_need_ack(struct ls_ack *acks, unsigned *n, uint64_t session,
 /* Queue for session s the invalidation of name nm and the recall of its
  * directory's lease. A failed post (no memory) turns into a RESET, or, if
  * even that fails, forgetting the session (it drops everything when its
- * next wait fails). @return the seq to wait for, or 0 (forgotten) */
+ * next wait fails). @return the seq to wait for, or 0 (forgotten: s is
+ * freed) */
 static uint64_t ls_recall_one(struct mgr_lease *ml, struct ls_session *s,
 			      const struct mgr_lease_name *nm)
 {
@@ -581,7 +612,8 @@ static uint64_t ls_recall_one(struct mgr_lease *ml, struct ls_session *s,
 
 /* A change of name nm by origin in directory o: every other holder is
  * told to drop the name and its whole lease on o (INVAL_ENTRY, RECALL),
- * stops being a holder, and is waited for (acks). The directory then
+ * and is waited for (acks), as is every holder recalled before that has
+ * not acknowledged yet; a holder stops being one once it acknowledged. The directory then
  * grants no lease for a back-off that doubles with each recall soon after
  * the last (1 s .. MGR_LEASE_BACKOFF_MAX_MS), so a directory that several
  * mounts change does not recall on every change. */
@@ -589,22 +621,23 @@ static void ls_recall(struct mgr_lease *ml, struct ls_obj *o, uint64_t origin,
 		      const struct mgr_lease_name *nm, uint64_t now_ms,
 		      struct ls_ack *acks, unsigned *nacks)
 {
-	unsigned kept = 0, recalled = 0;
-	uint64_t seq;
+	struct ls_holder *h;
+	unsigned recalled = 0;
 
 	ls_obj_prune(ml, o);
 	for (unsigned i = 0; i < o->nholders; i++) {
-		if (o->holders[i] == origin) {
-			o->holders[kept++] = origin;
+		h = &o->holders[i];
+		if (h->session == origin)
 			continue;
+		if (!h->recall_seq) {
+			h->recall_seq = ls_recall_one(ml, ls_find(ml, h->session), nm);
+			recalled++;
+			ml->nrecalls++;
 		}
-		seq = ls_recall_one(ml, ls_find(ml, o->holders[i]), nm);
-		if (seq)
-			ls_need_ack(acks, nacks, o->holders[i], seq);
-		recalled++;
-		ml->nrecalls++;
+		if (h->recall_seq)
+			ls_need_ack(acks, nacks, h->session, h->recall_seq);
 	}
-	o->nholders = kept;
+	ls_obj_prune(ml, o); /* the sessions ls_recall_one had to forget */
 	if (!recalled)
 		return;
 	if (o->recalled_ms && now_ms - o->recalled_ms <= MGR_LEASE_BACKOFF_MAX_MS)

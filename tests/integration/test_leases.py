@@ -17,7 +17,6 @@ import pytest
 
 import util
 
-LEASE_S = 2          # the mounts' timeout=: their callback lease
 WAIT = 60            # bound on waiting for a state; never asserted as timing
 
 
@@ -54,8 +53,7 @@ def lc(tmp_path_factory):
         for name in ('a', 'b'):
             lc.metrics[name] = util.hostport(util.free_port())
             m = c.mount(str(tmp_path_factory.mktemp('m' + name)),
-                        'allow_other,leases,timeout=%d,metrics=%s'
-                        % (LEASE_S, lc.metrics[name]))
+                        'allow_other,leases,metrics=%s' % lc.metrics[name])
             mounts.append(m)
             setattr(lc, name, m)
         lc.nolease = c.mount(str(tmp_path_factory.mktemp('mc')), 'allow_other')
@@ -106,6 +104,26 @@ def test_name_cached_past_entry_timeout(lc, d):
         time.sleep(1.5)  # past the fixed entry_timeout (1 s)
         os.stat('f', dir_fd=fd)
         assert lookups(lc, 'b') == n, 'B asked again: the name was not kept'
+    finally:
+        os.close(fd)
+
+
+def test_miss_cached_past_entry_timeout(lc, d):
+    # a miss under a lease is kept too, and a create elsewhere ends it
+    a, b, _ = d
+    fd = os.open(b, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(FileNotFoundError):
+            os.stat('nope', dir_fd=fd)
+        n = lookups(lc, 'b')
+        time.sleep(1.5)  # past the fixed entry_timeout (1 s)
+        with pytest.raises(FileNotFoundError):
+            os.stat('nope', dir_fd=fd)
+        assert lookups(lc, 'b') == n, 'B asked again: the miss was not kept'
+        with open(os.path.join(a, 'nope'), 'w') as f:
+            f.write('now')
+        with open(os.path.join(b, 'nope')) as f:
+            assert f.read() == 'now'
     finally:
         os.close(fd)
 
@@ -186,12 +204,12 @@ def test_mount_without_leases_unchanged(lc, d):
 
 def test_killed_holder_does_not_block_changes(lc, tmp_path_factory, d):
     """A holder killed with -9 stops acknowledging: a change it must
-    acknowledge waits until the mgr forgets its session (its lease), then
-    runs; it is not blocked for good."""
+    acknowledge waits until the mgr forgets its session (its callback
+    lease, 4 s), then runs: it is served, not blocked for good."""
     a, _, _ = d
     name = os.path.basename(a)
     path = str(tmp_path_factory.mktemp('mk'))
-    m = lc.c.mount(path, 'allow_other,leases,timeout=%d' % LEASE_S)
+    m = lc.c.mount(path, 'allow_other,leases')
     try:
         util.wait_until(lambda: sessions(lc) == 3, WAIT, 0.1, 'the third session')
         open(os.path.join(a, 'f'), 'w').close()

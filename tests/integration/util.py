@@ -486,6 +486,17 @@ class Daemon:
         return ok
 
 
+def mount_opts(opts):
+    """A mount's -o options, with $RPFS_MOUNT_OPTS appended (the test
+    command's leases pass sets it to "leases"); a test that says leases or
+    no_leases itself keeps its choice (the extra one is left out)."""
+    extra = os.environ.get('RPFS_MOUNT_OPTS', '')
+    own = (opts or '').split(',')
+    extra = [o for o in extra.split(',') if o and not
+             (o in ('leases', 'no_leases') and ('leases' in own or 'no_leases' in own))]
+    return ','.join([o for o in own if o] + extra)
+
+
 class Mount:
     """A running rpfs-fuse -f process and its mount point."""
 
@@ -502,8 +513,9 @@ class Mount:
         self.log.register()
         argv = [binary('fuse-client/rpfs-fuse'), self.cluster.mgr_spec(),
                 self.path, '-f']
-        if self.opts:
-            argv += ['-o', self.opts]
+        opts = mount_opts(self.opts)
+        if opts:
+            argv += ['-o', opts]
         fh = open(self.log.path, 'ab')
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
                                      start_new_session=True, env=self.cluster.env)

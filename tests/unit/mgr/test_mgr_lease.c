@@ -436,6 +436,47 @@ static void test_changes(void)
 	mgr_lease_free(ml);
 }
 
+/* A holder recalled and not acknowledged yet holds up every later change
+ * of the directory too, not only the one that recalled it; a goodbye
+ * (PROTO_CBW_BYE) forgets the session at once and lets them all run. */
+static void test_pending_recall_and_bye(void)
+{
+	struct mgr_lease *ml;
+	struct seen seen = { 0 };
+	struct mgr_lease_name n1 = { 70, "x", 1 }, n2 = { 70, "y", 1 };
+	struct proto_cbwait q;
+	uint64_t ev, t = 5;
+	int wb, c1, c2;
+
+	CHECK(mgr_lease_new(&ml, BOOT, done_cb, ready_cb, &seen) == 0, "new");
+	CHECK(join(ml, 1, NULL, t) == 0 && join(ml, 2, NULL, t) == 0, "joined");
+	CHECK(mgr_lease_grant(ml, 2, 70, t, &ev) == 1, "B holds 70");
+	nready = 0;
+	CHECK(mgr_lease_change(ml, 1, &n1, 1, t, &c1) == 1, "x waits for B");
+	mgr_lease_done(ml, &n1, 1, t); /* (as if it had run: only to test c2) */
+	CHECK(mgr_lease_change(ml, 1, &n2, 1, t, &c2) == 1,
+	      "y waits for B's pending recall too");
+	CHECK(mgr_lease_grant(ml, 2, 70, t + 5000, &ev) == 0,
+	      "no grant to B before it acknowledged");
+	q = W(2, BOOT, 0);
+	q.flags = PROTO_CBW_BYE;
+	CHECK(mgr_lease_wait(ml, &q, NULL, t, &wb, &rep) == 0 && rep.nev == 0,
+	      "goodbye answered at once");
+	CHECK(nready == 2 && readied[0] == &c1 && readied[1] == &c2,
+	      "both run once B is gone");
+	CHECK(mgr_lease_acked(ml, 2, &ev) == 0, "B forgotten");
+	q.flags = 2;
+	{
+		uint8_t buf[64];
+		struct wbuf w;
+
+		wb_init(&w, buf, sizeof(buf));
+		CHECK(proto_cbwait_encode(&w, &q) == -EINVAL, "unknown flag");
+	}
+	mgr_lease_done(ml, &n2, 1, t);
+	mgr_lease_free(ml);
+}
+
 int main(void)
 {
 	log_init("test_mgr_lease", LOG_NOTICE); /* no line per expiry */
@@ -444,6 +485,7 @@ int main(void)
 	test_collapse();
 	test_caps();
 	test_changes();
+	test_pending_recall_and_bye();
 	test_codec();
 	test_session_and_grant();
 	return check_summary("test_mgr_lease");
