@@ -521,6 +521,14 @@ void net_sreq_reject(struct net_sreq *r, const char *why);
 const char *net_sconn_peer(const struct net_sconn *c);
 
 /**
+ * The peer's host alone ("host" or "[v6]", without the port), into buf:
+ * what per-client caps count against.
+ * @param cap buf's size, > 0 (a longer host is cut)
+ * @return buf
+ */
+const char *net_sconn_host(const struct net_sconn *c, char *buf, size_t cap);
+
+/**
  * May this connection do the servers' work (fence, list, checksum, scrub,
  * purge anyone's orphan)? True when it proved the servers' key, when the
  * server has only one key (a one-key cluster), or when it has none.

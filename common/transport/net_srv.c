@@ -506,6 +506,19 @@ const char *net_sconn_peer(const struct net_sconn *c)
 	return c->peer;
 }
 
+/* See net.h: the peer string up to its last ':'. */
+const char *net_sconn_host(const struct net_sconn *c, char *buf, size_t cap)
+{
+	const char *colon = strrchr(c->peer, ':');
+	size_t n = colon ? (size_t)(colon - c->peer) : strlen(c->peer);
+
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(buf, c->peer, n);
+	buf[n] = '\0';
+	return buf;
+}
+
 /* The class of key the peer proved, recorded by the backend's handshake. */
 int net_sconn_privileged(const struct net_sconn *c)
 {

@@ -41,6 +41,7 @@ struct cli_cb {
 	atomic_uint_fast64_t events, waits;
 	pthread_t thread;
 	struct proto_cbrep rep;     /* thread: the decoded reply */
+	uint8_t req[64];            /* thread: the request's body */
 	uint8_t buf[PROTO_MAX_BODY];/* thread: the reply's body */
 };
 
@@ -120,38 +121,48 @@ static void cb_deliver(struct cli_cb *cb, uint64_t sent_ms)
 	}
 }
 
-/* One CB_WAIT: send, wait, decode, deliver. @return 0, or -errno (the
- * caller pauses; a failed connection reconnects on its next call) */
-static int cb_once(struct cli_cb *cb)
+/* Send a CB_WAIT (wait_ms, flags) to the mgr followed now and wait for
+ * its answer, at most wait_ms + CB_LATE_MS: the reply body lands in
+ * cb->buf (call->rep_len). @return net_call_run's result, -ENOTCONN (no
+ * connection), -EINVAL (does not encode) */
+static int cb_call(struct cli_cb *cb, uint32_t wait_ms, uint32_t flags,
+		   struct net_call *call)
 {
 	struct proto_cbwait q = { .session = cb->session, .boot = cb->boot,
-				  .acked = cb->acked, .wait_ms = cb->wait_ms,
-				  .lease_ms = cb->lease_ms };
+				  .acked = cb->acked, .wait_ms = wait_ms,
+				  .lease_ms = cb->lease_ms, .flags = flags };
 	struct net_conn *c = cb_conn(cb);
-	uint8_t req[64];
-	struct net_call call;
-	const char *why = "?";
-	uint64_t sent_ms = cb_now_ms();
 	struct wbuf w;
-	int rc;
 
 	if (!c)
 		return -ENOTCONN;
-	wb_init(&w, req, sizeof(req));
+	wb_init(&w, cb->req, sizeof(cb->req));
 	if (proto_cbwait_encode(&w, &q))
 		return -EINVAL;
-	memset(&call, 0, sizeof(call));
-	call.op = PROTO_OP_CB_WAIT;
-	call.body = req;
-	call.body_len = (uint32_t)w.len;
-	call.rep_buf = cb->buf;
-	call.rep_cap = sizeof(cb->buf);
+	memset(call, 0, sizeof(*call));
+	call->op = PROTO_OP_CB_WAIT;
+	call->body = cb->req;
+	call->body_len = (uint32_t)w.len;
+	call->rep_buf = cb->buf;
+	call->rep_cap = sizeof(cb->buf);
 	/* fail (and drop everything: cb_lapse) CB_LATE_MS after the wait's
 	 * end: before the mgr forgets us (CB_LEASE_MS), and before a standby
 	 * can take over from a mgr that went silent (it waits out a mgr
 	 * lease of 2 s at least) */
-	call.timeout_ms = cb->wait_ms + CB_LATE_MS;
-	rc = net_call_run(c, &call);
+	call->timeout_ms = wait_ms + CB_LATE_MS;
+	return net_call_run(c, call);
+}
+
+/* One CB_WAIT: send, wait, decode, deliver. @return 0, or -errno (the
+ * caller pauses; a failed connection reconnects on its next call) */
+static int cb_once(struct cli_cb *cb)
+{
+	uint64_t sent_ms = cb_now_ms();
+	struct net_call call;
+	const char *why = "?";
+	int rc;
+
+	rc = cb_call(cb, cb->wait_ms, 0, &call);
 	if (rc == 0 && call.status != 0)
 		rc = call.status == PROTO_STANDBY || call.status == PROTO_RETRY ||
 		     call.status > 0 || call.status < -4095 ? -EAGAIN : call.status;
@@ -228,26 +239,9 @@ out_free_cb:
  * not wait out our lease; best effort, one short call. Thread joined. */
 static void cb_bye(struct cli_cb *cb)
 {
-	struct proto_cbwait q = { .session = cb->session, .boot = cb->boot,
-				  .acked = cb->acked, .wait_ms = 1,
-				  .lease_ms = cb->lease_ms,
-				  .flags = PROTO_CBW_BYE };
-	struct net_conn *c = cb->boot ? cb_conn(cb) : NULL;
 	struct net_call call;
-	uint8_t req[64];
-	struct wbuf w;
 
-	wb_init(&w, req, sizeof(req));
-	if (!c || proto_cbwait_encode(&w, &q))
-		return;
-	memset(&call, 0, sizeof(call));
-	call.op = PROTO_OP_CB_WAIT;
-	call.body = req;
-	call.body_len = (uint32_t)w.len;
-	call.rep_buf = cb->buf;
-	call.rep_cap = sizeof(cb->buf);
-	call.timeout_ms = CB_LATE_MS;
-	if (net_call_run(c, &call))
+	if (cb->boot && cb_call(cb, 1, PROTO_CBW_BYE, &call))
 		log_debug("callbacks: the goodbye was not answered");
 }
 

@@ -84,17 +84,26 @@ static struct lt_name *lt_detach(struct cli_lease *t)
 	return all;
 }
 
-/* See cli_lease.h. */
-void cli_lease_free(struct cli_lease *t)
+/* Call fn (unless NULL) for each name of a detached list, and free them.
+ * Without the lock: fn invalidates the kernel's entries. */
+static void lt_hand_back(struct lt_name *all, cli_lease_each_fn fn, void *arg)
 {
 	struct lt_name *n;
 
-	if (!t)
-		return;
-	for (struct lt_name *all = lt_detach(t); all; all = n) {
+	for (; all; all = n) {
 		n = all->next;
+		if (fn)
+			fn(all->dir, all->name, all->len, arg);
 		free(all);
 	}
+}
+
+/* See cli_lease.h. */
+void cli_lease_free(struct cli_lease *t)
+{
+	if (!t)
+		return;
+	lt_hand_back(lt_detach(t), NULL, NULL);
 	pthread_mutex_destroy(&t->mu);
 	free(t);
 }
@@ -250,29 +259,19 @@ void cli_lease_recall(struct cli_lease *t, uint64_t dir, uint64_t seq,
 		all = n;
 	}
 	pthread_mutex_unlock(&t->mu);
-	for (; all; all = n) {
-		n = all->next;
-		if (fn)
-			fn(all->dir, all->name, all->len, arg);
-		free(all);
-	}
+	lt_hand_back(all, fn, arg);
 }
 
 /* See cli_lease.h. */
 void cli_lease_reset(struct cli_lease *t, cli_lease_each_fn fn, void *arg)
 {
-	struct lt_name *all, *n;
+	struct lt_name *all;
 
 	pthread_mutex_lock(&t->mu);
 	t->gen++;
 	all = lt_detach(t);
 	pthread_mutex_unlock(&t->mu);
-	for (; all; all = n) {
-		n = all->next;
-		if (fn)
-			fn(all->dir, all->name, all->len, arg);
-		free(all);
-	}
+	lt_hand_back(all, fn, arg);
 }
 
 /* See cli_lease.h. */

@@ -114,21 +114,6 @@ int mgr_leased_owns(uint16_t op)
 	return op == PROTO_OP_CB_WAIT;
 }
 
-/* The host of the request's peer ("host:port" or "[v6]:port"), into buf
- * (cap bytes), for the per-host session cap. */
-static const char *leased_host(struct net_sreq *r, char *buf, size_t cap)
-{
-	const char *peer = net_sconn_peer(r->conn);
-	const char *colon = strrchr(peer, ':');
-	size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
-
-	if (n >= cap)
-		n = cap - 1;
-	memcpy(buf, peer, n);
-	buf[n] = '\0';
-	return buf;
-}
-
 /* See mgr_leased.h. A malformed request closes its connection, like any
  * other; an ack past what was sent is answered -EBADMSG. */
 void mgr_leased_handle(struct mgr_leased *ld, struct net_sreq *r)
@@ -143,8 +128,8 @@ void mgr_leased_handle(struct mgr_leased *ld, struct net_sreq *r)
 	rc = proto_cbwait_decode(r->body, r->body_len, &q, &why);
 	if (rc)
 		return (void)net_sreq_reject(r, why ? why : "malformed CB_WAIT");
-	rc = mgr_lease_wait(ld->ml, &q, leased_host(r, host, sizeof(host)),
-			    leased_now_ms(), r, &ld->rep);
+	net_sconn_host(r->conn, host, sizeof(host));
+	rc = mgr_lease_wait(ld->ml, &q, host, leased_now_ms(), r, &ld->rep);
 	log_debug("CB_WAIT session %016llx acked %llu from %s: %d",
 		  (unsigned long long)q.session, (unsigned long long)q.acked,
 		  net_sconn_peer(r->conn), rc);

@@ -190,21 +190,6 @@ int mgr_lockd_owns(uint16_t op)
 	       op == PROTO_OP_LOCK_KEEPALIVE;
 }
 
-/* The host of the request's peer ("host:port" or "[v6]:port"), into buf
- * (cap bytes), for the per-client session cap. */
-static const char *lockd_host(struct net_sreq *r, char *buf, size_t cap)
-{
-	const char *peer = net_sconn_peer(r->conn);
-	const char *colon = strrchr(peer, ':');
-	size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
-
-	if (n >= cap)
-		n = cap - 1;
-	memcpy(buf, peer, n);
-	buf[n] = '\0';
-	return buf;
-}
-
 /* Validate, run, reply (unless deferred). A malformed request closes its
  * connection, like any other. */
 void mgr_lockd_handle(struct mgr_lockd *ld, struct net_sreq *r)
@@ -224,9 +209,9 @@ void mgr_lockd_handle(struct mgr_lockd *ld, struct net_sreq *r)
 		net_sreq_reject(r, why ? why : "malformed lock request");
 		return;
 	}
-	rc = mgr_lock_request(ld->ml, r->hdr.op, &q,
-			      lockd_host(r, host, sizeof(host)), lockd_now_ms(),
-			      r, &rep);
+	net_sconn_host(r->conn, host, sizeof(host));
+	rc = mgr_lock_request(ld->ml, r->hdr.op, &q, host, lockd_now_ms(), r,
+			      &rep);
 	log_debug("%s cmd %u ino %llu [%llu, %llu] type %u from %s: %d",
 		  proto_op_name(r->hdr.op), q.cmd, (unsigned long long)q.ino,
 		  (unsigned long long)q.start, (unsigned long long)q.end,
