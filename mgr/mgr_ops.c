@@ -624,7 +624,8 @@ static int ops_decode(struct mgr_ops *ops, struct net_sreq *r,
 }
 
 /* The names call's op adds, removes or replaces, as (directory, name)
- * pairs into names (2 at most). @return how many */
+ * pairs into names (2 at most), or the inode whose attributes it changes
+ * (name empty: a directory's are under its lease). @return how many */
 static unsigned ops_names(const struct ops_call *call,
 			  struct mgr_lease_name names[2])
 {
@@ -648,6 +649,11 @@ static unsigned ops_names(const struct ops_call *call,
 	case PROTO_OP_LINK:
 		names[n++] = (struct mgr_lease_name){ m->newparent, m->newname.p,
 						      m->newname.len };
+		break;
+	case PROTO_OP_SETATTR:
+	case PROTO_OP_SETXATTR:
+	case PROTO_OP_REMOVEXATTR:
+		names[n++] = (struct mgr_lease_name){ m->ino, NULL, 0 };
 		break;
 	default:
 		break;

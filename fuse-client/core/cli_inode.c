@@ -42,6 +42,8 @@ struct cli_inode {
 	uint64_t attr_clock;       /* itab clock at the last change of this
 				    * mount's own folded into attr
 				    * (cli_inode_dir_created) */
+	uint64_t attr_since;       /* itab clock when the request that
+				    * brought attr was sent */
 };
 
 struct cli_itab {
@@ -214,6 +216,7 @@ static void merge(struct cli_itab *t, struct cli_inode *e,
 	e->layout = attr->layout;
 	e->attr = *attr;
 	e->attr_ns = since >= e->attr_clock ? mono_ns() : 0;
+	e->attr_since = since;
 	e->attr_epoch = t->epoch;
 	attr->size = view_size(e);
 }
@@ -482,6 +485,17 @@ uint64_t cli_itab_clock(struct cli_itab *t)
 	return c;
 }
 
+/* See cli_inode.h. */
+uint64_t cli_itab_tick(struct cli_itab *t)
+{
+	uint64_t c;
+
+	pthread_mutex_lock(&t->lock);
+	c = ++t->clock;
+	pthread_mutex_unlock(&t->lock);
+	return c;
+}
+
 /* Writeback mode: see cli_inode.h. */
 void cli_itab_set_writeback(struct cli_itab *t, int on)
 {
@@ -564,6 +578,24 @@ void cli_itab_attr_changed(struct cli_itab *t)
 }
 
 /* Fresh directory attributes: see cli_inode.h. */
+int cli_inode_leased_attr(struct cli_itab *t, uint64_t ino, uint64_t since,
+			  struct proto_attr *attr)
+{
+	struct cli_inode *e;
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&t->lock);
+	e = find(t, ino);
+	if (e && S_ISDIR(e->attr.mode) && e->attr_ns &&
+	    e->attr_epoch == t->epoch && e->attr_since >= since) {
+		*attr = e->attr;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+/* See cli_inode.h. */
 int cli_inode_fresh_attr(struct cli_itab *t, uint64_t ino,
 			 struct proto_attr *attr, double *ttl)
 {

@@ -36,6 +36,11 @@ void cli_itab_free(struct cli_itab *t);
  */
 uint64_t cli_itab_clock(struct cli_itab *t);
 
+/** Advance the clock and return it: a point that requests sent later are
+ * after (their cli_itab_clock is not smaller), and requests sent earlier
+ * are not. */
+uint64_t cli_itab_tick(struct cli_itab *t);
+
 /**
  * Merge fresh attributes from the mgr: creates the entry if needed, adds
  * nlookup to its lookup count, records the layout and mgr size (unless
@@ -189,6 +194,17 @@ void cli_itab_attr_changed(struct cli_itab *t);
  */
 int cli_inode_fresh_attr(struct cli_itab *t, uint64_t ino,
 			 struct proto_attr *attr, double *ttl);
+
+/**
+ * A directory's attributes under its READ lease (cli_lease_dir_held): as
+ * cli_inode_fresh_attr, but with no TTL, if the request that brought them
+ * was sent at clock since or later (after the lease began: a change by
+ * another mount since then recalls the lease) and no change of this
+ * mount's they do not follow came after.
+ * @return 0, -ENOENT (not cached, not a directory, or older)
+ */
+int cli_inode_leased_attr(struct cli_itab *t, uint64_t ino, uint64_t since,
+			  struct proto_attr *attr);
 
 /** Tell the table the kernel writeback cache is on (before serving). */
 void cli_itab_set_writeback(struct cli_itab *t, int on);

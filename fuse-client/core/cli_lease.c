@@ -21,6 +21,8 @@ struct lt_name {
 struct lt_dir {
 	uint64_t ino;
 	uint64_t inval_seq;    /* the last invalidation's event number */
+	uint64_t held_since;   /* the caller's clock when the lease began
+				* (cli_lease_take); 0: not held */
 	struct lt_name *names; /* the names recorded in it */
 	struct lt_dir *next;
 };
@@ -63,7 +65,21 @@ int cli_lease_new(struct cli_lease **out, size_t max_names)
 	return 0;
 }
 
-/* Detach every name into one list and free every directory (mu held). */
+/* A detached record: a directory whose lease was held (name empty). */
+static struct lt_name *lt_held_dir(uint64_t ino, struct lt_name *next)
+{
+	struct lt_name *n = calloc(1, sizeof(*n));
+
+	if (n) {
+		n->dir = ino;
+		n->next = next;
+	}
+	return n;
+}
+
+/* Detach every name into one list, with a record for each directory whose
+ * lease was held, and free every directory (mu held). Without memory for
+ * a directory's record, its attributes keep their kernel timeout. */
 static struct lt_name *lt_detach(struct cli_lease *t)
 {
 	struct lt_name *all = NULL, *n;
@@ -77,6 +93,8 @@ static struct lt_name *lt_detach(struct cli_lease *t)
 		}
 		while ((d = t->dirs[b])) {
 			t->dirs[b] = d->next;
+			if (d->held_since && (n = lt_held_dir(d->ino, all)))
+				all = n;
 			free(d);
 		}
 	}
@@ -84,8 +102,9 @@ static struct lt_name *lt_detach(struct cli_lease *t)
 	return all;
 }
 
-/* Call fn (unless NULL) for each name of a detached list, and free them.
- * Without the lock: fn invalidates the kernel's entries. */
+/* Call fn (unless NULL) for each name of a detached list (a directory's
+ * own record has no name: its attributes), and free them. Without the
+ * lock: fn invalidates the kernel's entries. */
 static void lt_hand_back(struct lt_name *all, cli_lease_each_fn fn, void *arg)
 {
 	struct lt_name *n;
@@ -93,7 +112,7 @@ static void lt_hand_back(struct lt_name *all, cli_lease_each_fn fn, void *arg)
 	for (; all; all = n) {
 		n = all->next;
 		if (fn)
-			fn(all->dir, all->name, all->len, arg);
+			fn(all->dir, all->len ? all->name : NULL, all->len, arg);
 		free(all);
 	}
 }
@@ -173,7 +192,7 @@ static struct lt_name **lt_name_find(struct cli_lease *t, uint64_t dir,
 /* See cli_lease.h. */
 int cli_lease_take(struct cli_lease *t, uint64_t gen, int live,
 		   const struct proto_grant *g, uint64_t dir,
-		   const char *name, size_t len)
+		   const char *name, size_t len, uint64_t clock)
 {
 	struct lt_name **pp, *n;
 	struct lt_dir *d;
@@ -188,6 +207,8 @@ int cli_lease_take(struct cli_lease *t, uint64_t gen, int live,
 		goto out_unlock;
 	if (!d && !(d = lt_dir_get(t, dir)))
 		goto out_unlock;
+	if (!d->held_since)
+		d->held_since = clock ? clock : 1;
 	pp = lt_name_find(t, dir, name, len);
 	if (*pp) {
 		ok = 1;
@@ -247,6 +268,10 @@ void cli_lease_recall(struct cli_lease *t, uint64_t dir, uint64_t seq,
 		d->inval_seq = seq;
 	if (!d)
 		t->gen++;
+	if (d && d->held_since && (n = lt_held_dir(dir, all)))
+		all = n; /* its attributes go too */
+	if (d)
+		d->held_since = 0;
 	while (d && (n = d->names)) {
 		struct lt_name **pp = lt_name_find(t, dir, n->name, n->len);
 
@@ -272,6 +297,25 @@ void cli_lease_reset(struct cli_lease *t, cli_lease_each_fn fn, void *arg)
 	all = lt_detach(t);
 	pthread_mutex_unlock(&t->mu);
 	lt_hand_back(all, fn, arg);
+}
+
+/* See cli_lease.h. */
+int cli_lease_dir_held(struct cli_lease *t, uint64_t dir, int live,
+		       uint64_t *since)
+{
+	struct lt_dir *d;
+	int held = 0;
+
+	if (!live)
+		return 0;
+	pthread_mutex_lock(&t->mu);
+	d = lt_dir_find(t, dir);
+	if (d && d->held_since) {
+		*since = d->held_since;
+		held = 1;
+	}
+	pthread_mutex_unlock(&t->mu);
+	return held;
 }
 
 /* See cli_lease.h. */

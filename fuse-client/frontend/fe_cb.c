@@ -23,12 +23,16 @@ static void cb_note(int rc, const char *what, uint64_t ino)
 			  (unsigned long long)ino, strerror(-rc));
 }
 
-/* cli_lease_each_fn: take back one name the kernel held under a lease. */
+/* cli_lease_each_fn: take back one name the kernel held under a lease,
+ * or (name NULL) a leased directory's attributes. */
 static void cb_inval_name(uint64_t dir, const char *name, size_t len,
 			  void *arg)
 {
 	struct fe_cb_ctx *x = arg;
 
+	if (!name)
+		return cb_note(fuse_lowlevel_notify_inval_inode(x->se, dir, -1, 0),
+			       "the attributes", dir);
 	cb_note(fuse_lowlevel_notify_inval_entry(x->se, dir, name, len),
 		"an entry", dir);
 }
@@ -104,12 +108,22 @@ void fe_cb_stop(struct fe_fuse *cf)
 }
 
 /* See fe_cb.h. */
+int fe_cb_dir_attr(struct fe_fuse *cf, uint64_t ino, struct proto_attr *a)
+{
+	uint64_t since;
+
+	return cf->lease &&
+	       cli_lease_dir_held(cf->lease, ino, cli_cb_live(cf->cb), &since) &&
+	       cli_inode_leased_attr(cf->fs->itab, ino, since, a) == 0;
+}
+
+/* See fe_cb.h. */
 int fe_cb_entry_long(struct fe_fuse *cf, uint64_t gen,
 		     const struct proto_grant *g, uint64_t dir,
 		     const char *name)
 {
-	if (!cf->lease)
+	if (!cf->lease || !g->ino)
 		return 0;
 	return cli_lease_take(cf->lease, gen, cli_cb_live(cf->cb), g, dir,
-			      name, strlen(name));
+			      name, strlen(name), cli_itab_tick(cf->fs->itab));
 }

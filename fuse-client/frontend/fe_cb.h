@@ -34,6 +34,15 @@ int fe_cb_start(struct fe_fuse *cf, struct fuse_session *se,
 void fe_cb_stop(struct fe_fuse *cf);
 
 /**
+ * A directory's attributes for GETATTR while this mount holds its READ
+ * lease (cli_lease_dir_held, cli_inode_leased_attr): the kernel may keep
+ * them FE_LEASE_ENTRY_TIMEOUT (a recall invalidates them). Never with
+ * leases off.
+ * @return 1 (a filled), 0 ask the mgr
+ */
+int fe_cb_dir_attr(struct fe_fuse *cf, uint64_t ino, struct proto_attr *a);
+
+/**
  * May the kernel cache name in dir for FE_LEASE_ENTRY_TIMEOUT, as the
  * reply's grant g allows (cli_lease_take)? Never with leases off.
  * @param gen cli_lease_gen before the request was sent

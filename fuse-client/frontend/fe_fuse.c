@@ -413,7 +413,11 @@ static void fe_getattr(fuse_req_t req, fuse_ino_t ino,
 	double ttl;
 	int rc;
 
-	if (cli_inode_fresh_attr(fs->itab, ino, &a, &ttl) == 0) {
+	if (fe_cb_dir_attr(cf_of(req), ino, &a))
+		ttl = FE_LEASE_ENTRY_TIMEOUT; /* a directory under its lease */
+	else if (cli_inode_fresh_attr(fs->itab, ino, &a, &ttl))
+		ttl = -1;
+	if (ttl >= 0) {
 		struct stat st;
 
 		attr_to_stat(&a, &st);

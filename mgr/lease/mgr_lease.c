@@ -592,9 +592,11 @@ static void ls_need_ack(struct ls_ack *acks, unsigned *n, uint64_t session,
 static uint64_t ls_recall_one(struct mgr_lease *ml, struct ls_session *s,
 			      const struct mgr_lease_name *nm)
 {
-	int64_t seq = ls_queue(ml, s, PROTO_CB_INVAL_ENTRY, nm->dir, nm->name,
-			       nm->len);
+	int64_t seq = 1;
 
+	if (nm->len) /* a name; else the directory's attributes only */
+		seq = ls_queue(ml, s, PROTO_CB_INVAL_ENTRY, nm->dir, nm->name,
+			       nm->len);
 	if (seq > 0)
 		seq = ls_queue(ml, s, PROTO_CB_RECALL, nm->dir, NULL, 0);
 	if (seq < 0)

@@ -24,7 +24,8 @@ typedef void (*mgr_lease_done_fn)(void *ctx, const struct proto_cbrep *rep,
  * directories acknowledged its invalidations, or was forgotten. */
 typedef void (*mgr_lease_ready_fn)(void *ctx, void *arg);
 
-/* A name a change adds, removes or replaces: the directory and the name. */
+/* A name a change adds, removes or replaces: the directory and the name;
+ * or (len 0) a change of the directory's own attributes. */
 struct mgr_lease_name {
 	uint64_t dir;
 	const char *name;

@@ -56,7 +56,7 @@ def lc(tmp_path_factory):
                         'allow_other,leases,metrics=%s' % lc.metrics[name])
             mounts.append(m)
             setattr(lc, name, m)
-        lc.nolease = c.mount(str(tmp_path_factory.mktemp('mc')), 'allow_other')
+        lc.nolease = c.mount(str(tmp_path_factory.mktemp('mc')), 'allow_other,no_leases')
         mounts.append(lc.nolease)
         util.wait_until(lambda: sessions(lc) == 2, WAIT, 0.1,
                         'both leased mounts known to the mgr')
@@ -124,6 +124,31 @@ def test_miss_cached_past_entry_timeout(lc, d):
             f.write('now')
         with open(os.path.join(b, 'nope')) as f:
             assert f.read() == 'now'
+    finally:
+        os.close(fd)
+
+
+def mgr_calls(lc, name, op):
+    """The calls mount name made to the mgr of op so far."""
+    return metric(scrape(lc.metrics[name]), 'rpfs_client_requests_total', '{op="%s"}' % op)
+
+
+def test_dir_attrs_kept_and_recalled(lc, d):
+    """A directory's attributes, fetched after B took its lease, are
+    answered by B itself; A's chmod of the directory recalls them."""
+    a, b, _ = d
+    open(os.path.join(a, 'f'), 'w').close()
+    fd = os.open(b, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.listdir(fd)  # the lease on the directory
+        time.sleep(1.5)  # the kernel's attributes of it expire (1 s)
+        os.fstat(fd)  # fetched from the mgr, after the lease began
+        time.sleep(1.5)
+        n = mgr_calls(lc, 'b', 'GETATTR')
+        mode = os.fstat(fd).st_mode
+        assert mgr_calls(lc, 'b', 'GETATTR') == n, 'B asked the mgr again'
+        os.chmod(a, 0o700)
+        assert os.fstat(fd).st_mode & 0o777 == 0o700 != mode & 0o777
     finally:
         os.close(fd)
 
