@@ -767,7 +767,17 @@ def wait_resynced(c, log_off):
     if the mgr delivered one since log_off (mgr.log), is empty again (the
     victim serves mirrored reads). Returns the mgr's log since log_off."""
     def done():
-        if any(stale_counts(c).values()):
+        try:
+            counts = stale_counts(c)
+        except AssertionError as e:
+            # one status call that did not reach the mgr (seen once in the
+            # VM under load: a connect timeout, then "No route to host")
+            # only says "not known yet"; a mgr that stays out of reach ends
+            # the wait at its bound like a resync that never ends
+            if 'cannot get the iod table from the mgr' not in str(e):
+                raise
+            return False
+        if any(counts.values()):
             return False
         sets = re.findall(r'^<5>rpfs-mgr: iod %d: fence set delivered: (\d+) inodes$' % VICTIM,
                           c.mgr.log.read_from(log_off), re.M)
