@@ -785,7 +785,13 @@ static int mgr_start_ops(struct mgr_srv *ms)
 		log_err("cannot start the callback channel: %s", strerror(-rc));
 		return 1;
 	}
-	mgr_ops_set_leases(ms->ops, ms->leased);
+	if (ms->lead && mgr_lead_lease_ms(ms->lead) < MGR_LEASE_MIN_LEAD_MS)
+		log_notice("leases: none granted: the mgr lease (%u ms) is under "
+			   "%u ms, too short for the mounts to drop what they "
+			   "keep before a standby takes over",
+			   mgr_lead_lease_ms(ms->lead), MGR_LEASE_MIN_LEAD_MS);
+	else
+		mgr_ops_set_leases(ms->ops, ms->leased);
 	mgr_db_now(&boot);
 	rc = mgr_scrub_new(&ms->scrub, ms->db, mgr_scrub_ns(&boot));
 	if (rc) {

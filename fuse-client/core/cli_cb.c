@@ -11,7 +11,8 @@
 #include "log.h"
 
 #define CB_DOWN_RETRY_MS 500 /* the mgr unreachable: ask again after */
-#define CB_LATE_MS 1000u     /* a wait's answer this late: the mgr is lost */
+#define CB_LATE_MS 3000u     /* a wait's answer this late: the mgr is lost
+			      * (a loaded mgr answers 1 s late at times) */
 /* The session's lease at the mgr: it forgets a session that sent no wait
  * for this long, and runs the changes waiting for its acks. The mount
  * drops its leases sooner: CB_LATE_MS after a wait's end without an
@@ -91,6 +92,7 @@ static void cb_lapse(struct cli_cb *cb, int rc)
 		   "name cached under a lease", strerror(-rc));
 	cb->lapsed = 1;
 	atomic_store(&cb->live, 0);
+	atomic_fetch_add(&cb->fs->lease_resets, 1);
 	cb->fn(PROTO_CB_RESET, 0, 1, NULL, 0, cb->arg);
 }
 
@@ -104,6 +106,7 @@ static void cb_deliver(struct cli_cb *cb, uint64_t sent_ms)
 		log_notice("callbacks: the mgr restarted: dropping every cached "
 			   "name and attribute");
 		cb->fn(PROTO_CB_RESET, 0, 1, NULL, 0, cb->arg);
+		atomic_fetch_add(&cb->fs->lease_resets, 1);
 		cb->acked = 0;
 	}
 	cb->boot = r->boot;
@@ -116,6 +119,8 @@ static void cb_deliver(struct cli_cb *cb, uint64_t sent_ms)
 			continue; /* sent again: already handled */
 		cb->fn(r->ev[i].kind, r->ev[i].seq, r->ev[i].ino,
 		       r->ev[i].name.p, r->ev[i].name.len, cb->arg);
+		if (r->ev[i].kind == PROTO_CB_RESET)
+			atomic_fetch_add(&cb->fs->lease_resets, 1);
 		cb->acked = r->ev[i].seq;
 		atomic_fetch_add(&cb->events, 1);
 	}

@@ -37,14 +37,14 @@ typedef void (*cli_cb_fn)(uint8_t kind, uint64_t seq, uint64_t ino,
 int cli_cb_new(struct cli_cb **out, struct cli_fs *fs, uint64_t session,
 	       const struct net_opts *no, cli_cb_fn fn, void *arg);
 
-/** Stop the thread (within about 2 s: a wait and its lateness), tell the
+/** Stop the thread (within about 4 s: a wait and its lateness), tell the
  * mgr the session ends (so that no change waits for it), free. The caller
  * has dropped what it keeps under leases, or is about to unmount. NULL:
  * nothing. */
 void cli_cb_free(struct cli_cb *cb);
 
 /** Whether the channel is live: the last wait answered was sent less than
- * two waits and a wait's lateness (3 s) ago, and no RESET for a failure
+ * two waits and a wait's lateness (5 s) ago, and no RESET for a failure
  * came since. A mount gives the kernel no long timeout while it is not. Any
  * thread. */
 int cli_cb_live(struct cli_cb *cb);

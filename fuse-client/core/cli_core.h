@@ -60,6 +60,8 @@ struct cli_fs {
 	uint64_t session;         /* leases on: sent as cred.session with every
 				   * mgr request (cli_cb.h); 0 off. Set before
 				   * serving, read-only after */
+	atomic_uint_fast64_t lease_resets; /* leases dropped whole (cli_cb):
+				   * a failed wait, a mgr restart, a RESET */
 	uint16_t mgr_port;
 	atomic_int mgr_failing;   /* 1 after a mgr failure was logged */
 	uint64_t fsid;

@@ -93,6 +93,11 @@ static void fe_metrics_write(struct metrics_buf *b, void *arg)
 		       "until its reply.");
 	metrics_u64(b, "rpfs_client_calls_in_flight", net_client_calls_in_flight(m->cl), NULL);
 	fe_metrics_servers(b, m);
+	metrics_family(b, "rpfs_client_lease_resets_total", "counter",
+		       "Times -o leases dropped every leased name at once: a callback "
+		       "wait that failed, a mgr restart, a RESET from the mgr.");
+	metrics_u64(b, "rpfs_client_lease_resets_total",
+		    atomic_load(&m->fs->lease_resets), NULL);
 	net_client_stats(m->cl, &st);
 	metrics_net_write(b, &st, net_client_transport(m->cl));
 }

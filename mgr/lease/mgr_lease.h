@@ -39,6 +39,11 @@ struct mgr_lease_name {
 					     * one RESET */
 #define MGR_LEASE_MAX_OBJECTS 262144u       /* directories with leases */
 #define MGR_LEASE_MAX_HOLDERS 64u           /* READ leases on one of them */
+#define MGR_LEASE_MIN_LEAD_MS 8000u /* with several mgrs, leases only with a
+				     * mgr lease this long at least: a standby
+				     * then takes over after the mounts dropped
+				     * what they kept under the old mgr's (a
+				     * wait, 1 s, and its lateness, 3 s) */
 #define MGR_LEASE_BACKOFF_MIN_MS 1000u      /* no grant after a recall ... */
 #define MGR_LEASE_BACKOFF_MAX_MS 60000u     /* ... doubling up to this */
 
