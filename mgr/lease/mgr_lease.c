@@ -55,8 +55,9 @@ struct ls_holder {
 /* A directory with READ leases, or with changes waiting or running. */
 struct ls_obj {
 	uint64_t ino;
-	struct ls_holder holders[MGR_LEASE_MAX_HOLDERS];
-	unsigned nholders;
+	struct ls_holder *holders;     /* NULL until the first; grows by
+				        * doubling, up to MGR_LEASE_MAX_HOLDERS */
+	unsigned nholders, cap;
 	unsigned changing;             /* changes parked or running */
 	uint64_t nogrant_until_ms;     /* no grant before (the back-off) */
 	uint64_t recalled_ms;          /* the last recall (0: none) */
@@ -237,6 +238,7 @@ void mgr_lease_free(struct mgr_lease *ml)
 	for (size_t b = 0; b < LS_OBJ_BUCKETS; b++)
 		while ((o = ml->objs[b])) {
 			ml->objs[b] = o->hnext;
+			free(o->holders);
 			free(o);
 		}
 	free(ml);
@@ -523,7 +525,25 @@ static void ls_obj_put(struct mgr_lease *ml, struct ls_obj *o, uint64_t now_ms)
 		pp = &(*pp)->hnext;
 	*pp = o->hnext;
 	ml->nobjs--;
+	free(o->holders);
 	free(o);
+}
+
+/* Room for one more holder of o (2, then doubling, up to
+ * MGR_LEASE_MAX_HOLDERS). @return 0, -ENOMEM */
+static int ls_obj_grow(struct ls_obj *o)
+{
+	unsigned cap = o->cap ? 2 * o->cap : 2;
+	struct ls_holder *h;
+
+	if (cap > MGR_LEASE_MAX_HOLDERS)
+		cap = MGR_LEASE_MAX_HOLDERS;
+	h = realloc(o->holders, cap * sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	o->holders = h;
+	o->cap = cap;
+	return 0;
 }
 
 /* Drop the holders of o whose sessions the table forgot, and those whose
@@ -562,6 +582,8 @@ int mgr_lease_grant(struct mgr_lease *ml, uint64_t session, uint64_t dir,
 		return 0; /* its recall is not acknowledged yet */
 	if (i == o->nholders) {
 		if (o->nholders == MGR_LEASE_MAX_HOLDERS)
+			return 0;
+		if (o->nholders == o->cap && ls_obj_grow(o))
 			return 0;
 		o->holders[o->nholders++] = (struct ls_holder){ session, 0 };
 	}

@@ -477,6 +477,33 @@ static void test_pending_recall_and_bye(void)
 	mgr_lease_free(ml);
 }
 
+/* A directory's holders grow past the first few and stop at
+ * MGR_LEASE_MAX_HOLDERS; a change waits for every one of them. */
+static void test_many_holders(void)
+{
+	struct mgr_lease *ml;
+	struct seen seen = { 0 };
+	struct mgr_lease_name nm = { 80, "z", 1 };
+	uint64_t ev, t = 5, n = MGR_LEASE_MAX_HOLDERS + 2;
+	size_t ns, np, nq;
+	int granted = 0, c;
+
+	CHECK(mgr_lease_new(&ml, BOOT, done_cb, ready_cb, &seen) == 0, "new");
+	for (uint64_t i = 1; i <= n; i++) {
+		CHECK(join(ml, 100 + i, NULL, t) == 0, "joined");
+		granted += mgr_lease_grant(ml, 100 + i, 80, t, &ev);
+	}
+	CHECK(granted == MGR_LEASE_MAX_HOLDERS, "%d granted", granted);
+	nready = 0;
+	CHECK(mgr_lease_change(ml, 100 + n, &nm, 1, t, &c) == 1, "parked");
+	mgr_lease_counts(ml, &ns, &np, &nq);
+	CHECK(nq == 2 * MGR_LEASE_MAX_HOLDERS, "every holder told: %zu events", nq);
+	mgr_lease_tick(ml, t + 20000); /* all silent: forgotten */
+	CHECK(nready == 1 && readied[0] == &c, "then it runs");
+	mgr_lease_done(ml, &nm, 1, t + 20000);
+	mgr_lease_free(ml);
+}
+
 int main(void)
 {
 	log_init("test_mgr_lease", LOG_NOTICE); /* no line per expiry */
@@ -486,6 +513,7 @@ int main(void)
 	test_caps();
 	test_changes();
 	test_pending_recall_and_bye();
+	test_many_holders();
 	test_codec();
 	test_session_and_grant();
 	return check_summary("test_mgr_lease");
