@@ -266,12 +266,13 @@ void cli_cb_free(struct cli_cb *cb)
  * only when its wait fails, which may take longer than the lease. */
 int cli_cb_live(struct cli_cb *cb)
 {
-	/* the next wait, sent when this one was answered (a wait after this
-	 * one's send), fails by its own wait and lateness: until then the
-	 * thread has not given up */
+	/* the thread keeps a wait pending and gives up (cb_lapse: live 0)
+	 * when one is not answered in time; the clock is only a backstop for
+	 * a thread that stopped waiting at all: not past the lease after
+	 * which the mgr forgets the session (a wait answered a few seconds
+	 * late by a loaded mgr must not count as lost) */
 	return atomic_load(&cb->live) &&
-	       cb_now_ms() - atomic_load(&cb->live_from_ms) <=
-	       2 * cb->wait_ms + CB_LATE_MS;
+	       cb_now_ms() - atomic_load(&cb->live_from_ms) < cb->lease_ms;
 }
 
 /* See cli_cb.h. */

@@ -43,9 +43,9 @@ int cli_cb_new(struct cli_cb **out, struct cli_fs *fs, uint64_t session,
  * nothing. */
 void cli_cb_free(struct cli_cb *cb);
 
-/** Whether the channel is live: the last wait answered was sent less than
- * two waits and a wait's lateness (5 s) ago, and no RESET for a failure
- * came since. A mount gives the kernel no long timeout while it is not. Any
+/** Whether the channel is live: a wait was answered, none has failed
+ * since (a failure drops every lease: RESET), and the last one answered
+ * was sent less than the session's lease (8 s) ago. A mount gives the kernel no long timeout while it is not. Any
  * thread. */
 int cli_cb_live(struct cli_cb *cb);
 

@@ -34,8 +34,9 @@ def bench(*args, timeout=900):
     env = dict(os.environ, RPFS_BUILD=util.build_dir(),
                RPFS_BENCH_PORT=str(util.free_port_run(100, '127.0.0.1')))
     # bench.sh raises /proc/sys/fs/pipe-max-size while it runs, which
-    # test_tcp_zc.py and test_zerocopy.py count on (util.global_lock)
-    with util.global_lock('pipe-max-size'):
+    # test_tcp_zc.py and test_zerocopy.py count on, and drops the kernel's
+    # caches, whose names test_leases.py counts on (util.global_lock)
+    with util.global_lock('pipe-max-size'), util.global_lock('drop-caches'):
         return util.run([BENCH] + list(args), check=False, timeout=timeout, env=env)
 
 

@@ -100,11 +100,15 @@ def kept(lc, name, check, tries=3):
     """Run check() -> (before, after) counts of what mount name asked the
     mgr, until one run had no lease reset in it (a reset voids the leases
     the run relies on: the run says nothing then); True if that run asked
-    nothing more. Fails if every run saw a reset."""
+    nothing more. Fails if every run saw a reset. Each run holds the
+    machine-wide lock of the kernel's caches (util.global_lock): another
+    test's drop_caches (bench.sh's) would evict the names it counts on."""
     for _ in range(tries):
-        r0 = resets(lc, name)
-        before, after = check()
-        if resets(lc, name) == r0:
+        with util.global_lock('drop-caches'):
+            r0 = resets(lc, name)
+            before, after = check()
+            again = resets(lc, name) != r0
+        if not again:
             return before == after
     raise AssertionError('the callback channel reset in each of %d runs' % tries)
 
