@@ -739,6 +739,8 @@ static void ops_grant(struct mgr_ops *ops, struct ops_call *call)
 	struct proto_grant g;
 	uint64_t dir;
 
+	if (!ops->leased || !call->m.cred.session)
+		return; /* leases off, or a mount without them: as before */
 	if (call->op == PROTO_OP_LOOKUP)
 		dir = call->m.parent;
 	else if (call->op == PROTO_OP_READDIR)
