@@ -98,6 +98,10 @@ enum proto_op {
 	PROTO_OP_SETBLOCKS = 38, /* ino, flags (PROTO_SB_*), size, mtime, blocks:
 				  * store the blocks the iods hold, maybe grow
 				  * the size and set times -> attr */
+	PROTO_OP_BATCH = 39,  /* proto_batch: a session's delegated ops under
+			       * its WRITE leases, run in order in one
+			       * transaction -> proto_batchrep (their
+			       * statuses, a range of inode numbers) */
 	PROTO_OP_MGR_LAST,
 
 	/* callback channel of the mgr (mgr/lease/): bodies are struct
@@ -358,6 +362,9 @@ struct proto_statfs {
  * before the change runs) says otherwise. evseq is the session's last
  * callback event when the reply was made: an invalidation of the directory
  * the mount handled with a higher seq makes this grant void.
+ * On a MKDIR reply the grant is a WRITE lease on the new directory (ino:
+ * the new directory): the session may answer ops in it itself and send
+ * them in a BATCH, until a RECALL of it.
  */
 struct proto_grant {
 	uint64_t ino;
@@ -378,7 +385,7 @@ struct proto_mrep {
 	uint32_t ndirents;         /* READDIR */
 	int eof;                   /* READDIR: no entries after these */
 	struct proto_str dirents;  /* READDIR: encoded entries */
-	struct proto_grant grant;  /* LOOKUP READDIR, only to a request with a
+	struct proto_grant grant;  /* LOOKUP READDIR MKDIR, only to a request with a
 				    * session: ino 0 none; on the wire after
 				    * the fields, only when ino != 0 */
 };
@@ -614,6 +621,63 @@ struct proto_cbrep {
 	uint64_t boot;          /* the mgr's boot id */
 	uint16_t nev;
 	struct proto_cbev ev[PROTO_CB_MAX_EVENTS];
+};
+
+/*
+ * BATCH (HACKING.md "Leases and callbacks", Delegated ops): a mount sends
+ * the ops it answered itself under WRITE leases, in the order it answered
+ * them, each with its caller's credentials. The mgr runs them in one
+ * transaction and one commit, each checked as if it came alone (in a child
+ * transaction: a refused op changes nothing and does not stop the ones
+ * after it). The request needs a session (cred.session of the batch).
+ *
+ * Body: cred (the batch's: the session), u32 want, u32 n, then n ops, each
+ * u16 op and the op's proto_mreq fields as proto_mreq_encode writes them
+ * (its own cred first), then for CREATE, MKDIR and SYMLINK u64 newino, and
+ * for CREATE the layout. Ops allowed: CREATE (PROTO_CREATE_EXCL always
+ * implied: the name must be free), MKDIR, SYMLINK, SETATTR, SETBLOCKS.
+ *
+ * newino must come from a range this session was handed (proto_batchrep)
+ * and be above every number of that range it used before; a CREATE,
+ * MKDIR or SYMLINK whose name already holds newino is a repeat (the mount
+ * sent the batch again after a lost reply) and succeeds without change.
+ * A CREATE's layout must be the one the directory gives its files (unit,
+ * mirror, count clamped to the width), with any first below the width.
+ */
+#define PROTO_MAX_BATCH 256u          /* ops per BATCH */
+#define PROTO_INO_RANGE 1024u         /* inode numbers per range, aligned */
+
+struct proto_bop {
+	uint16_t op;                  /* CREATE MKDIR SYMLINK SETATTR SETBLOCKS */
+	struct proto_mreq m;          /* as the op alone */
+	uint64_t newino;              /* CREATE MKDIR SYMLINK */
+	struct proto_layout layout;   /* CREATE */
+};
+
+struct proto_batch {
+	struct proto_cred cred;       /* the session's (session != 0) */
+	uint32_t want;                /* 0, or PROTO_INO_RANGE: hand a new
+				       * range after the ops */
+	uint32_t n;                   /* ops, <= PROTO_MAX_BATCH */
+	const struct proto_bop *host; /* encoder input: n ops */
+	const uint8_t *wire;          /* decoder output: the first op; walk
+				       * with proto_bop_next */
+	uint32_t wire_len;            /* bytes from wire to the body's end */
+};
+
+#define PROTO_BOP_WRITE 0x1u /* MKDIR: the session holds a WRITE lease on
+			      * the new directory */
+
+/* A BATCH reply (status 0: the batch ran; each op has its status). */
+struct proto_batchrep {
+	uint64_t evseq;               /* the session's last event at submit:
+				       * as proto_grant's */
+	uint64_t range;               /* first number of a new range
+				       * (PROTO_INO_RANGE of them, aligned), 0:
+				       * none asked or none given */
+	uint32_t n;                   /* = the request's n */
+	int32_t status[PROTO_MAX_BATCH];  /* 0 or -errno, per op */
+	uint8_t flags[PROTO_MAX_BATCH];   /* PROTO_BOP_* per op */
 };
 
 /* A lock reply (status 0). GET: the conflicting lock (type UNLCK = none). */
@@ -916,6 +980,35 @@ int proto_cbwait_decode(const void *buf, size_t len, struct proto_cbwait *q,
 int proto_cbrep_encode(struct wbuf *w, const struct proto_cbrep *r);
 int proto_cbrep_decode(const void *buf, size_t len, struct proto_cbrep *r,
 		       const char **why);
+
+/**
+ * BATCH request body (see struct proto_batch). Encode takes b->host; decode
+ * checks the header and that n ops follow, each valid as proto_mreq_decode
+ * checks its op (and newino != 0, a valid layout for CREATE), leaving them
+ * to proto_bop_next. The decoded ops point into buf.
+ * @param[out] why (decode) on error, a static string naming the bad field
+ * @return 0, -EINVAL / -EMSGSIZE (encode), -EBADMSG (decode)
+ */
+int proto_batch_encode(struct wbuf *w, const struct proto_batch *b);
+int proto_batch_decode(const void *buf, size_t len, struct proto_batch *b,
+		       const char **why);
+
+/**
+ * The next op of a decoded batch: *pos starts at 0 and moves past the op.
+ * @return 0, -ENOENT (no more: *pos at the end), -EBADMSG
+ */
+int proto_bop_next(const struct proto_batch *b, uint32_t *pos,
+		   struct proto_bop *op);
+
+/**
+ * BATCH reply body: u64 evseq, u64 range, u32 n, n x (i32 status, u8
+ * flags). Checks: n <= PROTO_MAX_BATCH, range aligned to PROTO_INO_RANGE,
+ * each status 0 or -1..-4095, flags only PROTO_BOP_*.
+ * @return 0, -EINVAL / -EMSGSIZE (encode), -EBADMSG (decode)
+ */
+int proto_batchrep_encode(struct wbuf *w, const struct proto_batchrep *r);
+int proto_batchrep_decode(const void *buf, size_t len,
+			  struct proto_batchrep *r, const char **why);
 
 /**
  * IO_LIST reply body: u32 n, u8 eof, u32 next.bucket, u64 next.after,
