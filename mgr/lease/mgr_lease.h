@@ -118,6 +118,44 @@ int mgr_lease_grant(struct mgr_lease *ml, uint64_t session, uint64_t dir,
 		    uint64_t now_ms, uint64_t *evseq);
 
 /**
+ * Grant session a WRITE lease on directory dir (HACKING.md "Leases and
+ * callbacks": exclusive; the holder answers ops in it itself and sends
+ * them in a BATCH). Given only for a directory the session has just made
+ * (its MKDIR reply, or a MKDIR in its BATCH being submitted), so that the
+ * holder knows every name in it. Refused like a READ grant (a change
+ * waiting or running, the back-off, no callback channel, the caps) and
+ * while any other session holds or is being recalled from a lease on dir.
+ * A WRITE holder is a holder: a change of dir by another session recalls
+ * it as it recalls READ holders (mgr_lease_change); so does any other
+ * session's use of dir (mgr_lease_access).
+ * @param[out] evseq the session's last event number now (proto_grant)
+ * @return 1 granted, 0 not
+ * Cost: two hash lookups.
+ */
+int mgr_lease_grant_write(struct mgr_lease *ml, uint64_t session, uint64_t dir,
+			  uint64_t now_ms, uint64_t *evseq);
+
+/** The session holding a WRITE lease on dir (recalled or not yet), or 0. */
+uint64_t mgr_lease_writer(const struct mgr_lease *ml, uint64_t dir);
+
+/**
+ * An op of origin (0: a mount without a session) is about to read or use
+ * the objects inos (its ino, parent, ...; 0 entries are skipped): each
+ * that another session holds a WRITE lease on is recalled from it (RECALL,
+ * no INVAL_ENTRY), and the op is parked until each such holder has
+ * acknowledged (after sending its pending ops) or been forgotten. READ
+ * leases are not touched: readers share. The object then grants no lease
+ * for the back-off, as after a change.
+ * @param ctx the op, handed to ready when it may run
+ * @return 0 run it now; 1 parked (ready runs later with ctx); -EINVAL (n
+ *	over 4); -ENOMEM (fail the op)
+ * Cost: a hash lookup per ino.
+ */
+int mgr_lease_access(struct mgr_lease *ml, uint64_t origin,
+		     const uint64_t *inos, unsigned n, uint64_t now_ms,
+		     void *ctx);
+
+/**
  * A change of names is about to run: recall the READ lease on each name's
  * directory from every holder but origin (the session that asks, 0:
  * none): queue INVAL_ENTRY for the name and RECALL for the directory to

@@ -68,6 +68,19 @@ void mgr_leased_done(struct mgr_leased *ld, const struct mgr_lease_name *names,
 int mgr_leased_grant(struct mgr_leased *ld, uint64_t session, uint64_t dir,
 		     struct proto_grant *g);
 
+/** A WRITE lease on a directory the session just made
+ * (mgr_lease_grant_write). ld NULL or session 0: none. @return 1 granted
+ * (g filled), 0 not */
+int mgr_leased_grant_write(struct mgr_leased *ld, uint64_t session,
+			   uint64_t dir, struct proto_grant *g);
+
+/** An op of origin uses inos (mgr_lease_access): it runs now, or once the
+ * WRITE holders of those objects acknowledged their recall. ld NULL: run
+ * now. @return 0 run now; 1 parked (w->ready later); -EINVAL, -ENOMEM */
+int mgr_leased_access(struct mgr_leased *ld, uint64_t origin,
+		      const uint64_t *inos, unsigned n,
+		      struct mgr_leased_wait *w);
+
 /** Sessions known, waits parked, events queued; grants made and leases
  * recalled since the start. Loop thread. */
 void mgr_leased_counts(struct mgr_leased *ld, size_t *sessions,
