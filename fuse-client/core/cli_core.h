@@ -18,6 +18,7 @@
 #include "proto.h"
 
 struct cli_itab;
+struct cli_deleg;
 
 /* Mount options of the client core. */
 struct cli_opts {
@@ -60,6 +61,8 @@ struct cli_fs {
 	uint64_t session;         /* leases on: sent as cred.session with every
 				   * mgr request (cli_cb.h); 0 off. Set before
 				   * serving, read-only after */
+	struct cli_deleg *deleg;  /* delegated ops (cli_deleg.h), or NULL;
+				   * set before serving, read-only after */
 	atomic_uint_fast64_t lease_resets; /* leases dropped whole (cli_cb):
 				   * a failed wait, a mgr restart, a RESET */
 	uint16_t mgr_port;

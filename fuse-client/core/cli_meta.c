@@ -7,6 +7,10 @@
 #include <string.h>
 
 #include "cli_meta.h"
+
+#include <sys/stat.h>
+
+#include "cli_deleg.h"
 #include "log.h"
 
 /* Check a path component the way the mgr decoder will, so that a bad name
@@ -108,6 +112,12 @@ static int meta_run(struct cli_fs *fs, uint16_t op, const struct proto_mreq *m,
 
 	if (!req || !rep)
 		return -ENOMEM;
+	if (fs->deleg) { /* what this mount did alone reaches the mgr first */
+		const uint64_t inos[3] = { m->ino, m->parent, m->newparent };
+
+		if (cli_deleg_before(fs->deleg, inos, 3))
+			return -EIO;
+	}
 	wb_init(&w, req, PROTO_MAX_BODY);
 	if (fs->session && m->cred.session != fs->session) {
 		struct proto_mreq ms = *m; /* with the session: leases */
@@ -191,6 +201,8 @@ int cli_meta_lookup_grant(struct cli_fs *fs, const struct proto_cred *c,
 		memset(g, 0, sizeof(*g));
 	if (rc)
 		return rc;
+	if (fs->deleg && cli_deleg_lookup(fs->deleg, parent, name) == -ENOENT)
+		return -ENOENT; /* a directory this mount holds alone */
 	mreq_init(&m, c);
 	m.parent = parent;
 	m.name = pstr(name);
@@ -233,7 +245,19 @@ int cli_meta_setattr(struct cli_fs *fs, const struct proto_cred *c,
 	m.size = in->size;
 	m.atime = in->atime;
 	m.mtime = in->mtime;
+	if (fs->deleg && attr && cli_deleg_setattr(fs->deleg, c, ino, &m, attr) == 0)
+		return 0; /* joins its unsent create */
 	return meta_attr(fs, PROTO_OP_SETATTR, &m, attr);
+}
+
+/* A name this mount made by today's path in parent: a directory it holds
+ * alone learns it; a new directory may come with a WRITE lease. */
+static void meta_deleg_made(struct cli_fs *fs, uint16_t op, uint64_t parent,
+			    const char *name, const struct proto_mrep *r)
+{
+	cli_deleg_named(fs->deleg, parent, name);
+	if (op == PROTO_OP_MKDIR && r->grant.ino)
+		cli_deleg_grant(fs->deleg, &r->attr, &r->grant);
 }
 
 /* CREATE, MKDIR or MKNOD (op) of name in parent with mode: the one shape
@@ -245,17 +269,28 @@ static int meta_new_entry(struct cli_fs *fs, const struct proto_cred *c,
 			  struct proto_attr *attr)
 {
 	struct proto_mreq m;
+	struct proto_mrep r;
 	int rc = name_check(name);
 
 	if (rc)
 		return rc;
+	if (fs->deleg && op != PROTO_OP_MKNOD && attr &&
+	    cli_deleg_mknode(fs->deleg, c, parent, name, mode, NULL, attr) == 0)
+		return 0; /* answered alone, queued */
 	mreq_init(&m, c);
 	m.parent = parent;
 	m.name = pstr(name);
 	m.mode = mode;
 	m.flags = flags;
 	m.rdev = rdev;
-	return meta_attr(fs, op, &m, attr);
+	rc = meta_run(fs, op, &m, &r);
+	if (rc)
+		return rc;
+	if (attr)
+		*attr = r.attr;
+	if (fs->deleg)
+		meta_deleg_made(fs, op, parent, name, &r);
+	return 0;
 }
 
 /* CREATE: see cli_meta.h. */
@@ -298,6 +333,8 @@ int cli_meta_unlink(struct cli_fs *fs, const struct proto_cred *c,
 	mreq_init(&m, c);
 	m.parent = parent;
 	m.name = pstr(name);
+	if (fs->deleg && cli_deleg_end(fs->deleg, parent))
+		return -EIO;
 	rc = meta_run(fs, PROTO_OP_UNLINK, &m, &r);
 	if (rc == 0)
 		*freed = r.freed;
@@ -316,6 +353,8 @@ int cli_meta_rmdir(struct cli_fs *fs, const struct proto_cred *c,
 	mreq_init(&m, c);
 	m.parent = parent;
 	m.name = pstr(name);
+	if (fs->deleg && cli_deleg_end(fs->deleg, parent))
+		return -EIO;
 	return meta_run(fs, PROTO_OP_RMDIR, &m, NULL);
 }
 
@@ -341,6 +380,9 @@ int cli_meta_rename(struct cli_fs *fs, const struct proto_cred *c,
 	m.newparent = newparent;
 	m.newname = pstr(newname);
 	m.flags = flags;
+	if (fs->deleg && (cli_deleg_end(fs->deleg, parent) ||
+			  cli_deleg_end(fs->deleg, newparent)))
+		return -EIO;
 	rc = meta_run(fs, PROTO_OP_RENAME, &m, &r);
 	if (rc == 0)
 		*freed = r.freed;
@@ -361,6 +403,8 @@ int cli_meta_link(struct cli_fs *fs, const struct proto_cred *c, uint64_t ino,
 	m.ino = ino;
 	m.newparent = newparent;
 	m.newname = pstr(newname);
+	if (fs->deleg && cli_deleg_end(fs->deleg, newparent))
+		return -EIO;
 	return meta_attr(fs, PROTO_OP_LINK, &m, attr);
 }
 
@@ -379,11 +423,18 @@ int cli_meta_symlink(struct cli_fs *fs, const struct proto_cred *c,
 		return -ENOENT;
 	if (tl > PROTO_MAX_PATH)
 		return -ENAMETOOLONG;
+	if (fs->deleg && attr &&
+	    cli_deleg_mknode(fs->deleg, c, parent, name, S_IFLNK | 0777, target,
+			     attr) == 0)
+		return 0; /* answered alone, queued */
 	mreq_init(&m, c);
 	m.parent = parent;
 	m.name = pstr(name);
 	m.target = pstr(target);
-	return meta_attr(fs, PROTO_OP_SYMLINK, &m, attr);
+	rc = meta_attr(fs, PROTO_OP_SYMLINK, &m, attr);
+	if (rc == 0 && fs->deleg)
+		cli_deleg_named(fs->deleg, parent, name);
+	return rc;
 }
 
 /* READLINK: see cli_meta.h. */
@@ -607,4 +658,40 @@ int cli_meta_purge_many(struct cli_fs *fs, const struct proto_cred *c,
 	mreq_init(&m, c);
 	m.inos = (struct proto_inos){ n, inos, NULL };
 	return meta_run(fs, PROTO_OP_PURGE_MANY, &m, NULL);
+}
+
+/* BATCH: see cli_meta.h. */
+int cli_meta_batch(struct cli_fs *fs, const struct proto_batch *b,
+		   struct proto_batchrep *r)
+{
+	uint8_t *req = cli_tls_reqbuf(), *rep = cli_tls_repbuf();
+	const char *why = "?";
+	struct net_call call;
+	struct wbuf w;
+	int rc, retried;
+
+	if (!req || !rep)
+		return -ENOMEM;
+	wb_init(&w, req, PROTO_MAX_BODY);
+	rc = proto_batch_encode(&w, b);
+	if (rc)
+		return rc == -EMSGSIZE ? -E2BIG : rc;
+	memset(&call, 0, sizeof(call));
+	call.op = PROTO_OP_BATCH;
+	call.body = req;
+	call.body_len = (uint32_t)w.len;
+	call.rep_buf = rep;
+	call.rep_cap = PROTO_MAX_BODY;
+	rc = cli_mgr_run(fs, &call, &retried); /* a resend is a repeat */
+	if (rc)
+		return mgr_fail(fs, PROTO_OP_BATCH, rc);
+	if (call.status)
+		return call.status > 0 || call.status < -4095 ? -EIO : call.status;
+	rc = proto_batchrep_decode(rep, call.rep_len, r, &why);
+	if (rc || r->n != b->n) {
+		log_warn("mgr (%s:%u): malformed BATCH reply (%s)", fs->mgr_host,
+			 fs->mgr_port, rc ? why : "n");
+		return -EIO;
+	}
+	return 0;
 }

@@ -163,4 +163,14 @@ int cli_meta_purge(struct cli_fs *fs, const struct proto_cred *c,
 int cli_meta_purge_many(struct cli_fs *fs, const struct proto_cred *c,
 			const uint64_t *inos, uint32_t n);
 
+/**
+ * BATCH: send a session's delegated ops (cli_deleg.c) and decode the
+ * statuses; a resend after a lost answer is a repeat the mgr recognises.
+ * @return 0 (r filled, r->n == b->n), -E2BIG the batch does not encode,
+ *	-EIO the mgr is unreachable or answered badly, or the mgr's -errno
+ *	for the batch as a whole
+ */
+int cli_meta_batch(struct cli_fs *fs, const struct proto_batch *b,
+		   struct proto_batchrep *r);
+
 #endif

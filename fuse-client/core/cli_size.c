@@ -15,6 +15,8 @@
 #include "cli_io.h"
 #include "cli_meta.h"
 #include "cli_size.h"
+
+#include "cli_deleg.h"
 #include "cli_space.h"
 
 /* Publish size (mtime t) with the blocks the iods hold: one SETBLOCKS; a
@@ -28,6 +30,14 @@ static int size_publish(struct cli_fs *fs, const struct proto_cred *c,
 	uint64_t fsize, blocks;
 	int rc = cli_inode_io(fs->itab, ino, &l, &fsize);
 
+	if (rc == 0 && fs->deleg && cli_deleg_pending(fs->deleg, ino)) {
+		struct proto_mreq m = { .cred = *c, .ino = ino, .size = size,
+					.mtime = *t,
+					.flags = PROTO_SB_GROW | PROTO_SB_MTIME };
+
+		if (cli_deleg_setblocks(fs->deleg, c, &m, a) == 0)
+			return 0; /* joins its unsent create: no iod asked */
+	}
 	if (rc == 0)
 		rc = cli_space_blocks(fs, ino, &l, &blocks);
 	if (rc == 0)

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "cli_deleg.h"
 #include "cli_inode.h"
 #include "cli_lock.h"
 #include "log.h"
@@ -55,6 +56,8 @@ static void fe_cb_event(uint8_t kind, uint64_t seq, uint64_t ino,
 		cb_inval_name(ino, name, len, x);
 		break;
 	case PROTO_CB_RECALL:
+		if (x->cf->fs->deleg) /* its ops first, then the ack */
+			cli_deleg_recall(x->cf->fs->deleg, ino, seq);
 		cli_lease_recall(x->cf->lease, ino, seq, cb_inval_name, x);
 		break;
 	case PROTO_CB_INVAL_INODE:
@@ -65,6 +68,8 @@ static void fe_cb_event(uint8_t kind, uint64_t seq, uint64_t ino,
 	case PROTO_CB_RESET:
 		log_info("callbacks: dropping %zu names held under leases",
 			 cli_lease_names(x->cf->lease));
+		if (x->cf->fs->deleg)
+			cli_deleg_reset(x->cf->fs->deleg);
 		cli_lease_reset(x->cf->lease, cb_inval_name, x);
 		break;
 	default:
@@ -74,9 +79,17 @@ static void fe_cb_event(uint8_t kind, uint64_t seq, uint64_t ino,
 	}
 }
 
+/* cli_deleg_live_fn: the channel answers. */
+static int fe_cb_live(void *arg)
+{
+	struct fe_fuse *cf = arg;
+
+	return cli_cb_live(cf->cb);
+}
+
 /* See fe_cb.h. */
 int fe_cb_start(struct fe_fuse *cf, struct fuse_session *se,
-		const struct net_opts *no)
+		const struct net_opts *no, int deleg)
 {
 	static struct fe_cb_ctx ctx; /* one mount per process */
 	int rc;
@@ -89,17 +102,29 @@ int fe_cb_start(struct fe_fuse *cf, struct fuse_session *se,
 	cf->fs->session = cli_lock_session(cf->lock);
 	rc = cli_cb_new(&cf->cb, cf->fs, cf->fs->session, no, fe_cb_event,
 			&ctx);
-	if (rc) {
-		cf->fs->session = 0;
-		cli_lease_free(cf->lease);
-		cf->lease = NULL;
+	if (rc)
+		goto out_free_lease;
+	if (deleg) {
+		rc = cli_deleg_new(&cf->fs->deleg, cf->fs, fe_cb_live, cf);
+		if (rc)
+			goto out_free_cb;
 	}
+	return 0;
+out_free_cb:
+	cli_cb_free(cf->cb);
+	cf->cb = NULL;
+out_free_lease:
+	cf->fs->session = 0;
+	cli_lease_free(cf->lease);
+	cf->lease = NULL;
 	return rc;
 }
 
 /* See fe_cb.h. */
 void fe_cb_stop(struct fe_fuse *cf)
 {
+	cli_deleg_free(cf->fs->deleg); /* sends what is queued, then stops */
+	cf->fs->deleg = NULL;
 	cli_cb_free(cf->cb);
 	cf->cb = NULL;
 	cf->fs->session = 0;

@@ -25,10 +25,13 @@
  * Call after the kernel mount and before the workers start; fe_cb_stop
  * after they ended and before the unmount.
  * @param se the session the invalidations go to
- * @return 0, or -ENOMEM / cli_cb_new's error (leases stay off)
+ * @param deleg also WRITE leases and delegated ops (-o deleg): the record
+ *	in cf->fs->deleg (cli_deleg.h), stopped by fe_cb_stop first
+ * @return 0, or -ENOMEM / cli_cb_new's or cli_deleg_new's error (leases
+ *	stay off)
  */
 int fe_cb_start(struct fe_fuse *cf, struct fuse_session *se,
-		const struct net_opts *no);
+		const struct net_opts *no, int deleg);
 
 /** Stop the callback thread and free the record (leases off). */
 void fe_cb_stop(struct fe_fuse *cf);

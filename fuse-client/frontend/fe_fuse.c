@@ -27,6 +27,7 @@
 #include "fe_splice.h"
 #include "cli_space.h"
 #include "fe_wback.h"
+#include "cli_deleg.h"
 #include "cli_inode.h"
 #include "cli_io.h"
 #include "cli_meta.h"
@@ -962,7 +963,23 @@ static void fe_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	rc = cli_io_fsync(fs, ino, &l, datasync);
 	if (rc)
 		return (void) fuse_reply_err(req, -rc);
-	fuse_reply_err(req, -cli_size_push(fs, &file_of(fi)->cred, ino));
+	rc = cli_size_push(fs, &file_of(fi)->cred, ino);
+	if (rc == 0 && fs->deleg) /* its create, and what joined it, commit */
+		rc = cli_deleg_sync(fs->deleg);
+	fuse_reply_err(req, -rc);
+}
+
+/* FSYNCDIR: the ops this mount answered alone commit (cli_deleg.h); the
+ * mgr's own changes are committed before it answers. */
+static void fe_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	struct cli_fs *fs = fs_of(req);
+
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	fuse_reply_err(req, fs->deleg ? -cli_deleg_sync(fs->deleg) : 0);
 }
 
 /* OPENDIR: the kernel checked read permission; the handle only remembers
@@ -1383,6 +1400,7 @@ static const struct fuse_lowlevel_ops fe_ops = {
 	.flush = fe_flush,
 	.release = fe_release,
 	.fsync = fe_fsync,
+	.fsyncdir = fe_fsyncdir,
 	.opendir = fe_opendir,
 	.readdir = fe_readdir,
 	.readdirplus = fe_readdirplus,

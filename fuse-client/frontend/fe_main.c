@@ -59,6 +59,7 @@ struct fe_args {
 	unsigned read_ahead_kb; /* -o read_ahead_kb=N (fe_bdi.h), 0: leave it */
 	struct opt_addr metrics; /* -o metrics=HOST:PORT */
 	int leases;           /* -o [no_]leases (fe_cb.h) */
+	int deleg;            /* -o [no_]deleg (fe_cb.h): WRITE leases */
 	uint64_t given;       /* the table's entries given */
 	int bad;              /* an argument was invalid (message printed) */
 };
@@ -126,6 +127,14 @@ static const struct opt fe_opts[] = {
 	  OPT_AT(struct fe_args, leases),
 	  .help = "no leases: names and attributes follow the fixed timeouts "
 		  "(the default)" },
+	{ .name = "deleg", .kind = OPT_SWITCH,
+	  OPT_AT(struct fe_args, deleg), .defdoc = "off",
+	  .help = "with leases: WRITE leases on the directories this mount "
+		  "makes, in which it answers creates itself and sends them "
+		  "in batches (one commit each); fsync waits for them" },
+	{ .name = "no_deleg", .kind = OPT_SWITCH, .flags = OPT_NEGATE,
+	  OPT_AT(struct fe_args, deleg),
+	  .help = "every create is a request to the mgr (the default)" },
 	{ .name = "metrics", .kind = OPT_ADDR, .arg = "HOST:PORT",
 	  OPT_AT(struct fe_args, metrics), .addr = ADDR_PORT0, .defdoc = "off",
 	  .help = "serve Prometheus /metrics on HOST:PORT" },
@@ -583,7 +592,7 @@ static int mount_session(struct mount_main *m)
 		return 1;
 	if (fuse_session_mount(m->se, m->fo.mountpoint) != 0)
 		goto out_remove_handlers;
-	if (m->a.leases && fe_cb_start(&m->cf, m->se, &m->no)) {
+	if (m->a.leases && fe_cb_start(&m->cf, m->se, &m->no, m->a.deleg)) {
 		log_err("cannot start the callback channel");
 		goto out_unmount;
 	}
