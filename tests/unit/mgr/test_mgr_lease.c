@@ -3,7 +3,8 @@
  * (mgr/lease/mgr_lease.c): waits parked and answered by an event or their
  * slice, acknowledgements and the events sent again after a lost reply,
  * a mgr that forgot a session, the queue's collapse into a RESET, lease
- * expiry, the session caps, and the CB_WAIT codec. No network, no loop:
+ * expiry, the session caps, READ and WRITE grants, changes and accesses
+ * parked for recalls, and the CB_WAIT codec. No network, no loop:
  * time is passed in and answered waits land in done_cb.
  */
 #include <errno.h>
