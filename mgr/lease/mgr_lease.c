@@ -58,7 +58,8 @@ struct ls_holder {
 	int write;                     /* a WRITE lease (exclusive) */
 };
 
-/* A directory with READ leases, or with changes waiting or running. */
+/* A directory with READ or WRITE leases, or with changes waiting or
+ * running. */
 struct ls_obj {
 	uint64_t ino;
 	struct ls_holder *holders;     /* NULL until the first; grows by
@@ -97,7 +98,7 @@ struct mgr_lease {
 					  * and accesses) */
 	size_t nchanges;
 	uint64_t ngrants, nrecalls;      /* since the start */
-	uint64_t next_gen;               /* the next session's gen */
+	uint64_t next_gen;               /* the last session gen given */
 	struct ls_session *hash[LS_BUCKETS];
 	TAILQ_HEAD(, ls_session) slist;
 	size_t nsessions, nparked, nqueued;
