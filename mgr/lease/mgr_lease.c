@@ -30,6 +30,9 @@ struct ls_host {
 /* A mount session. */
 struct ls_session {
 	uint64_t id;
+	uint64_t gen;                  /* table-wide, from 1: tells this
+					* session from an earlier one of the
+					* same id that the table forgot */
 	uint64_t next_seq;             /* the next event's number (from 1) */
 	uint64_t sent;                 /* the last event put in a reply */
 	uint64_t acked;                /* the last event acknowledged */
@@ -44,15 +47,19 @@ struct ls_session {
 	TAILQ_ENTRY(ls_session) link;  /* mgr_lease.slist */
 };
 
-/* A holder of a READ lease on a directory, or one whose lease a change
- * recalled and that has not acknowledged the recall yet (every change of
- * the directory waits for that ack, not only the one that recalled). */
+/* A holder of a READ or WRITE lease on a directory, or one whose lease a
+ * change or an access recalled and that has not acknowledged the recall
+ * yet (every change of the directory waits for that ack, not only the one
+ * that recalled; every access too if it held WRITE). */
 struct ls_holder {
 	uint64_t session;
+	uint64_t gen;                  /* its ls_session.gen when granted */
 	uint64_t recall_seq;           /* 0: holding; else the RECALL's seq */
+	int write;                     /* a WRITE lease (exclusive) */
 };
 
-/* A directory with READ leases, or with changes waiting or running. */
+/* A directory with READ or WRITE leases, or with changes waiting or
+ * running. */
 struct ls_obj {
 	uint64_t ino;
 	struct ls_holder *holders;     /* NULL until the first; grows by
@@ -70,7 +77,8 @@ struct ls_ack {
 	uint64_t session, seq;
 };
 
-/* A change waiting for acknowledgements. */
+/* A change (or an access: mgr_lease_access) waiting for
+ * acknowledgements. */
 struct ls_change {
 	void *ctx;
 	unsigned nacks;
@@ -86,9 +94,11 @@ struct mgr_lease {
 	void *arg;
 	struct ls_obj *objs[LS_OBJ_BUCKETS];
 	size_t nobjs;
-	TAILQ_HEAD(, ls_change) changes; /* parked, oldest first */
+	TAILQ_HEAD(, ls_change) changes; /* parked, oldest first (changes
+					  * and accesses) */
 	size_t nchanges;
 	uint64_t ngrants, nrecalls;      /* since the start */
+	uint64_t next_gen;               /* the last session gen given */
 	struct ls_session *hash[LS_BUCKETS];
 	TAILQ_HEAD(, ls_session) slist;
 	size_t nsessions, nparked, nqueued;
@@ -290,6 +300,7 @@ static int ls_make(struct mgr_lease *ml, uint64_t id, const char *client,
 		return -ENOMEM;
 	}
 	s->id = id;
+	s->gen = ++ml->next_gen;
 	s->next_seq = 1;
 	TAILQ_INIT(&s->events);
 	s->host = h;
@@ -490,18 +501,26 @@ static size_t ls_obj_bucket(uint64_t ino)
 	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 50) % LS_OBJ_BUCKETS;
 }
 
+/* The object of directory ino, or NULL. Cost: one hash chain. */
+static struct ls_obj *ls_obj_find(const struct mgr_lease *ml, uint64_t ino)
+{
+	struct ls_obj *o;
+
+	for (o = ml->objs[ls_obj_bucket(ino)]; o; o = o->hnext)
+		if (o->ino == ino)
+			return o;
+	return NULL;
+}
+
 /* The object of directory ino; made (empty) if make and the cap allows.
  * @return it, or NULL */
 static struct ls_obj *ls_obj_get(struct mgr_lease *ml, uint64_t ino, int make)
 {
 	size_t b = ls_obj_bucket(ino);
-	struct ls_obj *o;
+	struct ls_obj *o = ls_obj_find(ml, ino);
 
-	for (o = ml->objs[b]; o; o = o->hnext)
-		if (o->ino == ino)
-			return o;
-	if (!make || ml->nobjs >= MGR_LEASE_MAX_OBJECTS)
-		return NULL;
+	if (o || !make || ml->nobjs >= MGR_LEASE_MAX_OBJECTS)
+		return o;
 	o = calloc(1, sizeof(*o));
 	if (!o)
 		return NULL;
@@ -546,54 +565,119 @@ static int ls_obj_grow(struct ls_obj *o)
 	return 0;
 }
 
+/* Whether holder h still counts: its session is the one it was granted
+ * to (not forgotten, nor forgotten and back under the same id) and holds
+ * the lease or has not acknowledged its recall yet. */
+static int ls_holder_live(const struct mgr_lease *ml, const struct ls_holder *h)
+{
+	const struct ls_session *s = ls_find(ml, h->session);
+
+	return s && s->gen == h->gen &&
+	       (!h->recall_seq || s->acked < h->recall_seq);
+}
+
 /* Drop the holders of o whose sessions the table forgot, and those whose
- * recall is acknowledged. */
+ * recall is acknowledged (a WRITE lease ends with them). */
 static void ls_obj_prune(struct mgr_lease *ml, struct ls_obj *o)
 {
-	const struct ls_session *s;
-
 	for (unsigned i = 0; i < o->nholders;) {
-		s = ls_find(ml, o->holders[i].session);
-		if (s && (!o->holders[i].recall_seq ||
-			  s->acked < o->holders[i].recall_seq))
+		if (ls_holder_live(ml, &o->holders[i]))
 			i++;
 		else
 			o->holders[i] = o->holders[--o->nholders];
 	}
 }
 
-/* See mgr_lease.h. */
-int mgr_lease_grant(struct mgr_lease *ml, uint64_t session, uint64_t dir,
-		    uint64_t now_ms, uint64_t *evseq)
+/* Whether o may grant session s a lease now (a WRITE one if write): no
+ * change waits or runs, the back-off is over, s's own lease is not being
+ * recalled, and no other session holds (or is being recalled from) a
+ * WRITE lease, nor, for a WRITE grant, any lease. *mine is s's holder
+ * entry, or NULL. Cost: the holders. */
+static int ls_grantable(struct mgr_lease *ml, struct ls_obj *o,
+			const struct ls_session *s, uint64_t now_ms, int write,
+			struct ls_holder **mine)
+{
+	struct ls_holder *h;
+
+	*mine = NULL;
+	if (o->changing || now_ms < o->nogrant_until_ms)
+		return 0;
+	ls_obj_prune(ml, o);
+	for (unsigned i = 0; i < o->nholders; i++) {
+		h = &o->holders[i];
+		if (h->session == s->id) {
+			if (h->recall_seq)
+				return 0; /* its recall is not acknowledged yet */
+			*mine = h;
+		} else if (write || h->write) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* Grant session s a lease on directory dir (a WRITE one if write; a
+ * holder of a READ lease asking WRITE is upgraded, a WRITE holder asking
+ * READ keeps WRITE). @return 1 granted (*evseq set), 0 not */
+static int ls_grant(struct mgr_lease *ml, uint64_t session, uint64_t dir,
+		    uint64_t now_ms, int write, uint64_t *evseq)
 {
 	struct ls_session *s = session ? ls_find(ml, session) : NULL;
+	struct ls_holder *mine;
 	struct ls_obj *o;
-	unsigned i;
 
 	if (!s || !dir)
 		return 0;
 	o = ls_obj_get(ml, dir, 1);
-	if (!o || o->changing || now_ms < o->nogrant_until_ms)
+	if (!o)
 		return 0;
-	ls_obj_prune(ml, o);
-	for (i = 0; i < o->nholders && o->holders[i].session != session; i++)
-		;
-	if (i < o->nholders && o->holders[i].recall_seq)
-		return 0; /* its recall is not acknowledged yet */
-	if (i == o->nholders) {
-		if (o->nholders == MGR_LEASE_MAX_HOLDERS)
-			return 0;
-		if (o->nholders == o->cap && ls_obj_grow(o))
-			return 0;
-		o->holders[o->nholders++] = (struct ls_holder){ session, 0 };
+	if (!ls_grantable(ml, o, s, now_ms, write, &mine))
+		goto out_put;
+	if (!mine) {
+		if (o->nholders == MGR_LEASE_MAX_HOLDERS ||
+		    (o->nholders == o->cap && ls_obj_grow(o)))
+			goto out_put;
+		mine = &o->holders[o->nholders++];
+		*mine = (struct ls_holder){ .session = session, .gen = s->gen };
 	}
+	if (write)
+		mine->write = 1;
 	*evseq = s->next_seq - 1;
 	ml->ngrants++;
 	return 1;
+out_put:
+	ls_obj_put(ml, o, now_ms); /* an object made for nothing */
+	return 0;
+}
+
+/* See mgr_lease.h. */
+int mgr_lease_grant(struct mgr_lease *ml, uint64_t session, uint64_t dir,
+		    uint64_t now_ms, uint64_t *evseq)
+{
+	return ls_grant(ml, session, dir, now_ms, 0, evseq);
+}
+
+/* See mgr_lease.h. */
+int mgr_lease_grant_write(struct mgr_lease *ml, uint64_t session, uint64_t dir,
+			  uint64_t now_ms, uint64_t *evseq)
+{
+	return ls_grant(ml, session, dir, now_ms, 1, evseq);
+}
+
+/* See mgr_lease.h. */
+uint64_t mgr_lease_writer(const struct mgr_lease *ml, uint64_t dir)
+{
+	const struct ls_obj *o = ls_obj_find(ml, dir);
+
+	for (unsigned i = 0; o && i < o->nholders; i++)
+		if (o->holders[i].write && ls_holder_live(ml, &o->holders[i]))
+			return o->holders[i].session;
+	return 0;
 }
 
 /* Note that session must acknowledge seq before the change runs (the
- * highest seq per session is kept). */
+ * highest seq per session is kept). The caller sized acks for one entry
+ * per session. Cost: the entries so far. */
 static void ls_need_ack(struct ls_ack *acks, unsigned *n, uint64_t session,
 			uint64_t seq)
 {
@@ -606,11 +690,11 @@ static void ls_need_ack(struct ls_ack *acks, unsigned *n, uint64_t session,
 	acks[(*n)++] = (struct ls_ack){ session, seq };
 }
 
-/* Queue for session s the invalidation of name nm and the recall of its
- * directory's lease. A failed post (no memory) turns into a RESET, or, if
- * even that fails, forgetting the session (it drops everything when its
- * next wait fails). @return the seq to wait for, or 0 (forgotten: s is
- * freed) */
+/* Queue for session s the invalidation of name nm (none if nm->len is 0)
+ * and the recall of its directory's lease. A failed post (no memory)
+ * turns into a RESET, or, if even that fails, forgetting the session (it
+ * drops everything when its next wait fails). @return the seq to wait
+ * for, or 0 (forgotten: s is freed) */
 static uint64_t ls_recall_one(struct mgr_lease *ml, struct ls_session *s,
 			      const struct mgr_lease_name *nm)
 {
@@ -634,16 +718,30 @@ static uint64_t ls_recall_one(struct mgr_lease *ml, struct ls_session *s,
 	return (uint64_t)seq;
 }
 
-/* A change of name nm by origin in directory o: every other holder is
- * told to drop the name and its whole lease on o (INVAL_ENTRY, RECALL),
- * and is waited for (acks), as is every holder recalled before that has
- * not acknowledged yet; a holder stops being one once it acknowledged. The directory then
- * grants no lease for a back-off that doubles with each recall soon after
- * the last (1 s .. MGR_LEASE_BACKOFF_MAX_MS), so a directory that several
- * mounts change does not recall on every change. */
+/* A recall of o's leases at now_ms: no grant for a back-off that doubles
+ * with each recall soon after the last (1 s .. MGR_LEASE_BACKOFF_MAX_MS),
+ * so a directory that several mounts use does not recall on every op. */
+static void ls_backoff(struct ls_obj *o, uint64_t now_ms)
+{
+	if (o->recalled_ms && now_ms - o->recalled_ms <= MGR_LEASE_BACKOFF_MAX_MS)
+		o->backoff_ms = o->backoff_ms * 2 > MGR_LEASE_BACKOFF_MAX_MS ?
+				MGR_LEASE_BACKOFF_MAX_MS : o->backoff_ms * 2;
+	else
+		o->backoff_ms = MGR_LEASE_BACKOFF_MIN_MS;
+	o->recalled_ms = now_ms;
+	o->nogrant_until_ms = now_ms + o->backoff_ms;
+}
+
+/* An op of origin on name nm in directory o (writers_only: an access,
+ * else a change): every other holder (of a WRITE lease only, if
+ * writers_only) is told to drop the name (if any) and its whole lease on
+ * o (INVAL_ENTRY, RECALL), and is waited for (acks), as is every such
+ * holder recalled before that has not acknowledged yet; a holder stops
+ * being one once it acknowledged. A recall starts a back-off
+ * (ls_backoff). Cost: the holders. */
 static void ls_recall(struct mgr_lease *ml, struct ls_obj *o, uint64_t origin,
-		      const struct mgr_lease_name *nm, uint64_t now_ms,
-		      struct ls_ack *acks, unsigned *nacks)
+		      const struct mgr_lease_name *nm, int writers_only,
+		      uint64_t now_ms, struct ls_ack *acks, unsigned *nacks)
 {
 	struct ls_holder *h;
 	unsigned recalled = 0;
@@ -651,7 +749,7 @@ static void ls_recall(struct mgr_lease *ml, struct ls_obj *o, uint64_t origin,
 	ls_obj_prune(ml, o);
 	for (unsigned i = 0; i < o->nholders; i++) {
 		h = &o->holders[i];
-		if (h->session == origin)
+		if (h->session == origin || (writers_only && !h->write))
 			continue;
 		if (!h->recall_seq) {
 			h->recall_seq = ls_recall_one(ml, ls_find(ml, h->session), nm);
@@ -662,29 +760,68 @@ static void ls_recall(struct mgr_lease *ml, struct ls_obj *o, uint64_t origin,
 			ls_need_ack(acks, nacks, h->session, h->recall_seq);
 	}
 	ls_obj_prune(ml, o); /* the sessions ls_recall_one had to forget */
-	if (!recalled)
-		return;
-	if (o->recalled_ms && now_ms - o->recalled_ms <= MGR_LEASE_BACKOFF_MAX_MS)
-		o->backoff_ms = o->backoff_ms * 2 > MGR_LEASE_BACKOFF_MAX_MS ?
-				MGR_LEASE_BACKOFF_MAX_MS : o->backoff_ms * 2;
-	else
-		o->backoff_ms = MGR_LEASE_BACKOFF_MIN_MS;
-	o->recalled_ms = now_ms;
-	o->nogrant_until_ms = now_ms + o->backoff_ms;
+	if (recalled)
+		ls_backoff(o, now_ms);
 }
 
-/* See mgr_lease.h. */
+/* Park ctx until each of acks[0..n) came (ls_changes_check). @return 1,
+ * -ENOMEM */
+static int ls_park(struct mgr_lease *ml, void *ctx, const struct ls_ack *acks,
+		   unsigned n)
+{
+	struct ls_change *c = malloc(sizeof(*c) + n * sizeof(acks[0]));
+
+	if (!c)
+		return -ENOMEM;
+	c->ctx = ctx;
+	c->nacks = n;
+	memcpy(c->acks, acks, n * sizeof(acks[0]));
+	TAILQ_INSERT_TAIL(&ml->changes, c, link);
+	ml->nchanges++;
+	return 1;
+}
+
+/* See mgr_lease.h. At most one WRITE holder per object, whose recall is
+ * only a RECALL (the holder drops every name it keeps there). */
+int mgr_lease_access(struct mgr_lease *ml, uint64_t origin,
+		     const uint64_t *inos, unsigned n, uint64_t now_ms,
+		     void *ctx)
+{
+	struct ls_ack acks[MGR_LEASE_MAX_INOS * MGR_LEASE_MAX_HOLDERS];
+	struct mgr_lease_name nm = { 0 };
+	unsigned nacks = 0;
+	struct ls_obj *o;
+
+	if (n > MGR_LEASE_MAX_INOS)
+		return -EINVAL;
+	for (unsigned i = 0; i < n; i++) {
+		if (!inos[i] || !(o = ls_obj_get(ml, inos[i], 0)))
+			continue; /* no object: nobody holds a lease on it */
+		nm.dir = inos[i];
+		ls_recall(ml, o, origin, &nm, 1, now_ms, acks, &nacks);
+	}
+	return nacks ? ls_park(ml, ctx, acks, nacks) : 0;
+}
+
+/* See mgr_lease.h. The acks (one per session to wait for) are on the
+ * stack for a few names, else on the heap, sized by the sessions known. */
 int mgr_lease_change(struct mgr_lease *ml, uint64_t origin,
 		     const struct mgr_lease_name *names, unsigned n,
 		     uint64_t now_ms, void *ctx)
 {
-	struct ls_ack acks[2 * MGR_LEASE_MAX_HOLDERS];
-	struct ls_change *c;
+	struct ls_ack stack[2 * MGR_LEASE_MAX_HOLDERS], *acks = stack;
+	size_t cap = (size_t)n * MGR_LEASE_MAX_HOLDERS;
 	unsigned nacks = 0;
 	struct ls_obj *o;
+	int rc;
 
-	if (n > 2)
+	if (n > MGR_LEASE_MAX_NAMES)
 		return -EINVAL;
+	if (cap > ml->nsessions)
+		cap = ml->nsessions; /* an ack per session, and none is made */
+	if (cap > sizeof(stack) / sizeof(stack[0]) &&
+	    !(acks = malloc(cap * sizeof(*acks))))
+		return -ENOMEM;
 	for (unsigned i = 0; i < n; i++) {
 		/* none made (the cap, no memory): then nobody holds a lease
 		 * on it, and none can be granted while it is missing */
@@ -692,21 +829,14 @@ int mgr_lease_change(struct mgr_lease *ml, uint64_t origin,
 		if (!o)
 			continue;
 		o->changing++;
-		ls_recall(ml, o, origin, &names[i], now_ms, acks, &nacks);
+		ls_recall(ml, o, origin, &names[i], 0, now_ms, acks, &nacks);
 	}
-	if (!nacks)
-		return 0;
-	c = malloc(sizeof(*c) + nacks * sizeof(acks[0]));
-	if (!c) {
+	rc = nacks ? ls_park(ml, ctx, acks, nacks) : 0;
+	if (rc < 0)
 		mgr_lease_done(ml, names, n, now_ms);
-		return -ENOMEM;
-	}
-	c->ctx = ctx;
-	c->nacks = nacks;
-	memcpy(c->acks, acks, nacks * sizeof(acks[0]));
-	TAILQ_INSERT_TAIL(&ml->changes, c, link);
-	ml->nchanges++;
-	return 1;
+	if (acks != stack)
+		free(acks);
+	return rc;
 }
 
 /* See mgr_lease.h. */

@@ -20,8 +20,9 @@ struct mgr_lease;
 typedef void (*mgr_lease_done_fn)(void *ctx, const struct proto_cbrep *rep,
 				  void *arg);
 
-/* A parked change may run: every other holder of a READ lease on its
- * directories acknowledged its invalidations, or was forgotten. */
+/* A parked change (or access: mgr_lease_access) may run: every other
+ * holder it recalled (of a lease on its directories; of a WRITE lease on
+ * the access's objects) acknowledged, or was forgotten. */
 typedef void (*mgr_lease_ready_fn)(void *ctx, void *arg);
 
 /* A name a change adds, removes or replaces: the directory and the name;
@@ -39,6 +40,9 @@ struct mgr_lease_name {
 					     * one RESET */
 #define MGR_LEASE_MAX_OBJECTS 262144u       /* directories with leases */
 #define MGR_LEASE_MAX_HOLDERS 64u           /* READ leases on one of them */
+#define MGR_LEASE_MAX_NAMES 256u            /* names of one change (a BATCH
+					     * touches up to 256) */
+#define MGR_LEASE_MAX_INOS 4u               /* objects of one access */
 #define MGR_LEASE_MIN_LEAD_MS 8000u /* with several mgrs, leases only with a
 				     * mgr lease this long at least: a standby
 				     * then takes over after the mounts dropped
@@ -109,7 +113,8 @@ void mgr_lease_tick(struct mgr_lease *ml, uint64_t now_ms);
  * begun after every change the table let run committed: mgr_lease_done).
  * Refused while a change of the directory is waiting or running, during
  * its back-off after a recall, for a session without a callback channel,
- * and past the caps.
+ * while another session holds (or is being recalled from) a WRITE lease
+ * on it, and past the caps. A WRITE holder asking keeps its WRITE lease.
  * @param[out] evseq the session's last event number now (proto_grant)
  * @return 1 granted, 0 not (answer without a grant)
  * Cost: two hash lookups.
@@ -125,6 +130,7 @@ int mgr_lease_grant(struct mgr_lease *ml, uint64_t session, uint64_t dir,
  * holder knows every name in it. Refused like a READ grant (a change
  * waiting or running, the back-off, no callback channel, the caps) and
  * while any other session holds or is being recalled from a lease on dir.
+ * A READ holder asking is upgraded (unless its lease is being recalled).
  * A WRITE holder is a holder: a change of dir by another session recalls
  * it as it recalls READ holders (mgr_lease_change); so does any other
  * session's use of dir (mgr_lease_access).
@@ -135,7 +141,8 @@ int mgr_lease_grant(struct mgr_lease *ml, uint64_t session, uint64_t dir,
 int mgr_lease_grant_write(struct mgr_lease *ml, uint64_t session, uint64_t dir,
 			  uint64_t now_ms, uint64_t *evseq);
 
-/** The session holding a WRITE lease on dir (recalled or not yet), or 0. */
+/** The session holding a WRITE lease on dir (recalled or not yet), or 0.
+ * Cost: a hash lookup and the holders. */
 uint64_t mgr_lease_writer(const struct mgr_lease *ml, uint64_t dir);
 
 /**
@@ -147,8 +154,12 @@ uint64_t mgr_lease_writer(const struct mgr_lease *ml, uint64_t dir);
  * leases are not touched: readers share. The object then grants no lease
  * for the back-off, as after a change.
  * @param ctx the op, handed to ready when it may run
+ * A recall not acknowledged yet is waited for, not sent again; the
+ * holder's own ops (origin) run at once even then (it sends them before
+ * acknowledging). Parked accesses count with the parked changes.
  * @return 0 run it now; 1 parked (ready runs later with ctx); -EINVAL (n
- *	over 4); -ENOMEM (fail the op)
+ *	over MGR_LEASE_MAX_INOS); -ENOMEM (fail the op: recalls may have
+ *	been sent for nothing)
  * Cost: a hash lookup per ino.
  */
 int mgr_lease_access(struct mgr_lease *ml, uint64_t origin,
@@ -163,12 +174,19 @@ int mgr_lease_access(struct mgr_lease *ml, uint64_t origin,
  * acknowledged or been forgotten. From now until mgr_lease_done, the
  * directories grant no lease, nor for a back-off after a recall (1 s,
  * doubling while recalls follow each other, up to
- * MGR_LEASE_BACKOFF_MAX_MS).
+ * MGR_LEASE_BACKOFF_MAX_MS). A WRITE holder is recalled the same way; a
+ * change by the WRITE holder itself runs at once, even while its recall
+ * is pending (it sends its ops before it acknowledges). A holder already
+ * recalled (by an earlier name or change) gets nothing more; it is
+ * waited for. Names may repeat a directory: each counts as a change of it
+ * until mgr_lease_done (with the same names).
  * @param ctx the change, handed to ready when it may run
  * @return 0 run it now (nobody to wait for); 1 parked (ready runs later
- *	with ctx); -EINVAL (more than 2 names); -ENOMEM (fail the change:
- *	the table is as before, but for invalidations sent for nothing)
- * Cost: the holders of the directories.
+ *	with ctx); -EINVAL (more than MGR_LEASE_MAX_NAMES names); -ENOMEM
+ *	(fail the change: the table is as before, but for invalidations
+ *	sent for nothing)
+ * Cost: the holders of the directories, times the sessions to wait for;
+ * past 2 names, a heap array of an entry per session known (at most).
  */
 int mgr_lease_change(struct mgr_lease *ml, uint64_t origin,
 		     const struct mgr_lease_name *names, unsigned n,

@@ -54,7 +54,7 @@ static void leased_done(void *ctx, const struct proto_cbrep *rep, void *arg)
 	leased_reply(arg, ctx, rep);
 }
 
-/* mgr_lease_ready_fn: a parked change may run. */
+/* mgr_lease_ready_fn: a parked change or access may run. */
 static void leased_ready(void *ctx, void *arg)
 {
 	struct mgr_leased_wait *w = ctx;
@@ -190,4 +190,29 @@ int mgr_leased_grant(struct mgr_leased *ld, uint64_t session, uint64_t dir,
 	g->ino = dir;
 	g->evseq = evseq;
 	return 1;
+}
+
+/* See mgr_leased.h. */
+int mgr_leased_grant_write(struct mgr_leased *ld, uint64_t session,
+			   uint64_t dir, struct proto_grant *g)
+{
+	uint64_t evseq;
+
+	if (!ld || !session ||
+	    !mgr_lease_grant_write(ld->ml, session, dir, leased_now_ms(),
+				   &evseq))
+		return 0;
+	g->ino = dir;
+	g->evseq = evseq;
+	return 1;
+}
+
+/* See mgr_leased.h. A parked access leaves through leased_ready, as a
+ * parked change does. */
+int mgr_leased_access(struct mgr_leased *ld, uint64_t origin,
+		      const uint64_t *inos, unsigned n,
+		      struct mgr_leased_wait *w)
+{
+	return ld ? mgr_lease_access(ld->ml, origin, inos, n, leased_now_ms(),
+				     w) : 0;
 }

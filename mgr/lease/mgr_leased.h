@@ -42,9 +42,9 @@ int64_t mgr_leased_post(struct mgr_leased *ld, uint64_t session,
 			uint8_t kind, uint64_t ino, const char *name,
 			size_t len);
 
-/* A change parked until the holders of leases on its directories have
- * acknowledged their invalidations; ready is called (loop thread) when it
- * may run. Embed it in the change's own struct. */
+/* A change (or an access) parked until the holders it recalled have
+ * acknowledged; ready is called (loop thread) when it may run. Embed it
+ * in the op's own struct. */
 struct mgr_leased_wait {
 	void (*ready)(struct mgr_leased_wait *w);
 };
@@ -52,7 +52,8 @@ struct mgr_leased_wait {
 /**
  * A change of names is about to run (mgr_lease_change): it runs now, or
  * once the other holders acknowledged. ld NULL: run now.
- * @return 0 run now; 1 parked (w->ready later); -EINVAL, -ENOMEM (fail it)
+ * @return 0 run now; 1 parked (w->ready later); -EINVAL (more than
+ *	MGR_LEASE_MAX_NAMES names), -ENOMEM (fail it)
  */
 int mgr_leased_change(struct mgr_leased *ld, uint64_t origin,
 		      const struct mgr_lease_name *names, unsigned n,
@@ -76,7 +77,8 @@ int mgr_leased_grant_write(struct mgr_leased *ld, uint64_t session,
 
 /** An op of origin uses inos (mgr_lease_access): it runs now, or once the
  * WRITE holders of those objects acknowledged their recall. ld NULL: run
- * now. @return 0 run now; 1 parked (w->ready later); -EINVAL, -ENOMEM */
+ * now. @return 0 run now; 1 parked (w->ready later); -EINVAL (n over
+ * MGR_LEASE_MAX_INOS), -ENOMEM (fail it) */
 int mgr_leased_access(struct mgr_leased *ld, uint64_t origin,
 		      const uint64_t *inos, unsigned n,
 		      struct mgr_leased_wait *w);

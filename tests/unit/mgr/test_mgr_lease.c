@@ -3,7 +3,8 @@
  * (mgr/lease/mgr_lease.c): waits parked and answered by an event or their
  * slice, acknowledgements and the events sent again after a lost reply,
  * a mgr that forgot a session, the queue's collapse into a RESET, lease
- * expiry, the session caps, and the CB_WAIT codec. No network, no loop:
+ * expiry, the session caps, READ and WRITE grants, changes and accesses
+ * parked for recalls, and the CB_WAIT codec. No network, no loop:
  * time is passed in and answered waits land in done_cb.
  */
 #include <errno.h>
@@ -53,7 +54,7 @@ static void done_cb(void *ctx, const struct proto_cbrep *rep, void *arg)
 static void *readied[16];
 static int nready;
 
-/* mgr_lease_ready_fn: record the change. */
+/* mgr_lease_ready_fn: record the change (or access). */
 static void ready_cb(void *ctx, void *arg)
 {
 	(void)arg;
@@ -504,6 +505,274 @@ static void test_many_holders(void)
 	mgr_lease_free(ml);
 }
 
+/* Session sess's events so far are sent (a wait acking nothing answers at
+ * once with them), then acknowledged up to acked; the second wait parks
+ * (ctx). */
+static void ack_all(struct mgr_lease *ml, uint64_t sess, uint64_t acked,
+		    uint64_t now, int *ctx)
+{
+	struct proto_cbwait q = W(sess, BOOT, 0);
+
+	CHECK(mgr_lease_wait(ml, &q, NULL, now, ctx, &rep) == 0 &&
+	      rep.nev > 0 && rep.ev[rep.nev - 1].seq == acked,
+	      "session %llu has its events up to %llu",
+	      (unsigned long long)sess, (unsigned long long)acked);
+	q = W(sess, BOOT, acked);
+	CHECK(mgr_lease_wait(ml, &q, NULL, now, ctx, &rep) == 1,
+	      "session %llu acks %llu", (unsigned long long)sess,
+	      (unsigned long long)acked);
+}
+
+/* WRITE grants: only to a session alone on the directory (a READ holder,
+ * another writer, a holder being recalled refuse it), upgrading its own
+ * READ lease; not while a change waits or runs, nor in the back-off;
+ * none to a session the table does not know. READ grants are refused to
+ * others while a WRITE lease is held, and a writer asking READ keeps its
+ * WRITE lease. */
+static void test_write_grants(void)
+{
+	struct mgr_lease *ml;
+	struct seen seen = { 0 };
+	struct mgr_lease_name n92 = { 92, "f", 1 }, n93 = { 93, "g", 1 },
+			      n94 = { 94, "h", 1 };
+	uint64_t ev = 99, t = 5, g0, g1;
+	int c, wb;
+
+	CHECK(mgr_lease_new(&ml, BOOT, done_cb, ready_cb, &seen) == 0, "new");
+	CHECK(mgr_lease_grant_write(ml, 1, 90, t, &ev) == 0,
+	      "no channel: no WRITE grant");
+	CHECK(join(ml, 1, NULL, t) == 0 && join(ml, 2, NULL, t) == 0 &&
+	      join(ml, 3, NULL, t) == 0, "joined");
+	CHECK(mgr_lease_grant(ml, 2, 90, t, &ev) == 1, "B reads 90");
+	CHECK(mgr_lease_grant_write(ml, 1, 90, t, &ev) == 0,
+	      "no WRITE for A beside B's READ");
+	CHECK(mgr_lease_writer(ml, 90) == 0, "no writer");
+	mgr_lease_totals(ml, &g0, &ev);
+	CHECK(mgr_lease_grant_write(ml, 2, 90, t, &ev) == 1 && ev == 0,
+	      "B alone: its READ becomes WRITE");
+	mgr_lease_totals(ml, &g1, &ev);
+	CHECK(g1 == g0 + 1, "a grant counted");
+	CHECK(mgr_lease_writer(ml, 90) == 2, "B writes 90");
+	CHECK(mgr_lease_grant(ml, 1, 90, t, &ev) == 0, "no READ for A beside it");
+	CHECK(mgr_lease_grant_write(ml, 1, 90, t, &ev) == 0, "nor WRITE");
+	CHECK(mgr_lease_grant(ml, 2, 90, t, &ev) == 1 &&
+	      mgr_lease_writer(ml, 90) == 2, "B asking READ keeps WRITE");
+	CHECK(mgr_lease_grant_write(ml, 1, 91, t, &ev) == 1 &&
+	      mgr_lease_writer(ml, 91) == 1, "A alone on a new dir");
+	CHECK(mgr_lease_grant_write(ml, 3, 91, t, &ev) == 0, "not C too");
+	/* a change waiting or running refuses it */
+	CHECK(mgr_lease_change(ml, 1, &n92, 1, t, &c) == 0, "a change of 92 runs");
+	CHECK(mgr_lease_grant_write(ml, 1, 92, t, &ev) == 0, "no WRITE while it runs");
+	mgr_lease_done(ml, &n92, 1, t);
+	CHECK(mgr_lease_grant_write(ml, 1, 92, t, &ev) == 1, "after it");
+	/* the back-off after a recall refuses it */
+	CHECK(mgr_lease_grant(ml, 2, 93, t, &ev) == 1, "B reads 93");
+	nready = 0;
+	CHECK(mgr_lease_change(ml, 1, &n93, 1, t, &c) == 1, "A's change recalls B");
+	ack_all(ml, 2, 2, t, &wb);
+	CHECK(nready == 1, "it runs");
+	mgr_lease_done(ml, &n93, 1, t);
+	CHECK(mgr_lease_grant_write(ml, 1, 93, t + 1, &ev) == 0, "not in the back-off");
+	CHECK(mgr_lease_grant_write(ml, 1, 93, t + MGR_LEASE_BACKOFF_MIN_MS, &ev) == 1,
+	      "after it");
+	/* a holder being recalled refuses it after the back-off too */
+	CHECK(mgr_lease_grant(ml, 2, 94, t, &ev) == 1, "B reads 94");
+	nready = 0;
+	CHECK(mgr_lease_change(ml, 3, &n94, 1, t, &c) == 1, "C's change recalls B");
+	mgr_lease_done(ml, &n94, 1, t); /* (as if it had run) */
+	t += MGR_LEASE_BACKOFF_MIN_MS;
+	CHECK(mgr_lease_grant_write(ml, 1, 94, t, &ev) == 0,
+	      "B has not acknowledged: no WRITE for A");
+	ack_all(ml, 2, 4, t, &wb);
+	CHECK(nready == 1, "C's change ran");
+	CHECK(mgr_lease_grant_write(ml, 1, 94, t, &ev) == 1 && ev == 0,
+	      "B acknowledged: A writes 94");
+	mgr_lease_free(ml);
+}
+
+/* An access by another session (or none) recalls the writer with a RECALL
+ * alone and parks until it acknowledges; a second access parks too
+ * without a second RECALL; the writer's own accesses and changes run at
+ * once though its recall is pending; READ holders are left alone. */
+static void test_access(void)
+{
+	struct mgr_lease *ml;
+	struct seen seen = { 0 };
+	struct mgr_lease_name nm = { 100, "n", 1 };
+	uint64_t ev, t = 5, r0, r1, in[5] = { 100, 0, 555, 0, 0 };
+	size_t ns, np, nq, no, npk;
+	int wa, wc, x1, x2, x3;
+
+	CHECK(mgr_lease_new(&ml, BOOT, done_cb, ready_cb, &seen) == 0, "new");
+	CHECK(join(ml, 1, NULL, t) == 0 && join(ml, 2, NULL, t) == 0 &&
+	      join(ml, 3, NULL, t) == 0, "joined");
+	CHECK(mgr_lease_grant_write(ml, 1, 100, t, &ev) == 1, "A writes 100");
+	CHECK(mgr_lease_grant(ml, 3, 101, t, &ev) == 1, "C reads 101");
+	{
+		struct proto_cbwait q = W(1, BOOT, 0);
+
+		CHECK(mgr_lease_wait(ml, &q, NULL, t, &wa, &rep) == 1, "A parked");
+		q = W(3, BOOT, 0);
+		CHECK(mgr_lease_wait(ml, &q, NULL, t, &wc, &rep) == 1, "C parked");
+	}
+	CHECK(mgr_lease_access(ml, 2, in, 5, t, &x1) == -EINVAL, "5 inos");
+	CHECK(mgr_lease_access(ml, 2, &in[1], 3, t, &x1) == 0,
+	      "nobody writes 0, 555: runs");
+	CHECK(mgr_lease_access(ml, 2, (uint64_t[]){ 101 }, 1, t, &x1) == 0 &&
+	      seen.calls == 0, "C's READ lease untouched");
+	mgr_lease_totals(ml, &ev, &r0);
+	nready = 0;
+	CHECK(mgr_lease_access(ml, 0, in, 3, t, &x1) == 1, "no session: parked");
+	CHECK(seen.calls == 1 && seen.ctx == &wa && seen.nev == 1 &&
+	      seen.kind[0] == PROTO_CB_RECALL && seen.seq[0] == 1,
+	      "A recalled: a RECALL, no INVAL_ENTRY");
+	mgr_lease_totals(ml, &ev, &r1);
+	CHECK(r1 == r0 + 1, "a recall counted");
+	CHECK(mgr_lease_writer(ml, 100) == 1, "A writes until it acknowledges");
+	CHECK(mgr_lease_access(ml, 2, in, 1, t, &x2) == 1, "B parked too");
+	mgr_lease_counts(ml, &ns, &np, &nq);
+	mgr_lease_totals(ml, &ev, &r1);
+	CHECK(nq == 1 && seen.calls == 1 && r1 == r0 + 1, "no second RECALL");
+	mgr_lease_object_counts(ml, &no, &npk);
+	CHECK(npk == 2, "two accesses parked: %zu", npk);
+	CHECK(mgr_lease_access(ml, 1, in, 1, t, &x3) == 0, "A's own access runs");
+	CHECK(mgr_lease_change(ml, 1, &nm, 1, t, &x3) == 0,
+	      "A's own change runs, its recall pending");
+	mgr_lease_done(ml, &nm, 1, t);
+	CHECK(mgr_lease_grant(ml, 2, 100, t + MGR_LEASE_BACKOFF_MIN_MS, &ev) == 0,
+	      "no READ for B before A acknowledged");
+	CHECK(nready == 0, "none ran");
+	{
+		struct proto_cbwait q = W(1, BOOT, 1);
+
+		CHECK(mgr_lease_wait(ml, &q, NULL, t + 2, &wa, &rep) == 1, "A acks");
+	}
+	CHECK(nready == 2 && readied[0] == &x1 && readied[1] == &x2,
+	      "both run, in order");
+	CHECK(mgr_lease_writer(ml, 100) == 0, "A's WRITE lease is gone");
+	CHECK(mgr_lease_access(ml, 2, in, 1, t + 2, &x1) == 0, "B's next runs");
+	CHECK(mgr_lease_grant(ml, 2, 100, t + 3, &ev) == 0,
+	      "no READ for B in the back-off");
+	CHECK(mgr_lease_grant(ml, 2, 100, t + 2 + MGR_LEASE_BACKOFF_MIN_MS, &ev) == 1,
+	      "B reads 100 after the back-off");
+	mgr_lease_free(ml);
+}
+
+/* A change by another session recalls the writer as it recalls readers
+ * (INVAL_ENTRY, RECALL) and runs once it acknowledged. */
+static void test_change_recalls_writer(void)
+{
+	struct mgr_lease *ml;
+	struct seen seen = { 0 };
+	struct mgr_lease_name nm = { 110, "m", 1 };
+	struct proto_cbwait q = W(1, BOOT, 0);
+	uint64_t ev, t = 5;
+	int wa, c;
+
+	CHECK(mgr_lease_new(&ml, BOOT, done_cb, ready_cb, &seen) == 0, "new");
+	CHECK(join(ml, 1, NULL, t) == 0 && join(ml, 2, NULL, t) == 0, "joined");
+	CHECK(mgr_lease_grant_write(ml, 1, 110, t, &ev) == 1, "A writes 110");
+	CHECK(mgr_lease_wait(ml, &q, NULL, t, &wa, &rep) == 1, "A parked");
+	nready = 0;
+	CHECK(mgr_lease_change(ml, 2, &nm, 1, t, &c) == 1, "B's change parks");
+	CHECK(seen.calls == 1 && seen.nev == 2 &&
+	      seen.kind[0] == PROTO_CB_INVAL_ENTRY && strcmp(seen.name0, "m") == 0 &&
+	      seen.kind[1] == PROTO_CB_RECALL, "A told the name and recalled");
+	q = W(1, BOOT, 2);
+	CHECK(mgr_lease_wait(ml, &q, NULL, t, &wa, &rep) == 1 && nready == 1 &&
+	      readied[0] == &c, "A acks: it runs");
+	CHECK(mgr_lease_writer(ml, 110) == 0, "A writes no more");
+	mgr_lease_done(ml, &nm, 1, t);
+	mgr_lease_free(ml);
+}
+
+/* A writer silent past its lease is forgotten: the accesses parked for it
+ * run, and back under the same id it holds nothing; a writer's goodbye
+ * does the same at once. */
+static void test_writer_expires(void)
+{
+	struct mgr_lease *ml;
+	struct seen seen = { 0 };
+	struct proto_cbwait q;
+	uint64_t ev, t = 5, in[1] = { 120 }, in2[1] = { 121 };
+	int x1, x2, w;
+
+	CHECK(mgr_lease_new(&ml, BOOT, done_cb, ready_cb, &seen) == 0, "new");
+	CHECK(join(ml, 1, NULL, t) == 0 && join(ml, 2, NULL, t) == 0 &&
+	      join(ml, 3, NULL, t) == 0, "joined");
+	CHECK(mgr_lease_grant_write(ml, 1, 120, t, &ev) == 1, "A writes 120");
+	CHECK(mgr_lease_grant_write(ml, 3, 121, t, &ev) == 1, "C writes 121");
+	nready = 0;
+	CHECK(mgr_lease_access(ml, 2, in, 1, t, &x1) == 1, "B parked for A");
+	CHECK(mgr_lease_access(ml, 2, in2, 1, t, &x2) == 1, "B parked for C");
+	q = W(2, BOOT, 0);
+	CHECK(mgr_lease_wait(ml, &q, NULL, t + 9000, &w, &rep) == 1, "B alive");
+	mgr_lease_tick(ml, t + 6001);
+	CHECK(nready == 0, "A still known");
+	q = W(3, BOOT, 0);
+	q.flags = PROTO_CBW_BYE;
+	CHECK(mgr_lease_wait(ml, &q, NULL, t + 6001, &w, &rep) == 0, "C says bye");
+	CHECK(nready == 1 && readied[0] == &x2, "C gone: its access runs");
+	CHECK(mgr_lease_writer(ml, 121) == 0, "C writes no more");
+	mgr_lease_tick(ml, t + 10001);
+	CHECK(nready == 2 && readied[1] == &x1, "A forgotten: its access runs");
+	CHECK(mgr_lease_writer(ml, 120) == 0, "A writes no more");
+	q = W(1, BOOT, 1);
+	CHECK(mgr_lease_wait(ml, &q, NULL, t + 10002, &w, &rep) == 0 &&
+	      rep.nev == 1 && rep.ev[0].kind == PROTO_CB_RESET, "A back: a RESET");
+	CHECK(mgr_lease_writer(ml, 120) == 0, "and no WRITE lease");
+	CHECK(mgr_lease_access(ml, 2, in, 1, t + 10002, &x1) == 0,
+	      "B's access runs at once");
+	mgr_lease_free(ml);
+}
+
+/* One change of 200 names (150 directories, 50 repeated) that 140
+ * sessions hold READ leases on: each is recalled once, the change waits
+ * for all (acks past the stack's room) and runs after the last; the
+ * directories grant again once mgr_lease_done undid every name. Past
+ * MGR_LEASE_MAX_NAMES: -EINVAL. */
+static void test_many_names(void)
+{
+	enum { NNAMES = 200, NDIRS = 150, NSESS = 140 };
+	static struct mgr_lease_name names[MGR_LEASE_MAX_NAMES + 1];
+	struct mgr_lease *ml;
+	struct seen seen = { 0 };
+	uint64_t ev, t = 5;
+	size_t ns, np, nq;
+	int c, w, granted = 0;
+
+	CHECK(mgr_lease_new(&ml, BOOT, done_cb, ready_cb, &seen) == 0, "new");
+	for (unsigned i = 0; i <= MGR_LEASE_MAX_NAMES; i++)
+		names[i] = (struct mgr_lease_name){ 300 + i % NDIRS, "x", 1 };
+	for (uint64_t i = 0; i < NSESS; i++) {
+		CHECK(join(ml, 1000 + i, NULL, t) == 0, "joined");
+		granted += mgr_lease_grant(ml, 1000 + i, 300 + i, t, &ev);
+	}
+	CHECK(granted == NSESS, "%d granted", granted);
+	CHECK(mgr_lease_change(ml, 0, names, MGR_LEASE_MAX_NAMES + 1, t, &c) ==
+	      -EINVAL, "too many names");
+	nready = 0;
+	CHECK(mgr_lease_change(ml, 0, names, NNAMES, t, &c) == 1, "parked");
+	mgr_lease_counts(ml, &ns, &np, &nq);
+	CHECK(nq == 2 * NSESS, "each told once: %zu events", nq);
+	for (uint64_t i = 0; i < NSESS; i++) {
+		CHECK(nready == 0, "waits for the last");
+		ack_all(ml, 1000 + i, 2, t, &w);
+	}
+	CHECK(nready == 1 && readied[0] == &c, "runs after the last ack");
+	mgr_lease_done(ml, names, NNAMES - 1, t);
+	t += 2 * MGR_LEASE_BACKOFF_MIN_MS;
+	CHECK(mgr_lease_grant(ml, 1000, 300 + (NNAMES - 1) % NDIRS, t, &ev) == 0,
+	      "a repeated dir's last name not done yet");
+	mgr_lease_done(ml, &names[NNAMES - 1], 1, t);
+	CHECK(mgr_lease_grant(ml, 1000, 300 + (NNAMES - 1) % NDIRS, t, &ev) == 1,
+	      "all done: it grants");
+	CHECK(mgr_lease_change(ml, 0, names, MGR_LEASE_MAX_NAMES, t, &c) == 1,
+	      "256 names taken");
+	mgr_lease_done(ml, names, MGR_LEASE_MAX_NAMES, t);
+	mgr_lease_free(ml);
+}
+
 int main(void)
 {
 	log_init("test_mgr_lease", LOG_NOTICE); /* no line per expiry */
@@ -514,6 +783,11 @@ int main(void)
 	test_changes();
 	test_pending_recall_and_bye();
 	test_many_holders();
+	test_write_grants();
+	test_access();
+	test_change_recalls_writer();
+	test_writer_expires();
+	test_many_names();
 	test_codec();
 	test_session_and_grant();
 	return check_summary("test_mgr_lease");
