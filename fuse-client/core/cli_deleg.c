@@ -72,6 +72,8 @@ struct cli_deleg {
 	uint64_t want_seq;              /* mu: a waiter wants up to it sent */
 	uint64_t oldest_ms;             /* mu: when the head was queued */
 	uint64_t fail_gen;              /* mu: failed sends so far */
+	uint64_t failing_ms;            /* mu: since when sends fail (0: the
+					 * last one went through) */
 	uint64_t range_next, range_end; /* mu: the numbers at hand */
 	uint64_t spare;                 /* mu: a further range (0: none) */
 	int want_range;                 /* mu: ask for a range */
@@ -428,8 +430,8 @@ static int dg_join(struct cli_deleg *d, uint16_t opcode,
 		return -EAGAIN;
 	pthread_mutex_lock(&d->mu);
 	p = dg_ino_find(d, m->ino);
-	if (!p || p->sent || d->nqueued >= CLI_DELEG_MAX_QUEUED)
-		goto out_unlock;
+	if (!p || d->nqueued >= CLI_DELEG_MAX_QUEUED)
+		goto out_unlock; /* in flight is fine: the next batch runs after */
 	if (opcode == PROTO_OP_SETATTR) {
 		if (!dg_setattr_ok(p, c, m->valid))
 			goto out_unlock;
@@ -526,19 +528,33 @@ int cli_deleg_pending(struct cli_deleg *d, uint64_t ino)
 	return r;
 }
 
-/* Wait until every op queued before now is committed (mu held). A send
- * that fails while waiting ends the wait. @return 0, -EIO */
+/* Wait until every op queued before now is committed (mu held), as long
+ * as the sends have not been failing for the mount's timeout since the
+ * wait began (a mgr restart is waited out, as a request would wait it
+ * out). @return 0, -EIO */
 static int dg_wait_done(struct cli_deleg *d)
 {
-	uint64_t upto = d->next_seq - 1, gen = d->fail_gen;
+	uint64_t upto = d->next_seq - 1, start = dg_now_ms(), since;
+	struct timespec ts;
 
 	if (d->done_seq >= upto)
 		return 0;
 	if (upto > d->want_seq)
 		d->want_seq = upto;
 	pthread_cond_broadcast(&d->cv);
-	while (d->done_seq < upto && d->fail_gen == gen && !d->stop)
-		pthread_cond_wait(&d->cv, &d->mu);
+	while (d->done_seq < upto && d->stop != 2) {
+		since = d->failing_ms > start ? d->failing_ms : start;
+		if (d->failing_ms &&
+		    dg_now_ms() >= since + (uint64_t)d->fs->timeout_ms)
+			break;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+	}
 	return d->done_seq >= upto ? 0 : -EIO;
 }
 
@@ -824,9 +840,12 @@ static void *dg_main(void *arg)
 		pthread_mutex_lock(&d->mu);
 		if (rc == 0 && r->n == n) {
 			dg_answered(d, ops, n, r, want);
+			d->failing_ms = 0;
 		} else {
 			dg_untake(d, ops, n);
 			d->fail_gen++;
+			if (!d->failing_ms)
+				d->failing_ms = dg_now_ms();
 			log_warn("delegated ops: a batch of %u could not be sent "
 				 "(%s); trying again in %u ms", n,
 				 strerror(rc ? -rc : EPROTO), CLI_DELEG_RETRY_MS);
