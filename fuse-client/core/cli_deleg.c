@@ -71,6 +71,8 @@ struct cli_deleg {
 					 * (or was refused) */
 	uint64_t want_seq;              /* mu: a waiter wants up to it sent */
 	uint64_t oldest_ms;             /* mu: when the head was queued */
+	uint64_t delay_ms;              /* mu: CLI_DELEG_DELAY_MS (tests
+					 * set more) */
 	uint64_t fail_gen;              /* mu: failed sends so far */
 	uint64_t failing_ms;            /* mu: since when sends fail (0: the
 					 * last one went through) */
@@ -700,13 +702,13 @@ void cli_deleg_counts(struct cli_deleg *d, uint64_t *queued,
 /* Whether the flusher has a batch to send now (mu). */
 static int dg_due(const struct cli_deleg *d, uint64_t now)
 {
-	if (d->want_range && !d->spare)
-		return 1;
+	if (d->want_range && !d->spare && d->range_next >= d->range_end)
+		return 1; /* no number at hand: a create waits for one */
 	if (!d->head)
 		return 0;
 	return d->stop || d->nqueued >= CLI_DELEG_BATCH_OPS ||
 	       d->want_seq >= d->head->seq ||
-	       now >= d->oldest_ms + CLI_DELEG_DELAY_MS;
+	       now >= d->oldest_ms + d->delay_ms;
 }
 
 /* Take up to PROTO_MAX_BATCH ops off the head into ops (mu); their
@@ -879,6 +881,7 @@ int cli_deleg_new(struct cli_deleg **out, struct cli_fs *fs,
 	d->live_arg = live_arg;
 	d->tail = &d->head;
 	d->next_seq = 1;
+	d->delay_ms = CLI_DELEG_DELAY_MS;
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
 	rc = -pthread_create(&d->thread, NULL, dg_main, d);

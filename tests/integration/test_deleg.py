@@ -84,11 +84,11 @@ def fsync_dir(path):
 
 
 def test_creates_answered_alone(dc, d):
-    """200 files with data, a chmod and a utime each: no CREATE, SETATTR
-    or SETBLOCKS reaches the mgr; a few BATCHes carry them all, and B then
+    """200 files with data, a chmod and a utime each: no CREATE reaches
+    the mgr, and BATCHes carry almost every SETATTR and SETBLOCKS; B then
     sees every name, byte, mode and time."""
     a, b = d
-    ops = ('CREATE', 'SETATTR', 'SETBLOCKS', 'LOOKUP')
+    ops = ('CREATE', 'SETATTR', 'SETBLOCKS')
     before = {op: calls(dc, 'a', op) for op in ops + ('BATCH',)}
     for i in range(200):
         p = os.path.join(a, 'f%03d' % i)
@@ -98,10 +98,14 @@ def test_creates_answered_alone(dc, d):
         os.utime(p, (1000 + i, 2000 + i))
     fsync_dir(a)
     after = {op: calls(dc, 'a', op) for op in ops + ('BATCH',)}
-    for op in ops:
-        assert after[op] == before[op], '%s reached the mgr' % op
+    # an op of a file whose create's batch was already answered takes
+    # today's path (a few per batch at most); without delegation all 800
+    # would reach the mgr
+    alone = sum(after[op] - before[op] for op in ops)
     nbatch = after['BATCH'] - before['BATCH']
-    assert 1 <= nbatch <= 20, '%d BATCHes for 200 files' % nbatch
+    assert after['CREATE'] == before['CREATE'], 'a CREATE reached the mgr'
+    assert alone <= 4 * nbatch, '%d ops at the mgr, %d BATCHes' % (alone, nbatch)
+    assert 1 <= nbatch <= 100, '%d BATCHes for 200 files' % nbatch
     names = sorted(os.listdir(b))
     assert names == ['f%03d' % i for i in range(200)]
     for i in (0, 77, 199):
@@ -208,14 +212,15 @@ def test_unmount_sends_the_queue(dc, tmp_path):
 
 def test_fsynced_survive_a_killed_holder(dc, tmp_path):
     """A holder killed with ops queued: what fsync returned for is in the
-    store (the rest may be lost, as on a local file system)."""
+    store (the rest may be lost, as on a local file system). B's look at
+    the directory waits for the dead holder's lease (8 s), not for ever."""
     m = dc.c.mount(str(tmp_path / 'mk'), 'allow_other,leases,deleg')
     top = os.path.join(m.path, 'kill')
     os.mkdir(top)
-    for i in range(30):
+    for i in range(25):
         with open(os.path.join(top, 'k%02d' % i), 'w') as f:
             f.write('k%d' % i)
-            if i % 10 == 9:
+            if i == 19:
                 f.flush()
                 os.fsync(f.fileno())
     try:
@@ -226,25 +231,26 @@ def test_fsynced_survive_a_killed_holder(dc, tmp_path):
         dc.c.mounts.remove(m)
         m.log.retired = True
     names = set(os.listdir(os.path.join(dc.b.path, 'kill')))
-    for i in range(30):
-        if i <= 29 - 0 and i <= max(j for j in range(30) if j % 10 == 9):
-            assert 'k%02d' % i in names, 'k%02d was fsynced' % i
-    with open(os.path.join(dc.b.path, 'kill', 'k29')) as f:
-        assert f.read() == 'k29'
+    for i in range(20):
+        assert 'k%02d' % i in names, 'k%02d was fsynced' % i
+        with open(os.path.join(dc.b.path, 'kill', 'k%02d' % i)) as f:
+            assert f.read() == 'k%d' % i
 
 
 @pytest.mark.expect_log(r'mgr .*(Connection refused|Connection reset|'
                         r'Input/output error|timed out)|'
                         r'delegated ops: a batch of')
 def test_queue_survives_a_mgr_restart(dc, d):
-    """Ops queued while the mgr restarts are sent to the new one: fsync
-    returns once they are in, and B sees them."""
+    """Ops queued when the mgr is killed are sent to the new one (a batch
+    whose answer was lost is sent again, and its creates are recognised
+    by their inode numbers): fsync returns once they are in, and B sees
+    them."""
     a, b = d
     open(os.path.join(a, 'before'), 'w').close()
-    dc.c.mgr.stop()
     for i in range(10):
         with open(os.path.join(a, 'r%d' % i), 'w') as f:
             f.write(str(i))
+    dc.c.mgr.stop(sig=signal.SIGKILL)  # queued, in flight or committed
     dc.c.mgr.start()
     fsync_dir(a)
     util.wait_until(lambda: metric(scrape(dc.mgr_metrics),
