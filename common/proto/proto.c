@@ -646,12 +646,13 @@ static const struct mreq_desc mreq_desc[MREQ_NOPS] = {
 };
 
 /* Whether op is a mgr op of the proto_mreq codec: in range, and not 34
- * (unused) or one of the lock ops (35..37, their own codec: proto_lock). */
+ * (CB_WAIT), one of the lock ops (35..37) or BATCH (39), which have their
+ * own codecs (proto_cbwait, proto_lock, proto_batch). */
 static bool mgr_op_known(uint16_t op)
 {
 	if (op < PROTO_OP_MOUNT || op >= PROTO_OP_MGR_LAST)
 		return false;
-	return op <= PROTO_OP_PURGE_MANY || op >= PROTO_OP_SETBLOCKS;
+	return op <= PROTO_OP_PURGE_MANY || op == PROTO_OP_SETBLOCKS;
 }
 
 /* The table entry of a mgr op, or NULL if op is not one. */
@@ -704,21 +705,50 @@ static const char *mreq_check(const struct mreq_desc *d,
 	return NULL;
 }
 
-/* Encode cred and then the op's fields in enum order. Cost: O(body). */
-int proto_mreq_encode(struct wbuf *w, uint16_t op, const struct proto_mreq *m)
+/* Append a cred: uid, gid, ngroups (| PROTO_CRED_SESSION), the groups,
+ * the session when != 0. The caller checked ngroups. */
+static void wb_cred(struct wbuf *w, const struct proto_cred *c)
 {
-	const struct mreq_desc *d = mreq_desc_get(op);
+	wb_u32(w, c->uid);
+	wb_u32(w, c->gid);
+	wb_u16(w, (uint16_t)(c->ngroups | (c->session ? PROTO_CRED_SESSION : 0)));
+	for (unsigned i = 0; i < c->ngroups; i++)
+		wb_u32(w, c->groups[i]);
+	if (c->session)
+		wb_u64(w, c->session);
+}
 
-	if (!d || mreq_check(d, m))
-		return -EINVAL;
-	wb_u32(w, m->cred.uid);
-	wb_u32(w, m->cred.gid);
-	wb_u16(w, (uint16_t)(m->cred.ngroups |
-			     (m->cred.session ? PROTO_CRED_SESSION : 0)));
-	for (unsigned i = 0; i < m->cred.ngroups; i++)
-		wb_u32(w, m->cred.groups[i]);
-	if (m->cred.session)
-		wb_u64(w, m->cred.session);
+/* Read a cred written by wb_cred(): 0, or -EBADMSG with *why naming the
+ * bad part (truncated, too many groups, a session flag with session 0). */
+static int rb_cred(struct rbuf *r, struct proto_cred *c, const char **why)
+{
+	int has_session;
+
+	c->uid = rb_u32(r);
+	c->gid = rb_u32(r);
+	c->ngroups = rb_u16(r);
+	if (r->err)
+		return fail(why, "cred", -EBADMSG);
+	has_session = c->ngroups & PROTO_CRED_SESSION;
+	c->ngroups &= (uint16_t)~PROTO_CRED_SESSION;
+	if (c->ngroups > PROTO_MAX_GROUPS)
+		return fail(why, "cred.ngroups", -EBADMSG);
+	for (unsigned i = 0; i < c->ngroups; i++)
+		c->groups[i] = rb_u32(r);
+	if (r->err)
+		return fail(why, "cred.groups", -EBADMSG);
+	if (has_session) {
+		c->session = rb_u64(r);
+		if (r->err || c->session == 0)
+			return fail(why, "cred.session", -EBADMSG);
+	}
+	return 0;
+}
+
+/* Append the fields d carries, in enum order (after the cred). */
+static void wb_mreq_fields(struct wbuf *w, const struct mreq_desc *d,
+			   const struct proto_mreq *m)
+{
 	for (int f = 0; f < MF_NFIELDS; f++) {
 		if (!(d->fields & (1u << f)))
 			continue;
@@ -747,7 +777,73 @@ int proto_mreq_encode(struct wbuf *w, uint16_t op, const struct proto_mreq *m)
 		case MF_NFIELDS: break;
 		}
 	}
+}
+
+/* Encode cred and then the op's fields in enum order. Cost: O(body). */
+int proto_mreq_encode(struct wbuf *w, uint16_t op, const struct proto_mreq *m)
+{
+	const struct mreq_desc *d = mreq_desc_get(op);
+
+	if (!d || mreq_check(d, m))
+		return -EINVAL;
+	wb_cred(w, &m->cred);
+	wb_mreq_fields(w, d, m);
 	return w->err;
+}
+
+/* Clear m: fields an op does not carry read as zero, strings as "". */
+static void mreq_clear(struct proto_mreq *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->name = m->newname = m->target = m->xname = m->xvalue =
+		(struct proto_str){ empty_str, 0 };
+}
+
+/* Read cred and the fields d carries from r into a cleared m, without
+ * validating them (mreq_check) or looking past them. Strings point into
+ * r's buffer. @return 0, -EBADMSG (truncated: *why names the field). */
+static int rb_mreq(struct rbuf *r, const struct mreq_desc *d,
+		   struct proto_mreq *m, const char **why)
+{
+	int rc = rb_cred(r, &m->cred, why);
+
+	if (rc)
+		return rc;
+	for (int f = 0; f < MF_NFIELDS; f++) {
+		if (!(d->fields & (1u << f)))
+			continue;
+		switch ((enum mreq_field)f) {
+		case MF_INO: m->ino = rb_u64(r); break;
+		case MF_PARENT: m->parent = rb_u64(r); break;
+		case MF_NAME: m->name = rb_str(r, PROTO_MAX_NAME); break;
+		case MF_NEWPARENT: m->newparent = rb_u64(r); break;
+		case MF_NEWNAME: m->newname = rb_str(r, PROTO_MAX_NAME); break;
+		case MF_MODE: m->mode = rb_u32(r); break;
+		case MF_RDEV: m->rdev = rb_u32(r); break;
+		case MF_FLAGS: m->flags = rb_u32(r); break;
+		case MF_VALID: m->valid = rb_u32(r); break;
+		case MF_UID: m->uid = rb_u32(r); break;
+		case MF_GID: m->gid = rb_u32(r); break;
+		case MF_SIZE: m->size = rb_u64(r); break;
+		case MF_ATIME: rb_time(r, &m->atime); break;
+		case MF_MTIME: rb_time(r, &m->mtime); break;
+		case MF_TARGET: m->target = rb_str(r, PROTO_MAX_PATH); break;
+		case MF_XNAME:
+			m->xname = rb_str(r, PROTO_MAX_XATTR_NAME);
+			break;
+		case MF_XVALUE:
+			m->xvalue = rb_blob(r, PROTO_MAX_XATTR_VALUE);
+			break;
+		case MF_COOKIE: m->cookie = rb_u64(r); break;
+		case MF_MAX: m->max = rb_u32(r); break;
+		case MF_INOS: m->inos = rb_inos(r); break;
+		case MF_BLOCKS: m->blocks = rb_u64(r); break;
+		case MF_NFIELDS: break;
+		}
+		if (r->err)
+			return fail(why, mreq_field_name[f], -EBADMSG);
+	}
+	return 0;
 }
 
 /* Decode cred and the op's fields, then validate them. Fields the op does
@@ -758,66 +854,15 @@ int proto_mreq_decode(const void *buf, size_t len, uint16_t op,
 	const struct mreq_desc *d = mreq_desc_get(op);
 	const char *bad;
 	struct rbuf r;
-	int has_session;
+	int rc;
 
-	memset(m, 0, sizeof(*m));
-	m->name = m->newname = m->target = m->xname = m->xvalue =
-		(struct proto_str){ empty_str, 0 };
+	mreq_clear(m);
 	if (!d)
 		return fail(why, "op", -EOPNOTSUPP);
 	rb_init(&r, buf, len);
-	m->cred.uid = rb_u32(&r);
-	m->cred.gid = rb_u32(&r);
-	m->cred.ngroups = rb_u16(&r);
-	if (r.err)
-		return fail(why, "cred", -EBADMSG);
-	has_session = m->cred.ngroups & PROTO_CRED_SESSION;
-	m->cred.ngroups &= (uint16_t)~PROTO_CRED_SESSION;
-	if (m->cred.ngroups > PROTO_MAX_GROUPS)
-		return fail(why, "cred.ngroups", -EBADMSG);
-	for (unsigned i = 0; i < m->cred.ngroups; i++)
-		m->cred.groups[i] = rb_u32(&r);
-	if (r.err)
-		return fail(why, "cred.groups", -EBADMSG);
-	if (has_session) {
-		m->cred.session = rb_u64(&r);
-		if (r.err || m->cred.session == 0)
-			return fail(why, "cred.session", -EBADMSG);
-	}
-	for (int f = 0; f < MF_NFIELDS; f++) {
-		if (!(d->fields & (1u << f)))
-			continue;
-		switch ((enum mreq_field)f) {
-		case MF_INO: m->ino = rb_u64(&r); break;
-		case MF_PARENT: m->parent = rb_u64(&r); break;
-		case MF_NAME: m->name = rb_str(&r, PROTO_MAX_NAME); break;
-		case MF_NEWPARENT: m->newparent = rb_u64(&r); break;
-		case MF_NEWNAME: m->newname = rb_str(&r, PROTO_MAX_NAME); break;
-		case MF_MODE: m->mode = rb_u32(&r); break;
-		case MF_RDEV: m->rdev = rb_u32(&r); break;
-		case MF_FLAGS: m->flags = rb_u32(&r); break;
-		case MF_VALID: m->valid = rb_u32(&r); break;
-		case MF_UID: m->uid = rb_u32(&r); break;
-		case MF_GID: m->gid = rb_u32(&r); break;
-		case MF_SIZE: m->size = rb_u64(&r); break;
-		case MF_ATIME: rb_time(&r, &m->atime); break;
-		case MF_MTIME: rb_time(&r, &m->mtime); break;
-		case MF_TARGET: m->target = rb_str(&r, PROTO_MAX_PATH); break;
-		case MF_XNAME:
-			m->xname = rb_str(&r, PROTO_MAX_XATTR_NAME);
-			break;
-		case MF_XVALUE:
-			m->xvalue = rb_blob(&r, PROTO_MAX_XATTR_VALUE);
-			break;
-		case MF_COOKIE: m->cookie = rb_u64(&r); break;
-		case MF_MAX: m->max = rb_u32(&r); break;
-		case MF_INOS: m->inos = rb_inos(&r); break;
-		case MF_BLOCKS: m->blocks = rb_u64(&r); break;
-		case MF_NFIELDS: break;
-		}
-		if (r.err)
-			return fail(why, mreq_field_name[f], -EBADMSG);
-	}
+	rc = rb_mreq(&r, d, m, why);
+	if (rc)
+		return rc;
 	if (r.off != r.len)
 		return fail(why, "trailing bytes", -EBADMSG);
 	bad = mreq_check(d, m);
@@ -892,13 +937,16 @@ static int mrep_fields_get(uint16_t op, uint32_t *f)
 	return 0;
 }
 
-/* Encode the reply fields op carries, in enum order. MOUNT replies are
- * built with proto_mount_encode() instead (-EINVAL here). */
-/* Whether op's reply may carry a lease grant (struct proto_grant). */
+/* Whether op's reply may carry a lease grant (struct proto_grant): a READ
+ * lease on LOOKUP and READDIR, a WRITE lease on the new directory on MKDIR. */
 static int grant_op(uint16_t op)
 {
-	return op == PROTO_OP_LOOKUP || op == PROTO_OP_READDIR;
+	return op == PROTO_OP_LOOKUP || op == PROTO_OP_READDIR ||
+	       op == PROTO_OP_MKDIR;
 }
+
+/* Encode the reply fields op carries, in enum order. MOUNT replies are
+ * built with proto_mount_encode() instead (-EINVAL here). */
 
 int proto_mrep_encode(struct wbuf *w, uint16_t op, const struct proto_mrep *m)
 {
@@ -2078,6 +2126,223 @@ int proto_cbrep_decode(const void *buf, size_t len, struct proto_cbrep *r,
 	return bad ? fail(why, bad, -EBADMSG) : 0;
 }
 
+/* ------------------------------------------------------------------- batch */
+
+/* Whether op may be sent in a BATCH. */
+static bool bop_allowed(uint16_t op)
+{
+	return op == PROTO_OP_CREATE || op == PROTO_OP_MKDIR ||
+	       op == PROTO_OP_SYMLINK || op == PROTO_OP_SETATTR ||
+	       op == PROTO_OP_SETBLOCKS;
+}
+
+/* Whether op makes a node and so carries newino. */
+static bool bop_makes(uint16_t op)
+{
+	return op == PROTO_OP_CREATE || op == PROTO_OP_MKDIR ||
+	       op == PROTO_OP_SYMLINK;
+}
+
+/* What is wrong with one op of a batch (not its cred and fields: those
+ * are mreq_check's), or NULL. A CREATE's layout must be a real one (not
+ * the all-zero "no data" layout layout_ok() also takes). */
+static const char *bop_check(const struct proto_bop *o)
+{
+	if (!bop_allowed(o->op))
+		return "bop.op";
+	if (bop_makes(o->op) && o->newino == 0)
+		return "bop.newino";
+	if (o->op == PROTO_OP_CREATE &&
+	    (o->layout.mirror == 0 || !layout_ok(&o->layout)))
+		return "bop.layout";
+	return NULL;
+}
+
+/* What is wrong with a batch's header fields, or NULL. */
+static const char *batch_check(const struct proto_batch *b)
+{
+	if (b->cred.session == 0)
+		return "cred.session";
+	if (b->cred.ngroups > PROTO_MAX_GROUPS)
+		return "cred.ngroups";
+	if (b->want != 0 && b->want != PROTO_INO_RANGE)
+		return "want";
+	if (b->n > PROTO_MAX_BATCH)
+		return "n";
+	return NULL;
+}
+
+/* Encode a BATCH request from b->host (n ops). Cost: O(body). */
+int proto_batch_encode(struct wbuf *w, const struct proto_batch *b)
+{
+	const struct proto_bop *o;
+
+	if (batch_check(b) || (b->n && !b->host))
+		return -EINVAL;
+	for (uint32_t i = 0; i < b->n; i++)
+		if (bop_check(&b->host[i]) ||
+		    mreq_check(mreq_desc_get(b->host[i].op), &b->host[i].m))
+			return -EINVAL;
+	wb_cred(w, &b->cred);
+	wb_u32(w, b->want);
+	wb_u32(w, b->n);
+	for (uint32_t i = 0; i < b->n; i++) {
+		o = &b->host[i];
+		wb_u16(w, o->op);
+		wb_cred(w, &o->m.cred);
+		wb_mreq_fields(w, mreq_desc_get(o->op), &o->m);
+		if (bop_makes(o->op))
+			wb_u64(w, o->newino);
+		if (o->op == PROTO_OP_CREATE)
+			wb_layout(w, &o->layout);
+	}
+	return w->err;
+}
+
+/* Read and validate one op of a batch from r. Strings point into r's
+ * buffer. @return 0, or -EBADMSG with *why naming the field. */
+static int rb_bop(struct rbuf *r, struct proto_bop *o, const char **why)
+{
+	const struct mreq_desc *d;
+	const char *bad;
+	int rc;
+
+	memset(o, 0, sizeof(*o));
+	mreq_clear(&o->m);
+	o->op = rb_u16(r);
+	if (r->err)
+		return fail(why, "bop.op", -EBADMSG);
+	if (!bop_allowed(o->op))
+		return fail(why, "bop.op", -EBADMSG);
+	d = mreq_desc_get(o->op);
+	rc = rb_mreq(r, d, &o->m, why);
+	if (rc)
+		return rc;
+	bad = mreq_check(d, &o->m);
+	if (bad)
+		return fail(why, bad, -EBADMSG);
+	if (bop_makes(o->op))
+		o->newino = rb_u64(r);
+	if (o->op == PROTO_OP_CREATE)
+		rb_layout(r, &o->layout);
+	if (r->err)
+		return fail(why, bop_makes(o->op) ? "bop.newino" : "bop", -EBADMSG);
+	bad = bop_check(o);
+	return bad ? fail(why, bad, -EBADMSG) : 0;
+}
+
+/* Decode a BATCH request: its header, then every op once to validate it
+ * (the caller walks them again with proto_bop_next). Cost: O(body). */
+int proto_batch_decode(const void *buf, size_t len, struct proto_batch *b,
+		       const char **why)
+{
+	struct proto_bop o;
+	const char *bad;
+	struct rbuf r;
+	int rc;
+
+	memset(b, 0, sizeof(*b));
+	rb_init(&r, buf, len);
+	rc = rb_cred(&r, &b->cred, why);
+	if (rc)
+		return rc;
+	b->want = rb_u32(&r);
+	b->n = rb_u32(&r);
+	if (r.err)
+		return fail(why, "batch", -EBADMSG);
+	bad = batch_check(b);
+	if (bad)
+		return fail(why, bad, -EBADMSG);
+	b->wire = r.p + r.off;
+	b->wire_len = (uint32_t)(r.len - r.off);
+	for (uint32_t i = 0; i < b->n; i++) {
+		rc = rb_bop(&r, &o, why);
+		if (rc)
+			return rc;
+	}
+	if (r.off != r.len)
+		return fail(why, "trailing bytes", -EBADMSG);
+	return 0;
+}
+
+/* The op at *pos of a decoded batch; -ENOENT at the end. */
+int proto_bop_next(const struct proto_batch *b, uint32_t *pos,
+		   struct proto_bop *op)
+{
+	const char *why;
+	struct rbuf r;
+	int rc;
+
+	if (*pos >= b->wire_len)
+		return -ENOENT;
+	rb_init(&r, b->wire, b->wire_len);
+	r.off = *pos;
+	rc = rb_bop(&r, op, &why);
+	if (rc)
+		return rc;
+	*pos = (uint32_t)r.off;
+	return 0;
+}
+
+/* What is wrong with a BATCH reply, or NULL. */
+static const char *batchrep_check(const struct proto_batchrep *r)
+{
+	if (r->range % PROTO_INO_RANGE)
+		return "range";
+	if (r->n > PROTO_MAX_BATCH)
+		return "n";
+	for (uint32_t i = 0; i < r->n; i++) {
+		if (r->status[i] > 0 || r->status[i] < -4095)
+			return "status";
+		if (r->flags[i] & ~PROTO_BOP_WRITE)
+			return "flags";
+	}
+	return NULL;
+}
+
+/* Encode a BATCH reply. */
+int proto_batchrep_encode(struct wbuf *w, const struct proto_batchrep *r)
+{
+	if (batchrep_check(r))
+		return -EINVAL;
+	wb_u64(w, r->evseq);
+	wb_u64(w, r->range);
+	wb_u32(w, r->n);
+	for (uint32_t i = 0; i < r->n; i++) {
+		wb_u32(w, (uint32_t)r->status[i]);
+		wb_u8(w, r->flags[i]);
+	}
+	return w->err;
+}
+
+/* Decode and validate a BATCH reply. */
+int proto_batchrep_decode(const void *buf, size_t len,
+			  struct proto_batchrep *r, const char **why)
+{
+	const char *bad;
+	struct rbuf b;
+
+	r->n = 0;
+	rb_init(&b, buf, len);
+	r->evseq = rb_u64(&b);
+	r->range = rb_u64(&b);
+	r->n = rb_u32(&b);
+	if (b.err || r->n > PROTO_MAX_BATCH) {
+		r->n = 0;
+		return fail(why, b.err ? "batchrep" : "n", -EBADMSG);
+	}
+	for (uint32_t i = 0; i < r->n; i++) {
+		r->status[i] = (int32_t)rb_u32(&b);
+		r->flags[i] = rb_u8(&b);
+	}
+	if (b.err)
+		return fail(why, "batchrep ops", -EBADMSG);
+	if (b.off != b.len)
+		return fail(why, "trailing bytes", -EBADMSG);
+	bad = batchrep_check(r);
+	return bad ? fail(why, bad, -EBADMSG) : 0;
+}
+
 /* ------------------------------------------------------------------ mirror */
 
 /* Encode a STALE_MARK request. */
@@ -2377,7 +2642,7 @@ static const char *const op_names[PROTO_OP_SCRUB_LAST] = {
 	N(IO_WRITE), N(IO_TRUNCATE), N(IO_REMOVE), N(IO_FSYNC), N(IO_STATFS),
 	N(IO_REMOVE_MANY), N(SETBLOCKS), N(IO_FALLOCATE), N(IO_SEEK),
 	N(IO_BLOCKS), N(IO_LIST), N(IO_CSUM), N(IO_FENCE), N(SCRUB_INOS), N(SCRUB_ORPHANS),
-	N(STALE_MARK), N(STALE_COUNT),
+	N(STALE_MARK), N(STALE_COUNT), N(BATCH),
 };
 #undef N
 

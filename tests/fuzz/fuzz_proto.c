@@ -13,6 +13,7 @@
 #include "proto.h"
 #include "stripe.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -334,6 +335,45 @@ static void fuzz_fencestate(const uint8_t *b, size_t len)
 	same(&w, proto_fencestate_encode(&w, &s), b, len);
 }
 
+/* BATCH request: decode, walk the ops, re-encode from them. */
+static void fuzz_batch(const uint8_t *b, size_t len)
+{
+	static struct proto_bop ops[PROTO_MAX_BATCH];
+	struct proto_batch q;
+	struct wbuf w;
+	const char *why;
+	uint32_t pos = 0, n = 0;
+	int rc;
+
+	if (proto_batch_decode(b, len, &q, &why))
+		return;
+	if (q.n > PROTO_MAX_BATCH || q.cred.session == 0)
+		abort();
+	while ((rc = proto_bop_next(&q, &pos, &ops[n])) == 0)
+		if (++n > q.n)
+			abort();
+	if (rc != -ENOENT || n != q.n || pos != q.wire_len)
+		abort();
+	q.host = ops;
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_batch_encode(&w, &q), b, len);
+}
+
+/* BATCH reply: decode, re-encode. */
+static void fuzz_batchrep(const uint8_t *b, size_t len)
+{
+	static struct proto_batchrep r;
+	struct wbuf w;
+	const char *why;
+
+	if (proto_batchrep_decode(b, len, &r, &why))
+		return;
+	if (r.n > PROTO_MAX_BATCH || r.range % PROTO_INO_RANGE)
+		abort();
+	wb_init(&w, out, sizeof(out));
+	same(&w, proto_batchrep_encode(&w, &r), b, len);
+}
+
 /* Layout text: parse, format, parse again to the same layout. */
 static void fuzz_layout(const uint8_t *b, size_t len)
 {
@@ -381,7 +421,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		aux = aux << 8 | hb[40 + i];
 	}
 	(void)proto_op_name(op);
-	switch (data[0] % 21) {
+	switch (data[0] % 23) {
 	case 0: fuzz_mreq(op, body, blen); break;
 	case 1: fuzz_mrep(op, body, blen); break;
 	case 2: fuzz_mount(body, blen); break;
@@ -403,6 +443,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 18: fuzz_fencestate(body, blen); break;
 	case 19: fuzz_cbwait(body, blen); break;
 	case 20: fuzz_cbrep(body, blen); break;
+	case 21: fuzz_batch(body, blen); break;
+	case 22: fuzz_batchrep(body, blen); break;
 	}
 	return 0;
 }

@@ -727,7 +727,7 @@ static void test_mreq_bad(void)
 
 	/* unknown ops */
 	static const uint16_t bad_ops[] = { 0, PROTO_OP_NET_HELLO, 9, 35, 36, 37,
-		PROTO_OP_MGR_LAST, PROTO_OP_IO_READ, PROTO_OP_IO_STATFS, 999, 0xffff };
+		PROTO_OP_BATCH, PROTO_OP_MGR_LAST, PROTO_OP_IO_READ, PROTO_OP_IO_STATFS, 999, 0xffff };
 	for (size_t i = 0; i < sizeof(bad_ops) / sizeof(bad_ops[0]); i++) {
 		struct wbuf w;
 
@@ -1094,7 +1094,7 @@ static void test_mrep(void)
 
 	/* MOUNT and non-mgr ops are not mreps */
 	static const uint16_t bad_ops[] = { PROTO_OP_MOUNT, 0, PROTO_OP_NET_CREDIT,
-		PROTO_OP_MGR_LAST, PROTO_OP_IO_WRITE, 0xffff };
+		PROTO_OP_BATCH, PROTO_OP_MGR_LAST, PROTO_OP_IO_WRITE, 0xffff };
 	for (size_t i = 0; i < sizeof(bad_ops) / sizeof(bad_ops[0]); i++) {
 		struct wbuf w;
 
@@ -2165,7 +2165,9 @@ static void test_op_names(void)
 	CHECK(strcmp(proto_op_name(PROTO_OP_NET_HELLO), "NET_HELLO") == 0, "HELLO");
 	CHECK(strcmp(proto_op_name(77), "op#77") == 0, "op#77");
 	CHECK(strcmp(proto_op_name(0), "op#0") == 0, "op#0");
-	CHECK(strcmp(proto_op_name(PROTO_OP_MGR_LAST), "op#39") == 0, "MGR_LAST");
+	/* the mgr ops end where the iod's begin (40, IO_READ) */
+	CHECK(PROTO_OP_MGR_LAST == PROTO_OP_IO_READ &&
+	      strcmp(proto_op_name(PROTO_OP_MGR_LAST), "IO_READ") == 0, "MGR_LAST");
 	CHECK(strcmp(proto_op_name(PROTO_OP_SETBLOCKS), "SETBLOCKS") == 0, "SETBLOCKS");
 	CHECK(strcmp(proto_op_name(PROTO_OP_IO_SEEK), "IO_SEEK") == 0, "IO_SEEK");
 	CHECK(strcmp(proto_op_name(65535), "op#65535") == 0, "op#65535");
@@ -2635,6 +2637,393 @@ static void test_scrub_mgr(void)
 	      strcmp(proto_op_name(PROTO_OP_SCRUB_LAST), "op#64") == 0, "scrub names");
 }
 
+/* ----------------------------------------------------------------- BATCH */
+
+#define BATCH_SESSION 0x5eed000000000007ull
+
+/* The five ops a batch may carry, each with valid fields (own cred). */
+static void sample_bops(struct proto_bop *o)
+{
+	static const uint16_t ops[5] = { PROTO_OP_CREATE, PROTO_OP_MKDIR,
+		PROTO_OP_SYMLINK, PROTO_OP_SETATTR, PROTO_OP_SETBLOCKS };
+
+	for (int i = 0; i < 5; i++) {
+		memset(&o[i], 0, sizeof(o[i]));
+		o[i].op = ops[i];
+		full_mreq(ops[i], &o[i].m);
+		o[i].m.cred.uid = 1000u + (unsigned)i;
+		if (ops[i] == PROTO_OP_MKDIR)
+			o[i].m.mode = 040755;
+		if (i < 3)
+			o[i].newino = 0x400u + (unsigned)i;
+	}
+	o[0].layout = (struct proto_layout){ 65536, 2, 1, 1 };
+}
+
+/* Independent, non-validating encoder of one batch op. */
+static void raw_bop(struct wbuf *w, const struct proto_bop *o)
+{
+	uint32_t f = 0;
+
+	for (size_t i = 0; i < N_REQ_OPS; i++)
+		if (req_ops[i].op == o->op)
+			f = req_ops[i].f;
+	wb_u16(w, o->op);
+	raw_mreq(w, f, &o->m, o->m.cred.ngroups);
+	if (o->op == PROTO_OP_CREATE || o->op == PROTO_OP_MKDIR ||
+	    o->op == PROTO_OP_SYMLINK)
+		wb_u64(w, o->newino);
+	if (o->op == PROTO_OP_CREATE)
+		raw_layout(w, &o->layout);
+}
+
+/* Independent encoder of a whole batch: cred (session flag when session
+ * != 0, one group), want, n, then the ops given (nops of them). */
+static size_t raw_batch(uint64_t session, uint32_t want, uint32_t n,
+			const struct proto_bop *o, uint32_t nops)
+{
+	struct wbuf w;
+
+	wb_init(&w, gbuf2, sizeof(gbuf2));
+	wb_u32(&w, 7);
+	wb_u32(&w, 8);
+	wb_u16(&w, (uint16_t)(1 | (session ? PROTO_CRED_SESSION : 0)));
+	wb_u32(&w, 9);
+	if (session)
+		wb_u64(&w, session);
+	wb_u32(&w, want);
+	wb_u32(&w, n);
+	for (uint32_t i = 0; i < nops; i++)
+		raw_bop(&w, &o[i]);
+	return w.len;
+}
+
+static struct proto_batch sample_batch(const struct proto_bop *o, uint32_t n)
+{
+	struct proto_batch b = { .cred = { .uid = 7, .gid = 8, .ngroups = 1,
+					   .groups = { 9 },
+					   .session = BATCH_SESSION },
+				 .want = PROTO_INO_RANGE, .n = n, .host = o };
+
+	return b;
+}
+
+/* Expect the encoder to refuse b (-EINVAL) and the decoder to refuse the
+ * same batch put on the wire by hand, naming field. */
+static void batch_bad(const struct proto_batch *b, const char *field,
+		      const char *ctx)
+{
+	struct proto_batch d;
+	struct wbuf w;
+	const char *why = NULL;
+	size_t len;
+	uint8_t *cp;
+	int rc;
+
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_batch_encode(&w, b) == -EINVAL, "%s: encoder accepts", ctx);
+	len = raw_batch(b->cred.session, b->want, b->n, b->host,
+			b->n > PROTO_MAX_BATCH ? 0 : b->n);
+	cp = dup_exact(gbuf2, len);
+	rc = proto_batch_decode(cp, len, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, field, ctx);
+	free(cp);
+}
+
+/* A decoded batch walks back to the ops it was made of. */
+static void check_bops(const struct proto_batch *d, const struct proto_bop *o,
+		       uint32_t n)
+{
+	struct proto_bop got;
+	uint32_t pos = 0, i = 0;
+	int rc;
+
+	while ((rc = proto_bop_next(d, &pos, &got)) == 0) {
+		uint32_t f = i < n ? req_fields(o[i].op) : 0;
+
+		CHECK(i < n && got.op == o[i].op && got.newino == o[i].newino &&
+		      memcmp(&got.layout, &o[i].layout, sizeof(got.layout)) == 0 &&
+		      got.m.cred.uid == o[i].m.cred.uid &&
+		      got.m.cred.session == 0 &&
+		      ((f & T_NAME) ? str_eq(got.m.name, o[i].m.name) : true) &&
+		      ((f & T_TARGET) ? str_eq(got.m.target, o[i].m.target) : true) &&
+		      got.m.mode == ((f & T_MODE) ? o[i].m.mode : 0) &&
+		      got.m.blocks == ((f & T_BLOCKS) ? o[i].m.blocks : 0),
+		      "bop %u", i);
+		i++;
+	}
+	CHECK(rc == -ENOENT && i == n && pos == d->wire_len,
+	      "bop walk rc %d i %u n %u", rc, i, n);
+}
+
+/* BATCH request: bytes, round trip, walk, cuts, trailing bytes. */
+static void test_batch_ok(void)
+{
+	struct proto_bop o[5];
+	struct proto_batch b, d;
+	struct wbuf w;
+	const char *why = NULL;
+	uint8_t *cp;
+	size_t len;
+	int rc;
+
+	sample_bops(o);
+	b = sample_batch(o, 5);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_batch_encode(&w, &b);
+	len = raw_batch(BATCH_SESSION, PROTO_INO_RANGE, 5, o, 5);
+	CHECK(rc == 0 && w.len == len && memcmp(gbuf, gbuf2, len) == 0,
+	      "batch bytes rc %d len %zu/%zu", rc, w.len, len);
+	cp = dup_exact(gbuf, w.len);
+	rc = proto_batch_decode(cp, w.len, &d, &why);
+	CHECK(rc == 0 && d.cred.session == BATCH_SESSION && d.cred.uid == 7 &&
+	      d.cred.ngroups == 1 && d.cred.groups[0] == 9 &&
+	      d.want == PROTO_INO_RANGE && d.n == 5 && d.host == NULL &&
+	      d.wire == cp + 4 + 4 + 2 + 4 + 8 + 4 + 4,
+	      "batch decode %d %s", rc, rc ? why : "");
+	if (rc == 0)
+		check_bops(&d, o, 5);
+	free(cp);
+	CHECK_CUTS(w.len, "batch", proto_batch_decode(cut, cutlen, &d, &why));
+	gbuf[w.len] = 0;
+	rc = proto_batch_decode(gbuf, w.len + 1, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "batch trailing");
+
+	/* an empty batch asking only for a range; and want 0 */
+	b = sample_batch(o, 0);
+	b.host = NULL;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_batch_encode(&w, &b);
+	cp = dup_exact(gbuf, w.len);
+	CHECK(rc == 0 && proto_batch_decode(cp, w.len, &d, &why) == 0 &&
+	      d.n == 0 && d.want == PROTO_INO_RANGE && d.wire_len == 0,
+	      "empty batch");
+	free(cp);
+	if (rc == 0)
+		check_bops(&d, o, 0);
+	b = sample_batch(o, 1);
+	b.want = 0;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_batch_encode(&w, &b) == 0 &&
+	      proto_batch_decode(gbuf, w.len, &d, &why) == 0 && d.want == 0 &&
+	      d.n == 1, "want 0");
+}
+
+/* BATCH request: every check, in the encoder and the decoder. */
+static void test_batch_bad(void)
+{
+	static struct proto_bop many[PROTO_MAX_BATCH + 1];
+	struct proto_bop o[5], k[5];
+	struct proto_batch b, d;
+	struct wbuf w;
+	const char *why = NULL;
+	size_t len;
+	int rc;
+
+	sample_bops(o);
+#define BB(field, ...)                                                       \
+	do {                                                                 \
+		memcpy(k, o, sizeof(k));                                     \
+		b = sample_batch(k, 5);                                      \
+		__VA_ARGS__;                                                 \
+		batch_bad(&b, field, #__VA_ARGS__);                          \
+	} while (0)
+	BB("cred.session", b.cred.session = 0);
+	BB("want", b.want = 1);
+	BB("want", b.want = 2 * PROTO_INO_RANGE);
+	BB("n", b.n = PROTO_MAX_BATCH + 1);
+	BB("bop.op", k[3].op = PROTO_OP_LOOKUP);
+	BB("bop.op", k[3].op = PROTO_OP_UNLINK);
+	BB("bop.op", k[3].op = PROTO_OP_BATCH);
+	BB("bop.op", k[4].op = PROTO_OP_MKNOD);
+	BB("bop.newino", k[0].newino = 0);
+	BB("bop.newino", k[1].newino = 0);
+	BB("bop.newino", k[2].newino = 0);
+	BB("bop.layout", k[0].layout.unit = 1000);
+	BB("bop.layout", k[0].layout.unit = 8192 + 4096);
+	BB("bop.layout", k[0].layout.unit = 128u << 20);
+	BB("bop.layout", k[0].layout.count = 0);
+	BB("bop.layout", k[0].layout.mirror = 3);
+	BB("bop.layout", k[0].layout.first = PROTO_MAX_IODS);
+	BB("bop.layout", k[0].layout = (struct proto_layout){ 0, 0, 0, 0 });
+	BB("name", k[1].m.name = S(".."));
+	BB("name", k[0].m.name = S("a/b"));
+	BB("target", k[2].m.target = SL("", 0));
+	BB("mode", k[1].m.mode = 0x10000);
+	BB("valid", k[3].m.valid = ~0u);
+	BB("blocks", k[4].m.blocks = PROTO_MAX_BLOCKS + 1);
+	BB("cred.ngroups", k[4].m.cred.ngroups = PROTO_MAX_GROUPS + 1);
+#undef BB
+	/* a layout of 128 groups mirrored is fine, first 127 of them too */
+	memcpy(k, o, sizeof(k));
+	k[0].layout = (struct proto_layout){ 1u << 26, 128, 127, 2 };
+	b = sample_batch(k, 5);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_batch_encode(&w, &b) == 0 &&
+	      proto_batch_decode(gbuf, w.len, &d, &why) == 0, "mirror 128 groups");
+	/* fewer ops than n: the missing op is cut short */
+	len = raw_batch(BATCH_SESSION, 0, 3, o, 2);
+	rc = proto_batch_decode(gbuf2, len, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "bop.op", "n 3, 2 ops");
+	/* more ops than n */
+	len = raw_batch(BATCH_SESSION, 0, 1, o, 2);
+	rc = proto_batch_decode(gbuf2, len, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "n 1, 2 ops");
+	/* the batch's own cred: too many groups */
+	b = sample_batch(o, 5);
+	b.cred.ngroups = PROTO_MAX_GROUPS + 1;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_batch_encode(&w, &b) == -EINVAL, "batch cred.ngroups");
+	/* ops but no host */
+	b = sample_batch(NULL, 1);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_batch_encode(&w, &b) == -EINVAL, "n 1 host NULL");
+	/* the most ops allowed, and no room for them */
+	for (uint32_t i = 0; i < PROTO_MAX_BATCH; i++) {
+		many[i] = o[i % 5];
+		if (many[i].newino)
+			many[i].newino = 1024 + i;
+	}
+	b = sample_batch(many, PROTO_MAX_BATCH);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_batch_encode(&w, &b);
+	CHECK(rc == 0 && proto_batch_decode(gbuf, w.len, &d, &why) == 0 &&
+	      d.n == PROTO_MAX_BATCH, "max batch %d", rc);
+	wb_init(&w, gbuf, 100);
+	CHECK(proto_batch_encode(&w, &b) == -EMSGSIZE, "batch no room");
+	/* a body shorter than the header */
+	rc = proto_batch_decode(gbuf2, 14, &d, &why);
+	CHECK(rc == -EBADMSG, "batch header cut");
+}
+
+/* BATCH reply: bytes, round trip, cuts, every check. */
+static void test_batchrep(void)
+{
+	static struct proto_batchrep r, d, k;
+	struct wbuf w, w2;
+	const char *why = NULL;
+	uint8_t *cp;
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	r.evseq = 99;
+	r.range = 0x7c00;
+	r.n = 3;
+	r.status[1] = -EEXIST;
+	r.status[2] = -4095;
+	r.flags[0] = PROTO_BOP_WRITE;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	rc = proto_batchrep_encode(&w, &r);
+	wb_init(&w2, gbuf2, sizeof(gbuf2));
+	wb_u64(&w2, 99); wb_u64(&w2, 0x7c00); wb_u32(&w2, 3);
+	wb_u32(&w2, 0); wb_u8(&w2, 1);
+	wb_u32(&w2, (uint32_t)-EEXIST); wb_u8(&w2, 0);
+	wb_u32(&w2, (uint32_t)-4095); wb_u8(&w2, 0);
+	CHECK(rc == 0 && w.len == w2.len && memcmp(gbuf, gbuf2, w.len) == 0,
+	      "batchrep bytes rc %d", rc);
+	cp = dup_exact(gbuf, w.len);
+	memset(&d, 0xff, sizeof(d));
+	rc = proto_batchrep_decode(cp, w.len, &d, &why);
+	CHECK(rc == 0 && d.evseq == 99 && d.range == 0x7c00 && d.n == 3 &&
+	      d.status[0] == 0 && d.status[1] == -EEXIST &&
+	      d.status[2] == -4095 && d.flags[0] == PROTO_BOP_WRITE &&
+	      d.flags[1] == 0 && d.flags[2] == 0, "batchrep decode %d", rc);
+	free(cp);
+	CHECK_CUTS(w.len, "batchrep", proto_batchrep_decode(cut, cutlen, &d, &why));
+	gbuf[w.len] = 0;
+	rc = proto_batchrep_decode(gbuf, w.len + 1, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "batchrep trailing");
+
+#define BR(field, ...)                                                       \
+	do {                                                                 \
+		k = r;                                                       \
+		__VA_ARGS__;                                                 \
+		wb_init(&w, gbuf, sizeof(gbuf));                             \
+		CHECK(proto_batchrep_encode(&w, &k) == -EINVAL,              \
+		      "%s: encoder accepts", #__VA_ARGS__);                  \
+		wb_init(&w, gbuf, sizeof(gbuf));                             \
+		wb_u64(&w, k.evseq); wb_u64(&w, k.range); wb_u32(&w, k.n);   \
+		for (uint32_t i_ = 0; i_ < k.n && i_ < PROTO_MAX_BATCH; i_++) { \
+			wb_u32(&w, (uint32_t)k.status[i_]);                  \
+			wb_u8(&w, k.flags[i_]);                              \
+		}                                                            \
+		rc = proto_batchrep_decode(gbuf, w.len, &d, &why);           \
+		CHECK_ERR(rc, -EBADMSG, why, field, #__VA_ARGS__);           \
+	} while (0)
+	BR("range", k.range = 1000);
+	BR("range", k.range = 0x7c01);
+	BR("range", k.range = 0x7e00);
+	BR("n", k.n = PROTO_MAX_BATCH + 1);
+	BR("status", k.status[2] = 1);
+	BR("status", k.status[1] = -4096);
+	BR("status", k.status[0] = INT32_MIN);
+	BR("flags", k.flags[2] = 2);
+	BR("flags", k.flags[0] = 0x80);
+#undef BR
+	/* n = PROTO_MAX_BATCH */
+	k = r;
+	k.n = PROTO_MAX_BATCH;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_batchrep_encode(&w, &k) == 0 &&
+	      proto_batchrep_decode(gbuf, w.len, &d, &why) == 0 &&
+	      d.n == PROTO_MAX_BATCH, "batchrep max n");
+}
+
+/* BATCH is not a proto_mreq op; MKDIR replies carry a (WRITE) grant. */
+static void test_batch_misc(void)
+{
+	struct proto_mreq m;
+	struct proto_mrep r, d;
+	struct wbuf w;
+	const char *why = NULL;
+	int rc;
+
+	full_mreq(PROTO_OP_GETATTR, &m);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_mreq_encode(&w, PROTO_OP_BATCH, &m) == -EINVAL && w.len == 0,
+	      "mreq encode BATCH");
+	CHECK(proto_mreq_decode(gbuf, 10, PROTO_OP_BATCH, &m, &why) == -EOPNOTSUPP,
+	      "mreq decode BATCH");
+	full_mrep(&r);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_mrep_encode(&w, PROTO_OP_BATCH, &r) == -EINVAL, "mrep BATCH");
+	CHECK(proto_mrep_decode(gbuf, 0, PROTO_OP_BATCH, &d, &why) == -EOPNOTSUPP,
+	      "mrep decode BATCH");
+	CHECK(strcmp(proto_op_name(PROTO_OP_BATCH), "BATCH") == 0, "BATCH name");
+
+	/* grants: MKDIR (WRITE), LOOKUP and READDIR carry them, GETATTR not */
+	static const uint16_t gops[3] = { PROTO_OP_MKDIR, PROTO_OP_LOOKUP,
+					  PROTO_OP_READDIR };
+	for (int i = 0; i < 3; i++) {
+		size_t base;
+
+		full_mrep(&r);
+		wb_init(&w, gbuf, sizeof(gbuf));
+		CHECK(proto_mrep_encode(&w, gops[i], &r) == 0, "no grant enc");
+		base = w.len;
+		r.grant = (struct proto_grant){ 0x4242, 17 };
+		wb_init(&w, gbuf, sizeof(gbuf));
+		rc = proto_mrep_encode(&w, gops[i], &r);
+		CHECK(rc == 0 && w.len == base + 16, "%s grant enc %d",
+		      proto_op_name(gops[i]), rc);
+		rc = proto_mrep_decode(gbuf, w.len, gops[i], &d, &why);
+		CHECK(rc == 0 && d.grant.ino == 0x4242 && d.grant.evseq == 17,
+		      "%s grant dec %d", proto_op_name(gops[i]), rc);
+	}
+	full_mrep(&r);
+	r.grant = (struct proto_grant){ 0x4242, 17 };
+	wb_init(&w, gbuf, sizeof(gbuf));
+	CHECK(proto_mrep_encode(&w, PROTO_OP_GETATTR, &r) == -EINVAL,
+	      "GETATTR grant");
+	r.grant.ino = 0;
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_mrep_encode(&w, PROTO_OP_GETATTR, &r);
+	wb_u64(&w, 0x4242);
+	wb_u64(&w, 17);
+	rc = proto_mrep_decode(gbuf, w.len, PROTO_OP_GETATTR, &d, &why);
+	CHECK_ERR(rc, -EBADMSG, why, "trailing bytes", "GETATTR grant dec");
+}
+
 /* ------------------------------------------------------ fuzz seed corpus */
 
 /* One seed file: selector byte, 48-byte header, body (see fuzz_proto.c). */
@@ -2733,6 +3122,27 @@ static int write_fence_seeds(const char *dir)
 	return rc;
 }
 
+/* Seeds of the BATCH request and reply (selectors 21, 22). */
+static int write_batch_seeds(const char *dir)
+{
+	static struct proto_batchrep r = { 5, 0x7c00, 2, { 0, -EEXIST },
+					   { PROTO_BOP_WRITE, 0 } };
+	struct proto_bop o[5];
+	struct proto_batch b;
+	struct wbuf w;
+	int rc = 0;
+
+	sample_bops(o);
+	b = sample_batch(o, 5);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_batch_encode(&w, &b);
+	rc |= write_seed(dir, "batch", 21, PROTO_OP_BATCH, 0, 0, gbuf, w.len);
+	wb_init(&w, gbuf, sizeof(gbuf));
+	proto_batchrep_encode(&w, &r);
+	rc |= write_seed(dir, "batchrep", 22, PROTO_OP_BATCH, 0, 0, gbuf, w.len);
+	return rc;
+}
+
 /* Write a valid message of every class into dir. */
 static int write_corpus(const char *dir)
 {
@@ -2821,6 +3231,7 @@ static int write_corpus(const char *dir)
 	}
 	rc |= write_scrub_seeds(dir);
 	rc |= write_fence_seeds(dir);
+	rc |= write_batch_seeds(dir);
 	return rc ? -EIO : 0;
 }
 
@@ -2853,5 +3264,9 @@ int main(int argc, char **argv)
 	test_scrub_ioreq();
 	test_scrub_ioreps();
 	test_scrub_mgr();
+	test_batch_ok();
+	test_batch_bad();
+	test_batchrep();
+	test_batch_misc();
 	return check_summary("test_proto");
 }
