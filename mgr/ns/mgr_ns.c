@@ -291,8 +291,9 @@ static int ns_mknode_free(struct mgr_db *db, struct mgr_txn *txn,
 
 	if (!rc)
 		rc = mgr_ns_dir(db, txn, c, parent, mask, dir);
-	if (!rc)
-		rc = mgr_db_dirent_get(db, txn, parent, name, len, &ino);
+	if (rc)
+		return rc;
+	rc = mgr_db_dirent_get(db, txn, parent, name, len, &ino);
 	if (rc == 0 && g && ino == g->ino) {
 		rc = mgr_db_inode_get(db, txn, ino, &in);
 		if (rc)

@@ -1325,6 +1325,8 @@ static void ranges_checks(struct mgr_db *db, uint64_t r)
 	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EINVAL);
 	o = bop(PROTO_OP_CREATE, r + 3, "x", ino);  /* s4: a symlink */
 	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -ENOTDIR);
+	o = bop(PROTO_OP_CREATE, 999999, "x", ino);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -ENOENT);
 	o = bop(PROTO_OP_SYMLINK, 1, "lay", ino);
 	o.m.target.len = 0;
 	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -ENOENT);
