@@ -511,6 +511,19 @@ int mgr_db_range_take(struct mgr_db *db, struct mgr_txn *txn, uint64_t session,
 	return rc;
 }
 
+/* Forget session's ranges (its session ended: numbers it did not use are
+ * never used). Cost: one delete. */
+int mgr_db_range_drop(struct mgr_db *db, struct mgr_txn *txn, uint64_t session)
+{
+	char k[RANGE_KEY_LEN + 1];
+	int rc;
+
+	(void)db;
+	range_key(k, session);
+	rc = mgr_kv_del(txn->kv, MGR_KV_META, k, RANGE_KEY_LEN);
+	return rc == -ENOENT ? 0 : rc;
+}
+
 /* Whether ino may be used from the range starting at first with next
  * unused number next (0: no such range). */
 static int range_fits(uint64_t first, uint64_t next, uint64_t ino)

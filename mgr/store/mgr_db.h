@@ -352,6 +352,12 @@ int mgr_db_inode_alloc(struct mgr_db *db, struct mgr_txn *txn, uint64_t *ino);
 int mgr_db_range_take(struct mgr_db *db, struct mgr_txn *txn, uint64_t session,
 		      uint64_t *first);
 /**
+ * Forget session's ranges (when the mgr forgets the session: its unsent
+ * delegated creates are then refused, -EINVAL). No record: 0.
+ * @return 0, -EIO
+ */
+int mgr_db_range_drop(struct mgr_db *db, struct mgr_txn *txn, uint64_t session);
+/**
  * Use ino for a delegated create of session (instead of
  * mgr_db_inode_alloc): ino must lie in the session's current or previous
  * range and be at or above every number of that range used before; the

@@ -1366,6 +1366,15 @@ static void test_ranges(void)
 		CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), 0);
 		CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("plain2"), 0755, &a), 0);
 		CHECK(a.ino == r + PROTO_INO_RANGE);
+		/* a session forgotten: its numbers are no longer its */
+		CHECK_RC(WR(mgr_db_range_drop, db, 0x51), 0);
+		CHECK_RC(WR(mgr_db_range_drop, db, 0x51), 0);
+		o = bop(PROTO_OP_MKDIR, 1, "dropped", r + 12);
+		CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EINVAL);
+		o = bop(PROTO_OP_MKDIR, 1, "after", r + 11); /* still a repeat */
+		CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), 0);
+		o = bop(PROTO_OP_MKDIR, 1, "other", 3072 + 1); /* 0x52's stays */
+		CHECK_RC(GIVEN(db, &root_c, 0x52, &o, &a), 0);
 		mgr_db_close(db);
 	}
 	rm_tmp(dir);
