@@ -41,6 +41,22 @@ struct ops_call {
 	int answer;            /* ops_dispatch: what to answer once the txn
 				* commits (PURGE_MANY's skipped inode), else 0 */
 	struct mgr_ops *ops;   /* immutable: whose op (ops_wreq_ready) */
+	const struct proto_bop *bop; /* immutable: an op of a BATCH (its
+				* given inode number and layout), else NULL */
+	uint64_t session;      /* immutable: with bop, the BATCH's session */
+};
+
+/* A BATCH on its way (ops_bat_*): the decoded request, the names it
+ * changes, its reply. Owned by its ops_wreq (group commit) or by
+ * ops_batch_now (group commit off). */
+struct ops_bat {
+	struct proto_batch b;        /* immutable once decoded: its ops point
+				      * into the request's body */
+	struct proto_batchrep rep;   /* the loop thread's until submitted
+				      * (flags, evseq: the grants), then the
+				      * writer thread's (statuses, range) */
+	struct mgr_lease_name names[PROTO_MAX_BATCH]; /* loop thread: the
+				      * names its ops change (into the body) */
 };
 
 /* A write op on its way through the writer thread (mgr_batch.h): the
@@ -56,9 +72,13 @@ struct ops_wreq {
 				    * reply (NULL when len is 0) */
 	struct mgr_leased_wait lw; /* loop thread: parked until the holders
 				    * of leases on its directories acked */
-	struct mgr_lease_name names[2]; /* loop thread: the names it changes
-				    * (pointing into body), for the leases */
+	struct mgr_lease_name names2[2]; /* loop thread: the names an op
+				    * alone changes (pointing into body) */
+	struct mgr_lease_name *names; /* loop thread: names2, or a BATCH's
+				    * (bat->names), for the leases */
 	unsigned nnames;           /* loop thread */
+	struct ops_bat *bat;       /* BATCH: its state (owned), else NULL;
+				    * whose thread's it is: as call's */
 	uint8_t body[];            /* the request body */
 };
 
@@ -174,6 +194,7 @@ static void ops_wreq_done(struct mgr_batch_item *it, void *arg)
 	mgr_leased_done(ops->leased, q->names, q->nnames);
 	ops_reply(q->r, &q->call, q->reply, q->len);
 	free(q->reply);
+	free(q->bat);
 	free(q);
 }
 
@@ -188,6 +209,10 @@ static int ops_serving_mt(void *arg)
 static int ops_dispatch(struct mgr_ops *ops, struct mgr_txn *txn,
 			struct ops_call *call, struct proto_mrep *p);
 static int ops_is_write(uint16_t op);
+static int ops_bat_exec(struct mgr_ops *ops, struct mgr_txn *txn,
+			struct ops_bat *bat, int priv);
+static int ops_bat_encode(struct ops_bat *bat, struct wbuf *w);
+static void ops_bat_grant(struct mgr_ops *ops, struct ops_bat *bat);
 
 /* Run call's op (not MOUNT) in txn and encode its reply into call->w:
  * 0 (commit txn), or the op's -errno (abort it; anything out of the errno
@@ -265,9 +290,16 @@ static int ops_wreq_run(struct mgr_batch_item *it, struct mgr_txn *batch,
 	int rc;
 
 	wb_init(&q->call.w, ops->wrep, PROTO_MAX_BODY);
-	rc = ops_txn_run(ops, batch, &q->call);
-	if (rc)
-		return rc;
+	if (q->bat) {
+		rc = ops_bat_exec(ops, batch, q->bat, q->call.priv);
+		if (rc)
+			return rc;
+		q->call.status = ops_bat_encode(q->bat, &q->call.w);
+	} else {
+		rc = ops_txn_run(ops, batch, &q->call);
+		if (rc)
+			return rc;
+	}
 	q->len = q->call.status ? 0 : (uint32_t)q->call.w.len;
 	if (q->len) {
 		q->reply = malloc(q->len);
@@ -511,6 +543,9 @@ static int ops_dispatch_write(struct mgr_ops *ops, struct mgr_txn *txn,
 	const struct proto_cred *c = &m->cred, *who = call->priv ? NULL : c;
 	struct mgr_db *db = ops->db;
 
+	if (call->bop && call->bop->newino) /* a BATCH's CREATE MKDIR SYMLINK */
+		return mgr_ns_make_given(db, txn, c, call->session, call->bop,
+					 &p->attr);
 	switch (call->op) {
 	case PROTO_OP_SETATTR:
 		return mgr_ns_setattr(db, txn, c, m, &p->attr);
@@ -592,6 +627,7 @@ static int ops_is_write(uint16_t op)
 	case PROTO_OP_PURGE:
 	case PROTO_OP_PURGE_MANY:
 	case PROTO_OP_SETBLOCKS:
+	case PROTO_OP_BATCH:
 		return 1;
 	default:
 		return 0;
@@ -668,7 +704,229 @@ static void ops_wreq_ready(struct mgr_leased_wait *w)
 	struct ops_wreq *q = container_of(w, struct ops_wreq, lw);
 	struct mgr_ops *ops = q->call.ops;
 
+	if (q->bat)
+		ops_bat_grant(ops, q->bat);
 	mgr_batch_submit(ops->batch, &q->it);
+}
+
+/* Queue write op q for its batch (loop thread): at once, or once the
+ * holders of leases on the names it changes acknowledged (parked: then
+ * ops_wreq_ready queues it). A change the lease table refuses is answered
+ * with its error and q freed. */
+static void ops_wreq_go(struct mgr_ops *ops, struct ops_wreq *q)
+{
+	int rc;
+
+	q->lw.ready = ops_wreq_ready;
+	rc = q->nnames ? mgr_leased_change(ops->leased, q->call.m.cred.session,
+					   q->names, q->nnames, &q->lw) : 0;
+	if (rc == 1)
+		return; /* parked: ops_wreq_ready submits it */
+	if (rc < 0) {
+		net_sreq_reply(q->r, rc, NULL, 0);
+		free(q->bat);
+		free(q);
+		return;
+	}
+	ops_wreq_ready(&q->lw);
+}
+
+/* ---------------------------------------------------------------- BATCH */
+
+/*
+ * Decode a BATCH request (body: r's or a copy of it) into b. On failure r
+ * is answered: -EINVAL for a batch without a session (BATCH needs one),
+ * else its connection is closed as malformed. @return 0, or -1 answered
+ */
+static int ops_bat_decode(struct net_sreq *r, const uint8_t *body,
+			  struct proto_batch *b)
+{
+	const char *why = NULL;
+	int rc = proto_batch_decode(body, r->body_len, b, &why);
+
+	if (!rc)
+		return 0;
+	if (why && !strcmp(why, "cred.session")) {
+		net_sreq_reply(r, -EINVAL, NULL, 0);
+		return -1;
+	}
+	net_sreq_reject(r, why ? why : "malformed BATCH");
+	return -1;
+}
+
+/* The names bat's ops change, as ops_names gives them for each op alone
+ * (one at most per op of a BATCH), into bat->names. Cost: one walk of the
+ * ops. @return how many */
+static unsigned ops_bat_names(struct ops_bat *bat)
+{
+	struct ops_call call = { .op = 0 };
+	struct mgr_lease_name two[2];
+	struct proto_bop o;
+	uint32_t pos = 0;
+	unsigned n = 0;
+
+	while (n < PROTO_MAX_BATCH && proto_bop_next(&bat->b, &pos, &o) == 0) {
+		call.op = o.op;
+		call.m = o.m;
+		for (unsigned i = 0, k = ops_names(&call, two);
+		     i < k && n < PROTO_MAX_BATCH; i++)
+			bat->names[n++] = two[i];
+	}
+	return n;
+}
+
+/* Grant the BATCH's session a WRITE lease on the directory each of its
+ * MKDIRs makes (loop thread, as the batch is submitted): PROTO_BOP_WRITE
+ * in that op's flags and the grant's evseq as the reply's. An op that
+ * then fails has its flag cleared (ops_bat_exec). */
+static void ops_bat_grant(struct mgr_ops *ops, struct ops_bat *bat)
+{
+	struct proto_grant g;
+	struct proto_bop o;
+	uint32_t pos = 0;
+
+	for (uint32_t i = 0; i < bat->b.n; i++) {
+		if (proto_bop_next(&bat->b, &pos, &o))
+			break; /* never: the batch was decoded */
+		if (o.op == PROTO_OP_MKDIR &&
+		    mgr_leased_grant_write(ops->leased, bat->b.cred.session,
+					   o.newino, &g)) {
+			bat->rep.flags[i] = PROTO_BOP_WRITE;
+			bat->rep.evseq = g.evseq;
+		}
+	}
+}
+
+/*
+ * Run a BATCH's ops in txn, in order, each as the op alone (ops_txn_run:
+ * a child txn, committed if it succeeded, else aborted; its own cred, root
+ * squash applied), recording each status; then hand the session a new
+ * range if it asked (none: range 0, logged). Runs on the writer thread
+ * (group commit) or the loop thread. Cost: the ops, one child commit each.
+ * @return 0, or a child's commit error (txn cannot go on)
+ */
+static int ops_bat_exec(struct mgr_ops *ops, struct mgr_txn *txn,
+			struct ops_bat *bat, int priv)
+{
+	uint8_t buf[512]; /* an op's own reply (an attr), not sent */
+	struct proto_batchrep *rep = &bat->rep;
+	struct proto_bop o;
+	uint32_t pos = 0;
+	int rc;
+
+	rep->n = bat->b.n;
+	for (uint32_t i = 0; i < bat->b.n; i++) {
+		struct ops_call call = { .priv = priv, .ops = ops, .bop = &o,
+					 .session = bat->b.cred.session };
+
+		if (proto_bop_next(&bat->b, &pos, &o))
+			return -EIO; /* never: the batch was decoded */
+		call.op = o.op;
+		call.m = o.m;
+		if (ops->root_squash)
+			mgr_perm_squash(&call.m.cred);
+		wb_init(&call.w, buf, sizeof(buf));
+		rc = ops_txn_run(ops, txn, &call);
+		if (rc)
+			return rc;
+		rep->status[i] = call.status;
+		if (call.status)
+			rep->flags[i] = 0;
+	}
+	if (bat->b.want) {
+		rc = mgr_db_range_take(ops->db, txn, bat->b.cred.session,
+				       &rep->range);
+		if (rc) {
+			log_warn("BATCH of session %016llx: no range of inode "
+				 "numbers: %s", (unsigned long long)
+				 bat->b.cred.session, strerror(-rc));
+			rep->range = 0;
+		}
+	}
+	return 0;
+}
+
+/* Encode bat's reply into w. @return 0, or -EIO (a bug: logged) */
+static int ops_bat_encode(struct ops_bat *bat, struct wbuf *w)
+{
+	int rc = proto_batchrep_encode(w, &bat->rep);
+
+	if (rc) {
+		log_err("BATCH reply does not encode: %d", rc);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* A BATCH under group commit (loop thread): copy and decode it, collect
+ * the names its ops change, and queue it as one write op (ops_wreq_go);
+ * its WRITE leases are granted as it is queued (ops_wreq_ready). */
+static void ops_submit_batch(struct mgr_ops *ops, struct net_sreq *r)
+{
+	struct ops_wreq *q = calloc(1, sizeof(*q) + r->body_len);
+	struct ops_bat *bat = calloc(1, sizeof(*bat));
+
+	if (!q || !bat) {
+		free(q);
+		free(bat);
+		net_sreq_reply(r, -ENOMEM, NULL, 0);
+		return;
+	}
+	memcpy(q->body, r->body, r->body_len);
+	if (ops_bat_decode(r, q->body, &bat->b)) {
+		free(bat);
+		free(q);
+		return;
+	}
+	q->r = r;
+	q->bat = bat;
+	q->call.op = PROTO_OP_BATCH;
+	q->call.priv = net_sconn_privileged(r->conn);
+	q->call.m.cred = bat->b.cred; /* for the log, and the session */
+	q->call.ops = ops;
+	q->names = bat->names;
+	q->nnames = ops->leased ? ops_bat_names(bat) : 0;
+	ops_wreq_go(ops, q);
+}
+
+/*
+ * A BATCH with group commit off (loop thread): run it in a write txn of
+ * its own (no leases then) and encode the reply into call->w, setting
+ * call->status as ops_txn_run does. @return 0, or -1 when r was answered
+ * (malformed, no memory)
+ */
+static int ops_batch_now(struct mgr_ops *ops, struct net_sreq *r,
+			 struct ops_call *call)
+{
+	uint64_t mark = mgr_kv_reach_mark(ops->db->kv);
+	struct ops_bat *bat = calloc(1, sizeof(*bat));
+	struct mgr_txn *txn;
+	int rc;
+
+	if (!bat) {
+		net_sreq_reply(r, -ENOMEM, NULL, 0);
+		return -1;
+	}
+	if (ops_bat_decode(r, r->body, &bat->b)) {
+		free(bat);
+		return -1;
+	}
+	call->m.cred = bat->b.cred;
+	rc = mgr_db_begin(ops->db, 0, &txn);
+	if (rc)
+		goto out_status;
+	rc = ops_bat_exec(ops, txn, bat, call->priv);
+	if (!rc)
+		rc = ops_bat_encode(bat, &call->w);
+	if (rc) {
+		mgr_db_abort(txn);
+		goto out_status;
+	}
+	rc = mgr_db_commit(txn);
+out_status:
+	call->status = ops_status(ops, rc, mark);
+	free(bat);
+	return 0;
 }
 
 /*
@@ -681,8 +939,7 @@ static void ops_wreq_ready(struct mgr_leased_wait *w)
  */
 static void ops_submit(struct mgr_ops *ops, struct net_sreq *r, uint16_t op)
 {
-	struct ops_wreq *q = malloc(sizeof(*q) + r->body_len);
-	int rc;
+	struct ops_wreq *q = calloc(1, sizeof(*q) + r->body_len);
 
 	if (!q) {
 		net_sreq_reply(r, -ENOMEM, NULL, 0);
@@ -696,22 +953,10 @@ static void ops_submit(struct mgr_ops *ops, struct net_sreq *r, uint16_t op)
 	q->r = r;
 	q->call.op = op;
 	q->call.priv = net_sconn_privileged(r->conn);
-	q->call.status = 0;
-	q->len = 0;
-	q->reply = NULL;
 	q->call.ops = ops;
-	q->lw.ready = ops_wreq_ready;
+	q->names = q->names2;
 	q->nnames = ops->leased ? ops_names(&q->call, q->names) : 0;
-	rc = q->nnames ? mgr_leased_change(ops->leased, q->call.m.cred.session,
-					   q->names, q->nnames, &q->lw) : 0;
-	if (rc == 1)
-		return; /* parked: ops_wreq_ready submits it */
-	if (rc < 0) {
-		net_sreq_reply(r, rc, NULL, 0);
-		free(q);
-		return;
-	}
-	mgr_batch_submit(ops->batch, &q->it);
+	ops_wreq_go(ops, q);
 }
 
 /* MOUNT (no transaction: the reply is the store's configuration):
@@ -789,18 +1034,26 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 		net_sreq_reject(r, "metadata request with bulk data");
 		return;
 	}
+	if (ops->batch && op == PROTO_OP_BATCH) {
+		ops_submit_batch(ops, r);
+		return;
+	}
 	if (ops->batch && ops_is_write(op)) {
 		ops_submit(ops, r, op);
 		return;
 	}
-	if (ops_decode(ops, r, r->body, op, &call.m))
-		return;
 	call.priv = net_sconn_privileged(r->conn);
 	wb_init(&call.w, ops->rep, PROTO_MAX_BODY);
-	if (op == PROTO_OP_MOUNT)
+	if (op == PROTO_OP_BATCH) {
+		if (ops_batch_now(ops, r, &call))
+			return;
+	} else if (ops_decode(ops, r, r->body, op, &call.m)) {
+		return;
+	} else if (op == PROTO_OP_MOUNT) {
 		ops_mount_call(ops, &call);
-	else
+	} else {
 		ops_txn_run(ops, NULL, &call);
+	}
 	if (call.status == 0 || (call.status == -ENOENT && op == PROTO_OP_LOOKUP))
 		ops_grant(ops, &call);
 	if (call.status == -ESTALE && ops->serving) {

@@ -235,28 +235,106 @@ int mgr_ns_setattr(struct mgr_db *db, struct mgr_txn *txn,
 	return rc;
 }
 
-/* Create a new inode of any type under parent (the common part of CREATE,
- * MKDIR, MKNOD and SYMLINK). Runs inside txn. */
-static int ns_mknode(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
-		     uint64_t parent, const char *name, size_t len, uint32_t mode,
-		     uint32_t rdev, const char *target, size_t tlen,
-		     struct proto_attr *a)
+/* A delegated create (BATCH): the inode number the session took from its
+ * range, and for a regular file the layout the mount gave it. */
+struct ns_given {
+	uint64_t session;
+	uint64_t ino;
+	const struct proto_layout *layout; /* regular files */
+};
+
+/* A new regular file's layout in dir: the directory's or the default,
+ * count clamped to the width; first rotates over the width, or with g is
+ * the mount's, which must agree on unit, mirror and count (-EINVAL). */
+static int ns_file_layout(struct mgr_db *db, struct mgr_txn *txn,
+			  const struct mgr_inode *dir, const struct ns_given *g,
+			  struct proto_layout *l)
 {
-	struct mgr_inode dir, in = { 0 };
-	struct proto_time now;
-	uint64_t ino, rot;
+	uint16_t width;
+	uint64_t rot;
+	int rc;
+
+	*l = (dir->flags & MGR_IF_DIRLAYOUT) ? dir->layout : db->deflayout;
+	if (l->mirror == 2 && db->ngroups == 0)
+		l->mirror = 1; /* cannot happen: checked at set */
+	width = stripe_width(l, db->niods, db->ngroups);
+	if (l->count == 0 || l->count > width)
+		l->count = width;
+	if (g) {
+		if (!g->layout || g->layout->unit != l->unit ||
+		    g->layout->mirror != l->mirror ||
+		    g->layout->count != l->count || g->layout->first >= width)
+			return -EINVAL;
+		l->first = g->layout->first;
+		return 0;
+	}
+	rc = mgr_db_rotate(db, txn, &rot);
+	if (!rc)
+		l->first = (uint16_t)(rot % (width ? width : 1));
+	return rc;
+}
+
+/* Look name up in parent for a new node: 0 if free (dir loaded, write and
+ * search permission checked, in that order before the lookup as ever), or
+ * -EEXIST if taken. With g, search permission comes first and the write
+ * check after the lookup, so that a repeated delegated create (the name
+ * holds g's inode) finds it: 1, *a its attr. */
+static int ns_mknode_free(struct mgr_db *db, struct mgr_txn *txn,
+			  const struct proto_cred *c, uint64_t parent,
+			  const char *name, size_t len, const struct ns_given *g,
+			  struct mgr_inode *dir, struct proto_attr *a)
+{
+	uint32_t mask = MGR_MAY_EXEC | (g ? 0 : MGR_MAY_WRITE);
+	struct mgr_inode in;
+	uint64_t ino;
 	int rc = ns_name_ok(name, len);
 
 	if (!rc)
-		rc = mgr_ns_dir(db, txn, c, parent, MGR_MAY_WRITE | MGR_MAY_EXEC, &dir);
+		rc = mgr_ns_dir(db, txn, c, parent, mask, dir);
 	if (rc)
 		return rc;
 	rc = mgr_db_dirent_get(db, txn, parent, name, len, &ino);
+	if (rc == 0 && g && ino == g->ino) {
+		rc = mgr_db_inode_get(db, txn, ino, &in);
+		if (rc)
+			return rc;
+		mgr_ns_attr(ino, &in, a);
+		return 1;
+	}
 	if (rc != -ENOENT)
 		return rc ? rc : -EEXIST;
+	return g ? mgr_perm_check(c, dir, MGR_MAY_WRITE) : 0;
+}
+
+/* Create a new inode of any type under parent (the common part of CREATE,
+ * MKDIR, MKNOD and SYMLINK), numbered from the store's counter, or with g
+ * from the session's range (a repeat of it succeeds and changes nothing).
+ * Runs inside txn. */
+static int ns_mknode(struct mgr_db *db, struct mgr_txn *txn, const struct proto_cred *c,
+		     uint64_t parent, const char *name, size_t len, uint32_t mode,
+		     uint32_t rdev, const char *target, size_t tlen,
+		     const struct ns_given *g, struct proto_attr *a)
+{
+	struct mgr_inode dir, in = { 0 };
+	struct proto_time now;
+	uint64_t ino;
+	int rc = ns_mknode_free(db, txn, c, parent, name, len, g, &dir, a);
+
+	if (rc)
+		return rc == 1 ? 0 : rc;
 	if (S_ISDIR(mode) && dir.nlink >= MGR_LINK_MAX)
 		return -EMLINK;
-	rc = mgr_db_inode_alloc(db, txn, &ino);
+	if (S_ISREG(mode)) {
+		rc = ns_file_layout(db, txn, &dir, g, &in.layout);
+		if (rc)
+			return rc;
+	}
+	if (g) {
+		ino = g->ino;
+		rc = mgr_db_range_use(db, txn, g->session, ino);
+	} else {
+		rc = mgr_db_inode_alloc(db, txn, &ino);
+	}
 	if (rc)
 		return rc;
 	mgr_db_now(&now);
@@ -288,21 +366,6 @@ static int ns_mknode(struct mgr_db *db, struct mgr_txn *txn, const struct proto_
 		in.target = target;
 		in.target_len = (uint32_t)tlen;
 		in.size = tlen;
-	}
-	if (S_ISREG(mode)) {
-		uint16_t width;
-
-		in.layout = (dir.flags & MGR_IF_DIRLAYOUT) ? dir.layout
-							   : db->deflayout;
-		if (in.layout.mirror == 2 && db->ngroups == 0)
-			in.layout.mirror = 1; /* cannot happen: checked at set */
-		width = stripe_width(&in.layout, db->niods, db->ngroups);
-		if (in.layout.count == 0 || in.layout.count > width)
-			in.layout.count = width;
-		rc = mgr_db_rotate(db, txn, &rot);
-		if (rc)
-			return rc;
-		in.layout.first = (uint16_t)(rot % (width ? width : 1));
 	}
 	rc = mgr_db_dirent_add(db, txn, parent, &dir, name, len, ino);
 	if (rc)
@@ -347,7 +410,8 @@ int mgr_ns_create(struct mgr_db *db, struct mgr_txn *txn,
 		if (!rc)
 			mgr_ns_attr(ino, &in, a);
 	} else if (rc == -ENOENT) {
-		rc = ns_mknode(db, txn, c, parent, name, len, mode, 0, NULL, 0, a);
+		rc = ns_mknode(db, txn, c, parent, name, len, mode, 0, NULL, 0,
+			       NULL, a);
 	}
 	return rc;
 }
@@ -358,7 +422,7 @@ int mgr_ns_mkdir(struct mgr_db *db, struct mgr_txn *txn,
 		 size_t len, uint32_t mode, struct proto_attr *a)
 {
 	return ns_mknode(db, txn, c, parent, name, len, S_IFDIR | (mode & 07777),
-			 0, NULL, 0, a);
+			 0, NULL, 0, NULL, a);
 }
 
 /* MKNOD: fifos, sockets, regular files; devices for root only. */
@@ -386,7 +450,7 @@ int mgr_ns_mknod(struct mgr_db *db, struct mgr_txn *txn,
 		return -EINVAL;
 	}
 	return ns_mknode(db, txn, c, parent, name, len,
-			 (mode & S_IFMT) | (mode & 07777), rdev, NULL, 0, a);
+			 (mode & S_IFMT) | (mode & 07777), rdev, NULL, 0, NULL, a);
 }
 
 /* SYMLINK: target stored inline in the inode record. */
@@ -400,7 +464,41 @@ int mgr_ns_symlink(struct mgr_db *db, struct mgr_txn *txn,
 	if (tlen > PROTO_MAX_PATH)
 		return -ENAMETOOLONG;
 	return ns_mknode(db, txn, c, parent, name, len, S_IFLNK | 0777, 0,
-			 target, tlen, a);
+			 target, tlen, NULL, a);
+}
+
+/* A delegated CREATE, MKDIR or SYMLINK of a BATCH: as the op alone (CREATE
+ * always exclusive), numbered o->newino from session's range. */
+int mgr_ns_make_given(struct mgr_db *db, struct mgr_txn *txn,
+		      const struct proto_cred *c, uint64_t session,
+		      const struct proto_bop *o, struct proto_attr *a)
+{
+	const struct proto_mreq *m = &o->m;
+	struct ns_given g = { session, o->newino, NULL };
+
+	if (session == 0 || o->newino == 0)
+		return -EINVAL;
+	switch (o->op) {
+	case PROTO_OP_CREATE:
+		if ((m->mode & S_IFMT) != 0 && !S_ISREG(m->mode))
+			return -EINVAL;
+		g.layout = &o->layout;
+		return ns_mknode(db, txn, c, m->parent, m->name.p, m->name.len,
+				 S_IFREG | (m->mode & 07777), 0, NULL, 0, &g, a);
+	case PROTO_OP_MKDIR:
+		return ns_mknode(db, txn, c, m->parent, m->name.p, m->name.len,
+				 S_IFDIR | (m->mode & 07777), 0, NULL, 0, &g, a);
+	case PROTO_OP_SYMLINK:
+		if (m->target.len == 0)
+			return -ENOENT;
+		if (m->target.len > PROTO_MAX_PATH)
+			return -ENAMETOOLONG;
+		return ns_mknode(db, txn, c, m->parent, m->name.p, m->name.len,
+				 S_IFLNK | 0777, 0, m->target.p, m->target.len,
+				 &g, a);
+	default:
+		return -EINVAL;
+	}
 }
 
 /* LINK: ino gets the name newparent/name. */

@@ -69,6 +69,25 @@ int mgr_ns_symlink(struct mgr_db *db, struct mgr_txn *txn,
 		   size_t len, const char *target, size_t tlen,
 		   struct proto_attr *a);
 
+/**
+ * A delegated create of a BATCH (proto.h): o->op CREATE, MKDIR or SYMLINK
+ * with o->m's parent, name, mode (and target), checked as the op alone
+ * with c (CREATE always exclusive: never opens an existing file), the new
+ * inode numbered o->newino, which must come from session's ranges
+ * (mgr_db_range_use). A CREATE's o->layout must be the one the directory
+ * gives its files: same unit, mirror and count (clamped to the stripe
+ * width), first below the width. When the name already holds o->newino
+ * the op is a repeat (a batch sent again): 0, nothing changed, *a its attr.
+ * @param session the batch's session (whose ranges)
+ * @return 0, -EEXIST the name holds another inode, -EINVAL another op, a
+ *	non-regular CREATE mode, a layout that does not match, newino not
+ *	usable from the session's ranges; -ENOTDIR, -ENOENT (parent, or an
+ *	empty symlink target), -EACCES, -EMLINK, -ENAMETOOLONG, -ENOSPC, -EIO
+ */
+int mgr_ns_make_given(struct mgr_db *db, struct mgr_txn *txn,
+		      const struct proto_cred *c, uint64_t session,
+		      const struct proto_bop *o, struct proto_attr *a);
+
 /** Hard link ino as newparent/name. @return also -EPERM dir, -EEXIST, -EMLINK */
 int mgr_ns_link(struct mgr_db *db, struct mgr_txn *txn,
 		const struct proto_cred *c, uint64_t ino, uint64_t newparent,

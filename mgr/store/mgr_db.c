@@ -426,6 +426,144 @@ int mgr_db_inode_alloc(struct mgr_db *db, struct mgr_txn *txn, uint64_t *ino)
 	return rc;
 }
 
+/*
+ * Ranges of inode numbers delegated to sessions (BATCH, proto.h): meta
+ * "drange/<session, 16 hex digits>" holds the session's current and
+ * previous range, each as {first number, next unused}, host order (a
+ * previous first of 0: none). Keeping two lets a mount use the rest of a
+ * range while it asks for the next one.
+ */
+#define RANGE_KEY_LEN 23 /* "drange/" + 16 hex digits */
+
+struct drange {
+	uint64_t cur, cur_next;   /* current range: first, next unused */
+	uint64_t prev, prev_next; /* previous range, prev 0: none */
+};
+
+/* The meta key of session's ranges into k (RANGE_KEY_LEN + 1 bytes). */
+static void range_key(char *k, uint64_t session)
+{
+	snprintf(k, RANGE_KEY_LEN + 1, "drange/%016llx",
+		 (unsigned long long)session);
+}
+
+/* Load session's ranges. @return 0, -ENOENT none yet, -EIO corrupt */
+static int range_load(struct mgr_txn *txn, uint64_t session, struct drange *r)
+{
+	char k[RANGE_KEY_LEN + 1];
+	const void *d;
+	size_t dl;
+	int rc;
+
+	range_key(k, session);
+	rc = mgr_kv_get(txn->kv, MGR_KV_META, k, RANGE_KEY_LEN, &d, &dl);
+	if (rc)
+		return rc;
+	if (dl != sizeof(*r))
+		return -EIO;
+	memcpy(r, d, sizeof(*r));
+	return 0;
+}
+
+/* Store session's ranges. @return 0, -ENOSPC, -EIO */
+static int range_store(struct mgr_txn *txn, uint64_t session,
+		       const struct drange *r)
+{
+	char k[RANGE_KEY_LEN + 1];
+
+	range_key(k, session);
+	return mgr_kv_put(txn->kv, MGR_KV_META, k, RANGE_KEY_LEN, r,
+			  sizeof(*r), 0);
+}
+
+/* Hand session a new range: advance next_ino past the next multiple of
+ * PROTO_INO_RANGE, make it the current range. Cost: three meta lookups,
+ * two writes. */
+int mgr_db_range_take(struct mgr_db *db, struct mgr_txn *txn, uint64_t session,
+		      uint64_t *first)
+{
+	struct drange r = { 0 };
+	uint64_t next, start;
+	int rc;
+
+	(void)db;
+	if (session == 0)
+		return -EINVAL;
+	rc = meta_get_u64(txn, "next_ino", &next, MGR_ROOT_INO + 1);
+	if (rc)
+		return rc;
+	start = (next + PROTO_INO_RANGE - 1) & ~(uint64_t)(PROTO_INO_RANGE - 1);
+	if (start < next || start > UINT64_MAX - 2 * PROTO_INO_RANGE)
+		return -ENOSPC;
+	rc = range_load(txn, session, &r);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (rc == 0) {
+		r.prev = r.cur;
+		r.prev_next = r.cur_next;
+	}
+	r.cur = r.cur_next = start;
+	rc = meta_put_u64(txn, "next_ino", start + PROTO_INO_RANGE);
+	if (!rc)
+		rc = range_store(txn, session, &r);
+	if (!rc)
+		*first = start;
+	return rc;
+}
+
+/* Forget session's ranges (its session ended: numbers it did not use are
+ * never used). Cost: one delete. */
+int mgr_db_range_drop(struct mgr_db *db, struct mgr_txn *txn, uint64_t session)
+{
+	char k[RANGE_KEY_LEN + 1];
+	int rc;
+
+	(void)db;
+	range_key(k, session);
+	rc = mgr_kv_del(txn->kv, MGR_KV_META, k, RANGE_KEY_LEN);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+/* Whether ino may be used from the range starting at first with next
+ * unused number next (0: no such range). */
+static int range_fits(uint64_t first, uint64_t next, uint64_t ino)
+{
+	return first && ino >= first && ino - first < PROTO_INO_RANGE &&
+	       ino >= next;
+}
+
+/* Use ino from one of session's ranges and count it as an inode. Cost:
+ * db_room, three meta lookups, two writes. */
+int mgr_db_range_use(struct mgr_db *db, struct mgr_txn *txn, uint64_t session,
+		     uint64_t ino)
+{
+	struct drange r;
+	uint64_t n;
+	int rc = db_room(db, txn, 0);
+
+	if (rc)
+		return rc;
+	if (session == 0 || ino == 0)
+		return -EINVAL;
+	rc = range_load(txn, session, &r);
+	if (rc == -ENOENT)
+		return -EINVAL;
+	if (rc)
+		return rc;
+	if (range_fits(r.cur, r.cur_next, ino))
+		r.cur_next = ino + 1;
+	else if (range_fits(r.prev, r.prev_next, ino))
+		r.prev_next = ino + 1;
+	else
+		return -EINVAL;
+	rc = range_store(txn, session, &r);
+	if (!rc)
+		rc = meta_get_u64(txn, "ninodes", &n, 1);
+	if (!rc)
+		rc = meta_put_u64(txn, "ninodes", n + 1);
+	return rc;
+}
+
 /* Inodes in use (for statfs). */
 uint64_t mgr_db_inode_count(struct mgr_db *db, struct mgr_txn *txn)
 {

@@ -15,7 +15,9 @@
  *   xattrs   ino (u64 BE) + name             -> value
  *   orphans  ino (u64 BE)                    -> freer uid: inodes with nlink 0
  *   meta     string key                      -> counters, fsid, iod table,
- *                                               mirror groups, layout
+ *                                               mirror groups, layout,
+ *                                               sessions' inode ranges
+ *                                               (mgr_db_range_take)
  *   stale    iod (u16 BE) + ino (u64 BE)     -> u64 generation: replicas of
  *                                               mirrored files that missed a
  *                                               write (empty: generation 0,
@@ -41,7 +43,8 @@
  *
  * Space (see mgr/store/README.md "Namespace space"), on a store with a
  * fixed size (LMDB; mgr_kv_usage): the map is db_size bytes. Ops that
- * grow the namespace (mgr_db_inode_alloc, mgr_db_dirent_add, a growing
+ * grow the namespace (mgr_db_inode_alloc, mgr_db_range_use,
+ * mgr_db_dirent_add, a growing
  * mgr_db_xattr_put) get -ENOSPC once the B-tree pages in use reach the map
  * minus a reserve (mgr_db_usage); deletes, same-size updates and shrinking
  * replaces are never refused by that rule, so they still fit when growth
@@ -334,6 +337,37 @@ int mgr_db_inode_del(struct mgr_db *db, struct mgr_txn *txn, uint64_t ino);
 /** Take the next inode number (never reused) and count it.
  * @return 0, -ENOSPC the namespace is full (headroom rule), -EIO */
 int mgr_db_inode_alloc(struct mgr_db *db, struct mgr_txn *txn, uint64_t *ino);
+/**
+ * Hand session a new range of PROTO_INO_RANGE inode numbers for its
+ * delegated creates (BATCH): the store's next_ino counter moves to the
+ * next multiple of PROTO_INO_RANGE at or above it, plus PROTO_INO_RANGE;
+ * the range becomes the session's current one, its current one its
+ * previous one (an older one is forgotten). Recorded in meta
+ * "drange/<session hex>", so it survives a restart. Not counted as inodes.
+ * @param session the session (!= 0)
+ * @param[out] first the range's first number (a multiple of
+ *	PROTO_INO_RANGE, never 0)
+ * @return 0, -EINVAL session 0, -ENOSPC the counter would wrap, -EIO
+ */
+int mgr_db_range_take(struct mgr_db *db, struct mgr_txn *txn, uint64_t session,
+		      uint64_t *first);
+/**
+ * Forget session's ranges (when the mgr forgets the session: its unsent
+ * delegated creates are then refused, -EINVAL). No record: 0.
+ * @return 0, -EIO
+ */
+int mgr_db_range_drop(struct mgr_db *db, struct mgr_txn *txn, uint64_t session);
+/**
+ * Use ino for a delegated create of session (instead of
+ * mgr_db_inode_alloc): ino must lie in the session's current or previous
+ * range and be at or above every number of that range used before; the
+ * range's next unused number becomes ino + 1 and the inode is counted.
+ * @return 0, -EINVAL session or ino 0, no range of the session holds ino,
+ *	or ino is below the range's next unused number (used, or skipped);
+ *	-ENOSPC the namespace is full (headroom rule), -EIO
+ */
+int mgr_db_range_use(struct mgr_db *db, struct mgr_txn *txn, uint64_t session,
+		     uint64_t ino);
 /** Number of inodes in use. */
 uint64_t mgr_db_inode_count(struct mgr_db *db, struct mgr_txn *txn);
 

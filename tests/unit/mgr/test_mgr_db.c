@@ -938,12 +938,16 @@ static void check_full(struct mgr_db *db, uint64_t dir, struct proto_attr *f,
 	struct proto_freed fr;
 	struct names ns = { .max = 64 };
 	char val[1001];
+	uint64_t rng;
 	int eof = 0;
 
 	memset(val, 'w', sizeof(val));
 	/* growth: ENOSPC, whatever the op, also after a small delete (the
 	 * rule resumes only once an eighth of the reserve is free) */
 	CHECK_RC(WR(mgr_ns_create, db, &user_c, dir, S("more"), 0644, 0, &a), -ENOSPC);
+	/* a delegated create's number too (a range is no growth to speak of) */
+	CHECK_RC(WR(mgr_db_range_take, db, 0x77, &rng), 0);
+	CHECK_RC(WR(mgr_db_range_use, db, 0x77, rng), -ENOSPC);
 	CHECK_RC(WR(mgr_xattr_remove, db, &user_c, f->ino, S("user.x39")), 0);
 	CHECK_RC(WR(mgr_xattr_remove, db, &user_c, f->ino, S("user.x38")), 0);
 	for (int i = 0; i < 5; i++)
@@ -1185,6 +1189,197 @@ static void test_xattr_caps(void)
 	caps_default();
 }
 
+/* A delegated op of a BATCH, for mgr_ns_make_given. */
+static struct proto_bop bop(uint16_t op, uint64_t parent, const char *name,
+			    uint64_t newino)
+{
+	struct proto_bop o = { .op = op, .newino = newino };
+
+	o.m.parent = parent;
+	o.m.name = (struct proto_str){ name, (uint32_t)strlen(name) };
+	o.m.mode = 0644;
+	o.m.target = (struct proto_str){ "t", 1 };
+	o.layout = (struct proto_layout){ 65536, 3, 2, 1 };
+	return o;
+}
+
+#define GIVEN(db, c, s, o, a) WR(mgr_ns_make_given, db, c, s, o, a)
+
+/* The store's inode count, in a read txn of its own. */
+static uint64_t ninodes(struct mgr_db *db)
+{
+	struct mgr_txn *t;
+	uint64_t n = 0;
+
+	if (mgr_db_begin(db, 1, &t) == 0) {
+		n = mgr_db_inode_count(db, t);
+		mgr_db_abort(t);
+	}
+	return n;
+}
+
+/* Ranges: where they start, which numbers a session may use from them,
+ * which two it keeps. */
+static void ranges_use(struct mgr_db *db, uint64_t *r1)
+{
+	struct proto_attr a, d;
+	struct proto_bop o;
+	uint64_t r2, r3, r4, n0;
+
+	CHECK_RC(WR(mgr_db_range_take, db, 0, &r2), -EINVAL);
+	CHECK_RC(WR(mgr_db_range_take, db, 0x51, r1), 0);
+	CHECK(*r1 == 1024);                   /* next_ino 2, rounded up */
+	CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("plain"), 0755, &d), 0);
+	CHECK(d.ino == 2048);                 /* next_ino went past the range */
+	n0 = ninodes(db);
+	o = bop(PROTO_OP_CREATE, 1, "f1", *r1 + 5);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), 0);
+	CHECK(a.ino == *r1 + 5 && S_ISREG(a.mode) && a.layout.first == 2 &&
+	      a.layout.count == 3 && a.nlink == 1);
+	CHECK_RC(RD(mgr_ns_lookup, db, &root_c, 1, S("f1"), &a), 0);
+	CHECK(a.ino == *r1 + 5);
+	/* a repeat: success, nothing changed, not counted again */
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), 0);
+	CHECK(a.ino == *r1 + 5);
+	CHECK_RC(GIVEN(db, &root_c, 0, &o, &a), -EINVAL); /* no session */
+	/* the name taken by another inode (CREATE never opens it) */
+	o = bop(PROTO_OP_CREATE, 1, "f1", *r1 + 6);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EEXIST);
+	o = bop(PROTO_OP_CREATE, 1, "plain", *r1 + 6);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EEXIST);
+	/* used, or skipped: below the range's next unused number */
+	o = bop(PROTO_OP_CREATE, 1, "f2", *r1 + 5);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EINVAL);
+	o = bop(PROTO_OP_MKDIR, 1, "f2", *r1 + 4);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EINVAL);
+	/* outside the range; no range; session 0 */
+	o = bop(PROTO_OP_SYMLINK, 1, "f2", *r1 + PROTO_INO_RANGE);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EINVAL);
+	o = bop(PROTO_OP_SYMLINK, 1, "f2", *r1 + 7);
+	CHECK_RC(GIVEN(db, &root_c, 0x52, &o, &a), -EINVAL);
+	CHECK_RC(GIVEN(db, &root_c, 0, &o, &a), -EINVAL);
+	CHECK(ninodes(db) == n0 + 1);
+	/* another session's range is not ours, nor ours theirs */
+	CHECK_RC(WR(mgr_db_range_take, db, 0x52, &r2), 0);
+	CHECK(r2 == 3072);                    /* next_ino 2049, rounded up */
+	o = bop(PROTO_OP_MKDIR, 1, "d1", r2 + 1);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EINVAL);
+	o = bop(PROTO_OP_MKDIR, 1, "d1", *r1 + 7);
+	CHECK_RC(GIVEN(db, &root_c, 0x52, &o, &a), -EINVAL);
+	o = bop(PROTO_OP_MKDIR, 1, "d1", r2);
+	CHECK_RC(GIVEN(db, &root_c, 0x52, &o, &a), 0);
+	CHECK(a.ino == r2 && S_ISDIR(a.mode) && a.nlink == 2);
+	o = bop(PROTO_OP_MKDIR, 1, "d2", 5);   /* no previous range: none */
+	CHECK_RC(GIVEN(db, &root_c, 0x52, &o, &a), -EINVAL);
+	/* a new range keeps the current one as previous, drops the older */
+	CHECK_RC(WR(mgr_db_range_take, db, 0x51, &r3), 0);
+	CHECK(r3 == 4096);
+	o = bop(PROTO_OP_SYMLINK, 1, "s1", *r1 + 9);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), 0);
+	CHECK(a.ino == *r1 + 9 && S_ISLNK(a.mode) && a.size == 1);
+	o = bop(PROTO_OP_SYMLINK, 1, "s1b", *r1 + 9);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EINVAL);
+	o = bop(PROTO_OP_SYMLINK, 1, "s2", r3 + 1000);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), 0);
+	CHECK_RC(WR(mgr_db_range_take, db, 0x51, &r4), 0);
+	CHECK(r4 == 5120);
+	o = bop(PROTO_OP_SYMLINK, 1, "s3", *r1 + 10);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EINVAL);
+	o = bop(PROTO_OP_SYMLINK, 1, "s3", r3 + 1000);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EINVAL);
+	o = bop(PROTO_OP_SYMLINK, 1, "s3", r3 + 1023);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), 0);
+	o = bop(PROTO_OP_SYMLINK, 1, "s4", r4 + 3);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), 0);
+	*r1 = r4;
+}
+
+/* A given CREATE's layout must be the directory's for its files; the
+ * other checks of the op alone hold too. A refused op uses no number. */
+static void ranges_checks(struct mgr_db *db, uint64_t r)
+{
+	struct proto_attr a;
+	struct proto_bop o;
+	uint64_t ino = r + 10;
+
+#define LAYOUT_BAD(...)                                                      \
+	do {                                                                 \
+		o = bop(PROTO_OP_CREATE, 1, "lay", ino);                     \
+		__VA_ARGS__;                                                 \
+		CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EINVAL);         \
+	} while (0)
+	LAYOUT_BAD(o.layout.unit = 131072);
+	LAYOUT_BAD(o.layout.count = 2);
+	LAYOUT_BAD(o.layout.mirror = 2);
+	LAYOUT_BAD(o.layout.first = 3);
+	LAYOUT_BAD(o.m.mode = S_IFDIR | 0755);
+#undef LAYOUT_BAD
+	o = bop(PROTO_OP_CREATE, 1, "bad", ino);
+	o.op = PROTO_OP_SETATTR;
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EINVAL);
+	o = bop(PROTO_OP_CREATE, 1, "lay", 0);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EINVAL);
+	o = bop(PROTO_OP_CREATE, 1, "lay", ino);
+	CHECK_RC(GIVEN(db, &user_c, 0x51, &o, &a), -EACCES);
+	o = bop(PROTO_OP_CREATE, 1, "..", ino);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EINVAL);
+	o = bop(PROTO_OP_CREATE, r + 3, "x", ino);  /* s4: a symlink */
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -ENOTDIR);
+	o = bop(PROTO_OP_CREATE, 999999, "x", ino);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -ENOENT);
+	o = bop(PROTO_OP_SYMLINK, 1, "lay", ino);
+	o.m.target.len = 0;
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -ENOENT);
+	/* a repeat does not need write permission (granted the first time) */
+	o = bop(PROTO_OP_SYMLINK, 1, "s4", r + 3);
+	CHECK_RC(GIVEN(db, &user_c, 0x51, &o, &a), 0);
+	CHECK(a.ino == r + 3);
+	/* none of the refused ops took ino */
+	o = bop(PROTO_OP_CREATE, 1, "lay", ino);
+	CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), 0);
+	CHECK(a.ino == ino && a.layout.first == 2 && a.layout.unit == 65536);
+}
+
+/* Ranges survive a restart; so does next_ino past them. */
+static void test_ranges(void)
+{
+	struct proto_attr a;
+	struct proto_bop o;
+	struct mgr_db *db;
+	char dir[64];
+	uint64_t r = 0;
+
+	mk_tmp(dir, sizeof(dir));
+	db = open_db(dir);
+	CHECK(db != NULL);
+	if (!db)
+		return;
+	ranges_use(db, &r);
+	ranges_checks(db, r);
+	mgr_db_close(db);
+	db = open_db(dir);
+	CHECK(db != NULL);
+	if (db) {
+		o = bop(PROTO_OP_MKDIR, 1, "after", r + 10);
+		CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EINVAL);
+		o = bop(PROTO_OP_MKDIR, 1, "after", r + 11);
+		CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), 0);
+		CHECK_RC(WR(mgr_ns_mkdir, db, &root_c, 1, S("plain2"), 0755, &a), 0);
+		CHECK(a.ino == r + PROTO_INO_RANGE);
+		/* a session forgotten: its numbers are no longer its */
+		CHECK_RC(WR(mgr_db_range_drop, db, 0x51), 0);
+		CHECK_RC(WR(mgr_db_range_drop, db, 0x51), 0);
+		o = bop(PROTO_OP_MKDIR, 1, "dropped", r + 12);
+		CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), -EINVAL);
+		o = bop(PROTO_OP_MKDIR, 1, "after", r + 11); /* still a repeat */
+		CHECK_RC(GIVEN(db, &root_c, 0x51, &o, &a), 0);
+		o = bop(PROTO_OP_MKDIR, 1, "other", 3072 + 1); /* 0x52's stays */
+		CHECK_RC(GIVEN(db, &root_c, 0x52, &o, &a), 0);
+		mgr_db_close(db);
+	}
+	rm_tmp(dir);
+}
+
 /* Out-of-range limits are refused before anything is created. */
 static void test_limits_range(void)
 {
@@ -1222,6 +1417,7 @@ int main(void)
 	test_xattr_caps();
 	test_headroom();
 	test_headroom_shrunk();
+	test_ranges();
 	mk_tmp(dir, sizeof(dir));
 	db = open_db(dir);
 	if (!db) {

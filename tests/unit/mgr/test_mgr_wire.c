@@ -866,6 +866,181 @@ static void scrub_ops(void)
 	}
 }
 
+/* Send a BATCH body of len bytes in reqbuf; decode the reply into r.
+ * @return the reply status or -errno */
+static int batch_raw(size_t len, struct proto_batchrep *r)
+{
+	struct net_call c = { 0 };
+	const char *why = NULL;
+	int rc;
+
+	c.op = PROTO_OP_BATCH;
+	c.body = reqbuf;
+	c.body_len = (uint32_t)len;
+	c.rep_buf = repbuf;
+	c.rep_cap = sizeof(repbuf);
+	rc = net_call_run(conn, &c);
+	if (rc)
+		return rc;
+	if (c.status)
+		return c.status;
+	rc = proto_batchrep_decode(repbuf, c.rep_len, r, &why);
+	if (rc)
+		fprintf(stderr, "decode BATCH reply: %s\n", why);
+	return rc;
+}
+
+/* Encode and send a BATCH of session with n ops. */
+static int batch_call(uint64_t session, uint32_t want,
+		      const struct proto_bop *o, uint32_t n,
+		      struct proto_batchrep *r)
+{
+	struct proto_batch b = { .cred = root_c, .want = want, .n = n,
+				 .host = o };
+	struct wbuf w;
+	int rc;
+
+	b.cred.session = session;
+	wb_init(&w, reqbuf, sizeof(reqbuf));
+	rc = proto_batch_encode(&w, &b);
+	return rc ? rc : batch_raw(w.len, r);
+}
+
+/* A BATCH op (root's cred unless changed). */
+static struct proto_bop wop(uint16_t op, uint64_t parent, const char *name,
+			    uint64_t newino)
+{
+	struct proto_bop o = { .op = op, .newino = newino };
+
+	o.m.cred = root_c;
+	o.m.parent = parent;
+	o.m.name = STR(name);
+	o.m.mode = op == PROTO_OP_MKDIR ? 0755 : 0644;
+	o.m.target = STR("dest");
+	o.layout = (struct proto_layout){ 65536, 2, 1, 1 };
+	return o;
+}
+
+/* BATCH through the wire: a range, ops that succeed and fail in one
+ * batch, the repeat of it, another session's numbers, no session. */
+static void batch_ops(void)
+{
+	static struct proto_batchrep r;
+	struct proto_bop o[8];
+	struct proto_mreq m;
+	struct proto_mrep p;
+	const uint64_t s1 = 0xba7c1, s2 = 0xba7c2;
+	uint64_t R;
+	struct wbuf w;
+	int rc;
+
+	/* no session: -EINVAL, the connection stays */
+	wb_init(&w, reqbuf, sizeof(reqbuf));
+	wb_u32(&w, 0); wb_u32(&w, 0); wb_u16(&w, 0); wb_u32(&w, 0); wb_u32(&w, 0);
+	CHECK_RC(batch_raw(w.len, &r), -EINVAL);
+	/* a range alone */
+	CHECK_RC(batch_call(s1, PROTO_INO_RANGE, NULL, 0, &r), 0);
+	R = r.range;
+	CHECK(r.n == 0 && R != 0 && R % PROTO_INO_RANGE == 0);
+	/* ops in order, each on its own: a failure stops none of the others */
+	o[0] = wop(PROTO_OP_MKDIR, 1, "bd", R + 1);
+	o[1] = wop(PROTO_OP_CREATE, R + 1, "f", R + 2);
+	o[2] = wop(PROTO_OP_SYMLINK, R + 1, "l", R + 3);
+	o[3] = wop(PROTO_OP_SETATTR, 0, "x", 0);
+	o[3].m.ino = R + 2;
+	o[3].m.valid = PROTO_SA_MODE;
+	o[3].m.mode = 0600;
+	o[4] = wop(PROTO_OP_CREATE, 999999, "f", R + 4);   /* no parent */
+	o[5] = wop(PROTO_OP_CREATE, R + 1, "g", R + 2);    /* used */
+	o[6] = wop(PROTO_OP_CREATE, R + 1, "h", R + 6);
+	o[6].m.cred = user_c;                               /* no permission */
+	o[7] = wop(PROTO_OP_CREATE, R + 1, "i", R + 7);
+	CHECK_RC(batch_call(s1, 0, o, 8, &r), 0);
+	CHECK(r.n == 8 && r.range == 0);
+	CHECK(r.status[0] == 0 && r.status[1] == 0 && r.status[2] == 0 &&
+	      r.status[3] == 0 && r.status[4] == -ENOENT &&
+	      r.status[5] == -EINVAL && r.status[6] == -EACCES &&
+	      r.status[7] == 0);
+	m = (struct proto_mreq){ .cred = root_c, .parent = R + 1, .name = STR("f") };
+	CHECK_RC(call(PROTO_OP_LOOKUP, &m, &p), 0);
+	CHECK(p.attr.ino == R + 2 && (p.attr.mode & 07777) == 0600 &&
+	      p.attr.layout.first == 1 && p.attr.layout.count == 2);
+	m.name = STR("i");
+	CHECK_RC(call(PROTO_OP_LOOKUP, &m, &p), 0);
+	CHECK(p.attr.ino == R + 7);
+	m.name = STR("h");
+	CHECK_RC(call(PROTO_OP_LOOKUP, &m, &p), -ENOENT);
+	/* sent again (a lost reply): the creates are repeats, and a range */
+	rc = batch_call(s1, PROTO_INO_RANGE, o, 8, &r);
+	CHECK_RC(rc, 0);
+	CHECK(r.status[0] == 0 && r.status[1] == 0 && r.status[2] == 0 &&
+	      r.status[3] == 0 && r.status[7] == 0);
+	CHECK(r.range > R && r.range % PROTO_INO_RANGE == 0);
+	/* another session may not use these numbers */
+	o[0] = wop(PROTO_OP_MKDIR, 1, "bd2", R + 8);
+	CHECK_RC(batch_call(s2, 0, o, 1, &r), 0);
+	CHECK(r.n == 1 && r.status[0] == -EINVAL);
+	/* a malformed BATCH closes the connection (then it reconnects) */
+	wb_init(&w, reqbuf, sizeof(reqbuf));
+	wb_u32(&w, 0); wb_u32(&w, 0); wb_u16(&w, PROTO_CRED_SESSION);
+	wb_u64(&w, s1); wb_u32(&w, 0); wb_u32(&w, 1);
+	CHECK(batch_raw(w.len, &r) < 0 && batch_raw(w.len, &r) != -EINVAL);
+	m = (struct proto_mreq){ .cred = root_c, .ino = 1 };
+	CHECK_RC(call(PROTO_OP_GETATTR, &m, &p), 0);
+}
+
+/* BATCH on a mgr with group commit off (run on the loop thread in a txn
+ * of its own) and root squash: each op's cred is squashed. */
+static void batch_alone(const char *bin)
+{
+	char dir[] = "/tmp/test_mgr_wire.XXXXXX", cmd[128];
+	char *argv[] = { (char *)bin, "--listen", "127.0.0.1:0", "--db", dir,
+			 "--iod", "127.0.0.1:1", "--group-commit", "off",
+			 "--root-squash", NULL };
+	static struct proto_batchrep r;
+	struct net_conn *saved = conn;
+	struct proto_bop o[2];
+	struct net_client *cl;
+	struct net_opts opt;
+	struct wbuf w;
+	uint64_t first;
+	int errfd = -1, port = 0;
+	pid_t pid;
+
+	if (!mkdtemp(dir))
+		return;
+	pid = spawn(argv, &errfd, &port);
+	CHECK(pid > 0);
+	if (pid <= 0)
+		return;
+	net_opts_default(&opt);
+	opt.timeout_ms = 5000;
+	CHECK_RC(net_client_new(&cl, &opt), 0);
+	CHECK_RC(net_conn_new(cl, "127.0.0.1", port, &conn), 0);
+	wb_init(&w, reqbuf, sizeof(reqbuf));
+	wb_u32(&w, 0); wb_u32(&w, 0); wb_u16(&w, 0); wb_u32(&w, 0); wb_u32(&w, 0);
+	CHECK_RC(batch_raw(w.len, &r), -EINVAL);
+	CHECK_RC(batch_call(0x5a, PROTO_INO_RANGE, NULL, 0, &r), 0);
+	CHECK(r.range != 0 && r.range % PROTO_INO_RANGE == 0);
+	o[0] = wop(PROTO_OP_MKDIR, 1, "sq", r.range);   /* root: squashed */
+	o[1] = wop(PROTO_OP_SETATTR, 0, "x", 0);
+	o[1].m.ino = 1;
+	CHECK_RC(batch_call(0x5a, 0, o, 2, &r), 0);
+	CHECK(r.n == 2 && r.status[0] == -EACCES && r.status[1] == 0 &&
+	      r.range == 0);
+	/* the range was committed: the next one follows it */
+	first = o[0].newino;
+	CHECK_RC(batch_call(0x5a, PROTO_INO_RANGE, NULL, 0, &r), 0);
+	CHECK(r.range == first + PROTO_INO_RANGE);
+	net_client_free(cl);
+	kill(pid, SIGTERM);
+	CHECK(reap_mgr(pid, errfd) == 0);
+	conn = saved;
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		failures++;
+}
+
 /* A request whose body fails validation closes only that connection. */
 static void bad_body(void)
 {
@@ -909,6 +1084,7 @@ int main(int argc, char **argv)
 	fence_waits(argv[1]);
 	fence_up(argv[1], argv[2]);
 	stalecount_wide(argv[1]);
+	batch_alone(argv[1]);
 	pid = spawn_mgr(argv[1], dir, "1000", &errfd, &port);
 	if (pid < 0)
 		return 1;
@@ -919,6 +1095,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	run_ops();
+	batch_ops();
 	scrub_ops();
 	stale_ops();
 	scrub_mirror_ops();
