@@ -44,6 +44,8 @@ struct ops_call {
 	const struct proto_bop *bop; /* immutable: an op of a BATCH (its
 				* given inode number and layout), else NULL */
 	uint64_t session;      /* immutable: with bop, the BATCH's session */
+	uint64_t made;         /* ops_exec: the directory a MKDIR made (its
+				* session may be granted a WRITE lease) */
 };
 
 /* A BATCH on its way (ops_bat_*): the decoded request, the names it
@@ -179,6 +181,31 @@ static void ops_reply(struct net_sreq *r, const struct ops_call *call,
 	net_sreq_reply(r, rc, rc ? NULL : reply, rc ? 0 : len);
 }
 
+/* A MKDIR of a session committed (loop thread): grant the session a WRITE
+ * lease on the new directory (mgr_leased_grant_write), appended to its
+ * encoded reply (proto_grant: after the fields). None under root squash:
+ * the mount could not predict the owner of what it makes there. Without
+ * memory for the longer reply, no grant. */
+static void ops_mkdir_grant(struct mgr_ops *ops, struct ops_wreq *q)
+{
+	struct proto_grant g;
+	struct wbuf w;
+	uint8_t *rep;
+
+	if (ops->root_squash || !q->call.m.cred.session || !q->len ||
+	    !mgr_leased_grant_write(ops->leased, q->call.m.cred.session,
+				    q->call.made, &g))
+		return;
+	rep = realloc(q->reply, q->len + 16);
+	if (!rep)
+		return; /* the lease stays unused: the mount holds none */
+	q->reply = rep;
+	wb_init(&w, rep + q->len, 16);
+	wb_u64(&w, g.ino);
+	wb_u64(&w, g.evseq);
+	q->len += 16;
+}
+
 /* mgr_batch's done (loop thread): answer one op of a batch that ended,
  * in the order the ops came, and free it. An op is answered only after
  * the commit that made it durable. */
@@ -192,6 +219,8 @@ static void ops_wreq_done(struct mgr_batch_item *it, void *arg)
 	if (ops->batch_rc)
 		q->call.status = ops->batch_rc;
 	mgr_leased_done(ops->leased, q->names, q->nnames);
+	if (q->call.status == 0 && q->call.made)
+		ops_mkdir_grant(ops, q);
 	ops_reply(q->r, &q->call, q->reply, q->len);
 	free(q->reply);
 	free(q->bat);
@@ -227,6 +256,8 @@ static int ops_exec(struct mgr_ops *ops, struct mgr_txn *txn,
 	memset(&p, 0, sizeof(p));
 	call->answer = 0;
 	rc = ops_dispatch(ops, txn, call, &p);
+	if (rc == 0 && call->op == PROTO_OP_MKDIR && !call->bop)
+		call->made = p.attr.ino;
 	if (rc == 0 && call->answer == 0) {
 		rc = proto_mrep_encode(&call->w, call->op, &p);
 		if (rc) /* a bug: replies are sized to fit */
@@ -704,8 +735,6 @@ static void ops_wreq_ready(struct mgr_leased_wait *w)
 	struct ops_wreq *q = container_of(w, struct ops_wreq, lw);
 	struct mgr_ops *ops = q->call.ops;
 
-	if (q->bat)
-		ops_bat_grant(ops, q->bat);
 	mgr_batch_submit(ops->batch, &q->it);
 }
 
@@ -713,7 +742,81 @@ static void ops_wreq_ready(struct mgr_leased_wait *w)
  * holders of leases on the names it changes acknowledged (parked: then
  * ops_wreq_ready queues it). A change the lease table refuses is answered
  * with its error and q freed. */
+static void ops_wreq_change(struct mgr_ops *ops, struct ops_wreq *q);
+
+/* The inode that parent/name holds now, or 0 (a read txn of its own;
+ * loop thread). */
+static uint64_t ops_lookup_now(struct mgr_ops *ops, uint64_t parent,
+			       const struct proto_str *name)
+{
+	struct mgr_txn *txn;
+	uint64_t ino = 0;
+
+	if (!name->len || mgr_db_begin(ops->db, 1, &txn))
+		return 0;
+	if (mgr_db_dirent_get(ops->db, txn, parent, name->p, name->len, &ino))
+		ino = 0;
+	mgr_db_abort(txn);
+	return ino;
+}
+
+/* The objects op m uses that another session may hold a WRITE lease on:
+ * its inode and directories, and the directory an RMDIR removes or a
+ * RENAME replaces (looked up now: a read txn per RMDIR and RENAME while
+ * leases are on). @return how many (<= 4) */
+static unsigned ops_uses(struct mgr_ops *ops, uint16_t op,
+			 const struct proto_mreq *m, uint64_t inos[4])
+{
+	unsigned n = 0;
+
+	inos[n++] = m->ino;
+	inos[n++] = m->parent;
+	inos[n++] = m->newparent;
+	if (op == PROTO_OP_RMDIR)
+		inos[n++] = ops_lookup_now(ops, m->parent, &m->name);
+	else if (op == PROTO_OP_RENAME)
+		inos[n++] = ops_lookup_now(ops, m->newparent, &m->newname);
+	return n;
+}
+
+/* mgr_leased_wait's ready: the WRITE holders of what the op uses sent
+ * their ops and acknowledged; on to its change. */
+static void ops_wreq_accessed(struct mgr_leased_wait *w)
+{
+	struct ops_wreq *q = container_of(w, struct ops_wreq, lw);
+
+	ops_wreq_change(q->call.ops, q);
+}
+
+/* Queue write op q (loop thread): first, what it uses that another
+ * session holds a WRITE lease on is recalled (mgr_leased_access: the
+ * holder sends its queue first); then its change (ops_wreq_change). A
+ * BATCH uses only what its own session holds. */
 static void ops_wreq_go(struct mgr_ops *ops, struct ops_wreq *q)
+{
+	uint64_t inos[4];
+	unsigned n;
+	int rc = 0;
+
+	if (ops->leased && !q->bat) {
+		n = ops_uses(ops, q->call.op, &q->call.m, inos);
+		q->lw.ready = ops_wreq_accessed;
+		rc = mgr_leased_access(ops->leased, q->call.m.cred.session,
+				       inos, n, &q->lw);
+	}
+	if (rc == 1)
+		return; /* parked: ops_wreq_accessed goes on */
+	if (rc < 0) {
+		net_sreq_reply(q->r, rc, NULL, 0);
+		free(q->bat);
+		free(q);
+		return;
+	}
+	ops_wreq_change(ops, q);
+}
+
+/* Queue write op q for its batch: see above. */
+static void ops_wreq_change(struct mgr_ops *ops, struct ops_wreq *q)
 {
 	int rc;
 
@@ -776,16 +879,17 @@ static unsigned ops_bat_names(struct ops_bat *bat)
 }
 
 /* Grant the BATCH's session a WRITE lease on the directory each of its
- * MKDIRs makes (loop thread, as the batch is submitted): PROTO_BOP_WRITE
- * in that op's flags and the grant's evseq as the reply's. An op that
- * then fails has its flag cleared (ops_bat_exec). */
+ * MKDIRs makes (loop thread, as the batch is submitted, before its change
+ * is recorded): PROTO_BOP_WRITE in that op's flags and the grant's evseq
+ * as the reply's. An op that then fails has its flag cleared
+ * (ops_bat_exec). None under root squash (see ops_mkdir_grant). */
 static void ops_bat_grant(struct mgr_ops *ops, struct ops_bat *bat)
 {
 	struct proto_grant g;
 	struct proto_bop o;
 	uint32_t pos = 0;
 
-	for (uint32_t i = 0; i < bat->b.n; i++) {
+	for (uint32_t i = 0; i < bat->b.n && !ops->root_squash; i++) {
 		if (proto_bop_next(&bat->b, &pos, &o))
 			break; /* never: the batch was decoded */
 		if (o.op == PROTO_OP_MKDIR &&
@@ -886,6 +990,9 @@ static void ops_submit_batch(struct mgr_ops *ops, struct net_sreq *r)
 	q->call.ops = ops;
 	q->names = bat->names;
 	q->nnames = ops->leased ? ops_bat_names(bat) : 0;
+	if (ops->leased) /* before the change: a directory it makes and fills
+			  * counts as changing once the change is recorded */
+		ops_bat_grant(ops, bat);
 	ops_wreq_go(ops, q);
 }
 
@@ -1011,6 +1118,91 @@ static void ops_grant(struct mgr_ops *ops, struct ops_call *call)
 		call->w.len -= call->w.len >= 16 ? 16 : call->w.len;
 }
 
+/* A read op parked until the WRITE holders of what it uses sent their
+ * queues and acknowledged their recall (mgr_leased_access). Loop thread. */
+struct ops_rreq {
+	struct mgr_leased_wait lw;
+	struct net_sreq *r;
+	struct mgr_ops *ops;
+	uint8_t body[];            /* a copy of the request body */
+};
+
+static void ops_answer(struct mgr_ops *ops, struct net_sreq *r,
+		       struct ops_call *call);
+
+/* mgr_leased_wait's ready: decode the parked read again (from its copy)
+ * and answer it. */
+static void ops_rreq_ready(struct mgr_leased_wait *w)
+{
+	struct ops_rreq *q = container_of(w, struct ops_rreq, lw);
+	struct ops_call call = { .op = q->r->hdr.op };
+
+	call.priv = net_sconn_privileged(q->r->conn);
+	wb_init(&call.w, q->ops->rep, PROTO_MAX_BODY);
+	if (ops_decode(q->ops, q->r, q->body, call.op, &call.m) == 0) {
+		ops_txn_run(q->ops, NULL, &call);
+		ops_answer(q->ops, q->r, &call);
+	}
+	free(q);
+}
+
+/*
+ * A read op of another session (or of none) on an object a session holds
+ * a WRITE lease on waits until the holder sent its queue and acknowledged
+ * the recall: park a copy of r. Cost: two hash lookups when nothing is
+ * held. @return 0 run it now; 1 parked or answered (no memory)
+ */
+static int ops_read_park(struct mgr_ops *ops, struct net_sreq *r,
+			 const struct ops_call *call)
+{
+	const uint64_t inos[2] = { call->m.ino, call->m.parent };
+	uint64_t me = call->m.cred.session, w0, w1;
+	struct ops_rreq *q;
+	int rc;
+
+	w0 = mgr_leased_writer(ops->leased, inos[0]);
+	w1 = mgr_leased_writer(ops->leased, inos[1]);
+	if ((!w0 || w0 == me) && (!w1 || w1 == me))
+		return 0;
+	q = malloc(sizeof(*q) + r->body_len);
+	if (!q) {
+		net_sreq_reply(r, -ENOMEM, NULL, 0);
+		return 1;
+	}
+	memcpy(q->body, r->body, r->body_len);
+	q->r = r;
+	q->ops = ops;
+	q->lw.ready = ops_rreq_ready;
+	rc = mgr_leased_access(ops->leased, me, inos, 2, &q->lw);
+	if (rc == 1)
+		return 1;
+	free(q);
+	if (rc < 0) {
+		net_sreq_reply(r, rc, NULL, 0);
+		return 1;
+	}
+	return 0;
+}
+
+/* Grant what the reply may carry, and answer r (loop thread). */
+static void ops_answer(struct mgr_ops *ops, struct net_sreq *r,
+		       struct ops_call *call)
+{
+	uint16_t op = call->op;
+
+	if (call->status == 0 || (call->status == -ENOENT && op == PROTO_OP_LOOKUP))
+		ops_grant(ops, call);
+	if (call->status == -ESTALE && ops->serving) {
+		/* only a fenced commit (group commit off) fails so: the lease
+		 * moved on, nothing of the op landed */
+		log_warn("%s refused (-ESTALE): this mgr is no longer the active "
+			 "one; answered as by a standby", proto_op_name(op));
+		ops->lost(ops->lead_arg);
+		call->status = PROTO_STANDBY;
+	}
+	ops_reply(r, call, ops->rep, (uint32_t)call->w.len);
+}
+
 /* Entry point from the transport (loop thread): validate, then take the
  * op's path: a write op under group commit goes to the writer thread
  * (ops_submit); any other runs here, in a transaction of its own, and is
@@ -1051,18 +1243,10 @@ void mgr_ops_handle(struct net_sreq *r, void *arg)
 		return;
 	} else if (op == PROTO_OP_MOUNT) {
 		ops_mount_call(ops, &call);
+	} else if (ops->leased && ops_read_park(ops, r, &call)) {
+		return; /* ops_rreq_ready answers it */
 	} else {
 		ops_txn_run(ops, NULL, &call);
 	}
-	if (call.status == 0 || (call.status == -ENOENT && op == PROTO_OP_LOOKUP))
-		ops_grant(ops, &call);
-	if (call.status == -ESTALE && ops->serving) {
-		/* only a fenced commit (group commit off) fails so: the lease
-		 * moved on, nothing of the op landed */
-		log_warn("%s refused (-ESTALE): this mgr is no longer the active "
-			 "one; answered as by a standby", proto_op_name(op));
-		ops->lost(ops->lead_arg);
-		call.status = PROTO_STANDBY;
-	}
-	ops_reply(r, &call, ops->rep, (uint32_t)call.w.len);
+	ops_answer(ops, r, &call);
 }

@@ -228,8 +228,12 @@ static int dg_in_group(const struct proto_cred *c, uint32_t gid)
 	return 0;
 }
 
-/* Take an inode number from the ranges at hand; ask the flusher for a
- * further range when the spare is used (mu). @return 0, -EAGAIN none */
+/* Take an inode number from the range at hand; when it is used up, ask
+ * the flusher for another (mu). A range is asked for only once every
+ * number of the last one was handed out, so every op numbered from it is
+ * queued before the ask and lands before the mgr forgets that range (it
+ * keeps a session's last two: an ask whose answer was lost and is sent
+ * again costs one). @return 0, -EAGAIN none */
 static int dg_take_ino(struct cli_deleg *d, uint64_t *ino)
 {
 	if (d->range_next >= d->range_end && d->spare) {
@@ -237,7 +241,7 @@ static int dg_take_ino(struct cli_deleg *d, uint64_t *ino)
 		d->range_end = d->spare + PROTO_INO_RANGE;
 		d->spare = 0;
 	}
-	if (!d->spare && !d->want_range &&
+	if (d->range_next >= d->range_end && !d->spare && !d->want_range &&
 	    dg_now_ms() >= d->range_refused_ms + CLI_DELEG_RETRY_MS) {
 		d->want_range = 1;
 		pthread_cond_broadcast(&d->cv);
@@ -613,7 +617,8 @@ void cli_deleg_grant(struct cli_deleg *d, const struct proto_attr *dir,
 		x->uid = dir->uid;
 		x->gid = dir->gid;
 		x->layout = dir->layout;
-		if (!d->spare && !d->want_range) {
+		if (d->range_next >= d->range_end && !d->spare &&
+		    !d->want_range) {
 			d->want_range = 1; /* numbers for the first creates */
 			pthread_cond_broadcast(&d->cv);
 		}
@@ -836,7 +841,7 @@ static void *dg_main(void *arg)
 		if (d->stop && !d->head)
 			break;
 		n = dg_take(d, ops);
-		want = !d->spare;
+		want = d->want_range;
 		pthread_mutex_unlock(&d->mu);
 		rc = dg_send(d, ops, n, want, r);
 		pthread_mutex_lock(&d->mu);

@@ -216,3 +216,9 @@ int mgr_leased_access(struct mgr_leased *ld, uint64_t origin,
 	return ld ? mgr_lease_access(ld->ml, origin, inos, n, leased_now_ms(),
 				     w) : 0;
 }
+
+/* See mgr_leased.h. */
+uint64_t mgr_leased_writer(const struct mgr_leased *ld, uint64_t ino)
+{
+	return ld && ino ? mgr_lease_writer(ld->ml, ino) : 0;
+}

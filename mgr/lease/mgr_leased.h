@@ -83,6 +83,10 @@ int mgr_leased_access(struct mgr_leased *ld, uint64_t origin,
 		      const uint64_t *inos, unsigned n,
 		      struct mgr_leased_wait *w);
 
+/** The session holding a WRITE lease on ino (mgr_lease_writer), or 0;
+ * ld NULL or ino 0: 0. Cost: a hash lookup. */
+uint64_t mgr_leased_writer(const struct mgr_leased *ld, uint64_t ino);
+
 /** Sessions known, waits parked, events queued; grants made and leases
  * recalled since the start. Loop thread. */
 void mgr_leased_counts(struct mgr_leased *ld, size_t *sessions,

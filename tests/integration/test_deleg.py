@@ -206,7 +206,6 @@ def test_unmount_sends_the_queue(dc, tmp_path):
                 f.write('g')
     finally:
         m.umount()
-        dc.c.mounts.remove(m)
     assert len(os.listdir(os.path.join(dc.b.path, 'um'))) == 50
 
 
@@ -228,7 +227,8 @@ def test_fsynced_survive_a_killed_holder(dc, tmp_path):
         m.proc.wait(timeout=WAIT)
     finally:
         util.run(['umount', '-l', m.path], check=False)
-        dc.c.mounts.remove(m)
+        if m in dc.c.mounts:
+            dc.c.mounts.remove(m)
         m.log.retired = True
     names = set(os.listdir(os.path.join(dc.b.path, 'kill')))
     for i in range(20):
