@@ -96,8 +96,10 @@
 # sha256; OUT/workload-manifest*.txt). Targets: the passthrough (the
 # ceiling), rpfs on a 4-iod cluster per store (--stores, here default
 # lmdb,postgresql: columns rpfs and rpfs-pg), GlusterFS when it starts.
-# rpfs runs in two modes (WL_VARIANTS): as mounted by default, columns
-# rpfs and rpfs-pg, and with -o leases, rpfs-leases and rpfs-leases-pg. The rpfs state lies on --state-dir, in this mode by default
+# rpfs runs in three modes (WL_VARIANTS): as mounted by default, columns
+# rpfs and rpfs-pg; with -o leases, rpfs-leases and rpfs-leases-pg; and
+# with -o leases,deleg, rpfs-deleg and rpfs-deleg-pg. The rpfs state lies
+# on --state-dir, in this mode by default
 # /var/tmp (a disk; its file system is printed); the passthrough's source
 # and the GlusterFS bricks stay on the tmpfs. --rounds N rounds (default
 # 3, --quick 1), the targets interleaved per job as in the main table.
@@ -994,8 +996,9 @@ run_matrix() {
 # WL_VARIANTS: the rpfs modes of the workload, NAME:MOUNT-OPTIONS (more -o
 # options of rpfs-fuse; empty: none), each on a cluster per store (NAME for
 # lmdb, NAME-pg for postgresql): "rpfs" as mounted by default (leases
-# off) and "rpfs-leases" with -o leases.
-WL_VARIANTS=("rpfs:" "rpfs-leases:leases")
+# off), "rpfs-leases" with -o leases, and "rpfs-deleg" with -o
+# leases,deleg (delegated creates).
+WL_VARIANTS=("rpfs:" "rpfs-leases:leases" "rpfs-deleg:leases,deleg")
 WL_SEED=1
 WL_JOBS=(untar clone cp-a rm-rf md-1 md-4 md-4own)
 WL_TARGETS=()

@@ -669,13 +669,29 @@ int cli_deleg_end(struct cli_deleg *d, uint64_t dir)
 	int rc = 0;
 
 	pthread_mutex_lock(&d->mu);
+	rc = dg_wait_done(d); /* what it names reaches the mgr first: a
+				* directory it renames over or removes may
+				* be another held one, with creates queued */
 	x = dg_dir_find(d, dir);
-	if (x && x->held) {
-		rc = dg_wait_done(d); /* its names reach the mgr first */
+	if (x && x->held)
 		dg_dir_release(d, x);
-	}
 	pthread_mutex_unlock(&d->mu);
 	return rc;
+}
+
+/* See cli_deleg.h. */
+void cli_deleg_dir_attr(struct cli_deleg *d, const struct proto_attr *a)
+{
+	struct dg_dir *x;
+
+	pthread_mutex_lock(&d->mu);
+	x = dg_dir_find(d, a->ino);
+	if (x && x->held) {
+		x->mode = a->mode;
+		x->uid = a->uid;
+		x->gid = a->gid;
+	}
+	pthread_mutex_unlock(&d->mu);
 }
 
 /* See cli_deleg.h. */
@@ -841,7 +857,10 @@ static void *dg_main(void *arg)
 		if (d->stop && !d->head)
 			break;
 		n = dg_take(d, ops);
-		want = d->want_range;
+		/* a range is asked for only in a batch that empties the
+		 * queue: the mgr keeps a session's last two ranges, so every
+		 * op numbered from an older one must land before */
+		want = d->want_range && !d->head;
 		pthread_mutex_unlock(&d->mu);
 		rc = dg_send(d, ops, n, want, r);
 		pthread_mutex_lock(&d->mu);

@@ -74,6 +74,10 @@ void cli_deleg_reset(struct cli_deleg *d);
  */
 int cli_deleg_end(struct cli_deleg *d, uint64_t dir);
 
+/** A SETATTR of a held directory answered with a: what it judges a
+ * create there by (mode, owner) follows. */
+void cli_deleg_dir_attr(struct cli_deleg *d, const struct proto_attr *a);
+
 /** This mount made name in dir by today's path: a held dir records it. */
 void cli_deleg_named(struct cli_deleg *d, uint64_t dir, const char *name);
 

@@ -233,6 +233,8 @@ int cli_meta_setattr(struct cli_fs *fs, const struct proto_cred *c,
 		     struct proto_attr *attr)
 {
 	struct proto_mreq m;
+	struct proto_attr a;
+	int rc;
 
 	if (valid & ~PROTO_SA_ALL)
 		return -EINVAL;
@@ -247,7 +249,14 @@ int cli_meta_setattr(struct cli_fs *fs, const struct proto_cred *c,
 	m.mtime = in->mtime;
 	if (fs->deleg && attr && cli_deleg_setattr(fs->deleg, c, ino, &m, attr) == 0)
 		return 0; /* joins its unsent create */
-	return meta_attr(fs, PROTO_OP_SETATTR, &m, attr);
+	rc = meta_attr(fs, PROTO_OP_SETATTR, &m, &a);
+	if (rc)
+		return rc;
+	if (fs->deleg)
+		cli_deleg_dir_attr(fs->deleg, &a);
+	if (attr)
+		*attr = a;
+	return 0;
 }
 
 /* A name this mount made by today's path in parent: a directory it holds
@@ -543,6 +552,8 @@ int cli_meta_setxattr(struct cli_fs *fs, const struct proto_cred *c,
 	m.xvalue.p = value;
 	m.xvalue.len = (uint32_t)len;
 	m.flags = flags;
+	if (fs->deleg && cli_deleg_end(fs->deleg, ino)) /* a layout changes */
+		return -EIO;
 	return meta_run(fs, PROTO_OP_SETXATTR, &m, NULL);
 }
 
@@ -580,6 +591,8 @@ int cli_meta_removexattr(struct cli_fs *fs, const struct proto_cred *c,
 	mreq_init(&m, c);
 	m.ino = ino;
 	m.xname = pstr(name);
+	if (fs->deleg && cli_deleg_end(fs->deleg, ino)) /* a layout changes */
+		return -EIO;
 	return meta_run(fs, PROTO_OP_REMOVEXATTR, &m, NULL);
 }
 

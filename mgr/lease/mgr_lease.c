@@ -737,8 +737,9 @@ static void ls_backoff(struct ls_obj *o, uint64_t now_ms)
  * writers_only) is told to drop the name (if any) and its whole lease on
  * o (INVAL_ENTRY, RECALL), and is waited for (acks), as is every such
  * holder recalled before that has not acknowledged yet; a holder stops
- * being one once it acknowledged. A recall starts a back-off
- * (ls_backoff). Cost: the holders. */
+ * being one once it acknowledged. A change's recall starts a back-off
+ * (ls_backoff); an access's does not (see mgr_lease_access). Cost: the
+ * holders. */
 static void ls_recall(struct mgr_lease *ml, struct ls_obj *o, uint64_t origin,
 		      const struct mgr_lease_name *nm, int writers_only,
 		      uint64_t now_ms, struct ls_ack *acks, unsigned *nacks)
@@ -760,7 +761,7 @@ static void ls_recall(struct mgr_lease *ml, struct ls_obj *o, uint64_t origin,
 			ls_need_ack(acks, nacks, h->session, h->recall_seq);
 	}
 	ls_obj_prune(ml, o); /* the sessions ls_recall_one had to forget */
-	if (recalled)
+	if (recalled && !writers_only)
 		ls_backoff(o, now_ms);
 }
 

@@ -151,8 +151,9 @@ uint64_t mgr_lease_writer(const struct mgr_lease *ml, uint64_t dir);
  * that another session holds a WRITE lease on is recalled from it (RECALL,
  * no INVAL_ENTRY), and the op is parked until each such holder has
  * acknowledged (after sending its pending ops) or been forgotten. READ
- * leases are not touched: readers share. The object then grants no lease
- * for the back-off, as after a change.
+ * leases are not touched: readers share. No back-off follows: a WRITE
+ * lease is granted only with the directory's creation, so once recalled
+ * it never comes back, and READ leases may be granted again at once.
  * @param ctx the op, handed to ready when it may run
  * A recall not acknowledged yet is waited for, not sent again; the
  * holder's own ops (origin) run at once even then (it sends them before
