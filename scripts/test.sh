@@ -375,14 +375,15 @@ host_pytest() {
 }
 
 # The POSIX and multi-mount checks run again with every mount on -o
-# leases (fuse-client/frontend/fe_cb.h), so that both modes run here.
+# leases,deleg (fuse-client/frontend/fe_cb.h: READ and WRITE leases,
+# delegated creates), so that both modes run here.
 LEASES_TESTS=(test_meta.py test_ops.py test_shell.py test_multi.py test_truncate.py
 	test_suid.py test_locks.py test_leases.py)
 
 # host_passes: the shared PostgreSQL, then the LMDB and the PostgreSQL
 # passes side by side, each in its own half of the port range below the
 # kernel's ephemeral ports (util.free_port_run); then, in the LMDB
-# pass's half, the leases pass (LEASES_TESTS with -o leases).
+# pass's half, the leases pass (LEASES_TESTS with -o leases,deleg).
 host_passes() {
 	local uri lo
 	PG_DIR=$(mktemp -d /tmp/rpfs-pg.XXXXXX)
@@ -405,7 +406,7 @@ host_passes() {
 			timed "pytest postgresql" host_pytest postgresql pytest-pg "$mid-$lo" || true
 	fi
 	wait $lmdb_pid || true
-	RPFS_MOUNT_OPTS=leases timed "pytest leases" host_pytest lmdb pytest-leases \
+	RPFS_MOUNT_OPTS=leases,deleg timed "pytest leases" host_pytest lmdb pytest-leases \
 		"10000-$mid" "${LEASES_TESTS[@]/#/tests/integration/}" || true
 }
 
