@@ -24,6 +24,7 @@ struct dg_dir {
 	uint64_t recall_seq;        /* the recall handled (0: none) */
 	int held;                   /* acting alone in it */
 	struct dg_name *names;      /* every name in it, while held */
+	struct dg_ino *inos;        /* the inodes made in it (their records) */
 	struct dg_dir *next;        /* hash chain */
 };
 
@@ -36,12 +37,17 @@ struct dg_name {
 	char name[];
 };
 
-/* An inode whose create is queued (sent 0) or in flight (sent 1). */
+/* An inode this mount made in a held directory: nobody else can reach
+ * it while the directory is held, so its attributes here are the truth
+ * (queued, in flight or committed); its SETATTRs and SETBLOCKS join the
+ * queue and its GETATTR is answered here. Dropped when the directory is
+ * released, or when today's path names it (the mgr's answer rules then). */
 struct dg_ino {
 	uint64_t ino;
-	int sent;
+	uint64_t dir;
 	struct proto_attr attr;     /* as answered, with what joined since */
-	struct dg_ino *next;
+	struct dg_ino *next;        /* hash chain */
+	struct dg_ino *dnext, **dprev; /* its directory's list */
 };
 
 /* A queued op: its BATCH entry and the strings it points at. */
@@ -166,12 +172,17 @@ static int dg_name_add(struct cli_deleg *d, struct dg_dir *x,
 	return 0;
 }
 
-/* Stop acting alone in x: forget its names (mu). Cost: its names. */
+static void dg_ino_drop(struct cli_deleg *d, uint64_t ino);
+
+/* Stop acting alone in x: forget its names and the records of the inodes
+ * made in it (mu). Cost: its names and those inodes. */
 static void dg_dir_release(struct cli_deleg *d, struct dg_dir *x)
 {
 	struct dg_name *n, **pp;
 
 	x->held = 0;
+	while (x->inos)
+		dg_ino_drop(d, x->inos->ino);
 	while ((n = x->names)) {
 		x->names = n->dnext;
 		pp = dg_name_find(d, n->dir, n->name, n->len);
@@ -191,17 +202,20 @@ static struct dg_ino *dg_ino_find(struct cli_deleg *d, uint64_t ino)
 	return p;
 }
 
-/* Forget ino's create record: its batch is answered (mu). */
+/* Forget ino's record, if any (mu). */
 static void dg_ino_drop(struct cli_deleg *d, uint64_t ino)
 {
 	struct dg_ino **pp = &d->inos[dg_ihash(ino)], *p;
 
 	while (*pp && (*pp)->ino != ino)
 		pp = &(*pp)->next;
-	if ((p = *pp)) {
-		*pp = p->next;
-		free(p);
-	}
+	if (!(p = *pp))
+		return;
+	*pp = p->next;
+	if (p->dnext)
+		p->dnext->dprev = p->dprev;
+	*p->dprev = p->dnext;
+	free(p);
 }
 
 /* Append op to the queue and wake the flusher when a batch is full (mu). */
@@ -305,6 +319,20 @@ static void dg_new_attr(const struct cli_deleg *d, const struct dg_dir *x,
 	}
 }
 
+/* A name was made in parent: its record (if this mount made it alone)
+ * follows, as the mgr's will: mtime and ctime now, a link more for a
+ * subdirectory (mu). */
+static void dg_parent_changed(struct cli_deleg *d, uint64_t parent, int subdir)
+{
+	struct dg_ino *q = dg_ino_find(d, parent);
+
+	if (!q)
+		return;
+	q->attr.mtime = q->attr.ctime = cli_now_time();
+	if (subdir)
+		q->attr.nlink++;
+}
+
 /* Whether c may create in x alone: root, or x's owner with write and
  * search permission (anything else: today's path judges it). */
 static int dg_may_create(const struct dg_dir *x, const struct proto_cred *c)
@@ -364,9 +392,16 @@ int cli_deleg_mknode(struct cli_deleg *d, const struct proto_cred *c,
 	op->b.m.target = (struct proto_str){ op->target, (uint32_t)tlen };
 	op->b.newino = ino;
 	p->ino = ino;
+	p->dir = parent;
 	p->attr = *a;
 	p->next = d->inos[dg_ihash(ino)];
 	d->inos[dg_ihash(ino)] = p;
+	p->dnext = x->inos;
+	if (x->inos)
+		x->inos->dprev = &p->dnext;
+	p->dprev = &x->inos;
+	x->inos = p;
+	dg_parent_changed(d, parent, S_ISDIR(mode));
 	dg_enqueue(d, op);
 	d->nlocal++;
 	op = NULL;
@@ -437,7 +472,7 @@ static int dg_join(struct cli_deleg *d, uint16_t opcode,
 	pthread_mutex_lock(&d->mu);
 	p = dg_ino_find(d, m->ino);
 	if (!p || d->nqueued >= CLI_DELEG_MAX_QUEUED)
-		goto out_unlock; /* in flight is fine: the next batch runs after */
+		goto out_unlock; /* queued, in flight or committed: all fine */
 	if (opcode == PROTO_OP_SETATTR) {
 		if (!dg_setattr_ok(p, c, m->valid))
 			goto out_unlock;
@@ -524,6 +559,22 @@ int cli_deleg_lookup(struct cli_deleg *d, uint64_t parent, const char *name)
 }
 
 /* See cli_deleg.h. */
+int cli_deleg_getattr(struct cli_deleg *d, uint64_t ino, struct proto_attr *a)
+{
+	struct dg_ino *p;
+	int rc = -EAGAIN;
+
+	pthread_mutex_lock(&d->mu);
+	p = dg_ino_find(d, ino);
+	if (p && d->live(d->live_arg)) {
+		*a = p->attr;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return rc;
+}
+
+/* See cli_deleg.h. */
 int cli_deleg_pending(struct cli_deleg *d, uint64_t ino)
 {
 	int r;
@@ -571,16 +622,17 @@ int cli_deleg_before(struct cli_deleg *d, const uint64_t *inos, unsigned n)
 	int rc = 0, need = 0;
 
 	pthread_mutex_lock(&d->mu);
-	if (d->done_seq + 1 < d->next_seq) {
-		for (unsigned i = 0; i < n && !need; i++) {
-			if (!inos[i])
-				continue;
-			x = dg_dir_find(d, inos[i]);
-			need = (x && x->held) || dg_ino_find(d, inos[i]);
-		}
+	for (unsigned i = 0; i < n && !need; i++) {
+		if (!inos[i])
+			continue;
+		x = dg_dir_find(d, inos[i]);
+		need = (x && x->held) || dg_ino_find(d, inos[i]);
 	}
 	if (need)
 		rc = dg_wait_done(d);
+	for (unsigned i = 0; i < n && need && !rc; i++)
+		if (inos[i])
+			dg_ino_drop(d, inos[i]); /* the mgr's answer rules now */
 	pthread_mutex_unlock(&d->mu);
 	return rc;
 }
@@ -732,18 +784,14 @@ static int dg_due(const struct cli_deleg *d, uint64_t now)
 	       now >= d->oldest_ms + d->delay_ms;
 }
 
-/* Take up to PROTO_MAX_BATCH ops off the head into ops (mu); their
- * creates count as in flight from now. @return how many */
+/* Take up to PROTO_MAX_BATCH ops off the head into ops (mu). @return how
+ * many */
 static uint32_t dg_take(struct cli_deleg *d, struct dg_op **ops)
 {
 	uint32_t n = 0;
-	struct dg_ino *p;
-
 	while (d->head && n < PROTO_MAX_BATCH) {
 		ops[n] = d->head;
 		d->head = d->head->next;
-		if (ops[n]->b.newino && (p = dg_ino_find(d, ops[n]->b.newino)))
-			p->sent = 1;
 		n++;
 	}
 	if (!d->head)
@@ -792,8 +840,8 @@ static void dg_answered(struct cli_deleg *d, struct dg_op **ops, uint32_t n,
 		if (op->b.op == PROTO_OP_MKDIR && !(r->flags[i] & PROTO_BOP_WRITE) &&
 		    (x = dg_dir_find(d, op->b.newino)) && x->held)
 			dg_dir_release(d, x); /* no lease: nothing alone there */
-		if (op->b.newino)
-			dg_ino_drop(d, op->b.newino);
+		if (op->b.newino && r->status[i])
+			dg_ino_drop(d, op->b.newino); /* it does not exist */
 		d->done_seq = op->seq;
 		free(op);
 	}
@@ -924,20 +972,14 @@ static void dg_free_all(struct cli_deleg *d)
 {
 	struct dg_op *op;
 
-	for (size_t b = 0; b < DG_BUCKETS; b++) {
-		struct dg_dir *x;
-		struct dg_ino *p;
+	struct dg_dir *x;
 
+	for (size_t b = 0; b < DG_BUCKETS; b++) /* the inodes go with them */
 		while ((x = d->dirs[b])) {
 			d->dirs[b] = x->next;
 			dg_dir_release(d, x);
 			free(x);
 		}
-		while ((p = d->inos[b])) {
-			d->inos[b] = p->next;
-			free(p);
-		}
-	}
 	while ((op = d->head)) {
 		d->head = op->next;
 		free(op);

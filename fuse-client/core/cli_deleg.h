@@ -101,8 +101,9 @@ int cli_deleg_mknode(struct cli_deleg *d, const struct proto_cred *c,
 		     const char *target, struct proto_attr *a);
 
 /**
- * A SETATTR of an inode whose create is queued and unsent joins the queue
- * (no size change; for other than root, only its owner's mode and times).
+ * A SETATTR of an inode this mount made alone in a directory it still
+ * holds joins the queue (no size change; for other than root, only its
+ * owner's mode and times).
  * @param[out] a the attributes after it
  * @return 0 queued; -EAGAIN take today's path (after cli_deleg_before)
  */
@@ -111,20 +112,30 @@ int cli_deleg_setattr(struct cli_deleg *d, const struct proto_cred *c,
 		      struct proto_attr *a);
 
 /**
- * A SETBLOCKS of an inode whose create is queued and unsent joins the
- * queue, its blocks counted from what the mount wrote (no iod asked).
+ * A SETBLOCKS of an inode this mount made alone in a directory it still
+ * holds joins the queue, its blocks counted from what the mount wrote (no
+ * iod asked).
  * @return 0 queued; -EAGAIN take today's path
  */
 int cli_deleg_setblocks(struct cli_deleg *d, const struct proto_cred *c,
 			const struct proto_mreq *m, struct proto_attr *a);
 
-/** Whether ino's create is queued or in flight. */
+/** Whether this mount made ino alone in a directory it still holds (its
+ * record: queued, in flight or committed). */
 int cli_deleg_pending(struct cli_deleg *d, uint64_t ino);
 
 /**
+ * GETATTR of an inode this mount made alone in a directory it still
+ * holds: answered from its record (nobody else can reach the inode).
+ * @return 0 (a filled), -EAGAIN ask the mgr
+ */
+int cli_deleg_getattr(struct cli_deleg *d, uint64_t ino, struct proto_attr *a);
+
+/**
  * A request of today's path names these inodes (0s skipped): if any is
- * queued or in flight, or a directory held or with ops queued, wait
- * until everything queued now has committed, so the mgr sees them first.
+ * one this mount made alone, or a directory it holds, wait until
+ * everything queued now has committed, so the mgr sees them first; the
+ * inodes' records are dropped (the mgr's answers rule from then on).
  * @return 0, -EIO the queue could not be sent
  */
 int cli_deleg_before(struct cli_deleg *d, const uint64_t *inos, unsigned n);

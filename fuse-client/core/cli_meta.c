@@ -222,6 +222,8 @@ int cli_meta_getattr(struct cli_fs *fs, const struct proto_cred *c,
 {
 	struct proto_mreq m;
 
+	if (fs->deleg && attr && cli_deleg_getattr(fs->deleg, ino, attr) == 0)
+		return 0; /* made alone here: nobody else can change it */
 	mreq_init(&m, c);
 	m.ino = ino;
 	return meta_attr(fs, PROTO_OP_GETATTR, &m, attr);

@@ -145,9 +145,12 @@ static void test_alone(struct cli_deleg *d)
 	      mgr.op[1] == PROTO_OP_SETATTR && mgr.ino[1] == a.ino &&
 	      mgr.op[2] == PROTO_OP_CREATE && !strcmp(mgr.name[2], "g"),
 	      "the batch holds the ops in order");
-	CHECK(!cli_deleg_pending(d, a.ino), "committed: no longer pending");
-	CHECK(cli_deleg_setattr(d, &root, a.ino, &m, &s) == -EAGAIN,
-	      "a committed create's setattr: today's path");
+	CHECK(cli_deleg_pending(d, a.ino), "committed: its record stays");
+	CHECK(cli_deleg_setattr(d, &root, a.ino, &m, &s) == 0,
+	      "a committed create's setattr still joins the queue");
+	CHECK(cli_deleg_getattr(d, a.ino, &s) == 0 && s.mode == (S_IFREG | 0600) &&
+	      s.mtime.sec == 77, "its getattr is answered here");
+	CHECK(cli_deleg_getattr(d, 999, &s) == -EAGAIN, "another's: ask the mgr");
 }
 
 /* Who may act alone, and when not. */
@@ -197,8 +200,10 @@ static void test_before(struct cli_deleg *d)
 	CHECK(cli_deleg_before(d, dir, 1) == 0 && seen() == n0 + 1,
 	      "the held directory: the queue went first");
 	CHECK(create(d, 0, 10, "b2", &a) == 0, "queued");
-	CHECK(cli_deleg_before(d, &a.ino, 1) == 0 && !cli_deleg_pending(d, a.ino),
-	      "a queued inode: its create went first");
+	n0 = seen();
+	CHECK(cli_deleg_before(d, &a.ino, 1) == 0 && seen() == n0 + 1 &&
+	      !cli_deleg_pending(d, a.ino),
+	      "a queued inode: its create went first, its record is dropped");
 }
 
 /* Sends that fail are tried again; a wait outlasts them. */
@@ -220,8 +225,13 @@ static void test_mkdir(struct cli_deleg *d)
 	struct proto_cred root = { 0 };
 	struct proto_attr sub, f;
 
+	struct proto_attr top;
+
 	CHECK(cli_deleg_mknode(d, &root, 10, "sub", S_IFDIR | 0755, NULL,
 			       &sub) == 0 && sub.nlink == 2, "mkdir alone");
+	CHECK(cli_deleg_mknode(d, &root, sub.ino, "deeper", S_IFDIR | 0755, NULL,
+			       &f) == 0 && cli_deleg_getattr(d, sub.ino, &top) == 0 &&
+	      top.nlink == 3, "a subdirectory made alone counts in its parent's links");
 	CHECK(create(d, 0, sub.ino, "in", &f) == 0, "held at once: create in it");
 	CHECK(cli_deleg_mknode(d, &root, sub.ino, "ln", S_IFLNK | 0777, "in",
 			       &f) == 0 && f.size == 2, "a symlink alone");
@@ -248,6 +258,7 @@ static void test_recall(struct cli_deleg *d)
 	n0 = seen();
 	CHECK(cli_deleg_recall(d, 20, 9) == 0 && seen() == n0 + 1,
 	      "the recall sent the queue first");
+	CHECK(!cli_deleg_pending(d, a.ino), "the records made there are dropped");
 	CHECK(create(d, 0, 20, "q2", &a) == -EAGAIN, "recalled: today's path");
 	grant(d, 20, 8);
 	CHECK(create(d, 0, 20, "q2", &a) == -EAGAIN, "a grant older than it: void");
