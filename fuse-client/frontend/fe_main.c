@@ -496,6 +496,12 @@ static int mount_parse(struct mount_main *m, int argc, char **argv)
 			       fuse_pkgversion());
 		return 0;
 	}
+	if (a->deleg && !a->leases) {
+		fprintf(stderr, "%s: -o deleg: delegated creates need -o leases "
+			"(the mgr recalls them through its callback channel)\n",
+			a->prog);
+		return 2;
+	}
 	if (!a->mgr || !m->fo.mountpoint) {
 		fprintf(stderr, "%s: missing %s\n", a->prog,
 			!a->mgr ? "MGRHOST" : "MOUNTPOINT");

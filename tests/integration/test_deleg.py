@@ -257,3 +257,12 @@ def test_queue_survives_a_mgr_restart(dc, d):
                                    'rpfs_mgr_callback_sessions') == 2,
                     WAIT, 0.1, 'both sessions back')
     assert sorted(os.listdir(b)) == ['before'] + ['r%d' % i for i in range(10)]
+
+
+def test_deleg_needs_leases(tmp_path):
+    """-o deleg alone is refused, naming what it needs (the recall comes
+    through the leases' callback channel)."""
+    r = util.run([util.binary('fuse-client/rpfs-fuse'), '-o', 'deleg',
+                  '127.0.0.1:1', str(tmp_path)], check=False)
+    assert r.returncode == 2
+    assert '-o deleg: delegated creates need -o leases' in r.stderr
