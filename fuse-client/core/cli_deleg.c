@@ -25,6 +25,7 @@ struct dg_dir {
 	int held;                   /* acting alone in it */
 	struct dg_name *names;      /* every name in it, while held */
 	struct dg_ino *inos;        /* the inodes made in it (their records) */
+	uint64_t last_seq;          /* the last op queued in it */
 	struct dg_dir *next;        /* hash chain */
 };
 
@@ -46,6 +47,7 @@ struct dg_ino {
 	uint64_t ino;
 	uint64_t dir;
 	struct proto_attr attr;     /* as answered, with what joined since */
+	uint64_t last_seq;          /* the last op queued on it */
 	struct dg_ino *next;        /* hash chain */
 	struct dg_ino *dnext, **dprev; /* its directory's list */
 };
@@ -403,6 +405,9 @@ int cli_deleg_mknode(struct cli_deleg *d, const struct proto_cred *c,
 	x->inos = p;
 	dg_parent_changed(d, parent, S_ISDIR(mode));
 	dg_enqueue(d, op);
+	x->last_seq = p->last_seq = op->seq;
+	if (nx)
+		nx->last_seq = op->seq; /* what is done in it comes later */
 	d->nlocal++;
 	op = NULL;
 	p = NULL;
@@ -489,6 +494,7 @@ static int dg_join(struct cli_deleg *d, uint16_t opcode,
 	op->b.m.cred.session = 0;
 	*a = p->attr;
 	dg_enqueue(d, op);
+	p->last_seq = op->seq;
 	op = NULL;
 	rc = 0;
 out_unlock:
@@ -615,22 +621,33 @@ static int dg_wait_done(struct cli_deleg *d)
 	return d->done_seq >= upto ? 0 : -EIO;
 }
 
-/* See cli_deleg.h. */
-int cli_deleg_before(struct cli_deleg *d, const uint64_t *inos, unsigned n)
+/* The last op queued that names ino (as a held directory or an inode
+ * made alone), or 0 (mu). */
+static uint64_t dg_last_seq(struct cli_deleg *d, uint64_t ino)
 {
-	struct dg_dir *x;
-	int rc = 0, need = 0;
+	struct dg_dir *x = dg_dir_find(d, ino);
+	struct dg_ino *p = dg_ino_find(d, ino);
+	uint64_t seq = x && x->held ? x->last_seq : 0;
+
+	return p && p->last_seq > seq ? p->last_seq : seq;
+}
+
+/* See cli_deleg.h. */
+int cli_deleg_before(struct cli_deleg *d, const uint64_t *inos, unsigned n,
+		     int change)
+{
+	uint64_t upto = 0, seq;
+	int rc = 0;
 
 	pthread_mutex_lock(&d->mu);
-	for (unsigned i = 0; i < n && !need; i++) {
-		if (!inos[i])
-			continue;
-		x = dg_dir_find(d, inos[i]);
-		need = (x && x->held) || dg_ino_find(d, inos[i]);
+	for (unsigned i = 0; i < n; i++) {
+		seq = inos[i] ? dg_last_seq(d, inos[i]) : 0;
+		if (seq > upto)
+			upto = seq;
 	}
-	if (need)
+	if (upto > d->done_seq)
 		rc = dg_wait_done(d);
-	for (unsigned i = 0; i < n && need && !rc; i++)
+	for (unsigned i = 0; i < n && change && !rc; i++)
 		if (inos[i])
 			dg_ino_drop(d, inos[i]); /* the mgr's answer rules now */
 	pthread_mutex_unlock(&d->mu);

@@ -132,13 +132,15 @@ int cli_deleg_pending(struct cli_deleg *d, uint64_t ino);
 int cli_deleg_getattr(struct cli_deleg *d, uint64_t ino, struct proto_attr *a);
 
 /**
- * A request of today's path names these inodes (0s skipped): if any is
- * one this mount made alone, or a directory it holds, wait until
- * everything queued now has committed, so the mgr sees them first; the
- * inodes' records are dropped (the mgr's answers rule from then on).
+ * A request of today's path names these inodes (0s skipped): if an op
+ * queued or in flight names one of them (an inode this mount made alone,
+ * a directory it holds), wait until everything queued now has committed,
+ * so the mgr sees them first. A request that changes them (change) also
+ * drops their records: the mgr's answers rule from then on.
  * @return 0, -EIO the queue could not be sent
  */
-int cli_deleg_before(struct cli_deleg *d, const uint64_t *inos, unsigned n);
+int cli_deleg_before(struct cli_deleg *d, const uint64_t *inos, unsigned n,
+		     int change);
 
 /**
  * fsync, fsyncdir, unmount: send everything queued, wait for its commit,

@@ -95,6 +95,25 @@ static int meta_replayed(struct cli_fs *fs, uint16_t op,
 	return 0;
 }
 
+/* Whether op changes the inodes it names at the mgr (beyond reading). */
+static int meta_changes(uint16_t op)
+{
+	switch (op) {
+	case PROTO_OP_LOOKUP:
+	case PROTO_OP_GETATTR:
+	case PROTO_OP_READLINK:
+	case PROTO_OP_READDIR:
+	case PROTO_OP_STATFS:
+	case PROTO_OP_GETXATTR:
+	case PROTO_OP_LISTXATTR:
+	case PROTO_OP_OPEN:
+	case PROTO_OP_ACCESS:
+		return 0;
+	default:
+		return 1;
+	}
+}
+
 /*
  * Run one metadata op: encode m, run it on the active mgr (cli_mgr_run),
  * and decode a successful reply into r (may be NULL for ops without a
@@ -115,7 +134,7 @@ static int meta_run(struct cli_fs *fs, uint16_t op, const struct proto_mreq *m,
 	if (fs->deleg) { /* what this mount did alone reaches the mgr first */
 		const uint64_t inos[3] = { m->ino, m->parent, m->newparent };
 
-		if (cli_deleg_before(fs->deleg, inos, 3))
+		if (cli_deleg_before(fs->deleg, inos, 3, meta_changes(op)))
 			return -EIO;
 	}
 	wb_init(&w, req, PROTO_MAX_BODY);
@@ -211,8 +230,11 @@ int cli_meta_lookup_grant(struct cli_fs *fs, const struct proto_cred *c,
 		*g = r.grant;
 	if (rc == 0 && r.attr.ino == 0)
 		return -ENOENT; /* a miss under a lease (proto_grant) */
-	if (rc == 0 && attr)
+	if (rc == 0 && attr) {
 		*attr = r.attr;
+		if (fs->deleg) /* made alone here: what joined it may be queued */
+			cli_deleg_getattr(fs->deleg, r.attr.ino, attr);
+	}
 	return rc;
 }
 

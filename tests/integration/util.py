@@ -488,12 +488,21 @@ class Daemon:
 
 def mount_opts(opts):
     """A mount's -o options, with $RPFS_MOUNT_OPTS appended (the test
-    command's leases pass sets it to "leases"); a test that says leases or
-    no_leases itself keeps its choice (the extra one is left out)."""
+    command's leases pass sets it to "leases,deleg"); a test that says
+    leases or no_leases, deleg or no_deleg itself keeps its choice (the
+    extra one is left out), and one that says no_leases gets no deleg
+    (which needs leases)."""
     extra = os.environ.get('RPFS_MOUNT_OPTS', '')
     own = (opts or '').split(',')
-    extra = [o for o in extra.split(',') if o and not
-             (o in ('leases', 'no_leases') and ('leases' in own or 'no_leases' in own))]
+
+    def kept(o):
+        if o in ('leases', 'no_leases'):
+            return 'leases' not in own and 'no_leases' not in own
+        if o in ('deleg', 'no_deleg'):
+            return ('deleg' not in own and 'no_deleg' not in own and
+                    'no_leases' not in own)
+        return True
+    extra = [o for o in extra.split(',') if o and kept(o)]
     return ','.join([o for o in own if o] + extra)
 
 

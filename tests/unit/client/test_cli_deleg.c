@@ -196,14 +196,19 @@ static void test_before(struct cli_deleg *d)
 
 	CHECK(create(d, 0, 10, "b1", &a) == 0, "queued");
 	n0 = seen();
-	CHECK(cli_deleg_before(d, other, 1) == 0, "an unrelated inode: no wait");
-	CHECK(cli_deleg_before(d, dir, 1) == 0 && seen() == n0 + 1,
+	CHECK(cli_deleg_before(d, other, 1, 1) == 0, "an unrelated inode: no wait");
+	CHECK(cli_deleg_before(d, dir, 1, 0) == 0 && seen() == n0 + 1,
 	      "the held directory: the queue went first");
 	CHECK(create(d, 0, 10, "b2", &a) == 0, "queued");
 	n0 = seen();
-	CHECK(cli_deleg_before(d, &a.ino, 1) == 0 && seen() == n0 + 1 &&
-	      !cli_deleg_pending(d, a.ino),
-	      "a queued inode: its create went first, its record is dropped");
+	CHECK(cli_deleg_before(d, &a.ino, 1, 0) == 0 && seen() == n0 + 1 &&
+	      cli_deleg_pending(d, a.ino),
+	      "a read of a queued inode: its create went first, its record stays");
+	n0 = seen();
+	CHECK(cli_deleg_before(d, &a.ino, 1, 0) == 0 && seen() == n0,
+	      "committed, nothing queued on it: no wait, no batch");
+	CHECK(cli_deleg_before(d, &a.ino, 1, 1) == 0 && !cli_deleg_pending(d, a.ino),
+	      "a change of it: its record is dropped");
 }
 
 /* Sends that fail are tried again; a wait outlasts them. */
