@@ -32,6 +32,7 @@ struct dg_dir {
 /* A name in a held directory. */
 struct dg_name {
 	uint64_t dir;
+	uint64_t ino;               /* what it names (0: not known here) */
 	struct dg_name *next;       /* hash chain */
 	struct dg_name *dnext;      /* its directory's list */
 	uint16_t len;
@@ -152,19 +153,23 @@ static struct dg_name **dg_name_find(struct cli_deleg *d, uint64_t dir,
 	return pp;
 }
 
-/* Record name in held directory x. @return 0, -ENOMEM */
+/* Record name (naming ino, 0: unknown) in held directory x. @return 0,
+ * -ENOMEM */
 static int dg_name_add(struct cli_deleg *d, struct dg_dir *x,
-		       const char *name, size_t len)
+		       const char *name, size_t len, uint64_t ino)
 {
 	struct dg_name **pp = dg_name_find(d, x->ino, name, len);
 	struct dg_name *n;
 
-	if (*pp)
+	if (*pp) {
+		(*pp)->ino = ino;
 		return 0;
+	}
 	n = malloc(sizeof(*n) + len);
 	if (!n)
 		return -ENOMEM;
 	n->dir = x->ino;
+	n->ino = ino;
 	n->len = (uint16_t)len;
 	memcpy(n->name, name, len);
 	n->next = NULL;
@@ -368,7 +373,7 @@ int cli_deleg_mknode(struct cli_deleg *d, const struct proto_cred *c,
 		goto out_unlock;
 	if (S_ISDIR(mode) && !(nx = dg_dir_get(d, ino)))
 		goto out_unlock;
-	if (dg_name_add(d, x, name, len))
+	if (dg_name_add(d, x, name, len, ino))
 		goto out_unlock;
 	dg_new_attr(d, x, c, ino, mode, tlen, a);
 	if (nx) { /* made here: held from the start, with no names */
@@ -550,16 +555,26 @@ int cli_deleg_setblocks(struct cli_deleg *d, const struct proto_cred *c,
 }
 
 /* See cli_deleg.h. */
-int cli_deleg_lookup(struct cli_deleg *d, uint64_t parent, const char *name)
+int cli_deleg_lookup(struct cli_deleg *d, uint64_t parent, const char *name,
+		     struct proto_attr *a)
 {
+	struct dg_name *n;
+	struct dg_ino *p;
 	struct dg_dir *x;
 	int rc = -EAGAIN;
 
 	pthread_mutex_lock(&d->mu);
 	x = dg_dir_find(d, parent);
-	if (x && x->held && d->live(d->live_arg) &&
-	    !*dg_name_find(d, parent, name, strlen(name)))
+	if (!x || !x->held || !d->live(d->live_arg))
+		goto out_unlock;
+	n = *dg_name_find(d, parent, name, strlen(name));
+	if (!n) {
 		rc = -ENOENT;
+	} else if (n->ino && (p = dg_ino_find(d, n->ino))) {
+		*a = p->attr;
+		rc = 0;
+	}
+out_unlock:
 	pthread_mutex_unlock(&d->mu);
 	return rc;
 }
@@ -764,13 +779,14 @@ void cli_deleg_dir_attr(struct cli_deleg *d, const struct proto_attr *a)
 }
 
 /* See cli_deleg.h. */
-void cli_deleg_named(struct cli_deleg *d, uint64_t dir, const char *name)
+void cli_deleg_named(struct cli_deleg *d, uint64_t dir, const char *name,
+		     uint64_t ino)
 {
 	struct dg_dir *x;
 
 	pthread_mutex_lock(&d->mu);
 	x = dg_dir_find(d, dir);
-	if (x && x->held && dg_name_add(d, x, name, strlen(name)))
+	if (x && x->held && dg_name_add(d, x, name, strlen(name), ino))
 		dg_dir_release(d, x); /* no memory: it no longer knows them all */
 	pthread_mutex_unlock(&d->mu);
 }

@@ -78,15 +78,20 @@ int cli_deleg_end(struct cli_deleg *d, uint64_t dir);
  * create there by (mode, owner) follows. */
 void cli_deleg_dir_attr(struct cli_deleg *d, const struct proto_attr *a);
 
-/** This mount made name in dir by today's path: a held dir records it. */
-void cli_deleg_named(struct cli_deleg *d, uint64_t dir, const char *name);
+/** This mount made name (inode ino) in dir by today's path: a held dir
+ * records it. */
+void cli_deleg_named(struct cli_deleg *d, uint64_t dir, const char *name,
+		     uint64_t ino);
 
 /**
  * A LOOKUP of name in parent: answered here when parent is held (the
- * mount knows every name in it).
- * @return -ENOENT no such name; -EAGAIN ask the mgr
+ * mount knows every name in it) and the name is free or names an inode
+ * made here alone (its record).
+ * @param[out] a the inode's attributes, on a hit
+ * @return 0 a hit; -ENOENT no such name; -EAGAIN ask the mgr
  */
-int cli_deleg_lookup(struct cli_deleg *d, uint64_t parent, const char *name);
+int cli_deleg_lookup(struct cli_deleg *d, uint64_t parent, const char *name,
+		     struct proto_attr *a);
 
 /**
  * CREATE (mode S_IFREG | perms), MKDIR (S_IFDIR | perms) or SYMLINK

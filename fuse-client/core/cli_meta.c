@@ -220,8 +220,15 @@ int cli_meta_lookup_grant(struct cli_fs *fs, const struct proto_cred *c,
 		memset(g, 0, sizeof(*g));
 	if (rc)
 		return rc;
-	if (fs->deleg && cli_deleg_lookup(fs->deleg, parent, name) == -ENOENT)
-		return -ENOENT; /* a directory this mount holds alone */
+	if (fs->deleg) { /* a directory this mount holds alone */
+		struct proto_attr la;
+
+		rc = cli_deleg_lookup(fs->deleg, parent, name, &la);
+		if (rc == 0 && attr)
+			*attr = la;
+		if (rc != -EAGAIN)
+			return rc;
+	}
 	mreq_init(&m, c);
 	m.parent = parent;
 	m.name = pstr(name);
@@ -288,7 +295,7 @@ int cli_meta_setattr(struct cli_fs *fs, const struct proto_cred *c,
 static void meta_deleg_made(struct cli_fs *fs, uint16_t op, uint64_t parent,
 			    const char *name, const struct proto_mrep *r)
 {
-	cli_deleg_named(fs->deleg, parent, name);
+	cli_deleg_named(fs->deleg, parent, name, r->attr.ino);
 	if (op == PROTO_OP_MKDIR && r->grant.ino)
 		cli_deleg_grant(fs->deleg, &r->attr, &r->grant);
 }
@@ -466,7 +473,7 @@ int cli_meta_symlink(struct cli_fs *fs, const struct proto_cred *c,
 	m.target = pstr(target);
 	rc = meta_attr(fs, PROTO_OP_SYMLINK, &m, attr);
 	if (rc == 0 && fs->deleg)
-		cli_deleg_named(fs->deleg, parent, name);
+		cli_deleg_named(fs->deleg, parent, name, attr ? attr->ino : 0);
 	return rc;
 }
 
@@ -588,8 +595,16 @@ int cli_meta_listxattr(struct cli_fs *fs, const struct proto_cred *c,
 {
 	struct proto_mreq m;
 	struct proto_mrep r;
+	struct proto_attr a;
 	int rc;
 
+	if (fs->deleg && cli_deleg_getattr(fs->deleg, ino, &a) == 0) {
+		/* made alone here: no xattr yet (setting one goes to the mgr
+		 * and drops the record) */
+		*val = (struct proto_str){ "", 0 };
+		*xsize = 0;
+		return 0;
+	}
 	mreq_init(&m, c);
 	m.ino = ino;
 	m.max = max;
@@ -626,6 +641,11 @@ int cli_meta_open(struct cli_fs *fs, const struct proto_cred *c, uint64_t ino,
 {
 	struct proto_mreq m;
 
+	/* made alone here: the kernel checked the permission against the
+	 * record's attributes (the mount runs with default_permissions), as
+	 * the mgr would, and nobody else can have changed them */
+	if (fs->deleg && attr && cli_deleg_getattr(fs->deleg, ino, attr) == 0)
+		return 0;
 	mreq_init(&m, c);
 	m.ino = ino;
 	m.flags = flags;

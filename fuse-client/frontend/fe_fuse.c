@@ -1212,6 +1212,13 @@ static int stats_json(struct fe_fuse *cf, char *buf, size_t cap)
 	return n - 1 + k;
 }
 
+/* Whether name is in a namespace the mgr stores (user.*, trusted.*).
+ * Anything else (security.*, system.*) the mgr refuses with EOPNOTSUPP. */
+static int xattr_ns_stored(const char *name)
+{
+	return !strncmp(name, "user.", 5) || !strncmp(name, "trusted.", 8);
+}
+
 /* SETXATTR; setting user.rpfs.layout refreshes the cached layout. */
 static void fe_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
@@ -1225,6 +1232,9 @@ static void fe_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return (void) fuse_reply_err(req, EPERM);
 	if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
 		return (void) fuse_reply_err(req, EINVAL);
+	if (!xattr_ns_stored(name)) /* the mgr's answer, without asking it:
+				     * cp -a sets system.posix_acl_access */
+		return (void) fuse_reply_err(req, EOPNOTSUPP);
 	if (flags & XATTR_CREATE)
 		pf |= PROTO_XATTR_CREATE;
 	if (flags & XATTR_REPLACE)
@@ -1254,12 +1264,6 @@ static void reply_xattr_value(fuse_req_t req, const void *p, size_t len,
 	fuse_reply_buf(req, p, len);
 }
 
-/* Whether name is in a namespace the mgr stores (user.*, trusted.*).
- * Anything else (security.*, system.*) the mgr refuses with EOPNOTSUPP. */
-static int xattr_ns_stored(const char *name)
-{
-	return !strncmp(name, "user.", 5) || !strncmp(name, "trusted.", 8);
-}
 
 /*
  * GETXATTR, with the read-only rpfs.stats on the root. Names outside the
@@ -1325,6 +1329,8 @@ static void fe_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 	if (is_stats(ino, name))
 		return (void) fuse_reply_err(req, EPERM);
+	if (!xattr_ns_stored(name)) /* the mgr's answer, without asking it */
+		return (void) fuse_reply_err(req, EOPNOTSUPP);
 	cred_of(req, &c);
 	rc = cli_meta_removexattr(fs_of(req), &c, ino, name);
 	cli_itab_attr_changed(fs_of(req)->itab);

@@ -132,9 +132,13 @@ static void test_alone(struct cli_deleg *d)
 	      a.layout.first == a.ino % 2, "the default layout, first by number");
 	CHECK(cli_deleg_pending(d, a.ino), "its create is pending");
 	CHECK(create(d, 0, 10, "f", &b) == -EAGAIN, "the name is taken");
-	CHECK(cli_deleg_lookup(d, 10, "f") == -EAGAIN, "a made name: ask the mgr");
-	CHECK(cli_deleg_lookup(d, 10, "g") == -ENOENT, "an unmade one: none");
-	CHECK(cli_deleg_lookup(d, 11, "g") == -EAGAIN, "not held: ask");
+	CHECK(cli_deleg_lookup(d, 10, "f", &b) == 0 && b.ino == a.ino,
+	      "a name made alone: answered from its record");
+	CHECK(cli_deleg_lookup(d, 10, "g", &b) == -ENOENT, "an unmade one: none");
+	CHECK(cli_deleg_lookup(d, 11, "g", &b) == -EAGAIN, "not held: ask");
+	cli_deleg_named(d, 10, "h", 0);
+	CHECK(cli_deleg_lookup(d, 10, "h", &b) == -EAGAIN,
+	      "a name made by today's path: ask the mgr");
 	CHECK(cli_deleg_setattr(d, &root, a.ino, &m, &s) == 0 &&
 	      s.mode == (S_IFREG | 0600) && s.mtime.sec == 77,
 	      "a chmod and utime join the create");
@@ -165,7 +169,7 @@ static void test_refusals(struct cli_deleg *d)
 	      "not the directory's owner: today's path");
 	live_flag = 0;
 	CHECK(create(d, 0, 10, "v", &a) == -EAGAIN, "channel down: today's path");
-	CHECK(cli_deleg_lookup(d, 10, "v") == -EAGAIN, "channel down: ask");
+	CHECK(cli_deleg_lookup(d, 10, "v", &a) == -EAGAIN, "channel down: ask");
 	live_flag = 1;
 	CHECK(create(d, 0, 10, "v", &a) == 0, "up again");
 	CHECK(cli_deleg_setattr(d, &user, a.ino, &chown, &a) == -EAGAIN,
