@@ -2133,7 +2133,8 @@ static bool bop_allowed(uint16_t op)
 {
 	return op == PROTO_OP_CREATE || op == PROTO_OP_MKDIR ||
 	       op == PROTO_OP_SYMLINK || op == PROTO_OP_SETATTR ||
-	       op == PROTO_OP_SETBLOCKS;
+	       op == PROTO_OP_SETBLOCKS || op == PROTO_OP_UNLINK ||
+	       op == PROTO_OP_RMDIR;
 }
 
 /* Whether op makes a node and so carries newino. */

@@ -635,7 +635,8 @@ struct proto_cbrep {
  * u16 op and the op's proto_mreq fields as proto_mreq_encode writes them
  * (its own cred first), then for CREATE, MKDIR and SYMLINK u64 newino, and
  * for CREATE the layout. Ops allowed: CREATE (PROTO_CREATE_EXCL always
- * implied: the name must be free), MKDIR, SYMLINK, SETATTR, SETBLOCKS.
+ * implied: the name must be free), MKDIR, SYMLINK, SETATTR, SETBLOCKS,
+ * UNLINK and RMDIR (what they free, the mount knows: it made it).
  *
  * newino must come from a range this session was handed (proto_batchrep)
  * and be above every number of that range it used before; a CREATE,
@@ -648,7 +649,8 @@ struct proto_cbrep {
 #define PROTO_INO_RANGE 1024u         /* inode numbers per range, aligned */
 
 struct proto_bop {
-	uint16_t op;                  /* CREATE MKDIR SYMLINK SETATTR SETBLOCKS */
+	uint16_t op;                  /* CREATE MKDIR SYMLINK SETATTR SETBLOCKS
+				       * UNLINK RMDIR */
 	struct proto_mreq m;          /* as the op alone */
 	uint64_t newino;              /* CREATE MKDIR SYMLINK */
 	struct proto_layout layout;   /* CREATE */

@@ -57,6 +57,8 @@ struct dg_ino {
 struct dg_op {
 	struct proto_bop b;
 	uint64_t seq;               /* queue order, from 1 */
+	uint64_t gone;              /* UNLINK, RMDIR: the inode it removes */
+	int sent;                   /* sent before, answer lost */
 	struct dg_op *next;
 	char name[PROTO_MAX_NAME + 1];
 	char target[];              /* SYMLINK */
@@ -425,6 +427,105 @@ out_free:
 	return rc;
 }
 
+/* Forget name in held directory x (mu). */
+static void dg_name_del(struct cli_deleg *d, struct dg_dir *x,
+			const char *name, size_t len)
+{
+	struct dg_name **pp = dg_name_find(d, x->ino, name, len), *n = *pp;
+	struct dg_name **dp = &x->names;
+
+	if (!n)
+		return;
+	*pp = n->next;
+	while (*dp && *dp != n)
+		dp = &(*dp)->dnext;
+	if (*dp)
+		*dp = n->dnext;
+	free(n);
+}
+
+/* Whether the inode p, named in held directory x, may be removed alone
+ * by c (dir: RMDIR): made here, one link, and for a directory one held
+ * here with no name left in it (mu). */
+static int dg_may_remove(struct cli_deleg *d, const struct dg_dir *x,
+			 const struct dg_ino *p, const struct proto_cred *c,
+			 int dir)
+{
+	const struct dg_dir *e;
+
+	if (!dg_may_create(x, c) || (S_ISDIR(p->attr.mode) ? 1 : 0) != dir)
+		return 0;
+	if (!dir)
+		return p->attr.nlink == 1;
+	e = dg_dir_find(d, p->ino);
+	return e && e->held && !e->names && p->attr.nlink == 2;
+}
+
+/* See cli_deleg.h. */
+int cli_deleg_remove(struct cli_deleg *d, const struct proto_cred *c,
+		     uint64_t parent, const char *name, int dir,
+		     struct proto_freed *f)
+{
+	size_t len = strlen(name);
+	struct dg_op *op = calloc(1, sizeof(*op) + 1);
+	struct dg_name *n;
+	struct dg_ino *p;
+	struct dg_dir *x;
+	int rc = -EAGAIN;
+
+	if (!op || len == 0 || len > PROTO_MAX_NAME)
+		goto out_free;
+	pthread_mutex_lock(&d->mu);
+	x = dg_dir_find(d, parent);
+	if (!x || !x->held || !d->live(d->live_arg) ||
+	    d->nqueued >= CLI_DELEG_MAX_QUEUED)
+		goto out_unlock;
+	n = *dg_name_find(d, parent, name, len);
+	p = n && n->ino ? dg_ino_find(d, n->ino) : NULL;
+	if (!p || !dg_may_remove(d, x, p, c, dir))
+		goto out_unlock;
+	memcpy(op->name, name, len);
+	op->b.op = dir ? PROTO_OP_RMDIR : PROTO_OP_UNLINK;
+	op->b.m.cred = *c;
+	op->b.m.parent = parent;
+	op->b.m.name = (struct proto_str){ op->name, (uint32_t)len };
+	op->gone = p->ino;
+	if (f) { /* as the mgr frees it: a regular file's data, later */
+		memset(f, 0, sizeof(*f));
+		if (S_ISREG(p->attr.mode)) {
+			f->ino = p->ino;
+			f->layout = p->attr.layout;
+		}
+	}
+	if (dir) {
+		struct dg_dir *e = dg_dir_find(d, p->ino);
+
+		dg_dir_release(d, e);
+	}
+	p->attr.nlink = 0;
+	p->attr.ctime = cli_now_time();
+	if (p->dnext) /* off x's list: its release must not drop the record
+		       * before the removal is answered */
+		p->dnext->dprev = p->dprev;
+	*p->dprev = p->dnext;
+	p->dnext = NULL;
+	p->dprev = &p->dnext;
+	dg_name_del(d, x, name, len);
+	dg_enqueue(d, op);
+	x->last_seq = p->last_seq = op->seq;
+	dg_parent_changed(d, parent, 0);
+	if (dir && (p = dg_ino_find(d, parent)))
+		p->attr.nlink--; /* dg_parent_changed counted none */
+	d->nlocal++;
+	op = NULL;
+	rc = 0;
+out_unlock:
+	pthread_mutex_unlock(&d->mu);
+out_free:
+	free(op);
+	return rc;
+}
+
 /* Whether a SETATTR of p by c can join the queue (see cli_deleg.h). */
 static int dg_setattr_ok(const struct dg_ino *p, const struct proto_cred *c,
 			 uint32_t valid)
@@ -670,6 +771,17 @@ int cli_deleg_before(struct cli_deleg *d, const uint64_t *inos, unsigned n,
 }
 
 /* See cli_deleg.h. */
+int cli_deleg_flush(struct cli_deleg *d)
+{
+	int rc;
+
+	pthread_mutex_lock(&d->mu);
+	rc = dg_wait_done(d);
+	pthread_mutex_unlock(&d->mu);
+	return rc;
+}
+
+/* See cli_deleg.h. */
 int cli_deleg_sync(struct cli_deleg *d)
 {
 	int rc;
@@ -835,10 +947,12 @@ static uint32_t dg_take(struct cli_deleg *d, struct dg_op **ops)
 	return n;
 }
 
-/* Put ops back at the head after a failed send (mu). */
+/* Put ops back at the head after a failed send (mu): their answer was
+ * lost, so they may have run. */
 static void dg_untake(struct cli_deleg *d, struct dg_op **ops, uint32_t n)
 {
 	for (uint32_t i = n; i-- > 0;) {
+		ops[i]->sent = 1;
 		ops[i]->next = d->head;
 		if (!d->head)
 			d->tail = &ops[i]->next;
@@ -851,29 +965,38 @@ static void dg_untake(struct cli_deleg *d, struct dg_op **ops, uint32_t n)
 /* An answered batch: note refusals, forget its creates, take the range
  * if it asked for one, move done_seq (mu). */
 static void dg_answered(struct cli_deleg *d, struct dg_op **ops, uint32_t n,
-			const struct proto_batchrep *r, int asked)
+			const struct proto_batchrep *r, int asked, int retried)
 {
 	struct dg_dir *x;
 
 	for (uint32_t i = 0; i < n; i++) {
 		struct dg_op *op = ops[i];
+		int st = r->status[i];
 
-		if (r->status[i]) {
+		if (st == -ENOENT && op->gone && (op->sent || retried)) {
+			log_notice("delegated %s of \"%s\": ENOENT after a resend: "
+				   "taken as its own first attempt's change",
+				   proto_op_name(op->b.op), op->name);
+			st = 0;
+		}
+		if (op->gone)
+			dg_ino_drop(d, op->gone);
+		if (st) {
 			d->nrefused++;
 			if (!d->err)
-				d->err = r->status[i];
+				d->err = st;
 			log_warn("delegated %s of \"%s\" in directory %llu "
 				 "(inode %llu) refused by the mgr: %s",
 				 proto_op_name(op->b.op), op->name,
 				 (unsigned long long)op->b.m.parent,
 				 (unsigned long long)(op->b.newino ?
 						      op->b.newino : op->b.m.ino),
-				 strerror(-r->status[i]));
+				 strerror(-st));
 		}
 		if (op->b.op == PROTO_OP_MKDIR && !(r->flags[i] & PROTO_BOP_WRITE) &&
 		    (x = dg_dir_find(d, op->b.newino)) && x->held)
 			dg_dir_release(d, x); /* no lease: nothing alone there */
-		if (op->b.newino && r->status[i])
+		if (op->b.newino && st)
 			dg_ino_drop(d, op->b.newino); /* it does not exist */
 		d->done_seq = op->seq;
 		free(op);
@@ -895,7 +1018,7 @@ static void dg_answered(struct cli_deleg *d, struct dg_op **ops, uint32_t n,
 
 /* Send one batch of ops (without mu). @return 0 (r filled), -errno */
 static int dg_send(struct cli_deleg *d, struct dg_op **ops, uint32_t n,
-		   int want, struct proto_batchrep *r)
+		   int want, struct proto_batchrep *r, int *retried)
 {
 	struct proto_bop *bops = calloc(n ? n : 1, sizeof(*bops));
 	struct proto_batch b = { 0 };
@@ -909,7 +1032,7 @@ static int dg_send(struct cli_deleg *d, struct dg_op **ops, uint32_t n,
 	b.want = want ? PROTO_INO_RANGE : 0;
 	b.n = n;
 	b.host = bops;
-	rc = cli_meta_batch(d->fs, &b, r);
+	rc = cli_meta_batch(d->fs, &b, r, retried);
 	free(bops);
 	return rc;
 }
@@ -922,7 +1045,7 @@ static void *dg_main(void *arg)
 	struct proto_batchrep *r = malloc(sizeof(*r));
 	struct timespec ts;
 	uint32_t n;
-	int want, rc;
+	int want, rc, retried;
 
 	pthread_mutex_lock(&d->mu);
 	while (ops && r) {
@@ -943,10 +1066,10 @@ static void *dg_main(void *arg)
 		 * op numbered from an older one must land before */
 		want = d->want_range && !d->head;
 		pthread_mutex_unlock(&d->mu);
-		rc = dg_send(d, ops, n, want, r);
+		rc = dg_send(d, ops, n, want, r, &retried);
 		pthread_mutex_lock(&d->mu);
 		if (rc == 0 && r->n == n) {
-			dg_answered(d, ops, n, r, want);
+			dg_answered(d, ops, n, r, want, retried);
 			d->failing_ms = 0;
 		} else {
 			dg_untake(d, ops, n);

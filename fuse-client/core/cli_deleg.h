@@ -106,6 +106,20 @@ int cli_deleg_mknode(struct cli_deleg *d, const struct proto_cred *c,
 		     const char *target, struct proto_attr *a);
 
 /**
+ * UNLINK (dir 0) or RMDIR (dir 1) of name in parent, answered here if
+ * parent is held, the caller may write there alone, and name is an inode
+ * made here alone with one link (a directory: held here, empty). Its
+ * record stays until the op is answered, so that a PURGE of it waits.
+ * @param[out] f what the mgr frees (a regular file: its number and
+ *	layout, whose data the caller removes as after today's UNLINK; else
+ *	zero); may be NULL for RMDIR
+ * @return 0 queued; -EAGAIN take today's path
+ */
+int cli_deleg_remove(struct cli_deleg *d, const struct proto_cred *c,
+		     uint64_t parent, const char *name, int dir,
+		     struct proto_freed *f);
+
+/**
  * A SETATTR of an inode this mount made alone in a directory it still
  * holds joins the queue (no size change; for other than root, only its
  * owner's mode and times).
@@ -146,6 +160,13 @@ int cli_deleg_getattr(struct cli_deleg *d, uint64_t ino, struct proto_attr *a);
  */
 int cli_deleg_before(struct cli_deleg *d, const uint64_t *inos, unsigned n,
 		     int change);
+
+/**
+ * Wait until everything queued now has committed (a PURGE of what this
+ * mount removed alone must come after the removal).
+ * @return 0, -EIO the queue could not be sent
+ */
+int cli_deleg_flush(struct cli_deleg *d);
 
 /**
  * fsync, fsyncdir, unmount: send everything queued, wait for its commit,

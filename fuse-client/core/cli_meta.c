@@ -136,6 +136,9 @@ static int meta_run(struct cli_fs *fs, uint16_t op, const struct proto_mreq *m,
 
 		if (cli_deleg_before(fs->deleg, inos, 3, meta_changes(op)))
 			return -EIO;
+		if ((op == PROTO_OP_PURGE || op == PROTO_OP_PURGE_MANY) &&
+		    cli_deleg_flush(fs->deleg))
+			return -EIO; /* after the UNLINKs queued */
 	}
 	wb_init(&w, req, PROTO_MAX_BODY);
 	if (fs->session && m->cred.session != fs->session) {
@@ -373,6 +376,9 @@ int cli_meta_unlink(struct cli_fs *fs, const struct proto_cred *c,
 	mreq_init(&m, c);
 	m.parent = parent;
 	m.name = pstr(name);
+	if (fs->deleg &&
+	    cli_deleg_remove(fs->deleg, c, parent, name, 0, freed) == 0)
+		return 0; /* answered alone, queued */
 	if (fs->deleg && cli_deleg_end(fs->deleg, parent))
 		return -EIO;
 	rc = meta_run(fs, PROTO_OP_UNLINK, &m, &r);
@@ -393,6 +399,9 @@ int cli_meta_rmdir(struct cli_fs *fs, const struct proto_cred *c,
 	mreq_init(&m, c);
 	m.parent = parent;
 	m.name = pstr(name);
+	if (fs->deleg &&
+	    cli_deleg_remove(fs->deleg, c, parent, name, 1, NULL) == 0)
+		return 0; /* answered alone, queued */
 	if (fs->deleg && cli_deleg_end(fs->deleg, parent))
 		return -EIO;
 	return meta_run(fs, PROTO_OP_RMDIR, &m, NULL);
@@ -719,14 +728,15 @@ int cli_meta_purge_many(struct cli_fs *fs, const struct proto_cred *c,
 
 /* BATCH: see cli_meta.h. */
 int cli_meta_batch(struct cli_fs *fs, const struct proto_batch *b,
-		   struct proto_batchrep *r)
+		   struct proto_batchrep *r, int *retried)
 {
 	uint8_t *req = cli_tls_reqbuf(), *rep = cli_tls_repbuf();
 	const char *why = "?";
 	struct net_call call;
 	struct wbuf w;
-	int rc, retried;
+	int rc;
 
+	*retried = 0;
 	if (!req || !rep)
 		return -ENOMEM;
 	wb_init(&w, req, PROTO_MAX_BODY);
@@ -739,7 +749,7 @@ int cli_meta_batch(struct cli_fs *fs, const struct proto_batch *b,
 	call.body_len = (uint32_t)w.len;
 	call.rep_buf = rep;
 	call.rep_cap = PROTO_MAX_BODY;
-	rc = cli_mgr_run(fs, &call, &retried); /* a resend is a repeat */
+	rc = cli_mgr_run(fs, &call, retried); /* a resend is a repeat */
 	if (rc)
 		return mgr_fail(fs, PROTO_OP_BATCH, rc);
 	if (call.status)

@@ -165,12 +165,14 @@ int cli_meta_purge_many(struct cli_fs *fs, const struct proto_cred *c,
 
 /**
  * BATCH: send a session's delegated ops (cli_deleg.c) and decode the
- * statuses; a resend after a lost answer is a repeat the mgr recognises.
+ * statuses; a resend after a lost answer is a repeat the mgr recognises
+ * for creates (an UNLINK or RMDIR sent again answers ENOENT).
+ * @param[out] retried 1 if an attempt's answer was lost (cli_mgr_run)
  * @return 0 (r filled, r->n == b->n), -E2BIG the batch does not encode,
  *	-EIO the mgr is unreachable or answered badly, or the mgr's -errno
  *	for the batch as a whole
  */
 int cli_meta_batch(struct cli_fs *fs, const struct proto_batch *b,
-		   struct proto_batchrep *r);
+		   struct proto_batchrep *r, int *retried);
 
 #endif

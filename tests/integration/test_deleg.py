@@ -75,6 +75,13 @@ def d(dc, request):
     return tuple(os.path.join(m.path, name) for m in (dc.a, dc.b))
 
 
+def inodes_used(path):
+    """Inodes the file system holds (statfs): an unlinked file counts
+    until its purge."""
+    st = os.statvfs(path)
+    return st.f_files - st.f_ffree
+
+
 def fsync_dir(path):
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -266,3 +273,46 @@ def test_deleg_needs_leases(tmp_path):
                   '127.0.0.1:1', str(tmp_path)], check=False)
     assert r.returncode == 2
     assert '-o deleg: delegated creates need -o leases' in r.stderr
+
+
+def test_rm_rf_answered_alone(dc, d):
+    """rm -rf of a tree A made alone: no UNLINK or RMDIR reaches the mgr
+    (BATCHes carry them); B then finds nothing, and the mgr holds no
+    orphan once A's reaper purged the files' data."""
+    a, b = d
+    used0 = inodes_used(b)
+    for i in range(3):
+        sub = os.path.join(a, 't%d' % i)
+        os.mkdir(sub)
+        for j in range(20):
+            with open(os.path.join(sub, 'f%02d' % j), 'w') as f:
+                f.write('x' * j)
+        os.symlink('f00', os.path.join(sub, 'ln'))
+    before = {op: calls(dc, 'a', op) for op in ('UNLINK', 'RMDIR')}
+    util.run(['rm', '-rf'] + [os.path.join(a, 't%d' % i) for i in range(3)])
+    fsync_dir(a)
+    for op in ('UNLINK', 'RMDIR'):
+        assert calls(dc, 'a', op) == before[op], '%s reached the mgr' % op
+    assert os.listdir(b) == []
+    util.wait_until(lambda: inodes_used(b) == used0, WAIT, 0.1,
+                    'the removed files purged')
+
+
+def test_unlinked_open_file_alone(dc, d):
+    """A file A made alone, unlinked alone while open, still reads and
+    writes through its descriptor, and is purged at its close."""
+    a, b = d
+    used0 = inodes_used(b)
+    p = os.path.join(a, 'open')
+    fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        os.write(fd, b'kept')
+        os.unlink(p)
+        assert not os.path.exists(os.path.join(b, 'open'))
+        os.write(fd, b' too')
+        assert os.pread(fd, 100, 0) == b'kept too'
+        assert os.fstat(fd).st_nlink == 0
+    finally:
+        os.close(fd)
+    util.wait_until(lambda: inodes_used(b) == used0, WAIT, 0.1,
+                    'the file purged at its close')

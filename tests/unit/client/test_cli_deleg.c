@@ -24,8 +24,9 @@ static struct {
 	int refuse_at;              /* refuse the op with this index (-1) */
 	int fail;                   /* fail this many sends */
 	int no_write;               /* answer MKDIRs without the WRITE flag */
+	int enoent_removes;         /* answer UNLINK and RMDIR -ENOENT */
 	uint64_t next_range;
-} mgr = { PTHREAD_MUTEX_INITIALIZER, 0, 0, {0}, {0}, {{0}}, -1, 0, 0, 4096 };
+} mgr = { PTHREAD_MUTEX_INITIALIZER, 0, 0, {0}, {0}, {{0}}, -1, 0, 0, 0, 4096 };
 
 static int live_flag = 1;
 
@@ -44,9 +45,10 @@ struct proto_time cli_now_time(void)
 
 /* Stub of the BATCH request: record, then answer as set above. */
 int cli_meta_batch(struct cli_fs *fs, const struct proto_batch *b,
-		   struct proto_batchrep *r)
+		   struct proto_batchrep *r, int *retried)
 {
 	(void)fs;
+	*retried = 0;
 	pthread_mutex_lock(&mgr.mu);
 	if (mgr.fail > 0) {
 		mgr.fail--;
@@ -64,6 +66,9 @@ int cli_meta_batch(struct cli_fs *fs, const struct proto_batch *b,
 			 o->m.name.len ? o->m.name.p : "");
 		if ((int)mgr.nops == mgr.refuse_at)
 			r->status[i] = -EACCES;
+		if (mgr.enoent_removes && (o->op == PROTO_OP_UNLINK ||
+					   o->op == PROTO_OP_RMDIR))
+			r->status[i] = -ENOENT;
 		if (o->op == PROTO_OP_MKDIR && !mgr.no_write)
 			r->flags[i] = PROTO_BOP_WRITE;
 	}
@@ -281,6 +286,48 @@ static void test_recall(struct cli_deleg *d)
 	CHECK(create(d, 0, 21, "z", &a) == -EAGAIN, "a reset drops every lease");
 }
 
+/* Removals of what was made alone: queued, the freed inode, the record
+ * kept until answered; what is not removed alone; a resent removal's
+ * ENOENT is its own. */
+static void test_remove(struct cli_deleg *d)
+{
+	struct proto_cred root = { 0 };
+	struct proto_attr f, sub, x;
+	struct proto_freed fr;
+	unsigned n0;
+
+	CHECK(create(d, 0, 10, "rm1", &f) == 0, "made");
+	CHECK(cli_deleg_remove(d, &root, 10, "rm1", 1, NULL) == -EAGAIN,
+	      "a file is no directory: today's path");
+	n0 = seen();
+	CHECK(cli_deleg_remove(d, &root, 10, "rm1", 0, &fr) == 0 &&
+	      fr.ino == f.ino && fr.layout.unit == f.layout.unit,
+	      "unlinked alone: the data to free is its own");
+	CHECK(cli_deleg_lookup(d, 10, "rm1", &x) == -ENOENT, "the name is gone");
+	CHECK(cli_deleg_getattr(d, f.ino, &x) == 0 && x.nlink == 0,
+	      "its record stays, with no link, until answered");
+	CHECK(cli_deleg_sync(d) == 0 && seen() == n0 + 2 &&
+	      mgr.op[n0 + 1] == PROTO_OP_UNLINK, "create, then unlink");
+	CHECK(cli_deleg_getattr(d, f.ino, &x) == -EAGAIN, "answered: dropped");
+	CHECK(cli_deleg_remove(d, &root, 10, "h", 0, &fr) == -EAGAIN,
+	      "a name made by today's path: today's path");
+	CHECK(cli_deleg_mknode(d, &root, 10, "rd", S_IFDIR | 0755, NULL,
+			       &sub) == 0 && create(d, 0, sub.ino, "in", &f) == 0,
+	      "a directory with a file");
+	CHECK(cli_deleg_remove(d, &root, 10, "rd", 1, NULL) == -EAGAIN,
+	      "not empty: today's path");
+	CHECK(cli_deleg_remove(d, &root, sub.ino, "in", 0, &fr) == 0 &&
+	      cli_deleg_remove(d, &root, 10, "rd", 1, NULL) == 0,
+	      "emptied, then removed alone");
+	CHECK(create(d, 0, sub.ino, "again", &f) == -EAGAIN,
+	      "a removed directory is held no more");
+	mgr.enoent_removes = 1;
+	mgr.fail = 1;
+	CHECK(cli_deleg_sync(d) == 0,
+	      "ENOENT for removals sent again after a lost answer: their own");
+	mgr.enoent_removes = 0;
+}
+
 int main(void)
 {
 	struct cli_fs fs;
@@ -302,6 +349,7 @@ int main(void)
 	test_before(d);
 	test_failing(d);
 	test_mkdir(d);
+	test_remove(d);
 	test_recall(d);
 	cli_deleg_counts(d, &q, &b, &r, &l);
 	CHECK(q == 0 && r == 1 && l >= 10, "counts");

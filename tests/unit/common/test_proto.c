@@ -2833,7 +2833,7 @@ static void test_batch_bad(void)
 	BB("want", b.want = 2 * PROTO_INO_RANGE);
 	BB("n", b.n = PROTO_MAX_BATCH + 1);
 	BB("bop.op", k[3].op = PROTO_OP_LOOKUP);
-	BB("bop.op", k[3].op = PROTO_OP_UNLINK);
+	BB("bop.op", k[3].op = PROTO_OP_RENAME);
 	BB("bop.op", k[3].op = PROTO_OP_BATCH);
 	BB("bop.op", k[4].op = PROTO_OP_MKNOD);
 	BB("bop.newino", k[0].newino = 0);
