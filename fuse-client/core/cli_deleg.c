@@ -349,6 +349,46 @@ static int dg_may_create(const struct dg_dir *x, const struct proto_cred *c)
 	return c->uid == 0 || (c->uid == x->uid && (x->mode & 0300) == 0300);
 }
 
+/* Fill op as the BATCH entry that makes name (attributes a) in parent:
+ * a SYMLINK with a target, else a MKDIR or CREATE by a's type. */
+static void dg_op_make(struct dg_op *op, const struct proto_cred *c,
+		       uint64_t parent, const char *name, size_t len,
+		       const char *target, size_t tlen,
+		       const struct proto_attr *a)
+{
+	memcpy(op->name, name, len);
+	memcpy(op->target, target ? target : "", tlen);
+	op->b.op = target ? PROTO_OP_SYMLINK :
+		   S_ISDIR(a->mode) ? PROTO_OP_MKDIR : PROTO_OP_CREATE;
+	op->b.m.cred = *c;
+	op->b.m.parent = parent;
+	op->b.m.name = (struct proto_str){ op->name, (uint32_t)len };
+	op->b.m.mode = a->mode & 07777;
+	if (op->b.op == PROTO_OP_CREATE) {
+		op->b.m.mode = S_IFREG | (a->mode & 07777);
+		op->b.m.flags = PROTO_CREATE_EXCL;
+		op->b.layout = a->layout;
+	}
+	op->b.m.target = (struct proto_str){ op->target, (uint32_t)tlen };
+	op->b.newino = a->ino;
+}
+
+/* Record inode a, made alone in held directory x, as p (mu). */
+static void dg_ino_link(struct cli_deleg *d, struct dg_dir *x,
+			struct dg_ino *p, const struct proto_attr *a)
+{
+	p->ino = a->ino;
+	p->dir = x->ino;
+	p->attr = *a;
+	p->next = d->inos[dg_ihash(a->ino)];
+	d->inos[dg_ihash(a->ino)] = p;
+	p->dnext = x->inos;
+	if (x->inos)
+		x->inos->dprev = &p->dnext;
+	p->dprev = &x->inos;
+	x->inos = p;
+}
+
 /* See cli_deleg.h. */
 int cli_deleg_mknode(struct cli_deleg *d, const struct proto_cred *c,
 		     uint64_t parent, const char *name, uint32_t mode,
@@ -385,31 +425,8 @@ int cli_deleg_mknode(struct cli_deleg *d, const struct proto_cred *c,
 		nx->gid = a->gid;
 		nx->layout = x->layout;
 	}
-	memcpy(op->name, name, len);
-	memcpy(op->target, target ? target : "", tlen);
-	op->b.op = target ? PROTO_OP_SYMLINK :
-		   S_ISDIR(mode) ? PROTO_OP_MKDIR : PROTO_OP_CREATE;
-	op->b.m.cred = *c;
-	op->b.m.parent = parent;
-	op->b.m.name = (struct proto_str){ op->name, (uint32_t)len };
-	op->b.m.mode = mode & 07777;
-	if (op->b.op == PROTO_OP_CREATE) {
-		op->b.m.mode = mode;
-		op->b.m.flags = PROTO_CREATE_EXCL;
-		op->b.layout = a->layout;
-	}
-	op->b.m.target = (struct proto_str){ op->target, (uint32_t)tlen };
-	op->b.newino = ino;
-	p->ino = ino;
-	p->dir = parent;
-	p->attr = *a;
-	p->next = d->inos[dg_ihash(ino)];
-	d->inos[dg_ihash(ino)] = p;
-	p->dnext = x->inos;
-	if (x->inos)
-		x->inos->dprev = &p->dnext;
-	p->dprev = &x->inos;
-	x->inos = p;
+	dg_op_make(op, c, parent, name, len, target, tlen, a);
+	dg_ino_link(d, x, p, a);
 	dg_parent_changed(d, parent, S_ISDIR(mode));
 	dg_enqueue(d, op);
 	x->last_seq = p->last_seq = op->seq;
