@@ -227,6 +227,14 @@ static void dg_ino_drop(struct cli_deleg *d, uint64_t ino)
 	free(p);
 }
 
+/* Stop acting alone in x (dg_dir_release), and its own record goes too:
+ * others may change it from now on (mu). */
+static void dg_dir_give_up(struct cli_deleg *d, struct dg_dir *x)
+{
+	dg_dir_release(d, x);
+	dg_ino_drop(d, x->ino);
+}
+
 /* Append op to the queue and wake the flusher when a batch is full (mu). */
 static void dg_enqueue(struct cli_deleg *d, struct dg_op *op)
 {
@@ -813,6 +821,22 @@ int cli_deleg_sync(struct cli_deleg *d)
 	return rc;
 }
 
+/* A record of held directory a itself (its MKDIR went to the mgr): its
+ * GETATTR is answered here too, as the kernel asks after each change in
+ * it; in no directory's list (mu). Without memory, none: asked then. */
+static void dg_dir_record(struct cli_deleg *d, const struct proto_attr *a)
+{
+	struct dg_ino *p;
+
+	if (dg_ino_find(d, a->ino) || !(p = calloc(1, sizeof(*p))))
+		return;
+	p->ino = a->ino;
+	p->attr = *a;
+	p->next = d->inos[dg_ihash(a->ino)];
+	d->inos[dg_ihash(a->ino)] = p;
+	p->dprev = &p->dnext;
+}
+
 /* See cli_deleg.h. */
 void cli_deleg_grant(struct cli_deleg *d, const struct proto_attr *dir,
 		     const struct proto_grant *g)
@@ -825,6 +849,7 @@ void cli_deleg_grant(struct cli_deleg *d, const struct proto_attr *dir,
 	x = dg_dir_find(d, dir->ino);
 	if (d->live(d->live_arg) && (!x || x->recall_seq <= g->evseq) &&
 	    (x || (x = dg_dir_get(d, dir->ino)))) {
+		dg_dir_record(d, dir);
 		x->held = 1;
 		x->mode = dir->mode;
 		x->uid = dir->uid;
@@ -850,7 +875,7 @@ int cli_deleg_recall(struct cli_deleg *d, uint64_t dir, uint64_t seq)
 	if (x) {
 		if (seq > x->recall_seq)
 			x->recall_seq = seq;
-		dg_dir_release(d, x);
+		dg_dir_give_up(d, x);
 	}
 	rc = dg_wait_done(d);
 	pthread_mutex_unlock(&d->mu);
@@ -870,7 +895,7 @@ void cli_deleg_reset(struct cli_deleg *d)
 	for (size_t b = 0; b < DG_BUCKETS; b++)
 		for (x = d->dirs[b]; x; x = x->next)
 			if (x->held)
-				dg_dir_release(d, x);
+				dg_dir_give_up(d, x);
 	pthread_cond_broadcast(&d->cv);
 	pthread_mutex_unlock(&d->mu);
 }
@@ -887,7 +912,7 @@ int cli_deleg_end(struct cli_deleg *d, uint64_t dir)
 				* be another held one, with creates queued */
 	x = dg_dir_find(d, dir);
 	if (x && x->held)
-		dg_dir_release(d, x);
+		dg_dir_give_up(d, x);
 	pthread_mutex_unlock(&d->mu);
 	return rc;
 }
@@ -916,7 +941,7 @@ void cli_deleg_named(struct cli_deleg *d, uint64_t dir, const char *name,
 	pthread_mutex_lock(&d->mu);
 	x = dg_dir_find(d, dir);
 	if (x && x->held && dg_name_add(d, x, name, strlen(name), ino))
-		dg_dir_release(d, x); /* no memory: it no longer knows them all */
+		dg_dir_give_up(d, x); /* no memory: it no longer knows them all */
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -1012,7 +1037,7 @@ static void dg_answered(struct cli_deleg *d, struct dg_op **ops, uint32_t n,
 		}
 		if (op->b.op == PROTO_OP_MKDIR && !(r->flags[i] & PROTO_BOP_WRITE) &&
 		    (x = dg_dir_find(d, op->b.newino)) && x->held)
-			dg_dir_release(d, x); /* no lease: nothing alone there */
+			dg_dir_give_up(d, x); /* no lease: nothing alone there */
 		if (op->b.newino && st)
 			dg_ino_drop(d, op->b.newino); /* it does not exist */
 		d->done_seq = op->seq;
@@ -1150,7 +1175,7 @@ static void dg_free_all(struct cli_deleg *d)
 	for (size_t b = 0; b < DG_BUCKETS; b++) /* the inodes go with them */
 		while ((x = d->dirs[b])) {
 			d->dirs[b] = x->next;
-			dg_dir_release(d, x);
+			dg_dir_give_up(d, x);
 			free(x);
 		}
 	while ((op = d->head)) {
