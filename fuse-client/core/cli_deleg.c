@@ -918,9 +918,10 @@ int cli_deleg_end(struct cli_deleg *d, uint64_t dir)
 }
 
 /* See cli_deleg.h. */
-void cli_deleg_dir_attr(struct cli_deleg *d, const struct proto_attr *a)
+void cli_deleg_attr(struct cli_deleg *d, const struct proto_attr *a)
 {
 	struct dg_dir *x;
+	struct dg_ino *p;
 
 	pthread_mutex_lock(&d->mu);
 	x = dg_dir_find(d, a->ino);
@@ -929,6 +930,11 @@ void cli_deleg_dir_attr(struct cli_deleg *d, const struct proto_attr *a)
 		x->uid = a->uid;
 		x->gid = a->gid;
 	}
+	p = dg_ino_find(d, a->ino);
+	if (p && p->last_seq <= d->done_seq)
+		p->attr = *a; /* else an op queued since: dropped, ask then */
+	else if (p)
+		dg_ino_drop(d, a->ino);
 	pthread_mutex_unlock(&d->mu);
 }
 

@@ -74,9 +74,10 @@ void cli_deleg_reset(struct cli_deleg *d);
  */
 int cli_deleg_end(struct cli_deleg *d, uint64_t dir);
 
-/** A SETATTR of a held directory answered with a: what it judges a
- * create there by (mode, owner) follows. */
-void cli_deleg_dir_attr(struct cli_deleg *d, const struct proto_attr *a);
+/** A SETATTR by today's path answered with a: an inode made here alone
+ * keeps its record with these attributes, and a held directory judges
+ * creates by its new mode and owner. */
+void cli_deleg_attr(struct cli_deleg *d, const struct proto_attr *a);
 
 /** This mount made name (inode ino) in dir by today's path: a held dir
  * records it. */

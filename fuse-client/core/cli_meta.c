@@ -108,6 +108,7 @@ static int meta_changes(uint16_t op)
 	case PROTO_OP_LISTXATTR:
 	case PROTO_OP_OPEN:
 	case PROTO_OP_ACCESS:
+	case PROTO_OP_SETATTR: /* its reply updates the record (cli_deleg_attr) */
 		return 0;
 	default:
 		return 1;
@@ -287,7 +288,7 @@ int cli_meta_setattr(struct cli_fs *fs, const struct proto_cred *c,
 	if (rc)
 		return rc;
 	if (fs->deleg)
-		cli_deleg_dir_attr(fs->deleg, &a);
+		cli_deleg_attr(fs->deleg, &a);
 	if (attr)
 		*attr = a;
 	return 0;
