@@ -91,6 +91,10 @@ struct cli_deleg {
 	uint64_t spare;                 /* mu: a further range (0: none) */
 	int want_range;                 /* mu: ask for a range */
 	uint64_t range_refused_ms;      /* mu: the mgr gave none then */
+	uint64_t recall_floor;          /* mu: the last recall handled of a
+					 * directory with no record: a grant
+					 * made before it may be for that one,
+					 * and is void */
 	int err;                        /* mu: first refusal not reported */
 	uint64_t nbatches, nrefused, nlocal; /* mu */
 };
@@ -847,7 +851,8 @@ void cli_deleg_grant(struct cli_deleg *d, const struct proto_attr *dir,
 		return;
 	pthread_mutex_lock(&d->mu);
 	x = dg_dir_find(d, dir->ino);
-	if (d->live(d->live_arg) && (!x || x->recall_seq <= g->evseq) &&
+	if (d->live(d->live_arg) &&
+	    (x ? x->recall_seq : d->recall_floor) <= g->evseq &&
 	    (x || (x = dg_dir_get(d, dir->ino)))) {
 		dg_dir_record(d, dir);
 		x->held = 1;
@@ -871,11 +876,14 @@ int cli_deleg_recall(struct cli_deleg *d, uint64_t dir, uint64_t seq)
 	int rc;
 
 	pthread_mutex_lock(&d->mu);
-	x = dg_dir_get(d, dir);
+	x = dg_dir_find(d, dir);
 	if (x) {
 		if (seq > x->recall_seq)
 			x->recall_seq = seq;
 		dg_dir_give_up(d, x);
+	} else if (seq > d->recall_floor) {
+		d->recall_floor = seq; /* no record kept per directory: a READ
+					* lease's recall is common */
 	}
 	rc = dg_wait_done(d);
 	pthread_mutex_unlock(&d->mu);
@@ -892,6 +900,7 @@ void cli_deleg_reset(struct cli_deleg *d)
 	struct dg_dir *x;
 
 	pthread_mutex_lock(&d->mu);
+	d->recall_floor = 0; /* a new mgr numbers its events from 1 again */
 	for (size_t b = 0; b < DG_BUCKETS; b++)
 		for (x = d->dirs[b]; x; x = x->next)
 			if (x->held)

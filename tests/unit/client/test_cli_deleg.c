@@ -281,8 +281,18 @@ static void test_recall(struct cli_deleg *d)
 	CHECK(cli_deleg_end(d, 20) == 0 && !cli_deleg_pending(d, a.ino),
 	      "end: the queue went first");
 	CHECK(create(d, 0, 20, "q3", &a) == -EAGAIN, "ended: today's path");
-	grant(d, 21, 9);
+	CHECK(cli_deleg_recall(d, 30, 12) == 0, "a recall of a directory never held");
+	grant(d, 31, 11);
+	CHECK(create(d, 0, 31, "z", &a) == -EAGAIN,
+	      "a grant older than a recall of an unknown directory: void");
+	grant(d, 31, 12);
+	CHECK(create(d, 0, 31, "z", &a) == 0 && cli_deleg_sync(d) == 0,
+	      "one made after it holds");
+	grant(d, 21, 12);
 	cli_deleg_reset(d);
+	grant(d, 32, 1);
+	CHECK(create(d, 0, 32, "z", &a) == 0 && cli_deleg_sync(d) == 0,
+	      "after a reset (a new mgr numbers events from 1) a grant holds");
 	CHECK(create(d, 0, 21, "z", &a) == -EAGAIN, "a reset drops every lease");
 }
 
