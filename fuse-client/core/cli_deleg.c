@@ -11,6 +11,7 @@
 #include "cli_core.h"
 #include "cli_meta.h"
 #include "log.h"
+#include "setid.h"
 #include "stripe.h"
 
 #define DG_BUCKETS 16384u
@@ -252,17 +253,6 @@ static void dg_enqueue(struct cli_deleg *d, struct dg_op *op)
 	pthread_cond_broadcast(&d->cv);
 }
 
-/* Whether c is in group gid (primary or supplementary). */
-static int dg_in_group(const struct proto_cred *c, uint32_t gid)
-{
-	if (c->gid == gid)
-		return 1;
-	for (uint16_t i = 0; i < c->ngroups && i < PROTO_MAX_GROUPS; i++)
-		if (c->groups[i] == gid)
-			return 1;
-	return 0;
-}
-
 /* Take an inode number from the range at hand; when it is used up, ask
  * the flusher for another (mu). A range is asked for only once every
  * number of the last one was handed out, so every op numbered from it is
@@ -322,7 +312,7 @@ static void dg_new_attr(const struct cli_deleg *d, const struct dg_dir *x,
 			a->mode |= S_ISGID;
 	}
 	if (!S_ISDIR(a->mode) && (a->mode & S_ISGID) && c->uid != 0 &&
-	    !dg_in_group(c, a->gid))
+	    !setid_in_group(c, a->gid))
 		a->mode &= ~(uint32_t)S_ISGID;
 	a->nlink = S_ISDIR(mode) ? 2 : 1;
 	a->size = S_ISLNK(mode) ? tlen : 0;
@@ -579,7 +569,7 @@ static void dg_setattr_apply(struct proto_attr *a, const struct proto_cred *c,
 
 	if (m->valid & PROTO_SA_MODE) {
 		a->mode = (a->mode & S_IFMT) | (m->mode & 07777);
-		if (c->uid != 0 && !dg_in_group(c, a->gid))
+		if (c->uid != 0 && !setid_in_group(c, a->gid))
 			a->mode &= ~(uint32_t)S_ISGID;
 	}
 	if (m->valid & PROTO_SA_UID)
@@ -736,6 +726,21 @@ int cli_deleg_pending(struct cli_deleg *d, uint64_t ino)
 	return r;
 }
 
+/* Wait on d's condition for at most ms milliseconds (mu held). */
+static void dg_timed_wait(struct cli_deleg *d, unsigned ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+}
+
 /* Wait until every op queued before now is committed (mu held), as long
  * as the sends have not been failing for the mount's timeout since the
  * wait began (a mgr restart is waited out, as a request would wait it
@@ -743,7 +748,6 @@ int cli_deleg_pending(struct cli_deleg *d, uint64_t ino)
 static int dg_wait_done(struct cli_deleg *d)
 {
 	uint64_t upto = d->next_seq - 1, start = dg_now_ms(), since;
-	struct timespec ts;
 
 	if (d->done_seq >= upto)
 		return 0;
@@ -755,13 +759,7 @@ static int dg_wait_done(struct cli_deleg *d)
 		if (d->failing_ms &&
 		    dg_now_ms() >= since + (uint64_t)d->fs->timeout_ms)
 			break;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+		dg_timed_wait(d, 100);
 	}
 	return d->done_seq >= upto ? 0 : -EIO;
 }
@@ -1100,20 +1098,13 @@ static void *dg_main(void *arg)
 	struct cli_deleg *d = arg;
 	struct dg_op **ops = calloc(PROTO_MAX_BATCH, sizeof(*ops));
 	struct proto_batchrep *r = malloc(sizeof(*r));
-	struct timespec ts;
 	uint32_t n;
 	int want, rc, retried;
 
 	pthread_mutex_lock(&d->mu);
 	while (ops && r) {
 		while (!dg_due(d, dg_now_ms()) && !(d->stop && !d->head)) {
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += CLI_DELEG_DELAY_MS * 1000000L / 2;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+			dg_timed_wait(d, CLI_DELEG_DELAY_MS / 2);
 		}
 		if (d->stop && !d->head)
 			break;
@@ -1138,9 +1129,7 @@ static void *dg_main(void *arg)
 				 strerror(rc ? -rc : EPROTO), CLI_DELEG_RETRY_MS);
 			if (d->stop)
 				break;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += CLI_DELEG_RETRY_MS / 1000;
-			pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+			dg_timed_wait(d, CLI_DELEG_RETRY_MS);
 		}
 		pthread_cond_broadcast(&d->cv);
 	}
